@@ -1,0 +1,279 @@
+// Package timeline is the plain data every judgement reads: samples over time
+// of a job's threads and processes, the host and the GPUs, keyed by process
+// identity (pid + start time). A live run fills one; a recording replays one;
+// the rules never know which.
+//
+// Counters are stored raw (cumulative, as the kernel reports them); analyses
+// compute rates from consecutive samples. Optional readings are pointers or
+// carry an explicit visibility: a field that could not be read is never zero.
+package timeline
+
+import (
+	"time"
+
+	"github.com/gpufeed/gpufeed/internal/gpu"
+)
+
+// SchemaVersion is the version of the recorded timeline format. Bump it on any
+// incompatible change; readers refuse versions they do not know.
+const SchemaVersion = 1
+
+// Timeline is one observation of a job.
+type Timeline struct {
+	Meta Meta `json:"meta"`
+	// Procs holds each process seen, by identity, with its static facts.
+	Procs map[ProcKey]*ProcInfo `json:"-"`
+	// Threads holds each thread seen, with its static facts.
+	Threads map[ThreadKey]*ThreadInfo `json:"-"`
+	// Ticks are the samples, oldest first.
+	Ticks []Tick `json:"-"`
+	// Devices are the GPUs' static facts; GPU samples live in the ticks.
+	Devices []gpu.DeviceInfo `json:"devices,omitempty"`
+	// Events are things that happened once: a process appeared or exited, a
+	// device was lost, a kernel log line matched.
+	Events []Event `json:"-"`
+	// Counts tallies what the sampler skipped, so nothing is silently lost.
+	Counts Counts `json:"counts"`
+}
+
+// Meta describes the observation.
+type Meta struct {
+	SchemaVersion int       `json:"schema_version"`
+	Tool          string    `json:"tool"` // "gpufeed v0.1.0"
+	Hostname      string    `json:"hostname"`
+	Kernel        string    `json:"kernel"`
+	NumCPU        int       `json:"num_cpu"`
+	ClockTick     int       `json:"clock_tick"` // USER_HZ, for utime/stime
+	PageSize      int       `json:"page_size"`
+	Started       time.Time `json:"started"` // wall clock at T=0
+	Interval      Duration  `json:"interval"`
+	Duration      Duration  `json:"duration"` // planned window
+	Target        Target    `json:"target"`
+	// ProcRoot and SysRoot are where /proc and /sys were read from.
+	ProcRoot string `json:"proc_root"`
+	SysRoot  string `json:"sys_root"`
+	// GPUSource names the device source ("NVML 550.54.15", "simulated device at ...")
+	// or says why none was used ("no NVIDIA driver: libnvidia-ml.so.1 not found").
+	GPUSource string `json:"gpu_source"`
+}
+
+// Target is what was observed: an attached PID or a launched command.
+type Target struct {
+	PID       int      `json:"pid"`
+	StartTime uint64   `json:"start_time"` // clock ticks since boot (/proc/PID/stat field 22)
+	Command   []string `json:"command,omitempty"`
+	Launched  bool     `json:"launched"`
+	ExitCode  *int     `json:"exit_code,omitempty"`
+}
+
+// Duration is a time.Duration that reads and writes as a string ("100ms").
+type Duration time.Duration
+
+// MarshalText writes the duration as Go prints it.
+func (d Duration) MarshalText() ([]byte, error) { return []byte(time.Duration(d).String()), nil }
+
+// UnmarshalText reads a duration written by MarshalText.
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(string(b))
+	*d = Duration(v)
+	return err
+}
+
+// ProcKey identifies a process across PID reuse.
+type ProcKey struct {
+	PID       int    `json:"pid"`
+	StartTime uint64 `json:"start_time"`
+}
+
+// ThreadKey identifies a thread across TID reuse.
+type ThreadKey struct {
+	TID       int    `json:"tid"`
+	StartTime uint64 `json:"start_time"`
+}
+
+// ProcInfo holds what is read once (or rarely) about a process.
+type ProcInfo struct {
+	Key     ProcKey  `json:"key"`
+	PPID    int      `json:"ppid"`
+	Comm    string   `json:"comm"`
+	Cmdline []string `json:"cmdline,omitempty"`
+	// Env holds only allowlisted variables (see internal/probe: EnvAllowlist).
+	Env map[string]string `json:"env,omitempty"`
+	// Role is what gpufeed recognised the process as: "trainer", "dataloader-worker",
+	// "torchrun", "rank" ... empty when unknown.
+	Role string `json:"role,omitempty"`
+	// NoFileSoft/Hard are RLIMIT_NOFILE; nil when not visible.
+	NoFileSoft *uint64 `json:"nofile_soft,omitempty"`
+	NoFileHard *uint64 `json:"nofile_hard,omitempty"`
+	// CPUsAllowed and MemsAllowed are list strings as in /proc/PID/status ("0-15").
+	CPUsAllowed string `json:"cpus_allowed,omitempty"`
+	MemsAllowed string `json:"mems_allowed,omitempty"`
+	FirstSeen   int64  `json:"first_seen_ns"`
+	LastSeen    int64  `json:"last_seen_ns"`
+	// Exited is set when the process was seen to go away during the window.
+	Exited bool `json:"exited,omitempty"`
+	// NotVisible maps a field name to why it could not be read and what privilege would show it.
+	NotVisible map[string]string `json:"not_visible,omitempty"`
+}
+
+// ThreadInfo holds what is known about a thread beyond its samples.
+type ThreadInfo struct {
+	Key  ThreadKey `json:"key"`
+	PID  int       `json:"pid"`
+	Comm string    `json:"comm"`
+	// Role: "main", "autograd", "pin-memory", "nccl", "dataloader-worker", "intra-op" ... empty when unknown.
+	Role      string `json:"role,omitempty"`
+	FirstSeen int64  `json:"first_seen_ns"`
+	LastSeen  int64  `json:"last_seen_ns"`
+	Exited    bool   `json:"exited,omitempty"`
+}
+
+// Tick is one sampling instant.
+type Tick struct {
+	// T is monotonic nanoseconds since Meta.Started.
+	T       int64          `json:"t"`
+	Threads []ThreadSample `json:"threads,omitempty"`
+	Procs   []ProcSample   `json:"procs,omitempty"`
+	Host    *HostSample    `json:"host,omitempty"`
+	GPUs    []gpu.Sample   `json:"gpus,omitempty"`
+}
+
+// ThreadSample is one thread at one tick. The fast-tier fields are read every
+// tick; slow-tier fields are present only on ticks where that tier ran.
+type ThreadSample struct {
+	TID   int  `json:"tid"`
+	PID   int  `json:"pid"`
+	State byte `json:"state"` // R, S, D, T, Z ... from stat
+	// UTime and STime are clock ticks (stat fields 14 and 15).
+	UTime uint64 `json:"utime"`
+	STime uint64 `json:"stime"`
+	// RunNS, WaitNS, Slices are /proc/PID/task/TID/schedstat: time on CPU,
+	// time runnable but waiting on a run queue, and timeslices run.
+	RunNS  uint64 `json:"run_ns"`
+	WaitNS uint64 `json:"wait_ns"`
+	Slices uint64 `json:"slices"`
+	CPU    int    `json:"cpu"` // processor last run on (stat field 39)
+
+	// Slow tier (about once a second): /proc/PID/task/TID/status.
+	Switches *Switches `json:"switches,omitempty"`
+	// Blocked is where a sleeping thread waits, when read.
+	Blocked *Blocked `json:"blocked,omitempty"`
+}
+
+// Switches are context switch counters.
+type Switches struct {
+	Voluntary   uint64 `json:"voluntary"`
+	Involuntary uint64 `json:"involuntary"`
+}
+
+// Blocked says where a sleeping thread waits.
+type Blocked struct {
+	Wchan string `json:"wchan,omitempty"`
+	// Syscall is the name of the system call in progress ("futex", "read"), empty when not visible or not in one.
+	Syscall string `json:"syscall,omitempty"`
+	// On names what the call waits on, where visible: "pipe:[1234]", "socket:[99]", "/data/x.bin".
+	On string `json:"on,omitempty"`
+	// NotVisible says why the above could not be read.
+	NotVisible string `json:"not_visible,omitempty"`
+}
+
+// ProcSample is one process at one tick. Fields read on slower tiers are pointers.
+type ProcSample struct {
+	PID      int    `json:"pid"`
+	Threads  int    `json:"threads"`
+	RSSPages uint64 `json:"rss_pages"` // statm resident
+
+	// About once a second.
+	FDs *int `json:"fds,omitempty"` // entries in /proc/PID/fd
+	IO  *IO  `json:"io,omitempty"`
+	// Rarely (smaps_rollup): proportional and unique set size.
+	PSSBytes *uint64 `json:"pss_bytes,omitempty"`
+	USSBytes *uint64 `json:"uss_bytes,omitempty"`
+}
+
+// IO are /proc/PID/io counters.
+type IO struct {
+	RChar      uint64 `json:"rchar"`
+	WChar      uint64 `json:"wchar"`
+	SyscR      uint64 `json:"syscr"`
+	SyscW      uint64 `json:"syscw"`
+	ReadBytes  uint64 `json:"read_bytes"`
+	WriteBytes uint64 `json:"write_bytes"`
+}
+
+// HostSample is the host at one tick.
+type HostSample struct {
+	// CPUs are per-CPU /proc/stat counters in clock ticks, indexed by CPU number.
+	CPUs         []CPUTimes `json:"cpus"`
+	ProcsRunning int        `json:"procs_running"`
+	ProcsBlocked int        `json:"procs_blocked"`
+	Ctxt         uint64     `json:"ctxt"`
+	// PSI is nil where /proc/pressure is absent.
+	PSI   *PSI       `json:"psi,omitempty"`
+	Mem   *MemInfo   `json:"mem,omitempty"`
+	Disks []DiskStat `json:"disks,omitempty"`
+}
+
+// CPUTimes is one /proc/stat cpuN line.
+type CPUTimes struct {
+	CPU     int    `json:"cpu"`
+	User    uint64 `json:"user"`
+	Nice    uint64 `json:"nice"`
+	System  uint64 `json:"system"`
+	Idle    uint64 `json:"idle"`
+	IOWait  uint64 `json:"iowait"`
+	IRQ     uint64 `json:"irq"`
+	SoftIRQ uint64 `json:"softirq"`
+	Steal   uint64 `json:"steal"`
+}
+
+// PSI holds cumulative stall microseconds ("total=") per resource.
+type PSI struct {
+	CPUSomeUS uint64 `json:"cpu_some_us"`
+	MemSomeUS uint64 `json:"mem_some_us"`
+	MemFullUS uint64 `json:"mem_full_us"`
+	IOSomeUS  uint64 `json:"io_some_us"`
+	IOFullUS  uint64 `json:"io_full_us"`
+}
+
+// MemInfo holds the /proc/meminfo fields gpufeed uses, in bytes.
+type MemInfo struct {
+	Total     uint64 `json:"total"`
+	Available uint64 `json:"available"`
+	Dirty     uint64 `json:"dirty"`
+	Writeback uint64 `json:"writeback"`
+	SwapTotal uint64 `json:"swap_total"`
+	SwapFree  uint64 `json:"swap_free"`
+}
+
+// DiskStat is one /proc/diskstats line's counters.
+type DiskStat struct {
+	Name         string `json:"name"`
+	Reads        uint64 `json:"reads"`
+	SectorsRead  uint64 `json:"sectors_read"`
+	ReadMS       uint64 `json:"read_ms"`
+	Writes       uint64 `json:"writes"`
+	SectorsWrite uint64 `json:"sectors_written"`
+	WriteMS      uint64 `json:"write_ms"`
+	InFlight     uint64 `json:"in_flight"`
+	IOTicksMS    uint64 `json:"io_ticks_ms"`
+	QueueMS      uint64 `json:"queue_ms"`
+}
+
+// Event is something that happened once.
+type Event struct {
+	T    int64  `json:"t"`
+	Kind string `json:"kind"` // "proc-start", "proc-exit", "thread-exit", "gpu-lost", "kmsg"
+	PID  int    `json:"pid,omitempty"`
+	TID  int    `json:"tid,omitempty"`
+	Text string `json:"text,omitempty"`
+}
+
+// Counts tallies what was skipped and why.
+type Counts struct {
+	// VanishedThreads and VanishedProcs went away between listing and reading.
+	VanishedThreads int `json:"vanished_threads"`
+	VanishedProcs   int `json:"vanished_procs"`
+	// Overruns counts ticks that started late because the previous one ran long.
+	Overruns int `json:"overruns"`
+}
