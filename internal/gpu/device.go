@@ -47,6 +47,15 @@ type DeviceInfo struct {
 	PersistenceMode    *bool    `json:"persistence_mode,omitempty"`
 	NUMANode           *int     `json:"numa_node,omitempty"`
 	GPMSupported       bool     `json:"gpm_supported,omitempty"`
+	// ECCEnabled is the current ECC mode.
+	ECCEnabled *bool `json:"ecc_enabled,omitempty"`
+	// RemappedRowsPending / RemappedRowsFailed are NVML's row-remapping state
+	// (Ampere and later): a pending remap needs a GPU reset; a failure means the
+	// memory is degraded.
+	RemappedRowsPending *bool `json:"remapped_rows_pending,omitempty"`
+	RemappedRowsFailed  *bool `json:"remapped_rows_failed,omitempty"`
+	// RetiredPages counts pages retired for ECC errors (pre-Ampere page retirement).
+	RetiredPages *int `json:"retired_pages,omitempty"`
 	// Unsupported names the static facts the device would not give.
 	Unsupported []string `json:"unsupported,omitempty"`
 }
