@@ -24,7 +24,7 @@ Private_Clean:        40 kB
 Private_Dirty:       116 kB
 Swap:                  0 kB
 `
-	realIO = "rchar: 6976\nwchar: 0\nsyscr: 10\nsyscw: 0\nread_bytes: 4096\nwrite_bytes: 0\ncancelled_write_bytes: 0\n"
+	realIO     = "rchar: 6976\nwchar: 0\nsyscr: 10\nsyscw: 0\nread_bytes: 4096\nwrite_bytes: 0\ncancelled_write_bytes: 0\n"
 	realLimits = `Limit                     Soft Limit           Hard Limit           Units     
 Max cpu time              unlimited            unlimited            seconds   
 Max open files            20000                1048576              files     
