@@ -3,6 +3,7 @@
 
     scripts/capture-proc-fixture.py OUT_DIR            # spawn the built-in workload and capture it
     scripts/capture-proc-fixture.py OUT_DIR --pid PID  # capture a running process tree
+    scripts/capture-proc-fixture.py --run SECONDS      # only run the workload (to record it live)
 
 The built-in workload looks like a PyTorch trainer: a main thread named
 pt_main_thread, pt_autograd_0, a pin-memory thread blocked reading a pipe,
@@ -79,6 +80,7 @@ def workload(ready_w, doom_r):
     named("doomed", lambda: os.read(doom_r, 1))
     if os.fork() == 0:
         name("pt_data_worker")
+        os.close(worker_w)  # EOF (and exit) when the trainer goes
         os.read(worker_r, 1)
         os._exit(0)
     os.write(ready_w, b"r")
@@ -208,8 +210,21 @@ def main():
     print(f"captured {len(pids)} processes, {sum(len(t) for t in tids.values())} threads into {args.out}: pids {pids}")
 
 
+def run_for(seconds):
+    _ready_r, ready_w = os.pipe()
+    doom_r, _doom_w = os.pipe()
+
+    def end():
+        time.sleep(seconds)
+        os._exit(0)  # the forked worker sees its pipe close and exits too
+    threading.Thread(target=end, daemon=True).start()
+    workload(ready_w, doom_r)
+
+
 if __name__ == "__main__":
     if len(sys.argv) == 4 and sys.argv[1] == "--workload":
         workload(int(sys.argv[2]), int(sys.argv[3]))
+    elif len(sys.argv) == 3 and sys.argv[1] == "--run":
+        run_for(float(sys.argv[2]))
     else:
         main()

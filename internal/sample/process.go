@@ -25,6 +25,7 @@ type trackedProc struct {
 	failed     map[int]bool
 	mainComm   []byte
 	needFacts  bool // the main thread was renamed (exec): re-read cmdline, env, limits
+	hadMM      bool // statm has shown an address space
 	nextRollup time.Duration
 	gone       bool
 }
@@ -271,10 +272,13 @@ func (s *Sampler) sampleProc(p *trackedProc, tk *timeline.Tick, t int64, slow, f
 		tk.Threads = append(tk.Threads, ts.ThreadSample)
 		th.info.LastSeen = t
 	}
-	if live == 0 || (!mainAlive && sm.Resident == 0 && sm.Size == 0) {
+	// A user process without an address space is exiting (exit_mm ran
+	// before the threads turned zombie): its memory is not "0 bytes".
+	if live == 0 || !mainAlive && sm.Resident == 0 || sm.Size == 0 && p.hadMM {
 		p.gone = true
 		return
 	}
+	p.hadMM = p.hadMM || sm.Size > 0
 	p.info.LastSeen = t
 	ps := timeline.ProcSample{PID: p.pid, Threads: live, RSSPages: sm.Resident}
 	if slow {
