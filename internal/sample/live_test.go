@@ -34,6 +34,7 @@ func TestMain(m *testing.M) {
 //
 //	spin-sleep   one thread spinning, one asleep
 //	compete:N    one "target" spinner and N other spinners, all pinned to CPU 0
+//	threads:N    N idle threads (the benchmark's target)
 func runLoad(mode string) {
 	// Every spinner needs its own P: with fewer Ps than spinning goroutines,
 	// the runtime parks one (asleep, not runnable) and the numbers lie.
@@ -65,6 +66,12 @@ func runLoad(mode string) {
 		thread("spin", -1, true)
 		thread("sleep", -1, false)
 		n = 2
+	case strings.HasPrefix(mode, "threads:"):
+		k, _ := strconv.Atoi(strings.TrimPrefix(mode, "threads:"))
+		for i := 0; i < k; i++ {
+			thread("idle", -1, false)
+		}
+		n = k
 	case strings.HasPrefix(mode, "compete:"):
 		k, _ := strconv.Atoi(strings.TrimPrefix(mode, "compete:"))
 		thread("target", 0, true)
@@ -81,7 +88,7 @@ func runLoad(mode string) {
 }
 
 // startLoad runs the helper and returns its pid and role -> TIDs.
-func startLoad(t *testing.T, mode string) (int, map[string][]int) {
+func startLoad(t testing.TB, mode string) (int, map[string][]int) {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {

@@ -242,7 +242,7 @@ func (s *Sampler) sampleProc(p *trackedProc, tk *timeline.Tick, t int64, slow, f
 	mainAlive := false
 	for i := 0; i < len(p.order); i++ {
 		th := p.order[i]
-		ts, err := s.sampleThread(p, th)
+		ts, err := s.sampleThread(p, th, slow)
 		if err != nil {
 			if !proc.IsVanished(err) && !errors.Is(err, errGone) {
 				s.readError(t, p.pid, err)
