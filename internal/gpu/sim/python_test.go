@@ -164,3 +164,92 @@ loop:
 		t.Errorf("mean utilisation %.2f %% for a 30 %% duty cycle", measured)
 	}
 }
+
+// pythonBlocking checks the Python client's blocking calls from a real
+// process: a full stream blocks the launching thread, streams are shared by
+// the process's threads, and one thread's synchronize does not hold another
+// thread's launches.
+const pythonBlocking = `
+import json, sys, threading, time
+sys.path.insert(0, sys.argv[1])
+import gpufeed_simdev
+
+dev = gpufeed_simdev.connect()
+ms = 1000 * 1000
+out = {}
+
+# max_pending is 8 here: 20 launches of 10 ms must wait for 12 kernels to end.
+t = time.monotonic_ns()
+for _ in range(20):
+    dev.launch(10000)
+out["full_ns"] = time.monotonic_ns() - t
+dev.synchronize()
+
+# Thread B synchronises stream 0 (work main submitted: 100 ms) while main
+# keeps launching on stream 1 without waiting.
+for _ in range(5):
+    dev.launch(20000, stream=0)
+start = time.monotonic_ns()
+synced = {}
+def waiter():
+    dev.synchronize(0)
+    synced["ns"] = time.monotonic_ns() - start
+th = threading.Thread(target=waiter)
+th.start()
+time.sleep(0.005)
+t = time.monotonic_ns()
+for _ in range(5):
+    dev.launch(1000, stream=1)
+out["other_stream_launch_ns"] = time.monotonic_ns() - t
+th.join()
+out["thread_sync_ns"] = synced["ns"]
+try:
+    dev.memcpy(10, kind="sideways")
+except ValueError:
+    out["bad_kind"] = "ValueError"
+dev.close()
+json.dump(out, sys.stdout)
+`
+
+func TestPythonClientBlockingCalls(t *testing.T) {
+	python, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("python3 not found: the Python client cannot be exercised")
+	}
+	pydir, err := filepath.Abs("../../../python")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := startDevice(t, sim.Options{MaxPending: 8})
+	cmd := exec.Command(python, "-c", pythonBlocking, pydir)
+	cmd.Env = append(os.Environ(), "GPUFEED_SIMDEV="+path)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	b, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("python: %v\n%s", err, stderr.String())
+	}
+	var got struct {
+		FullNS        int64  `json:"full_ns"`
+		OtherStreamNS int64  `json:"other_stream_launch_ns"`
+		ThreadSyncNS  int64  `json:"thread_sync_ns"`
+		BadKind       string `json:"bad_kind"`
+	}
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatalf("output %q: %v", b, err)
+	}
+	if d := time.Duration(got.FullNS); d < 120*time.Millisecond {
+		t.Errorf("20 launches of 10 ms into an 8-deep stream returned after %v, want >= 120ms", d)
+	}
+	if d := time.Duration(got.ThreadSyncNS); d < 100*time.Millisecond {
+		t.Errorf("another thread's synchronize(0) returned after %v, want >= 100ms (stream 0 is the process's)", d)
+	}
+	// The launching thread was not held by the other thread's wait: its five
+	// launches took far less than the 100 ms that wait lasted.
+	if d := time.Duration(got.OtherStreamNS); d >= 50*time.Millisecond {
+		t.Errorf("launches on stream 1 took %v while another thread synchronised: they must not wait", d)
+	}
+	if got.BadKind != "ValueError" {
+		t.Errorf("memcpy with an unknown kind: %q, want ValueError", got.BadKind)
+	}
+}

@@ -44,6 +44,8 @@ func startDevice(t testing.TB, opt sim.Options) string {
 	return path
 }
 
+func simDial(path string) (*simclient.Client, error) { return simclient.Dial(path) }
+
 func dial(t *testing.T, path string) *simclient.Client {
 	t.Helper()
 	c, err := simclient.Dial(path)

@@ -114,8 +114,9 @@ func (s *Source) Sample() ([]gpu.Sample, error) {
 func (s *Source) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.lost == "" {
-		s.lost = "closed"
+	if s.lost != "" {
+		return nil // already closed, by Close or when the server went away
 	}
+	s.lost = "closed"
 	return s.c.Close()
 }
