@@ -1,7 +1,9 @@
 package check
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"strconv"
 	"strings"
 
@@ -68,7 +70,7 @@ func runDevShm(e *env) []Result {
 	case sys.IsDenied(serr):
 		ev = append(ev, text("use", "not visible: "+needPtrace, statSrc))
 	default:
-		ev = append(ev, text("use", "not read: "+serr.Error(), statSrc))
+		ev = append(ev, text("use", "not read: "+errnoText(serr), statSrc))
 	}
 	if !haveSize {
 		if m.FSType == "tmpfs" {
@@ -137,6 +139,16 @@ func tmpfsSize(s string, e *env) (uint64, bool) {
 		return 0, false
 	}
 	return v * mult, true
+}
+
+// errnoText is the cause of a path error without the path, which under
+// --root holds the caller's own directory.
+func errnoText(err error) string {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err.Error()
+	}
+	return err.Error()
 }
 
 func optionString(opts map[string]string) string {

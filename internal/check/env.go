@@ -176,7 +176,11 @@ func text(what, t, source string) finding.Evidence {
 	return finding.Evidence{What: what, Text: t, Source: source}
 }
 
+// bytesEv gives a size in MiB, or KiB when under a MiB.
 func bytesEv(what string, b uint64, source string) finding.Evidence {
+	if b > 0 && b < 1<<20 {
+		return finding.Evidence{What: what, Value: float64(b) / (1 << 10), Unit: "KiB", Source: source}
+	}
 	return finding.Evidence{What: what, Value: float64(b) / (1 << 20), Unit: "MiB", Source: source}
 }
 

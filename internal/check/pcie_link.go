@@ -132,7 +132,7 @@ func judgeDeviceLink(kind string, d sys.PCIDevice, byAddr map[string]sys.PCIDevi
 	status := OK
 	narrow := l.curWidth < l.maxWidth
 	slow := l.curGTs < l.maxGTs*0.99
-	claim := fmt.Sprintf("PCIe link %s, as capable (%s x%d)", l, genName(l.maxGTs), l.maxWidth)
+	claim := fmt.Sprintf("PCIe link %s, as capable", l)
 	decision := ""
 	switch {
 	case l.curWidth == 0:
@@ -157,38 +157,49 @@ func judgeDeviceLink(kind string, d sys.PCIDevice, byAddr map[string]sys.PCIDevi
 				num("link bandwidth capable", full, "GB/s", "derived: lanes x per-lane rate after encoding"))
 		}
 	}
-	// The bridges above: a downgraded switch uplink starves every device below it.
-	var path []string
-	for _, addr := range d.Upstream {
-		path = append(path, addr)
-		b, ok := byAddr[addr]
-		if !ok {
+	// The links above. A device path runs root port > (switch upstream port
+	// > switch downstream port)* > device, so the physical links are the
+	// pairs at even positions: a downstream-facing port and the port or
+	// device below it. The child's link registers describe that link; it is
+	// downgraded when it runs below what both ends can do. (Inside a switch
+	// the upstream-to-downstream hop is not a physical link.)
+	chain := append(append([]string(nil), d.Upstream...), d.Address)
+	for k := 0; k+2 < len(chain); k += 2 {
+		b, okB := byAddr[chain[k]]
+		c, okC := byAddr[chain[k+1]]
+		if !okB || !okC {
 			continue
 		}
-		bl, ok := linkOf(b)
-		if !ok || (bl.curWidth >= bl.maxWidth && bl.curGTs >= bl.maxGTs*0.99) {
+		bl, ok1 := linkOf(b)
+		cl, ok2 := linkOf(c)
+		if !ok1 || !ok2 {
 			continue
 		}
-		bsrc := func(f string) string { return sysFile("bus/pci/devices", addr, f) }
+		capGTs, capWidth := min(bl.maxGTs, cl.maxGTs), min(bl.maxWidth, cl.maxWidth)
+		if cl.curWidth >= capWidth && cl.curGTs >= capGTs*0.99 {
+			continue
+		}
+		name := fmt.Sprintf("link %s > %s", b.Address, c.Address)
+		csrc := func(f string) string { return sysFile("bus/pci/devices", c.Address, f) }
 		ev = append(ev,
-			num("bridge "+addr+" current link speed", bl.curGTs, "GT/s", bsrc("current_link_speed")),
-			num("bridge "+addr+" max link speed", bl.maxGTs, "GT/s", bsrc("max_link_speed")),
-			num("bridge "+addr+" current link width", float64(bl.curWidth), "lanes", bsrc("current_link_width")),
-			num("bridge "+addr+" max link width", float64(bl.maxWidth), "lanes", bsrc("max_link_width")))
-		if bl.curWidth < bl.maxWidth {
+			num(name+" current speed", cl.curGTs, "GT/s", csrc("current_link_speed")),
+			num(name+" current width", float64(cl.curWidth), "lanes", csrc("current_link_width")),
+			text(name+" capable (both ends)", fmt.Sprintf("%s x%d", genName(capGTs), capWidth), csrc("max_link_*")+" and "+b.Address+"/max_link_*"))
+		if cl.curWidth < capWidth {
 			if status != Fail {
-				claim = fmt.Sprintf("PCIe bridge %s above it is downgraded: runs %s, capable of %s x%d", addr, bl, genName(bl.maxGTs), bl.maxWidth)
+				claim = fmt.Sprintf("PCIe %s upstream is downgraded: runs %s, both ends can do %s x%d", name, cl, genName(capGTs), capWidth)
 				decision = pcieLinkDecision
 			}
 			status = Fail
 		} else if status == OK {
 			status = Warn
-			claim = fmt.Sprintf("PCIe bridge %s above it is slower than capable: runs %s, capable of %s x%d", addr, bl, genName(bl.maxGTs), bl.maxWidth)
+			claim = fmt.Sprintf("PCIe %s upstream is slower than both ends can do: runs %s, capable of %s x%d", name, cl, genName(capGTs), capWidth)
 			decision = "Check again under load; if it stays slow, " + pcieLinkDecision
 		}
 	}
+	path := d.Upstream
 	if len(path) > 0 {
-		ev = append(ev, text("upstream bridges", strings.Join(path, " > "), src("")+" (device path)"))
+		ev = append(ev, text("upstream bridges", strings.Join(path, " > "), sysFile("bus/pci/devices", d.Address)+" (link target)"))
 	}
 	sev := defaultSeverity(status)
 	return Result{Status: status, Severity: sev, Subject: subject, Claim: claim, Evidence: ev, Decision: decision,

@@ -133,6 +133,10 @@ func CPUListFile(path string) (CPUSet, error) {
 	if err != nil {
 		return nil, err
 	}
+	if s == "(null)" {
+		// Some kernels print an empty nohz_full mask this way.
+		return CPUSet{}, nil
+	}
 	set, err := ParseCPUList(s)
 	if err != nil {
 		return nil, parseErr(path, 1, "%v", err)

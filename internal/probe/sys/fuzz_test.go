@@ -127,7 +127,7 @@ func FuzzUnescapeMountField(f *testing.F) {
 // FuzzNFSMounts drives prometheus/procfs's mountstats parser through our
 // reader (its parser is not exported, so the input goes through a file).
 func FuzzNFSMounts(f *testing.F) {
-	seedFile(f, "../../../testdata/check/nfs-retrans/proc/4000/mountstats")
+	seedFile(f, "../../../testdata/check/nfs-retrans/proc/4242/mountstats")
 	f.Add([]byte("device srv:/x mounted on /x with fstype nfs4 statvers=1.1\n\tage: 1\n\tper-op statistics\n\t        READ: 1 2 0 0 0 0 0 0 0\n"))
 	f.Add([]byte("device a mounted on /b with fstype ext4\n"))
 	dir := f.TempDir()
