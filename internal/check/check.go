@@ -149,20 +149,27 @@ func Run(ctx context.Context, opts Options) []Result {
 	e.secondReadings()
 	var out []Result
 	for _, c := range registry {
-		for _, r := range c.run(e) {
-			if r.ID == "" {
-				r.ID = c.ID
-			}
-			if r.Seed == "" {
-				r.Seed = c.Seed
-			}
-			if r.Severity == finding.Info {
-				r.Severity = defaultSeverity(r.Status)
-			}
-			out = append(out, r)
-		}
+		out = append(out, c.results(e)...)
 	}
 	return out
+}
+
+// results runs the check and fills what its results leave to it: the id,
+// the seed, and the severity that goes with the status.
+func (c Check) results(e *env) []Result {
+	rs := c.run(e)
+	for i := range rs {
+		if rs[i].ID == "" {
+			rs[i].ID = c.ID
+		}
+		if rs[i].Seed == "" {
+			rs[i].Seed = c.Seed
+		}
+		if rs[i].Severity == finding.Info {
+			rs[i].Severity = defaultSeverity(rs[i].Status)
+		}
+	}
+	return rs
 }
 
 func defaultSeverity(s Status) finding.Severity {

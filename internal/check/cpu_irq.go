@@ -90,6 +90,9 @@ func runCPUIRQ(e *env) []Result {
 								"--banirq or IRQBALANCE_BANNED_CPULIST=%s), to a housekeeping core on the device's NUMA node (000 §9).", allowed)}}
 					}
 				}
+				return []Result{{Status: OK, Subject: e.subjectPID(), Evidence: ev,
+					Claim: fmt.Sprintf("launch thread pinned to CPUs %s, none of which takes more than %.0fx its fair share of device interrupts (the busiest, CPU %d, takes %.0f%%)",
+						allowed, irqHotFactor, top.cpu, top.share*100)}}
 			}
 		}
 	}
