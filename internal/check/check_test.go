@@ -247,9 +247,9 @@ type fakeSource struct {
 	err     error
 }
 
-func (f *fakeSource) Name() string               { return "fake" }
-func (f *fakeSource) Devices() []gpu.DeviceInfo  { return f.devs }
-func (f *fakeSource) Close() error               { return nil }
+func (f *fakeSource) Name() string              { return "fake" }
+func (f *fakeSource) Devices() []gpu.DeviceInfo { return f.devs }
+func (f *fakeSource) Close() error              { return nil }
 func (f *fakeSource) Sample() ([]gpu.Sample, error) {
 	if f.err != nil {
 		return nil, f.err
@@ -391,10 +391,10 @@ func TestDevShmWithStatfs(t *testing.T) {
 
 func TestMemoryAndPressureThresholds(t *testing.T) {
 	files := map[string]string{
-		"proc/meminfo": "MemTotal: 100000000 kB\nMemAvailable: 5000000 kB\nDirty: 2000000 kB\nWriteback: 100000 kB\nSwapTotal: 20000000 kB\nSwapFree: 5000000 kB\n",
+		"proc/meminfo":            "MemTotal: 100000000 kB\nMemAvailable: 5000000 kB\nDirty: 2000000 kB\nWriteback: 100000 kB\nSwapTotal: 20000000 kB\nSwapFree: 5000000 kB\n",
 		"proc/sys/vm/dirty_ratio": "20", "proc/sys/vm/dirty_background_ratio": "10", "proc/sys/vm/dirty_bytes": "0", "proc/sys/vm/dirty_background_bytes": "0",
-		"proc/pressure/memory": "some avg10=30.00 avg60=25.00 avg300=5.00 total=1\nfull avg10=1.00 avg60=1.00 avg300=1.00 total=1\n",
-		"proc/pressure/io":     "some avg10=1.00 avg60=1.00 avg300=1.00 total=1\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=1\n",
+		"proc/pressure/memory":                       "some avg10=30.00 avg60=25.00 avg300=5.00 total=1\nfull avg10=1.00 avg60=1.00 avg300=1.00 total=1\n",
+		"proc/pressure/io":                           "some avg10=1.00 avg60=1.00 avg300=1.00 total=1\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=1\n",
 		"sys/kernel/mm/transparent_hugepage/enabled": "[always] madvise never",
 		"sys/kernel/mm/transparent_hugepage/defrag":  "[always] defer defer+madvise madvise never",
 	}

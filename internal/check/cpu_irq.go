@@ -65,6 +65,9 @@ func runCPUIRQ(e *env) []Result {
 	}
 	src := procFile("interrupts")
 	ev := []finding.Evidence{{What: "device interrupts, all CPUs", Value: float64(total), Window: since(window), Source: src}}
+	if e.irqTruncated {
+		ev = append(ev, text("note", fmt.Sprintf("larger than %d MiB: counted the first part only", sys.DefaultMaxRead>>20), src))
+	}
 	for i, s := range shares {
 		if i == 3 {
 			break

@@ -2,6 +2,7 @@ package check
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -33,6 +34,7 @@ type env struct {
 	// Counters read twice, Window apart.
 	irq0, irq1     sys.Interrupts
 	irqErr         error
+	irqTruncated   bool
 	irqAt0, irqAt1 time.Time
 	gpuInfo        []gpu.DeviceInfo
 	gpu0, gpu1     []gpu.Sample
@@ -70,6 +72,11 @@ func newEnv(ctx context.Context, opts Options) *env {
 
 func (e *env) firstReadings() {
 	e.irq0, e.irqErr = e.fs.Interrupts()
+	var trunc *sys.TruncatedError
+	if errors.As(e.irqErr, &trunc) {
+		// What was read still counts; the check says it was cut.
+		e.irqTruncated, e.irqErr = true, nil
+	}
 	e.irqAt0 = time.Now()
 	e.uptime, e.uptimeErr = e.fs.Uptime()
 	if e.opts.GPU != nil {

@@ -169,8 +169,8 @@ func UpstreamFromSysfsPath(target, addr string) []string {
 	return up
 }
 
-// ParseLinkSpeed reads a sysfs link speed: "16.0 GT/s PCIe" (kernel 4.17+),
-// "8 GT/s" (older kernels). "Unknown" (a link that is down, or a speed the
+// ParseLinkSpeed reads a sysfs link speed: "16.0 GT/s PCIe" (current
+// kernels) or "8 GT/s" (older ones, without the suffix). "Unknown" (a link that is down, or a speed the
 // kernel does not name) yields nil.
 func ParseLinkSpeed(s string) (*float64, error) {
 	s = strings.TrimSpace(s)
