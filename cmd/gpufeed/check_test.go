@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -174,6 +175,56 @@ func TestCheckBadInvocations(t *testing.T) {
 		_, errOut, code := runGpufeed(t, bin, args...)
 		if code != 2 || !strings.HasPrefix(errOut, "gpufeed: ") {
 			t.Errorf("%v: exit %d, stderr %q; want 2 and a gpufeed: message", args, code, errOut)
+		}
+	}
+}
+
+// TestCheckUnprivileged runs gpufeed check as nobody against a root-owned
+// process: what needs ptrace access must come back not-visible with the
+// privilege that would show it, never as zero or as a failure.
+func TestCheckUnprivileged(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to drop to nobody")
+	}
+	dir, err := os.MkdirTemp("", "gpufeed-nobody")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "gpufeed")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	cmd := exec.Command(bin, "check", "-o", "json", "--window", "0", "--pid", strconv.Itoa(os.Getpid()))
+	cmd.Dir = dir
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	out, err := cmd.Output()
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		t.Skipf("cannot run as nobody here: %v", err)
+	}
+	var rep struct {
+		Results []struct{ ID, Status, Need string } `json:"results"`
+	}
+	if err := json.Unmarshal(out, &rep); err != nil {
+		t.Fatalf("json: %v\n%s", err, out)
+	}
+	got := map[string]string{}
+	for _, r := range rep.Results {
+		got[r.ID] = r.Status
+		if r.Status == "not-visible" && !strings.Contains(r.Need, "CAP_SYS_PTRACE") {
+			t.Errorf("%s: not-visible without naming the privilege: %q", r.ID, r.Need)
+		}
+		if r.Status == "error" || r.Status == "fail" {
+			t.Errorf("%s: %s as nobody", r.ID, r.Status)
+		}
+	}
+	for _, id := range []string{"numa-memory", "nfs-mount"} {
+		if got[id] != "not-visible" {
+			t.Errorf("%s: %q as nobody, want not-visible", id, got[id])
 		}
 	}
 }

@@ -29,9 +29,12 @@ var limitNofileCheck = Check{
 func runLimitNofile(e *env) []Result {
 	return limitResult(e, sys.LimitOpenFiles, func(l sys.Limit, ev []finding.Evidence) Result {
 		used := -1
+		fdSrc := procFile(pidDir(e.opts.PID), "fd")
 		if fds, err := e.targetFDs(); err == nil {
 			used = fds.Count
-			ev = append(ev, num("open descriptors", float64(fds.Count), "files", procFile(pidDir(e.opts.PID), "fd")))
+			ev = append(ev, num("open descriptors", float64(fds.Count), "files", fdSrc))
+		} else if sys.IsDenied(err) {
+			ev = append(ev, text("open descriptors", "not visible: "+needPtrace, fdSrc))
 		}
 		return judgeNofile(l, used, ev)
 	})

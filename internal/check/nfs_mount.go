@@ -21,7 +21,7 @@ func runNFSMount(e *env) []Result {
 	src := procFile(pidDir(e.opts.PID), "mountstats")
 	mounts, err := e.fs.NFSMounts(e.opts.PID)
 	if err != nil {
-		return []Result{readFailure(e.subjectPID(), "NFS mount statistics", src, err, "a running process: check the PID", "read access to "+src)}
+		return []Result{readFailure(e.subjectPID(), "NFS mount statistics", src, err, "a running process: check the PID", needPtrace)}
 	}
 	if len(mounts) == 0 {
 		return []Result{{Status: Absent, Subject: e.subjectPID(), Claim: "no NFS mount in the mount table", Need: "an NFS mount"}}

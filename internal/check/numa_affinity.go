@@ -51,9 +51,7 @@ func runNUMAAffinity(e *env) []Result {
 	}
 	use, err := e.targetGPUs()
 	if err != nil {
-		return []Result{{Status: Absent, Subject: subj, Evidence: ev,
-			Claim: "cannot tell which GPU the target uses: " + err.Error(),
-			Need:  "the job's GPU open (CUDA initialised), " + needPtrace + "; or a driver source (--device)"}}
+		return []Result{unknownGPU(subj, ev, err)}
 	}
 	ev = append(ev, text("GPUs used", strings.Join(use.addrs, ", "), use.source+" ("+use.how+")"))
 	return []Result{judgeNUMAAffinity(e, subj, *st.CPUsAllowed, *st.MemsAllowed, nodes, use, ev)}
@@ -102,4 +100,15 @@ func judgeNUMAAffinity(e *env, subj string, cpus, mems sys.CPUSet, nodes []sys.N
 		Claim: fmt.Sprintf("not pinned: may run on nodes %s; its GPU is on node %d", nodesOf(nodes, cpus), n),
 		Decision: fmt.Sprintf("If it preprocesses heavily or copies much host-to-device, pin it to node %d (CPUs %s) (002 Task 5).",
 			n, local)}
+}
+
+// unknownGPU is the result when the target's GPU cannot be told: not
+// visible when its descriptors were denied, absent otherwise.
+func unknownGPU(subj string, ev []finding.Evidence, err error) Result {
+	st := Absent
+	if sys.IsDenied(err) {
+		st = NotVisible
+	}
+	return Result{Status: st, Subject: subj, Evidence: ev, Claim: "cannot tell which GPU the target uses: " + errnoText(err),
+		Need: "the job's GPU open (CUDA initialised) and its descriptors readable (" + needPtrace + "), or a driver source (--device)"}
 }

@@ -50,8 +50,7 @@ func runNUMAMemory(e *env) []Result {
 	}
 	use, err := e.targetGPUs()
 	if err != nil {
-		return []Result{{Status: Absent, Subject: subj, Evidence: ev, Claim: "cannot tell which GPU the target uses: " + err.Error(),
-			Need: "the job's GPU open (CUDA initialised), " + needPtrace + "; or a driver source (--device)"}}
+		return []Result{unknownGPU(subj, ev, err)}
 	}
 	gpuNodes := map[int]bool{}
 	for _, a := range use.addrs {
