@@ -455,3 +455,28 @@ func TestReportText(t *testing.T) {
 		}
 	}
 }
+
+func TestCPUFrequencyCapAndScheduler(t *testing.T) {
+	files := map[string]string{
+		"proc/sys/kernel/osrelease": "5.15.0-105-generic",
+		"sys/kernel/sched_ext/state": "enabled", "sys/kernel/sched_ext/root/ops": "scx_lavd",
+	}
+	for i := 0; i < 4; i++ {
+		d := "sys/devices/system/cpu/cpu" + itoa(i) + "/cpufreq/"
+		files[d+"scaling_governor"] = "performance"
+		files[d+"scaling_cur_freq"] = "<unknown>" // cpufreq's own word for "could not sample": absent, not an error
+		files[d+"cpuinfo_max_freq"] = "3800000"
+		files[d+"scaling_max_freq"] = map[bool]string{true: "2000000", false: "3800000"}[i >= 2]
+	}
+	root := tree(t, files, nil)
+	r := want(t, runOne(t, cpuFrequencyCheck, root, Options{}), "cpu-frequency", "", Warn)
+	if !strings.Contains(r.Claim, "CPUs 2-3") || !strings.Contains(r.Claim, "2000 of 3800 MHz") {
+		t.Errorf("claim: %s", r.Claim)
+	}
+	want(t, runOne(t, cpuGovernorCheck, root, Options{}), "cpu-governor", "", OK)
+	r = want(t, runOne(t, kernelSchedulerCheck, root, Options{}), "kernel-scheduler", "", OK)
+	if !strings.Contains(r.Claim, "scx_lavd") || !strings.Contains(r.Claim, "CFS") {
+		t.Errorf("claim: %s", r.Claim)
+	}
+	want(t, runOne(t, kernelSchedulerCheck, tree(t, map[string]string{"proc/sys/kernel/osrelease": "linux"}, nil), Options{}), "kernel-scheduler", "", Error)
+}
