@@ -458,7 +458,7 @@ func TestReportText(t *testing.T) {
 
 func TestCPUFrequencyCapAndScheduler(t *testing.T) {
 	files := map[string]string{
-		"proc/sys/kernel/osrelease": "5.15.0-105-generic",
+		"proc/sys/kernel/osrelease":  "5.15.0-105-generic",
 		"sys/kernel/sched_ext/state": "enabled", "sys/kernel/sched_ext/root/ops": "scx_lavd",
 	}
 	for i := 0; i < 4; i++ {
