@@ -12,7 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gpufeed/gpufeed/internal/gpu"
+	"github.com/gpufeed/gpufeed/internal/gpu/gpusource"
 	"github.com/gpufeed/gpufeed/internal/probe/proc"
 	"github.com/gpufeed/gpufeed/internal/sample"
 	"github.com/gpufeed/gpufeed/internal/timeline"
@@ -20,14 +20,12 @@ import (
 
 func init() { subcommands = append(subcommands, newDiagnoseCmd) }
 
-// openGPU resolves --device (auto|none|nvml|sim:PATH) into a source, its
-// description for the report, or an error for a device that was asked for
-// and cannot be opened. targetEnv is the target's allowlisted environment
-// (GPUFEED_SIMDEV selects the simulated device under auto). The GPU package
-// provides the real resolver at merge time.
-var openGPU = func(spec string, targetEnv map[string]string) (gpu.Source, string, error) {
-	return nil, "no GPU source wired yet", nil
-}
+// openGPU resolves --device (auto|none|nvml|sim:PATH) into a source and its
+// name, or, when no source is used, the one line saying why; an error is
+// kept for a device that was asked for and cannot be opened. targetEnv is
+// the target's allowlisted environment (GPUFEED_SIMDEV selects the simulated
+// device under auto). Tests replace it.
+var openGPU = gpusource.Open
 
 type diagnoseOpts struct {
 	pid      int
