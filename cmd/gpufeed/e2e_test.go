@@ -13,7 +13,7 @@ import (
 	"github.com/gpufeed/gpufeed/internal/report"
 )
 
-var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
+// update (-update) is declared in check_test.go: it rewrites the golden files here too.
 
 // gpufeedBin is the binary under test, built once by TestMain.
 var gpufeedBin string
