@@ -242,7 +242,7 @@ func (s *Sampler) sampleProc(p *trackedProc, tk *timeline.Tick, t int64, slow, f
 	mainAlive := false
 	for i := 0; i < len(p.order); i++ {
 		th := p.order[i]
-		ts, err := s.sampleThread(p, th, slow)
+		ts, err := s.sampleThread(p, th, full || slow && th.state != 'S')
 		if err != nil {
 			if !proc.IsVanished(err) && !errors.Is(err, errGone) {
 				s.readError(t, p.pid, err)
@@ -267,7 +267,7 @@ func (s *Sampler) sampleProc(p *trackedProc, tk *timeline.Tick, t int64, slow, f
 			}
 		}
 		if slow {
-			s.slowThread(p, th, &ts.ThreadSample, t)
+			s.slowThread(p, th, &ts.ThreadSample, t, full)
 		}
 		tk.Threads = append(tk.Threads, ts.ThreadSample)
 		th.info.LastSeen = t
