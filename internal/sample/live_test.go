@@ -161,7 +161,8 @@ func TestLiveSpinningAndSleepingThreads(t *testing.T) {
 		t.Fatalf("only %d intervals sampled", spin.CPU.N)
 	}
 	busy := spin.CPU.Mean + spin.Wait.Mean
-	if busy < 85 || busy > 105 {
+	// Steal time and IRQ time are not charged as run time: allow some.
+	if busy < 70 || busy > 105 {
 		t.Errorf("spinner: CPU %.1f%% + run-queue wait %.1f%% = %.1f%%, want ~100%%", spin.CPU.Mean, spin.Wait.Mean, busy)
 	}
 	if spin.CPU.Mean < 15 {
@@ -203,7 +204,7 @@ func TestLiveRunQueueWaitOfPinnedCompetitor(t *testing.T) {
 		t.Errorf("target run-queue wait %.1f%% (CPU %.1f%%), want well above zero with %d spinners on its CPU",
 			target.Wait.Mean, target.CPU.Mean, others)
 	}
-	if busy := target.CPU.Mean + target.Wait.Mean; busy < 85 {
+	if busy := target.CPU.Mean + target.Wait.Mean; busy < 70 {
 		t.Errorf("target always runnable: CPU + wait = %.1f%%, want ~100%%", busy)
 	}
 	if target.CPU.Mean > 60 {
