@@ -229,3 +229,23 @@ func TestSanitize(t *testing.T) {
 		}
 	}
 }
+
+func TestTimelineRoundTrip(t *testing.T) {
+	log, err := (&Reader{Path: "testdata/kmsg/local/local-6.18.kmsg", NoFallback: true, BootTime: fixedBoot}).Read(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	started := bootAt.Add(670 * time.Second)
+	tes := ToTimeline(log, started)
+	if len(tes) != 9 {
+		t.Fatalf("%d timeline events", len(tes))
+	}
+	back := FromTimeline(tes, started)
+	kills := Kills(back)
+	if len(kills) != 1 || kills[0].PID != 17086 || !kills[0].Wall.Equal(bootAt.Add(669905148*time.Microsecond)) || kills[0].LimitBytes != 64<<20 {
+		t.Errorf("%+v", kills)
+	}
+	if tes[len(tes)-1].T >= 0 || tes[len(tes)-1].PID != 17086 {
+		t.Errorf("a line logged before the window has a negative T: %+v", tes[len(tes)-1])
+	}
+}
