@@ -55,6 +55,41 @@ type Meta struct {
 	// GPUSource names the device source ("NVML 550.54.15", "simulated device at ...")
 	// or says why none was used ("no NVIDIA driver: libnvidia-ml.so.1 not found").
 	GPUSource string `json:"gpu_source"`
+	// Arch is the host architecture the syscall numbers were named for ("x86_64", "arm64").
+	Arch string `json:"arch,omitempty"`
+	// Tiers are the sampling periods actually used (fast = Interval).
+	Tiers Tiers `json:"tiers"`
+	// NotVisible maps a host-wide fact ("psi", "diskstats") to why it was not read.
+	NotVisible map[string]string `json:"not_visible,omitempty"`
+	// Observer is gpufeed's own cost while sampling: the observer's cost is
+	// part of the measurement.
+	Observer *Observer `json:"observer,omitempty"`
+	// Ended says how the window ended: "duration", "target exited", "interrupted".
+	Ended string `json:"ended,omitempty"`
+}
+
+// Tiers are the periods of the sampler's slower tiers.
+type Tiers struct {
+	// Slow: per-thread status (context switches), blocked-thread details, per-process
+	// status, io and fd count, host PSI, meminfo and diskstats.
+	Slow Duration `json:"slow"`
+	// Rollup: smaps_rollup (PSS/USS) per process, further limited by a CPU budget.
+	Rollup Duration `json:"rollup"`
+}
+
+// Observer is what sampling cost gpufeed itself.
+type Observer struct {
+	// CPUUserNS and CPUSysNS are gpufeed's own CPU time over the window
+	// (getrusage RUSAGE_SELF: the sampler, the GPU source, the runtime).
+	CPUUserNS uint64 `json:"cpu_user_ns"`
+	CPUSysNS  uint64 `json:"cpu_sys_ns"`
+	// WallNS is the sampling window's wall time.
+	WallNS int64 `json:"wall_ns"`
+	// ThreadSamples is the number of per-thread samples taken.
+	ThreadSamples int `json:"thread_samples"`
+	// TickP50NS and TickMaxNS are the wall time one tick took to sample.
+	TickP50NS int64 `json:"tick_p50_ns"`
+	TickMaxNS int64 `json:"tick_max_ns"`
 }
 
 // Target is what was observed: an attached PID or a launched command.
@@ -339,4 +374,9 @@ type Counts struct {
 	VanishedProcs   int `json:"vanished_procs"`
 	// Overruns counts ticks that started late because the previous one ran long.
 	Overruns int `json:"overruns"`
+	// ReadErrors counts reads that failed for another reason than a vanished
+	// task or a denied file (each also leaves an event of kind "read-error").
+	ReadErrors int `json:"read_errors,omitempty"`
+	// RollupSkipped counts smaps_rollup reads skipped to stay within the CPU budget.
+	RollupSkipped int `json:"rollup_skipped,omitempty"`
 }
