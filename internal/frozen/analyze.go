@@ -1,6 +1,7 @@
 package frozen
 
 import (
+	"github.com/gpufeed/gpufeed/internal/analysis"
 	"github.com/gpufeed/gpufeed/internal/finding"
 	"github.com/gpufeed/gpufeed/internal/timeline"
 )
@@ -14,10 +15,14 @@ type Result struct {
 	Findings []finding.Finding
 }
 
-// Analyze runs every frozen-job and memory/limit analysis over a timeline.
-// Findings come most important first: the stall, who died, what is missing,
-// the kernel's reports, where threads wait, then the settings and limits.
-func Analyze(tl *timeline.Timeline) Result {
+// Analyze runs every frozen-job and memory/limit analysis over a timeline
+// and its analysis (built here when a is nil). Findings come most important
+// first: the stall, who died, what is missing, the kernel's reports, where
+// threads wait, then the settings and limits.
+func Analyze(tl *timeline.Timeline, a *analysis.Analysis) Result {
+	if a == nil {
+		a = analysis.New(tl)
+	}
 	v := newView(tl)
 	cpus := v.threadCPUs()
 	r := Result{Progress: measureProgress(v), Blocked: BlockedThreads(v)}
@@ -40,8 +45,8 @@ func Analyze(tl *timeline.Timeline) Result {
 		add(f)
 	}
 	add(ncclFindings(v, stalled || len(r.Deaths) > 0)...)
-	add(cowFindings(v, r.Workers)...)
-	add(fdFindings(v)...)
+	add(cowFindings(v, a, r.Workers)...)
+	add(fdFindings(v, a)...)
 	add(gilFindings(v, cpus)...)
 	add(workerFindings(v, r.Workers)...)
 	return r

@@ -38,6 +38,8 @@ func (b BlockedThread) Waits() string {
 		return "stopped"
 	}
 	switch {
+	case b.Syscall == "futex" || b.Syscall == "futex_waitv":
+		return "futex" // a lock or condition; the address (in On) tells which
 	case b.Syscall != "" && b.On != "":
 		return b.Syscall + " on " + onKind(b.On)
 	case b.Syscall != "":

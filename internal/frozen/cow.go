@@ -2,10 +2,12 @@ package frozen
 
 import (
 	"fmt"
+	"math"
 	"sort"
 	"strconv"
 	"time"
 
+	"github.com/gpufeed/gpufeed/internal/analysis"
 	"github.com/gpufeed/gpufeed/internal/finding"
 )
 
@@ -21,41 +23,30 @@ type Growth struct {
 	Span              time.Duration
 }
 
-// memGrowth fits a worker's USS (and PSS) over the window.
-func memGrowth(v *view, pid int) (Growth, bool) {
-	var ts, uss, pss []int64
-	var ussV, pssV []float64
+// memGrowth reads a worker's USS (and PSS) fit from the analysis.
+func memGrowth(a *analysis.Analysis, pid int) (Growth, bool) {
+	p := a.ProcByPID(pid)
 	g := Growth{PID: pid}
-	for _, tk := range v.tl.Ticks {
-		for _, ps := range tk.Procs {
-			if ps.PID != pid {
-				continue
-			}
-			if ps.USSBytes != nil {
-				ts = append(ts, tk.T)
-				ussV = append(ussV, float64(*ps.USSBytes))
-				if len(uss) == 0 {
-					g.USSFirst = *ps.USSBytes
-				}
-				g.USSLast = *ps.USSBytes
-				uss = append(uss, tk.T)
-			}
-			if ps.PSSBytes != nil {
-				pss = append(pss, tk.T)
-				pssV = append(pssV, float64(*ps.PSSBytes))
-			}
+	if p == nil {
+		return g, false
+	}
+	first, fi := p.USSBytes.First()
+	last, li := p.USSBytes.Last()
+	for _, x := range p.USSBytes {
+		if !math.IsNaN(x) {
+			g.Samples++
 		}
 	}
-	g.Samples = len(ts)
 	if g.Samples < 2 {
 		return g, false
 	}
-	g.Span = time.Duration(ts[len(ts)-1] - ts[0])
-	g.USSRate = fit(ts, ussV)
-	if len(pss) >= 2 {
-		g.HasPSS, g.PSSRate = true, fit(pss, pssV)
+	g.USSFirst, g.USSLast = uint64(first), uint64(last)
+	g.Span = time.Duration(a.TickT[li] - a.TickT[fi])
+	g.USSRate = p.USSGrowth
+	if !math.IsNaN(p.PSSGrowth) {
+		g.HasPSS, g.PSSRate = true, p.PSSGrowth
 	}
-	return g, g.Samples >= COWMinSamples && g.Span >= COWMinSpan
+	return g, g.Samples >= COWMinSamples && g.Span >= COWMinSpan && !math.IsNaN(g.USSRate)
 }
 
 // growing says whether a fit shows copy-on-write growth.
@@ -105,7 +96,7 @@ func memoryHeadroom(v *view, pids []int) (headroom, bool) {
 
 // cowFindings reports copy-on-write growth of forked workers with the time
 // until the memory limit.
-func cowFindings(v *view, groups []WorkerGroup) []finding.Finding {
+func cowFindings(v *view, a *analysis.Analysis, groups []WorkerGroup) []finding.Finding {
 	var out []finding.Finding
 	for _, g := range groups {
 		if g.Method != Fork {
@@ -114,7 +105,7 @@ func cowFindings(v *view, groups []WorkerGroup) []finding.Finding {
 		var grows []Growth
 		var total float64
 		for _, w := range g.Workers {
-			gr, ok := memGrowth(v, w)
+			gr, ok := memGrowth(a, w)
 			if !ok || !gr.growing() {
 				continue
 			}

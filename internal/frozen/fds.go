@@ -2,46 +2,44 @@ package frozen
 
 import (
 	"fmt"
+	"math"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/gpufeed/gpufeed/internal/analysis"
 	"github.com/gpufeed/gpufeed/internal/finding"
+	"github.com/gpufeed/gpufeed/internal/probe/proc"
 	"github.com/gpufeed/gpufeed/internal/timeline"
 )
 
 // fdFindings reports processes whose descriptors grow toward, or sit near,
 // the soft RLIMIT_NOFILE, with the projected time to EMFILE and the kinds.
-func fdFindings(v *view) []finding.Finding {
+func fdFindings(v *view, a *analysis.Analysis) []finding.Finding {
 	var out []finding.Finding
-	for _, pid := range v.sortedPIDs() {
+	for _, ap := range a.Procs {
+		pid := ap.Key.PID
 		p := v.procs[pid]
-		if p.NoFileSoft == nil || *p.NoFileSoft == 0 {
+		if p == nil || ap.NoFileSoft == nil || *ap.NoFileSoft == 0 || *ap.NoFileSoft == proc.Unlimited {
 			continue
 		}
-		soft := float64(*p.NoFileSoft)
-		var ts []int64
-		var ns []float64
-		for _, tk := range v.tl.Ticks {
-			for _, ps := range tk.Procs {
-				if ps.PID == pid && ps.FDs != nil {
-					ts = append(ts, tk.T)
-					ns = append(ns, float64(*ps.FDs))
-				}
+		soft := float64(*ap.NoFileSoft)
+		current, li := ap.FDs.Last()
+		if li < 0 {
+			continue
+		}
+		_, fi := ap.FDs.First()
+		n := 0
+		for _, x := range ap.FDs {
+			if !math.IsNaN(x) {
+				n++
 			}
 		}
-		if len(ns) == 0 {
-			continue
-		}
-		current := ns[len(ns)-1]
-		span := time.Duration(0)
+		span := time.Duration(a.TickT[li] - a.TickT[fi])
 		rate := 0.0
-		if len(ts) >= FDMinSamples {
-			span = time.Duration(ts[len(ts)-1] - ts[0])
-			if span >= FDMinSpan {
-				rate = fit(ts, ns)
-			}
+		if n >= FDMinSamples && span >= FDMinSpan && !math.IsNaN(ap.FDGrowth) {
+			rate = ap.FDGrowth
 		}
 		left := soft - current
 		var eta time.Duration
@@ -61,7 +59,7 @@ func fdFindings(v *view) []finding.Finding {
 			{What: "soft limit (RLIMIT_NOFILE)", Value: soft, Source: "/proc/" + strconv.Itoa(pid) + "/limits"},
 		}
 		if rate != 0 {
-			f.Evidence = append(f.Evidence, finding.Evidence{What: "growth", Value: round(rate, 2), Unit: "fds/s", Window: fmt.Sprintf("least-squares slope of %d samples over %s", len(ts), fmtSeconds(span)), Source: "/proc/" + strconv.Itoa(pid) + "/fd"})
+			f.Evidence = append(f.Evidence, finding.Evidence{What: "growth", Value: round(rate, 2), Unit: "fds/s", Window: fmt.Sprintf("least-squares slope of %d samples over %s", n, fmtSeconds(span)), Source: "/proc/" + strconv.Itoa(pid) + "/fd"})
 		}
 		if leaking {
 			f.Claim = fmt.Sprintf("%s leaks file descriptors: %.0f open of a soft limit of %.0f, %.1f more every second: it hits EMFILE (\"Too many open files\") in %s", name, current, soft, rate, fmtDuration(eta))

@@ -90,7 +90,7 @@ func oomJob(t *testing.T) *timeline.Timeline {
 }
 
 func TestStalledDeadRankNamed(t *testing.T) {
-	r := Analyze(oomJob(t))
+	r := Analyze(oomJob(t), nil)
 	if !r.Progress.Stalled() {
 		t.Fatalf("not stalled: %+v", r.Progress)
 	}
@@ -122,7 +122,7 @@ func TestNotStalledWhenWorking(t *testing.T) {
 	b.proc(10, 1, "python3", []string{"python3", "train.py"}, nil)
 	b.thread(10, 10, "python3", b.busy(0.9, 0))
 	b.quietProc(10)
-	r := Analyze(b.tl)
+	r := Analyze(b.tl, nil)
 	if r.Progress.Stalled() || r.Progress.CPUCores < 0.85 {
 		t.Errorf("%+v", r.Progress)
 	}
@@ -163,7 +163,7 @@ func TestGPUSpinIsStalled(t *testing.T) {
 	b.proc(10, 1, "python3", nil, map[string]string{"RANK": "0"})
 	b.thread(10, 10, "python3", idle("futex", "", "futex_wait_queue"))
 	b.gpuUtil(0, func(int) float64 { return 100 })
-	r := Analyze(b.tl)
+	r := Analyze(b.tl, nil)
 	if !r.Progress.Stalled() || !r.Progress.GPUSpinning() {
 		t.Fatalf("%+v", r.Progress)
 	}
@@ -192,7 +192,7 @@ func TestDStateAndExitedThreads(t *testing.T) {
 	if len(threads) != 2 || threads[0].InD != 2500*time.Millisecond || threads[1].MaxD != time.Second || !threads[1].Exited || threads[1].InD != 0 {
 		t.Fatalf("%+v", threads)
 	}
-	r := Analyze(b.tl)
+	r := Analyze(b.tl, nil)
 	f := one(t, r.Findings, "uninterruptible-sleep")
 	if !strings.Contains(f.Claim, "2 threads") || !strings.Contains(f.Evidence[0].Text, "still there at the end") || !strings.Contains(f.Evidence[0].Text, "rpc_wait_bit_killable") {
 		t.Errorf("%+v", f)
@@ -209,7 +209,7 @@ func TestKilledBeforeWindowInJobCgroup(t *testing.T) {
 		timeline.Event{T: -int64(time.Hour), Kind: kmsg.EventKind, Text: "Memory cgroup out of memory: Killed process 11 (python3) total-vm:1kB, anon-rss:7000000kB, file-rss:0kB, shmem-rss:0kB, UID:0 pgtables:1kB oom_score_adj:0"},
 		timeline.Event{T: int64(time.Second), Kind: kmsg.EventKind, Text: "Out of memory: Killed process 999 (chrome) total-vm:1kB, anon-rss:1kB, file-rss:0kB, shmem-rss:0kB, UID:0 pgtables:1kB oom_score_adj:0"},
 	)
-	r := Analyze(b.tl)
+	r := Analyze(b.tl, nil)
 	d := one(t, r.Findings, "member-died")
 	if !strings.HasPrefix(d.Claim, "pid 11 (python3), in the job's memory cgroup, was killed by the OOM killer at 13:22:00") {
 		t.Errorf("claim %q", d.Claim)
@@ -237,7 +237,7 @@ func TestCrashAndPlainExit(t *testing.T) {
 	b.thread(20, 25, "worker", func(int) timeline.ThreadSample { return timeline.ThreadSample{State: 'S'} })
 	b.tl.Events = append(b.tl.Events, timeline.Event{T: int64(600 * time.Millisecond), Kind: kmsg.EventKind,
 		Text: "worker\x1b[2J[25]: segfault at 0 ip 00007f97d5985ad8 sp 00007ffe377b4ff8 error 4 in libc.so.6[167ad8,7f97d5844000+156000] likely on CPU 1 (core 1, socket 0)"})
-	r := Analyze(b.tl)
+	r := Analyze(b.tl, nil)
 	ds := byID(r.Findings, "member-died")
 	if len(ds) != 2 {
 		t.Fatalf("%d deaths", len(ds))
@@ -265,7 +265,7 @@ func TestXidAndHungTask(t *testing.T) {
 	} {
 		b.tl.Events = append(b.tl.Events, timeline.Event{T: 0, Kind: kmsg.EventKind, Text: line})
 	}
-	r := Analyze(b.tl)
+	r := Analyze(b.tl, nil)
 	x := one(t, r.Findings, "gpu-xid")
 	if !strings.Contains(x.Claim, "Xid 13 ×1, Xid 109 ×1") {
 		t.Errorf("%q", x.Claim)

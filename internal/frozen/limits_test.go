@@ -1,6 +1,8 @@
 package frozen
 
 import (
+	"github.com/gpufeed/gpufeed/internal/analysis"
+	"github.com/gpufeed/gpufeed/internal/probe/proc"
 	"strings"
 	"testing"
 	"time"
@@ -155,7 +157,7 @@ func cowJob(rate float64, parentRSS uint64, limit, usage uint64) *timeline.Timel
 func TestCOWGrowthProjected(t *testing.T) {
 	tl := cowJob(5<<20, 8<<30, 4<<30, 3<<30) // 5 MiB/s per worker, 1 GiB left, parent holds 8 GiB
 	v := newView(tl)
-	f := one(t, cowFindings(v, WorkerGroups(v)), "worker-cow-growth")
+	f := one(t, cowFindings(v, analysis.New(tl), WorkerGroups(v)), "worker-cow-growth")
 	if f.Severity != finding.Warning || !strings.Contains(f.Claim, "2 forked workers of pid 100 (python3) gain private memory at 10.0 MiB/s together") ||
 		!strings.Contains(f.Claim, "is reached in 2 min") {
 		t.Errorf("%+v", f.Claim)
@@ -171,7 +173,7 @@ func TestCOWGrowthProjected(t *testing.T) {
 func TestCOWGrowthSaturatesBelowLimit(t *testing.T) {
 	tl := cowJob(5<<20, 200<<20, 64<<30, 1<<30) // parent holds 200 MiB: at most ~2 x 100 MiB more
 	v := newView(tl)
-	f := one(t, cowFindings(v, WorkerGroups(v)), "worker-cow-growth")
+	f := one(t, cowFindings(v, analysis.New(tl), WorkerGroups(v)), "worker-cow-growth")
 	if f.Severity != finding.Info || !strings.Contains(f.Claim, "at most 200.0 MiB more once every worker has copied the parent's 200.0 MiB") {
 		t.Errorf("%+v", f.Claim)
 	}
@@ -180,7 +182,7 @@ func TestCOWGrowthSaturatesBelowLimit(t *testing.T) {
 func TestNoCOWWhenFlat(t *testing.T) {
 	tl := cowJob(20<<10, 8<<30, 4<<30, 3<<30) // 20 KiB/s: an array-backed dataset
 	v := newView(tl)
-	none(t, cowFindings(v, WorkerGroups(v)), "worker-cow-growth")
+	none(t, cowFindings(v, analysis.New(tl), WorkerGroups(v)), "worker-cow-growth")
 }
 
 func fdJob(rate float64, start, soft int, kinds *timeline.FDKinds) *timeline.Timeline {
@@ -197,21 +199,31 @@ func fdJob(rate float64, start, soft int, kinds *timeline.FDKinds) *timeline.Tim
 	return b.tl
 }
 
+func fdf(tl *timeline.Timeline) []finding.Finding { return fdFindings(newView(tl), analysis.New(tl)) }
+
+func TestFDUnlimited(t *testing.T) {
+	tl := fdJob(20, 10, 1024, nil)
+	for _, p := range tl.Procs {
+		p.NoFileSoft = u64(^uint64(0))
+	}
+	none(t, fdf(tl), "fd-exhaustion")
+}
+
 func TestFDLeak(t *testing.T) {
 	kinds := &timeline.FDKinds{ByKind: map[string]int{"file": 120, "socket": 40, "pipe": 40}, TopDirs: []timeline.DirCount{{Dir: "/data/shards", N: 118}}}
-	fs := fdFindings(newView(fdJob(20, 10, 1024, kinds)))
+	fs := fdf(fdJob(20, 10, 1024, kinds))
 	f := one(t, fs, "fd-exhaustion")
 	want := "pid 10 (python3) leaks file descriptors: 210 open of a soft limit of 1024, 20.0 more every second: it hits EMFILE (\"Too many open files\") in 41 s; 120 files (118 under /data/shards), 40 pipe ends, 40 sockets"
 	if f.Claim != want || f.Severity != finding.Critical {
 		t.Errorf("claim\n got %q\nwant %q (%s)", f.Claim, want, f.Severity)
 	}
 	// slow leak: warning
-	if f := one(t, fdFindings(newView(fdJob(1, 10, 1024, nil))), "fd-exhaustion"); f.Severity != finding.Warning || !strings.Contains(f.Claim, "in 17 min") {
+	if f := one(t, fdf(fdJob(1, 10, 1024, nil)), "fd-exhaustion"); f.Severity != finding.Warning || !strings.Contains(f.Claim, "in 17 min") {
 		t.Errorf("%+v", f.Claim)
 	}
 	// flat and far from the limit: nothing; flat and near: one
-	none(t, fdFindings(newView(fdJob(0, 100, 1024, nil))), "fd-exhaustion")
-	if f := one(t, fdFindings(newView(fdJob(0, 950, 1024, nil))), "fd-exhaustion"); !strings.Contains(f.Claim, "one burst from EMFILE") {
+	none(t, fdf(fdJob(0, 100, 1024, nil)), "fd-exhaustion")
+	if f := one(t, fdf(fdJob(0, 950, 1024, nil)), "fd-exhaustion"); !strings.Contains(f.Claim, "one burst from EMFILE") {
 		t.Errorf("%q", f.Claim)
 	}
 }
@@ -243,4 +255,18 @@ func TestGIL(t *testing.T) {
 	gilJob(b, 1, 1, 0)
 	v = newView(b.tl)
 	none(t, gilFindings(v, v.threadCPUs()), "gil-contention")
+}
+
+// TestAllowlistHoldsWhatTheChecksRead: every variable the NCCL and rank
+// checks read must be kept by the sampler's environment allowlist.
+func TestAllowlistHoldsWhatTheChecksRead(t *testing.T) {
+	allowed := map[string]bool{}
+	for _, k := range proc.EnvAllowlist {
+		allowed[k] = true
+	}
+	for _, k := range NCCLEnvAllowlist {
+		if !allowed[k] {
+			t.Errorf("%s is read by the checks but not allowlisted in internal/probe/proc", k)
+		}
+	}
 }

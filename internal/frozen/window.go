@@ -206,28 +206,3 @@ func (v *view) sortedPIDs() []int {
 	sort.Ints(pids)
 	return pids
 }
-
-// fit is the least-squares slope (per second) of y over t (ns), and the
-// first and last values.
-func fit(ts []int64, ys []float64) (slope float64) {
-	n := float64(len(ts))
-	if n < 2 {
-		return 0
-	}
-	var st, sy float64
-	for i := range ts {
-		st += float64(ts[i]) / 1e9
-		sy += ys[i]
-	}
-	mt, my := st/n, sy/n
-	var num, den float64
-	for i := range ts {
-		dt := float64(ts[i])/1e9 - mt
-		num += dt * (ys[i] - my)
-		den += dt * dt
-	}
-	if den == 0 {
-		return 0
-	}
-	return num / den
-}
