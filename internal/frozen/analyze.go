@@ -49,6 +49,8 @@ func Analyze(tl *timeline.Timeline, a *analysis.Analysis) Result {
 	add(fdFindings(v, a)...)
 	add(gilFindings(v, cpus)...)
 	add(workerFindings(v, r.Workers)...)
+	add(pyStackFindings(v)...)
+	add(kernelLogNotes(v)...)
 	return r
 }
 

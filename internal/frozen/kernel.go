@@ -125,3 +125,22 @@ func eventRows(v *view, evs []kmsg.Event, n int) []finding.Evidence {
 	}
 	return rows
 }
+
+// KernelLogUnavailable is the timeline event kind recording why the kernel
+// log could not be read (its text names the privilege that would show it).
+const KernelLogUnavailable = "kmsg-unavailable"
+
+// kernelLogNotes says when the kernel log could not be read: without it a
+// dead member can be seen to go but not why.
+func kernelLogNotes(v *view) []finding.Finding {
+	var out []finding.Finding
+	for _, ev := range v.tl.Events {
+		if ev.Kind == KernelLogUnavailable {
+			out = append(out, finding.Finding{ID: "kernel-log-not-visible", Severity: finding.Info, Subject: "host",
+				Claim:    "The kernel log was not visible, so OOM kills, crashes and GPU errors could not be matched to the job: " + safe(ev.Text),
+				Decision: "Run gpufeed as root or with CAP_SYSLOG (or set kernel.dmesg_restrict=0) to read the kernel log; meanwhile check `dmesg -T` yourself.",
+				Seed:     "004 (the evidence is in the kernel log)"})
+		}
+	}
+	return out
+}
