@@ -299,7 +299,7 @@ func missingRanks(v *view, deaths []Death) []finding.Finding {
 	if len(missing) == 0 {
 		return nil
 	}
-	return []finding.Finding{{
+	f := finding.Finding{
 		ID:       "rank-missing",
 		Severity: finding.Critical,
 		Claim:    fmt.Sprintf("Local rank %s of %d is not running: the others wait for it", rankRanges(missing), size),
@@ -311,7 +311,46 @@ func missingRanks(v *view, deaths []Death) []finding.Finding {
 		Seed:     "004 (The OOM killer: the kernel log has no concept of rank)",
 		Supports: finding.Stalled,
 		Subject:  "job",
-	}}
+	}
+	// The kernel log has no ranks: a kill, since the job started, of a
+	// process named like the ranks and not among the job's processes is
+	// likely the missing rank.
+	comms := map[string]bool{}
+	for pid, p := range v.procs {
+		if _, _, ok := rank(p); ok && v.alive(pid) {
+			comms[p.Comm] = true
+		}
+	}
+	var likely []string
+	for _, k := range kmsg.Kills(v.kernelEvents()) {
+		if _, inJob := v.jobPIDOf(k.PID); inJob || !comms[k.Comm] || explainedPID(deaths, k.PID) {
+			continue
+		}
+		desc := fmt.Sprintf("pid %d (%s) killed by the OOM killer", k.PID, safe(k.Comm))
+		if !k.Wall.IsZero() {
+			desc += " at " + k.Wall.Format("15:04:05")
+		}
+		if k.HasMemory {
+			desc += " holding " + fmtBytes(float64(k.ResidentBytes))
+		}
+		likely = append(likely, desc)
+		kk := k
+		f.Evidence = append(f.Evidence, killEvidence(&kk)...)
+	}
+	if len(likely) > 0 {
+		f.Claim += "; the kernel log since the job started has " + strings.Join(likely, ", ") + ": likely the missing rank (same command name; the log names no rank)"
+		f.Decision = "The OOM killer most likely took the missing rank: see the kill's memory figures, raise the memory limit or shrink what the rank holds, and restart the job (seed 000 §5 for datasets held as Python objects)."
+	}
+	return []finding.Finding{f}
+}
+
+func explainedPID(deaths []Death, pid int) bool {
+	for _, d := range deaths {
+		if d.PID == pid {
+			return true
+		}
+	}
+	return false
 }
 
 func envOf(p *timeline.ProcInfo, k string) string {

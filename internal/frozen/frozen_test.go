@@ -278,3 +278,24 @@ func TestXidAndHungTask(t *testing.T) {
 		t.Errorf("%q", h.Claim)
 	}
 }
+
+func TestMissingRankWithLikelyKill(t *testing.T) {
+	b := newTL(31, 100*time.Millisecond)
+	for r, pid := range []int{201, 202} {
+		b.proc(pid, 100, "python3", []string{"python3", "train.py"}, map[string]string{"RANK": string(rune('0' + r)), "LOCAL_RANK": string(rune('0' + r)), "LOCAL_WORLD_SIZE": "3"})
+		b.thread(pid, pid, "python3", idle("read", "pipe:[1]", "pipe_read"))
+	}
+	b.tl.Events = append(b.tl.Events,
+		timeline.Event{T: -int64(time.Minute), Kind: kmsg.EventKind, Text: "Memory cgroup out of memory: Killed process 203 (python3) total-vm:78064kB, anon-rss:65280kB, file-rss:6616kB, shmem-rss:0kB, UID:0 pgtables:200kB oom_score_adj:0"},
+		timeline.Event{T: -int64(time.Minute), Kind: kmsg.EventKind, Text: "Out of memory: Killed process 999 (chrome) total-vm:1kB, anon-rss:1kB, file-rss:0kB, shmem-rss:0kB, UID:0 pgtables:1kB oom_score_adj:0"},
+	)
+	r := Analyze(b.tl, nil)
+	f := one(t, r.Findings, "rank-missing")
+	want := "Local rank 2 of 3 is not running: the others wait for it; the kernel log since the job started has pid 203 (python3) killed by the OOM killer at 14:21:00 holding 70.2 MiB: likely the missing rank (same command name; the log names no rank)"
+	if f.Claim != want {
+		t.Errorf("claim\n got %q\nwant %q", f.Claim, want)
+	}
+	if v := Verdict(r); v == nil || v.Confidence != confExplained || !strings.HasPrefix(v.Summary, "Stalled: Local rank 2 of 3") {
+		t.Errorf("%+v", v)
+	}
+}

@@ -18,7 +18,7 @@ func gilFindings(v *view, cpus map[int]*threadCPU) []finding.Finding {
 	}
 	var out []finding.Finding
 	for _, pid := range v.sortedPIDs() {
-		if !isPython(v.procs[pid]) {
+		if !IsPython(v.procs[pid]) {
 			continue
 		}
 		var busy []*threadCPU

@@ -181,7 +181,7 @@ func (v *view) jobUses(procs []gpu.Process) bool {
 
 // stalledFinding is the verdict-carrying finding: nothing progresses.
 func stalledFinding(v *view, p Progress) finding.Finding {
-	window := "over " + fmtSeconds(p.Span) + " (" + strconv.Itoa(p.Samples) + " samples)"
+	window := strconv.Itoa(p.Samples) + " samples over " + fmtSeconds(p.Span)
 	if p.Since != "" {
 		window += ", " + p.Since
 	}
@@ -215,7 +215,7 @@ func stalledFinding(v *view, p Progress) finding.Finding {
 		ID:       "job-stalled",
 		Severity: finding.Critical,
 		Claim: fmt.Sprintf("The job is stalled: its %d live threads gained %.2f %% of one core, %s and %s over %s",
-			p.Threads, p.CPUCores*100, io, gpu, strings.TrimPrefix(window, "over ")),
+			p.Threads, p.CPUCores*100, io, gpu, fmtSeconds(p.Span)+sinceText(p)),
 		Evidence: ev,
 		Decision: "Nothing moves, so profiling cannot help: read the findings that follow (a member that died, where each thread waits). A frozen job is usually a dead rank whose peers wait in a collective forever: check the kernel log for kills (`dmesg -T | grep -i 'killed process'`), and set TORCH_NCCL_ASYNC_ERROR_HANDLING so survivors fail loudly next time.",
 		Seed:     "004 (The OOM killer; The NCCL hang)",
@@ -235,4 +235,11 @@ func ints(xs []int) string {
 		s[i] = strconv.Itoa(x)
 	}
 	return strings.Join(s, ",")
+}
+
+func sinceText(p Progress) string {
+	if p.Since == "" {
+		return ""
+	}
+	return " (" + p.Since + ")"
 }

@@ -48,7 +48,10 @@ func Verdict(r Result) *finding.Verdict {
 		v.Missing = "" // the dead member explains the stall whatever the GPU did
 	}
 	if lead != nil {
-		v.Summary = "Stalled: " + lead.Claim
+		v.Summary = lead.Claim
+		if lead.ID != "job-stalled" {
+			v.Summary = "Stalled: " + lead.Claim
+		}
 		v.Decision = lead.Decision
 	}
 	return v

@@ -30,7 +30,7 @@ func TestVerdictWithoutGPUSaysWhatIsMissing(t *testing.T) {
 	b.proc(10, 1, "python3", nil, nil)
 	b.thread(10, 10, "python3", idle("read", "pipe:[1]", "pipe_read"))
 	v := Verdict(Analyze(b.tl, nil))
-	if v == nil || v.Confidence != confNoGPU || !strings.Contains(v.Missing, "GPU utilisation was not visible") || !strings.HasPrefix(v.Summary, "Stalled: The job is stalled") {
+	if v == nil || v.Confidence != confNoGPU || !strings.Contains(v.Missing, "GPU utilisation was not visible") || !strings.HasPrefix(v.Summary, "The job is stalled") {
 		t.Errorf("%+v", v)
 	}
 	b = newTL(31, 100*time.Millisecond)

@@ -58,7 +58,7 @@ func (v *view) wall(t int64) time.Time { return v.tl.Meta.Started.Add(time.Durat
 
 // windowText describes the window for evidence.
 func (v *view) windowText() string {
-	return "over " + fmtSeconds(v.span()) + " (" + strconv.Itoa(v.samples) + " samples)"
+	return strconv.Itoa(v.samples) + " samples over " + fmtSeconds(v.span())
 }
 
 // alive says whether a process was still sampled at the window's end.
@@ -183,8 +183,8 @@ func (v *view) threadName(tid int) string {
 	return "tid " + strconv.Itoa(tid)
 }
 
-// isPython says whether a process runs a Python interpreter.
-func isPython(p *timeline.ProcInfo) bool {
+// IsPython says whether a process runs a Python interpreter.
+func IsPython(p *timeline.ProcInfo) bool {
 	if p == nil {
 		return false
 	}

@@ -77,7 +77,7 @@ func WorkerGroups(v *view) []WorkerGroup {
 				owner = p.PPID
 			}
 			add(owner, Forkserver, "forked from the forkserver process (pid "+strconv.Itoa(p.PPID)+")", pid)
-		case isPython(parent) && cmd(p) == cmd(parent):
+		case IsPython(parent) && cmd(p) == cmd(parent):
 			add(p.PPID, Fork, "it runs its parent's command line unchanged (fork without exec)", pid)
 		}
 	}

@@ -29,11 +29,26 @@ type OOMRanks struct {
 // other ranks are then blocked in read() for good. Extra environment (NCCL
 // settings to check) goes to every rank.
 func StartOOMRanks(ctx context.Context, victim int, env ...string) (*OOMRanks, error) {
+	o, err := StartRanks(ctx, victim, 20, env...)
+	if err != nil {
+		return nil, err
+	}
+	if err := o.AwaitKill(ctx); err != nil {
+		o.Stop()
+		return nil, err
+	}
+	return o, nil
+}
+
+// StartRanks runs the ranks workload and returns once the ranks run: the
+// victim passes values for rounds rounds (about 10 ms each) before it
+// starts allocating, so an observer started now sees it alive, then killed.
+func StartRanks(ctx context.Context, victim, rounds int, env ...string) (*OOMRanks, error) {
 	cg, err := NewMemoryCgroup("gpufeed-scenario-"+strconv.Itoa(os.Getpid())+"-"+strconv.FormatInt(time.Now().UnixNano(), 36), OOMRanksLimit)
 	if err != nil {
 		return nil, err
 	}
-	run, err := Start(ctx, Ranks, env, "--world", "3", "--victim", strconv.Itoa(victim), "--cgroup-procs", cg.ProcsFile())
+	run, err := Start(ctx, Ranks, env, "--world", "3", "--victim", strconv.Itoa(victim), "--rounds", strconv.Itoa(rounds), "--cgroup-procs", cg.ProcsFile())
 	if err != nil {
 		cg.Remove()
 		return nil, err
@@ -49,15 +64,18 @@ func StartOOMRanks(ctx context.Context, victim int, env ...string) (*OOMRanks, e
 		r, _ := strconv.Atoi(k)
 		o.Ranks[r] = v
 	}
-	exit, err := run.Await(ctx, "exit", 30*time.Second)
+	return o, nil
+}
+
+// AwaitKill waits until the launcher reports the victim's end.
+func (o *OOMRanks) AwaitKill(ctx context.Context) error {
+	exit, err := o.Await(ctx, "exit", 60*time.Second)
 	if err != nil {
-		run.Stop()
-		return nil, err
+		return err
 	}
-	if rank, _ := exit.Int("rank"); rank != victim {
-		run.Stop()
-		return nil, fmt.Errorf("rank %d exited, not the victim rank %d", rank, victim)
+	if rank, _ := exit.Int("rank"); rank != o.Victim {
+		return fmt.Errorf("rank %d exited, not the victim rank %d", rank, o.Victim)
 	}
 	o.KilledBy, _ = exit.Int("signal")
-	return o, nil
+	return nil
 }
