@@ -179,7 +179,7 @@ func runDiagnose(cmd *cobra.Command, o diagnoseOpts, args []string) error {
 	if rec != nil {
 		events = rec
 	}
-	notes := triage.EndOfWindow(ctx, triage.Config{ProcRoot: o.procRoot, SysRoot: o.sysRoot,
+	triage.EndOfWindow(ctx, triage.Config{ProcRoot: o.procRoot, SysRoot: o.sysRoot,
 		Kmsg: kmsg.Reader{Path: o.kmsgPath}, PyStacks: o.pyStacks}, tl, events)
 	if rec != nil {
 		err := rec.Close(tl)
@@ -190,7 +190,7 @@ func runDiagnose(cmd *cobra.Command, o diagnoseOpts, args []string) error {
 			fmt.Fprintf(os.Stderr, "gpufeed: warning: recording %s: %v\n", o.record, err)
 		}
 	}
-	if err := render(cmd.OutOrStdout(), judge(tl, notes), o.format); err != nil {
+	if err := render(cmd.OutOrStdout(), judge(tl, nil), o.format); err != nil {
 		return err
 	}
 	if child != nil {

@@ -16,6 +16,9 @@ func gilFindings(v *view, cpus map[int]*threadCPU) []finding.Finding {
 	for _, c := range cpus {
 		byPID[c.PID] = append(byPID[c.PID], c)
 	}
+	for _, cs := range byPID {
+		sort.Slice(cs, func(i, j int) bool { return cs[i].TID < cs[j].TID })
+	}
 	var out []finding.Finding
 	for _, pid := range v.sortedPIDs() {
 		if !IsPython(v.procs[pid]) {
@@ -39,7 +42,7 @@ func gilFindings(v *view, cpus map[int]*threadCPU) []finding.Finding {
 		if len(busy) < 2 || run > GILMaxRunCores || demand/float64(len(busy)) > GILMaxDemandPerThread {
 			continue
 		}
-		sort.Slice(busy, func(i, j int) bool { return busy[i].RunNS > busy[j].RunNS })
+		sort.SliceStable(busy, func(i, j int) bool { return busy[i].RunNS > busy[j].RunNS })
 		name := v.procName(pid)
 		f := finding.Finding{ID: "gil-contention", Severity: finding.Warning, Subject: name, Seed: "004 (The GIL); 000 §3",
 			Claim: fmt.Sprintf("%s shows GIL contention: %d busy Python threads ran %.2f cores together and wanted only %.2f CPUs (threads free of the GIL would want %d): one runs Python at a time",

@@ -95,7 +95,14 @@ func measureProgress(v *view) Progress {
 	if secs <= 0 {
 		return p
 	}
-	for _, c := range v.threadCPUsFrom(p.From) {
+	cpus := v.threadCPUsFrom(p.From)
+	tids := make([]int, 0, len(cpus))
+	for tid := range cpus {
+		tids = append(tids, tid)
+	}
+	sort.Ints(tids) // ties for the busiest thread go to the lowest tid, every time
+	for _, tid := range tids {
+		c := cpus[tid]
 		if !v.alive(c.PID) {
 			continue
 		}
@@ -126,7 +133,13 @@ func measureProgress(v *view) Progress {
 			}
 		}
 	}
-	for _, r := range ios {
+	ioPIDs := make([]int, 0, len(ios))
+	for pid := range ios {
+		ioPIDs = append(ioPIDs, pid)
+	}
+	sort.Ints(ioPIDs)
+	for _, pid := range ioPIDs {
+		r := ios[pid]
 		p.IOVisible = true
 		p.IOBytesPerSec += float64(sub(r.last, r.first)) / secs
 	}

@@ -1,6 +1,7 @@
 package frozen
 
 import (
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -66,5 +67,18 @@ func TestPyStacksAndKernelLogNotes(t *testing.T) {
 	}
 	if k := one(t, fs, "kernel-log-not-visible"); !strings.Contains(k.Claim, "CAP_SYSLOG") {
 		t.Errorf("%+v", k)
+	}
+}
+
+// TestDeterministic: the same timeline gives the same findings every time
+// (map iteration order must not leak into claims or evidence), so a
+// recording judged later reads exactly as the live report.
+func TestDeterministic(t *testing.T) {
+	tl := oomJob(t)
+	want := fmt.Sprintf("%+v", Analyze(tl, nil).Findings)
+	for range 30 {
+		if got := fmt.Sprintf("%+v", Analyze(tl, nil).Findings); got != want {
+			t.Fatalf("findings differ between runs:\n%s\n%s", got, want)
+		}
 	}
 }

@@ -9,6 +9,7 @@ package triage
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sort"
 	"time"
 
@@ -46,10 +47,10 @@ const DefaultMaxPyStacks = 16
 const maxDumpText = 256 << 10
 
 // EndOfWindow adds the end-of-window facts and events to tl, writing the
-// events to rec when rec is not nil. It returns notes for the report (what
-// could not be read).
-func EndOfWindow(ctx context.Context, cfg Config, tl *timeline.Timeline, rec EventWriter) []string {
-	var notes []string
+// events to rec when rec is not nil. What could not be read is recorded as
+// events too (frozen turns them into findings), so a recording judged later
+// says the same.
+func EndOfWindow(ctx context.Context, cfg Config, tl *timeline.Timeline, rec EventWriter) {
 	var last int64
 	if n := len(tl.Ticks); n > 0 {
 		last = tl.Ticks[n-1].T
@@ -68,13 +69,13 @@ func EndOfWindow(ctx context.Context, cfg Config, tl *timeline.Timeline, rec Eve
 	r.Since = jobStart(tl)
 	if log, err := r.Read(ctx); err != nil {
 		add(timeline.Event{T: last, Kind: frozen.KernelLogUnavailable, Text: err.Error()})
-		notes = append(notes, "kernel log not read: "+kmsg.Sanitize(err.Error()))
 	} else {
 		for _, e := range kmsg.ToTimeline(log, tl.Meta.Started) {
 			add(e)
 		}
 		if log.Dropped > 0 || log.Truncated || log.Lost > 0 {
-			notes = append(notes, "kernel log read from "+log.Source+" was capped: older lines were left out")
+			add(timeline.Event{T: last, Kind: frozen.KernelLogCapped, Text: fmt.Sprintf(
+				"read from %s: %d older records left out (cap), %d overwritten by the kernel before they could be read", log.Source, log.Dropped, log.Lost)})
 		}
 	}
 
@@ -85,7 +86,7 @@ func EndOfWindow(ctx context.Context, cfg Config, tl *timeline.Timeline, rec Eve
 		}
 		for i, pid := range livePython(tl) {
 			if i == limit {
-				notes = append(notes, "py-spy: dumped the first processes only")
+				add(timeline.Event{T: last, Kind: pyspy.EventKindError, Text: fmt.Sprintf("dumped the first %d Python processes only", limit)})
 				break
 			}
 			raw, _, err := pyspy.Dump(ctx, pid, cfg.PySpy)
@@ -103,7 +104,6 @@ func EndOfWindow(ctx context.Context, cfg Config, tl *timeline.Timeline, rec Eve
 			add(timeline.Event{T: last, Kind: pyspy.EventKind, PID: pid, Text: string(raw)})
 		}
 	}
-	return notes
 }
 
 // jobStart is the time since boot at which the job's oldest process
