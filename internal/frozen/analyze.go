@@ -25,9 +25,9 @@ func Analyze(tl *timeline.Timeline, a *analysis.Analysis) Result {
 	}
 	v := newView(tl)
 	cpus := v.threadCPUs()
-	r := Result{Progress: measureProgress(v), Blocked: BlockedThreads(v)}
+	r := Result{Blocked: BlockedThreads(v), Deaths: Deaths(v)}
+	r.Progress = measureProgress(v, r.Deaths)
 	stalled := r.Progress.Stalled()
-	r.Deaths = Deaths(v)
 	r.Workers = WorkerGroups(v)
 	add := func(fs ...finding.Finding) { r.Findings = append(r.Findings, fs...) }
 	if stalled {
@@ -57,5 +57,6 @@ func Analyze(tl *timeline.Timeline, a *analysis.Analysis) Result {
 // MeasureProgress says what the job did over the window, for a classifier
 // deciding the stalled class.
 func MeasureProgress(tl *timeline.Timeline) Progress {
-	return measureProgress(newView(tl))
+	v := newView(tl)
+	return measureProgress(v, Deaths(v))
 }

@@ -57,9 +57,11 @@ func (v *view) jobCgroups() map[string]bool {
 	return out
 }
 
-// Deaths finds the members that died: processes of the job that exited,
-// each matched by pid to a kernel OOM kill or crash, and kills of processes
-// gpufeed never sampled whose memory cgroup is the job's.
+// Deaths finds the members that died: processes of the job that the kernel
+// killed or that crashed (matched by pid or tid to the kernel log), ranks
+// that exited, and kills of processes gpufeed never sampled whose memory
+// cgroup is the job's. Other processes that exit (helpers, shells) are
+// left out.
 func Deaths(v *view) []Death {
 	events := v.kernelEvents()
 	kills := kmsg.Kills(events)
@@ -90,6 +92,10 @@ func Deaths(v *view) []Death {
 			d.Cause, d.Kill, d.When = "oom-kill", k, k.Wall
 		} else if c := crashByPID[pid]; c != nil {
 			d.Cause, d.Crash, d.When = string(c.Kind), c, c.Wall
+		} else if _, _, ranked := rank(v.procs[pid]); !ranked {
+			// Helpers come and go (a shell, a compiler, a recycled
+			// worker): only a rank's plain exit leaves peers waiting.
+			continue
 		}
 		seen[pid] = true
 		out = append(out, d)

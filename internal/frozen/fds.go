@@ -29,7 +29,7 @@ func fdFindings(v *view, a *analysis.Analysis) []finding.Finding {
 		if li < 0 {
 			continue
 		}
-		_, fi := ap.FDs.First()
+		firstN, fi := ap.FDs.First()
 		n := 0
 		for _, x := range ap.FDs {
 			if !math.IsNaN(x) {
@@ -43,7 +43,7 @@ func fdFindings(v *view, a *analysis.Analysis) []finding.Finding {
 		}
 		left := soft - current
 		var eta time.Duration
-		leaking := rate >= FDMinRate
+		leaking := rate >= FDMinRate && current-firstN >= FDMinGrowth
 		if leaking {
 			eta = time.Duration(max(left, 0) / rate * float64(time.Second))
 			leaking = eta <= FDHorizon

@@ -224,8 +224,12 @@ func TestKilledBeforeWindowInJobCgroup(t *testing.T) {
 
 func TestCrashAndPlainExit(t *testing.T) {
 	b := newTL(31, 100*time.Millisecond)
-	for _, pid := range []int{20, 21} {
-		p := b.proc(pid, 1, "python3", nil, nil)
+	for _, pid := range []int{20, 21, 22} {
+		env := map[string]string(nil)
+		if pid == 21 {
+			env = map[string]string{"RANK": "1"}
+		}
+		p := b.proc(pid, 1, "python3", nil, env)
 		p.Exited = true
 		b.thread(pid, pid, "python3", func(i int) timeline.ThreadSample {
 			if i > 5 {
@@ -239,7 +243,7 @@ func TestCrashAndPlainExit(t *testing.T) {
 		Text: "worker\x1b[2J[25]: segfault at 0 ip 00007f97d5985ad8 sp 00007ffe377b4ff8 error 4 in libc.so.6[167ad8,7f97d5844000+156000] likely on CPU 1 (core 1, socket 0)"})
 	r := Analyze(b.tl, nil)
 	ds := byID(r.Findings, "member-died")
-	if len(ds) != 2 {
+	if len(ds) != 2 { // pid 22, an unranked helper that exited, is no death
 		t.Fatalf("%d deaths", len(ds))
 	}
 	if ds[0].Claim != "pid 20 (python3) crashed (segfault in libc.so.6) at 14:22:00" || ds[0].Severity != finding.Critical {
@@ -248,7 +252,7 @@ func TestCrashAndPlainExit(t *testing.T) {
 	if e, _ := evidence(ds[0], "kernel line"); strings.ContainsRune(e.Text, 0x1b) {
 		t.Errorf("control characters must be escaped: %q", e.Text)
 	}
-	if !strings.Contains(ds[1].Claim, "pid 21 (python3) exited during the window") || ds[1].Severity != finding.Warning {
+	if !strings.Contains(ds[1].Claim, "rank 1 (pid 21) exited during the window") || ds[1].Severity != finding.Warning {
 		t.Errorf("exit claim %q", ds[1].Claim)
 	}
 }
@@ -297,5 +301,35 @@ func TestMissingRankWithLikelyKill(t *testing.T) {
 	}
 	if v := Verdict(r); v == nil || v.Confidence != confExplained || !strings.HasPrefix(v.Summary, "Stalled: Local rank 2 of 3") {
 		t.Errorf("%+v", v)
+	}
+}
+
+// TestReapedChildIOIsNoProgress: reaping a child folds its I/O counters into
+// the parent's /proc/PID/io; that jump must not count as the job moving.
+func TestReapedChildIOIsNoProgress(t *testing.T) {
+	tl := oomJob(t)
+	for i := range tl.Ticks {
+		for j := range tl.Ticks[i].Procs {
+			ps := &tl.Ticks[i].Procs[j]
+			if ps.PID == 100 && i >= 30 { // the launcher reaped rank 2 after its last sample at tick 29
+				ps.IO = &timeline.IO{RChar: 5000 + 1740578, WChar: 700}
+			}
+		}
+	}
+	r := Analyze(tl, nil)
+	if !r.Progress.Stalled() || r.Progress.IOBytesPerSec != 0 {
+		t.Errorf("the reaped child's I/O counted as progress: %+v", r.Progress)
+	}
+	// the same jump with no child exiting around it is I/O
+	for i := range tl.Ticks {
+		for j := range tl.Ticks[i].Procs {
+			ps := &tl.Ticks[i].Procs[j]
+			if ps.PID == 100 && i >= 60 {
+				ps.IO = &timeline.IO{RChar: 5000 + 2*1740578, WChar: 700}
+			}
+		}
+	}
+	if p := Analyze(tl, nil).Progress; p.Stalled() {
+		t.Errorf("1.7 MB read by the launcher itself is progress: %+v", p)
 	}
 }

@@ -68,16 +68,16 @@ func (p Progress) GPUSpinning() bool {
 }
 
 // measureProgress measures the live members' progress: over the window's
-// tail since the last member died (or exited) when that tail can be judged
+// tail since the last member died when that tail can be judged
 // on its own, otherwise over the whole window. A member that died is not
 // progressing; what it did before it died is no sign of life.
-func measureProgress(v *view) Progress {
+func measureProgress(v *view, deaths []Death) Progress {
 	var p Progress
 	p.From = v.t0
 	lastDeath, who := int64(-1<<62), 0
-	for pid, t := range v.lastProcT {
-		if !v.alive(pid) && t > lastDeath {
-			lastDeath, who = t, pid
+	for _, d := range deaths {
+		if t, ok := v.lastProcT[d.PID]; ok && (t > lastDeath || (t == lastDeath && d.PID < who)) {
+			lastDeath, who = t, d.PID
 		}
 	}
 	if lastDeath > v.t0 && time.Duration(v.t1-lastDeath) >= StallMinWindow {
@@ -114,9 +114,18 @@ func measureProgress(v *view) Progress {
 		}
 		p.CPUFromTicks = p.CPUFromTicks || c.FromTicks
 	}
-	// I/O: first and last reading of each process.
-	type io struct{ first, last uint64 }
+	// I/O: the sum of each live process's increments between consecutive
+	// readings, leaving out the increments over which one of its children
+	// exited: the kernel folds a reaped child's counters into its parent's
+	// /proc/PID/io, a jump that is no I/O by the parent.
+	reaped := v.childExits()
+	type io struct {
+		prevT int64
+		prev  uint64
+		seen  bool
+	}
 	ios := map[int]*io{}
+	var ioPIDs []int
 	for _, tk := range v.tl.Ticks {
 		if tk.T < p.From {
 			continue
@@ -126,23 +135,19 @@ func measureProgress(v *view) Progress {
 				continue
 			}
 			n := ps.IO.RChar + ps.IO.WChar
-			if r := ios[ps.PID]; r == nil {
-				ios[ps.PID] = &io{n, n}
-			} else {
-				r.last = n
+			r := ios[ps.PID]
+			if r == nil {
+				ios[ps.PID] = &io{prevT: tk.T, prev: n, seen: true}
+				ioPIDs = append(ioPIDs, ps.PID)
+				continue
 			}
+			if !reapedBetween(reaped[ps.PID], r.prevT, tk.T) {
+				p.IOBytesPerSec += float64(sub(n, r.prev)) / secs
+			}
+			r.prevT, r.prev = tk.T, n
 		}
 	}
-	ioPIDs := make([]int, 0, len(ios))
-	for pid := range ios {
-		ioPIDs = append(ioPIDs, pid)
-	}
-	sort.Ints(ioPIDs)
-	for _, pid := range ioPIDs {
-		r := ios[pid]
-		p.IOVisible = true
-		p.IOBytesPerSec += float64(sub(r.last, r.first)) / secs
-	}
+	p.IOVisible = len(ioPIDs) > 0
 	// GPU: devices the job uses (or all, when the samples name no process).
 	p.GPUMinUtil = 100
 	devices := map[int]bool{}
@@ -255,4 +260,30 @@ func sinceText(p Progress) string {
 		return ""
 	}
 	return " (" + p.Since + ")"
+}
+
+// childExits maps each pid to the times (last sample) at which its child
+// processes were last seen before they exited.
+func (v *view) childExits() map[int][]int64 {
+	out := map[int][]int64{}
+	for pid, p := range v.procs {
+		if v.alive(pid) {
+			continue
+		}
+		if t, ok := v.lastProcT[pid]; ok {
+			out[p.PPID] = append(out[p.PPID], t)
+		}
+	}
+	return out
+}
+
+// reapedBetween says whether a child was last seen in [from, to): it
+// exited, and was reaped, before the reading at to.
+func reapedBetween(exits []int64, from, to int64) bool {
+	for _, t := range exits {
+		if t >= from && t < to {
+			return true
+		}
+	}
+	return false
 }

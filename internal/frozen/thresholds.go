@@ -75,6 +75,9 @@ const (
 	// FDMinRate: 0.2 descriptors a second (720 an hour) is a leak that
 	// exhausts the default soft limit of 1024 within two hours.
 	FDMinRate = 0.2
+	// FDMinGrowth: and at least 16 more descriptors over the window, so a
+	// process opening its first pipes and files at start-up is no leak.
+	FDMinGrowth = 16
 	// FDHorizon: report a leak when the limit would be reached within a day.
 	FDHorizon = 24 * time.Hour
 	// FDNearFraction: however flat, a process using 90 % of its soft limit
