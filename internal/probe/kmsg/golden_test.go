@@ -45,7 +45,7 @@ func describe(ev Event) string {
 		fmt.Fprintf(&b, " mono=%s", ev.Mono)
 	}
 	if !ev.Wall.IsZero() {
-		fmt.Fprintf(&b, " wall=%s", ev.Wall.Format("2006-01-02T15:04:05.000000Z07:00"))
+		fmt.Fprintf(&b, " wall=%s", ev.Wall.Format("2006-01-02T15:04:05.000000"))
 	}
 	if ev.PID != 0 {
 		fmt.Fprintf(&b, " pid=%d", ev.PID)
