@@ -184,10 +184,11 @@ func TestCOWObjectsGrowArrayStaysFlat(t *testing.T) {
 func TestCOWSpawnWorkersRunSpawnMain(t *testing.T) {
 	r := start(t, COW, "--storage", "array", "--workers", "1", "--items", "1000", "--seconds", "0.1", "--start", "spawn")
 	m := await(t, r, "workers")
-	cmd := read(t, procFile(m.Ints("workers")[0], 0, "cmdline"))
-	if !strings.Contains(cmd, "from multiprocessing.spawn import spawn_main") {
-		t.Errorf("a spawned worker's command line: %q", cmd)
-	}
+	// spawn does not wait for the child's exec: read until it has happened
+	worker := m.Ints("workers")[0]
+	eventually(t, "the spawned worker running spawn_main", func() bool {
+		return strings.Contains(read(t, procFile(worker, 0, "cmdline")), "from multiprocessing.spawn import spawn_main")
+	})
 }
 
 func fdCount(t *testing.T, pid int) int {
