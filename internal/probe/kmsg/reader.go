@@ -184,17 +184,20 @@ func (r *Reader) readKmsg(path string) (*Log, error) {
 	if err != nil {
 		return nil, describeOpenError(path, err)
 	}
-	defer syscall.Close(fd)
 	var st syscall.Stat_t
 	if err := syscall.Fstat(fd, &st); err != nil {
+		syscall.Close(fd)
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	g := &ring{max: r.maxRecords(), since: r.Since}
 	log := &Log{Source: path}
 	if st.Mode&syscall.S_IFMT == syscall.S_IFREG {
 		// A fixture: records separated by newlines, dictionary lines
-		// starting with a space.
+		// starting with a space. The *os.File owns the descriptor from
+		// here: closing it twice (or leaving it to the finalizer after a
+		// raw close) would close whatever file reused the number.
 		f := os.NewFile(uintptr(fd), path)
+		defer f.Close()
 		if err := readRecordFile(f, r.maxBytes(), g, log); err != nil {
 			return nil, err
 		}
@@ -204,6 +207,7 @@ func (r *Reader) readKmsg(path string) (*Log, error) {
 	// The device returns one record per read and EAGAIN once nothing more
 	// is buffered; it is read with raw system calls so that the Go runtime
 	// never parks on it waiting for new records.
+	defer syscall.Close(fd)
 	buf := make([]byte, maxRecordBytes)
 	var total int64
 	for {
