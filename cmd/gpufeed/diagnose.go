@@ -13,9 +13,11 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpufeed/gpufeed/internal/gpu/gpusource"
+	"github.com/gpufeed/gpufeed/internal/probe/kmsg"
 	"github.com/gpufeed/gpufeed/internal/probe/proc"
 	"github.com/gpufeed/gpufeed/internal/sample"
 	"github.com/gpufeed/gpufeed/internal/timeline"
+	"github.com/gpufeed/gpufeed/internal/triage"
 )
 
 func init() { subcommands = append(subcommands, newDiagnoseCmd) }
@@ -36,6 +38,8 @@ type diagnoseOpts struct {
 	procRoot string
 	sysRoot  string
 	device   string
+	kmsgPath string
+	pyStacks bool
 }
 
 func newDiagnoseCmd() *cobra.Command {
@@ -75,6 +79,8 @@ seen. gpufeed only reads: it never changes the job it watches.`,
 	f.StringVar(&o.procRoot, "proc-root", proc.DefaultRoot, "where procfs is mounted (e.g. /host/proc in a container)")
 	f.StringVar(&o.sysRoot, "sys-root", "/sys", "where sysfs is mounted")
 	f.StringVar(&o.device, "device", "auto", "GPU source: auto, none, nvml or sim:PATH")
+	f.StringVar(&o.kmsgPath, "kmsg", kmsg.DefaultPath, "the kernel log device (falls back to dmesg, then journalctl -k)")
+	f.BoolVar(&o.pyStacks, "py-stacks", false, "at the end of the window, dump every Python thread's stack and the GIL holder with py-spy (needs py-spy installed)")
 	return cmd
 }
 
@@ -166,6 +172,15 @@ func runDiagnose(cmd *cobra.Command, o diagnoseOpts, args []string) error {
 		default:
 		}
 	}
+	// What frozen-job triage reads once at the end: descriptor kinds, CUDA
+	// use and memory limits of each process, the kernel log over the job's
+	// life, Python stacks when asked. Recorded too, so report judges alike.
+	var events triage.EventWriter
+	if rec != nil {
+		events = rec
+	}
+	triage.EndOfWindow(ctx, triage.Config{ProcRoot: o.procRoot, SysRoot: o.sysRoot,
+		Kmsg: kmsg.Reader{Path: o.kmsgPath}, PyStacks: o.pyStacks}, tl, events)
 	if rec != nil {
 		err := rec.Close(tl)
 		if cerr := recFile.Close(); err == nil {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/gpufeed/gpufeed/internal/analysis"
 	"github.com/gpufeed/gpufeed/internal/finding"
+	"github.com/gpufeed/gpufeed/internal/frozen"
 	"github.com/gpufeed/gpufeed/internal/report"
 	"github.com/gpufeed/gpufeed/internal/timeline"
 )
@@ -16,6 +17,13 @@ import (
 func judge(tl *timeline.Timeline, notes []string) *report.Report {
 	a := analysis.New(tl)
 	verdict, findings := applyRules(tl, a)
+	// Frozen-job triage and memory/limit findings (issue 7). Until issue 4's
+	// classifier owns the stalled class, a stalled job gets its verdict here.
+	fr := frozen.Analyze(tl, a)
+	findings = append(findings, fr.Findings...)
+	if sv := frozen.Verdict(fr); sv != nil && (verdict == nil || verdict.Class == finding.Inconclusive) {
+		verdict = sv
+	}
 	return report.Build(tl, a, verdict, findings, notes)
 }
 
