@@ -24,6 +24,12 @@ func Text(w io.Writer, r *Report) error {
 	tw.threads(r)
 	tw.host(r)
 	tw.gpus(r)
+	if r.Verdict == nil && len(r.Findings) > 0 {
+		tw.printf("\nFINDINGS\n")
+		for _, f := range r.Findings {
+			tw.finding(f)
+		}
+	}
 	tw.facts(r)
 	return tw.err
 }
@@ -84,19 +90,25 @@ func (t *textWriter) verdict(r *Report) {
 			t.printf("\nOTHER FINDINGS\n")
 			first = false
 		}
-		subject := ""
-		if f.Subject != "" {
-			subject = " [" + Clean(f.Subject) + "]"
-		}
-		t.printf("  %s %s%s: %s\n", strings.ToUpper(f.Severity.String()), f.ID, subject, Clean(f.Claim))
-		for _, e := range f.Evidence {
-			t.printf("      %s\n", evidence(e))
-		}
-		if f.Decision != "" {
-			t.printf("      change: %s\n", Clean(f.Decision))
-		}
+		t.finding(f)
 	}
 	t.printf("\n")
+}
+
+// finding writes one finding: severity, id, subject and claim on one line,
+// then its evidence and the change it calls for.
+func (t *textWriter) finding(f finding.Finding) {
+	subject := ""
+	if f.Subject != "" {
+		subject = " [" + Clean(f.Subject) + "]"
+	}
+	t.printf("  %s %s%s: %s\n", strings.ToUpper(f.Severity.String()), f.ID, subject, Clean(f.Claim))
+	for _, e := range f.Evidence {
+		t.printf("      %s\n", evidence(e))
+	}
+	if f.Decision != "" {
+		t.printf("      change: %s\n", Clean(f.Decision))
+	}
 }
 
 func evidence(e finding.Evidence) string {
