@@ -340,7 +340,7 @@ func (s *Sampler) procExit(p *trackedProc, t int64) {
 	// The process's threads went with it: marked exited, not counted as
 	// vanished, and no thread-exit event each (proc-exit says it).
 	for _, th := range p.order {
-		th.close()
+		s.release(th)
 		th.info.Exited = true
 	}
 	p.order = nil
@@ -351,7 +351,7 @@ func (s *Sampler) procExit(p *trackedProc, t int64) {
 }
 
 func (s *Sampler) threadExit(p *trackedProc, th *trackedThread, t int64) {
-	th.close()
+	s.release(th)
 	th.info.Exited = true
 	delete(p.threads, th.tid)
 	s.tl.Counts.VanishedThreads++

@@ -47,6 +47,24 @@ func (t *trackedThread) close() {
 	t.stat, t.sched = nil, nil
 }
 
+// keptFiles counts the descriptors the thread holds.
+func (t *trackedThread) keptFiles() int {
+	n := 0
+	if t.stat != nil {
+		n++
+	}
+	if t.sched != nil {
+		n++
+	}
+	return n
+}
+
+// release closes a thread's files and returns them to the budget.
+func (s *Sampler) release(th *trackedThread) {
+	s.kept -= th.keptFiles()
+	th.close()
+}
+
 // threadSample is a ThreadSample plus the comm bytes read with it (aliasing
 // the sampler's buffer until the next read).
 type threadSample struct {
@@ -58,26 +76,31 @@ type threadSample struct {
 // identity (start time, name).
 func (s *Sampler) openThread(p *trackedProc, tid int, t int64) (*trackedThread, error) {
 	th := &trackedThread{tid: tid}
-	var err error
-	statPath := s.fs.TaskPath(p.pid, tid, "stat")
-	if th.stat, err = proc.OpenKept(statPath, proc.PrivProcMount); err != nil && !isEMFILE(err) {
-		return nil, err
+	// Keep the two files open while the descriptor budget allows; past it
+	// (a job with more threads than half the open-file limit) the thread is
+	// read by opening its files each tick: slower, never dropped.
+	if s.kept+2 <= s.keptBudget {
+		var err error
+		if th.stat, err = proc.OpenKept(s.fs.TaskPath(p.pid, tid, "stat"), proc.PrivProcMount); err != nil && !isEMFILE(err) {
+			return nil, err
+		}
+		if th.sched, err = proc.OpenKept(s.fs.TaskPath(p.pid, tid, "schedstat"), proc.PrivProcMount); err != nil && !isEMFILE(err) {
+			th.close()
+			return nil, err
+		}
 	}
-	if th.sched, err = proc.OpenKept(s.fs.TaskPath(p.pid, tid, "schedstat"), proc.PrivProcMount); err != nil && !isEMFILE(err) {
-		th.close()
-		return nil, err
-	}
+	s.kept += th.keptFiles()
 	var st proc.Stat
 	b, err := s.readStat(p, th)
 	if err == nil {
 		err = proc.ParseStat(b, &st)
 	}
 	if err != nil {
-		th.close()
+		s.release(th)
 		return nil, err
 	}
 	if st.State == 'Z' || st.State == 'X' {
-		th.close()
+		s.release(th)
 		return nil, errGone
 	}
 	th.comm = append([]byte(nil), st.Comm...)
