@@ -220,3 +220,52 @@ func TestLiveRunQueueWaitOfPinnedCompetitor(t *testing.T) {
 		}
 	}
 }
+
+// A child caught between fork and exec of a program with the same name shows
+// its parent's command line and environment; the exec keeps the comm, so
+// only re-reading the command line reveals it (a torchrun-style launcher
+// starting python3 ranks).
+func TestLiveExecKeepingTheNameIsSeen(t *testing.T) {
+	python, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("python3 not found")
+	}
+	const script = `
+import os, sys, time
+pid = os.fork()
+if pid == 0:
+    time.sleep(0.4)
+    env = dict(os.environ, RANK="1")
+    os.execve(sys.executable, [sys.executable, "-c", "import time; time.sleep(5)", "rank-after-exec"], env)
+print("ready", flush=True)
+os.waitpid(pid, 0)
+`
+	cmd := exec.Command(python, "-c", script)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	if _, err := bufio.NewReader(out).ReadString('\n'); err != nil {
+		t.Fatal(err)
+	}
+	tl, _ := sampleLive(t, cmd.Process.Pid, 2500*time.Millisecond)
+	var child *timeline.ProcInfo
+	for _, p := range tl.Procs {
+		if p.PPID == cmd.Process.Pid {
+			child = p
+		}
+	}
+	if child == nil {
+		t.Fatal("the forked child was not followed")
+	}
+	if len(child.Cmdline) == 0 || child.Cmdline[len(child.Cmdline)-1] != "rank-after-exec" {
+		t.Errorf("child command line %q: the exec was missed", child.Cmdline)
+	}
+	if child.Env["RANK"] != "1" {
+		t.Errorf("child environment %v: want the RANK it was exec'd with", child.Env)
+	}
+}
