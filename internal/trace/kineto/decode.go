@@ -17,6 +17,7 @@ package kineto
 
 import (
 	"bufio"
+	"bytes"
 	"compress/gzip"
 	"context"
 	"encoding/json"
@@ -192,6 +193,11 @@ func (d *decoder) header(w *window) (bool, error) {
 		return false, err
 	}
 	if c == 0xEF { // UTF-8 byte order mark
+		for len(w.buf)-w.pos < 3 && w.more() {
+		}
+		if !bytes.HasPrefix(w.buf[w.pos:], []byte{0xEF, 0xBB, 0xBF}) {
+			return false, d.syntax(w.offset(), "expected '{' or '[' at the start of a Chrome trace", w.buf, w.pos)
+		}
 		w.pos += 3
 		if c, err = w.peekNonSpace(); err != nil {
 			return false, err
@@ -233,6 +239,9 @@ func (d *decoder) header(w *window) (bool, error) {
 			}
 		}
 		first = false
+		if c == 0 {
+			return false, d.syntax(w.offset(), "file ends before traceEvents", nil, 0)
+		}
 		if c != '"' {
 			return false, d.syntax(w.offset(), "expected a quoted top-level key", w.buf, w.pos)
 		}

@@ -1,6 +1,7 @@
 package kineto
 
 import (
+	"bytes"
 	"strconv"
 
 	"github.com/gpufeed/gpufeed/internal/trace"
@@ -147,6 +148,9 @@ func (t idToken) number() (int64, bool) {
 func (t idToken) text() string {
 	if !t.set {
 		return ""
+	}
+	if t.isStr && bytes.IndexByte(t.raw, '\\') >= 0 {
+		return string(unescape(nil, t.raw))
 	}
 	return string(t.raw)
 }
