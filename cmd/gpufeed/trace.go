@@ -1,0 +1,73 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"runtime/debug"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpufeed/gpufeed/internal/trace/analysis"
+	"github.com/gpufeed/gpufeed/internal/trace/load"
+	"github.com/gpufeed/gpufeed/internal/trace/render"
+)
+
+func init() { subcommands = append(subcommands, newTraceCmd) }
+
+func newTraceCmd() *cobra.Command {
+	var (
+		output   string
+		lastStep bool
+		workers  int
+	)
+	cmd := &cobra.Command{
+		Use:   "trace FILE|DIR...",
+		Short: "Explain every GPU idle gap in a PyTorch profiler (Kineto) or Nsight Systems trace",
+		Long: `trace reads PyTorch profiler (Kineto) Chrome-trace JSON, plain or gzip, one
+file or a directory of rank files, and Nsight Systems SQLite exports
+(nsys export --type sqlite). For each rank it attributes every GPU idle gap to
+what the launching CPU thread was doing instead (DataLoader, synchronisation,
+pageable copy, CPU operators, launch calls), gives the verdict live diagnose
+gives, and prints HTA-compatible and Nsight-style numbers to check it against.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if output != "text" && output != "json" {
+				return fmt.Errorf("-o %q: want text or json", output)
+			}
+			// Traces are large, short-lived and pointer-free: collect garbage
+			// more often to keep the peak near the live data.
+			debug.SetGCPercent(40)
+			files, err := load.Expand(args)
+			if err != nil {
+				return err
+			}
+			var res render.Result
+			var summaries []analysis.RankSummary
+			for _, f := range files {
+				traces, err := load.Read(f, load.Options{})
+				if err != nil {
+					return err
+				}
+				for _, t := range traces {
+					r := analysis.Analyze(t, analysis.Options{IncludeLastStep: lastStep})
+					res.Reports = append(res.Reports, r)
+					summaries = append(summaries, analysis.Summarize(r, t))
+				}
+			}
+			if len(summaries) > 1 {
+				m := analysis.CompareRanks(summaries)
+				res.Multi = &m
+			}
+			out := cmd.OutOrStdout()
+			if output == "json" {
+				return render.JSON(out, res)
+			}
+			return render.Text(out, res)
+		},
+	}
+	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
+	cmd.Flags().BoolVar(&lastStep, "include-last-step", false, "keep the last ProfilerStep (HTA leaves it out by default)")
+	cmd.Flags().IntVar(&workers, "workers", 0, "decoder threads (0: one per CPU)")
+	_ = os.Stderr
+	return cmd
+}
