@@ -62,4 +62,3 @@ func summariseSteps(s *scope, busy map[int32][]span) []StepSummary {
 	}
 	return out
 }
-

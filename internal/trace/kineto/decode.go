@@ -112,7 +112,7 @@ type decoder struct {
 	compressed  bool
 	arrayFormat bool
 	b           *trace.Builder
-	opt        Options
+	opt         Options
 
 	meta rawMeta
 

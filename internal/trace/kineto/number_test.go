@@ -72,11 +72,11 @@ func TestUnescape(t *testing.T) {
 
 func TestFindCut(t *testing.T) {
 	for in, want := range map[string]int{
-		`{"a":1}, {"b":2}`:          9,
+		`{"a":1}, {"b":2}`:           9,
 		`{"a":1},` + "\n  " + `{"b"`: 11,
-		`{"a":{"x":1}}`:             -1,
-		`{"a":1}`:                   -1,
-		`"}, {" tail`:               4, // a false boundary inside a string: the decoder detects and re-reads it
+		`{"a":{"x":1}}`:              -1,
+		`{"a":1}`:                    -1,
+		`"}, {" tail`:                4, // a false boundary inside a string: the decoder detects and re-reads it
 	} {
 		if got := findCut([]byte(in)); got != want {
 			t.Errorf("findCut(%q) = %d, want %d", in, got, want)

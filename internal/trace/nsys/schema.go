@@ -131,7 +131,7 @@ func readSchema(db *sql.DB) (*schema, error) {
 	for _, mt := range metaTables {
 		if s.has(mt, "name", "value") {
 			var v sql.NullString
-			err := db.QueryRow(`SELECT value FROM "`+mt+`" WHERE name = 'EXPORT_SCHEMA_VERSION'`).Scan(&v)
+			err := db.QueryRow(`SELECT value FROM "` + mt + `" WHERE name = 'EXPORT_SCHEMA_VERSION'`).Scan(&v)
 			if err == nil && v.Valid {
 				s.version = v.String
 				break
