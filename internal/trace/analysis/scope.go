@@ -103,11 +103,3 @@ func (s *scope) cpuIn(ts int64) bool {
 	}
 	return ts < s.cut
 }
-
-// span is the duration the GPU work in scope covers.
-func (s *scope) span() int64 {
-	if s.work == 0 {
-		return 0
-	}
-	return s.end - s.start
-}

@@ -130,7 +130,6 @@ type reader struct {
 	syncType    map[int64]string
 	smCount     map[int64]int
 	devices     []trace.Device
-	threadNames map[int64]string
 	profStart   int64
 	profEnd     int64
 	badTime     int64
