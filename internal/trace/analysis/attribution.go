@@ -424,7 +424,7 @@ func attribute(s *scope, delay int64, steps []Step, onGap func(*GapDetail)) (Att
 					hostEnd := min(r.Start, ge)
 					callEnd := min(r.End, ge)
 					ti.split(gs, hostEnd, &gd.ByCause)
-					gd.ByCause[CauseLaunchAPI] += callEnd - hostEnd
+					gd.ByCause[callCause(t, r)] += callEnd - hostEnd
 					gd.ByCause[CauseLaunchLatency] += ge - callEnd
 					apiTime[r.Name] += callEnd - hostEnd
 					if ti.blockedInSyncAt(gs) {
@@ -478,6 +478,19 @@ func attribute(s *scope, delay int64, steps []Step, onGap func(*GapDetail)) (Att
 	})
 	at.Longest = longest
 	return at, busyByDev, byDev
+}
+
+// callCause is the cause the time inside a launching call counts as: a
+// blocking copy or memset is a sync, an async copy from pageable memory is
+// a pageable copy, anything else is launch overhead.
+func callCause(t *trace.Trace, r *trace.RuntimeCall) Cause {
+	switch {
+	case r.Kind.IsSync():
+		return CauseSync
+	case r.Kind == trace.MemcpyAsync && r.GPU >= 0 && t.GPU[r.GPU].TouchesPageable():
+		return CausePageableCopy
+	}
+	return CauseLaunchAPI
 }
 
 // topNamed returns the five largest entries of m, by name.
