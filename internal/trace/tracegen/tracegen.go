@@ -58,9 +58,12 @@ type Config struct {
 	// StepDelayNs delays the start of every step (a straggling rank).
 	StepDelayNs int64
 	// AllReduceNs, when positive, ends each step with an NCCL all-reduce
-	// kernel that finishes at the same (simulated) time on every rank:
-	// AllReduceEndNs(step) + this duration.
-	AllReduceNs int64
+	// kernel followed by a host sync. Ranks generated with the same seed run
+	// identical steps, so a rank's all-reduce ends when the slowest rank
+	// (SlowestDelayNs, its StepDelayNs) has arrived plus AllReduceNs: the
+	// same instant on every rank, as a blocking collective does.
+	AllReduceNs    int64
+	SlowestDelayNs int64
 }
 
 // Cause names a host activity, as the attribution names causes.
@@ -312,7 +315,7 @@ func (g *gen) step(i int, last bool) {
 		g.item()
 	}
 	if g.cfg.AllReduceNs > 0 {
-		g.allReduce(i)
+		g.allReduce()
 	}
 	g.hostSeg(CauseUntraced, g.dur(5_000, 10_000))
 	g.annotationStep(i, stepStart, g.host)
@@ -381,12 +384,11 @@ func (g *gen) item() {
 
 // allReduce ends the step with an all-reduce that every rank leaves at the
 // same time: the rank that arrives late runs it shortest.
-func (g *gen) allReduce(step int) {
+func (g *gen) allReduce() {
 	ls, le := g.hostSeg(CauseLaunchAPI, g.dur(5_000, 8_000))
-	start := max(g.gpu, le+launchLatencyNs)
-	// All ranks leave together, AllReduceNs after the slowest could arrive.
-	end := max(start, g.host+g.cfg.AllReduceNs)
-	ks, ke := g.enqueue(le, end-start+1000)
+	// Everyone leaves when the slowest rank has arrived and the reduction ran.
+	wait := g.cfg.SlowestDelayNs - g.cfg.StepDelayNs
+	ks, ke := g.enqueue(le, wait+g.cfg.AllReduceNs)
 	corr := g.corr
 	g.corr++
 	ext := g.ext
@@ -394,5 +396,12 @@ func (g *gen) allReduce(step int) {
 	g.cpuOpExt("nccl:all_reduce", ls, le, ext)
 	g.runtime("cudaLaunchKernel", ls, le, corr, ext)
 	g.kernel("ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)", ks, ke, corr, ext, 0.5)
-	_ = step
+	// The host waits for the collective (the step's loss is read after it).
+	ss := g.host
+	se := max(ss, g.gpu) + 3_000
+	g.hostSeg(CauseSync, se-ss)
+	g.afterSync = true
+	corr2 := g.corr
+	g.corr++
+	g.runtime("cudaStreamSynchronize", ss, se, corr2, ext)
 }
