@@ -101,14 +101,30 @@ func buildFindings(r *Report, sh Shares) ([]finding.Finding, map[string]*finding
 		})
 	}
 
+	if hasWork && sh.IdlePct < finding.GPUBoundIdleMaxPct {
+		tb := r.Temporal
+		add(finding.Finding{
+			ID: "gpu-bound", Severity: finding.Info,
+			Claim: fmt.Sprintf("The GPU is busy %.1f %% of the time: the CPU keeps it fed.", 100-sh.IdlePct),
+			Evidence: []finding.Evidence{
+				ctx.ev("GPU busy share", 100-sh.IdlePct, "%", "kernel, gpu_memcpy, gpu_memset"),
+				ctx.ev("compute share (HTA temporal breakdown)", tb.Pct(tb.ComputeNs), "%", "kernel"),
+				ctx.ev("non-compute share (copies, memsets, communication)", tb.Pct(tb.NonComputeNs), "%", "gpu_memcpy, gpu_memset, nccl kernels"),
+			},
+			Decision: "Look at kernel efficiency (Nsight Compute), precision and batch size, and at GPU clocks and throttling (gpufeed check).",
+			Seed:     "002 Checklist E",
+			Supports: finding.GPUBound,
+		})
+	}
+
 	// Input pipeline.
 	if sh.Input >= finding.ModerateSharePct {
 		add(finding.Finding{
 			ID: "host-wait-dataloader", Severity: sev(sh.Input),
 			Claim: fmt.Sprintf("The GPU waits for the DataLoader: %.1f %% of the time (%.1f ms) the launching thread was inside DataLoader __next__ while the GPU was idle.", sh.Input, ms(b[CauseDataLoader])),
 			Evidence: []finding.Evidence{
-				ctx.ev("idle while the launching thread waited in DataLoader __next__", ms(b[CauseDataLoader]), "ms", "enumerate(DataLoader)#…__next__"),
 				ctx.ev("share of GPU time lost to the input pipeline", sh.Input, "%", ""),
+				ctx.ev("idle while the launching thread waited in DataLoader __next__", ms(b[CauseDataLoader]), "ms", "enumerate(DataLoader)#…__next__"),
 			},
 			Decision: "Feed the loader faster: raise DataLoader num_workers (until cores or storage saturate), persistent_workers=True, prefetch_factor, pin_memory=True; cache decoded samples. A trace cannot tell CPU preprocessing from storage reads: run gpufeed diagnose live to see which.",
 			Seed:     "002 Checklist C; FAQ 2",
@@ -142,10 +158,10 @@ func buildFindings(r *Report, sh Shares) ([]finding.Finding, map[string]*finding
 			ID: "host-wait-sync", Severity: sev(sh.Sync),
 			Claim: fmt.Sprintf("Synchronisations starve the GPU: %.1f %% of the time the GPU was idle because the launching thread waited for it (%d gaps began inside a sync) and then had to refill an empty queue.", sh.Sync, at.AfterSyncGaps),
 			Evidence: []finding.Evidence{
-				ctx.ev("idle while the launching thread was blocked in a sync", ms(b[CauseSync]), "ms", "cudaStreamSynchronize, cudaDeviceSynchronize, cudaEventSynchronize, cudaMemcpy"),
-				ctx.ev("idle after a sync drained the queue (host busy refilling it)", ms(at.AfterSync[CauseCPUOps]+at.AfterSync[CauseLaunchAPI]+at.AfterSync[CauseOtherAPI]+at.AfterSync[CauseUntraced]), "ms", ""),
-				ctx.ev("gaps that began inside a sync", float64(at.AfterSyncGaps), "", ""),
 				ctx.ev("share of GPU time lost to synchronisation", sh.Sync, "%", ""),
+				ctx.ev("idle after a sync drained the queue (host busy refilling it)", ms(at.AfterSync[CauseCPUOps]+at.AfterSync[CauseLaunchAPI]+at.AfterSync[CauseOtherAPI]+at.AfterSync[CauseUntraced]), "ms", "cudaStreamSynchronize, cudaDeviceSynchronize, cudaEventSynchronize, cudaMemcpy"),
+				ctx.ev("idle while the launching thread was blocked in a sync", ms(b[CauseSync]), "ms", "cudaStreamSynchronize, cudaDeviceSynchronize, cudaEventSynchronize, cudaMemcpy"),
+				ctx.ev("gaps that began inside a sync", float64(at.AfterSyncGaps), "", ""),
 			},
 			Decision: "Remove per-step host synchronisations: no .item(), .cpu(), print(tensor) or torch.cuda.synchronize() in the hot loop; accumulate metrics on the GPU and read them every N steps; copy results with non_blocking=True into pinned memory.",
 			Seed:     "002 symptom 1; Checklist B step 3",
@@ -212,6 +228,7 @@ func buildFindings(r *Report, sh Shares) ([]finding.Finding, map[string]*finding
 			ID: "pageable-copies", Severity: sev(sh.Transfer),
 			Claim: fmt.Sprintf("%d \"async\" copies touched pageable memory, so the driver staged them synchronously: %.1f ms of host time, %.1f ms of GPU idle inside them.", c.Count, ms(c.HostNs), ms(b[CausePageableCopy])),
 			Evidence: []finding.Evidence{
+				ctx.ev("share of GPU time lost to pageable copies", sh.Transfer, "%", ""),
 				ctx.ev("async copies from or to pageable memory", float64(c.Count), "", "cudaMemcpyAsync, Memcpy … (Pageable -> Device)/(Device -> Pageable)"),
 				ctx.ev("host time in those copies", ms(c.HostNs), "ms", "cudaMemcpyAsync"),
 				ctx.ev("bytes copied", float64(c.Bytes), "B", "gpu_memcpy"),
@@ -238,6 +255,7 @@ func buildFindings(r *Report, sh Shares) ([]finding.Finding, map[string]*finding
 	// Submission.
 	if sh.Submission >= finding.ModerateSharePct {
 		ev := []finding.Evidence{
+			ctx.ev("share of GPU time lost to CPU submission overhead", sh.Submission, "%", ""),
 			ctx.ev("idle while the launching thread ran CPU operators", ms(b[CauseCPUOps]-at.AfterSync[CauseCPUOps]), "ms", "cpu_op, user_annotation"),
 			ctx.ev("idle while it was inside launch calls", ms(b[CauseLaunchAPI]-at.AfterSync[CauseLaunchAPI]), "ms", "cudaLaunchKernel, cudaMemcpyAsync, cudaMemsetAsync"),
 			ctx.ev("launch latency between operations", ms(b[CauseLaunchLatency]), "ms", ""),
@@ -326,6 +344,7 @@ func buildFindings(r *Report, sh Shares) ([]finding.Finding, map[string]*finding
 			ID: "gpu-side-wait", Severity: sev(sh.GPUWait),
 			Claim: fmt.Sprintf("%.1f %% of the time the GPU was idle although the next operation had been launched: it waited on another stream, an event or another GPU.", sh.GPUWait),
 			Evidence: []finding.Evidence{
+				ctx.ev("share of GPU time idle with work already enqueued", sh.GPUWait, "%", ""),
 				ctx.ev("idle with work already enqueued", ms(b[CauseGPUWait]), "ms", "cudaStreamWaitEvent, nccl kernels"),
 			},
 			Decision: "Look at stream dependencies and collectives: overlap communication with computation; compare ranks for a straggler.",
@@ -333,6 +352,7 @@ func buildFindings(r *Report, sh Shares) ([]finding.Finding, map[string]*finding
 	}
 	if sh.OtherAPI >= finding.ModerateSharePct {
 		ev := []finding.Evidence{
+			ctx.ev("share of GPU time lost in CUDA calls that launch nothing", sh.OtherAPI, "%", ""),
 			ctx.ev("idle while the launching thread was in CUDA calls that launch nothing", ms(b[CauseOtherAPI]-at.AfterSync[CauseOtherAPI]), "ms", "cuda_runtime"),
 		}
 		if len(at.TopAPIs) > 0 {
@@ -354,6 +374,7 @@ func buildFindings(r *Report, sh Shares) ([]finding.Finding, map[string]*finding
 			ID: "host-wait-untraced", Severity: finding.Info,
 			Claim: fmt.Sprintf("%.1f %% of the time the GPU waited while the launching thread ran nothing the profiler recorded.", sh.Untraced),
 			Evidence: []finding.Evidence{
+				ctx.ev("share of GPU time idle while the launching thread ran nothing recorded", sh.Untraced, "%", ""),
 				ctx.ev("idle with no recorded activity on the launching thread", ms(b[CauseUntraced]-at.AfterSync[CauseUntraced]), "ms", ""),
 			},
 			Decision: "Record Python frames (with_stack=True) or run gpufeed diagnose live to see whether the thread was computing, sleeping or blocked.",

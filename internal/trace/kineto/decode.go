@@ -727,7 +727,7 @@ func (d *decoder) finish() *trace.Trace {
 		}
 	}
 	if d.badTimes > 0 {
-		d.b.Warnf("%s: dropped %d events with a %s time (first at byte offset %d)", d.name, d.badTimes, d.badTimeWhat, d.firstBadTime)
+		d.b.Warnf("%s: dropped %d events whose ts or dur is NaN, infinite, negative or missing (the first at byte offset %d: %s)", d.name, d.badTimes, d.firstBadTime, d.badTimeWhat)
 	}
 	return d.b.Finish()
 }

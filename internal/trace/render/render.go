@@ -81,6 +81,8 @@ func Text(w io.Writer, res Result) error {
 type printer struct {
 	w   io.Writer
 	err error
+	// window is the report's evidence window, said once in its header.
+	window string
 }
 
 func (p *printer) line(format string, args ...any) {
@@ -99,29 +101,48 @@ func rankText(r int) string {
 
 func (p *printer) report(r *analysis.Report) {
 	v := r.Verdict
-	p.line("VERDICT: %s (confidence %.2f) — %s, %s", v.Class, v.Confidence, clean(filepath.Base(r.Source)), rankText(r.Rank))
-	p.line("  %s", clean(v.Summary))
 	byID := map[string]*finding.Finding{}
 	for i := range r.Findings {
 		byID[r.Findings[i].ID] = &r.Findings[i]
 	}
-	shown := map[string]bool{}
-	for _, id := range v.Because {
-		f := byID[id]
-		if f == nil {
-			continue
-		}
-		shown[id] = true
-		p.line("  evidence (%s):", id)
-		for _, e := range f.Evidence {
-			p.evidence("    ", e)
+	// Every evidence line of a report covers the same window: say it once.
+	window := ""
+	for _, f := range r.Findings {
+		if len(f.Evidence) > 0 {
+			window = f.Evidence[0].Window
+			break
 		}
 	}
-	if v.Missing != "" {
-		p.line("  missing: %s", clean(v.Missing))
+	p.window = window
+	head := fmt.Sprintf("VERDICT: %s (confidence %.2f) — %s, %s", v.Class, v.Confidence, clean(filepath.Base(r.Source)), rankText(r.Rank))
+	if window != "" {
+		head += ", " + clean(window)
+	}
+	p.line("%s", head)
+	p.line("  %s", clean(v.Summary))
+	// The verdict's evidence: its first two numbers, then the decision, then the rest.
+	var ev []finding.Evidence
+	shown := map[string]bool{}
+	for _, id := range v.Because {
+		if f := byID[id]; f != nil {
+			shown[id] = true
+			ev = append(ev, f.Evidence...)
+		}
+	}
+	for _, e := range ev[:min(2, len(ev))] {
+		p.evidence("  ", e)
 	}
 	if v.Decision != "" {
 		p.line("DECISION: %s", clean(v.Decision))
+	}
+	if v.Missing != "" {
+		p.line("MISSING: %s", clean(v.Missing))
+	}
+	if len(ev) > 2 {
+		p.line("  more evidence (%s):", strings.Join(v.Because, ", "))
+		for _, e := range ev[2:] {
+			p.evidence("    ", e)
+		}
 	}
 	p.line("")
 	p.line("FINDINGS")
@@ -152,6 +173,7 @@ func (p *printer) report(r *analysis.Report) {
 	for _, w := range r.Warnings {
 		p.line("WARNING: %s", clean(w))
 	}
+	p.window = ""
 }
 
 func (p *printer) evidence(indent string, e finding.Evidence) {
@@ -159,7 +181,11 @@ func (p *printer) evidence(indent string, e finding.Evidence) {
 	if val == "" {
 		val = strings.TrimSpace(fmt.Sprintf("%g %s", e.Value, e.Unit))
 	}
-	p.line("%s- %s: %s  [%s; %s]", indent, clean(e.What), clean(val), clean(e.Window), clean(e.Source))
+	where := clean(e.Source)
+	if e.Window != "" && e.Window != p.window {
+		where = clean(e.Window) + "; " + where
+	}
+	p.line("%s- %s: %s  [%s]", indent, clean(e.What), clean(val), where)
 }
 
 func (p *printer) attribution(r *analysis.Report) {
