@@ -34,13 +34,11 @@ gives, and prints HTA-compatible and Nsight-style numbers to check it against.`,
 			if output != "text" && output != "json" {
 				return fmt.Errorf("-o %q: want text or json", output)
 			}
-			// Traces are large, short-lived and pointer-free: collect garbage
-			// more often to keep the peak near the live data.
-			debug.SetGCPercent(40)
 			files, err := load.Expand(args)
 			if err != nil {
 				return err
 			}
+			limitMemory(files)
 			var res render.Result
 			var summaries []analysis.RankSummary
 			for _, f := range files {
@@ -68,6 +66,35 @@ gives, and prints HTA-compatible and Nsight-style numbers to check it against.`,
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
 	cmd.Flags().BoolVar(&lastStep, "include-last-step", false, "keep the last ProfilerStep (HTA leaves it out by default)")
 	cmd.Flags().IntVar(&workers, "workers", 0, "decoder threads (0: one per CPU)")
-	_ = os.Stderr
 	return cmd
+}
+
+// memoryShare is the part of the largest trace's uncompressed size the
+// analysis aims to stay within (issue 6: peak memory at most a quarter of
+// the trace), with a margin for what the Go heap limit does not cover
+// (binary, stacks).
+const memoryShare = 0.25 * 0.85
+
+// minMemoryLimit keeps small traces from making the collector run
+// constantly: below it, fixed costs (decoder buffers, runtime) dominate.
+const minMemoryLimit = 64 << 20
+
+// limitMemory sets a soft heap limit proportional to the largest input, so
+// the collector returns garbage before the process grows past it. Traces are
+// decoded and analysed one at a time, so the largest one sets the peak. A
+// GOMEMLIMIT set by the user wins.
+func limitMemory(files []string) {
+	// Traces are large, short-lived and pointer-free: collecting more often
+	// costs little and keeps the peak near the live data.
+	debug.SetGCPercent(40)
+	if os.Getenv("GOMEMLIMIT") != "" {
+		return
+	}
+	var largest int64
+	for _, f := range files {
+		if n, err := load.UncompressedSize(f); err == nil {
+			largest = max(largest, n)
+		}
+	}
+	debug.SetMemoryLimit(max(int64(float64(largest)*memoryShare), minMemoryLimit))
 }

@@ -210,8 +210,20 @@ type threadIndex struct {
 	syncs []span
 	// outer are the thread's outermost CPU ranges (steps excluded), sorted.
 	outer []namedSpan
-	// calls are the thread's runtime calls, sorted by start.
-	calls []namedSpan
+	// calls are the thread's runtime calls (a run of t.Runtime, which is
+	// sorted by thread and start).
+	calls []trace.RuntimeCall
+}
+
+// appendMerged appends sp to a list of disjoint spans sorted by start,
+// merging it with the last one when they overlap or touch (sp must not
+// start before the last span does).
+func appendMerged(list []span, sp span) []span {
+	if n := len(list); n > 0 && sp.Start <= list[n-1].End {
+		list[n-1].End = max(list[n-1].End, sp.End)
+		return list
+	}
+	return append(list, sp)
 }
 
 type namedSpan struct {
@@ -232,25 +244,34 @@ func buildThreadIndex(s *scope) map[uint32]*threadIndex {
 			}
 		}
 	}
-	for i := range t.Runtime {
-		r := &t.Runtime[i]
-		ti := idx[r.Thread]
-		if ti == nil {
-			continue
+	// Runtime calls are sorted by (thread, start): each list is built
+	// merged as it goes, and each thread's calls are a run of t.Runtime.
+	for i := 0; i < len(t.Runtime); {
+		th := t.Runtime[i].Thread
+		j := i
+		for j < len(t.Runtime) && t.Runtime[j].Thread == th {
+			j++
 		}
-		sp := span{r.Start, r.End}
-		switch {
-		case r.Kind.IsSync():
-			ti.lists[CauseSync] = append(ti.lists[CauseSync], sp)
-			ti.syncs = append(ti.syncs, sp)
-		case r.Kind == trace.MemcpyAsync && r.GPU >= 0 && t.GPU[r.GPU].TouchesPageable():
-			ti.lists[CausePageableCopy] = append(ti.lists[CausePageableCopy], sp)
-		case r.Kind.Enqueues():
-			ti.lists[CauseLaunchAPI] = append(ti.lists[CauseLaunchAPI], sp)
-		default:
-			ti.lists[CauseOtherAPI] = append(ti.lists[CauseOtherAPI], sp)
+		ti := idx[th]
+		if ti != nil {
+			ti.calls = t.Runtime[i:j]
+			for k := i; k < j; k++ {
+				r := &t.Runtime[k]
+				sp := span{r.Start, r.End}
+				c := CauseOtherAPI
+				switch {
+				case r.Kind.IsSync():
+					c = CauseSync
+					ti.syncs = append(ti.syncs, sp)
+				case r.Kind == trace.MemcpyAsync && r.GPU >= 0 && t.GPU[r.GPU].TouchesPageable():
+					c = CausePageableCopy
+				case r.Kind.Enqueues():
+					c = CauseLaunchAPI
+				}
+				ti.lists[c] = appendMerged(ti.lists[c], sp)
+			}
 		}
-		ti.calls = append(ti.calls, namedSpan{sp, r.Name})
+		i = j
 	}
 	// CPU ranges are sorted by (thread, start, longest first): the outermost
 	// ranges are those not inside the previous outermost one.
@@ -270,9 +291,9 @@ func buildThreadIndex(s *scope) map[uint32]*threadIndex {
 				case trace.Step:
 					continue
 				case trace.DataLoaderNext:
-					ti.lists[CauseDataLoader] = append(ti.lists[CauseDataLoader], sp)
+					ti.lists[CauseDataLoader] = appendMerged(ti.lists[CauseDataLoader], sp)
 				}
-				ti.lists[CauseCPUOps] = append(ti.lists[CauseCPUOps], sp)
+				ti.lists[CauseCPUOps] = appendMerged(ti.lists[CauseCPUOps], sp)
 				if c.Start >= lastEnd {
 					ti.outer = append(ti.outer, namedSpan{sp, c.Name})
 					lastEnd = c.End
@@ -282,13 +303,6 @@ func buildThreadIndex(s *scope) map[uint32]*threadIndex {
 			}
 		}
 		i = j
-	}
-	for _, ti := range idx {
-		for c := range ti.lists {
-			ti.lists[c] = mergeSpans(ti.lists[c])
-		}
-		slices.SortFunc(ti.syncs, func(a, b span) int { return cmp.Compare(a.Start, b.Start) })
-		slices.SortFunc(ti.calls, func(a, b namedSpan) int { return cmp.Compare(a.Start, b.Start) })
 	}
 	return idx
 }
@@ -442,7 +456,7 @@ func attribute(s *scope, delay int64, steps []Step, onGap func(*GapDetail)) (Att
 						j--
 					}
 					for ; j < len(ti.calls) && ti.calls[j].Start < hostEnd; j++ {
-						apiTime[ti.calls[j].name] += overlap(ti.calls[j].Start, ti.calls[j].End, gs, hostEnd)
+						apiTime[ti.calls[j].Name] += overlap(ti.calls[j].Start, ti.calls[j].End, gs, hostEnd)
 					}
 				}
 			}

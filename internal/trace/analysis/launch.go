@@ -27,26 +27,30 @@ type LaunchStats struct {
 func launchStats(s *scope, runtimeCut, delayCut int64) LaunchStats {
 	t := s.t
 	var ls LaunchStats
-	var cpu, gpu, delay []float64
-	for i := range t.GPU {
-		if !s.gpu[i] || t.GPU[i].Launch < 0 {
-			continue
+	// One pass counts; then each distribution is built in turn in one
+	// reused buffer, so a trace of millions of launches needs one array.
+	counted := func(g *trace.GPUOp) (*trace.RuntimeCall, bool) {
+		if g.Launch < 0 {
+			return nil, false
 		}
-		g := &t.GPU[i]
 		r := &t.Runtime[g.Launch]
 		switch r.Kind {
 		case trace.Launch, trace.MemcpyAsync, trace.MemsetAsync:
-		default:
+			return r, s.cpuIn(r.Start)
+		}
+		return nil, false
+	}
+	for i := range t.GPU {
+		if !s.gpu[i] {
 			continue
 		}
-		if !s.cpuIn(r.Start) {
+		g := &t.GPU[i]
+		r, ok := counted(g)
+		if !ok {
 			continue
 		}
 		ls.Launches++
 		c, d := r.Dur(), max(g.Start-r.End, 0)
-		cpu = append(cpu, float64(c)/1e3)
-		gpu = append(gpu, float64(g.Dur())/1e3)
-		delay = append(delay, float64(d)/1e3)
 		if c > runtimeCut {
 			ls.RuntimeOutliers++
 		}
@@ -58,6 +62,22 @@ func launchStats(s *scope, runtimeCut, delayCut int64) LaunchStats {
 			ls.ShortKernelGPUNs += g.Dur()
 		}
 	}
-	ls.RuntimeUs, ls.GPUUs, ls.DelayUs = describe(cpu), describe(gpu), describe(delay)
+	buf := make([]float64, 0, ls.Launches)
+	dist := func(v func(g *trace.GPUOp, r *trace.RuntimeCall) int64) Dist {
+		buf = buf[:0]
+		for i := range t.GPU {
+			if !s.gpu[i] {
+				continue
+			}
+			g := &t.GPU[i]
+			if r, ok := counted(g); ok {
+				buf = append(buf, float64(v(g, r))/1e3)
+			}
+		}
+		return describe(buf)
+	}
+	ls.RuntimeUs = dist(func(_ *trace.GPUOp, r *trace.RuntimeCall) int64 { return r.Dur() })
+	ls.GPUUs = dist(func(g *trace.GPUOp, _ *trace.RuntimeCall) int64 { return g.Dur() })
+	ls.DelayUs = dist(func(g *trace.GPUOp, r *trace.RuntimeCall) int64 { return max(g.Start-r.End, 0) })
 	return ls
 }

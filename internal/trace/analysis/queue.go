@@ -21,38 +21,50 @@ const launchQueueCapacity = 1024
 
 func queueLengths(s *scope) []QueueLength {
 	t := s.t
-	type change struct {
-		ts    int64
-		delta int8
-	}
-	per := map[uint32][]change{}
-	for i := range t.GPU {
-		g := &t.GPU[i]
-		if !s.gpu[i] || g.Launch < 0 {
-			continue
-		}
-		r := &t.Runtime[g.Launch]
-		if !r.Kind.Enqueues() || !s.cpuIn(r.Start) {
-			continue
-		}
-		per[g.Stream] = append(per[g.Stream], change{r.Start, +1}, change{g.Start, -1})
-	}
+	// GPU ops are sorted by stream: each stream is a run, done in turn with
+	// one reused buffer of changes. A change packs its time and direction in
+	// one int64 (time*2, +1 for an enqueue) so that sorting puts an enqueue
+	// before a start at the same instant.
 	var out []QueueLength
-	for stream, ch := range per {
-		slices.SortStableFunc(ch, func(a, b change) int {
-			if c := cmp.Compare(a.ts, b.ts); c != 0 {
-				return c
+	var ch []int64
+	for i := 0; i < len(t.GPU); {
+		stream := t.GPU[i].Stream
+		ch = ch[:0]
+		j := i
+		for ; j < len(t.GPU) && t.GPU[j].Stream == stream; j++ {
+			g := &t.GPU[j]
+			if !s.gpu[j] || g.Launch < 0 {
+				continue
 			}
-			return -cmp.Compare(a.delta, b.delta) // enqueue before start at equal times
-		})
-		vals := make([]float64, len(ch))
+			r := &t.Runtime[g.Launch]
+			if !r.Kind.Enqueues() || !s.cpuIn(r.Start) {
+				continue
+			}
+			ch = append(ch, r.Start*2, g.Start*2+1)
+		}
+		i = j
+		if len(ch) == 0 {
+			continue
+		}
+		slices.Sort(ch)
+		// Queue lengths are small integers: a histogram gives the exact
+		// order statistics without a second array.
+		var hist []int
 		q := 0
-		for i, c := range ch {
-			q += int(c.delta)
-			vals[i] = float64(q)
+		for _, c := range ch {
+			if c&1 == 0 {
+				q++
+			} else {
+				q--
+			}
+			v := max(q, 0)
+			for len(hist) <= v {
+				hist = append(hist, 0)
+			}
+			hist[v]++
 		}
 		st := t.Streams[stream]
-		out = append(out, QueueLength{Device: st.Device, Stream: st.ID, Dist: describe(vals)})
+		out = append(out, QueueLength{Device: st.Device, Stream: st.ID, Dist: describeHistogram(hist)})
 	}
 	slices.SortFunc(out, func(a, b QueueLength) int {
 		if c := cmp.Compare(a.Device, b.Device); c != 0 {

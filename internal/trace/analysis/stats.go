@@ -56,3 +56,44 @@ func quantile(v []float64, q float64) float64 {
 	}
 	return v[lo] + (v[hi]-v[lo])*(pos-float64(lo))
 }
+
+// describeHistogram is describe for integer values given as counts:
+// hist[v] is how many times v occurred.
+func describeHistogram(hist []int) Dist {
+	n := 0
+	var sum float64
+	for v, c := range hist {
+		n += c
+		sum += float64(v) * float64(c)
+	}
+	if n == 0 {
+		return Dist{}
+	}
+	d := Dist{Count: n, Mean: sum / float64(n)}
+	if n > 1 {
+		var ss float64
+		for v, c := range hist {
+			ss += float64(c) * (float64(v) - d.Mean) * (float64(v) - d.Mean)
+		}
+		d.Std = math.Sqrt(ss / float64(n-1))
+	}
+	// at returns the k-th smallest value (0-based).
+	at := func(k int) float64 {
+		for v, c := range hist {
+			if k < c {
+				return float64(v)
+			}
+			k -= c
+		}
+		return float64(len(hist) - 1)
+	}
+	q := func(p float64) float64 {
+		pos := p * float64(n-1)
+		lo, hi := int(math.Floor(pos)), int(math.Ceil(pos))
+		a, b := at(lo), at(hi)
+		return a + (b-a)*(pos-float64(lo))
+	}
+	d.Min, d.Max = at(0), at(n-1)
+	d.P25, d.P50, d.P75, d.P95 = q(0.25), q(0.5), q(0.75), q(0.95)
+	return d
+}

@@ -97,6 +97,31 @@ func Expand(args []string) ([]string, error) {
 	return out, nil
 }
 
+// UncompressedSize estimates the bytes a reader will decode from path: the
+// file size, or for gzip the size recorded in its trailer (ISIZE, the
+// uncompressed length modulo 4 GiB, so a lower bound for larger files).
+func UncompressedSize(path string) (int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return 0, err
+	}
+	var magic [2]byte
+	if _, err := f.ReadAt(magic[:], 0); err != nil || magic != [2]byte{0x1f, 0x8b} || st.Size() < 18 {
+		return st.Size(), nil
+	}
+	var isize [4]byte
+	if _, err := f.ReadAt(isize[:], st.Size()-4); err != nil {
+		return st.Size(), nil
+	}
+	n := int64(isize[0]) | int64(isize[1])<<8 | int64(isize[2])<<16 | int64(isize[3])<<24
+	return max(n, st.Size()), nil
+}
+
 // Options pass reader options through.
 type Options struct {
 	Kineto kineto.Options
