@@ -77,7 +77,7 @@ const memoryShare = 0.25 * 0.85
 
 // minMemoryLimit keeps small traces from making the collector run
 // constantly: below it, fixed costs (decoder buffers, runtime) dominate.
-const minMemoryLimit = 64 << 20
+const minMemoryLimit = 32 << 20
 
 // limitMemory sets a soft heap limit proportional to the largest input, so
 // the collector returns garbage before the process grows past it. Traces are
