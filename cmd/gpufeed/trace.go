@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpufeed/gpufeed/internal/trace/analysis"
+	"github.com/gpufeed/gpufeed/internal/trace/kineto"
 	"github.com/gpufeed/gpufeed/internal/trace/load"
 	"github.com/gpufeed/gpufeed/internal/trace/render"
 )
@@ -42,7 +43,7 @@ gives, and prints HTA-compatible and Nsight-style numbers to check it against.`,
 			var res render.Result
 			var summaries []analysis.RankSummary
 			for _, f := range files {
-				traces, err := load.Read(f, load.Options{})
+				traces, err := load.Read(f, load.Options{Kineto: kineto.Options{Workers: workers}})
 				if err != nil {
 					return err
 				}

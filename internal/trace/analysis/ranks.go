@@ -35,17 +35,25 @@ type collective struct {
 	dur     int64
 }
 
-// Summarize keeps the cross-rank facts of a report and its trace.
-func Summarize(r *Report, t *trace.Trace) RankSummary {
-	rs := RankSummary{Rank: r.Rank, Source: r.Source, Verdict: r.Verdict, Shares: r.Shares, steps: r.Steps}
-	if len(r.Steps) > 0 {
-		d := make([]int64, len(r.Steps))
-		for i, s := range r.Steps {
+// NewRankSummary builds a summary from step times alone (no collectives):
+// for ranks known only by their steps, and for tests.
+func NewRankSummary(rank int, source string, steps []StepSummary) RankSummary {
+	rs := RankSummary{Rank: rank, Source: source, steps: steps}
+	if len(steps) > 0 {
+		d := make([]int64, len(steps))
+		for i, s := range steps {
 			d[i] = s.DurNs
 		}
 		slices.Sort(d)
 		rs.StepMedianNs = d[len(d)/2]
 	}
+	return rs
+}
+
+// Summarize keeps the cross-rank facts of a report and its trace.
+func Summarize(r *Report, t *trace.Trace) RankSummary {
+	rs := NewRankSummary(r.Rank, r.Source, r.Steps)
+	rs.Verdict, rs.Shares = r.Verdict, r.Shares
 	// Collectives, assigned to the step their launch call falls in.
 	steps := make([]Step, len(r.Steps))
 	for i, s := range r.Steps {
@@ -83,6 +91,12 @@ type Straggler struct {
 	// MedianStepStartLagNs is the median lag of this rank's step starts
 	// behind the earliest rank (needs clocks aligned across hosts).
 	MedianStepStartLagNs int64 `json:"median_step_start_lag_ns"`
+	// LateSteps is how many of Steps compared this rank started last.
+	LateSteps int `json:"late_steps"`
+	Steps     int `json:"steps"`
+	// ByStepStart: no collectives could be compared, so the rank was found
+	// from step starts alone (which assume the hosts' clocks agree).
+	ByStepStart bool `json:"by_step_start,omitempty"`
 }
 
 // MultiRank compares ranks.
@@ -145,17 +159,22 @@ func CompareRanks(ranks []RankSummary) MultiRank {
 			starts[s.Number] = append(starts[s.Number], entry{ri, s.StartNs})
 		}
 	}
+	lateSteps := make([]int, len(m.Ranks))
 	for _, es := range starts {
 		if len(es) < 2 {
 			continue
 		}
-		first := es[0].dur
+		first, last, lastRank := es[0].dur, es[0].dur, es[0].rank
 		for _, e := range es {
 			first = min(first, e.dur)
+			if e.dur > last {
+				last, lastRank = e.dur, e.rank
+			}
 		}
 		for _, e := range es {
 			stepLags[e.rank] = append(stepLags[e.rank], e.dur-first)
 		}
+		lateSteps[lastRank]++
 	}
 	var stepMed []int64
 	for _, r := range m.Ranks {
@@ -168,18 +187,44 @@ func CompareRanks(ranks []RankSummary) MultiRank {
 	if len(stepMed) > 0 {
 		threshold = int64(float64(stepMed[len(stepMed)/2]) * StragglerLagPct / 100)
 	}
+	anyCollectives := false
+	for ri := range m.Ranks {
+		anyCollectives = anyCollectives || compared[ri] > 0
+	}
 	for ri, r := range m.Ranks {
-		if compared[ri] == 0 {
-			continue
-		}
 		s := Straggler{Rank: r.Rank, LateCollectives: late[ri], Collectives: compared[ri],
-			MedianArrivalLagNs: median64(lags[ri]), MedianStepStartLagNs: median64(stepLags[ri])}
-		if threshold > 0 && s.MedianArrivalLagNs >= threshold && 2*s.LateCollectives >= s.Collectives {
+			MedianArrivalLagNs: median64(lags[ri]), MedianStepStartLagNs: median64(stepLags[ri]), LateSteps: lateSteps[ri], Steps: len(stepLags[ri])}
+		switch {
+		case threshold <= 0:
+		case anyCollectives:
+			if compared[ri] > 0 && s.MedianArrivalLagNs >= threshold && 2*s.LateCollectives >= s.Collectives {
+				m.Stragglers = append(m.Stragglers, s)
+			}
+		case s.Steps > 0 && s.MedianStepStartLagNs >= threshold && 2*s.LateSteps >= s.Steps:
+			// No collectives to compare: fall back on step starts, which
+			// assume the hosts' clocks agree.
+			s.ByStepStart = true
 			m.Stragglers = append(m.Stragglers, s)
 		}
 	}
 	for _, s := range m.Stragglers {
 		src := filepath.Base(m.Ranks[slices.IndexFunc(m.Ranks, func(r RankSummary) bool { return r.Rank == s.Rank })].Source)
+		if s.ByStepStart {
+			m.Findings = append(m.Findings, finding.Finding{
+				ID:       "straggler-rank",
+				Severity: finding.Warning,
+				Subject:  fmt.Sprintf("rank %d", s.Rank),
+				Claim: fmt.Sprintf("Rank %d starts its steps late: last in %d of %d steps, a median %.2f ms after the first rank (no collectives to compare; this assumes the hosts' clocks agree).",
+					s.Rank, s.LateSteps, s.Steps, float64(s.MedianStepStartLagNs)/1e6),
+				Evidence: []finding.Evidence{
+					{What: "steps started last", Value: float64(s.LateSteps), Window: fmt.Sprintf("%d steps compared across %d ranks", s.Steps, len(m.Ranks)), Source: src + ": ProfilerStep#N"},
+					{What: "median step start lag behind the earliest rank", Value: float64(s.MedianStepStartLagNs) / 1e3, Unit: "us", Window: "per ProfilerStep (assumes aligned host clocks)", Source: src + ": ProfilerStep#N"},
+				},
+				Decision: fmt.Sprintf("Check that the hosts' clocks agree (chrony/NTP); if they do, find what delays rank %d between steps: its own verdict (%s) says what it waits for.", s.Rank, r0class(m.Ranks, s.Rank)),
+				Seed:     "004 NCCL hangs",
+			})
+			continue
+		}
 		m.Findings = append(m.Findings, finding.Finding{
 			ID:       "straggler-rank",
 			Severity: finding.Warning,

@@ -52,3 +52,19 @@ func TestStraggler(t *testing.T) {
 		t.Errorf("stragglers among on-time ranks: %+v", m.Stragglers)
 	}
 }
+
+// TestStragglerByStepStart: without collectives, a rank whose steps start
+// late is found from step starts.
+func TestStragglerByStepStart(t *testing.T) {
+	mk := func(rank int, offset int64) analysis.RankSummary {
+		var steps []analysis.StepSummary
+		for i := range 5 {
+			steps = append(steps, analysis.StepSummary{Number: i, StartNs: int64(i)*100e6 + offset, DurNs: 100e6})
+		}
+		return analysis.NewRankSummary(rank, "r.json", steps)
+	}
+	m := analysis.CompareRanks([]analysis.RankSummary{mk(0, 0), mk(1, 20e6), mk(2, 1e6)})
+	if len(m.Stragglers) != 1 || m.Stragglers[0].Rank != 1 || !m.Stragglers[0].ByStepStart {
+		t.Fatalf("stragglers = %+v, want rank 1 by step start", m.Stragglers)
+	}
+}

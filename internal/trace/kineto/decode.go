@@ -42,7 +42,7 @@ type Options struct {
 }
 
 const (
-	defaultChunk = 4 << 20
+	defaultChunk = 2 << 20
 	minChunk     = 64 << 10
 	// memoryBudget bounds the chunk buffers in flight (each chunk's bytes and
 	// its decoded batch), so the decoder stays within 128 MiB whatever the
