@@ -10,7 +10,7 @@ import (
 	"github.com/gpufeed/gpufeed/internal/trace/analysis"
 	"github.com/gpufeed/gpufeed/internal/trace/kineto"
 	"github.com/gpufeed/gpufeed/internal/trace/load"
-	"github.com/gpufeed/gpufeed/internal/trace/render"
+	tracerender "github.com/gpufeed/gpufeed/internal/trace/render"
 )
 
 func init() { subcommands = append(subcommands, newTraceCmd) }
@@ -40,7 +40,7 @@ gives, and prints HTA-compatible and Nsight-style numbers to check it against.`,
 				return err
 			}
 			limitMemory(files)
-			var res render.Result
+			var res tracerender.Result
 			var summaries []analysis.RankSummary
 			for _, f := range files {
 				traces, err := load.Read(f, load.Options{Kineto: kineto.Options{Workers: workers}})
@@ -59,9 +59,9 @@ gives, and prints HTA-compatible and Nsight-style numbers to check it against.`,
 			}
 			out := cmd.OutOrStdout()
 			if output == "json" {
-				return render.JSON(out, res)
+				return tracerender.JSON(out, res)
 			}
-			return render.Text(out, res)
+			return tracerender.Text(out, res)
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")

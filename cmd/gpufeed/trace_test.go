@@ -3,16 +3,13 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"flag"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 )
 
-var update = flag.Bool("update", false, "rewrite the golden files")
-
-func runGpufeed(t *testing.T, args ...string) (string, error) {
+func runTraceCmd(t *testing.T, args ...string) (string, error) {
 	t.Helper()
 	root := newRootCmd()
 	var out bytes.Buffer
@@ -37,7 +34,7 @@ func TestTraceGolden(t *testing.T) {
 		{"nan", "../../testdata/trace-edge/nan.json", "text"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			out, err := runGpufeed(t, "trace", "-o", tc.format, tc.path)
+			out, err := runTraceCmd(t, "trace", "-o", tc.format, tc.path)
 			if err != nil {
 				t.Fatalf("gpufeed trace: %v\n%s", err, out)
 			}
@@ -71,11 +68,11 @@ func TestTraceGolden(t *testing.T) {
 }
 
 func TestTraceEdgeWarnings(t *testing.T) {
-	out, _ := runGpufeed(t, "trace", "../../testdata/trace-edge/truncated.json")
+	out, _ := runTraceCmd(t, "trace", "../../testdata/trace-edge/truncated.json")
 	if !strings.Contains(out, "WARNING: ../../testdata/trace-edge/truncated.json: byte offset ") || !strings.Contains(out, "truncated") {
 		t.Errorf("truncated trace: no warning with the file and byte offset:\n%s", out)
 	}
-	out, _ = runGpufeed(t, "trace", "../../testdata/trace-edge/nan.json")
+	out, _ = runTraceCmd(t, "trace", "../../testdata/trace-edge/nan.json")
 	if !strings.Contains(out, "NaN") || !strings.Contains(out, "byte offset") {
 		t.Errorf("NaN trace: no warning naming NaN and the byte offset:\n%s", out)
 	}
@@ -98,7 +95,7 @@ func TestTraceErrors(t *testing.T) {
 		{[]string{"trace", "-o", "xml", bad}, `-o "xml": want text or json`},
 		{[]string{"trace", dir + "/"}, "bad.json"},
 	} {
-		out, err := runGpufeed(t, tc.args...)
+		out, err := runTraceCmd(t, tc.args...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("gpufeed %v: err = %v (out %q), want %q", tc.args, err, out, tc.want)
 		}

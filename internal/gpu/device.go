@@ -58,6 +58,9 @@ type DeviceInfo struct {
 	RetiredPages *int `json:"retired_pages,omitempty"`
 	// Unsupported names the static facts the device would not give.
 	Unsupported []string `json:"unsupported,omitempty"`
+	// Errors maps a static fact that could not be read for another reason
+	// (no permission, unknown error) to the driver's error text.
+	Errors map[string]string `json:"errors,omitempty"`
 }
 
 // UtilPoint is one utilisation reading at the device's finest resolution
@@ -69,7 +72,15 @@ type UtilPoint struct {
 
 // Process is one compute process on a device, with its host PID.
 type Process struct {
-	PID           int      `json:"pid"`
+	// PID is the process as gpufeed's proc root shows it (the host PID when
+	// that is the host's /proc).
+	PID int `json:"pid"`
+	// NSPID is the PID inside the process's own PID namespace (a container),
+	// when it differs from PID (from NSpid in /proc/PID/status).
+	NSPID int `json:"ns_pid,omitempty"`
+	// NotVisible says why PID could not be found under the proc root (a host
+	// PID seen from inside a container's PID namespace).
+	NotVisible    string   `json:"not_visible,omitempty"`
 	UsedMemBytes  *uint64  `json:"used_mem_bytes,omitempty"`
 	SMUtilPercent *float64 `json:"sm_util_percent,omitempty"`
 	MemUtilPct    *float64 `json:"mem_util_percent,omitempty"`
@@ -118,4 +129,7 @@ type Sample struct {
 
 	// Unsupported names the readings the device said it does not support.
 	Unsupported []string `json:"unsupported,omitempty"`
+	// Errors maps a reading that failed for another reason (no permission,
+	// unknown error) to the driver's error text: not read, never zero.
+	Errors map[string]string `json:"errors,omitempty"`
 }

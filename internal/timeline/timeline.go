@@ -55,6 +55,41 @@ type Meta struct {
 	// GPUSource names the device source ("NVML 550.54.15", "simulated device at ...")
 	// or says why none was used ("no NVIDIA driver: libnvidia-ml.so.1 not found").
 	GPUSource string `json:"gpu_source"`
+	// Arch is the host architecture the syscall numbers were named for ("x86_64", "arm64").
+	Arch string `json:"arch,omitempty"`
+	// Tiers are the sampling periods actually used (fast = Interval).
+	Tiers Tiers `json:"tiers"`
+	// NotVisible maps a host-wide fact ("psi", "diskstats") to why it was not read.
+	NotVisible map[string]string `json:"not_visible,omitempty"`
+	// Observer is gpufeed's own cost while sampling: the observer's cost is
+	// part of the measurement.
+	Observer *Observer `json:"observer,omitempty"`
+	// Ended says how the window ended: "duration", "target exited", "interrupted".
+	Ended string `json:"ended,omitempty"`
+}
+
+// Tiers are the periods of the sampler's slower tiers.
+type Tiers struct {
+	// Slow: per-thread status (context switches), blocked-thread details, per-process
+	// status, io and fd count, host PSI, meminfo and diskstats.
+	Slow Duration `json:"slow"`
+	// Rollup: smaps_rollup (PSS/USS) per process, further limited by a CPU budget.
+	Rollup Duration `json:"rollup"`
+}
+
+// Observer is what sampling cost gpufeed itself.
+type Observer struct {
+	// CPUUserNS and CPUSysNS are gpufeed's own CPU time over the window
+	// (getrusage RUSAGE_SELF: the sampler, the GPU source, the runtime).
+	CPUUserNS uint64 `json:"cpu_user_ns"`
+	CPUSysNS  uint64 `json:"cpu_sys_ns"`
+	// WallNS is the sampling window's wall time.
+	WallNS int64 `json:"wall_ns"`
+	// ThreadSamples is the number of per-thread samples taken.
+	ThreadSamples int `json:"thread_samples"`
+	// TickP50NS and TickMaxNS are the wall time one tick took to sample.
+	TickP50NS int64 `json:"tick_p50_ns"`
+	TickMaxNS int64 `json:"tick_max_ns"`
 }
 
 // Target is what was observed: an attached PID or a launched command.
@@ -114,6 +149,69 @@ type ProcInfo struct {
 	Exited bool `json:"exited,omitempty"`
 	// NotVisible maps a field name to why it could not be read and what privilege would show it.
 	NotVisible map[string]string `json:"not_visible,omitempty"`
+
+	// Read once, near the end of the window (internal/probe/procfacts); nil
+	// when not read.
+	// FDKinds is what the open descriptors are.
+	FDKinds *FDKinds `json:"fd_kinds,omitempty"`
+	// CUDA is what of the CUDA driver the process maps or holds open.
+	CUDA *CUDAUse `json:"cuda,omitempty"`
+	// MemCgroup is the process's memory cgroup, its limit and usage.
+	MemCgroup *MemCgroup `json:"mem_cgroup,omitempty"`
+}
+
+// FDKinds counts a process's open descriptors by kind (internal/probe/fdkinds:
+// "file", "socket", "pipe", "anon_inode", "nvidia", "device", "memfd", "other").
+type FDKinds struct {
+	// T is when they were read, monotonic nanoseconds since Meta.Started.
+	T      int64          `json:"t"`
+	ByKind map[string]int `json:"by_kind"`
+	// TopDirs are the directories holding the most open regular files.
+	TopDirs []DirCount `json:"top_dirs,omitempty"`
+}
+
+// DirCount is a directory and how many open files it holds.
+type DirCount struct {
+	Dir string `json:"dir"`
+	N   int    `json:"n"`
+}
+
+// CUDAUse is what of the CUDA driver a process maps or holds open.
+type CUDAUse struct {
+	// Mapped lists libcuda.so* and /dev/nvidia* mappings (/proc/PID/maps).
+	Mapped []string `json:"mapped"`
+	// DeviceFDs lists the /dev/nvidia* nodes held open (/proc/PID/fd).
+	DeviceFDs []string `json:"device_fds"`
+}
+
+// Initialised says the process holds a CUDA context's driver handles:
+// /dev/nvidia* mapped or open.
+func (c *CUDAUse) Initialised() bool {
+	if c == nil {
+		return false
+	}
+	if len(c.DeviceFDs) > 0 {
+		return true
+	}
+	for _, m := range c.Mapped {
+		if len(m) > 11 && m[:11] == "/dev/nvidia" {
+			return true
+		}
+	}
+	return false
+}
+
+// MemCgroup is a process's memory cgroup and the tightest limit on its path.
+type MemCgroup struct {
+	// T is when it was read, monotonic nanoseconds since Meta.Started.
+	T       int64  `json:"t"`
+	Version int    `json:"version"`
+	Path    string `json:"path"`
+	// LimitBytes is nil when no limit is set; LimitAt is the cgroup setting it.
+	LimitBytes *uint64 `json:"limit_bytes,omitempty"`
+	LimitAt    string  `json:"limit_at,omitempty"`
+	// UsageBytes is the usage of the limiting cgroup; nil when not readable.
+	UsageBytes *uint64 `json:"usage_bytes,omitempty"`
 }
 
 // ThreadInfo holds what is known about a thread beyond its samples.
@@ -276,4 +374,9 @@ type Counts struct {
 	VanishedProcs   int `json:"vanished_procs"`
 	// Overruns counts ticks that started late because the previous one ran long.
 	Overruns int `json:"overruns"`
+	// ReadErrors counts reads that failed for another reason than a vanished
+	// task or a denied file (each also leaves an event of kind "read-error").
+	ReadErrors int `json:"read_errors,omitempty"`
+	// RollupSkipped counts smaps_rollup reads skipped to stay within the CPU budget.
+	RollupSkipped int `json:"rollup_skipped,omitempty"`
 }

@@ -1,0 +1,111 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpufeed/gpufeed/internal/check"
+	"github.com/gpufeed/gpufeed/internal/gpu"
+	"github.com/gpufeed/gpufeed/internal/gpu/gpusource"
+)
+
+func init() { subcommands = append(subcommands, newCheckCmd) }
+
+// openGPUSource resolves --device to a GPU source, or, when none is used, the
+// one line saying why (every driver-based check then reports absent). Tests
+// replace it.
+var openGPUSource = func(spec, procRoot string) (gpu.Source, string, error) {
+	return gpusource.OpenWith(spec, nil, gpusource.Options{ProcRoot: procRoot})
+}
+
+func newCheckCmd() *cobra.Command {
+	var (
+		pid    int
+		data   string
+		root   string
+		output string
+		device string
+		window time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "check",
+		Short: "Check the platform facts that silently starve a GPU (PCIe links, NUMA, CPU, limits, /dev/shm, memory, storage)",
+		Long: `check reads /proc, /sys and (with a driver) the GPUs once, and reports
+what starves a GPU without any code at fault: a downgraded PCIe link, a process
+bound to the far NUMA node, a powersave governor, a 64 MiB /dev/shm, a dataset
+on NFS that retransmits. Failures and warnings come first, with their evidence
+and the change to make.
+
+Exit status: 0 when no check failed, 1 when a check failed (warnings do not
+change it), 2 when gpufeed itself failed. Use it to gate a Slurm prolog.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if output != "text" && output != "json" {
+				return fmt.Errorf("-o %q: want text or json", output)
+			}
+			opts := check.Options{PID: pid, DataPath: data, Window: window}
+			if root != "" {
+				opts.ProcRoot, opts.SysRoot = filepath.Join(root, "proc"), filepath.Join(root, "sys")
+			}
+			procRoot := opts.ProcRoot
+			if procRoot == "" {
+				procRoot = "/proc"
+			}
+			if _, err := os.Stat(filepath.Join(procRoot, "self")); err != nil {
+				return fmt.Errorf("--root %q: no proc/self under it: %w", root, err)
+			}
+			if pid < 0 {
+				return fmt.Errorf("--pid %d: want a process id", pid)
+			}
+			if pid > 0 {
+				if _, err := os.Stat(filepath.Join(procRoot, strconv.Itoa(pid))); err != nil {
+					return fmt.Errorf("--pid %d: no such process under %s", pid, procRoot)
+				}
+			}
+			src, note, err := openGPUSource(device, procRoot)
+			if err != nil {
+				return fmt.Errorf("--device %q: %w", device, err)
+			}
+			if src != nil {
+				defer src.Close()
+				opts.GPU = src
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt)
+			defer stop()
+			rep := check.NewReport(check.Run(ctx, opts))
+			rep.Root, rep.PID, rep.DataPath, rep.WindowSec = root, pid, data, window.Seconds()
+			if src != nil {
+				rep.GPUSource = note
+			} else {
+				rep.GPUNote = note
+			}
+			out := cmd.OutOrStdout()
+			if output == "json" {
+				err = rep.WriteJSON(out)
+			} else {
+				err = rep.WriteText(out)
+			}
+			if err != nil {
+				return err
+			}
+			if rep.ExitStatus != check.ExitOK {
+				return exitCode(rep.ExitStatus)
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&pid, "pid", 0, "target process (a training or inference job); without it, per-process facts are gpufeed's own")
+	f.StringVar(&data, "data", "", "dataset directory, as the target names it")
+	f.StringVar(&root, "root", "", "read DIR/proc and DIR/sys (a container with the host mounted at DIR)")
+	f.StringVarP(&output, "output", "o", "text", "output format: text or json")
+	f.StringVar(&device, "device", "", "GPU driver source (e.g. nvml); none: driver checks report absent")
+	f.DurationVar(&window, "window", time.Second, "time between the two readings of interrupt and PCIe replay counters (0: counts since boot)")
+	return cmd
+}

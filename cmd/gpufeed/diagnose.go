@@ -1,0 +1,227 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpufeed/gpufeed/internal/gpu/gpusource"
+	"github.com/gpufeed/gpufeed/internal/probe/kmsg"
+	"github.com/gpufeed/gpufeed/internal/probe/proc"
+	"github.com/gpufeed/gpufeed/internal/sample"
+	"github.com/gpufeed/gpufeed/internal/timeline"
+	"github.com/gpufeed/gpufeed/internal/triage"
+)
+
+func init() { subcommands = append(subcommands, newDiagnoseCmd) }
+
+// openGPU resolves --device (auto|none|nvml|sim:PATH) into a source and its
+// name, or, when no source is used, the one line saying why; an error is
+// kept for a device that was asked for and cannot be opened. targetEnv is
+// the target's allowlisted environment (GPUFEED_SIMDEV selects the simulated
+// device under auto). Tests replace it.
+var openGPU = gpusource.Open
+
+type diagnoseOpts struct {
+	pid      int
+	duration time.Duration
+	interval time.Duration
+	format   string
+	record   string
+	procRoot string
+	sysRoot  string
+	device   string
+	kmsgPath string
+	pyStacks bool
+}
+
+func newDiagnoseCmd() *cobra.Command {
+	var o diagnoseOpts
+	cmd := &cobra.Command{
+		Use:   "diagnose (--pid PID | [flags] -- COMMAND [ARGS...])",
+		Short: "Watch a running job (or run one) and say what starves the GPU",
+		Long: `diagnose samples a job for a window: the target process and all its
+descendants (DataLoader workers, torchrun ranks), every thread of each, the
+host and the GPUs, then prints the report.
+
+  gpufeed diagnose --pid 27431
+  gpufeed diagnose --duration 30s -- python3 train.py --lr 3e-4
+
+With a command, diagnose runs it, watches it and exits with the command's own
+exit status; if the command ends before --duration the report covers what was
+seen. gpufeed only reads: it never changes the job it watches.`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if (o.pid == 0) == (len(args) == 0) {
+				return errors.New("give either --pid PID or -- COMMAND [ARGS...]")
+			}
+			if err := checkFormat(o.format); err != nil {
+				return err
+			}
+			if o.interval <= 0 || o.duration <= 0 {
+				return errors.New("--interval and --duration must be positive")
+			}
+			return runDiagnose(cmd, o, args)
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&o.pid, "pid", 0, "attach to this running process (and its descendants)")
+	f.DurationVar(&o.duration, "duration", sample.DefaultDuration, "sampling window")
+	f.DurationVar(&o.interval, "interval", sample.DefaultInterval, "per-thread sampling interval")
+	f.StringVarP(&o.format, "output", "o", "text", "output format: text or json")
+	f.StringVar(&o.record, "record", "", "also save the raw samples to `FILE` (judge it later with gpufeed report)")
+	f.StringVar(&o.procRoot, "proc-root", proc.DefaultRoot, "where procfs is mounted (e.g. /host/proc in a container)")
+	f.StringVar(&o.sysRoot, "sys-root", "/sys", "where sysfs is mounted")
+	f.StringVar(&o.device, "device", "auto", "GPU source: auto, none, nvml or sim:PATH")
+	f.StringVar(&o.kmsgPath, "kmsg", kmsg.DefaultPath, "the kernel log device (falls back to dmesg, then journalctl -k)")
+	f.BoolVar(&o.pyStacks, "py-stacks", false, "at the end of the window, dump every Python thread's stack and the GIL holder with py-spy (needs py-spy installed)")
+	return cmd
+}
+
+func runDiagnose(cmd *cobra.Command, o diagnoseOpts, args []string) error {
+	fs, err := proc.NewFS(o.procRoot)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	// The target's allowlisted environment chooses the GPU source under auto.
+	var targetEnv map[string]string
+	if len(args) > 0 {
+		targetEnv = proc.FilterEnv([]byte(strings.Join(os.Environ(), "\x00")))
+	} else if targetEnv, err = fs.ReadEnv(o.pid); err != nil && proc.AsDenied(err) == nil {
+		if proc.IsVanished(err) {
+			return fmt.Errorf("no process %d under %s", o.pid, fs.Root)
+		}
+		return err
+	}
+	src, srcName, err := openGPU(o.device, targetEnv)
+	if err != nil {
+		return fmt.Errorf("--device %s: %w", o.device, err)
+	}
+	if src != nil {
+		defer src.Close()
+	}
+
+	cfg := sample.Config{Proc: fs, SysRoot: o.sysRoot, PID: o.pid, Interval: o.interval, Duration: o.duration,
+		GPU: src, GPUSource: srcName, Tool: "gpufeed " + version}
+
+	var child *exec.Cmd
+	var childDone chan struct{}
+	var childCode int
+	if len(args) > 0 {
+		child = exec.Command(args[0], args[1:]...)
+		child.Stdin, child.Stdout, child.Stderr = os.Stdin, os.Stdout, os.Stderr
+		if err := child.Start(); err != nil {
+			return fmt.Errorf("cannot start %s: %w", args[0], err)
+		}
+		childDone = make(chan struct{})
+		go func() {
+			childCode = exitStatus(child.Wait())
+			close(childDone)
+		}()
+		cfg.PID, cfg.Command, cfg.Launched, cfg.TargetDone = child.Process.Pid, args, true, childDone
+	}
+
+	s, err := sample.New(cfg)
+	if err != nil {
+		if child != nil {
+			<-childDone // it ended before it could be watched
+			fmt.Fprintln(os.Stderr, "gpufeed:", err)
+			return exitCode(childCode)
+		}
+		return err
+	}
+	var rec *timeline.Writer
+	var recFile *os.File
+	if o.record != "" {
+		if recFile, err = os.Create(o.record); err != nil {
+			return err
+		}
+		rec = timeline.NewWriter(recFile)
+		s.SetRecorder(rec)
+	}
+	if isTerminal(os.Stderr) {
+		s.SetProgress(progress)
+	}
+	tl, runErr := s.Run(ctx)
+	if isTerminal(os.Stderr) {
+		fmt.Fprint(os.Stderr, "\r\033[K")
+	}
+	if tl == nil {
+		return runErr
+	}
+	if runErr != nil {
+		fmt.Fprintln(os.Stderr, "gpufeed: warning:", runErr)
+	}
+	if child != nil {
+		if tl.Meta.Ended == "target exited" {
+			<-childDone // the tree is gone; the reaper is about to report
+		}
+		select {
+		case <-childDone:
+			code := childCode
+			tl.Meta.Target.ExitCode = &code
+		default:
+		}
+	}
+	// What frozen-job triage reads once at the end: descriptor kinds, CUDA
+	// use and memory limits of each process, the kernel log over the job's
+	// life, Python stacks when asked. Recorded too, so report judges alike.
+	var events triage.EventWriter
+	if rec != nil {
+		events = rec
+	}
+	triage.EndOfWindow(ctx, triage.Config{ProcRoot: o.procRoot, SysRoot: o.sysRoot,
+		Kmsg: kmsg.Reader{Path: o.kmsgPath}, PyStacks: o.pyStacks}, tl, events)
+	if rec != nil {
+		err := rec.Close(tl)
+		if cerr := recFile.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "gpufeed: warning: recording %s: %v\n", o.record, err)
+		}
+	}
+	if err := render(cmd.OutOrStdout(), judge(tl, nil), o.format); err != nil {
+		return err
+	}
+	if child != nil {
+		<-childDone // gpufeed only watches: the command runs to its end
+		return exitCode(childCode)
+	}
+	return nil
+}
+
+// exitStatus maps a command's end to a shell-style exit status: its own
+// code, or 128+signal when a signal killed it.
+func exitStatus(err error) int {
+	if err == nil {
+		return 0
+	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return 128 + int(ws.Signal())
+		}
+		return ee.ExitCode()
+	}
+	return 1
+}
+
+func isTerminal(f *os.File) bool {
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+func progress(elapsed, window time.Duration, procs, threads int) {
+	fmt.Fprintf(os.Stderr, "\r\033[Kgpufeed: sampling %.1f/%.1f s: %d processes, %d threads",
+		elapsed.Seconds(), window.Seconds(), procs, threads)
+}

@@ -1,0 +1,45 @@
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpufeed/gpufeed/internal/timeline"
+)
+
+func init() { subcommands = append(subcommands, newReportCmd) }
+
+func newReportCmd() *cobra.Command {
+	var format string
+	cmd := &cobra.Command{
+		Use:   "report FILE",
+		Short: "Judge a recording made with diagnose --record, with no process present",
+		Long: `report reads a recording (diagnose --record FILE) and prints the same report
+diagnose printed live: the same analysis and rules run over the same samples.
+A truncated recording (a crash, a full disk) is judged on what it holds, with
+a note saying so.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkFormat(format); err != nil {
+				return err
+			}
+			f, err := os.Open(args[0])
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			tl, warnings, err := timeline.Decode(f, args[0])
+			if err != nil {
+				return err
+			}
+			for _, w := range warnings {
+				fmt.Fprintln(os.Stderr, "gpufeed: warning:", w)
+			}
+			return render(cmd.OutOrStdout(), judge(tl, warnings), format)
+		},
+	}
+	cmd.Flags().StringVarP(&format, "output", "o", "text", "output format: text or json")
+	return cmd
+}

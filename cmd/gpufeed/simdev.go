@@ -1,0 +1,61 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpufeed/gpufeed/internal/gpu/sim"
+)
+
+func init() { subcommands = append(subcommands, newSimdevCmd) }
+
+func newSimdevCmd() *cobra.Command {
+	var (
+		socket string
+		link   string
+		opt    sim.Options
+	)
+	cmd := &cobra.Command{
+		Use:   "simdev --socket PATH",
+		Short: "Run a simulated GPU (a queueing model of CUDA streams) on a Unix socket",
+		Long: `simdev serves a simulated GPU for machines without one. Workloads submit
+kernels (durations), copies (bytes over a PCIe link) and synchronisations
+through the Go client or python/gpufeed_simdev.py; diagnose observes it with
+--device sim:PATH, or by itself when the target's environment has
+GPUFEED_SIMDEV=PATH. It runs until interrupted. See docs/SIMDEV.md.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if socket == "" {
+				return errors.New("simdev: --socket PATH is required")
+			}
+			gen, width, err := sim.ParseLink(link)
+			if err != nil {
+				return fmt.Errorf("simdev: --link: %w", err)
+			}
+			opt.LinkGen, opt.LinkWidth = gen, width
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			srv, err := sim.Listen(socket, opt)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "simdev: %d simulated GPU(s) on %s (PCIe Gen%d x%d); export GPUFEED_SIMDEV=%s\n",
+				max(opt.Devices, 1), socket, gen, width, socket)
+			return srv.Serve(ctx)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&socket, "socket", "", "Unix socket path to listen on")
+	f.StringVar(&link, "link", "gen4x16", "PCIe link, GENxWIDTH: copy bandwidth derives from it")
+	f.IntVar(&opt.Devices, "devices", 1, "number of simulated GPUs")
+	f.DurationVar(&opt.PointWindow, "point-window", sim.DefaultPointWindow, "width of a fine-grained utilisation point")
+	f.IntVar(&opt.MaxPending, "max-pending", sim.DefaultMaxPending, "operations a stream holds before a submit blocks")
+	f.Float64Var(&opt.PageableFactor, "pageable-factor", sim.DefaultPageableFactor, "pageable/pinned copy bandwidth ratio")
+	f.StringVar(&opt.Name, "name", "", "device name in reports (default \"gpufeed simulated GPU\")")
+	return cmd
+}

@@ -1,0 +1,75 @@
+package main
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpufeed/gpufeed/internal/gpu/sim"
+	"github.com/gpufeed/gpufeed/internal/gpu/sim/simclient"
+)
+
+func TestSimdevServesUntilCancelled(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "gpu.sock")
+	root := newRootCmd()
+	var stderr strings.Builder
+	root.SetErr(&stderr)
+	root.SetArgs([]string{"simdev", "--socket", path, "--devices", "2", "--link", "gen5x8"})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- root.ExecuteContext(ctx) }()
+
+	var src *sim.Source
+	var err error
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if src, err = sim.Dial(path); err == nil {
+			break
+		}
+	}
+	if err != nil {
+		cancel()
+		t.Fatalf("simdev never answered: %v", err)
+	}
+	defer src.Close()
+	devs := src.Devices()
+	if len(devs) != 2 || *devs[0].LinkGenMax != 5 || *devs[0].LinkWidthMax != 8 {
+		t.Fatalf("devices %+v, want 2 on Gen5 x8", devs)
+	}
+	c, err := simclient.DialDevice(path, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Launch(5*time.Millisecond, 0)
+	if err := c.SynchronizeDevice(); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	ss, err := src.Sample()
+	if err != nil || len(ss) != 2 || *ss[1].UtilPercent <= 0 || *ss[0].UtilPercent != 0 {
+		t.Fatalf("samples %+v (err %v): want work on device 1 only", ss, err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("simdev exited with %v", err)
+	}
+	if !strings.Contains(stderr.String(), "GPUFEED_SIMDEV="+path) {
+		t.Errorf("stderr %q does not say how to point workloads at the device", stderr.String())
+	}
+}
+
+func TestSimdevRejectsBadFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"simdev"},
+		{"simdev", "--socket", filepath.Join(t.TempDir(), "s"), "--link", "gen9x16"},
+		{"simdev", "--socket", filepath.Join(t.TempDir(), "s"), "--pageable-factor", "3"},
+	} {
+		root := newRootCmd()
+		root.SetArgs(args)
+		root.SetErr(&strings.Builder{})
+		if err := root.Execute(); err == nil {
+			t.Errorf("gpufeed %s succeeded, want an error", strings.Join(args, " "))
+		}
+	}
+}

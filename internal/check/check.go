@@ -1,0 +1,199 @@
+// Package check finds the platform facts that silently starve a GPU: a PCIe
+// link that negotiated less than it can, a process bound to the far NUMA
+// node, a powersave governor, a 64 MiB /dev/shm, a dataset on NFS that
+// retransmits. Each check is one small unit (one per file) that yields
+// Results: an id, a status, the evidence with units and the file it came
+// from, the decision, and the seed task it comes from.
+//
+// Run runs them all over an injectable /proc and /sys; diagnose folds the
+// failed and warned results into its findings with Findings.
+package check
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/gpufeed/gpufeed/internal/finding"
+	"github.com/gpufeed/gpufeed/internal/gpu"
+	"github.com/gpufeed/gpufeed/internal/probe/sys"
+)
+
+// Status is what a check concluded.
+type Status string
+
+const (
+	// OK: the fact was read and is as it should be.
+	OK Status = "ok"
+	// Warn: costs throughput now or may; worth changing.
+	Warn Status = "warn"
+	// Fail: starves the GPU or breaks the job; gpufeed check exits 1.
+	Fail Status = "fail"
+	// Absent: the fact does not exist here (no cpufreq in a VM, no GPU, no
+	// target given); nothing is wrong.
+	Absent Status = "absent"
+	// NotVisible: the fact exists but this user may not read it; Need says
+	// what would show it.
+	NotVisible Status = "not-visible"
+	// Error: the source was there but did not parse; the result says where.
+	Error Status = "error"
+)
+
+// Result is one conclusion of one check about one subject.
+type Result struct {
+	ID       string           `json:"id"`
+	Status   Status           `json:"status"`
+	Severity finding.Severity `json:"severity"`
+	// Subject is what the result is about ("GPU 0000:81:00.0", "pid 4242", "/dev/shm").
+	Subject string `json:"subject,omitempty"`
+	// Claim is the one line a person reads first.
+	Claim    string             `json:"claim"`
+	Evidence []finding.Evidence `json:"evidence,omitempty"`
+	// Decision is what to change (or, for ok, nothing).
+	Decision string `json:"decision,omitempty"`
+	// Need says, for absent, not-visible and error results, what would let
+	// the check see.
+	Need string `json:"need,omitempty"`
+	// Seed names the seed section or playbook task the check comes from.
+	Seed     string        `json:"seed"`
+	Supports finding.Class `json:"supports,omitempty"`
+}
+
+// Finding converts the result to the shared vocabulary.
+func (r Result) Finding() finding.Finding {
+	return finding.Finding{
+		ID: r.ID, Severity: r.Severity, Claim: r.Claim, Evidence: r.Evidence,
+		Decision: r.Decision, Seed: r.Seed, Supports: r.Supports, Subject: r.Subject,
+	}
+}
+
+// Findings returns the failed and warned results as findings, for diagnose.
+func Findings(results []Result) []finding.Finding {
+	var out []finding.Finding
+	for _, r := range results {
+		if r.Status == Fail || r.Status == Warn {
+			out = append(out, r.Finding())
+		}
+	}
+	return out
+}
+
+// Failed reports whether any result failed.
+func Failed(results []Result) bool {
+	for _, r := range results {
+		if r.Status == Fail {
+			return true
+		}
+	}
+	return false
+}
+
+// Options say where and what to check.
+type Options struct {
+	// ProcRoot and SysRoot default to /proc and /sys.
+	ProcRoot string
+	SysRoot  string
+	// PID is the target process (a training or inference job); 0 checks
+	// the platform only, and per-process facts (limits, /dev/shm, mounts)
+	// are read for gpufeed's own process, whose view jobs started beside it
+	// share.
+	PID int
+	// DataPath is the dataset directory, as the target names it.
+	DataPath string
+	// GPU is an opened driver source; nil when there is no driver.
+	GPU gpu.Source
+	// Window separates the two readings of counters that need a rate
+	// (interrupts, PCIe replays). Zero reads once and uses counts since boot.
+	Window time.Duration
+	// Statfs reads filesystem statistics; nil is the real statfs(2).
+	Statfs sys.StatfsFunc
+}
+
+// Check is one registered check.
+type Check struct {
+	ID string
+	// Title says in a few words what the check looks at.
+	Title string
+	Seed  string
+	run   func(*env) []Result
+}
+
+// Checks lists every check in report order.
+func Checks() []Check { return registry }
+
+var registry = []Check{
+	pcieLinkCheck, gpuPCIeLinkCheck, gpuPCIeReplayCheck,
+	gpuNUMACheck, numaAffinityCheck, numaMemoryCheck,
+	cpuGovernorCheck, cpuFrequencyCheck, cpuSMTCheck, cpuCapacityCheck, cpuIsolationCheck, cpuIRQCheck,
+	kernelSchedulerCheck,
+	limitNofileCheck, limitMemlockCheck, limitNprocCheck, devShmCheck,
+	memoryAvailableCheck, memoryDirtyCheck, memorySwapCheck, memoryTHPCheck, pressureCheck,
+	dataFilesystemCheck, nfsClientCheck, nfsMountCheck,
+	gpuPersistenceCheck, gpuECCCheck, gpuMemoryHealthCheck, gpuPowerLimitCheck, gpuClocksCheck, gpuThrottleCheck,
+}
+
+// Run runs every check. It reads the counters that need a rate, waits
+// Window (or until ctx ends), reads them again, then judges. It never
+// fails: a check that cannot read says so in its own result.
+func Run(ctx context.Context, opts Options) []Result {
+	e := newEnv(ctx, opts)
+	e.firstReadings()
+	if opts.Window > 0 {
+		t := time.NewTimer(opts.Window)
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		}
+		t.Stop()
+	}
+	e.secondReadings()
+	var out []Result
+	for _, c := range registry {
+		out = append(out, c.results(e)...)
+	}
+	return out
+}
+
+// results runs the check and fills what its results leave to it: the id,
+// the seed, and the severity that goes with the status.
+func (c Check) results(e *env) []Result {
+	rs := c.run(e)
+	for i := range rs {
+		if rs[i].ID == "" {
+			rs[i].ID = c.ID
+		}
+		if rs[i].Seed == "" {
+			rs[i].Seed = c.Seed
+		}
+		if rs[i].Severity == finding.Info {
+			rs[i].Severity = defaultSeverity(rs[i].Status)
+		}
+	}
+	return rs
+}
+
+func defaultSeverity(s Status) finding.Severity {
+	switch s {
+	case Fail:
+		return finding.Critical
+	case Warn:
+		return finding.Warning
+	}
+	return finding.Info
+}
+
+// readFailure turns a read error into an absent, not-visible or error
+// result. absentNeed and deniedNeed say what would let the check see.
+func readFailure(subject, what, source string, err error, absentNeed, deniedNeed string) Result {
+	switch {
+	case sys.IsAbsent(err):
+		return Result{Status: Absent, Subject: subject, Claim: what + ": " + source + " absent", Need: absentNeed}
+	case sys.IsDenied(err):
+		return Result{Status: NotVisible, Subject: subject, Claim: what + ": " + source + " not readable", Need: deniedNeed}
+	}
+	return Result{Status: Error, Subject: subject, Claim: fmt.Sprintf("%s: %v", what, err),
+		Need: "a well-formed " + source + "; report this to gpufeed with the file attached"}
+}
+
+// needPtrace is what lets a user read another process's fds, numa_maps, root.
+const needPtrace = "run as the job's user or as root (CAP_SYS_PTRACE), and outside a stricter ptrace_scope"

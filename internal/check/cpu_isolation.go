@@ -1,0 +1,80 @@
+package check
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/gpufeed/gpufeed/internal/finding"
+	"github.com/gpufeed/gpufeed/internal/probe/sys"
+)
+
+var cpuIsolationCheck = Check{
+	ID:    "cpu-isolation",
+	Title: "Isolated CPUs (isolcpus, nohz_full) and where the target runs against them",
+	Seed:  "000 §9",
+	run:   runCPUIsolation,
+}
+
+func runCPUIsolation(e *env) []Result {
+	isoSrc := sysFile("devices/system/cpu/isolated")
+	isolated, err := sys.CPUListFile(e.fs.SysPath("devices/system/cpu/isolated"))
+	if err != nil && !sys.IsAbsent(err) {
+		return []Result{readFailure("", "isolated CPUs", isoSrc, err, "", "read access to /sys")}
+	}
+	ev := []finding.Evidence{}
+	if err == nil {
+		ev = append(ev, text("isolated CPUs", orNone(isolated.String()), isoSrc))
+	}
+	nohz, nerr := sys.CPUListFile(e.fs.SysPath("devices/system/cpu/nohz_full"))
+	if nerr == nil {
+		ev = append(ev, text("nohz_full CPUs", orNone(nohz.String()), sysFile("devices/system/cpu/nohz_full")))
+	}
+	params, cerr := e.kernelCmdline()
+	if cerr == nil {
+		var seen []string
+		for _, name := range []string{"isolcpus", "nohz_full", "rcu_nocbs", "irqaffinity"} {
+			if p, ok := sys.Param(params, name); ok {
+				seen = append(seen, name+"="+p.Value)
+				if name == "isolcpus" && err != nil {
+					// Older kernels lack the isolated file; the command line still says.
+					if set, _, perr := sys.IsolcpusList(p.Value); perr == nil {
+						isolated, err = set, nil
+					}
+				}
+			}
+		}
+		ev = append(ev, text("boot parameters", orNone(strings.Join(seen, " ")), procFile("cmdline")))
+	}
+	if err != nil && cerr != nil {
+		return []Result{{Status: Absent, Claim: "neither " + isoSrc + " nor /proc/cmdline readable", Need: "a sysfs and procfs"}}
+	}
+	if len(isolated) == 0 {
+		return []Result{{Status: OK, Evidence: ev, Claim: "no isolated CPUs: every CPU is shared by the scheduler"}}
+	}
+	if e.opts.PID <= 0 {
+		return []Result{{Status: OK, Evidence: ev, Claim: fmt.Sprintf("CPUs %s are isolated from the scheduler", isolated),
+			Decision: "Pin each latency-critical thread to one isolated CPU of its own; nothing else will run there (000 §9)."}}
+	}
+	st, serr := e.targetStatus()
+	if serr != nil || st.CPUsAllowed == nil {
+		return []Result{{Status: OK, Evidence: ev, Subject: e.subjectPID(), Claim: fmt.Sprintf("CPUs %s are isolated (target's affinity unreadable)", isolated)}}
+	}
+	allowed := *st.CPUsAllowed
+	ev = append(ev, text("target allowed CPUs", allowed.String(), procFile(pidDir(e.opts.PID), "status")))
+	onIso := allowed.Intersect(isolated)
+	if len(onIso) > 1 {
+		return []Result{{Status: Warn, Subject: e.subjectPID(), Evidence: ev, Supports: finding.SubmissionBound,
+			Claim: fmt.Sprintf("process may run on %d isolated CPUs (%s), where the scheduler does not balance load: its threads can pile onto one CPU", len(onIso), onIso),
+			Decision: "Pin each thread to its own isolated CPU (the launch thread alone on one), and run helpers (DataLoader workers, " +
+				"OpenMP pools) on the housekeeping CPUs (000 §9)."}}
+	}
+	return []Result{{Status: OK, Subject: e.subjectPID(), Evidence: ev,
+		Claim: fmt.Sprintf("CPUs %s are isolated; the process runs on %d of them", isolated, len(onIso))}}
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}

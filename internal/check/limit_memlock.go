@@ -1,0 +1,52 @@
+package check
+
+import (
+	"fmt"
+
+	"github.com/gpufeed/gpufeed/internal/finding"
+	"github.com/gpufeed/gpufeed/internal/probe/sys"
+)
+
+// memlockWarnBelow: RDMA memory registration (NCCL over InfiniBand/RoCE,
+// GPUDirect) and cudaHostRegister are charged to RLIMIT_MEMLOCK, and
+// NVIDIA's container and NCCL guides ask for an unlimited limit
+// (--ulimit memlock=-1). 64 GiB stands for "effectively unlimited" on a
+// limit someone set large on purpose.
+const memlockWarnBelow = 64 << 30
+
+var limitMemlockCheck = Check{
+	ID:    "limit-memlock",
+	Title: "Locked memory limit: pinned and RDMA-registered memory needs it",
+	Seed:  "004 Pinned memory and mmap",
+	run:   runLimitMemlock,
+}
+
+func runLimitMemlock(e *env) []Result {
+	return limitResult(e, sys.LimitLockedMemory, func(l sys.Limit, ev []finding.Evidence) Result {
+		if e.opts.PID > 0 {
+			if st, err := e.targetStatus(); err == nil {
+				src := procFile(pidDir(e.opts.PID), "status")
+				if st.VmLckKB != nil {
+					ev = append(ev, num("locked memory now (VmLck)", float64(*st.VmLckKB)/1024, "MiB", src))
+				}
+				if st.VmPinKB != nil {
+					ev = append(ev, num("pinned memory now (VmPin)", float64(*st.VmPinKB)/1024, "MiB", src))
+				}
+			}
+		}
+		if l.Soft == sys.Unlimited || l.Soft >= memlockWarnBelow {
+			return Result{Status: OK, Evidence: ev, Claim: "locked memory limit " + memlockString(l.Soft)}
+		}
+		return Result{Status: Warn, Evidence: ev, Supports: finding.TransferBound,
+			Claim: fmt.Sprintf("locked memory limit %s: RDMA registration (NCCL over InfiniBand, GPUDirect) and cudaHostRegister fail or fall back beyond it", memlockString(l.Soft)),
+			Decision: "Run the job with an unlimited memlock limit (docker --ulimit memlock=-1, LimitMEMLOCK=infinity, " +
+				"limits.conf memlock unlimited), and pin only what transfers need (002 Fait 5)."}
+	})
+}
+
+func memlockString(v uint64) string {
+	if v == sys.Unlimited {
+		return "unlimited"
+	}
+	return human(v)
+}

@@ -1,0 +1,212 @@
+package check
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+	"unicode"
+
+	"github.com/gpufeed/gpufeed/internal/finding"
+)
+
+// Exit statuses of gpufeed check, so it can gate a Slurm prolog or a CI
+// smoke test. 2 is gpufeed's own failure (bad flags, unreadable root).
+const (
+	ExitOK     = 0
+	ExitFailed = 1
+)
+
+// Report is what gpufeed check prints: the run's context and every result.
+type Report struct {
+	Root      string `json:"root,omitempty"`
+	PID       int    `json:"pid,omitempty"`
+	DataPath  string `json:"data_path,omitempty"`
+	GPUSource string `json:"gpu_source,omitempty"`
+	// GPUNote says why no GPU source was used, when none was.
+	GPUNote   string  `json:"gpu_note,omitempty"`
+	WindowSec float64 `json:"window_s"`
+	Summary   Summary `json:"summary"`
+	// ExitStatus is ExitFailed when a check failed, else ExitOK.
+	ExitStatus int      `json:"exit_status"`
+	Results    []Result `json:"results"`
+}
+
+// Summary counts results by status.
+type Summary struct {
+	Fail       int `json:"fail"`
+	Warn       int `json:"warn"`
+	Error      int `json:"error"`
+	OK         int `json:"ok"`
+	Absent     int `json:"absent"`
+	NotVisible int `json:"not_visible"`
+}
+
+// NewReport counts the results and sets the exit status.
+func NewReport(results []Result) Report {
+	r := Report{Results: results}
+	for _, res := range results {
+		switch res.Status {
+		case Fail:
+			r.Summary.Fail++
+		case Warn:
+			r.Summary.Warn++
+		case Error:
+			r.Summary.Error++
+		case OK:
+			r.Summary.OK++
+		case Absent:
+			r.Summary.Absent++
+		case NotVisible:
+			r.Summary.NotVisible++
+		}
+	}
+	if r.Summary.Fail > 0 {
+		r.ExitStatus = ExitFailed
+	}
+	return r
+}
+
+// WriteJSON writes the report as indented JSON.
+func (r Report) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	return enc.Encode(r)
+}
+
+// WriteText writes failures and warnings first, each with its evidence and
+// decision, then errors, then a compact list of what passed and of what was
+// absent or not visible. Strings that come from the machine (mount sources,
+// device names, process names) are stripped of control characters.
+func (r Report) WriteText(w io.Writer) error {
+	var b strings.Builder
+	var ctx []string
+	if r.Root != "" {
+		ctx = append(ctx, "root "+r.Root)
+	}
+	if r.PID > 0 {
+		ctx = append(ctx, "pid "+strconv.Itoa(r.PID))
+	}
+	if r.DataPath != "" {
+		ctx = append(ctx, "data "+r.DataPath)
+	}
+	if r.GPUSource != "" {
+		ctx = append(ctx, "GPU source "+r.GPUSource)
+	} else if r.GPUNote != "" {
+		ctx = append(ctx, "no GPU driver source: "+r.GPUNote)
+	} else {
+		ctx = append(ctx, "no GPU driver source")
+	}
+	fmt.Fprintf(&b, "gpufeed check: %s\n", clean(strings.Join(ctx, ", ")))
+	s := r.Summary
+	fmt.Fprintf(&b, "%d failed, %d warnings, %d errors, %d ok, %d absent, %d not visible\n",
+		s.Fail, s.Warn, s.Error, s.OK, s.Absent, s.NotVisible)
+	for _, st := range []Status{Fail, Warn, Error} {
+		for _, res := range r.Results {
+			if res.Status == st {
+				writeDetailed(&b, res)
+			}
+		}
+	}
+	for _, group := range []struct {
+		st    Status
+		title string
+	}{{OK, "ok"}, {Absent, "absent"}, {NotVisible, "not visible"}} {
+		first := true
+		for _, res := range r.Results {
+			if res.Status != group.st {
+				continue
+			}
+			if first {
+				fmt.Fprintf(&b, "\n%s:\n", group.title)
+				first = false
+			}
+			line := res.Claim
+			if res.Subject != "" {
+				line = res.Subject + ": " + line
+			}
+			if res.Need != "" {
+				line += " — needs " + res.Need
+			}
+			fmt.Fprintf(&b, "  %-18s %s\n", res.ID, clean(line))
+		}
+	}
+	if r.ExitStatus == ExitFailed {
+		fmt.Fprintf(&b, "\nexit status %d: a check failed\n", ExitFailed)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func writeDetailed(b *strings.Builder, r Result) {
+	label := map[Status]string{Fail: "FAIL", Warn: "WARN", Error: "ERROR"}[r.Status]
+	head := r.ID
+	if r.Subject != "" {
+		head += "  " + r.Subject
+	}
+	fmt.Fprintf(b, "\n%-5s %s\n", label, clean(head))
+	fmt.Fprintf(b, "      %s\n", clean(r.Claim))
+	for _, ev := range r.Evidence {
+		fmt.Fprintf(b, "      - %s\n", clean(evidenceLine(ev)))
+	}
+	if r.Decision != "" {
+		fmt.Fprintf(b, "      decision: %s\n", clean(r.Decision))
+	}
+	if r.Need != "" {
+		fmt.Fprintf(b, "      needs: %s\n", clean(r.Need))
+	}
+	fmt.Fprintf(b, "      seed: %s\n", r.Seed)
+}
+
+func evidenceLine(ev finding.Evidence) string {
+	val := ev.Text
+	if val == "" {
+		val = formatNumber(ev.Value)
+		if ev.Unit != "" {
+			val += " " + ev.Unit
+		}
+	}
+	line := ev.What + ": " + val
+	if ev.Window != "" {
+		line += " (" + ev.Window + ")"
+	}
+	if ev.Source != "" {
+		line += "  [" + ev.Source + "]"
+	}
+	return line
+}
+
+// formatNumber writes a value with the precision a reader needs: whole
+// numbers as they are, others to three significant digits or so.
+func formatNumber(v float64) string {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return fmt.Sprint(v)
+	}
+	a := math.Abs(v)
+	var s string
+	switch {
+	case v == math.Trunc(v) || a >= 100:
+		s = strconv.FormatFloat(v, 'f', 0, 64)
+	case a >= 10:
+		s = strconv.FormatFloat(v, 'f', 1, 64)
+	default:
+		s = strconv.FormatFloat(v, 'f', 2, 64)
+	}
+	if strings.Contains(s, ".") {
+		s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
+	}
+	return s
+}
+
+// clean replaces control characters (a terminal would obey them) with '?'.
+func clean(s string) string {
+	return strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return '?'
+		}
+		return r
+	}, s)
+}

@@ -1,0 +1,257 @@
+package sim_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/gpufeed/gpufeed/internal/gpu"
+	"github.com/gpufeed/gpufeed/internal/gpu/sim"
+	"github.com/gpufeed/gpufeed/internal/gpu/sim/wire"
+)
+
+// pythonWorkload drives the device through python/gpufeed_simdev.py from a
+// real process: 1 ms kernels on a 30 % duty cycle (absolute schedule), then a
+// pageable copy, then a device synchronise. It prints what it did as JSON.
+const pythonWorkload = `
+import json, os, sys, time
+sys.path.insert(0, sys.argv[1])
+import gpufeed_simdev
+
+dev = gpufeed_simdev.connect()
+kernel_us, period_ns, run_ns = 1000, 3333333, 1200 * 1000 * 1000
+launches = []
+t0 = time.monotonic_ns()
+k = 0
+while True:
+    due = t0 + k * period_ns
+    if due - t0 >= run_ns:
+        break
+    now = time.monotonic_ns()
+    if due > now:
+        time.sleep((due - now) / 1e9)
+    launches.append(time.monotonic_ns())
+    dev.launch(kernel_us)
+    k += 1
+dev.synchronize(0)
+before = time.monotonic_ns()
+dev.memcpy(64 << 20, kind="h2d", pinned=False)
+copy_ns = time.monotonic_ns() - before
+dev.synchronize()
+json.dump({"pid": os.getpid(), "dev_pid": dev.pid, "kernel_ns": kernel_us * 1000,
+           "launches": launches, "copy_ns": copy_ns}, sys.stdout)
+`
+
+type pythonReport struct {
+	PID      int     `json:"pid"`
+	DevPID   int     `json:"dev_pid"`
+	KernelNS int64   `json:"kernel_ns"`
+	Launches []int64 `json:"launches"`
+	CopyNS   int64   `json:"copy_ns"`
+}
+
+func TestPythonClientFromARealProcess(t *testing.T) {
+	python, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("python3 not found: the Python client cannot be exercised")
+	}
+	pydir, err := filepath.Abs("../../../python")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := startDevice(t, sim.Options{})
+	src := observe(t, path)
+	bw := 31.5076923e9 * sim.PCIeEfficiency
+
+	cmd := exec.Command(python, "-c", pythonWorkload, pydir)
+	cmd.Env = append(os.Environ(), "GPUFEED_SIMDEV="+path)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if _, err := src.Sample(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	type window struct {
+		from, to int64
+		s        gpu.Sample
+	}
+	var windows []window
+	last := wire.Now()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	var werr error
+loop:
+	for {
+		select {
+		case werr = <-exited:
+			break loop
+		case <-tick.C:
+			s := sample1(t, src)
+			at := wire.Mono(s.At)
+			windows = append(windows, window{last, at, s})
+			last = at
+		}
+	}
+	if werr != nil {
+		t.Fatalf("python workload: %v\n%s", werr, stderr.String())
+	}
+	var rep pythonReport
+	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
+		t.Fatalf("python output %q: %v\nstderr: %s", stdout.String(), err, stderr.String())
+	}
+	if rep.DevPID != rep.PID {
+		t.Errorf("device saw pid %d, the workload is pid %d", rep.DevPID, rep.PID)
+	}
+	if want := time.Duration(float64(64<<20) / (bw * sim.DefaultPageableFactor) * 1e9); time.Duration(rep.CopyNS) < want {
+		t.Errorf("pageable 64 MiB copy returned after %v, want >= %v", time.Duration(rep.CopyNS), want)
+	}
+
+	// The model, recomputed from what the workload did: kernels run back to
+	// back on stream 0 from their launch times.
+	var spans [][2]int64
+	var end int64
+	for _, ts := range rep.Launches {
+		start := max(ts, end)
+		end = start + rep.KernelNS
+		spans = append(spans, [2]int64{start, end})
+	}
+	busyIn := func(a, b int64) int64 {
+		var total int64
+		for _, s := range spans {
+			if s[1] > a && s[0] < b {
+				total += min(b, s[1]) - max(a, s[0])
+			}
+		}
+		return total
+	}
+	var measured, model float64
+	var steady int
+	first, lastEnd := spans[0][0], spans[len(spans)-1][1]
+	for _, w := range windows {
+		want := 100 * float64(busyIn(w.from, w.to)) / float64(w.to-w.from)
+		got := *w.s.UtilPercent
+		// Launches are stamped just before the call, the model stamps inside
+		// it: microseconds apart. A few percent covers that and the sampling.
+		if d := got - want; d > 3 || d < -3 {
+			t.Errorf("window %v-%v: device says %.2f %%, the model %.2f %%", time.Duration(w.from-first), time.Duration(w.to-first), got, want)
+		}
+		if w.from >= first && w.to <= lastEnd {
+			measured += got
+			model += want
+			steady++
+		}
+		for _, p := range w.s.Processes {
+			if p.PID != rep.PID {
+				t.Errorf("process %d on the device, want only the workload's %d", p.PID, rep.PID)
+			}
+		}
+	}
+	if steady < 5 {
+		t.Fatalf("only %d windows inside the workload's run", steady)
+	}
+	measured /= float64(steady)
+	model /= float64(steady)
+	t.Logf("%d launches; steady windows: device %.2f %%, model %.2f %% (duty cycle 30 %%)", len(rep.Launches), measured, model)
+	if measured < 25 || measured > 33 {
+		t.Errorf("mean utilisation %.2f %% for a 30 %% duty cycle", measured)
+	}
+}
+
+// pythonBlocking checks the Python client's blocking calls from a real
+// process: a full stream blocks the launching thread, streams are shared by
+// the process's threads, and one thread's synchronize does not hold another
+// thread's launches.
+const pythonBlocking = `
+import json, sys, threading, time
+sys.path.insert(0, sys.argv[1])
+import gpufeed_simdev
+
+dev = gpufeed_simdev.connect()
+ms = 1000 * 1000
+out = {}
+
+# max_pending is 8 here: 20 launches of 10 ms must wait for 12 kernels to end.
+t = time.monotonic_ns()
+for _ in range(20):
+    dev.launch(10000)
+out["full_ns"] = time.monotonic_ns() - t
+dev.synchronize()
+
+# Thread B synchronises stream 0 (work main submitted: 100 ms) while main
+# keeps launching on stream 1 without waiting. The clock starts before the
+# first launch: no kernel can start before it is submitted, so the five end
+# no earlier than 100 ms after start.
+start = time.monotonic_ns()
+for _ in range(5):
+    dev.launch(20000, stream=0)
+synced = {}
+def waiter():
+    dev.synchronize(0)
+    synced["ns"] = time.monotonic_ns() - start
+th = threading.Thread(target=waiter)
+th.start()
+time.sleep(0.005)
+t = time.monotonic_ns()
+for _ in range(5):
+    dev.launch(1000, stream=1)
+out["other_stream_launch_ns"] = time.monotonic_ns() - t
+th.join()
+out["thread_sync_ns"] = synced["ns"]
+try:
+    dev.memcpy(10, kind="sideways")
+except ValueError:
+    out["bad_kind"] = "ValueError"
+dev.close()
+json.dump(out, sys.stdout)
+`
+
+func TestPythonClientBlockingCalls(t *testing.T) {
+	python, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("python3 not found: the Python client cannot be exercised")
+	}
+	pydir, err := filepath.Abs("../../../python")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := startDevice(t, sim.Options{MaxPending: 8})
+	cmd := exec.Command(python, "-c", pythonBlocking, pydir)
+	cmd.Env = append(os.Environ(), "GPUFEED_SIMDEV="+path)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	b, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("python: %v\n%s", err, stderr.String())
+	}
+	var got struct {
+		FullNS        int64  `json:"full_ns"`
+		OtherStreamNS int64  `json:"other_stream_launch_ns"`
+		ThreadSyncNS  int64  `json:"thread_sync_ns"`
+		BadKind       string `json:"bad_kind"`
+	}
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatalf("output %q: %v", b, err)
+	}
+	if d := time.Duration(got.FullNS); d < 120*time.Millisecond {
+		t.Errorf("20 launches of 10 ms into an 8-deep stream returned after %v, want >= 120ms", d)
+	}
+	if d := time.Duration(got.ThreadSyncNS); d < 100*time.Millisecond {
+		t.Errorf("another thread's synchronize(0) returned after %v, want >= 100ms (stream 0 is the process's)", d)
+	}
+	// The launching thread was not held by the other thread's wait: its five
+	// launches took far less than the 100 ms that wait lasted.
+	if d := time.Duration(got.OtherStreamNS); d >= 50*time.Millisecond {
+		t.Errorf("launches on stream 1 took %v while another thread synchronised: they must not wait", d)
+	}
+	if got.BadKind != "ValueError" {
+		t.Errorf("memcpy with an unknown kind: %q, want ValueError", got.BadKind)
+	}
+}

@@ -1,0 +1,145 @@
+package sys
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// MaxCPUID bounds CPU and node numbers accepted from a list; the kernel's
+// NR_CPUS tops out at 8192, so anything larger is a corrupt or hostile input
+// and must not make a parser allocate gigabytes.
+const MaxCPUID = 1 << 16
+
+// CPUSet is a sorted set of CPU (or NUMA node) numbers.
+type CPUSet []int
+
+// ParseCPUList parses the kernel's list format: "0-3,8,10-11", with the
+// optional stride groups "0-15:2/4" (use 2 of every 4). An empty string is the
+// empty set.
+func ParseCPUList(s string) (CPUSet, error) {
+	s = strings.TrimSpace(s)
+	var out []int
+	if s == "" {
+		return CPUSet{}, nil
+	}
+	for part := range strings.SplitSeq(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		rng, group, hasGroup := strings.Cut(part, ":")
+		lo, hi, err := parseRange(rng)
+		if err != nil {
+			return nil, fmt.Errorf("cpu list %q: %w", s, err)
+		}
+		used, size := 1, 1
+		if hasGroup {
+			u, g, ok := strings.Cut(group, "/")
+			if !ok {
+				return nil, fmt.Errorf("cpu list %q: group %q: want used/size", s, group)
+			}
+			if used, err = strconv.Atoi(u); err != nil || used < 1 {
+				return nil, fmt.Errorf("cpu list %q: group %q: want a positive used count", s, group)
+			}
+			if size, err = strconv.Atoi(g); err != nil || size < used {
+				return nil, fmt.Errorf("cpu list %q: group %q: want size >= used", s, group)
+			}
+		}
+		for base := lo; base <= hi; base += size {
+			for i := base; i < base+used && i <= hi; i++ {
+				out = append(out, i)
+			}
+		}
+	}
+	slices.Sort(out)
+	return CPUSet(slices.Compact(out)), nil
+}
+
+func parseRange(s string) (lo, hi int, err error) {
+	a, b, isRange := strings.Cut(s, "-")
+	if lo, err = parseCPUID(a); err != nil {
+		return 0, 0, err
+	}
+	if !isRange {
+		return lo, lo, nil
+	}
+	if hi, err = parseCPUID(b); err != nil {
+		return 0, 0, err
+	}
+	if hi < lo {
+		return 0, 0, fmt.Errorf("range %q runs backwards", s)
+	}
+	return lo, hi, nil
+}
+
+func parseCPUID(s string) (int, error) {
+	n, err := strconv.Atoi(strings.TrimSpace(s))
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("%q is not a CPU number", s)
+	}
+	if n >= MaxCPUID {
+		return 0, fmt.Errorf("CPU number %d above %d", n, MaxCPUID-1)
+	}
+	return n, nil
+}
+
+// String writes the set in the kernel's list format ("0-3,8").
+func (c CPUSet) String() string {
+	var b strings.Builder
+	for i := 0; i < len(c); {
+		j := i
+		for j+1 < len(c) && c[j+1] == c[j]+1 {
+			j++
+		}
+		if b.Len() > 0 {
+			b.WriteByte(',')
+		}
+		if j == i {
+			fmt.Fprintf(&b, "%d", c[i])
+		} else {
+			fmt.Fprintf(&b, "%d-%d", c[i], c[j])
+		}
+		i = j + 1
+	}
+	return b.String()
+}
+
+// Contains reports whether n is in the set.
+func (c CPUSet) Contains(n int) bool {
+	_, ok := slices.BinarySearch(c, n)
+	return ok
+}
+
+// Intersect returns the members of both sets.
+func (c CPUSet) Intersect(o CPUSet) CPUSet {
+	out := CPUSet{}
+	for _, n := range c {
+		if o.Contains(n) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// Minus returns the members of c not in o.
+func (c CPUSet) Minus(o CPUSet) CPUSet {
+	out := CPUSet{}
+	for _, n := range c {
+		if !o.Contains(n) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// SubsetOf reports whether every member of c is in o.
+func (c CPUSet) SubsetOf(o CPUSet) bool {
+	for _, n := range c {
+		if !o.Contains(n) {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,106 @@
+// Package sample is gpufeed's live sampler: it follows a target process and
+// all its descendants (DataLoader workers, torchrun ranks) as they appear and
+// disappear, every thread of each, the host, and optionally the GPUs, on a
+// tiered schedule, and fills a timeline.Timeline (streaming it to a recorder
+// as it goes).
+//
+// The fast tier (every interval) costs one pread per kept file: stat and
+// schedstat per thread, statm per process, /proc/stat for the host. The slow
+// tier (about once a second) reads per-thread status (context switches),
+// where blocked threads wait, per-process status, io and fd counts, and the
+// host's PSI, meminfo and diskstats. smaps_rollup (PSS/USS) runs on its own
+// rarer tier, stretched further when it costs more than its CPU budget.
+package sample
+
+import (
+	"time"
+
+	"github.com/gpufeed/gpufeed/internal/gpu"
+	"github.com/gpufeed/gpufeed/internal/probe/proc"
+	"github.com/gpufeed/gpufeed/internal/timeline"
+)
+
+// Defaults for Config's zero values.
+const (
+	// DefaultInterval is the per-thread sampling period: fine enough to see a
+	// launch thread's stalls against a GPU's per-100-ms utilisation windows,
+	// cheap enough for 1,000-thread jobs (see docs/PERFORMANCE.md).
+	DefaultInterval = 100 * time.Millisecond
+	// DefaultDuration is diagnose's window.
+	DefaultDuration = 10 * time.Second
+	// DefaultSlowEvery is the slow tier: status (context switches are
+	// counters, a second is enough to rate them) and the blocked-thread details.
+	DefaultSlowEvery = time.Second
+	// DefaultRollupEvery is the smaps_rollup tier; PSS/USS drift slowly
+	// (copy-on-write growth shows over seconds to minutes).
+	DefaultRollupEvery = 5 * time.Second
+	// DefaultRollupBudget is the share of one core smaps_rollup may use: the
+	// kernel walks every mapping (milliseconds per GiB resident), so a process
+	// whose read costs c waits at least c/budget before the next one.
+	DefaultRollupBudget = 0.01
+)
+
+// Recorder receives the timeline as it is sampled, so a recording survives a
+// crash up to its last flushed tick. timeline.Writer implements it.
+type Recorder interface {
+	WriteMeta(timeline.Meta) error
+	WriteDevices([]gpu.DeviceInfo) error
+	WriteProc(*timeline.ProcInfo) error
+	WriteThread(*timeline.ThreadInfo) error
+	WriteTick(*timeline.Tick) error
+	WriteEvent(timeline.Event) error
+}
+
+// Progress is called after each tick with the time sampled so far.
+type Progress func(elapsed, window time.Duration, procs, threads int)
+
+// Config says what to sample and how.
+type Config struct {
+	Proc    proc.FS
+	SysRoot string
+	// PID is the target; its descendants are followed.
+	PID int
+	// Command and Launched describe a target gpufeed started itself.
+	Command  []string
+	Launched bool
+	// TargetDone, when set, is closed once a launched target has been reaped.
+	TargetDone <-chan struct{}
+
+	Interval     time.Duration
+	Duration     time.Duration
+	SlowEvery    time.Duration
+	RollupEvery  time.Duration
+	RollupBudget float64
+
+	// GPU may be nil; GPUSource names it or says why there is none.
+	GPU       gpu.Source
+	GPUSource string
+
+	Tool     string
+	Recorder Recorder
+	Progress Progress
+}
+
+func (c *Config) defaults() {
+	if c.Interval <= 0 {
+		c.Interval = DefaultInterval
+	}
+	if c.Duration <= 0 {
+		c.Duration = DefaultDuration
+	}
+	if c.SlowEvery <= 0 {
+		c.SlowEvery = DefaultSlowEvery
+	}
+	if c.SlowEvery < c.Interval {
+		c.SlowEvery = c.Interval
+	}
+	if c.RollupEvery <= 0 {
+		c.RollupEvery = DefaultRollupEvery
+	}
+	if c.RollupBudget <= 0 {
+		c.RollupBudget = DefaultRollupBudget
+	}
+	if c.SysRoot == "" {
+		c.SysRoot = "/sys"
+	}
+}

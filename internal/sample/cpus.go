@@ -1,0 +1,5 @@
+package sample
+
+import "runtime"
+
+func runtimeNumCPU() int { return runtime.NumCPU() }

@@ -1,0 +1,361 @@
+package sample
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"syscall"
+	"time"
+
+	"github.com/gpufeed/gpufeed/internal/probe/proc"
+	"github.com/gpufeed/gpufeed/internal/timeline"
+)
+
+// trackedProc is one live process of the tree and its kept files.
+type trackedProc struct {
+	pid   int
+	info  *timeline.ProcInfo
+	statm *proc.Kept
+	task  *proc.Dir
+	// threads by tid, and their sampling order (sorted by tid).
+	threads map[int]*trackedThread
+	order   []*trackedThread
+	// failed remembers tids listed but unreadable (vanished, zombie), so a
+	// rescan does not count them again; pruned when no longer listed.
+	failed     map[int]bool
+	mainComm   []byte
+	needFacts  bool // the main thread was renamed (exec): re-read cmdline, env, limits
+	hadMM      bool // statm has shown an address space
+	nextRollup time.Duration
+	gone       bool
+}
+
+func (p *trackedProc) close() {
+	p.statm.Close()
+	p.task.Close()
+	for _, t := range p.threads {
+		t.close()
+	}
+}
+
+// discover lists ROOT and adopts every new process whose parent is in the
+// tree. Pids known not to be in the tree are remembered until they vanish
+// from the listing, so each is read at most once.
+func (s *Sampler) discover(t int64) {
+	s.gen++
+	gen := s.gen
+	s.cands = s.cands[:0]
+	err := s.procRoot.EachNumeric(func(pid int) {
+		if _, ok := s.procs[pid]; ok {
+			return
+		}
+		if _, ok := s.notDesc[pid]; ok {
+			s.notDesc[pid] = gen
+			return
+		}
+		st, err := proc.ReadStatOnce(s.fs.PidPath(pid, "stat"))
+		if err != nil {
+			return // vanished before it could be read: not ours to count
+		}
+		s.cands = append(s.cands, candidate{pid: pid, st: st})
+	})
+	if err != nil {
+		s.readError(t, 0, err)
+		return
+	}
+	// A child and its parent can appear in the same listing, in any order:
+	// adopt until nothing changes.
+	for changed := true; changed; {
+		changed = false
+		for i := range s.cands {
+			c := &s.cands[i]
+			if c.pid == 0 {
+				continue
+			}
+			if _, ok := s.procs[c.st.PPID]; ok {
+				s.addProc(c.pid, c.st, t)
+				c.pid = 0
+				changed = true
+			}
+		}
+	}
+	for _, c := range s.cands {
+		if c.pid != 0 {
+			s.notDesc[c.pid] = gen
+		}
+	}
+	for pid, g := range s.notDesc {
+		if g != gen {
+			delete(s.notDesc, pid)
+		}
+	}
+}
+
+// addProc starts tracking a process: kept files for the fast tier, and the
+// facts read once (command line, allowlisted environment, limits, affinity).
+func (s *Sampler) addProc(pid int, st proc.Stat, t int64) {
+	key := timeline.ProcKey{PID: pid, StartTime: st.StartTime}
+	if _, seen := s.tl.Procs[key]; seen {
+		return
+	}
+	info := &timeline.ProcInfo{Key: key, PPID: st.PPID, Comm: string(st.Comm), FirstSeen: t, LastSeen: t}
+	p := &trackedProc{pid: pid, info: info, threads: map[int]*trackedThread{}, mainComm: slices.Clone(st.Comm)}
+	var err error
+	if p.statm, err = proc.OpenKept(s.fs.PidPath(pid, "statm"), proc.PrivProcMount); err != nil {
+		if proc.IsVanished(err) {
+			s.tl.Counts.VanishedProcs++
+			return
+		}
+		s.readError(t, pid, err)
+		return
+	}
+	if p.task, err = proc.OpenDir(s.fs.PidPath(pid, "task")); err != nil {
+		p.statm.Close()
+		if proc.IsVanished(err) {
+			s.tl.Counts.VanishedProcs++
+			return
+		}
+		s.readError(t, pid, err)
+		return
+	}
+	s.readOnceFacts(p, t)
+	s.tl.Procs[key] = info
+	s.procs[pid] = p
+	s.record(func(r Recorder) error { return r.WriteProc(info) })
+	if t > 0 {
+		s.event(timeline.Event{T: t, Kind: "proc-start", PID: pid, Text: info.Comm})
+	}
+	s.scanThreads(p, t)
+}
+
+// readOnceFacts reads a process's command line, environment and open-file
+// limit (again after an exec). Denied fields become NotVisible facts.
+func (s *Sampler) readOnceFacts(p *trackedProc, t int64) {
+	info := p.info
+	if args, err := s.fs.ReadCmdline(p.pid); err == nil {
+		info.Cmdline = args
+	} else {
+		s.fieldError(p, t, "cmdline", err)
+	}
+	if env, err := s.fs.ReadEnv(p.pid); err == nil {
+		info.Env = env
+	} else {
+		s.fieldError(p, t, "env", err)
+	}
+	if nf, err := s.fs.ReadNoFile(p.pid); err == nil {
+		info.NoFileSoft, info.NoFileHard = &nf.Soft, &nf.Hard
+	} else {
+		s.fieldError(p, t, "nofile", err)
+	}
+	if st, err := proc.ReadStatus(s.fs.PidPath(p.pid, "status")); err == nil {
+		info.CPUsAllowed, info.MemsAllowed = st.CPUsAllowedList, st.MemsAllowedList
+	} else {
+		s.fieldError(p, t, "status", err)
+	}
+}
+
+// fieldError records why a per-process field could not be read: denied
+// becomes NotVisible[field]; vanished is left to the fast tier to notice.
+func (s *Sampler) fieldError(p *trackedProc, t int64, field string, err error) {
+	if d := proc.AsDenied(err); d != nil {
+		if p.info.NotVisible == nil {
+			p.info.NotVisible = map[string]string{}
+		}
+		p.info.NotVisible[field] = d.NotVisible()
+		return
+	}
+	if proc.IsVanished(err) {
+		return
+	}
+	s.readError(t, p.pid, err)
+}
+
+// scanThreads lists task/ and starts tracking new threads.
+func (s *Sampler) scanThreads(p *trackedProc, t int64) {
+	var fresh []int
+	listed := map[int]bool{}
+	err := p.task.EachNumeric(func(tid int) {
+		if len(p.failed) > 0 {
+			listed[tid] = true
+		}
+		if _, ok := p.threads[tid]; !ok && !p.failed[tid] {
+			fresh = append(fresh, tid)
+		}
+	})
+	for tid := range p.failed {
+		if !listed[tid] {
+			delete(p.failed, tid)
+		}
+	}
+	if err != nil {
+		if !proc.IsVanished(err) {
+			s.readError(t, p.pid, err)
+		}
+		return
+	}
+	if len(fresh) == 0 {
+		return
+	}
+	for _, tid := range fresh {
+		th, err := s.openThread(p, tid, t)
+		if err != nil {
+			if proc.IsVanished(err) || errors.Is(err, errGone) {
+				s.tl.Counts.VanishedThreads++
+			} else {
+				s.readError(t, p.pid, err)
+			}
+			if p.failed == nil {
+				p.failed = map[int]bool{}
+			}
+			p.failed[tid] = true
+			continue
+		}
+		p.threads[tid] = th
+	}
+	p.order = p.order[:0]
+	for _, th := range p.threads {
+		p.order = append(p.order, th)
+	}
+	slices.SortFunc(p.order, func(a, b *trackedThread) int { return a.tid - b.tid })
+}
+
+// sampleProc reads one process and its threads for this tick.
+func (s *Sampler) sampleProc(p *trackedProc, tk *timeline.Tick, t int64, slow, full bool) {
+	// Fast tier: a changed thread count (task/'s link count) means threads
+	// came or went; the slow tier rescans anyway to catch same-count churn.
+	if nl, err := p.task.NLink(); err == nil && (int(nl)-2 != len(p.threads)+len(p.failed) || slow) {
+		s.scanThreads(p, t)
+	}
+	b, err := p.statm.ReadInto(s.buf)
+	var sm proc.Statm
+	if err == nil {
+		err = proc.ParseStatm(b, &sm)
+	}
+	if err != nil {
+		if proc.IsVanished(err) {
+			p.gone = true
+			return
+		}
+		s.readError(t, p.pid, err)
+	}
+	live := 0
+	mainAlive := false
+	for i := 0; i < len(p.order); i++ {
+		th := p.order[i]
+		ts, err := s.sampleThread(p, th, slow)
+		if err != nil {
+			if !proc.IsVanished(err) && !errors.Is(err, errGone) {
+				s.readError(t, p.pid, err)
+			}
+			s.threadExit(p, th, t)
+			p.order = slices.Delete(p.order, i, i+1)
+			i--
+			continue
+		}
+		live++
+		if th.tid == p.pid {
+			mainAlive = true
+			if ts.Comm != nil && string(ts.Comm) != string(p.mainComm) {
+				// exec (or a rename of the process): re-read what exec changes.
+				p.mainComm = append(p.mainComm[:0], ts.Comm...)
+				p.info.Comm = string(p.mainComm)
+				p.needFacts = true
+			}
+			if p.needFacts && slow {
+				p.needFacts = false
+				s.readOnceFacts(p, t)
+			}
+		}
+		if slow {
+			s.slowThread(p, th, &ts.ThreadSample, t)
+		}
+		tk.Threads = append(tk.Threads, ts.ThreadSample)
+		th.info.LastSeen = t
+	}
+	// A user process without an address space is exiting (exit_mm ran
+	// before the threads turned zombie): its memory is not "0 bytes".
+	if live == 0 || !mainAlive && sm.Resident == 0 || sm.Size == 0 && p.hadMM {
+		p.gone = true
+		return
+	}
+	p.hadMM = p.hadMM || sm.Size > 0
+	p.info.LastSeen = t
+	ps := timeline.ProcSample{PID: p.pid, Threads: live, RSSPages: sm.Resident}
+	if slow {
+		s.slowProc(p, &ps, t)
+	}
+	if full || time.Duration(t) >= p.nextRollup {
+		s.rollup(p, &ps, t)
+	}
+	tk.Procs = append(tk.Procs, ps)
+}
+
+// slowProc reads the once-a-second per-process files.
+func (s *Sampler) slowProc(p *trackedProc, ps *timeline.ProcSample, t int64) {
+	if st, err := proc.ReadStatus(s.fs.PidPath(p.pid, "status")); err == nil {
+		if st.CPUsAllowedList != "" {
+			p.info.CPUsAllowed = st.CPUsAllowedList
+		}
+		if st.MemsAllowedList != "" {
+			p.info.MemsAllowed = st.MemsAllowedList
+		}
+	} else {
+		s.fieldError(p, t, "status", err)
+	}
+	if io, err := s.fs.ReadIO(p.pid); err == nil {
+		ps.IO = &timeline.IO{RChar: io.RChar, WChar: io.WChar, SyscR: io.SyscR, SyscW: io.SyscW,
+			ReadBytes: io.ReadBytes, WriteBytes: io.WriteBytes}
+	} else {
+		s.fieldError(p, t, "io", err)
+	}
+	if n, err := s.fs.FDCount(p.pid); err == nil {
+		ps.FDs = &n
+	} else {
+		s.fieldError(p, t, "fds", err)
+	}
+}
+
+// rollup reads smaps_rollup within its CPU budget: after a read costing c,
+// the next waits max(RollupEvery, c/RollupBudget).
+func (s *Sampler) rollup(p *trackedProc, ps *timeline.ProcSample, t int64) {
+	var ru0, ru1 syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_THREAD, &ru0)
+	r, err := s.fs.ReadRollup(p.pid)
+	syscall.Getrusage(syscall.RUSAGE_THREAD, &ru1)
+	cost := time.Duration(tvNS(ru1.Utime) + tvNS(ru1.Stime) - tvNS(ru0.Utime) - tvNS(ru0.Stime))
+	wait := s.cfg.RollupEvery
+	if budgeted := time.Duration(float64(cost) / s.cfg.RollupBudget); budgeted > wait {
+		wait = budgeted
+		s.tl.Counts.RollupSkipped++
+	}
+	p.nextRollup = time.Duration(t) + wait
+	if err != nil {
+		s.fieldError(p, t, "pss", err)
+		return
+	}
+	ps.PSSBytes, ps.USSBytes = &r.PSS, &r.USS
+}
+
+func (s *Sampler) procExit(p *trackedProc, t int64) {
+	// The process's threads went with it: marked exited, not counted as
+	// vanished, and no thread-exit event each (proc-exit says it).
+	for _, th := range p.order {
+		th.close()
+		th.info.Exited = true
+	}
+	p.order = nil
+	p.close()
+	p.info.Exited = true
+	delete(s.procs, p.pid)
+	s.event(timeline.Event{T: t, Kind: "proc-exit", PID: p.pid, Text: p.info.Comm})
+}
+
+func (s *Sampler) threadExit(p *trackedProc, th *trackedThread, t int64) {
+	th.close()
+	th.info.Exited = true
+	delete(p.threads, th.tid)
+	s.tl.Counts.VanishedThreads++
+	s.event(timeline.Event{T: t, Kind: "thread-exit", PID: p.pid, TID: th.tid, Text: th.info.Comm})
+}
+
+func (p *trackedProc) String() string { return fmt.Sprintf("pid %d (%s)", p.pid, p.info.Comm) }

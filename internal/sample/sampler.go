@@ -1,0 +1,378 @@
+package sample
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"syscall"
+	"time"
+
+	"github.com/gpufeed/gpufeed/internal/probe/proc"
+	"github.com/gpufeed/gpufeed/internal/timeline"
+)
+
+// clockTick is USER_HZ, the unit of utime/stime in /proc. The kernel fixes
+// it at 100 on every architecture Linux exposes to user space (sysconf
+// _SC_CLK_TCK), so it is a constant here rather than a cgo call.
+const clockTick = 100
+
+// Sampler samples one target until its window ends.
+type Sampler struct {
+	cfg   Config
+	tl    *timeline.Timeline
+	fs    proc.FS
+	arch  string
+	start time.Time
+
+	procRoot *proc.Dir
+	host     *proc.Host
+	procs    map[int]*trackedProc
+	// notDesc caches pids seen in /proc that are not in the tree, with the
+	// generation of the last listing that showed them (pruned when gone, so
+	// a reused pid is looked at again).
+	notDesc map[int]uint32
+	gen     uint32
+	cands   []candidate
+
+	buf      []byte // fast-tier reads: one stat or schedstat at a time
+	ticks    int
+	lastSlow time.Duration
+	recErr   error
+	gpuErr   string
+	gpuLost  map[int]bool
+	tickDur  []int64
+	samples  int
+}
+
+type candidate struct {
+	pid int
+	st  proc.Stat
+}
+
+// New prepares a sampler; it fails when the target does not exist.
+func New(cfg Config) (*Sampler, error) {
+	cfg.defaults()
+	if cfg.Proc.Root == "" {
+		fs, err := proc.NewFS("")
+		if err != nil {
+			return nil, err
+		}
+		cfg.Proc = fs
+	}
+	st, err := proc.ReadStatOnce(cfg.Proc.PidPath(cfg.PID, "stat"))
+	if err != nil {
+		if proc.IsVanished(err) {
+			return nil, fmt.Errorf("no process %d under %s", cfg.PID, cfg.Proc.Root)
+		}
+		return nil, fmt.Errorf("target %d: %w", cfg.PID, err)
+	}
+	s := &Sampler{
+		cfg:     cfg,
+		fs:      cfg.Proc,
+		arch:    proc.HostArch(),
+		procs:   map[int]*trackedProc{},
+		notDesc: map[int]uint32{},
+		gpuLost: map[int]bool{},
+		buf:     make([]byte, 4096),
+	}
+	s.tl = &timeline.Timeline{
+		Procs:   map[timeline.ProcKey]*timeline.ProcInfo{},
+		Threads: map[timeline.ThreadKey]*timeline.ThreadInfo{},
+	}
+	m := &s.tl.Meta
+	m.SchemaVersion = timeline.SchemaVersion
+	m.Tool = cfg.Tool
+	m.Hostname, _ = os.Hostname()
+	var uts syscall.Utsname
+	if syscall.Uname(&uts) == nil {
+		m.Kernel = utsString(uts.Release[:])
+	}
+	m.NumCPU = numCPU(cfg.Proc)
+	m.ClockTick = clockTick
+	m.PageSize = os.Getpagesize()
+	m.Interval = timeline.Duration(cfg.Interval)
+	m.Duration = timeline.Duration(cfg.Duration)
+	m.Target = timeline.Target{PID: cfg.PID, StartTime: st.StartTime, Command: cfg.Command, Launched: cfg.Launched}
+	m.ProcRoot = cfg.Proc.Root
+	m.SysRoot = cfg.SysRoot
+	m.GPUSource = cfg.GPUSource
+	m.Arch = s.arch
+	m.Tiers = timeline.Tiers{Slow: timeline.Duration(cfg.SlowEvery), Rollup: timeline.Duration(cfg.RollupEvery)}
+	return s, nil
+}
+
+func utsString(b []int8) string {
+	out := make([]byte, 0, len(b))
+	for _, c := range b {
+		if c == 0 {
+			break
+		}
+		out = append(out, byte(c))
+	}
+	return string(out)
+}
+
+// numCPU counts the cpuN lines of ROOT/stat (the CPUs the kernel reports,
+// not this process's affinity), falling back to the runtime's count.
+func numCPU(fs proc.FS) int {
+	b, err := os.ReadFile(fs.Path("stat"))
+	if err == nil {
+		var hs proc.HostStat
+		if proc.ParseProcStat(fs.Path("stat"), b, &hs) == nil {
+			return len(hs.CPUs)
+		}
+	}
+	return runtimeNumCPU()
+}
+
+// Run samples until the window ends, the tree has exited, or ctx is done,
+// and returns the timeline. A recorder error stops recording but not
+// sampling; it is returned (wrapped) with the timeline.
+func (s *Sampler) Run(ctx context.Context) (*timeline.Timeline, error) {
+	cfg := s.cfg
+	var err error
+	if s.procRoot, err = proc.OpenDir(s.fs.Root); err != nil {
+		return nil, err
+	}
+	defer s.procRoot.Close()
+	if s.host, err = proc.OpenHost(s.fs, cfg.SysRoot); err != nil {
+		return nil, err
+	}
+	defer s.host.Close()
+	defer s.closeAll()
+	for k, v := range s.host.NotVisible {
+		if s.tl.Meta.NotVisible == nil {
+			s.tl.Meta.NotVisible = map[string]string{}
+		}
+		s.tl.Meta.NotVisible[k] = v
+	}
+	if cfg.GPU != nil {
+		s.tl.Devices = cfg.GPU.Devices()
+	}
+
+	var ru0 syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
+	s.start = time.Now()
+	s.tl.Meta.Started = s.start
+	s.record(func(r Recorder) error { return r.WriteMeta(s.tl.Meta) })
+	if len(s.tl.Devices) > 0 {
+		s.record(func(r Recorder) error { return r.WriteDevices(s.tl.Devices) })
+	}
+
+	// The target itself is tracked first; everything else is found by its parent.
+	if st, err := proc.ReadStatOnce(s.fs.PidPath(cfg.PID, "stat")); err == nil && st.StartTime == s.tl.Meta.Target.StartTime {
+		s.addProc(cfg.PID, st, 0)
+	}
+
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	<-timer.C
+	ended := ""
+	slot := int64(0)
+	for {
+		elapsed := time.Since(s.start)
+		final := elapsed >= cfg.Duration-cfg.Interval/4
+		t0 := time.Now()
+		s.tick(elapsed, final)
+		s.tickDur = append(s.tickDur, int64(time.Since(t0)))
+		if cfg.Progress != nil {
+			cfg.Progress(elapsed, cfg.Duration, len(s.procs), s.liveThreads())
+		}
+		if final {
+			ended = "duration"
+			break
+		}
+		if len(s.procs) == 0 {
+			ended = "target exited"
+			break
+		}
+		// Next slot on the fixed grid; a tick that ran past it is an overrun
+		// and the missed slots are skipped, not bunched up.
+		slot++
+		now := time.Since(s.start)
+		next := time.Duration(slot) * cfg.Interval
+		if now > next {
+			s.tl.Counts.Overruns++
+			slot = int64(now/cfg.Interval) + 1
+			next = time.Duration(slot) * cfg.Interval
+		}
+		if next > cfg.Duration {
+			next = cfg.Duration
+		}
+		timer.Reset(next - now)
+		select {
+		case <-ctx.Done():
+			ended = "interrupted"
+		case <-cfg.TargetDone:
+			// A launched target was reaped: take one last sample now so its
+			// exit (and any survivors) are seen without waiting for the slot.
+			cfg.TargetDone = nil
+		case <-timer.C:
+		}
+		if ended != "" {
+			s.tick(time.Since(s.start), true)
+			break
+		}
+	}
+
+	var ru1 syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
+	wall := time.Since(s.start)
+	s.tl.Meta.Ended = ended
+	s.tl.Meta.Observer = &timeline.Observer{
+		CPUUserNS:     uint64(tvNS(ru1.Utime) - tvNS(ru0.Utime)),
+		CPUSysNS:      uint64(tvNS(ru1.Stime) - tvNS(ru0.Stime)),
+		WallNS:        int64(wall),
+		ThreadSamples: s.samples,
+		TickP50NS:     median(s.tickDur),
+		TickMaxNS:     slices.Max(s.tickDur),
+	}
+	for _, p := range s.procs {
+		p.info.LastSeen = s.lastT()
+	}
+	AssignRoles(s.tl)
+	if s.recErr != nil {
+		return s.tl, fmt.Errorf("recording stopped: %w", s.recErr)
+	}
+	return s.tl, nil
+}
+
+func tvNS(tv syscall.Timeval) int64 { return tv.Sec*1e9 + int64(tv.Usec)*1e3 }
+
+func median(v []int64) int64 {
+	if len(v) == 0 {
+		return 0
+	}
+	c := slices.Clone(v)
+	slices.Sort(c)
+	return c[len(c)/2]
+}
+
+func (s *Sampler) lastT() int64 {
+	if n := len(s.tl.Ticks); n > 0 {
+		return s.tl.Ticks[n-1].T
+	}
+	return 0
+}
+
+func (s *Sampler) liveThreads() int {
+	n := 0
+	for _, p := range s.procs {
+		n += len(p.threads)
+	}
+	return n
+}
+
+// record sends one item to the recorder; the first error stops recording.
+func (s *Sampler) record(fn func(Recorder) error) {
+	if s.cfg.Recorder == nil || s.recErr != nil {
+		return
+	}
+	if err := fn(s.cfg.Recorder); err != nil {
+		s.recErr = err
+	}
+}
+
+func (s *Sampler) event(e timeline.Event) {
+	s.tl.Events = append(s.tl.Events, e)
+	s.record(func(r Recorder) error { return r.WriteEvent(e) })
+}
+
+// readError counts a read that failed for another reason than vanished or
+// denied, and leaves an event naming it (once per message).
+func (s *Sampler) readError(t int64, pid int, err error) {
+	s.tl.Counts.ReadErrors++
+	msg := err.Error()
+	for _, e := range s.tl.Events {
+		if e.Kind == "read-error" && e.Text == msg {
+			return
+		}
+	}
+	s.event(timeline.Event{T: t, Kind: "read-error", PID: pid, Text: msg})
+}
+
+// tick takes one sample of everything; full forces every tier (the last tick).
+func (s *Sampler) tick(elapsed time.Duration, full bool) {
+	t := int64(elapsed)
+	slow := full || s.ticks == 0 || elapsed-s.lastSlow >= s.cfg.SlowEvery-s.cfg.Interval/2
+	s.ticks++
+	if slow {
+		s.lastSlow = elapsed
+	}
+	s.discover(t)
+	tk := timeline.Tick{T: t}
+	nThreads := 0
+	for _, p := range s.procs {
+		nThreads += len(p.threads)
+	}
+	tk.Threads = make([]timeline.ThreadSample, 0, nThreads)
+	tk.Procs = make([]timeline.ProcSample, 0, len(s.procs))
+	for _, pid := range s.sortedPIDs() {
+		p := s.procs[pid]
+		s.sampleProc(p, &tk, t, slow, full)
+		if p.gone {
+			s.procExit(p, t)
+		}
+	}
+	if hs, err := s.host.Sample(slow); err != nil {
+		s.readError(t, 0, err)
+	} else {
+		tk.Host = hs
+		for k, v := range s.host.NotVisible {
+			if s.tl.Meta.NotVisible == nil {
+				s.tl.Meta.NotVisible = map[string]string{}
+			}
+			s.tl.Meta.NotVisible[k] = v
+		}
+	}
+	s.sampleGPU(&tk, t)
+	s.samples += len(tk.Threads)
+	s.tl.Ticks = append(s.tl.Ticks, tk)
+	s.record(func(r Recorder) error { return r.WriteTick(&s.tl.Ticks[len(s.tl.Ticks)-1]) })
+}
+
+func (s *Sampler) sortedPIDs() []int {
+	pids := make([]int, 0, len(s.procs))
+	for pid := range s.procs {
+		pids = append(pids, pid)
+	}
+	slices.Sort(pids)
+	return pids
+}
+
+func (s *Sampler) sampleGPU(tk *timeline.Tick, t int64) {
+	if s.cfg.GPU == nil {
+		return
+	}
+	gs, err := s.cfg.GPU.Sample()
+	if err != nil {
+		if msg := err.Error(); msg != s.gpuErr {
+			s.gpuErr = msg
+			s.event(timeline.Event{T: t, Kind: "gpu-error", Text: msg})
+		}
+		return
+	}
+	for _, g := range gs {
+		if g.Lost != "" && !s.gpuLost[g.Index] {
+			s.gpuLost[g.Index] = true
+			s.event(timeline.Event{T: t, Kind: "gpu-lost", Text: fmt.Sprintf("GPU%d: %s", g.Index, g.Lost)})
+		}
+	}
+	tk.GPUs = gs
+}
+
+func (s *Sampler) closeAll() {
+	for _, p := range s.procs {
+		p.close()
+	}
+}
+
+var errGone = errors.New("gone")
+
+// SetRecorder streams the timeline to r as it is sampled.
+func (s *Sampler) SetRecorder(r Recorder) { s.cfg.Recorder = r }
+
+// SetProgress reports each tick to fn.
+func (s *Sampler) SetProgress(fn Progress) { s.cfg.Progress = fn }
