@@ -9,8 +9,12 @@
 # Python and its packages:
 #   apt-get install -y python3-pandas python3-numpy python3-plotly \
 #                      python3-networkx python3-psutil python3-yaml
-# SIZE is one or more trace sizes (default: 1GB). HTA is skipped, with a note,
-# for sizes above HTA_MAX_BYTES (default: no limit) or when it fails.
+# SIZE is one or more trace sizes (default: 1GB). STEPS (default 10) is the
+# number of ProfilerSteps each trace holds, as a profiler schedule records a
+# few steps: HTA's cost grows with rows x steps (it looks up each event's
+# step in a Python loop over all steps), so STEPS=0 (as many short steps as
+# fit) makes HTA much slower. HTA is skipped, with a note, for sizes above
+# HTA_MAX_BYTES (default: no limit) or when it fails.
 #
 # For each size the script generates a trace (cmd/tracegen, all gap causes
 # mixed, whole-microsecond timestamps so HTA's float rounding changes
@@ -65,10 +69,10 @@ echo "go: $(go version | cut -d' ' -f3), python: $(/usr/bin/python3 --version 2>
 for size in "${sizes[@]}"; do
 	dir="$work/trace-$size"
 	mkdir -p "$dir"
-	"$work/tracegen" -scenario mixed -size "$size" -rank 0 -o "$dir/rank-0.json" 2>"$work/gen.txt"
+	"$work/tracegen" -scenario mixed -size "$size" -steps "${STEPS:-10}" -rank 0 -o "$dir/rank-0.json" 2>"$work/gen.txt"
 	bytes=$(stat -c %s "$dir/rank-0.json")
 	echo
-	echo "== trace $size: $bytes bytes, $(grep -o '[0-9]* events' "$work/gen.txt")"
+	echo "== trace $size: $bytes bytes, $(grep -o '[0-9]* steps, [0-9]* events' "$work/gen.txt")"
 	measure gpufeed "$work/gpufeed.json" "$work/gpufeed" trace -o json "$dir" || continue
 	read -r gwall _ _ grss <"$work/gpufeed.nums"
 	gs=$(seconds "$gwall")

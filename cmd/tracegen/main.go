@@ -23,13 +23,14 @@ func main() {
 		out      = flag.String("o", "-", "output file (- for stdout)")
 		scenario = flag.String("scenario", "mixed", "healthy, dataloader, sync, pageable, launch or mixed")
 		steps    = flag.Int("steps", 0, "number of ProfilerSteps (default 8, or as many as -size allows)")
-		size     = flag.String("size", "", "stop at about this size: 500MB, 1GB")
+		size     = flag.String("size", "", "stop at about this size: 500MB, 1GB (with -steps: make the steps that large)")
+		repeat   = flag.Int("repeat", 0, "repeat each step's work this many times (default 1, or sized by -size with -steps)")
 		ns       = flag.Bool("ns", false, "nanosecond-resolution timestamps (three decimals of us)")
 		seed     = flag.Uint64("seed", 1, "random seed")
 		rank     = flag.Int("rank", -1, "rank to write in distributedInfo (-1: none)")
 	)
 	flag.Parse()
-	cfg := tracegen.Config{Scenario: tracegen.Scenario(*scenario), Steps: *steps, NsResolution: *ns, Seed: *seed, Rank: *rank, WorldSize: 1}
+	cfg := tracegen.Config{Scenario: tracegen.Scenario(*scenario), Steps: *steps, Repeat: *repeat, NsResolution: *ns, Seed: *seed, Rank: *rank, WorldSize: 1}
 	if *size != "" {
 		n, err := parseSize(*size)
 		if err != nil {

@@ -48,7 +48,12 @@ type Config struct {
 	// many as fit in TargetBytes.
 	Steps int
 	// TargetBytes stops the trace once it reaches this size (benchmarks).
+	// With Steps also set, the steps are made larger instead (each repeats
+	// its scenario's work Repeat times) so that Steps steps fill about
+	// TargetBytes: few long steps, as a profiler schedule records them.
 	TargetBytes int64
+	// Repeat runs each step's work this many times (0 means once).
+	Repeat int
 	// NsResolution writes timestamps with three decimals of microseconds,
 	// as recent Kineto does; otherwise whole microseconds.
 	NsResolution bool
@@ -161,6 +166,9 @@ func Generate(w io.Writer, cfg Config) (Truth, error) {
 	if cfg.Scenario == "" {
 		cfg.Scenario = Mixed
 	}
+	if cfg.Steps > 0 && cfg.TargetBytes > 0 && cfg.Repeat == 0 {
+		cfg.Repeat = repeatFor(cfg)
+	}
 	cw := &countWriter{w: w}
 	g := &gen{
 		cfg:      cfg,
@@ -199,6 +207,21 @@ func Generate(w io.Writer, cfg Config) (Truth, error) {
 		g.truth.SpanNs = g.lastGPU - g.firstGPU
 	}
 	return g.truth, nil
+}
+
+// repeatFor measures the size of the steps the configuration writes (on a
+// dry run of up to five steps, one per scenario) and returns the repeat
+// count that makes Steps steps about TargetBytes.
+func repeatFor(cfg Config) int {
+	dry := cfg
+	dry.TargetBytes, dry.Repeat = 0, 1
+	dry.Steps = min(cfg.Steps, len(Scenarios))
+	t, err := Generate(io.Discard, dry)
+	if err != nil || t.Bytes == 0 {
+		return 1
+	}
+	perStep := float64(t.Bytes) / float64(dry.Steps)
+	return max(1, int(float64(cfg.TargetBytes)/(perStep*float64(cfg.Steps))+0.5))
 }
 
 // scenarioFor returns the scenario of step i.
@@ -283,6 +306,18 @@ func (g *gen) step(i int, last bool) {
 	a, b := g.hostSeg(CauseDataLoader, dl)
 	g.annotation("enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__", a, b)
 	g.hostSeg(CauseUntraced, g.dur(5_000, 10_000))
+	for range max(g.cfg.Repeat, 1) {
+		g.work(sc)
+	}
+	if g.cfg.AllReduceNs > 0 {
+		g.allReduce()
+	}
+	g.hostSeg(CauseUntraced, g.dur(5_000, 10_000))
+	g.annotationStep(i, stepStart, g.host)
+}
+
+// work writes one unit of a scenario's step: its copies, operators and syncs.
+func (g *gen) work(sc Scenario) {
 	switch sc {
 	case Healthy, DataLoader:
 		g.copyIn(false, 4<<20)
@@ -314,11 +349,6 @@ func (g *gen) step(i int, last bool) {
 		}
 		g.item()
 	}
-	if g.cfg.AllReduceNs > 0 {
-		g.allReduce()
-	}
-	g.hostSeg(CauseUntraced, g.dur(5_000, 10_000))
-	g.annotationStep(i, stepStart, g.host)
 }
 
 // op writes a CPU operator that launches one kernel: operator overhead,

@@ -75,3 +75,27 @@ func TestAttributionMatchesGroundTruth(t *testing.T) {
 		}
 	}
 }
+
+// TestRepeatAndTargetBytes: steps made large (few long steps, as profiler
+// schedules record) are still attributed exactly, and Steps with
+// TargetBytes sizes the steps to fill about that many bytes.
+func TestRepeatAndTargetBytes(t *testing.T) {
+	var buf bytes.Buffer
+	truth, err := tracegen.Generate(&buf, tracegen.Config{Scenario: tracegen.Mixed, Steps: 6, TargetBytes: 8 << 20, Seed: 5, Rank: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if truth.Bytes < 6<<20 || truth.Bytes > 11<<20 {
+		t.Errorf("6 steps sized for 8 MiB wrote %d bytes", truth.Bytes)
+	}
+	tr, err := kineto.Decode(&buf, "gen.json", kineto.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := analysis.Analyze(tr, analysis.Options{}).Attribution
+	for gc, ac := range causeOf {
+		if got, w := at.ByCause[ac], truth.IdleByCause[gc]; got != w {
+			t.Errorf("%s: attributed %d ns, generator says %d", ac, got, w)
+		}
+	}
+}
