@@ -36,9 +36,12 @@ import (
 type Options struct {
 	// Workers decode chunks in parallel; 0 means GOMAXPROCS.
 	Workers int
-	// ChunkBytes is the size of one chunk; 0 picks 4 MiB, less when many
-	// workers would push the buffers past MemoryBudget.
+	// ChunkBytes is the size of one chunk; 0 picks 2 MiB, less when many
+	// workers would push the buffers past memoryBudget.
 	ChunkBytes int
+	// SizeHint is the size of the (uncompressed) JSON when the caller knows
+	// it; it only sizes memory. DecodeFile fills it in.
+	SizeHint int64
 }
 
 const (
@@ -78,7 +81,29 @@ func DecodeFile(path string, opt Options) (*trace.Trace, error) {
 		return nil, err
 	}
 	defer f.Close()
+	if opt.SizeHint == 0 {
+		opt.SizeHint = uncompressedSize(f)
+	}
 	return Decode(f, path, opt)
+}
+
+// uncompressedSize returns the file size, or for gzip the size its trailer
+// records (ISIZE: the uncompressed size modulo 4 GiB).
+func uncompressedSize(f *os.File) int64 {
+	st, err := f.Stat()
+	if err != nil {
+		return 0
+	}
+	var magic [2]byte
+	if _, err := f.ReadAt(magic[:], 0); err != nil || magic != [2]byte{0x1f, 0x8b} || st.Size() < 18 {
+		return st.Size()
+	}
+	var isize [4]byte
+	if _, err := f.ReadAt(isize[:], st.Size()-4); err != nil {
+		return 0
+	}
+	n := int64(isize[0]) | int64(isize[1])<<8 | int64(isize[2])<<16 | int64(isize[3])<<24
+	return max(n, st.Size())
 }
 
 // Decode decodes a Kineto trace from r; name labels errors and warnings.
@@ -100,6 +125,7 @@ func Decode(r io.Reader, name string, opt Options) (*trace.Trace, error) {
 		compressed: compressed,
 		b:          trace.NewBuilder(name, "kineto"),
 		opt:        opt,
+		sizeHint:   opt.SizeHint,
 	}
 	if err := d.run(src); err != nil {
 		return nil, err
@@ -122,7 +148,9 @@ type decoder struct {
 	copyKind    []copyKinds
 	haveCopy    []bool
 
-	bytesRead    int64
+	bytesRead int64
+	// sizeHint is the size of the whole JSON when known (0 otherwise).
+	sizeHint     int64
 	firstBadTime int64
 	badTimeWhat  string
 	badTimes     int64
@@ -450,9 +478,11 @@ func (d *decoder) events(r io.Reader, carry []byte, off int64, eof bool) ([]byte
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			var prev *batch
 			for c := range chunks {
-				bt := newBatch()
+				bt := sized(prev)
 				end, pos, err := parseChunk(c.data, bt)
+				prev = bt
 				select {
 				case results <- result{chunk: c, bt: bt, end: end, pos: pos, err: err}:
 				case <-ctx.Done():
@@ -549,7 +579,7 @@ func (d *decoder) settle(data []byte, off int64, final bool, readErr error, bt *
 		msg := perr.Error()
 		return 0, nil, 0, nil, 0, true, d.syntax(off+int64(pos), msg, data, pos)
 	}
-	d.merge(bt, off)
+	d.merge(bt, off, len(data))
 	if readErr != nil {
 		d.b.Warnf("%s: the compressed stream ends early at byte offset %d of the JSON (truncated gzip file); using the events before it", d.name, off+int64(len(data)))
 	}
@@ -583,7 +613,7 @@ func sendChunk(ctx context.Context, ch chan<- chunk, c chunk) bool {
 
 // merge remaps a batch's local names, threads and streams to the trace's
 // and appends its records.
-func (d *decoder) merge(bt *batch, off int64) {
+func (d *decoder) merge(bt *batch, off int64, n int) {
 	b := d.b
 	t := b.Trace()
 	names := make([]trace.NameID, len(bt.names))
@@ -603,7 +633,7 @@ func (d *decoder) merge(bt *batch, off int64) {
 		streams[i] = b.Stream(s.Device, s.ID)
 	}
 	d.growCaches(len(t.Names))
-	b.Grow(len(bt.gpu), len(bt.runtime), len(bt.cpu))
+	d.grow(bt, off, n)
 	for _, g := range bt.gpu {
 		g.Name = names[g.Name]
 		g.Stream = streams[g.Stream]
@@ -646,6 +676,26 @@ func (d *decoder) merge(bt *batch, off int64) {
 		}
 		d.profEnd = max(d.profEnd, bt.profEnd)
 	}
+}
+
+// grow makes room for a batch. When the size of the whole JSON is known,
+// a slice that is full grows at once to the size the records read so far
+// extrapolate to (plus 5 %), instead of by a quarter at a time: fewer
+// copies, and less garbage at the peak.
+func (d *decoder) grow(bt *batch, off int64, n int) {
+	t := d.b.Trace()
+	need := func(have, capacity, add int) int {
+		if have+add <= capacity {
+			return 0
+		}
+		done := off + int64(n)
+		if d.sizeHint > done && done > 0 {
+			want := int(float64(have+add) * float64(d.sizeHint) / float64(done) * 1.05)
+			return max(want-have, add)
+		}
+		return add
+	}
+	d.b.Grow(need(len(t.GPU), cap(t.GPU), len(bt.gpu)), need(len(t.Runtime), cap(t.Runtime), len(bt.runtime)), need(len(t.CPU), cap(t.CPU), len(bt.cpu)))
 }
 
 func (d *decoder) growCaches(n int) {

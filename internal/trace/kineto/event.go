@@ -95,6 +95,18 @@ func newBatch() *batch {
 	}
 }
 
+// sized returns a batch whose record slices have room for what the
+// previous batch held (chunks are alike), to avoid regrowing them.
+func sized(prev *batch) *batch {
+	bt := newBatch()
+	if prev != nil {
+		bt.gpu = make([]trace.GPUOp, 0, len(prev.gpu)+len(prev.gpu)/8)
+		bt.runtime = make([]trace.RuntimeCall, 0, len(prev.runtime)+len(prev.runtime)/8)
+		bt.cpu = make([]trace.CPUOp, 0, len(prev.cpu)+len(prev.cpu)/8)
+	}
+	return bt
+}
+
 func (bt *batch) name(raw []byte, escaped bool) uint32 {
 	if escaped {
 		bt.scratch = unescape(bt.scratch[:0], raw)

@@ -36,7 +36,18 @@ func skipSpace(b []byte, i int) int {
 
 // skipString returns the position after the string starting at b[i] == '"'.
 func skipString(b []byte, i int) (int, error) {
+	// Most strings in a trace are short keys and values ("ph", "X"): look
+	// at the first bytes directly before calling the vectorised search.
 	j := i + 1
+	for end := min(j+16, len(b)); j < end; j++ {
+		switch b[j] {
+		case '"':
+			return j + 1, nil
+		case '\\':
+			j = end // fall back to the general loop below
+		}
+	}
+	j = i + 1
 	for {
 		k := bytes.IndexByte(b[j:], '"')
 		if k < 0 {
