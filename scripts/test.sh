@@ -30,7 +30,7 @@ step "go test"
 go test -count=1 ./...
 
 # The race detector runs on the packages where goroutines share state.
-race_pkgs=$(go list ./internal/... | grep -E '/(sample|gpu)($|/)' || true)
+race_pkgs=$(go list ./internal/... | grep -E '/(sample|gpu|trace/kineto)($|/)' || true)
 if [ -n "$race_pkgs" ]; then
 	step "go test -race (concurrent packages)"
 	go test -count=1 -race $race_pkgs

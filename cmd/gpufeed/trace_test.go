@@ -1,0 +1,103 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func runTraceCmd(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	root := newRootCmd()
+	var out bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&out)
+	root.SetArgs(args)
+	err := root.Execute()
+	return out.String(), err
+}
+
+// TestTraceGolden runs `gpufeed trace` end to end on real and edge-case
+// traces and compares the output with golden files (go test -update).
+func TestTraceGolden(t *testing.T) {
+	for _, tc := range []struct{ name, path, format string }{
+		{"negative_queue", "../../testdata/traces/negative_queue_length_values_check/rank0.json.gz", "text"},
+		{"ns_resolution", "../../testdata/traces/ns_resolution_trace", "text"},
+		{"ns_resolution_json", "../../testdata/traces/ns_resolution_trace", "json"},
+		{"two_ranks", "../../testdata/traces/trace_filter", "text"},
+		{"cpu_only", "../../testdata/traces/cpu_only", "text"},
+		{"alexnet", "../../testdata/traces/critical_path/alexnet", "text"},
+		{"truncated", "../../testdata/trace-edge/truncated.json", "text"},
+		{"nan", "../../testdata/trace-edge/nan.json", "text"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := runTraceCmd(t, "trace", "-o", tc.format, tc.path)
+			if err != nil {
+				t.Fatalf("gpufeed trace: %v\n%s", err, out)
+			}
+			ext := ".txt"
+			if tc.format == "json" {
+				ext = ".json"
+				var v map[string]any
+				if err := json.Unmarshal([]byte(out), &v); err != nil {
+					t.Fatalf("not JSON: %v", err)
+				}
+			} else if !strings.HasPrefix(out, "VERDICT: ") {
+				t.Errorf("text output does not lead with the verdict: %.80q", out)
+			}
+			golden := filepath.Join("..", "..", "testdata", "golden", "cli", tc.name+ext)
+			if *update {
+				os.MkdirAll(filepath.Dir(golden), 0o755)
+				if err := os.WriteFile(golden, []byte(out), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("%v (go test ./cmd/gpufeed -run TraceGolden -update)", err)
+			}
+			if out != string(want) {
+				t.Errorf("output differs from %s (go test ./cmd/gpufeed -run TraceGolden -update to accept):\n%s", golden, out)
+			}
+		})
+	}
+}
+
+func TestTraceEdgeWarnings(t *testing.T) {
+	out, _ := runTraceCmd(t, "trace", "../../testdata/trace-edge/truncated.json")
+	if !strings.Contains(out, "WARNING: ../../testdata/trace-edge/truncated.json: byte offset ") || !strings.Contains(out, "truncated") {
+		t.Errorf("truncated trace: no warning with the file and byte offset:\n%s", out)
+	}
+	out, _ = runTraceCmd(t, "trace", "../../testdata/trace-edge/nan.json")
+	if !strings.Contains(out, "NaN") || !strings.Contains(out, "byte offset") {
+		t.Errorf("NaN trace: no warning naming NaN and the byte offset:\n%s", out)
+	}
+}
+
+func TestTraceErrors(t *testing.T) {
+	dir := t.TempDir()
+	notTrace := filepath.Join(dir, "notes.txt")
+	os.WriteFile(notTrace, []byte("hello"), 0o644)
+	bad := filepath.Join(dir, "bad.json")
+	os.WriteFile(bad, []byte(`{"traceEvents": [{"ph": "X" "cat": "kernel"}]}`), 0o644)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"trace"}, "requires at least 1 arg"},
+		{[]string{"trace", filepath.Join(dir, "missing.json")}, "no such file"},
+		{[]string{"trace", notTrace}, "not a trace"},
+		{[]string{"trace", bad}, "bad.json: byte offset 28: expected ',' or '}' in an event"},
+		{[]string{"trace", "-o", "xml", bad}, `-o "xml": want text or json`},
+		{[]string{"trace", dir + "/"}, "bad.json"},
+	} {
+		out, err := runTraceCmd(t, tc.args...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("gpufeed %v: err = %v (out %q), want %q", tc.args, err, out, tc.want)
+		}
+	}
+}

@@ -1,0 +1,206 @@
+package analysis
+
+import (
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/gpufeed/gpufeed/internal/finding"
+)
+
+// Shares are the candidate bottlenecks of a rank, each as a percentage of
+// the device span (the time the GPU should have been busy).
+type Shares struct {
+	// IdlePct is all device idle time.
+	IdlePct float64 `json:"idle_pct"`
+	// Input: the launching thread waited in DataLoader __next__.
+	Input float64 `json:"input_pct"`
+	// Sync: the thread was blocked in a synchronisation, or busy refilling
+	// the queue after a synchronisation had drained it.
+	Sync float64 `json:"sync_pct"`
+	// Transfer: the thread was inside a pageable "async" copy (while the GPU
+	// waited for it to launch, or while already-queued work did not start);
+	// plus the copy time itself when host-device copies are most of the
+	// GPU's work.
+	Transfer float64 `json:"transfer_pct"`
+	// Submission: the thread was busy in CPU operators or launch calls
+	// (not after a sync), plus launch latency between operations.
+	Submission float64 `json:"submission_pct"`
+	// OtherAPI: the thread was inside CUDA calls that launch nothing
+	// (allocation, frees, stream creation, module loading).
+	OtherAPI float64 `json:"other_api_pct"`
+	// Untraced: the thread was in nothing the profiler recorded.
+	Untraced float64 `json:"untraced_pct"`
+	// GPUWait: operations were enqueued in time but waited on other streams,
+	// events or devices.
+	GPUWait float64 `json:"gpu_wait_pct"`
+	// Unattributed: the operation after the gap had no launch record.
+	Unattributed float64 `json:"unattributed_pct"`
+	// CopyBusyPct is host-device copy time as a share of GPU busy time.
+	CopyBusyPct float64 `json:"copy_busy_pct"`
+	// SmallKernelPct is the share of kernel time spent in kernels with fewer
+	// thread blocks than SMs (Kineto's blocks per SM below one); -1 when the
+	// trace does not say.
+	SmallKernelPct float64 `json:"small_kernel_pct"`
+}
+
+// copiesDominatePct: host-device copies filling at least half the GPU's busy
+// time make the job transfer-bound even without idle time (seed 002,
+// symptom 4: "copy engines busy, SM low").
+const copiesDominatePct = 50.0
+
+// computeShares derives Shares from the attribution and GPU statistics.
+func computeShares(at *Attribution, afterSync ByCause, copyBusyPct, smallKernelPct float64) Shares {
+	sh := Shares{CopyBusyPct: copyBusyPct, SmallKernelPct: smallKernelPct}
+	if at.SpanNs <= 0 {
+		return sh
+	}
+	pct := func(ns int64) float64 { return 100 * float64(ns) / float64(at.SpanNs) }
+	b := &at.ByCause
+	sh.IdlePct = pct(at.IdleNs)
+	sh.Input = pct(b[CauseDataLoader])
+	sh.Sync = pct(b[CauseSync] + afterSync[CauseCPUOps] + afterSync[CauseLaunchAPI] + afterSync[CauseOtherAPI] + afterSync[CauseUntraced])
+	// GPU-side waits while the host was stuck in a pageable copy count as
+	// transfer: the driver stages such copies synchronously.
+	stagedWait := at.DuringGPUWait[CausePageableCopy]
+	sh.Transfer = pct(b[CausePageableCopy] + stagedWait)
+	if copyBusyPct >= copiesDominatePct {
+		sh.Transfer += (100 - sh.IdlePct) * copyBusyPct / 100
+	}
+	sh.Submission = pct(b[CauseCPUOps] - afterSync[CauseCPUOps] + b[CauseLaunchAPI] - afterSync[CauseLaunchAPI] + b[CauseLaunchLatency])
+	sh.OtherAPI = pct(b[CauseOtherAPI] - afterSync[CauseOtherAPI])
+	sh.Untraced = pct(b[CauseUntraced] - afterSync[CauseUntraced])
+	sh.GPUWait = pct(b[CauseGPUWait] - stagedWait)
+	sh.Unattributed = pct(b[CauseNoLaunch])
+	return sh
+}
+
+// candidate is one class a rank could be bound by, with its share.
+type candidate struct {
+	class   finding.Class
+	share   float64
+	finding string
+}
+
+// decide picks the verdict from the shares. The rules, in order:
+//  1. No GPU work: inconclusive.
+//  2. Idle below GPUBoundIdleMaxPct: the GPU is fed. Too-little-work when
+//     most kernel time runs kernels that leave SMs empty, GPU-bound otherwise.
+//  3. Otherwise the largest cause among input, sync, transfer and
+//     submission wins when it reaches ModerateSharePct of the span; when the
+//     largest share is GPU-side waiting, untraced host time or unlinked
+//     operations, the trace cannot say why and the verdict is inconclusive.
+func decide(sh Shares, ops int, spanNs int64, byID map[string]*finding.Finding) finding.Verdict {
+	if ops == 0 {
+		return finding.Verdict{
+			Class:      finding.Inconclusive,
+			Confidence: 0.9,
+			Summary:    "The trace holds no GPU operations, so there is nothing to explain.",
+			Missing:    "record GPU activity: torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]), or trace a GPU job with nsys --trace=cuda",
+		}
+	}
+	if ops < MinGPUOps || spanNs < MinSpanNs {
+		return finding.Verdict{
+			Class:      finding.Inconclusive,
+			Confidence: 0.8,
+			Summary:    fmt.Sprintf("The trace holds %d GPU operations over %.3f ms: too little to tell a pattern from an accident.", ops, float64(spanNs)/1e6),
+			Missing:    fmt.Sprintf("a longer trace: at least %d GPU operations over %.0f ms, ideally several ProfilerSteps (torch.profiler.schedule(wait=1, warmup=1, active=3))", MinGPUOps, float64(MinSpanNs)/1e6),
+		}
+	}
+	if sh.IdlePct < finding.GPUBoundIdleMaxPct && sh.Transfer < finding.ModerateSharePct {
+		if sh.SmallKernelPct >= finding.TooLittleWorkKernelTimePct {
+			return verdictFor(finding.TooLittleWork, math.Min(0.5+0.4*sh.SmallKernelPct/100, 0.9), byID, "small-kernels",
+				fmt.Sprintf("The GPU is busy %.0f %% of the time, but %.0f %% of kernel time runs kernels with fewer thread blocks than SMs: too little parallel work per kernel.", 100-sh.IdlePct, sh.SmallKernelPct),
+				"Give each kernel more work: a bigger batch, fused operations (torch.compile), fewer tiny per-sample kernels.")
+		}
+		conf := 0.6 + 0.4*(1-sh.IdlePct/finding.GPUBoundIdleMaxPct)
+		return verdictFor(finding.GPUBound, conf, byID, "gpu-bound",
+			fmt.Sprintf("The GPU is busy %.1f %% of the time: the CPU keeps it fed.", 100-sh.IdlePct),
+			"The CPU is not the problem: look at kernel efficiency (Nsight Compute), precision and batch size, and at GPU clocks and throttling.")
+	}
+	cands := []candidate{
+		{finding.Preprocessing, sh.Input, "host-wait-dataloader"},
+		{finding.SyncBound, sh.Sync, "host-wait-sync"},
+		{finding.TransferBound, sh.Transfer, "pageable-copies"},
+		{finding.SubmissionBound, sh.Submission, "host-wait-submission"},
+	}
+	slices.SortStableFunc(cands, func(a, b candidate) int {
+		switch {
+		case a.share > b.share:
+			return -1
+		case a.share < b.share:
+			return 1
+		}
+		return 0
+	})
+	best := cands[0]
+	if best.class == finding.TransferBound && byID["pageable-copies"] == nil {
+		best.finding = "copies-dominate"
+	}
+	unexplained := max(sh.GPUWait, sh.Untraced, sh.Unattributed, sh.OtherAPI)
+	if best.share < finding.ModerateSharePct || unexplained > best.share {
+		v := finding.Verdict{Class: finding.Inconclusive, Confidence: 0.5}
+		switch {
+		case sh.GPUWait >= unexplained && sh.GPUWait >= finding.ModerateSharePct:
+			v.Summary = fmt.Sprintf("The GPU is idle %.0f %% of the time, mostly (%.0f %%) waiting on its own dependencies (other streams, events, collectives), not on the CPU.", sh.IdlePct, sh.GPUWait)
+			v.Because = []string{"gpu-side-wait"}
+			v.Missing = "the wait is on the GPU side: compare ranks (stragglers) and stream dependencies; the CPU is not what delays the work"
+			v.Decision = "Overlap communication with computation and look for a slow rank or a serialising stream dependency."
+		case sh.Untraced >= unexplained && sh.Untraced >= finding.ModerateSharePct:
+			v.Summary = fmt.Sprintf("The GPU is idle %.0f %% of the time while the launching thread ran nothing the profiler recorded (%.0f %%).", sh.IdlePct, sh.Untraced)
+			v.Because = []string{"host-wait-untraced"}
+			v.Missing = "what the launching thread did in the gaps: profile with with_stack=True (Python frames), or run gpufeed diagnose live to see whether it was running, sleeping or blocked"
+		case sh.OtherAPI >= unexplained && sh.OtherAPI >= finding.ModerateSharePct:
+			v.Summary = fmt.Sprintf("The GPU is idle %.0f %% of the time while the launching thread sat in CUDA calls that launch nothing (%.0f %%): allocation, frees, stream creation, module loading.", sh.IdlePct, sh.OtherAPI)
+			v.Because = []string{"host-wait-other-api"}
+			v.Missing = "steady-state steps: this looks like set-up inside the profiled window; profile later steps (torch.profiler.schedule(wait=1, warmup=1, active=3))"
+			v.Decision = "If these calls recur every step (allocation churn), keep buffers allocated, drop torch.cuda.empty_cache() from the loop, and set PYTORCH_CUDA_ALLOC_CONF to reduce fragmentation."
+		case sh.Unattributed >= unexplained && sh.Unattributed >= finding.ModerateSharePct:
+			v.Summary = fmt.Sprintf("The GPU is idle %.0f %% of the time, but the operations after the gaps have no launch record in the trace.", sh.IdlePct)
+			v.Missing = "CPU runtime events linked to the GPU operations (correlation ids): record CPU activity with the CUDA activity"
+		default:
+			v.Summary = fmt.Sprintf("The GPU is idle %.0f %% of the time, spread over causes none of which reaches %.0f %% of the time.", sh.IdlePct, finding.ModerateSharePct)
+			v.Missing = "a longer trace (more steps) or a live run (gpufeed diagnose) to see CPU saturation and I/O"
+		}
+		return v
+	}
+	total := sh.Input + sh.Sync + sh.Transfer + sh.Submission + sh.OtherAPI + sh.Untraced + sh.GPUWait + sh.Unattributed
+	dominance := 0.0
+	if total > 0 {
+		dominance = 100 * best.share / total
+	}
+	conf := 0.4 + 0.3*math.Min(1, best.share/finding.HighSharePct) + 0.3*math.Min(1, dominance/finding.DominantCausePct)
+	if best.class == finding.Preprocessing {
+		// A trace shows the wait, not whether workers were busy in CPU or
+		// in I/O: preprocessing versus storage needs a live run.
+		conf *= 0.85
+	}
+	f := byID[best.finding]
+	summary, decision := "", ""
+	if f != nil {
+		summary, decision = f.Claim, f.Decision
+	}
+	return verdictFor(best.class, math.Min(conf, 0.95), byID, best.finding, summary, decision)
+}
+
+func verdictFor(c finding.Class, conf float64, byID map[string]*finding.Finding, id, summary, decision string) finding.Verdict {
+	v := finding.Verdict{Class: c, Confidence: math.Round(conf*100) / 100, Summary: summary, Decision: decision}
+	if byID[id] != nil {
+		v.Because = append(v.Because, id)
+	}
+	for _, extra := range supporting[c] {
+		if extra != id && byID[extra] != nil {
+			v.Because = append(v.Because, extra)
+		}
+	}
+	return v
+}
+
+// supporting lists, per class, other findings that back it when present.
+var supporting = map[finding.Class][]string{
+	finding.SyncBound:       {"sync-calls", "sync-copies", "sync-memsets"},
+	finding.SubmissionBound: {"short-kernels", "launch-runtime-outliers"},
+	finding.TransferBound:   {"copies-dominate"},
+	finding.Preprocessing:   {"input-bound-steps"},
+	finding.GPUBound:        {"launch-queue-full"},
+}

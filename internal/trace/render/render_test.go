@@ -1,0 +1,39 @@
+package render
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/gpufeed/gpufeed/internal/finding"
+	"github.com/gpufeed/gpufeed/internal/trace/analysis"
+)
+
+// Names in a trace file are attacker-controlled: no control character may
+// reach the terminal.
+func TestTextStripsControlCharacters(t *testing.T) {
+	evil := "kernel\x1b]0;pwned\x07\x1b[31m\r\n"
+	r := &analysis.Report{
+		Source: "/tmp/" + evil + ".json",
+		Rank:   -1,
+		Verdict: finding.Verdict{Class: finding.SubmissionBound, Confidence: 0.9, Summary: "about " + evil,
+			Because: []string{"x"}, Decision: "fix " + evil},
+		Findings: []finding.Finding{{ID: "x", Claim: evil, Evidence: []finding.Evidence{{What: evil, Text: evil, Source: evil}}}},
+		Attribution: analysis.Attribution{SpanNs: 10, IdleNs: 5,
+			TopOps:  []analysis.NamedTime{{Name: evil, Ns: 5}},
+			Longest: []analysis.GapDetail{{DurNs: 5, Next: evil, Step: -1}}},
+		Warnings: []string{evil},
+	}
+	var out bytes.Buffer
+	if err := Text(&out, Result{Reports: []*analysis.Report{r}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []string{"\x1b", "\x07", "\r"} {
+		if strings.Contains(out.String(), c) {
+			t.Fatalf("output holds control character %q:\n%q", c, out.String())
+		}
+	}
+	if !strings.HasPrefix(out.String(), "VERDICT: submission-bound") {
+		t.Errorf("output does not lead with the verdict: %q", out.String()[:40])
+	}
+}

@@ -1,0 +1,101 @@
+package tracegen_test
+
+import (
+	"bytes"
+	"fmt"
+	"testing"
+
+	"github.com/gpufeed/gpufeed/internal/finding"
+	"github.com/gpufeed/gpufeed/internal/trace/analysis"
+	"github.com/gpufeed/gpufeed/internal/trace/kineto"
+	"github.com/gpufeed/gpufeed/internal/trace/tracegen"
+)
+
+// causeOf maps the generator's host activities to the attribution's causes.
+var causeOf = map[tracegen.Cause]analysis.Cause{
+	tracegen.CauseSync:       analysis.CauseSync,
+	tracegen.CausePageable:   analysis.CausePageableCopy,
+	tracegen.CauseDataLoader: analysis.CauseDataLoader,
+	tracegen.CauseLaunchAPI:  analysis.CauseLaunchAPI,
+	tracegen.CauseCPUOps:     analysis.CauseCPUOps,
+	tracegen.CauseUntraced:   analysis.CauseUntraced,
+	tracegen.CauseLatency:    analysis.CauseLaunchLatency,
+}
+
+// TestAttributionMatchesGroundTruth generates traces whose gap causes are
+// known by construction and checks that the analysis attributes every
+// nanosecond of GPU idle time to the right cause, and reaches the class the
+// scenario was built to produce.
+func TestAttributionMatchesGroundTruth(t *testing.T) {
+	want := map[tracegen.Scenario]finding.Class{
+		tracegen.Healthy:    finding.GPUBound,
+		tracegen.DataLoader: finding.Preprocessing,
+		tracegen.Sync:       finding.SyncBound,
+		tracegen.Pageable:   finding.TransferBound,
+		tracegen.Launch:     finding.SubmissionBound,
+		tracegen.Mixed:      "",
+	}
+	for sc, class := range want {
+		for _, ns := range []bool{false, true} {
+			for _, seed := range []uint64{1, 2} {
+				t.Run(fmt.Sprintf("%s/ns=%v/seed=%d", sc, ns, seed), func(t *testing.T) {
+					var buf bytes.Buffer
+					truth, err := tracegen.Generate(&buf, tracegen.Config{Scenario: sc, Steps: 6, NsResolution: ns, Seed: seed, Rank: -1})
+					if err != nil {
+						t.Fatal(err)
+					}
+					tr, err := kineto.Decode(&buf, "gen.json", kineto.Options{Workers: 3, ChunkBytes: 64 << 10})
+					if err != nil {
+						t.Fatal(err)
+					}
+					if len(tr.Warnings) > 0 {
+						t.Fatalf("warnings: %q", tr.Warnings)
+					}
+					r := analysis.Analyze(tr, analysis.Options{})
+					at := r.Attribution
+					if at.SpanNs != truth.SpanNs {
+						t.Errorf("span = %d ns, generator says %d", at.SpanNs, truth.SpanNs)
+					}
+					for gc, ac := range causeOf {
+						if got, w := at.ByCause[ac], truth.IdleByCause[gc]; got != w {
+							t.Errorf("%s: attributed %d ns, generator says %d", ac, got, w)
+						}
+					}
+					if at.IdleNs != truth.IdleNs() {
+						t.Errorf("idle = %d ns, generator says %d", at.IdleNs, truth.IdleNs())
+					}
+					if at.AfterSyncNs != truth.AfterSyncNs {
+						t.Errorf("after-sync idle = %d ns, generator says %d", at.AfterSyncNs, truth.AfterSyncNs)
+					}
+					if class != "" && r.Verdict.Class != class {
+						t.Errorf("verdict %s (%s), want %s", r.Verdict.Class, r.Verdict.Summary, class)
+					}
+				})
+			}
+		}
+	}
+}
+
+// TestRepeatAndTargetBytes: steps made large (few long steps, as profiler
+// schedules record) are still attributed exactly, and Steps with
+// TargetBytes sizes the steps to fill about that many bytes.
+func TestRepeatAndTargetBytes(t *testing.T) {
+	var buf bytes.Buffer
+	truth, err := tracegen.Generate(&buf, tracegen.Config{Scenario: tracegen.Mixed, Steps: 6, TargetBytes: 8 << 20, Seed: 5, Rank: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if truth.Bytes < 6<<20 || truth.Bytes > 11<<20 {
+		t.Errorf("6 steps sized for 8 MiB wrote %d bytes", truth.Bytes)
+	}
+	tr, err := kineto.Decode(&buf, "gen.json", kineto.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := analysis.Analyze(tr, analysis.Options{}).Attribution
+	for gc, ac := range causeOf {
+		if got, w := at.ByCause[ac], truth.IdleByCause[gc]; got != w {
+			t.Errorf("%s: attributed %d ns, generator says %d", ac, got, w)
+		}
+	}
+}
