@@ -155,6 +155,7 @@ func runDiagnose(cmd *cobra.Command, o diagnoseOpts, args []string) error {
 	if runErr != nil {
 		fmt.Fprintln(os.Stderr, "gpufeed: warning:", runErr)
 	}
+	afterWindow(ctx, tl, fs, o.sysRoot, src)
 	if child != nil {
 		if tl.Meta.Ended == "target exited" {
 			<-childDone // the tree is gone; the reaper is about to report

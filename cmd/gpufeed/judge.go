@@ -5,8 +5,8 @@ import (
 	"io"
 
 	"github.com/gpufeed/gpufeed/internal/analysis"
-	"github.com/gpufeed/gpufeed/internal/finding"
 	"github.com/gpufeed/gpufeed/internal/report"
+	"github.com/gpufeed/gpufeed/internal/rules"
 	"github.com/gpufeed/gpufeed/internal/timeline"
 )
 
@@ -19,12 +19,9 @@ func judge(tl *timeline.Timeline, notes []string) *report.Report {
 	return report.Build(tl, a, verdict, findings, notes)
 }
 
-// applyRules runs the verdict rules over the analysis. The rules and the
-// classifier are built in issue 4 and wired in here; until then no rule runs
-// and the report has no verdict (the text report then starts with the tables).
-var applyRules = func(tl *timeline.Timeline, a *analysis.Analysis) (*finding.Verdict, []finding.Finding) {
-	return nil, nil
-}
+// applyRules runs the verdict rules and the classifier (internal/rules).
+// It is a variable so tests can judge with a fixed verdict.
+var applyRules = rules.Judge
 
 // render writes the report in the chosen format.
 func render(w io.Writer, r *report.Report, format string) error {
