@@ -117,54 +117,7 @@ func attribute(in *Input) Attribution {
 				w[finding.SubmissionBound] = 1
 				break
 			}
-			// It had spare time: the idle goes to what it waited for,
-			// weighted by how long it slept on each kind of wait. Its share
-			// in D comes from the two ticks around the interval; the rest of
-			// its sleep is split by the window's mix of its sleep readings.
-			// A wait on the device cannot have lasted longer than the device
-			// was busy (kernels or copies): beyond that the channel was slow
-			// to answer, which explains no GPU idle time.
-			sleep := math.Max(0, 100-r-q)
-			d := math.Min(sleep, dShare(L.T, i)*100)
-			rest := sleep - d
-			weights := map[finding.Class]float64{}
-			weights[finding.StorageBound] += d
-			for k := WaitKind(0); k < numWaitKinds; k++ {
-				t := mix[k] * rest
-				if t == 0 {
-					continue
-				}
-				switch k {
-				case WaitDevice:
-					t = math.Min(t, g+c)
-					if c >= thresholds.TransferMinCopyPct && c >= g {
-						weights[finding.TransferBound] += t
-					} else {
-						weights[finding.SyncBound] += t
-					}
-				case WaitDisk:
-					weights[finding.StorageBound] += t
-				case WaitTimer:
-					weights[finding.TooLittleWork] += t
-				case WaitInput:
-					weights[producersState(j, i)] += t
-				default:
-					weights[Unexplained] += t
-				}
-			}
-			total := 0.0
-			for _, v := range weights {
-				total += v
-			}
-			if total <= 0 {
-				w[Unexplained] = 1
-				break
-			}
-			for cls, v := range weights {
-				if v > 0 {
-					w[cls] = v / total
-				}
-			}
+			attributeSpare(w, j, i, mix, r, q, g, c, idle)
 		}
 		var most finding.Class
 		mostW := -1.0
@@ -187,6 +140,70 @@ func attribute(in *Input) Attribution {
 		at.IdlePct = math.NaN()
 	}
 	return at
+}
+
+// attributeSpare splits an interval's GPU idle time when the launch thread
+// had spare time (it slept some of the interval). Its sleep can cover at
+// most its own length of the idle time: that part goes to what it slept
+// on, weighted by how long it slept on each kind of wait. The rest of the
+// idle time passed while it ran or waited for a CPU: the CPU side could not
+// produce work faster, which is submission.
+//
+// Its share in D comes from the two ticks around the interval; the rest of
+// its sleep is split by the window's mix of its sleep readings. A wait on
+// the device cannot have lasted longer than the device was busy (kernels or
+// copies): beyond that the channel was slow to answer, which explains no GPU
+// idle time. A blocked write to the device is the submission path itself.
+func attributeSpare(w map[finding.Class]float64, j *Job, i int, mix [numWaitKinds]float64, r, q, g, c, idle float64) {
+	sleep := math.Max(0, 100-r-q)
+	cover := 1.0
+	if idle > 0 {
+		cover = math.Min(1, sleep/idle)
+	}
+	d := math.Min(sleep, dShare(j.Launch.T, i)*100)
+	rest := sleep - d
+	weights := map[finding.Class]float64{finding.StorageBound: d}
+	for k := WaitKind(0); k < numWaitKinds; k++ {
+		t := mix[k] * rest
+		if t == 0 {
+			continue
+		}
+		switch k {
+		case WaitDevice:
+			t = math.Min(t, g+c)
+			if c >= thresholds.TransferMinCopyPct && c >= g {
+				weights[finding.TransferBound] += t
+			} else {
+				weights[finding.SyncBound] += t
+			}
+		case WaitSubmit:
+			weights[finding.SubmissionBound] += t
+		case WaitDisk:
+			weights[finding.StorageBound] += t
+		case WaitTimer:
+			weights[finding.TooLittleWork] += t
+		case WaitInput:
+			weights[producersState(j, i)] += t
+		default:
+			weights[Unexplained] += t
+		}
+	}
+	total := 0.0
+	for _, v := range weights {
+		total += v
+	}
+	if total <= 0 {
+		w[Unexplained] += cover
+	} else {
+		for cls, v := range weights {
+			if v > 0 {
+				w[cls] += cover * v / total
+			}
+		}
+	}
+	if cover < 1 {
+		w[finding.SubmissionBound] += 1 - cover
+	}
 }
 
 // dShare is the share (0..1) of interval i a thread spent in D, estimated

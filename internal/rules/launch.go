@@ -47,7 +47,7 @@ func findLaunchThread(j *Job) *LaunchThread {
 		for _, th := range p.Threads {
 			c := cand{th: th, p: p, nonHelper: !helperRoles[th.Role], main: th.Role == "main" || th.Role == "autograd" || th.Key.TID == th.PID}
 			c.profile = profileWaits(th, p, len(th.CPUPct)+1)
-			c.device = c.profile.Asleep[WaitDevice] > 0
+			c.device = c.profile.Asleep[WaitDevice]+c.profile.Asleep[WaitSubmit] > 0
 			c.demand = nanZero(th.CPU.Mean) + nanZero(th.Wait.Mean)
 			c.present = th.CPU.N > 0
 			cands = append(cands, c)
@@ -77,7 +77,7 @@ func findLaunchThread(j *Job) *LaunchThread {
 	var how string
 	switch {
 	case c.device:
-		how = fmt.Sprintf("seen blocked on the device %d times", c.profile.Asleep[WaitDevice])
+		how = fmt.Sprintf("seen blocked on the device %d times", c.profile.Asleep[WaitDevice]+c.profile.Asleep[WaitSubmit])
 	case c.main && c.th.Role == "autograd":
 		how = "the autograd thread"
 	case c.main:

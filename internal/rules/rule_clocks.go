@@ -27,6 +27,9 @@ func runClocks(in *Input) []finding.Finding {
 		if d.Info == nil || d.Info.MaxSMClockMHz == nil || *d.Info.MaxSMClockMHz == 0 {
 			continue
 		}
+		if u := d.UtilPct.Stats(); u.N == 0 || u.Max < 50 {
+			continue // no bursts: a GPU that never works has nothing to drop between
+		}
 		maxClk := float64(*d.Info.MaxSMClockMHz)
 		var idleLow, idleN, busyLow, busyN int
 		var idleMin, busyClk float64 = math.Inf(1), 0

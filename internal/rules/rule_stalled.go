@@ -62,7 +62,7 @@ func runStalled(in *Input) []finding.Finding {
 	f := finding.Finding{
 		ID: "no-progress", Severity: finding.Critical, Supports: finding.Stalled,
 		Seed:  "004 (frozen jobs: dead ranks, blocked threads); issue 7",
-		Claim: fmt.Sprintf("nothing progresses: over %.1f s the job's %d processes used %.2f%% of one core in all, the GPU ran no kernel, and no data moved", float64(a.WindowNS)/1e9, alive, cpu),
+		Claim: fmt.Sprintf("nothing progresses: over %.1f s the job's %s used %.2f%% of one core in all, the GPU ran no kernel, and no data moved", float64(a.WindowNS)/1e9, plural(alive, "process", "processes"), cpu),
 	}
 	f.Evidence = append(f.Evidence, ev("the job's threads running, summed", cpu, "% of one core", in.window(cpuN), "schedstat of every thread of the job"))
 	if math.IsNaN(gpuMax) {

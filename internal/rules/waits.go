@@ -17,9 +17,13 @@ type WaitKind int
 const (
 	// WaitUnknown: asleep, but where was not read or not visible.
 	WaitUnknown WaitKind = iota
-	// WaitDevice: blocked on a device channel (a synchronisation, a blocking
-	// copy, a full launch queue): the GPU holds it.
+	// WaitDevice: blocked reading from a device channel (a synchronisation,
+	// a blocking copy, a full launch queue): the GPU holds it.
 	WaitDevice
+	// WaitSubmit: blocked writing to a device channel: the submission path
+	// itself is backed up (the driver, or the simulated device's server,
+	// not taking work as fast as it comes). Part of the cost of submitting.
+	WaitSubmit
 	// WaitDisk: uninterruptible sleep (D), or a read of a regular file.
 	WaitDisk
 	// WaitInput: blocked on a pipe, a socket that is not the device, a futex
@@ -35,6 +39,8 @@ func (k WaitKind) String() string {
 	switch k {
 	case WaitDevice:
 		return "the device"
+	case WaitSubmit:
+		return "submitting to the device"
 	case WaitDisk:
 		return "storage"
 	case WaitInput:
@@ -49,6 +55,11 @@ func (k WaitKind) String() string {
 var timerCalls = map[string]bool{
 	"nanosleep": true, "clock_nanosleep": true, "pause": true, "rt_sigsuspend": true,
 	"rt_sigtimedwait": true, "sched_yield": true,
+}
+
+// submitCalls write to a descriptor: on a device channel, they submit work.
+var submitCalls = map[string]bool{
+	"write": true, "writev": true, "pwrite64": true, "sendto": true, "sendmsg": true, "sendmmsg": true,
 }
 
 // fileReads read a descriptor; on a regular file that is storage.
@@ -85,6 +96,9 @@ func classifyWait(state byte, b *timeline.Blocked, channels map[string]bool, cha
 	}
 	if b.On != "" {
 		if channels[b.On] || devchan.IsNVIDIANode(b.On) {
+			if submitCalls[b.Syscall] {
+				return WaitSubmit
+			}
 			return WaitDevice
 		}
 		if strings.HasPrefix(b.On, "socket:") && !channelsRead {
