@@ -13,8 +13,10 @@ import (
 
 	"github.com/gpufeed/gpufeed/internal/demo"
 	"github.com/gpufeed/gpufeed/internal/gpu/sim"
+	"github.com/gpufeed/gpufeed/internal/probe/kmsg"
 	"github.com/gpufeed/gpufeed/internal/probe/proc"
 	"github.com/gpufeed/gpufeed/internal/sample"
+	"github.com/gpufeed/gpufeed/internal/triage"
 )
 
 func init() { subcommands = append(subcommands, newDemoCmd) }
@@ -115,7 +117,8 @@ func runDemo(cmd *cobra.Command, sc demo.Scenario, duration, interval time.Durat
 	if err != nil {
 		return fmt.Errorf("demo %s: the workload cannot be watched: %w (%s)", sc.Name, err, run.Stderr())
 	}
-	tl, err := observe(ctx, s, fs, "/sys", src, record, nil)
+	tc := triage.Config{ProcRoot: fs.Root, SysRoot: "/sys", Kmsg: kmsg.Reader{Path: kmsg.DefaultPath}}
+	tl, err := observe(ctx, s, fs, src, tc, record, nil)
 	if tl == nil {
 		return err
 	}

@@ -15,9 +15,11 @@ import (
 
 	"github.com/gpufeed/gpufeed/internal/gpu"
 	"github.com/gpufeed/gpufeed/internal/gpu/gpusource"
+	"github.com/gpufeed/gpufeed/internal/probe/kmsg"
 	"github.com/gpufeed/gpufeed/internal/probe/proc"
 	"github.com/gpufeed/gpufeed/internal/sample"
 	"github.com/gpufeed/gpufeed/internal/timeline"
+	"github.com/gpufeed/gpufeed/internal/triage"
 )
 
 func init() { subcommands = append(subcommands, newDiagnoseCmd) }
@@ -38,6 +40,8 @@ type diagnoseOpts struct {
 	procRoot string
 	sysRoot  string
 	device   string
+	kmsgPath string
+	pyStacks bool
 }
 
 func newDiagnoseCmd() *cobra.Command {
@@ -77,6 +81,8 @@ seen. gpufeed only reads: it never changes the job it watches.`,
 	f.StringVar(&o.procRoot, "proc-root", proc.DefaultRoot, "where procfs is mounted (e.g. /host/proc in a container)")
 	f.StringVar(&o.sysRoot, "sys-root", "/sys", "where sysfs is mounted")
 	f.StringVar(&o.device, "device", "auto", "GPU source: auto, none, nvml or sim:PATH")
+	f.StringVar(&o.kmsgPath, "kmsg", kmsg.DefaultPath, "the kernel log device (falls back to dmesg, then journalctl -k)")
+	f.BoolVar(&o.pyStacks, "py-stacks", false, "at the end of the window, dump every Python thread's stack and the GIL holder with py-spy (needs py-spy installed)")
 	return cmd
 }
 
@@ -135,7 +141,8 @@ func runDiagnose(cmd *cobra.Command, o diagnoseOpts, args []string) error {
 		}
 		return err
 	}
-	tl, err := observe(ctx, s, fs, o.sysRoot, src, o.record, func(tl *timeline.Timeline) {
+	tc := triage.Config{ProcRoot: o.procRoot, SysRoot: o.sysRoot, Kmsg: kmsg.Reader{Path: o.kmsgPath}, PyStacks: o.pyStacks}
+	tl, err := observe(ctx, s, fs, src, tc, o.record, func(tl *timeline.Timeline) {
 		if child == nil {
 			return
 		}
@@ -164,10 +171,10 @@ func runDiagnose(cmd *cobra.Command, o diagnoseOpts, args []string) error {
 
 // observe runs a prepared sampler for its window (recording to record when
 // set, with a progress line on a terminal), adds the facts read once per run
-// (afterWindow), lets finish complete the timeline, then closes the
-// recording. A nil timeline comes with the error that prevented sampling;
-// other problems are warnings on stderr.
-func observe(ctx context.Context, s *sample.Sampler, fs proc.FS, sysRoot string, src gpu.Source, record string, finish func(*timeline.Timeline)) (*timeline.Timeline, error) {
+// (afterWindow, frozen-job triage's end of window), lets finish complete the
+// timeline, then closes the recording. A nil timeline comes with the error
+// that prevented sampling; other problems are warnings on stderr.
+func observe(ctx context.Context, s *sample.Sampler, fs proc.FS, src gpu.Source, tc triage.Config, record string, finish func(*timeline.Timeline)) (*timeline.Timeline, error) {
 	var rec *timeline.Writer
 	var recFile *os.File
 	if record != "" {
@@ -194,10 +201,18 @@ func observe(ctx context.Context, s *sample.Sampler, fs proc.FS, sysRoot string,
 	if runErr != nil {
 		fmt.Fprintln(os.Stderr, "gpufeed: warning:", runErr)
 	}
-	afterWindow(ctx, tl, fs, sysRoot, src)
+	afterWindow(ctx, tl, fs, tc.SysRoot, src)
 	if finish != nil {
 		finish(tl)
 	}
+	// What frozen-job triage reads once at the end: descriptor kinds, CUDA
+	// use and memory limits of each process, the kernel log over the job's
+	// life, Python stacks when asked. Recorded too, so report judges alike.
+	var events triage.EventWriter
+	if rec != nil {
+		events = rec
+	}
+	triage.EndOfWindow(ctx, tc, tl, events)
 	if rec != nil {
 		err := rec.Close(tl)
 		if cerr := recFile.Close(); err == nil {

@@ -19,7 +19,8 @@ func judge(tl *timeline.Timeline, notes []string) *report.Report {
 	return report.Build(tl, a, verdict, findings, notes)
 }
 
-// applyRules runs the verdict rules and the classifier (internal/rules).
+// applyRules runs the verdict rules (frozen-job triage among them) and the
+// classifier (internal/rules).
 // It is a variable so tests can judge with a fixed verdict.
 var applyRules = rules.Judge
 

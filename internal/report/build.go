@@ -110,6 +110,9 @@ func Build(tl *timeline.Timeline, a *analysis.Analysis, v *finding.Verdict, find
 		if e.Kind == "thread-exit" {
 			continue // counted, and listed per thread as exited; a pool's churn would drown the rest
 		}
+		if e.Kind == "py-stacks" {
+			continue // a whole py-spy dump: the python-stacks finding shows it, thread by thread
+		}
 		r.Events = append(r.Events, Event{AtSec: float64(e.T) / 1e9, Kind: e.Kind, PID: e.PID, TID: e.TID, Text: e.Text})
 	}
 	return r

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gpufeed/gpufeed/internal/finding"
+	"github.com/gpufeed/gpufeed/internal/frozen"
 	"github.com/gpufeed/gpufeed/internal/rules/thresholds"
 )
 
@@ -21,14 +22,15 @@ var CauseID = map[finding.Class]string{
 	finding.TransferBound:   "copies-dominate",
 	finding.TooLittleWork:   "gpu-underfed",
 	finding.GPUBound:        "gpu-busy",
-	finding.Stalled:         "no-progress",
+	finding.Stalled:         "job-stalled",
 }
 
 // Classify picks the one verdict from the attribution and the findings, in
 // this order:
 //
 //  1. a window too short to tell a pattern from noise: inconclusive;
-//  2. a warning-or-worse finding supporting "stalled": stalled;
+//  2. a job that does not progress (frozen-job triage, internal/frozen,
+//     decides and leads with the member that died when one did): stalled;
 //  3. no GPU utilisation read (no device visible, or lost early): inconclusive;
 //  4. GPU idle under GPUBoundIdleMaxPct: GPU-bound;
 //  5. no launch thread found: inconclusive;
@@ -39,25 +41,20 @@ var CauseID = map[finding.Class]string{
 // Confidence is the share of the evidence that points to the class: for a
 // cause, the share of all idle time it explains times the share of the
 // window the GPU was read; for GPU-bound, the share of intervals the GPU was
-// busy; for stalled, 0.9 with the GPU read and 0.6 without.
+// busy; for stalled, frozen-job triage's own (higher when a dead member
+// explains the stall, lower without a GPU in view).
 func Classify(in *Input, fs []finding.Finding) finding.Verdict {
 	a, at := in.A, in.Attr
 	window := time.Duration(a.WindowNS)
 	if window < thresholds.MinWindow || len(a.Intervals) < thresholds.MinIntervals {
 		return inconclusive(shortWindow(in), nil)
 	}
-	var stall []finding.Finding
-	for _, f := range fs {
-		if f.Supports == finding.Stalled && f.Severity >= finding.Warning {
-			stall = append(stall, f)
+	if v := frozen.Verdict(in.Frozen); v != nil {
+		if v.Because == nil {
+			v.Because = []string{}
 		}
-	}
-	if len(stall) > 0 {
-		conf := 0.9
-		if at.Measured < thresholds.MinIntervals {
-			conf = 0.6
-		}
-		return verdictFor(finding.Stalled, conf, fs, "")
+		v.Confidence = round2(v.Confidence)
+		return *v
 	}
 	if at.Measured == 0 {
 		return inconclusive(noDevice(in), nil)
@@ -111,9 +108,6 @@ func verdictFor(c finding.Class, conf float64, fs []finding.Finding, note string
 		case f.Supports == c:
 			support = append(support, *f)
 		}
-	}
-	if cause == nil && c == finding.Stalled && len(support) > 0 {
-		cause, support = &support[0], support[1:]
 	}
 	sort.SliceStable(support, func(i, j int) bool { return support[i].Severity > support[j].Severity })
 	if cause != nil {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gpufeed/gpufeed/internal/analysis"
+	"github.com/gpufeed/gpufeed/internal/frozen"
 	"github.com/gpufeed/gpufeed/internal/gpu"
 	"github.com/gpufeed/gpufeed/internal/probe/sys"
 	"github.com/gpufeed/gpufeed/internal/rules/thresholds"
@@ -24,6 +25,10 @@ type Input struct {
 	Job Job
 	// Attr is where the GPU's idle time went, interval by interval.
 	Attr Attribution
+	// Frozen is frozen-job triage and the memory/limit analyses
+	// (internal/frozen): whether the job progresses at all, who died, where
+	// every thread waits.
+	Frozen frozen.Result
 }
 
 // Job is the observed process tree, with the parts that matter for feeding
@@ -67,6 +72,7 @@ func NewInput(tl *timeline.Timeline, a *analysis.Analysis) *Input {
 	in := &Input{TL: tl, A: a}
 	in.Job = buildJob(tl, a)
 	in.Attr = attribute(in)
+	in.Frozen = frozen.Analyze(tl, a)
 	return in
 }
 

@@ -12,9 +12,9 @@ func init() {
 }
 
 // runWorkers compares the job's worker processes (DataLoader workers,
-// multiprocessing children) with the CPUs the job may use: more workers than
-// CPUs is contention (a warning); otherwise it is information, and the
-// preprocessing decision uses it.
+// multiprocessing children) with the CPUs the job may use, as information
+// the preprocessing decision uses. More workers than CPUs is frozen-job
+// triage's workers-exceed-cores warning.
 func runWorkers(in *Input) []finding.Finding {
 	workers := in.workerProcs()
 	if len(workers) == 0 {
@@ -34,15 +34,10 @@ func runWorkers(in *Input) []finding.Finding {
 			ev("the workers' CPU, summed", busy, "% of one core", in.window(in.Attr.Intervals), "schedstat"),
 		},
 	}
-	switch {
-	case len(workers) > cpus:
-		f.Severity = finding.Warning
-		f.Claim = fmt.Sprintf("%d worker processes share %d CPUs: they contend with each other and with the launch thread", len(workers), cpus)
-		f.Decision = fmt.Sprintf("Use at most %d workers (the CPUs less one for the launch thread) and make each faster; more workers than cores adds context switches, "+
-			"memory and cache pressure, not throughput (002 erreur courante 6).", max(1, cpus-1))
-	default:
-		f.Claim = fmt.Sprintf("%d worker processes for %d CPUs", len(workers), cpus)
-		f.Decision = "Add workers only while throughput rises and a core stays free for the launch thread (002 Checklist C.2)."
+	if len(workers) > cpus {
+		return nil // frozen-job triage's workers-exceed-cores warns about it
 	}
+	f.Claim = fmt.Sprintf("%d worker processes for %d CPUs", len(workers), cpus)
+	f.Decision = "Add workers only while throughput rises and a core stays free for the launch thread (002 Checklist C.2); more workers than cores adds contention, not throughput (002 erreur courante 6)."
 	return []finding.Finding{f}
 }

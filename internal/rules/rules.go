@@ -9,9 +9,9 @@
 // anything but the timeline (the platform checks' results travel in it).
 //
 // Adding a rule: a new file with a Rule value registered from its init
-// function. A rule that supports a class sets Finding.Supports; a finding of
-// warning severity or worse supporting finding.Stalled makes the verdict
-// stalled (frozen-job triage plugs in there).
+// function. A rule that supports a class sets Finding.Supports; the class's
+// cause finding (CauseID) states the verdict. Frozen-job triage
+// (internal/frozen) runs as one rule and decides the stalled class.
 package rules
 
 import (

@@ -18,10 +18,14 @@ type trackedProc struct {
 	statm *proc.Kept
 	task  *proc.Dir
 	// threads by tid, and their sampling order (sorted by tid).
-	threads    map[int]*trackedThread
-	order      []*trackedThread
+	threads map[int]*trackedThread
+	order   []*trackedThread
+	// failed remembers tids listed but unreadable (vanished, zombie), so a
+	// rescan does not count them again; pruned when no longer listed.
+	failed     map[int]bool
 	mainComm   []byte
 	needFacts  bool // the main thread was renamed (exec): re-read cmdline, env, limits
+	hadMM      bool // statm has shown an address space
 	nextRollup time.Duration
 	gone       bool
 }
@@ -169,11 +173,20 @@ func (s *Sampler) fieldError(p *trackedProc, t int64, field string, err error) {
 // scanThreads lists task/ and starts tracking new threads.
 func (s *Sampler) scanThreads(p *trackedProc, t int64) {
 	var fresh []int
+	listed := map[int]bool{}
 	err := p.task.EachNumeric(func(tid int) {
-		if _, ok := p.threads[tid]; !ok {
+		if len(p.failed) > 0 {
+			listed[tid] = true
+		}
+		if _, ok := p.threads[tid]; !ok && !p.failed[tid] {
 			fresh = append(fresh, tid)
 		}
 	})
+	for tid := range p.failed {
+		if !listed[tid] {
+			delete(p.failed, tid)
+		}
+	}
 	if err != nil {
 		if !proc.IsVanished(err) {
 			s.readError(t, p.pid, err)
@@ -191,6 +204,10 @@ func (s *Sampler) scanThreads(p *trackedProc, t int64) {
 			} else {
 				s.readError(t, p.pid, err)
 			}
+			if p.failed == nil {
+				p.failed = map[int]bool{}
+			}
+			p.failed[tid] = true
 			continue
 		}
 		p.threads[tid] = th
@@ -206,7 +223,7 @@ func (s *Sampler) scanThreads(p *trackedProc, t int64) {
 func (s *Sampler) sampleProc(p *trackedProc, tk *timeline.Tick, t int64, slow, full bool) {
 	// Fast tier: a changed thread count (task/'s link count) means threads
 	// came or went; the slow tier rescans anyway to catch same-count churn.
-	if nl, err := p.task.NLink(); err == nil && (int(nl)-2 != len(p.threads) || slow) {
+	if nl, err := p.task.NLink(); err == nil && (int(nl)-2 != len(p.threads)+len(p.failed) || slow) {
 		s.scanThreads(p, t)
 	}
 	b, err := p.statm.ReadInto(s.buf)
@@ -225,7 +242,7 @@ func (s *Sampler) sampleProc(p *trackedProc, tk *timeline.Tick, t int64, slow, f
 	mainAlive := false
 	for i := 0; i < len(p.order); i++ {
 		th := p.order[i]
-		ts, err := s.sampleThread(p, th)
+		ts, err := s.sampleThread(p, th, slow)
 		if err != nil {
 			if !proc.IsVanished(err) && !errors.Is(err, errGone) {
 				s.readError(t, p.pid, err)
@@ -255,10 +272,13 @@ func (s *Sampler) sampleProc(p *trackedProc, tk *timeline.Tick, t int64, slow, f
 		tk.Threads = append(tk.Threads, ts.ThreadSample)
 		th.info.LastSeen = t
 	}
-	if live == 0 || (!mainAlive && sm.Resident == 0 && sm.Size == 0) {
+	// A user process without an address space is exiting (exit_mm ran
+	// before the threads turned zombie): its memory is not "0 bytes".
+	if live == 0 || !mainAlive && sm.Resident == 0 || sm.Size == 0 && p.hadMM {
 		p.gone = true
 		return
 	}
+	p.hadMM = p.hadMM || sm.Size > 0
 	p.info.LastSeen = t
 	ps := timeline.ProcSample{PID: p.pid, Threads: live, RSSPages: sm.Resident}
 	if slow {

@@ -2,6 +2,7 @@ package sample
 
 import (
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/gpufeed/gpufeed/internal/timeline"
@@ -27,16 +28,19 @@ const (
 	ThreadNCCL     = "nccl"        // pt_nccl_* (watchdog, heartbeat) and NCCL's own threads
 	ThreadC10d     = "c10d"        // pt_tcpstore*, pt_watchdog: rendezvous store and its watchdog
 	ThreadTorch    = "torch-pool"  // pt_thread_pool: c10's intra-/inter-op pool
-	ThreadIntraOp  = "intra-op"    // unnamed threads of a torch process: OpenMP/MKL pool threads
+	ThreadIntraOp  = "intra-op"    // threads of a torch process that kept an inherited name: OpenMP/MKL pool threads
 	ThreadCUDA     = "cuda-driver" // cuda-EvtHandlr and other threads libcuda starts
 	ThreadWorker   = "dataloader-worker"
 	ThreadUnnamed  = "unnamed" // inherits the process name; nothing more is known
 )
 
 // ThreadRole names a thread from its name and its place in the process.
-// procComm is the name threads inherit (the executable's), torch says
-// whether the process shows PyTorch-named threads.
-func ThreadRole(comm string, isMain bool, procComm string, torch bool) string {
+// inherited lists the names a thread that never named itself carries (the
+// executable's, and the main thread's: Linux threads inherit the creator's
+// name, so after PyTorch renames the main thread pt_main_thread, the OpenMP
+// threads it starts are called pt_main_thread too); torch says whether the
+// process shows PyTorch-named threads.
+func ThreadRole(comm string, isMain bool, inherited []string, torch bool) string {
 	switch {
 	case strings.HasPrefix(comm, "pt_autograd"):
 		return ThreadAutograd
@@ -54,7 +58,7 @@ func ThreadRole(comm string, isMain bool, procComm string, torch bool) string {
 		return ThreadMain
 	case comm == "pt_data_worker":
 		return ThreadWorker
-	case comm == procComm && torch:
+	case torch && slices.Contains(inherited, comm):
 		return ThreadIntraOp
 	}
 	return ThreadUnnamed
@@ -146,9 +150,14 @@ func AssignRoles(tl *timeline.Timeline) {
 	}
 	for pid, ts := range threadsOf {
 		p := byPID[pid]
-		procComm := ""
+		var inherited []string
 		if p != nil {
-			procComm = exeComm(p)
+			inherited = append(inherited, exeComm(p))
+		}
+		for _, t := range ts {
+			if t.Key.TID == pid {
+				inherited = append(inherited, t.Comm)
+			}
 		}
 		torch := false
 		for _, t := range ts {
@@ -158,7 +167,7 @@ func AssignRoles(tl *timeline.Timeline) {
 			}
 		}
 		for _, t := range ts {
-			t.Role = ThreadRole(t.Comm, t.Key.TID == pid, procComm, torch)
+			t.Role = ThreadRole(t.Comm, t.Key.TID == pid, inherited, torch)
 		}
 	}
 }

@@ -37,6 +37,7 @@ type Sampler struct {
 	cands   []candidate
 
 	buf      []byte // fast-tier reads: one stat or schedstat at a time
+	ticks    int
 	lastSlow time.Duration
 	recErr   error
 	gpuErr   string
@@ -295,7 +296,8 @@ func (s *Sampler) readError(t int64, pid int, err error) {
 // tick takes one sample of everything; full forces every tier (the last tick).
 func (s *Sampler) tick(elapsed time.Duration, full bool) {
 	t := int64(elapsed)
-	slow := full || len(s.tl.Ticks) == 0 || elapsed-s.lastSlow >= s.cfg.SlowEvery-s.cfg.Interval/2
+	slow := full || s.ticks == 0 || elapsed-s.lastSlow >= s.cfg.SlowEvery-s.cfg.Interval/2
+	s.ticks++
 	if slow {
 		s.lastSlow = elapsed
 	}

@@ -18,7 +18,22 @@ type trackedThread struct {
 	stat  *proc.Kept
 	sched *proc.Kept
 	comm  []byte
-	state byte
+	// Last stat fields and the schedstat they were read with.
+	state     byte
+	utime     uint64
+	stime     uint64
+	cpu       int
+	haveStat  bool
+	lastSched proc.Schedstat
+	// The last slow-tier readings, carried forward while the thread has not
+	// run since: a thread that did not run cannot have switched context,
+	// changed system call or moved to another wait.
+	sw       *timeline.Switches
+	swSlices uint64 // schedstat slices when sw was read
+	blk      *timeline.Blocked
+	blkRunNS uint64 // schedstat run time when blk was read
+	blkState byte
+	haveBlk  bool
 }
 
 func (t *trackedThread) close() {
@@ -104,21 +119,15 @@ func readOnce(path string, buf []byte) ([]byte, error) {
 	return k.ReadInto(buf)
 }
 
-// sampleThread is the hot path: two preads and two allocation-free parses.
-func (s *Sampler) sampleThread(p *trackedProc, th *trackedThread) (threadSample, error) {
+// sampleThread is the hot path. schedstat is read first (one pread); stat
+// (the second pread, and the costlier file to format) is read only when
+// schedstat shows the thread ran, waited or was switched since the last
+// read, or when fresh is set (the slow tier, to catch renames and state
+// changes of threads that never run). A thread that has not run cannot have
+// gained CPU time or moved CPU, so its stat fields are carried forward.
+func (s *Sampler) sampleThread(p *trackedProc, th *trackedThread, fresh bool) (threadSample, error) {
 	var out threadSample
-	b, err := s.readStat(p, th)
-	if err != nil {
-		return out, err
-	}
-	var st proc.Stat
-	if err := proc.ParseStat(b, &st); err != nil {
-		return out, err
-	}
-	if st.State == 'Z' || st.State == 'X' {
-		return out, errGone
-	}
-	b, err = s.readSched(p, th)
+	b, err := s.readSched(p, th)
 	if err != nil {
 		return out, err
 	}
@@ -126,29 +135,61 @@ func (s *Sampler) sampleThread(p *trackedProc, th *trackedThread) (threadSample,
 	if err := proc.ParseSchedstat(b, &ss); err != nil {
 		return out, err
 	}
-	if string(st.Comm) != string(th.comm) { // compiles to a comparison, no allocation
-		th.comm = append(th.comm[:0], st.Comm...)
-		th.info.Comm = string(th.comm)
+	if fresh || !th.haveStat || ss != th.lastSched {
+		b, err := s.readStat(p, th)
+		if err != nil {
+			return out, err
+		}
+		var st proc.Stat
+		if err := proc.ParseStat(b, &st); err != nil {
+			return out, err
+		}
+		if st.State == 'Z' || st.State == 'X' {
+			return out, errGone
+		}
+		if string(st.Comm) != string(th.comm) { // compiles to a comparison, no allocation
+			th.comm = append(th.comm[:0], st.Comm...)
+			th.info.Comm = string(th.comm)
+		}
+		th.state, th.utime, th.stime, th.cpu = st.State, st.UTime, st.STime, st.Processor
+		th.haveStat = true
+		out.Comm = st.Comm
 	}
-	th.state = st.State
-	out.ThreadSample = timeline.ThreadSample{TID: th.tid, PID: p.pid, State: st.State,
-		UTime: st.UTime, STime: st.STime, RunNS: ss.RunNS, WaitNS: ss.WaitNS, Slices: ss.Slices, CPU: st.Processor}
-	out.Comm = st.Comm
+	th.lastSched = ss
+	out.ThreadSample = timeline.ThreadSample{TID: th.tid, PID: p.pid, State: th.state,
+		UTime: th.utime, STime: th.stime, RunNS: ss.RunNS, WaitNS: ss.WaitNS, Slices: ss.Slices, CPU: th.cpu}
 	return out, nil
 }
 
 // slowThread adds the once-a-second details: context switches, and for a
 // thread asleep (S) or in uninterruptible wait (D), where it waits.
+//
+// Both are carried forward without a read while the thread has not run
+// since the last one (schedstat's slice count and run time unchanged): an
+// idle pool of a thousand threads then costs nothing here.
 func (s *Sampler) slowThread(p *trackedProc, th *trackedThread, ts *timeline.ThreadSample, t int64) {
-	st, err := proc.ReadStatus(s.fs.TaskPath(p.pid, th.tid, "status"))
-	if err == nil && st.HaveCtxt {
-		ts.Switches = &timeline.Switches{Voluntary: st.VoluntaryCtxt, Involuntary: st.NonvoluntaryCtxt}
-	} else if err != nil && !proc.IsVanished(err) && proc.AsDenied(err) == nil {
-		s.readError(t, p.pid, err)
+	if th.sw != nil && ts.Slices == th.swSlices {
+		ts.Switches = th.sw
+	} else {
+		st, err := proc.ReadStatus(s.fs.TaskPath(p.pid, th.tid, "status"))
+		if err == nil && st.HaveCtxt {
+			th.sw = &timeline.Switches{Voluntary: st.VoluntaryCtxt, Involuntary: st.NonvoluntaryCtxt}
+			th.swSlices = ts.Slices
+			ts.Switches = th.sw
+		} else if err != nil && !proc.IsVanished(err) && proc.AsDenied(err) == nil {
+			s.readError(t, p.pid, err)
+		}
 	}
-	if ts.State == 'S' || ts.State == 'D' {
-		ts.Blocked = s.blocked(p.pid, th.tid)
+	if ts.State != 'S' && ts.State != 'D' {
+		th.haveBlk = false
+		return
 	}
+	if th.haveBlk && ts.RunNS == th.blkRunNS && ts.State == th.blkState {
+		ts.Blocked = th.blk
+		return
+	}
+	ts.Blocked = s.blocked(p.pid, th.tid)
+	th.blk, th.blkRunNS, th.blkState, th.haveBlk = ts.Blocked, ts.RunNS, ts.State, true
 }
 
 // blocked reads wchan, the system call in progress and, for calls that wait

@@ -251,8 +251,13 @@ func Decode(r io.Reader, name string) (*Timeline, []string, error) {
 			warnings = append(warnings, fmt.Sprintf("%s: line %d: unknown record skipped", name, line))
 		}
 	}
-	if err := sc.Err(); err != nil && !isTruncation(err) {
-		return tl, warnings, fmt.Errorf("%s: line %d: %w", name, line+1, err)
+	if err := sc.Err(); err != nil {
+		if !isTruncation(err) {
+			return tl, warnings, fmt.Errorf("%s: line %d: %w", name, line+1, err)
+		}
+		if ended {
+			warnings = append(warnings, fmt.Sprintf("%s: the compressed stream is cut short after its end record (%v); the samples are complete", name, err))
+		}
 	}
 	if !ended {
 		warnings = append(warnings, fmt.Sprintf("%s: truncated recording (no end record): kept %d ticks up to line %d; exits and roles after that are unknown",

@@ -169,6 +169,69 @@ type ProcInfo struct {
 	Exited bool `json:"exited,omitempty"`
 	// NotVisible maps a field name to why it could not be read and what privilege would show it.
 	NotVisible map[string]string `json:"not_visible,omitempty"`
+
+	// Read once, near the end of the window (internal/probe/procfacts); nil
+	// when not read.
+	// FDKinds is what the open descriptors are.
+	FDKinds *FDKinds `json:"fd_kinds,omitempty"`
+	// CUDA is what of the CUDA driver the process maps or holds open.
+	CUDA *CUDAUse `json:"cuda,omitempty"`
+	// MemCgroup is the process's memory cgroup, its limit and usage.
+	MemCgroup *MemCgroup `json:"mem_cgroup,omitempty"`
+}
+
+// FDKinds counts a process's open descriptors by kind (internal/probe/fdkinds:
+// "file", "socket", "pipe", "anon_inode", "nvidia", "device", "memfd", "other").
+type FDKinds struct {
+	// T is when they were read, monotonic nanoseconds since Meta.Started.
+	T      int64          `json:"t"`
+	ByKind map[string]int `json:"by_kind"`
+	// TopDirs are the directories holding the most open regular files.
+	TopDirs []DirCount `json:"top_dirs,omitempty"`
+}
+
+// DirCount is a directory and how many open files it holds.
+type DirCount struct {
+	Dir string `json:"dir"`
+	N   int    `json:"n"`
+}
+
+// CUDAUse is what of the CUDA driver a process maps or holds open.
+type CUDAUse struct {
+	// Mapped lists libcuda.so* and /dev/nvidia* mappings (/proc/PID/maps).
+	Mapped []string `json:"mapped"`
+	// DeviceFDs lists the /dev/nvidia* nodes held open (/proc/PID/fd).
+	DeviceFDs []string `json:"device_fds"`
+}
+
+// Initialised says the process holds a CUDA context's driver handles:
+// /dev/nvidia* mapped or open.
+func (c *CUDAUse) Initialised() bool {
+	if c == nil {
+		return false
+	}
+	if len(c.DeviceFDs) > 0 {
+		return true
+	}
+	for _, m := range c.Mapped {
+		if len(m) > 11 && m[:11] == "/dev/nvidia" {
+			return true
+		}
+	}
+	return false
+}
+
+// MemCgroup is a process's memory cgroup and the tightest limit on its path.
+type MemCgroup struct {
+	// T is when it was read, monotonic nanoseconds since Meta.Started.
+	T       int64  `json:"t"`
+	Version int    `json:"version"`
+	Path    string `json:"path"`
+	// LimitBytes is nil when no limit is set; LimitAt is the cgroup setting it.
+	LimitBytes *uint64 `json:"limit_bytes,omitempty"`
+	LimitAt    string  `json:"limit_at,omitempty"`
+	// UsageBytes is the usage of the limiting cgroup; nil when not readable.
+	UsageBytes *uint64 `json:"usage_bytes,omitempty"`
 }
 
 // DeviceChannels are the descriptors a process talks to a GPU through.

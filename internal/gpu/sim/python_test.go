@@ -186,10 +186,12 @@ out["full_ns"] = time.monotonic_ns() - t
 dev.synchronize()
 
 # Thread B synchronises stream 0 (work main submitted: 100 ms) while main
-# keeps launching on stream 1 without waiting.
+# keeps launching on stream 1 without waiting. The clock starts before the
+# first launch: no kernel can start before it is submitted, so the five end
+# no earlier than 100 ms after start.
+start = time.monotonic_ns()
 for _ in range(5):
     dev.launch(20000, stream=0)
-start = time.monotonic_ns()
 synced = {}
 def waiter():
     dev.synchronize(0)

@@ -7,21 +7,26 @@ import "bytes"
 // every other variable is skipped while parsing and never stored or printed.
 // Each entry is here because a judgement uses it:
 //   - rank identity: RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE,
-//     GROUP_RANK, SLURM_PROCID, SLURM_LOCALID, SLURM_JOB_ID (name a dead rank);
+//     GROUP_RANK, SLURM_PROCID, SLURM_LOCALID, SLURM_JOB_ID, and Open MPI's
+//     and PMI's OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_LOCAL_RANK, PMI_RANK
+//     (name a dead rank);
 //   - thread pools: OMP_NUM_THREADS, MKL_NUM_THREADS (oversubscription);
 //   - CUDA: CUDA_VISIBLE_DEVICES, CUDA_LAUNCH_BLOCKING, PYTORCH_CUDA_ALLOC_CONF;
-//   - NCCL / torch.distributed error handling and timeouts (silent hangs,
-//     including the pre-2.2 name NCCL_ASYNC_ERROR_HANDLING);
+//   - NCCL / torch.distributed error handling, watchdog monitoring and
+//     timeouts (silent hangs, including the pre-2.2 name
+//     NCCL_ASYNC_ERROR_HANDLING);
 //   - GPUFEED_SIMDEV: the simulated device's socket.
 var EnvAllowlist = []string{
 	"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK",
 	"SLURM_PROCID", "SLURM_LOCALID", "SLURM_JOB_ID",
+	"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK",
 	"OMP_NUM_THREADS", "MKL_NUM_THREADS",
 	"CUDA_VISIBLE_DEVICES", "CUDA_LAUNCH_BLOCKING", "PYTORCH_CUDA_ALLOC_CONF",
 	"NCCL_ASYNC_ERROR_HANDLING", "TORCH_NCCL_ASYNC_ERROR_HANDLING",
 	"TORCH_NCCL_BLOCKING_WAIT", "NCCL_BLOCKING_WAIT",
 	"TORCH_NCCL_DUMP_ON_TIMEOUT", "TORCH_NCCL_TRACE_BUFFER_SIZE",
 	"NCCL_TIMEOUT", "NCCL_DEBUG", "TORCH_DISTRIBUTED_DEBUG",
+	"TORCH_NCCL_ENABLE_MONITORING", "TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC",
 	"GPUFEED_SIMDEV",
 }
 

@@ -3,6 +3,7 @@ package proc
 import (
 	"fmt"
 	"syscall"
+	"unsafe"
 )
 
 // Kept is a /proc file held open and re-read from offset 0 on every sample:
@@ -78,11 +79,21 @@ func openRetry(path string) (int, error) {
 	}
 }
 
+// preadRetry reads from offset 0. It is a raw system call: procfs reads of
+// stat, schedstat and statm format kernel counters without sleeping, so the
+// Go scheduler's entry/exit bookkeeping (a measurable share of a 2 µs read)
+// buys nothing here.
 func preadRetry(fd int, buf []byte) (int, error) {
+	if len(buf) == 0 {
+		return 0, nil
+	}
 	for {
-		n, err := syscall.Pread(fd, buf, 0)
-		if err != syscall.EINTR {
-			return n, err
+		n, _, e := syscall.RawSyscall6(syscall.SYS_PREAD64, uintptr(fd), uintptr(unsafe.Pointer(&buf[0])), uintptr(len(buf)), 0, 0, 0)
+		if e == 0 {
+			return int(n), nil
+		}
+		if e != syscall.EINTR {
+			return 0, e
 		}
 	}
 }

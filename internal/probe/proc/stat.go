@@ -14,11 +14,19 @@ type Stat struct {
 	Processor  int    // field 39, CPU last run on
 }
 
+// maxCommLen bounds the command name in stat (kernel threads' full names
+// reach 64 bytes; user tasks' 15).
+const maxCommLen = 64
+
 // statFieldsWanted is the highest field ParseStat needs (processor, 39).
 const statFieldsWanted = 39
 
-// ParseStat parses a stat line into s without allocating. The command name
-// is cut at the LAST ')' because a process may name itself "a) b (c".
+// statWanted marks the fields ParseStat converts; the others are skipped.
+var statWanted = [statFieldsWanted + 1]bool{4: true, 14: true, 15: true, 20: true, 22: true, 39: true}
+
+// ParseStat parses a stat line into s without allocating, in one pass over
+// the bytes after the command name. The name is cut at the LAST ')' because
+// a process may name itself "a) b (c".
 func ParseStat(b []byte, s *Stat) error {
 	open := -1
 	for i, c := range b {
@@ -27,38 +35,65 @@ func ParseStat(b []byte, s *Stat) error {
 			break
 		}
 	}
+	// The name is at most 64 bytes (TASK_COMM_LEN for tasks, longer for
+	// some kernel threads) and nothing after it holds a ')': the last ')'
+	// within that reach closes it, without scanning the whole line.
 	close := -1
-	for i := len(b) - 1; i > open; i-- {
+	end := min(len(b), open+maxCommLen+2)
+	for i := end - 1; i > open; i-- {
 		if b[i] == ')' {
 			close = i
 			break
 		}
 	}
-	if open < 0 || close < 0 {
-		return &ParseError{File: "stat", Offset: 0, Want: "PID (comm) ..."}
+	if open < 0 || close < 0 || close+3 >= len(b) || b[close+1] != ' ' {
+		return &ParseError{File: "stat", Offset: 0, Want: "PID (comm) STATE ..."}
 	}
 	s.Comm = b[open+1 : close]
-	i := close + 1
-	field := 3
-	for field <= statFieldsWanted {
-		f, next := nextField(b, i)
-		if len(f) == 0 {
+	s.State = b[close+2]
+	// Fields 4..39: unsigned decimals, except that ppid, num_threads and
+	// processor are signed in the kernel's format (-1 appears in some fields).
+	i := close + 3
+	for field := 4; field <= statFieldsWanted; field++ {
+		if i >= len(b) || b[i] != ' ' {
 			return &ParseError{File: "stat", Offset: i, Want: "field " + itoa(field) + " (line ends early)"}
 		}
-		i = next
-		switch field {
-		case 3:
-			s.State = f[0]
-		case 4:
-			v, ok := parseInt(f)
-			if !ok {
-				return &ParseError{File: "stat", Offset: i - len(f), Want: "ppid (field 4) as an integer"}
+		i++
+		start := i
+		if !statWanted[field] {
+			// Skip without converting: fields 23-38 are long addresses.
+			for i < len(b) && b[i] != ' ' && b[i] != '\n' {
+				i++
 			}
-			s.PPID = int(v)
+			if i == start {
+				return &ParseError{File: "stat", Offset: start, Want: "field " + itoa(field)}
+			}
+			continue
+		}
+		neg := false
+		if i < len(b) && b[i] == '-' {
+			neg = true
+			i++
+		}
+		var v uint64
+		digits := 0
+		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+			if v > (1<<64-1)/10 {
+				return &ParseError{File: "stat", Offset: start, Want: "field " + itoa(field) + " within 64 bits"}
+			}
+			v = v*10 + uint64(b[i]-'0')
+			i++
+			digits++
+		}
+		if digits == 0 || (i < len(b) && b[i] != ' ' && b[i] != '\n') {
+			return &ParseError{File: "stat", Offset: start, Want: "field " + itoa(field) + " as an integer"}
+		}
+		switch field {
+		case 4:
+			s.PPID = signed(v, neg)
 		case 14, 15, 22:
-			v, ok := parseUint(f)
-			if !ok {
-				return &ParseError{File: "stat", Offset: i - len(f), Want: "field " + itoa(field) + " as an unsigned integer"}
+			if neg {
+				return &ParseError{File: "stat", Offset: start, Want: "field " + itoa(field) + " as an unsigned integer"}
 			}
 			switch field {
 			case 14:
@@ -68,20 +103,20 @@ func ParseStat(b []byte, s *Stat) error {
 			case 22:
 				s.StartTime = v
 			}
-		case 20, 39:
-			v, ok := parseInt(f)
-			if !ok {
-				return &ParseError{File: "stat", Offset: i - len(f), Want: "field " + itoa(field) + " as an integer"}
-			}
-			if field == 20 {
-				s.NumThreads = int(v)
-			} else {
-				s.Processor = int(v)
-			}
+		case 20:
+			s.NumThreads = signed(v, neg)
+		case 39:
+			s.Processor = signed(v, neg)
 		}
-		field++
 	}
 	return nil
+}
+
+func signed(v uint64, neg bool) int {
+	if neg {
+		return -int(v)
+	}
+	return int(v)
 }
 
 // itoa formats a small non-negative int for error messages (errors are

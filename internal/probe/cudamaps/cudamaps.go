@@ -1,0 +1,125 @@
+// Package cudamaps finds the CUDA driver objects a process has mapped: the
+// driver library (libcuda.so) and the NVIDIA device nodes (/dev/nvidiactl,
+// /dev/nvidia0, /dev/nvidia-uvm) that a CUDA context maps into its address
+// space. A process forked from a parent that had initialised CUDA inherits
+// these mappings (seed 000 §5: fork after CUDA init).
+package cudamaps
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// DefaultMaxBytes bounds what is read of /proc/PID/maps: a PyTorch process
+// maps a few thousand regions (well under 1 MiB of text); 16 MiB is far
+// beyond any real one.
+const DefaultMaxBytes = 16 << 20
+
+// Use is what a process maps of CUDA.
+type Use struct {
+	// Objects are the distinct CUDA-related paths mapped, sorted.
+	Objects []string
+	// Driver says libcuda.so is mapped (the driver was loaded);
+	// DeviceNodes says /dev/nvidia* nodes are mapped (a context exists).
+	Driver      bool
+	DeviceNodes bool
+	// Truncated says the maps file was larger than the cap.
+	Truncated bool
+}
+
+// ErrGone is wrapped when the process no longer exists; ErrNotVisible when
+// its maps may not be read.
+var (
+	ErrGone       = errors.New("process gone")
+	ErrNotVisible = errors.New("not visible")
+)
+
+// Read reads pid's maps under procRoot.
+func Read(procRoot string, pid int, maxBytes int64) (Use, error) {
+	if maxBytes <= 0 {
+		maxBytes = DefaultMaxBytes
+	}
+	p := filepath.Join(procRoot, strconv.Itoa(pid), "maps")
+	f, err := os.Open(p)
+	if err != nil {
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			return Use{}, fmt.Errorf("%s: %w", p, ErrGone)
+		case errors.Is(err, fs.ErrPermission):
+			return Use{}, fmt.Errorf("%s: %w: needs CAP_SYS_PTRACE or the process's own user", p, ErrNotVisible)
+		}
+		return Use{}, fmt.Errorf("%s: %w", p, err)
+	}
+	defer f.Close()
+	u, err := Parse(io.LimitReader(f, maxBytes+1), maxBytes)
+	if err != nil {
+		return Use{}, fmt.Errorf("%s: %w", p, err)
+	}
+	return u, nil
+}
+
+// Parse reads maps text: "start-end perms offset dev inode   path".
+func Parse(r io.Reader, maxBytes int64) (Use, error) {
+	var u Use
+	seen := map[string]bool{}
+	br := bufio.NewReaderSize(r, 64<<10)
+	var read int64
+	for {
+		line, err := br.ReadString('\n')
+		read += int64(len(line))
+		if read > maxBytes {
+			u.Truncated = true
+			break
+		}
+		if p := mappedPath(line); p != "" && isCUDA(p) && !seen[p] {
+			seen[p] = true
+			u.Objects = append(u.Objects, p)
+			if strings.HasPrefix(p, "/dev/nvidia") {
+				u.DeviceNodes = true
+			} else {
+				u.Driver = true
+			}
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return u, err
+		}
+	}
+	sort.Strings(u.Objects)
+	return u, nil
+}
+
+// mappedPath returns the path column of a maps line ("" for anonymous).
+func mappedPath(line string) string {
+	line = strings.TrimRight(line, "\n")
+	// five fields before the path; the path may hold spaces
+	rest := line
+	for range 5 {
+		sp := strings.IndexByte(rest, ' ')
+		if sp < 0 {
+			return ""
+		}
+		rest = rest[sp+1:]
+	}
+	return strings.TrimSuffix(strings.TrimLeft(rest, " "), " (deleted)")
+}
+
+// isCUDA says whether a mapped path is the CUDA driver or an NVIDIA node.
+func isCUDA(p string) bool {
+	if strings.HasPrefix(p, "/dev/nvidia") {
+		return true
+	}
+	base := path.Base(p)
+	return strings.HasPrefix(base, "libcuda.so") || strings.HasPrefix(base, "libcuda-")
+}

@@ -1,0 +1,129 @@
+package report
+
+import (
+	"bytes"
+	"encoding/json"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpufeed/gpufeed/internal/analysis"
+	"github.com/gpufeed/gpufeed/internal/finding"
+	"github.com/gpufeed/gpufeed/internal/timeline"
+)
+
+func TestClean(t *testing.T) {
+	for in, want := range map[string]string{
+		"pt_main_thread":     "pt_main_thread",
+		"\x1b[31mred\x1b[0m": "?[31mred?[0m",
+		"a\nb\rc\td":         "a?b?c?d",
+		"\u009b2J":           "?2J", // C1 CSI
+		"ok\u2028line":       "ok?line",
+		"caf\xc3\xa9 \xff":   "café \uFFFD",
+	} {
+		if got := Clean(in); got != want {
+			t.Errorf("Clean(%q) = %q, want %q", in, got, want)
+		}
+	}
+	if got := CleanArgs([]string{"python3", "-c", "print('x')\x1b]0;pwned\x07"}); strings.ContainsAny(got, "\x1b\x07") {
+		t.Errorf("CleanArgs kept control characters: %q", got)
+	}
+}
+
+// hostile is a timeline whose names try to forge terminal output.
+func hostile() *timeline.Timeline {
+	pk := timeline.ProcKey{PID: 7, StartTime: 1}
+	tk := timeline.ThreadKey{TID: 7, StartTime: 1}
+	tl := &timeline.Timeline{
+		Meta: timeline.Meta{Tool: "gpufeed test", NumCPU: 1, ClockTick: 100, PageSize: 4096,
+			Started: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), Interval: timeline.Duration(100 * time.Millisecond),
+			Target: timeline.Target{PID: 7, StartTime: 1}},
+		Procs:   map[timeline.ProcKey]*timeline.ProcInfo{pk: {Key: pk, Comm: "evil\x1b[2J", Cmdline: []string{"evil\x1b]0;title\x07", "--x"}}},
+		Threads: map[timeline.ThreadKey]*timeline.ThreadInfo{tk: {Key: tk, PID: 7, Comm: "\x1b[31mpt_main\r", LastSeen: 100}},
+	}
+	for i := 0; i < 2; i++ {
+		tl.Ticks = append(tl.Ticks, timeline.Tick{T: int64(i) * 100_000_000,
+			Threads: []timeline.ThreadSample{{TID: 7, PID: 7, State: 'S', RunNS: uint64(i) * 1e7,
+				Blocked: &timeline.Blocked{Syscall: "read", On: "/data/\x1b[1mx"}}},
+			Procs: []timeline.ProcSample{{PID: 7, Threads: 1, RSSPages: 1}}})
+	}
+	return tl
+}
+
+func TestTextStripsControlCharacters(t *testing.T) {
+	tl := hostile()
+	r := Build(tl, analysis.New(tl), nil, nil, nil)
+	var buf bytes.Buffer
+	if err := Text(&buf, r); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	for _, c := range []string{"\x1b", "\x07", "\r"} {
+		if strings.Contains(out, c) {
+			t.Errorf("text output contains %q:\n%s", c, out)
+		}
+	}
+	if !strings.Contains(out, "evil?[2J") || !strings.Contains(out, "/data/?[1mx") {
+		t.Errorf("names should be shown, cleaned:\n%s", out)
+	}
+	// Without a verdict the report starts with the tables.
+	if !strings.HasPrefix(out, "gpufeed observation:") {
+		t.Errorf("no verdict: want the header first, got %q", out[:40])
+	}
+}
+
+func TestTextLeadsWithVerdictThenDecisionThenFindings(t *testing.T) {
+	tl := hostile()
+	v := &finding.Verdict{Class: finding.SubmissionBound, Confidence: 0.8, Summary: "the launch thread is saturated",
+		Because: []string{"launch-thread-saturated"}, Decision: "capture the step in a CUDA graph"}
+	fs := []finding.Finding{
+		{ID: "cpu-oversubscribed", Severity: finding.Info, Claim: "more runnable threads than cores"},
+		{ID: "launch-thread-saturated", Severity: finding.Warning, Claim: "pt_main_thread at 98% of a core",
+			Evidence: []finding.Evidence{{What: "launch thread CPU p50", Value: 98, Unit: "%", Window: "p50 of 100 samples over 10.0 s", Source: "/proc/7/task/7/schedstat"}}},
+		{ID: "gpu-clocks-drop", Severity: finding.Warning, Claim: "SM clock falls between bursts", Decision: "persistence mode"},
+	}
+	r := Build(tl, analysis.New(tl), v, fs, nil)
+	var buf bytes.Buffer
+	Text(&buf, r)
+	lines := strings.Split(buf.String(), "\n")
+	if !strings.HasPrefix(lines[0], "VERDICT: submission-bound (confidence 80%): the launch thread is saturated") {
+		t.Errorf("line 1: %q", lines[0])
+	}
+	if lines[1] != "  - launch thread CPU p50: 98% (p50 of 100 samples over 10.0 s; /proc/7/task/7/schedstat)" {
+		t.Errorf("line 2 (evidence): %q", lines[1])
+	}
+	if lines[2] != "DECISION: capture the step in a CUDA graph" {
+		t.Errorf("line 3: %q", lines[2])
+	}
+	rest := strings.Join(lines[3:], "\n")
+	iFindings, iVerdict, iWarn, iInfo, iTables := strings.Index(rest, "FINDINGS"), strings.Index(rest, "launch-thread-saturated (verdict)"),
+		strings.Index(rest, "gpu-clocks-drop"), strings.Index(rest, "cpu-oversubscribed"), strings.Index(rest, "PROCESSES")
+	if !(iFindings >= 0 && iFindings < iVerdict && iVerdict < iWarn && iWarn < iInfo && iInfo < iTables) {
+		t.Errorf("order: findings (the verdict's, then warning before info) then tables:\n%s", rest)
+	}
+}
+
+func TestJSONHasSchemaVersionAndNoNaN(t *testing.T) {
+	tl := hostile()
+	a := analysis.New(tl)
+	r := Build(tl, a, nil, nil, []string{"a note"})
+	var buf bytes.Buffer
+	if err := JSON(&buf, r); err != nil {
+		t.Fatalf("JSON must never fail on unmeasured (NaN) values: %v", err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(buf.Bytes(), &m); err != nil {
+		t.Fatal(err)
+	}
+	if m["schema_version"] != float64(SchemaVersion) {
+		t.Errorf("schema_version %v", m["schema_version"])
+	}
+	p := m["processes"].([]any)[0].(map[string]any)
+	if p["pss_bytes"] != nil || p["fds"] != nil {
+		t.Errorf("unmeasured values must be null, got pss %v fds %v", p["pss_bytes"], p["fds"])
+	}
+	if math.IsNaN(*r.Processes[0].RSSBytes) {
+		t.Error("RSS was measured")
+	}
+}
