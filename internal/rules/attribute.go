@@ -206,11 +206,18 @@ func attributeSpare(w map[finding.Class]float64, j *Job, i int, mix [numWaitKind
 	}
 }
 
-// dShare is the share (0..1) of interval i a thread spent in D, estimated
-// from its state at the two ticks around the interval.
+// dShareTicks is how many ticks each side of an interval its D share is
+// estimated from: a thread's state is a sample, and about a second of them
+// (the slow tier's period at the default interval) estimates the share of
+// time it spends in D without turning one unlucky sample into half an
+// interval.
+const dShareTicks = 5
+
+// dShare is the share (0..1) of the time around interval i a thread spent
+// in D, estimated from its state at the ticks within dShareTicks of it.
 func dShare(th *analysis.Thread, i int) float64 {
 	d, k := 0, 0
-	for _, t := range []int{i, i + 1} {
+	for t := i + 1 - dShareTicks; t <= i+dShareTicks; t++ {
 		if s := th.Sample(t); s != nil {
 			k++
 			if s.State == 'D' {

@@ -138,11 +138,3 @@ func (in *Input) hostBusyEvidence() (finding.Evidence, bool) {
 	}
 	return ev(fmt.Sprintf("all %d CPUs busy, mean", h.NumCPU), h.Busy.Mean, "%", in.window(h.Busy.N), "/proc/stat"), true
 }
-
-// plural says "1 process" or "3 processes".
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return "1 " + one
-	}
-	return fmt.Sprintf("%d %s", n, many)
-}

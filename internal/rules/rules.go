@@ -55,6 +55,7 @@ func Judge(tl *timeline.Timeline, a *analysis.Analysis) (*finding.Verdict, []fin
 		fs = append(fs, r.Run(in)...)
 	}
 	v := Classify(in, fs)
+	fs = settle(v, fs)
 	because := map[string]int{}
 	for i, id := range v.Because {
 		because[id] = i + 1
@@ -70,4 +71,29 @@ func Judge(tl *timeline.Timeline, a *analysis.Analysis) (*finding.Verdict, []fin
 		return fs[i].Severity > fs[j].Severity
 	})
 	return &v, fs
+}
+
+// settle makes the findings agree with the verdict: when the job is stalled,
+// other classes' cause findings describe the stall's symptoms (an idle GPU,
+// a sleeping thread) as if the job were running, so they are dropped; when
+// the GPU is busy (GPU-bound), a minor cause of its little idle time is
+// information, not a warning.
+func settle(v finding.Verdict, fs []finding.Finding) []finding.Finding {
+	causeOf := map[string]finding.Class{}
+	for c, id := range CauseID {
+		causeOf[id] = c
+	}
+	out := fs[:0]
+	for _, f := range fs {
+		if c, ok := causeOf[f.ID]; ok && c != v.Class {
+			switch v.Class {
+			case finding.Stalled:
+				continue
+			case finding.GPUBound:
+				f.Severity = finding.Info
+			}
+		}
+		out = append(out, f)
+	}
+	return out
 }
