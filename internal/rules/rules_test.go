@@ -228,7 +228,9 @@ func TestTooLittleWork(t *testing.T) {
 }
 
 func TestGPUBoundBothSidesOfIdle(t *testing.T) {
-	launcher := func() *sProc { return trainer(&sThread{cpu: constF(30), wait: constF(0), blocked: blockedOn("recvfrom", "socket:[7]")}) }
+	launcher := func() *sProc {
+		return trainer(&sThread{cpu: constF(30), wait: constF(0), blocked: blockedOn("recvfrom", "socket:[7]")})
+	}
 	s := &synth{n: 50, util: constF(91), clock: constF(1980), procs: []*sProc{launcher()}}
 	v, fs, _ := s.judge()
 	if v.Class != finding.GPUBound || v.Confidence != 1 {

@@ -44,7 +44,7 @@ type sThread struct {
 	tid        int
 	comm, role string
 	cpu, wait  func(i int) float64 // percent of each interval
-	state      func(tick int) byte  // nil: R when cpu+wait >= 50 else S
+	state      func(tick int) byte // nil: R when cpu+wait >= 50 else S
 	blocked    func(tick int) *timeline.Blocked
 	user       float64 // user share of its CPU time, percent (default 80)
 }
