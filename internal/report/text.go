@@ -116,8 +116,8 @@ func evidence(e finding.Evidence) string {
 	if val == "" {
 		val = trimFloat(e.Value)
 		if e.Unit != "" {
-			if e.Unit == "%" {
-				val += "%"
+			if strings.HasPrefix(e.Unit, "%") {
+				val += e.Unit // "42%", "42% of wall time"
 			} else {
 				val += " " + e.Unit
 			}

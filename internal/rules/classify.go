@@ -89,7 +89,7 @@ func Classify(in *Input, fs []finding.Finding) finding.Verdict {
 				rest = append(rest, x)
 			}
 		}
-		note = fmt.Sprintf("; it explains %.0f%% of the GPU's idle time, the rest: %s", share/at.IdlePct*100, strings.Join(rest, ", "))
+		note = fmt.Sprintf("; other causes of idle time: %s", strings.Join(rest, ", "))
 	}
 	return verdictFor(top, conf, fs, note)
 }

@@ -138,3 +138,29 @@ func (in *Input) hostBusyEvidence() (finding.Evidence, bool) {
 	}
 	return ev(fmt.Sprintf("all %d CPUs busy, mean", h.NumCPU), h.Busy.Mean, "%", in.window(h.Busy.N), "/proc/stat"), true
 }
+
+// idleBecause ends a cause's claim with the GPU's idle share and the part of
+// it the cause explains: ": the GPU idled 57% of the window, 33% because of it".
+func (in *Input) idleBecause(share float64) string {
+	return fmt.Sprintf(": the GPU idled %.0f%% of the window, %.0f%% because of it", in.Attr.IdlePct, share)
+}
+
+// causeSeverity is a cause finding's severity: a warning from HighSharePct
+// of the window (XProf's "highly" bound), information below (a moderate cause).
+func (in *Input) causeSeverity(share float64) finding.Severity {
+	if share >= thresholds.HighSharePct {
+		return finding.Warning
+	}
+	return finding.Info
+}
+
+// workerCount says "2 worker processes" (or "no worker process").
+func workerCount(n int) string {
+	switch n {
+	case 0:
+		return "no worker process"
+	case 1:
+		return "1 worker process"
+	}
+	return fmt.Sprintf("%d worker processes", n)
+}

@@ -26,10 +26,10 @@ func runPreprocessing(in *Input) []finding.Finding {
 	workers := in.workerProcs()
 	cpus := in.Job.CPUs
 	f := finding.Finding{
-		ID: "input-pipeline-busy", Severity: finding.Warning, Supports: finding.Preprocessing, Subject: threadSubject(L.T),
+		ID: "input-pipeline-busy", Severity: in.causeSeverity(share), Supports: finding.Preprocessing, Subject: threadSubject(L.T),
 		Seed: "002 « Goulot de prétraitement CPU », Checklist C, FAQ 2; Task 6",
-		Claim: fmt.Sprintf("the GPU idled %.0f%% of the time waiting for input: its launch thread waits for batches while %d worker processes and other threads of the job keep %.1f cores busy preparing them",
-			in.Attr.IdlePct, len(workers), busy/100),
+		Claim: fmt.Sprintf("the launch thread waits for batches that %s and the job's other threads prepare, keeping %.1f cores busy%s",
+			workerCount(len(workers)), busy/100, in.idleBecause(share)),
 	}
 	f.Evidence = append(f.Evidence, in.gpuUtilEvidence(),
 		ev("the job's other threads running or runnable, summed", busy, "% of one core", in.window(n), "schedstat of every thread of the job"),

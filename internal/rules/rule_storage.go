@@ -26,10 +26,10 @@ func runStorage(in *Input) []finding.Finding {
 	_, disk, n := in.producerMeans()
 	readers := diskWaiters(in)
 	f := finding.Finding{
-		ID: "input-waits-on-storage", Severity: finding.Warning, Supports: finding.StorageBound, Subject: threadSubject(L.T),
+		ID: "input-waits-on-storage", Severity: in.causeSeverity(share), Supports: finding.StorageBound, Subject: threadSubject(L.T),
 		Seed: "002 « Goulot I/O et stockage », Task 7, Task 8, Checklist D",
-		Claim: fmt.Sprintf("the GPU idled %.0f%% of the time waiting for data from storage: the threads that read it spent %.1f threads' worth of time blocked in disk I/O (state D)",
-			in.Attr.IdlePct, (disk+100*float64(L.Waits.Disk)/math.Max(1, float64(L.Waits.Ticks)))/100),
+		Claim: fmt.Sprintf("the job's input waits on storage: the threads that read it spent %.1f threads' worth of time blocked in disk I/O (state D)%s",
+			(disk+100*float64(L.Waits.Disk)/math.Max(1, float64(L.Waits.Ticks)))/100, in.idleBecause(share)),
 	}
 	f.Evidence = append(f.Evidence, in.gpuUtilEvidence(),
 		ev("the job's other threads in uninterruptible sleep (D: disk I/O), summed", disk, "% of one thread's time", in.window(n), "/proc/PID/task/TID/stat state"))

@@ -23,10 +23,10 @@ func runSubmission(in *Input) []finding.Finding {
 	th := L.T
 	cpu, wait := nanZero(th.CPU.Mean), nanZero(th.Wait.Mean)
 	f := finding.Finding{
-		ID: "launch-thread-saturated", Severity: finding.Warning, Supports: finding.SubmissionBound, Subject: threadSubject(th),
+		ID: "launch-thread-saturated", Severity: in.causeSeverity(share), Supports: finding.SubmissionBound, Subject: threadSubject(th),
 		Seed: "002 « Goulot de soumission CPU (launch-bound) », Task 6, Task 12, Checklist B; 000 §7-8",
-		Claim: fmt.Sprintf("the GPU idled %.0f%% of the time while its launch thread %s had no time left to submit work: it ran %.0f%% and waited for a CPU %.0f%% of the time",
-			in.Attr.IdlePct, threadName(th), cpu, wait),
+		Claim: fmt.Sprintf("the launch thread %s has no time left to submit work (it ran %.0f%% of the time and waited for a CPU %.0f%%)%s",
+			threadName(th), cpu, wait, in.idleBecause(share)),
 	}
 	f.Evidence = append(f.Evidence, in.gpuUtilEvidence())
 	f.Evidence = append(f.Evidence, in.launchCPUEvidence()...)

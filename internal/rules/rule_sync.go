@@ -24,10 +24,10 @@ func runSync(in *Input) []finding.Finding {
 	th := L.T
 	readings := L.Waits.Readings()
 	f := finding.Finding{
-		ID: "launch-thread-waits-on-gpu", Severity: finding.Warning, Supports: finding.SyncBound, Subject: threadSubject(th),
+		ID: "launch-thread-waits-on-gpu", Severity: in.causeSeverity(share), Supports: finding.SyncBound, Subject: threadSubject(th),
 		Seed: "002 « Synchronisations excessives », Checklist B.3, erreur courante 1; 000 §2",
-		Claim: fmt.Sprintf("the GPU idled %.0f%% of the time because its launch thread %s keeps waiting for it: asleep on the device in %d of %d readings, it never queues work ahead",
-			in.Attr.IdlePct, threadName(th), L.Waits.Asleep[WaitDevice], readings),
+		Claim: fmt.Sprintf("the launch thread %s keeps waiting for the GPU (asleep on the device in %d of %d readings), so it never queues work ahead%s",
+			threadName(th), L.Waits.Asleep[WaitDevice], readings, in.idleBecause(share)),
 	}
 	f.Evidence = append(f.Evidence, in.gpuUtilEvidence(), in.launchWaitsEvidence())
 	if th.Vol == th.Vol {

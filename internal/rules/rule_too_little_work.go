@@ -22,10 +22,10 @@ func runTooLittleWork(in *Input) []finding.Finding {
 	}
 	busy, disk, n := in.producerMeans()
 	f := finding.Finding{
-		ID: "gpu-underfed", Severity: finding.Warning, Supports: finding.TooLittleWork, Subject: threadSubject(L.T),
+		ID: "gpu-underfed", Severity: in.causeSeverity(share), Supports: finding.TooLittleWork, Subject: threadSubject(L.T),
 		Seed: "002 « Disponibilité de travail parallèle », erreur courante 8, FAQ 1, Checklist E.3",
-		Claim: fmt.Sprintf("the GPU idled %.0f%% of the time with nothing in the job busy or waiting: the launch thread %s ran %.0f%% of the time and slept the rest, so the work itself is too small",
-			in.Attr.IdlePct, threadName(L.T), nanZero(L.T.CPU.Mean)),
+		Claim: fmt.Sprintf("the work is too small: nothing in the job is busy or waiting (the launch thread %s ran %.0f%% of the time and slept the rest)%s",
+			threadName(L.T), nanZero(L.T.CPU.Mean), in.idleBecause(share)),
 	}
 	f.Evidence = append(f.Evidence, in.gpuUtilEvidence(), in.launchCPUEvidence()[0])
 	if L.Waits.Readings() > 0 {

@@ -24,16 +24,16 @@ func runTransfer(in *Input) []finding.Finding {
 	j := &in.Job
 	copyStats := j.CopyPct.Stats()
 	f := finding.Finding{
-		ID: "copies-dominate", Severity: finding.Warning, Supports: finding.TransferBound,
+		ID: "copies-dominate", Severity: in.causeSeverity(share), Supports: finding.TransferBound,
 		Seed: "002 « Vous êtes limité par le PCIe », erreur courante 4, FAQ 3, Task 3-4",
 	}
 	saturated := copyStats.P50 >= thresholds.LinkSaturatedPct
 	if saturated {
-		f.Claim = fmt.Sprintf("the GPU's kernels idled %.0f%% of the time while copies kept the PCIe link (%s) %.0f%% busy: the link is the ceiling",
-			in.Attr.IdlePct, j.LinkName, copyStats.Mean)
+		f.Claim = fmt.Sprintf("copies keep the PCIe link (%s) %.0f%% busy: the link is the ceiling%s",
+			j.LinkName, copyStats.Mean, in.idleBecause(share))
 	} else {
-		f.Claim = fmt.Sprintf("the GPU's kernels idled %.0f%% of the time while host-device copies kept the copy engines %.0f%% busy and the launch thread waited for them: the copies block",
-			in.Attr.IdlePct, copyStats.Mean)
+		f.Claim = fmt.Sprintf("host-device copies block the launch thread: the copy engines were %.0f%% busy, the kernels %.0f%%%s",
+			copyStats.Mean, 100-in.Attr.IdlePct, in.idleBecause(share))
 	}
 	if L := j.Launch; L != nil {
 		f.Subject = threadSubject(L.T)

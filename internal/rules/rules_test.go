@@ -201,7 +201,7 @@ func TestTransferBound(t *testing.T) {
 		t.Fatalf("pageable copies: verdict %s (%v)", v.Class, in.Attr.Share)
 	}
 	f := findingByID(fs, "copies-dominate")
-	if f == nil || !strings.Contains(f.Claim, "the copies block") || math.Abs(f.Evidence[1].Value-45) > 0.5 || !strings.Contains(f.Decision, "pinned memory") {
+	if f == nil || !strings.Contains(f.Claim, "block the launch thread") || math.Abs(f.Evidence[1].Value-45) > 0.5 || !strings.Contains(f.Decision, "pinned memory") {
 		t.Errorf("finding %+v", f)
 	}
 	// Copies under the kernels' time: the waits are synchronisations.
