@@ -114,3 +114,29 @@ func TestDemoList(t *testing.T) {
 		t.Errorf("unknown scenario: exit %d, %q", code, stderr)
 	}
 }
+
+// TestDemoRecordingsGolden judges two committed scenario recordings
+// (gpufeed demo NAME --record) with gpufeed report: the text must lead with
+// the verdict, three lines of evidence and the decision (a reader who stops
+// after five lines knows what is wrong and what to change), and match its
+// golden file (go test -update rewrites it).
+func TestDemoRecordingsGolden(t *testing.T) {
+	for _, tc := range []struct{ name, class string }{
+		{"demo-sync-bound", "sync-bound"},
+		{"demo-storage-bound", "storage-bound"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, stderr, code := run(t, "report", filepath.Join("testdata", tc.name+".gpufeed"))
+			if code != 0 || stderr != "" {
+				t.Fatalf("report: exit %d, stderr %q", code, stderr)
+			}
+			lines := strings.Split(out, "\n")
+			if len(lines) < 5 || !strings.HasPrefix(lines[0], "VERDICT: "+tc.class+" (confidence ") ||
+				!strings.HasPrefix(lines[1], "  - ") || !strings.HasPrefix(lines[2], "  - ") || !strings.HasPrefix(lines[3], "  - ") ||
+				!strings.HasPrefix(lines[4], "DECISION: ") {
+				t.Errorf("the first five lines are not verdict, three evidence lines, decision:\n%s", strings.Join(lines[:min(6, len(lines))], "\n"))
+			}
+			golden(t, tc.name+".text", out)
+		})
+	}
+}

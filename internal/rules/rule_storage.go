@@ -64,11 +64,13 @@ func runStorage(in *Input) []finding.Finding {
 		}
 	}
 	f.Evidence = append(f.Evidence, in.launchWaitsEvidence())
-	f.Decision = "Read less often and in bigger pieces: pack samples into large shards (tar/WebDataset, TFRecord, Parquet) read sequentially, " +
+	do := "read less often and in bigger pieces: pack samples into large shards (tar/WebDataset, TFRecord, Parquet) read sequentially, " +
 		"prefetch ahead of the GPU (more workers or prefetch_factor only while the disk has headroom), cache or stage the dataset on local NVMe, " +
 		"and check that the storage is not throttled or shared (002 « Goulot I/O et stockage », Task 7-8, Checklist D)."
 	if _, size, ok := jobReads(in); ok && size < 64*1024 {
-		f.Decision = fmt.Sprintf("Reads average %.1f KiB: ", size/1024) + f.Decision
+		f.Decision = fmt.Sprintf("Reads average %.1f KiB per call, so ", size/1024) + do
+	} else {
+		f.Decision = "R" + do[1:]
 	}
 	return []finding.Finding{f}
 }

@@ -173,7 +173,7 @@ func TestStorageBoundBothSidesOfDiskWait(t *testing.T) {
 		t.Fatalf("readers in D: verdict %s (%v)", v.Class, in.Attr.Share)
 	}
 	f := findingByID(fs, "input-waits-on-storage")
-	if f == nil || f.Evidence[1].Value != 200 || !strings.HasPrefix(f.Decision, "Reads average 4.0 KiB") {
+	if f == nil || f.Evidence[1].Value != 200 || !strings.HasPrefix(f.Decision, "Reads average 4.0 KiB per call, so read less often") {
 		t.Errorf("finding %+v", f)
 	}
 	// One reader in D a tenth of the time: under ProducerIOWaitPct, and
