@@ -167,9 +167,12 @@ def capture(out, root_pid, before_copy=None):
             os.symlink(target, os.path.join(pdir, "fd", fd))
         for tid in tids[pid]:
             tdir = os.path.join(pdir, "task", str(tid))
-            os.makedirs(tdir)  # stays empty when the thread vanished
-            for name in TASK_FILES:
-                copy_file(f"/proc/{pid}/task/{tid}/{name}", os.path.join(tdir, name))
+            os.makedirs(tdir)
+            copied = [copy_file(f"/proc/{pid}/task/{tid}/{name}", os.path.join(tdir, name)) for name in TASK_FILES]
+            if not any(copied):
+                # The thread vanished: its directory stays, empty but for a
+                # .keep so git tracks it (the sampler reads only stat/schedstat).
+                open(os.path.join(tdir, ".keep"), "w").close()
     return pids, tids
 
 

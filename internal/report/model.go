@@ -78,13 +78,16 @@ type Stat struct {
 
 // Process is one process of the tree with its threads.
 type Process struct {
-	PID     int      `json:"pid"`
-	PPID    int      `json:"ppid"`
-	Comm    string   `json:"comm"`
-	Role    string   `json:"role,omitempty"`
-	Rank    string   `json:"rank,omitempty"`
-	Cmdline []string `json:"cmdline,omitempty"`
-	Exited  bool     `json:"exited,omitempty"`
+	PID int `json:"pid"`
+	// StartTime is the process's start in clock ticks since boot (stat
+	// field 22): with the pid, its identity across pid reuse.
+	StartTime uint64   `json:"start_time"`
+	PPID      int      `json:"ppid"`
+	Comm      string   `json:"comm"`
+	Role      string   `json:"role,omitempty"`
+	Rank      string   `json:"rank,omitempty"`
+	Cmdline   []string `json:"cmdline,omitempty"`
+	Exited    bool     `json:"exited,omitempty"`
 	// Env holds only allowlisted variables.
 	Env         map[string]string `json:"env,omitempty"`
 	CPUsAllowed string            `json:"cpus_allowed,omitempty"`

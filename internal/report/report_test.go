@@ -73,6 +73,19 @@ func TestTextStripsControlCharacters(t *testing.T) {
 	}
 }
 
+func TestTextWithoutVerdictStillShowsFindingsAfterTheTables(t *testing.T) {
+	tl := hostile()
+	fs := []finding.Finding{{ID: "fd-limit-low", Severity: finding.Warning, Claim: "soft limit 1024", Decision: "raise it"}}
+	r := Build(tl, analysis.New(tl), nil, fs, nil)
+	var buf bytes.Buffer
+	Text(&buf, r)
+	out := buf.String()
+	iTables, iFindings := strings.Index(out, "PROCESSES"), strings.Index(out, "FINDINGS\n  WARNING fd-limit-low: soft limit 1024\n      change: raise it")
+	if iFindings < 0 || iFindings < iTables {
+		t.Errorf("findings must follow the tables when there is no verdict:\n%s", out)
+	}
+}
+
 func TestTextLeadsWithVerdictThenDecisionThenFindings(t *testing.T) {
 	tl := hostile()
 	v := &finding.Verdict{Class: finding.SubmissionBound, Confidence: 0.8, Summary: "the launch thread is saturated",

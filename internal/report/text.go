@@ -24,6 +24,12 @@ func Text(w io.Writer, r *Report) error {
 	tw.threads(r)
 	tw.host(r)
 	tw.gpus(r)
+	if r.Verdict == nil && len(r.Findings) > 0 {
+		tw.printf("\nFINDINGS\n")
+		for _, f := range r.Findings {
+			tw.finding(f, "")
+		}
+	}
 	tw.facts(r)
 	return tw.err
 }
@@ -89,26 +95,32 @@ func (t *textWriter) verdict(r *Report) {
 	}
 	t.printf("\nFINDINGS (the verdict's first, then by severity)\n")
 	for _, f := range r.Findings {
-		subject := ""
-		if f.Subject != "" {
-			subject = " [" + Clean(f.Subject) + "]"
-		}
 		mark := ""
 		if because[f.ID] {
 			mark = " (verdict)"
 		}
-		t.printf("  %s %s%s%s: %s\n", strings.ToUpper(f.Severity.String()), f.ID, mark, subject, Clean(f.Claim))
-		for _, e := range f.Evidence {
-			t.printf("      %s\n", evidence(e))
-		}
-		if f.Decision != "" {
-			t.printf("      change: %s\n", Clean(f.Decision))
-		}
-		if f.Seed != "" {
-			t.printf("      seed: %s\n", Clean(f.Seed))
-		}
+		t.finding(f, mark)
 	}
 	t.printf("\n")
+}
+
+// finding writes one finding: severity, id, mark, subject and claim on one
+// line, then its evidence, the change it calls for and its seed section.
+func (t *textWriter) finding(f finding.Finding, mark string) {
+	subject := ""
+	if f.Subject != "" {
+		subject = " [" + Clean(f.Subject) + "]"
+	}
+	t.printf("  %s %s%s%s: %s\n", strings.ToUpper(f.Severity.String()), f.ID, mark, subject, Clean(f.Claim))
+	for _, e := range f.Evidence {
+		t.printf("      %s\n", evidence(e))
+	}
+	if f.Decision != "" {
+		t.printf("      change: %s\n", Clean(f.Decision))
+	}
+	if f.Seed != "" {
+		t.printf("      seed: %s\n", Clean(f.Seed))
+	}
 }
 
 func evidence(e finding.Evidence) string {

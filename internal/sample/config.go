@@ -76,6 +76,10 @@ type Config struct {
 	GPU       gpu.Source
 	GPUSource string
 
+	// MaxKeptFiles caps the per-thread descriptors held open (0: the
+	// open-file limit less a reserve); threads past it are read by opening.
+	MaxKeptFiles int
+
 	Tool     string
 	Recorder Recorder
 	Progress Progress

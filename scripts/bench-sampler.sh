@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# Measure the sampler's CPU cost per thread-sample against the floor,
+# pidstat and top, on one machine and one target, in one go.
+#
+#   scripts/bench-sampler.sh [THREADS] [ROUNDS]     (defaults: 500 threads, 200 rounds)
+#
+# Everything reads the same target: a C process with THREADS threads, all idle
+# (blocked in pause) for the per-thread comparisons. The 1,000-thread check
+# uses a second target with 16 active threads (0.2 ms of work every 2 ms).
+# CPU time is user+system of each tool's own process (bash `time` for the
+# external tools; getrusage inside gpufeed), never wall time, so other load
+# on the machine changes the numbers less than it changes wall clocks.
+# Needs gcc and go; installs sysstat (pidstat) with apt-get when root, and
+# skips a tool it cannot find. Results vary run to run on a shared machine:
+# compare ratios within one run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+THREADS=${1:-500}
+ROUNDS=${2:-200}
+work=$(mktemp -d)
+pids=()
+cleanup() {
+	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+	rm -rf "$work"
+}
+trap cleanup EXIT
+
+need() { command -v "$1" >/dev/null 2>&1; }
+if ! need pidstat && [ "$(id -u)" = 0 ] && need apt-get; then
+	apt-get install -y sysstat >/dev/null 2>&1 || true
+fi
+need gcc || { echo "gcc not found: cannot build the floor and the target" >&2; exit 1; }
+
+gcc -O2 -o "$work/floor" scripts/bench/floor.c
+gcc -O2 -pthread -o "$work/target" scripts/bench/target.c
+go build -o "$work/gpufeed" ./cmd/gpufeed
+go test -c -o "$work/sample.test" ./internal/sample
+
+start_target() { # THREADS ACTIVE -> sets TARGET (not in a subshell: cleanup must see the pid)
+	"$work/target" "$1" "$2" >"$work/target.$1.$2" 2>/dev/null &
+	TARGET=$!
+	pids+=("$TARGET")
+	for _ in $(seq 50); do [ -s "$work/target.$1.$2" ] && break; sleep 0.1; done
+}
+
+# cpu_s CMD...: user+system seconds the command used.
+cpu_s() {
+	local t
+	t=$( { TIMEFORMAT='%3U %3S'; time "$@" >/dev/null 2>&1; } 2>&1 | tail -1)
+	awk '{printf "%.3f", $1 + $2}' <<<"$t"
+}
+per_sample() { awk -v c="$1" -v n="$2" 'BEGIN { printf "%.2f", c * 1e6 / n }'; }
+
+echo "machine: $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), Linux $(uname -r)"
+echo "target: $THREADS idle threads; $ROUNDS rounds"
+start_target "$THREADS" 0
+pid=$TARGET
+sleep 0.5
+
+# The floor and gpufeed's benchmarks alternate, REPEAT times; the medians
+# are reported, so a burst of load from elsewhere does not land on one side.
+REPEAT=${REPEAT:-5}
+median() { sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+metric() { awk -v b="$1" -v m="$2" '$1 ~ b { for (i = 2; i < NF; i++) if ($(i+1) == m) print $i }' <<<"$3"; }
+floors=() hots=() gofloors=() fasts=() slows=()
+for _ in $(seq "$REPEAT"); do
+	floors+=("$("$work/floor" "$pid" "$ROUNDS" | awk '{print $8}')")
+	bench=$(GPUFEED_BENCH_PID=$pid "$work/sample.test" -test.run XXX -test.bench 'ThreadPath|Floor|FastTick|SlowTick' \
+		-test.benchtime "${ROUNDS}x" 2>&1)
+	hots+=("$(metric BenchmarkThreadPath cpu-us/thread-sample "$bench")")
+	gofloors+=("$(metric BenchmarkFloor cpu-us/thread-sample "$bench")")
+	fasts+=("$(metric BenchmarkFastTick cpu-us/thread-sample "$bench")")
+	slows+=("$(metric BenchmarkSlowTick cpu-us/thread-sample "$bench")")
+done
+floor=$(printf '%s\n' "${floors[@]}" | median)
+hot=$(printf '%s\n' "${hots[@]}" | median)
+gofloor=$(printf '%s\n' "${gofloors[@]}" | median)
+fast=$(printf '%s\n' "${fasts[@]}" | median)
+slow=$(printf '%s\n' "${slows[@]}" | median)
+echo "floor runs: ${floors[*]}; hot path runs: ${hots[*]}; Go floor runs: ${gofloors[*]}"
+
+# gpufeed end to end at pidstat's 1 s interval and at its own 100 ms default.
+diag() { # INTERVAL DURATION -> "cpu_percent us_per_thread_sample"
+	"$work/gpufeed" diagnose --pid "$pid" --device none --interval "$1" --duration "$2" -o json |
+		python3 -c 'import json,sys; o=json.load(sys.stdin)["observer"]; print("%.2f %.2f" % (o["cpu_percent_of_core"], o["us_per_thread_sample"]))'
+}
+read -r _ diag1s <<<"$(diag 1s 10s)"
+read -r _ diag100 <<<"$(diag 100ms 10s)"
+
+pidstat_us="-"
+if need pidstat; then
+	n=10
+	c=$(cpu_s pidstat -t -w -p "$pid" 1 "$n")
+	pidstat_us=$(per_sample "$c" $(( (n + 1) * THREADS )))
+fi
+top_us="-"
+if need top; then
+	n=50
+	c=$(cpu_s top -H -b -d 0.2 -n "$n" -p "$pid")
+	top_us=$(per_sample "$c" $(( n * THREADS )))
+fi
+
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "-" || b == "-" || b == 0) print "-"; else printf "%.2f", a / b }'; }
+printf '\n%-58s %12s %10s\n' "CPU microseconds per thread-sample" "us" "x floor"
+printf '%-58s %12s %10s\n' "floor (C: pread stat+schedstat on kept fds, no parsing)" "$floor" "1.00"
+printf '%-58s %12s %10s\n' "gpufeed hot path (stat+schedstat, parsed)" "$hot" "$(ratio "$hot" "$floor")"
+printf '%-58s %12s %10s\n' "floor in Go (same loop, raw pread; BenchmarkFloor)" "$gofloor" "$(ratio "$gofloor" "$floor")"
+printf '%-58s %12s %10s\n' "gpufeed fast tick (idle threads: schedstat only)" "$fast" "$(ratio "$fast" "$floor")"
+printf '%-58s %12s %10s\n' "gpufeed slow tick (status, blocked details, host files)" "$slow" "$(ratio "$slow" "$floor")"
+printf '%-58s %12s %10s\n' "gpufeed diagnose end to end, 1 s interval" "$diag1s" "$(ratio "$diag1s" "$floor")"
+printf '%-58s %12s %10s\n' "gpufeed diagnose end to end, 100 ms interval" "$diag100" "$(ratio "$diag100" "$floor")"
+printf '%-58s %12s %10s\n' "pidstat -t -w -p PID 1 (1 s interval)" "$pidstat_us" "$(ratio "$pidstat_us" "$floor")"
+printf '%-58s %12s %10s\n' "top -H -b -d 0.2 -p PID" "$top_us" "$(ratio "$top_us" "$floor")"
+echo
+echo "hot path / C floor: $(ratio "$hot" "$floor")x; hot path / Go floor: $(ratio "$hot" "$gofloor")x"
+echo "pidstat / gpufeed diagnose (1 s): $(ratio "$pidstat_us" "$diag1s")x; top / gpufeed diagnose (100 ms): $(ratio "$top_us" "$diag100")x"
+
+# The default-settings budget: a 1,000-thread job, 16 threads active.
+kill "$pid"
+start_target 1000 16
+big=$TARGET
+sleep 0.5
+out=$( { TIMEFORMAT='%3U %3S'; time "$work/gpufeed" diagnose --pid "$big" --device none -o json >"$work/big.json"; } 2>&1 | tail -1)
+ext=$(awk '{printf "%.1f", ($1 + $2) / 10 * 100}' <<<"$out")
+own=$(python3 -c 'import json; o=json.load(open("'"$work/big.json"'"))["observer"]; print("%.1f %% of one core (%.2f us per thread-sample, %d thread-samples, tick p50 %.2f ms)" % (o["cpu_percent_of_core"], o["us_per_thread_sample"], o["thread_samples"], o["tick_p50_ms"]))')
+echo "1,000-thread job (16 active), defaults (100 ms, 10 s): gpufeed's own CPU $own; whole process including start-up: $ext % of one core"
