@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpufeed/gpufeed/internal/gpu"
 	"github.com/gpufeed/gpufeed/internal/gpu/gpusource"
 	"github.com/gpufeed/gpufeed/internal/probe/kmsg"
 	"github.com/gpufeed/gpufeed/internal/probe/proc"
@@ -139,11 +141,46 @@ func runDiagnose(cmd *cobra.Command, o diagnoseOpts, args []string) error {
 		}
 		return err
 	}
+	tc := triage.Config{ProcRoot: o.procRoot, SysRoot: o.sysRoot, Kmsg: kmsg.Reader{Path: o.kmsgPath}, PyStacks: o.pyStacks}
+	tl, err := observe(ctx, s, fs, src, tc, o.record, func(tl *timeline.Timeline) {
+		if child == nil {
+			return
+		}
+		if tl.Meta.Ended == "target exited" {
+			<-childDone // the tree is gone; the reaper is about to report
+		}
+		select {
+		case <-childDone:
+			code := childCode
+			tl.Meta.Target.ExitCode = &code
+		default:
+		}
+	})
+	if tl == nil {
+		return err
+	}
+	if err := render(cmd.OutOrStdout(), judge(tl, nil), o.format); err != nil {
+		return err
+	}
+	if child != nil {
+		<-childDone // gpufeed only watches: the command runs to its end
+		return exitCode(childCode)
+	}
+	return nil
+}
+
+// observe runs a prepared sampler for its window (recording to record when
+// set, with a progress line on a terminal), adds the facts read once per run
+// (afterWindow, frozen-job triage's end of window), lets finish complete the
+// timeline, then closes the recording. A nil timeline comes with the error
+// that prevented sampling; other problems are warnings on stderr.
+func observe(ctx context.Context, s *sample.Sampler, fs proc.FS, src gpu.Source, tc triage.Config, record string, finish func(*timeline.Timeline)) (*timeline.Timeline, error) {
 	var rec *timeline.Writer
 	var recFile *os.File
-	if o.record != "" {
-		if recFile, err = os.Create(o.record); err != nil {
-			return err
+	if record != "" {
+		var err error
+		if recFile, err = os.Create(record); err != nil {
+			return nil, err
 		}
 		rec = timeline.NewWriter(recFile)
 		s.SetRecorder(rec)
@@ -156,21 +193,17 @@ func runDiagnose(cmd *cobra.Command, o diagnoseOpts, args []string) error {
 		fmt.Fprint(os.Stderr, "\r\033[K")
 	}
 	if tl == nil {
-		return runErr
+		if recFile != nil {
+			recFile.Close()
+		}
+		return nil, runErr
 	}
 	if runErr != nil {
 		fmt.Fprintln(os.Stderr, "gpufeed: warning:", runErr)
 	}
-	if child != nil {
-		if tl.Meta.Ended == "target exited" {
-			<-childDone // the tree is gone; the reaper is about to report
-		}
-		select {
-		case <-childDone:
-			code := childCode
-			tl.Meta.Target.ExitCode = &code
-		default:
-		}
+	afterWindow(ctx, tl, fs, tc.SysRoot, src)
+	if finish != nil {
+		finish(tl)
 	}
 	// What frozen-job triage reads once at the end: descriptor kinds, CUDA
 	// use and memory limits of each process, the kernel log over the job's
@@ -179,25 +212,17 @@ func runDiagnose(cmd *cobra.Command, o diagnoseOpts, args []string) error {
 	if rec != nil {
 		events = rec
 	}
-	triage.EndOfWindow(ctx, triage.Config{ProcRoot: o.procRoot, SysRoot: o.sysRoot,
-		Kmsg: kmsg.Reader{Path: o.kmsgPath}, PyStacks: o.pyStacks}, tl, events)
+	triage.EndOfWindow(ctx, tc, tl, events)
 	if rec != nil {
 		err := rec.Close(tl)
 		if cerr := recFile.Close(); err == nil {
 			err = cerr
 		}
 		if err != nil {
-			fmt.Fprintf(os.Stderr, "gpufeed: warning: recording %s: %v\n", o.record, err)
+			fmt.Fprintf(os.Stderr, "gpufeed: warning: recording %s: %v\n", record, err)
 		}
 	}
-	if err := render(cmd.OutOrStdout(), judge(tl, nil), o.format); err != nil {
-		return err
-	}
-	if child != nil {
-		<-childDone // gpufeed only watches: the command runs to its end
-		return exitCode(childCode)
-	}
-	return nil
+	return tl, nil
 }
 
 // exitStatus maps a command's end to a shell-style exit status: its own

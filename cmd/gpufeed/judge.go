@@ -5,9 +5,8 @@ import (
 	"io"
 
 	"github.com/gpufeed/gpufeed/internal/analysis"
-	"github.com/gpufeed/gpufeed/internal/finding"
-	"github.com/gpufeed/gpufeed/internal/frozen"
 	"github.com/gpufeed/gpufeed/internal/report"
+	"github.com/gpufeed/gpufeed/internal/rules"
 	"github.com/gpufeed/gpufeed/internal/timeline"
 )
 
@@ -17,22 +16,13 @@ import (
 func judge(tl *timeline.Timeline, notes []string) *report.Report {
 	a := analysis.New(tl)
 	verdict, findings := applyRules(tl, a)
-	// Frozen-job triage and memory/limit findings (issue 7). Until issue 4's
-	// classifier owns the stalled class, a stalled job gets its verdict here.
-	fr := frozen.Analyze(tl, a)
-	findings = append(findings, fr.Findings...)
-	if sv := frozen.Verdict(fr); sv != nil && (verdict == nil || verdict.Class == finding.Inconclusive) {
-		verdict = sv
-	}
 	return report.Build(tl, a, verdict, findings, notes)
 }
 
-// applyRules runs the verdict rules over the analysis. The rules and the
-// classifier are built in issue 4 and wired in here; until then no rule runs
-// and the report has no verdict (the text report then starts with the tables).
-var applyRules = func(tl *timeline.Timeline, a *analysis.Analysis) (*finding.Verdict, []finding.Finding) {
-	return nil, nil
-}
+// applyRules runs the verdict rules (frozen-job triage among them) and the
+// classifier (internal/rules).
+// It is a variable so tests can judge with a fixed verdict.
+var applyRules = rules.Judge
 
 // render writes the report in the chosen format.
 func render(w io.Writer, r *report.Report, format string) error {

@@ -50,19 +50,26 @@ func Build(tl *timeline.Timeline, a *analysis.Analysis, v *finding.Verdict, find
 		Counts:    tl.Counts,
 		Notes:     append([]string{}, notes...),
 	}
-	// Findings lead with the most severe; the verdict's own findings first among equals.
-	because := map[string]bool{}
+	// Findings lead with the verdict's own, in the verdict's order, then the
+	// most severe.
+	because := map[string]int{}
 	if v != nil {
-		for _, id := range v.Because {
-			because[id] = true
+		for i, id := range v.Because {
+			if _, ok := because[id]; !ok {
+				because[id] = i + 1
+			}
 		}
 	}
 	sort.SliceStable(r.Findings, func(i, j int) bool {
 		fi, fj := r.Findings[i], r.Findings[j]
-		if fi.Severity != fj.Severity {
-			return fi.Severity > fj.Severity
+		bi, bj := because[fi.ID], because[fj.ID]
+		switch {
+		case bi != 0 && bj != 0:
+			return bi < bj
+		case bi != 0 || bj != 0:
+			return bi != 0
 		}
-		return because[fi.ID] && !because[fj.ID]
+		return fi.Severity > fj.Severity
 	})
 	if t := a.Target(); t != nil {
 		r.Target.Comm = t.Info.Comm

@@ -110,10 +110,10 @@ func TestTextLeadsWithVerdictThenDecisionThenFindings(t *testing.T) {
 		t.Errorf("line 3: %q", lines[2])
 	}
 	rest := strings.Join(lines[3:], "\n")
-	iOther, iWarn, iInfo, iTables := strings.Index(rest, "OTHER FINDINGS"), strings.Index(rest, "gpu-clocks-drop"),
-		strings.Index(rest, "cpu-oversubscribed"), strings.Index(rest, "PROCESSES")
-	if !(iOther >= 0 && iOther < iWarn && iWarn < iInfo && iInfo < iTables) {
-		t.Errorf("order: other findings (warning before info) then tables:\n%s", rest)
+	iFindings, iVerdict, iWarn, iInfo, iTables := strings.Index(rest, "FINDINGS"), strings.Index(rest, "launch-thread-saturated (verdict)"),
+		strings.Index(rest, "gpu-clocks-drop"), strings.Index(rest, "cpu-oversubscribed"), strings.Index(rest, "PROCESSES")
+	if !(iFindings >= 0 && iFindings < iVerdict && iVerdict < iWarn && iWarn < iInfo && iInfo < iTables) {
+		t.Errorf("order: findings (the verdict's, then warning before info) then tables:\n%s", rest)
 	}
 }
 

@@ -27,7 +27,7 @@ func Text(w io.Writer, r *Report) error {
 	if r.Verdict == nil && len(r.Findings) > 0 {
 		tw.printf("\nFINDINGS\n")
 		for _, f := range r.Findings {
-			tw.finding(f)
+			tw.finding(f, "")
 		}
 	}
 	tw.facts(r)
@@ -55,20 +55,28 @@ func (t *textWriter) table(fn func(tw *tabwriter.Writer)) {
 	t.err = tw.Flush()
 }
 
+// verdictEvidenceShown is how many evidence lines the verdict's headline
+// shows: with the verdict line and the decision, a reader who stops after
+// five lines knows what is wrong, the numbers that say so, and what to change.
+const verdictEvidenceShown = 3
+
 func (t *textWriter) verdict(r *Report) {
 	v := r.Verdict
 	t.printf("VERDICT: %s (confidence %.0f%%): %s\n", v.Class, v.Confidence*100, Clean(v.Summary))
 	byID := map[string]finding.Finding{}
 	for _, f := range r.Findings {
-		byID[f.ID] = f
-	}
-	for _, id := range v.Because {
-		f, ok := byID[id]
-		if !ok {
-			continue
+		if _, ok := byID[f.ID]; !ok {
+			byID[f.ID] = f
 		}
-		for _, e := range f.Evidence {
-			t.printf("  - %s\n", evidence(e))
+	}
+	if len(v.Because) > 0 {
+		if f, ok := byID[v.Because[0]]; ok {
+			for i, e := range f.Evidence {
+				if i == verdictEvidenceShown {
+					break
+				}
+				t.printf("  - %s\n", evidence(e))
+			}
 		}
 	}
 	if v.Decision != "" {
@@ -77,37 +85,41 @@ func (t *textWriter) verdict(r *Report) {
 	if v.Missing != "" {
 		t.printf("TO CONCLUDE: %s\n", Clean(v.Missing))
 	}
+	if len(r.Findings) == 0 {
+		t.printf("\n")
+		return
+	}
 	because := map[string]bool{}
 	for _, id := range v.Because {
 		because[id] = true
 	}
-	first := true
+	t.printf("\nFINDINGS (the verdict's first, then by severity)\n")
 	for _, f := range r.Findings {
+		mark := ""
 		if because[f.ID] {
-			continue
+			mark = " (verdict)"
 		}
-		if first {
-			t.printf("\nOTHER FINDINGS\n")
-			first = false
-		}
-		t.finding(f)
+		t.finding(f, mark)
 	}
 	t.printf("\n")
 }
 
-// finding writes one finding: severity, id, subject and claim on one line,
-// then its evidence and the change it calls for.
-func (t *textWriter) finding(f finding.Finding) {
+// finding writes one finding: severity, id, mark, subject and claim on one
+// line, then its evidence, the change it calls for and its seed section.
+func (t *textWriter) finding(f finding.Finding, mark string) {
 	subject := ""
 	if f.Subject != "" {
 		subject = " [" + Clean(f.Subject) + "]"
 	}
-	t.printf("  %s %s%s: %s\n", strings.ToUpper(f.Severity.String()), f.ID, subject, Clean(f.Claim))
+	t.printf("  %s %s%s%s: %s\n", strings.ToUpper(f.Severity.String()), f.ID, mark, subject, Clean(f.Claim))
 	for _, e := range f.Evidence {
 		t.printf("      %s\n", evidence(e))
 	}
 	if f.Decision != "" {
 		t.printf("      change: %s\n", Clean(f.Decision))
+	}
+	if f.Seed != "" {
+		t.printf("      seed: %s\n", Clean(f.Seed))
 	}
 }
 
@@ -116,8 +128,8 @@ func evidence(e finding.Evidence) string {
 	if val == "" {
 		val = trimFloat(e.Value)
 		if e.Unit != "" {
-			if e.Unit == "%" {
-				val += "%"
+			if strings.HasPrefix(e.Unit, "%") {
+				val += e.Unit // "42%", "42% of wall time"
 			} else {
 				val += " " + e.Unit
 			}

@@ -11,6 +11,7 @@ package timeline
 import (
 	"time"
 
+	"github.com/gpufeed/gpufeed/internal/finding"
 	"github.com/gpufeed/gpufeed/internal/gpu"
 )
 
@@ -66,6 +67,21 @@ type Meta struct {
 	Observer *Observer `json:"observer,omitempty"`
 	// Ended says how the window ended: "duration", "target exited", "interrupted".
 	Ended string `json:"ended,omitempty"`
+	// Checks are gpufeed check's results for the target, run once at the end
+	// of the window with the same GPU source, so that a recording judged
+	// later reproduces them without re-running them. Nil when not run.
+	Checks *Checks `json:"checks,omitempty"`
+}
+
+// Checks is what the platform checks (internal/check) concluded at the end
+// of a window.
+type Checks struct {
+	// T is when they ran, monotonic nanoseconds since Started.
+	T int64 `json:"t"`
+	// Statuses counts the results by status ("ok", "warn", "fail", "absent" ...).
+	Statuses map[string]int `json:"statuses"`
+	// Findings are the warn and fail results (check.Findings).
+	Findings []finding.Finding `json:"findings,omitempty"`
 }
 
 // Tiers are the periods of the sampler's slower tiers.
@@ -134,6 +150,10 @@ type ProcInfo struct {
 	Cmdline []string `json:"cmdline,omitempty"`
 	// Env holds only allowlisted variables (see internal/probe: EnvAllowlist).
 	Env map[string]string `json:"env,omitempty"`
+	// DeviceChannels are the descriptors through which the process talks to
+	// a GPU, read once at the end of the window (internal/probe/devchan);
+	// nil when not read. A thread blocked on one of them waits on the device.
+	DeviceChannels *DeviceChannels `json:"device_channels,omitempty"`
 	// Role is what gpufeed recognised the process as: "trainer", "dataloader-worker",
 	// "torchrun", "rank" ... empty when unknown.
 	Role string `json:"role,omitempty"`
@@ -212,6 +232,18 @@ type MemCgroup struct {
 	LimitAt    string  `json:"limit_at,omitempty"`
 	// UsageBytes is the usage of the limiting cgroup; nil when not readable.
 	UsageBytes *uint64 `json:"usage_bytes,omitempty"`
+}
+
+// DeviceChannels are the descriptors a process talks to a GPU through.
+type DeviceChannels struct {
+	// T is when they were read, monotonic nanoseconds since Meta.Started.
+	T int64 `json:"t"`
+	// Channels are fd targets as /proc/PID/fd names them: /dev/nvidia*
+	// nodes, and Unix sockets connected to a simulated device ("socket:[4242]").
+	Channels []string `json:"channels,omitempty"`
+	// NotVisible says what could not be told and the privilege that would
+	// show it (the fd table, the socket table); empty when all was seen.
+	NotVisible string `json:"not_visible,omitempty"`
 }
 
 // ThreadInfo holds what is known about a thread beyond its samples.

@@ -120,3 +120,6 @@ func (s *Source) Close() error {
 	s.lost = "closed"
 	return s.c.Close()
 }
+
+// Path is the socket path of the simulated device this source observes.
+func (s *Source) Path() string { return s.path }

@@ -1,0 +1,136 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpufeed/gpufeed/internal/demo"
+	"github.com/gpufeed/gpufeed/internal/gpu/sim"
+	"github.com/gpufeed/gpufeed/internal/probe/kmsg"
+	"github.com/gpufeed/gpufeed/internal/probe/proc"
+	"github.com/gpufeed/gpufeed/internal/sample"
+	"github.com/gpufeed/gpufeed/internal/triage"
+)
+
+func init() { subcommands = append(subcommands, newDemoCmd) }
+
+func newDemoCmd() *cobra.Command {
+	var (
+		list     bool
+		duration time.Duration
+		interval time.Duration
+		format   string
+		record   string
+	)
+	cmd := &cobra.Command{
+		Use:   "demo [NAME]",
+		Short: "Run a built-in scenario on a simulated GPU and diagnose it",
+		Long: `demo starts a small workload that really produces one bottleneck on this
+machine (a launch-bound loop, a pipeline of worker processes, readers waiting
+on a throttled disk...), driving a simulated GPU started in-process, and
+diagnoses it exactly as gpufeed diagnose --pid would. Without NAME it runs
+the ` + demo.Default + ` scenario; --list shows them all.
+
+Exit status: 0 when the verdict is the one the scenario produces, 1 when it
+is not, 2 when the scenario could not run.`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if list {
+				return listScenarios(cmd)
+			}
+			if err := checkFormat(format); err != nil {
+				return err
+			}
+			if duration <= 0 || interval <= 0 {
+				return errors.New("--duration and --interval must be positive")
+			}
+			name := demo.Default
+			if len(args) == 1 {
+				name = args[0]
+			}
+			sc, err := demo.Lookup(name)
+			if err != nil {
+				return err
+			}
+			return runDemo(cmd, sc, duration, interval, format, record)
+		},
+	}
+	f := cmd.Flags()
+	f.BoolVar(&list, "list", false, "list the scenarios")
+	f.DurationVar(&duration, "duration", sample.DefaultDuration, "sampling window")
+	f.DurationVar(&interval, "interval", sample.DefaultInterval, "per-thread sampling interval")
+	f.StringVarP(&format, "output", "o", "text", "output format: text or json")
+	f.StringVar(&record, "record", "", "also save the raw samples to `FILE` (judge it later with gpufeed report)")
+	return cmd
+}
+
+func listScenarios(cmd *cobra.Command) error {
+	tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tEXPECTED VERDICT\tWHAT IT RUNS")
+	for _, s := range demo.Scenarios() {
+		name := s.Name
+		if name == demo.Default {
+			name += " (default)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", name, s.Expect, s.Title)
+	}
+	return tw.Flush()
+}
+
+func runDemo(cmd *cobra.Command, sc demo.Scenario, duration, interval time.Duration, format, record string) error {
+	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "gpufeed demo %s: %s\n", sc.Name, sc.Title)
+	run, err := demo.Start(ctx, sc, demo.Options{Exe: exe, WorkloadArgs: []string{demo.WorkloadCommand},
+		Lifetime: duration + 2*time.Minute})
+	if err != nil {
+		return fmt.Errorf("demo %s: %w", sc.Name, err)
+	}
+	defer run.Stop()
+	for _, n := range run.Notes {
+		fmt.Fprintf(os.Stderr, "gpufeed demo %s: %s\n", sc.Name, n)
+	}
+	fmt.Fprintf(os.Stderr, "gpufeed demo %s: workload pid %d on a simulated GPU at %s; diagnosing for %v\n", sc.Name, run.PID, run.Socket, duration)
+
+	fs, err := proc.NewFS("")
+	if err != nil {
+		return err
+	}
+	src, err := sim.Dial(run.Socket)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	s, err := sample.New(sample.Config{Proc: fs, PID: run.PID, Interval: interval, Duration: duration,
+		GPU: src, GPUSource: src.Name(), Tool: "gpufeed " + version})
+	if err != nil {
+		return fmt.Errorf("demo %s: the workload cannot be watched: %w (%s)", sc.Name, err, run.Stderr())
+	}
+	tc := triage.Config{ProcRoot: fs.Root, SysRoot: "/sys", Kmsg: kmsg.Reader{Path: kmsg.DefaultPath}}
+	tl, err := observe(ctx, s, fs, src, tc, record, nil)
+	if tl == nil {
+		return err
+	}
+	run.Stop()
+	rep := judge(tl, nil)
+	if err := render(cmd.OutOrStdout(), rep, format); err != nil {
+		return err
+	}
+	if problem := sc.Check(rep.Verdict, rep.Findings); problem != "" {
+		fmt.Fprintf(os.Stderr, "gpufeed demo %s: %s\n", sc.Name, problem)
+		return exitCode(1)
+	}
+	fmt.Fprintf(os.Stderr, "gpufeed demo %s: verdict %s, as this scenario produces\n", sc.Name, rep.Verdict.Class)
+	return nil
+}

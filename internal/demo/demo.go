@@ -1,0 +1,114 @@
+// Package demo holds gpufeed's built-in scenarios: small workloads that
+// really produce each bottleneck class on the machine they run on, driving
+// an in-process simulated GPU (internal/gpu/sim). `gpufeed demo NAME` starts
+// one, diagnoses it for the default window and prints the report; the
+// scenario tests check that the verdict is the one the scenario was built to
+// produce.
+//
+// Workloads run as real separate processes: Python ones (standard library
+// only, embedded here with the simulated device's Python client) with
+// python3, Go ones by re-executing the gpufeed binary with a hidden workload
+// command (RunWorkload). Everything they need is embedded, so
+// `go run ./cmd/gpufeed demo` works on a machine with only Go and python3.
+package demo
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/gpufeed/gpufeed/internal/finding"
+)
+
+// Scenario is one built-in workload and what it must produce.
+type Scenario struct {
+	Name string
+	// Title is one line: what the workload does.
+	Title string
+	// Expect is the verdict class the workload is built to produce.
+	Expect finding.Class
+	// MustFind are finding IDs the report must hold besides the verdict's.
+	MustFind []string
+	// Python is the embedded script (py/NAME) for a Python workload; Go is
+	// the name of a Go workload (RunWorkload) otherwise.
+	Python string
+	Go     string
+	// Neighbours is the number of CPU hogs started outside the job, pinned
+	// to the CPU the launch thread is pinned to (GPUFEED_DEMO_CPU).
+	Neighbours int
+	// Storage: the workload reads a data file the runner places on the temp
+	// directory's filesystem, in a block-I/O throttled cgroup when possible.
+	Storage bool
+}
+
+// Default is the scenario `gpufeed demo` runs without a name.
+const Default = "launch-bound"
+
+var scenarios = []Scenario{
+	{Name: "launch-bound", Expect: finding.SubmissionBound, Python: "launch_bound.py",
+		Title: "one Python thread launching 2 us kernels: the GPU idles between launches"},
+	{Name: "sync-bound", Expect: finding.SyncBound, Python: "sync_bound.py",
+		Title: "a synchronisation (loss.item()) after every four 1 ms kernels, then 1 ms of CPU: the CPU never runs ahead"},
+	{Name: "preprocessing-bound", Expect: finding.Preprocessing, Python: "preprocessing.py", MustFind: []string{"dataloader-workers-vs-cores"},
+		Title: "one worker process per CPU decompressing zlib records for the trainer: the GPU waits for batches"},
+	{Name: "storage-bound", Expect: finding.StorageBound, Python: "storage.py", Storage: true,
+		Title: "two readers making 4 KiB O_DIRECT reads that miss the page cache on a throttled disk: the GPU waits for data"},
+	{Name: "transfer-bound", Expect: finding.TransferBound, Python: "transfer.py",
+		Title: "64 MiB copies from pageable memory before each step: the copies block and dominate"},
+	{Name: "too-little-work", Expect: finding.TooLittleWork, Python: "too_little_work.py",
+		Title: "an inference service at low load: three 40 us kernels per request every 5 ms"},
+	{Name: "gpu-bound", Expect: finding.GPUBound, Python: "gpu_bound.py",
+		Title: "a healthy training loop: 1 ms of CPU per 20 ms of queued kernels, the loss read every 25 steps"},
+	{Name: "noisy-neighbour", Expect: finding.SubmissionBound, Python: "noisy_neighbour.py", Neighbours: 2, MustFind: []string{"launch-thread-descheduled"},
+		Title: "the launch-bound job pinned to one CPU that two CPU hogs outside the job share"},
+	{Name: "oversubscribed", Expect: finding.SubmissionBound, Go: "oversubscribed", MustFind: []string{"cpu-oversubscribed", "launch-thread-descheduled"},
+		Title: "a launch thread among spinning intra-op pool threads, twice as many as CPUs (OMP_NUM_THREADS unset)"},
+	{Name: "stalled", Expect: finding.Stalled, Python: "stalled.py",
+		Title: "a job whose threads block on a lock held by a thread reading a pipe nobody writes"},
+}
+
+// Scenarios lists every scenario, the default first, then by name.
+func Scenarios() []Scenario {
+	out := append([]Scenario(nil), scenarios...)
+	sort.SliceStable(out, func(i, j int) bool {
+		if (out[i].Name == Default) != (out[j].Name == Default) {
+			return out[i].Name == Default
+		}
+		return out[i].Name < out[j].Name
+	})
+	return out
+}
+
+// Lookup finds a scenario by name.
+func Lookup(name string) (Scenario, error) {
+	for _, s := range scenarios {
+		if s.Name == name {
+			return s, nil
+		}
+	}
+	var names []string
+	for _, s := range Scenarios() {
+		names = append(names, s.Name)
+	}
+	return Scenario{}, fmt.Errorf("no scenario %q: want one of %v (gpufeed demo --list)", name, names)
+}
+
+// Check compares a verdict and findings with what the scenario must
+// produce; it returns what is wrong, or "" when all is as expected.
+func (s Scenario) Check(v *finding.Verdict, fs []finding.Finding) string {
+	if v == nil {
+		return "no verdict"
+	}
+	if v.Class != s.Expect {
+		return fmt.Sprintf("verdict %s, expected %s", v.Class, s.Expect)
+	}
+	have := map[string]bool{}
+	for _, f := range fs {
+		have[f.ID] = true
+	}
+	for _, id := range s.MustFind {
+		if !have[id] {
+			return fmt.Sprintf("verdict %s as expected, but no %s finding", v.Class, id)
+		}
+	}
+	return ""
+}

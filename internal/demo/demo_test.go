@@ -1,0 +1,136 @@
+package demo
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gpufeed/gpufeed/internal/finding"
+)
+
+func TestScenariosDefaultFirstAndComplete(t *testing.T) {
+	all := Scenarios()
+	if all[0].Name != Default {
+		t.Errorf("first scenario %q, want the default %q", all[0].Name, Default)
+	}
+	classes := map[finding.Class]bool{}
+	for _, s := range all {
+		classes[s.Expect] = true
+		if (s.Python == "") == (s.Go == "") {
+			t.Errorf("%s: want exactly one of a Python script and a Go workload", s.Name)
+		}
+		if s.Python != "" {
+			if _, err := pyFiles.ReadFile("py/" + s.Python); err != nil {
+				t.Errorf("%s: script %s not embedded: %v", s.Name, s.Python, err)
+			}
+		}
+		if s.Go != "" && s.Go != "oversubscribed" {
+			t.Errorf("%s: Go workload %q unknown to RunWorkload", s.Name, s.Go)
+		}
+	}
+	for _, c := range finding.Classes {
+		if c != finding.Inconclusive && !classes[c] {
+			t.Errorf("no scenario produces %s", c)
+		}
+	}
+	if _, err := Lookup("launch-bound"); err != nil {
+		t.Error(err)
+	}
+	if _, err := Lookup("nope"); err == nil || !strings.Contains(err.Error(), "--list") {
+		t.Errorf("unknown scenario: %v", err)
+	}
+}
+
+func TestCheck(t *testing.T) {
+	s, _ := Lookup("noisy-neighbour")
+	v := &finding.Verdict{Class: finding.SubmissionBound}
+	if p := s.Check(v, []finding.Finding{{ID: "launch-thread-descheduled"}}); p != "" {
+		t.Errorf("expected verdict and finding: %q", p)
+	}
+	if p := s.Check(v, nil); !strings.Contains(p, "no launch-thread-descheduled finding") {
+		t.Errorf("missing finding: %q", p)
+	}
+	if p := s.Check(&finding.Verdict{Class: finding.SyncBound}, nil); !strings.Contains(p, "expected submission-bound") {
+		t.Errorf("wrong class: %q", p)
+	}
+	if p := s.Check(nil, nil); p == "" {
+		t.Error("no verdict accepted")
+	}
+}
+
+// TestPythonWorkloadsCompile byte-compiles every embedded script with the
+// simulated device's client beside them.
+func TestPythonWorkloadsCompile(t *testing.T) {
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("python3 not on PATH")
+	}
+	dir := t.TempDir()
+	if err := writePython(dir); err != nil {
+		t.Fatal(err)
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "*.py"))
+	if len(files) < len(scenarios) {
+		t.Fatalf("%d files written", len(files))
+	}
+	cmd := exec.Command(py, append([]string{"-m", "py_compile"}, files...)...)
+	cmd.Env = append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1", "PYTHONPYCACHEPREFIX="+t.TempDir())
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("py_compile: %v\n%s", err, out)
+	}
+}
+
+func TestRunWorkloadUnknown(t *testing.T) {
+	if code := RunWorkload("nope", nil); code != 2 {
+		t.Errorf("unknown workload: exit %d, want 2", code)
+	}
+	if code := RunWorkload("hog", []string{"--cpu", "-1"}); code != 2 {
+		t.Errorf("hog on cpu -1: exit %d, want 2", code)
+	}
+}
+
+// TestWholeDiskOfTempDir finds the disk under the temp directory as the
+// storage scenario does, where there is one.
+func TestWholeDiskOfTempDir(t *testing.T) {
+	var st syscall.Stat_t
+	if err := syscall.Stat(t.TempDir(), &st); err != nil {
+		t.Fatal(err)
+	}
+	id, err := wholeDisk(st.Dev)
+	if err != nil {
+		t.Skipf("the temp directory is not on a block device here: %v", err)
+	}
+	if !regexp.MustCompile(`^\d+:\d+$`).MatchString(id) {
+		t.Fatalf("disk %q, want MAJ:MIN", id)
+	}
+	if _, err := os.Stat(filepath.Join("/sys/dev/block", id)); err != nil {
+		t.Errorf("disk %s not in /sys/dev/block: %v", id, err)
+	}
+	if _, err := os.Stat(filepath.Join("/sys/dev/block", id, "partition")); err == nil {
+		t.Errorf("%s is a partition: throttles apply to whole disks", id)
+	}
+}
+
+func TestCalibrateSpendsThreadCPU(t *testing.T) {
+	runtime.LockOSThread() // thread CPU time is per thread
+	defer runtime.UnlockOSThread()
+	n := calibrate(100 * time.Microsecond)
+	if n <= 0 {
+		t.Fatalf("calibrate: %d iterations", n)
+	}
+	start := threadCPU()
+	for i := 0; i < 100; i++ {
+		spin(n)
+	}
+	// The thread may migrate or be preempted; only the order of magnitude
+	// is checked (10 ms of work, in thread CPU time).
+	if used := threadCPU() - start; used <= 0 {
+		t.Errorf("spin used no thread CPU time")
+	}
+}

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Confusion matrix of gpufeed's verdicts over the built-in scenarios: runs
+# every scenario (gpufeed demo NAME, default 10 s window) RUNS times, one at
+# a time, and prints which verdict each run got, per expected class, with
+# the mean confidence; "demo passed" counts the runs whose class and required
+# findings were right (gpufeed demo exited 0). docs/RULES.md holds a
+# measured matrix.
+#
+#   scripts/confusion-matrix.sh [RUNS] [SCENARIO...]     (RUNS default 5)
+#
+# Needs Go and python3. Exits 1 when any run did not pass.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+runs=${1:-5}
+shift || true
+bin=$(mktemp -d)/gpufeed
+trap 'rm -rf "$(dirname "$bin")"' EXIT
+go build -o "$bin" ./cmd/gpufeed
+if [ $# -gt 0 ]; then
+	scenarios=("$@")
+else
+	mapfile -t scenarios < <("$bin" demo --list | awk 'NR > 1 {print $1}')
+fi
+results=$(mktemp)
+trap 'rm -rf "$(dirname "$bin")" "$results"' EXIT
+echo "gpufeed confusion matrix: ${#scenarios[@]} scenarios x $runs runs on $(hostname) ($(nproc) CPUs, Linux $(uname -r)), $(date -u +%Y-%m-%dT%H:%MZ)" >&2
+for s in "${scenarios[@]}"; do
+	for i in $(seq "$runs"); do
+		code=0
+		json=$("$bin" demo "$s" -o json 2>/dev/null) || code=$?
+		printf '%s\n' "$json" | python3 -c '
+import json, sys
+scenario, code = sys.argv[1], sys.argv[2]
+try:
+    r = json.load(sys.stdin)
+    v = r["verdict"]
+    print(scenario, v["class"], v["confidence"], code)
+except Exception as e:
+    print(scenario, "error", 0, code)
+' "$s" "$code" >>"$results"
+		tail -n 1 "$results" >&2
+	done
+done
+python3 - "$results" "$bin" <<'PY'
+import collections, json, subprocess, sys
+rows = [l.split() for l in open(sys.argv[1]) if l.strip()]
+expected = {}
+for line in subprocess.run([sys.argv[2], "demo", "--list"], capture_output=True, text=True).stdout.splitlines()[1:]:
+    f = line.split()
+    expected[f[0]] = f[2] if f[1] == "(default)" else f[1]
+classes = ["submission-bound", "sync-bound", "preprocessing-bound", "storage-bound", "transfer-bound",
+           "too-little-work", "gpu-bound", "stalled", "inconclusive", "error"]
+short = {"submission-bound": "subm", "sync-bound": "sync", "preprocessing-bound": "prep", "storage-bound": "stor",
+         "transfer-bound": "xfer", "too-little-work": "tlw", "gpu-bound": "gpu", "stalled": "stall",
+         "inconclusive": "inc", "error": "err"}
+count = collections.defaultdict(collections.Counter)
+conf = collections.defaultdict(list)
+passed = collections.Counter()
+order = []
+for s, c, p, code in rows:
+    if s not in order:
+        order.append(s)
+    count[s][c] += 1
+    conf[s].append(float(p))
+    passed[s] += code == "0"
+print("| scenario (expected) | " + " | ".join(short[c] for c in classes) + " | class right | demo passed | mean confidence |")
+print("|---|" + "---|" * len(classes) + "---|---|---|")
+missed = 0
+for s in order:
+    exp = expected.get(s, "?")
+    n = sum(count[s].values())
+    ok = count[s][exp]
+    missed += n - passed[s]
+    cells = [str(count[s][c]) if count[s][c] else "." for c in classes]
+    print(f"| {s} ({exp}) | " + " | ".join(cells) + f" | {ok}/{n} | {passed[s]}/{n} | {sum(conf[s]) / len(conf[s]):.2f} |")
+sys.exit(1 if missed else 0)
+PY
