@@ -11,6 +11,8 @@ import (
 	"cmp"
 	"slices"
 
+	"github.com/gpufeed/gpufeed/internal/rules/thresholds"
+
 	"github.com/gpufeed/gpufeed/internal/finding"
 	"github.com/gpufeed/gpufeed/internal/trace"
 )
@@ -33,13 +35,13 @@ type Options struct {
 
 func (o Options) withDefaults() Options {
 	if o.ConsecutiveKernelDelay <= 0 {
-		o.ConsecutiveKernelDelay = finding.ConsecutiveKernelDelay.Nanoseconds()
+		o.ConsecutiveKernelDelay = thresholds.ConsecutiveKernelDelay.Nanoseconds()
 	}
 	if o.RuntimeCutoff <= 0 {
-		o.RuntimeCutoff = finding.LaunchRuntimeOutlier.Nanoseconds()
+		o.RuntimeCutoff = thresholds.LaunchRuntimeOutlier.Nanoseconds()
 	}
 	if o.LaunchDelayCutoff <= 0 {
-		o.LaunchDelayCutoff = finding.LaunchDelayOutlier.Nanoseconds()
+		o.LaunchDelayCutoff = thresholds.LaunchDelayOutlier.Nanoseconds()
 	}
 	if o.GapThreshold <= 0 {
 		o.GapThreshold = NsightGapThreshold
@@ -191,7 +193,7 @@ func gpuWorkStats(s *scope, busy map[int32][]span) (copyBusyPct, smallKernelPct 
 			copyNs += g.Dur()
 		case g.Kind == trace.Kernel && g.BlocksPerSM > 0:
 			kernelNs += g.Dur()
-			if float64(g.BlocksPerSM) < finding.TooLittleWorkBlocksPerSM {
+			if float64(g.BlocksPerSM) < thresholds.TooLittleWorkBlocksPerSM {
 				smallNs += g.Dur()
 			}
 		}

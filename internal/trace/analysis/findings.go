@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/gpufeed/gpufeed/internal/rules/thresholds"
+
 	"github.com/gpufeed/gpufeed/internal/finding"
 )
 
@@ -70,7 +72,7 @@ func buildFindings(r *Report, sh Shares) ([]finding.Finding, map[string]*finding
 	at := &r.Attribution
 	b := &at.ByCause
 	sev := func(share float64) finding.Severity {
-		if share >= finding.HighSharePct {
+		if share >= thresholds.HighSharePct {
 			return finding.Warning
 		}
 		return finding.Info
@@ -101,7 +103,7 @@ func buildFindings(r *Report, sh Shares) ([]finding.Finding, map[string]*finding
 		})
 	}
 
-	if hasWork && sh.IdlePct < finding.GPUBoundIdleMaxPct {
+	if hasWork && sh.IdlePct < thresholds.GPUBoundIdleMaxPct {
 		tb := r.Temporal
 		add(finding.Finding{
 			ID: "gpu-bound", Severity: finding.Info,
@@ -118,7 +120,7 @@ func buildFindings(r *Report, sh Shares) ([]finding.Finding, map[string]*finding
 	}
 
 	// Input pipeline.
-	if sh.Input >= finding.ModerateSharePct {
+	if sh.Input >= thresholds.ModerateSharePct {
 		add(finding.Finding{
 			ID: "host-wait-dataloader", Severity: sev(sh.Input),
 			Claim: fmt.Sprintf("The GPU waits for the DataLoader: %.1f %% of the time (%.1f ms) the launching thread was inside DataLoader __next__ while the GPU was idle.", sh.Input, ms(b[CauseDataLoader])),
@@ -131,9 +133,9 @@ func buildFindings(r *Report, sh Shares) ([]finding.Finding, map[string]*finding
 			Supports: finding.Preprocessing,
 		})
 	}
-	if med, n := medianInputPct(r.Steps); n > 0 && med >= finding.ModerateSharePct {
+	if med, n := medianInputPct(r.Steps); n > 0 && med >= thresholds.ModerateSharePct {
 		level := "moderately"
-		if med >= finding.HighSharePct {
+		if med >= thresholds.HighSharePct {
 			level = "highly"
 		}
 		add(finding.Finding{
@@ -153,7 +155,7 @@ func buildFindings(r *Report, sh Shares) ([]finding.Finding, map[string]*finding
 	syncCalls := r.Rules.StreamSyncs.Count + r.Rules.DeviceSyncs.Count + r.Rules.EventSyncs.Count
 	syncHost := r.Rules.StreamSyncs.HostNs + r.Rules.DeviceSyncs.HostNs + r.Rules.EventSyncs.HostNs
 	medSyncs, nSteps := medianSyncs(r.Steps)
-	if sh.Sync >= finding.ModerateSharePct {
+	if sh.Sync >= thresholds.ModerateSharePct {
 		add(finding.Finding{
 			ID: "host-wait-sync", Severity: sev(sh.Sync),
 			Claim: fmt.Sprintf("Synchronisations starve the GPU: %.1f %% of the time the GPU was idle because the launching thread waited for it (%d gaps began inside a sync) and then had to refill an empty queue.", sh.Sync, at.AfterSyncGaps),
@@ -173,7 +175,7 @@ func buildFindings(r *Report, sh Shares) ([]finding.Finding, map[string]*finding
 		claim := fmt.Sprintf("%d host synchronisations blocked the CPU for %.1f ms in total.", syncCalls, ms(syncHost))
 		if nSteps > 0 {
 			claim = fmt.Sprintf("%d host synchronisations (median %d per step) blocked the CPU for %.1f ms in total.", syncCalls, medSyncs, ms(syncHost))
-			if medSyncs > finding.SyncsPerStepMax {
+			if medSyncs > thresholds.SyncsPerStepMax {
 				sevc = finding.Warning
 			}
 		}
@@ -253,7 +255,7 @@ func buildFindings(r *Report, sh Shares) ([]finding.Finding, map[string]*finding
 	}
 
 	// Submission.
-	if sh.Submission >= finding.ModerateSharePct {
+	if sh.Submission >= thresholds.ModerateSharePct {
 		ev := []finding.Evidence{
 			ctx.ev("share of GPU time lost to CPU submission overhead", sh.Submission, "%", ""),
 			ctx.ev("idle while the launching thread ran CPU operators", ms(b[CauseCPUOps]-at.AfterSync[CauseCPUOps]), "ms", "cpu_op, user_annotation"),
@@ -302,7 +304,7 @@ func buildFindings(r *Report, sh Shares) ([]finding.Finding, map[string]*finding
 	if l := r.Launch; l.RuntimeOutliers > 0 {
 		add(finding.Finding{
 			ID: "launch-runtime-outliers", Severity: finding.Info,
-			Claim: fmt.Sprintf("%d launch calls took longer than %.0f us (HTA's runtime cut-off); the longest %.0f us.", l.RuntimeOutliers, float64(finding.LaunchRuntimeOutlier.Microseconds()), l.RuntimeUs.Max),
+			Claim: fmt.Sprintf("%d launch calls took longer than %.0f us (HTA's runtime cut-off); the longest %.0f us.", l.RuntimeOutliers, float64(thresholds.LaunchRuntimeOutlier.Microseconds()), l.RuntimeUs.Max),
 			Evidence: []finding.Evidence{
 				ctx.ev("launch calls over the cut-off", float64(l.RuntimeOutliers), "", "cudaLaunchKernel, cudaMemcpyAsync, cudaMemsetAsync"),
 				ctx.ev("longest launch call", l.RuntimeUs.Max, "us", ""),
@@ -316,7 +318,7 @@ func buildFindings(r *Report, sh Shares) ([]finding.Finding, map[string]*finding
 	if l := r.Launch; l.DelayOutliers > 0 {
 		add(finding.Finding{
 			ID: "launch-delay-outliers", Severity: finding.Info,
-			Claim: fmt.Sprintf("%d operations started more than %.0f us after their launch call returned (HTA's launch-delay cut-off): the queue ahead of them was long.", l.DelayOutliers, float64(finding.LaunchDelayOutlier.Microseconds())),
+			Claim: fmt.Sprintf("%d operations started more than %.0f us after their launch call returned (HTA's launch-delay cut-off): the queue ahead of them was long.", l.DelayOutliers, float64(thresholds.LaunchDelayOutlier.Microseconds())),
 			Evidence: []finding.Evidence{
 				ctx.ev("operations over the delay cut-off", float64(l.DelayOutliers), "", "cudaLaunchKernel, kernel"),
 				ctx.ev("p95 launch delay", l.DelayUs.P95, "us", ""),
@@ -339,7 +341,7 @@ func buildFindings(r *Report, sh Shares) ([]finding.Finding, map[string]*finding
 	}
 
 	// Other waits.
-	if sh.GPUWait >= finding.ModerateSharePct {
+	if sh.GPUWait >= thresholds.ModerateSharePct {
 		add(finding.Finding{
 			ID: "gpu-side-wait", Severity: sev(sh.GPUWait),
 			Claim: fmt.Sprintf("%.1f %% of the time the GPU was idle although the next operation had been launched: it waited on another stream, an event or another GPU.", sh.GPUWait),
@@ -350,7 +352,7 @@ func buildFindings(r *Report, sh Shares) ([]finding.Finding, map[string]*finding
 			Decision: "Look at stream dependencies and collectives: overlap communication with computation; compare ranks for a straggler.",
 		})
 	}
-	if sh.OtherAPI >= finding.ModerateSharePct {
+	if sh.OtherAPI >= thresholds.ModerateSharePct {
 		ev := []finding.Evidence{
 			ctx.ev("share of GPU time lost in CUDA calls that launch nothing", sh.OtherAPI, "%", ""),
 			ctx.ev("idle while the launching thread was in CUDA calls that launch nothing", ms(b[CauseOtherAPI]-at.AfterSync[CauseOtherAPI]), "ms", "cuda_runtime"),
@@ -369,7 +371,7 @@ func buildFindings(r *Report, sh Shares) ([]finding.Finding, map[string]*finding
 			Decision: "Profile steady-state steps, not start-up; if these calls recur every step, stop allocating and freeing in the loop (no torch.cuda.empty_cache()).",
 		})
 	}
-	if sh.Untraced >= finding.ModerateSharePct {
+	if sh.Untraced >= thresholds.ModerateSharePct {
 		add(finding.Finding{
 			ID: "host-wait-untraced", Severity: finding.Info,
 			Claim: fmt.Sprintf("%.1f %% of the time the GPU waited while the launching thread ran nothing the profiler recorded.", sh.Untraced),
@@ -380,7 +382,7 @@ func buildFindings(r *Report, sh Shares) ([]finding.Finding, map[string]*finding
 			Decision: "Record Python frames (with_stack=True) or run gpufeed diagnose live to see whether the thread was computing, sleeping or blocked.",
 		})
 	}
-	if sh.SmallKernelPct >= finding.TooLittleWorkKernelTimePct {
+	if sh.SmallKernelPct >= thresholds.TooLittleWorkKernelTimePct {
 		add(finding.Finding{
 			ID: "small-kernels", Severity: finding.Info,
 			Claim: fmt.Sprintf("%.0f %% of kernel time runs kernels with fewer thread blocks than SMs: much of the GPU sits empty even while it is busy.", sh.SmallKernelPct),

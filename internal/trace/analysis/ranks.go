@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"slices"
 
+	"github.com/gpufeed/gpufeed/internal/rules/thresholds"
+
 	"github.com/gpufeed/gpufeed/internal/finding"
 	"github.com/gpufeed/gpufeed/internal/trace"
 )
@@ -109,7 +111,7 @@ type MultiRank struct {
 // StragglerLagPct: a rank is a straggler when it enters collectives at
 // least this share of the median step time after the first rank.
 // Anchor: the shared ModerateSharePct (XProf's 5 %), applied to step time.
-const StragglerLagPct = finding.ModerateSharePct
+const StragglerLagPct = thresholds.ModerateSharePct
 
 // CompareRanks builds the per-rank table and finds stragglers.
 func CompareRanks(ranks []RankSummary) MultiRank {

@@ -1,7 +1,7 @@
 package analysis
 
 // Trace-analysis thresholds that do not decide a class (those are shared
-// with live diagnose in internal/finding/thresholds.go).
+// with live diagnose in internal/rules/thresholds).
 const (
 	// NsightGapThreshold is the smallest GPU idle gap the gaps rule lists.
 	// Anchor: Nsight Systems' gpu_gaps rule default (gap=500 ms).

@@ -5,6 +5,8 @@ import (
 	"math"
 	"slices"
 
+	"github.com/gpufeed/gpufeed/internal/rules/thresholds"
+
 	"github.com/gpufeed/gpufeed/internal/finding"
 )
 
@@ -107,13 +109,13 @@ func decide(sh Shares, ops int, spanNs int64, byID map[string]*finding.Finding) 
 			Missing:    fmt.Sprintf("a longer trace: at least %d GPU operations over %.0f ms, ideally several ProfilerSteps (torch.profiler.schedule(wait=1, warmup=1, active=3))", MinGPUOps, float64(MinSpanNs)/1e6),
 		}
 	}
-	if sh.IdlePct < finding.GPUBoundIdleMaxPct && sh.Transfer < finding.ModerateSharePct {
-		if sh.SmallKernelPct >= finding.TooLittleWorkKernelTimePct {
+	if sh.IdlePct < thresholds.GPUBoundIdleMaxPct && sh.Transfer < thresholds.ModerateSharePct {
+		if sh.SmallKernelPct >= thresholds.TooLittleWorkKernelTimePct {
 			return verdictFor(finding.TooLittleWork, math.Min(0.5+0.4*sh.SmallKernelPct/100, 0.9), byID, "small-kernels",
 				fmt.Sprintf("The GPU is busy %.0f %% of the time, but %.0f %% of kernel time runs kernels with fewer thread blocks than SMs: too little parallel work per kernel.", 100-sh.IdlePct, sh.SmallKernelPct),
 				"Give each kernel more work: a bigger batch, fused operations (torch.compile), fewer tiny per-sample kernels.")
 		}
-		conf := 0.6 + 0.4*(1-sh.IdlePct/finding.GPUBoundIdleMaxPct)
+		conf := 0.6 + 0.4*(1-sh.IdlePct/thresholds.GPUBoundIdleMaxPct)
 		return verdictFor(finding.GPUBound, conf, byID, "gpu-bound",
 			fmt.Sprintf("The GPU is busy %.1f %% of the time: the CPU keeps it fed.", 100-sh.IdlePct),
 			"The CPU is not the problem: look at kernel efficiency (Nsight Compute), precision and batch size, and at GPU clocks and throttling.")
@@ -138,28 +140,28 @@ func decide(sh Shares, ops int, spanNs int64, byID map[string]*finding.Finding) 
 		best.finding = "copies-dominate"
 	}
 	unexplained := max(sh.GPUWait, sh.Untraced, sh.Unattributed, sh.OtherAPI)
-	if best.share < finding.ModerateSharePct || unexplained > best.share {
+	if best.share < thresholds.ModerateSharePct || unexplained > best.share {
 		v := finding.Verdict{Class: finding.Inconclusive, Confidence: 0.5}
 		switch {
-		case sh.GPUWait >= unexplained && sh.GPUWait >= finding.ModerateSharePct:
+		case sh.GPUWait >= unexplained && sh.GPUWait >= thresholds.ModerateSharePct:
 			v.Summary = fmt.Sprintf("The GPU is idle %.0f %% of the time, mostly (%.0f %%) waiting on its own dependencies (other streams, events, collectives), not on the CPU.", sh.IdlePct, sh.GPUWait)
 			v.Because = []string{"gpu-side-wait"}
 			v.Missing = "the wait is on the GPU side: compare ranks (stragglers) and stream dependencies; the CPU is not what delays the work"
 			v.Decision = "Overlap communication with computation and look for a slow rank or a serialising stream dependency."
-		case sh.Untraced >= unexplained && sh.Untraced >= finding.ModerateSharePct:
+		case sh.Untraced >= unexplained && sh.Untraced >= thresholds.ModerateSharePct:
 			v.Summary = fmt.Sprintf("The GPU is idle %.0f %% of the time while the launching thread ran nothing the profiler recorded (%.0f %%).", sh.IdlePct, sh.Untraced)
 			v.Because = []string{"host-wait-untraced"}
 			v.Missing = "what the launching thread did in the gaps: profile with with_stack=True (Python frames), or run gpufeed diagnose live to see whether it was running, sleeping or blocked"
-		case sh.OtherAPI >= unexplained && sh.OtherAPI >= finding.ModerateSharePct:
+		case sh.OtherAPI >= unexplained && sh.OtherAPI >= thresholds.ModerateSharePct:
 			v.Summary = fmt.Sprintf("The GPU is idle %.0f %% of the time while the launching thread sat in CUDA calls that launch nothing (%.0f %%): allocation, frees, stream creation, module loading.", sh.IdlePct, sh.OtherAPI)
 			v.Because = []string{"host-wait-other-api"}
 			v.Missing = "steady-state steps: this looks like set-up inside the profiled window; profile later steps (torch.profiler.schedule(wait=1, warmup=1, active=3))"
 			v.Decision = "If these calls recur every step (allocation churn), keep buffers allocated, drop torch.cuda.empty_cache() from the loop, and set PYTORCH_CUDA_ALLOC_CONF to reduce fragmentation."
-		case sh.Unattributed >= unexplained && sh.Unattributed >= finding.ModerateSharePct:
+		case sh.Unattributed >= unexplained && sh.Unattributed >= thresholds.ModerateSharePct:
 			v.Summary = fmt.Sprintf("The GPU is idle %.0f %% of the time, but the operations after the gaps have no launch record in the trace.", sh.IdlePct)
 			v.Missing = "CPU runtime events linked to the GPU operations (correlation ids): record CPU activity with the CUDA activity"
 		default:
-			v.Summary = fmt.Sprintf("The GPU is idle %.0f %% of the time, spread over causes none of which reaches %.0f %% of the time.", sh.IdlePct, finding.ModerateSharePct)
+			v.Summary = fmt.Sprintf("The GPU is idle %.0f %% of the time, spread over causes none of which reaches %.0f %% of the time.", sh.IdlePct, thresholds.ModerateSharePct)
 			v.Missing = "a longer trace (more steps) or a live run (gpufeed diagnose) to see CPU saturation and I/O"
 		}
 		return v
@@ -169,7 +171,7 @@ func decide(sh Shares, ops int, spanNs int64, byID map[string]*finding.Finding) 
 	if total > 0 {
 		dominance = 100 * best.share / total
 	}
-	conf := 0.4 + 0.3*math.Min(1, best.share/finding.HighSharePct) + 0.3*math.Min(1, dominance/finding.DominantCausePct)
+	conf := 0.4 + 0.3*math.Min(1, best.share/thresholds.HighSharePct) + 0.3*math.Min(1, dominance/thresholds.DominantCausePct)
 	if best.class == finding.Preprocessing {
 		// A trace shows the wait, not whether workers were busy in CPU or
 		// in I/O: preprocessing versus storage needs a live run.

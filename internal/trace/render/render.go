@@ -10,6 +10,8 @@ import (
 	"strings"
 	"unicode"
 
+	"github.com/gpufeed/gpufeed/internal/rules/thresholds"
+
 	"github.com/gpufeed/gpufeed/internal/finding"
 	"github.com/gpufeed/gpufeed/internal/trace/analysis"
 )
@@ -274,7 +276,7 @@ func (p *printer) hta(r *analysis.Report) {
 	p.line("HTA-COMPATIBLE NUMBERS")
 	p.line("  temporal breakdown over %.3f ms: idle %.3f ms (%.2f %%), compute %.3f ms (%.2f %%), non-compute %.3f ms (%.2f %%)",
 		ms(tb.SpanNs), ms(tb.IdleNs), tb.Pct(tb.IdleNs), ms(tb.ComputeNs), tb.Pct(tb.ComputeNs), ms(tb.NonComputeNs), tb.Pct(tb.NonComputeNs))
-	p.line("  idle time per stream (consecutive-kernel delay %g us):", float64(finding.ConsecutiveKernelDelay.Microseconds()))
+	p.line("  idle time per stream (consecutive-kernel delay %g us):", float64(thresholds.ConsecutiveKernelDelay.Microseconds()))
 	p.line("    %-6s %-8s %6s %14s %14s %14s", "device", "stream", "ops", "host_wait ms", "kernel_wait ms", "other ms")
 	for _, s := range r.Idle {
 		p.line("    %-6d %-8d %6d %8.3f (%3.0f%%) %8.3f (%3.0f%%) %8.3f (%3.0f%%)", s.Device, s.Stream, s.Ops,
@@ -283,8 +285,8 @@ func (p *printer) hta(r *analysis.Report) {
 	l := r.Launch
 	if l.Launches > 0 {
 		p.line("  kernel launches: %d; launch call p50 %.1f us, p95 %.1f us, max %.1f us (%d over %g us); launch delay p50 %.1f us, p95 %.1f us, max %.1f us (%d over %g us); %d short kernels",
-			l.Launches, l.RuntimeUs.P50, l.RuntimeUs.P95, l.RuntimeUs.Max, l.RuntimeOutliers, float64(finding.LaunchRuntimeOutlier.Microseconds()),
-			l.DelayUs.P50, l.DelayUs.P95, l.DelayUs.Max, l.DelayOutliers, float64(finding.LaunchDelayOutlier.Microseconds()), l.ShortKernels)
+			l.Launches, l.RuntimeUs.P50, l.RuntimeUs.P95, l.RuntimeUs.Max, l.RuntimeOutliers, float64(thresholds.LaunchRuntimeOutlier.Microseconds()),
+			l.DelayUs.P50, l.DelayUs.P95, l.DelayUs.Max, l.DelayOutliers, float64(thresholds.LaunchDelayOutlier.Microseconds()), l.ShortKernels)
 	}
 	if len(r.QueueLength) > 0 {
 		p.line("  queue length per stream (mean / p50 / p75 / max):")
