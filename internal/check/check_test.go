@@ -428,6 +428,33 @@ func TestLimitJudgements(t *testing.T) {
 	want(t, runOne(t, limitNprocCheck, root, opts), "limit-nproc", "pid 4242", Warn)
 }
 
+// A low memlock limit matters only where RDMA registers memory against it.
+func TestLimitMemlockNeedsRDMA(t *testing.T) {
+	files := map[string]string{
+		"proc/4242/limits": "Limit                     Soft Limit           Hard Limit           Units     \n" +
+			"Max locked memory         8388608              8388608              bytes     \n",
+		"proc/4242/status": "Name:\tpython3\nVmLck:\t       0 kB\nVmPin:\t       0 kB\n",
+	}
+	opts := Options{PID: 4242}
+	want(t, runOne(t, limitMemlockCheck, tree(t, files, nil), opts), "limit-memlock", "pid 4242", OK)
+
+	files["sys/devices/pci0000:00/0000:06:00.0/infiniband/mlx5_0/node_type"] = "1: CA"
+	links := map[string]string{"sys/class/infiniband/mlx5_0": "../../devices/pci0000:00/0000:06:00.0/infiniband/mlx5_0"}
+	rs := runOne(t, limitMemlockCheck, tree(t, files, links), opts)
+	want(t, rs, "limit-memlock", "pid 4242", Warn)
+	if !strings.Contains(evidenceText(rs[0].Evidence), "mlx5_0") {
+		t.Errorf("the warning must name the RDMA device: %+v", rs[0].Evidence)
+	}
+}
+
+func evidenceText(ev []finding.Evidence) string {
+	var b strings.Builder
+	for _, e := range ev {
+		b.WriteString(e.What + "=" + e.Text + ";")
+	}
+	return b.String()
+}
+
 func TestReportText(t *testing.T) {
 	rep := NewReport([]Result{
 		{ID: "a", Status: Fail, Severity: finding.Critical, Subject: "x\x1b[31m", Claim: "bad\nline", Seed: "002 Task 4",

@@ -2,16 +2,18 @@ package check
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/gpufeed/gpufeed/internal/finding"
 	"github.com/gpufeed/gpufeed/internal/probe/sys"
 )
 
-// memlockWarnBelow: RDMA memory registration (NCCL over InfiniBand/RoCE,
-// GPUDirect) and cudaHostRegister are charged to RLIMIT_MEMLOCK, and
-// NVIDIA's container and NCCL guides ask for an unlimited limit
-// (--ulimit memlock=-1). 64 GiB stands for "effectively unlimited" on a
-// limit someone set large on purpose.
+// memlockWarnBelow: RDMA memory registration (ibv_reg_mr: NCCL over
+// InfiniBand/RoCE, GPUDirect RDMA) is charged to RLIMIT_MEMLOCK, and NVIDIA's
+// container and NCCL guides ask for an unlimited limit (--ulimit
+// memlock=-1). 64 GiB stands for "effectively unlimited" on a limit someone
+// set large on purpose. Without an RDMA device nothing registers memory
+// against the limit, so a low one is then a fact, not a warning.
 const memlockWarnBelow = 64 << 30
 
 var limitMemlockCheck = Check{
@@ -37,8 +39,20 @@ func runLimitMemlock(e *env) []Result {
 		if l.Soft == sys.Unlimited || l.Soft >= memlockWarnBelow {
 			return Result{Status: OK, Evidence: ev, Claim: "locked memory limit " + memlockString(l.Soft)}
 		}
+		rdma, err := e.fs.RDMADevices()
+		rdmaSrc := "/sys/class/infiniband"
+		switch {
+		case err != nil:
+			ev = append(ev, text("RDMA devices", "not visible: "+err.Error(), rdmaSrc))
+		case len(rdma) == 0:
+			ev = append(ev, text("RDMA devices", "none", rdmaSrc))
+			return Result{Status: OK, Evidence: ev,
+				Claim: fmt.Sprintf("locked memory limit %s; no RDMA device, so no memory registration is charged to it", memlockString(l.Soft))}
+		default:
+			ev = append(ev, text("RDMA devices", strings.Join(rdma, ", "), rdmaSrc))
+		}
 		return Result{Status: Warn, Evidence: ev, Supports: finding.TransferBound,
-			Claim: fmt.Sprintf("locked memory limit %s: RDMA registration (NCCL over InfiniBand, GPUDirect) and cudaHostRegister fail or fall back beyond it", memlockString(l.Soft)),
+			Claim: fmt.Sprintf("locked memory limit %s: RDMA registration (NCCL over InfiniBand/RoCE, GPUDirect RDMA) fails or falls back beyond it", memlockString(l.Soft)),
 			Decision: "Run the job with an unlimited memlock limit (docker --ulimit memlock=-1, LimitMEMLOCK=infinity, " +
 				"limits.conf memlock unlimited), and pin only what transfers need (002 Fait 5)."}
 	})

@@ -106,6 +106,16 @@ make_sys() { # make_sys SYSROOT GOVERNOR CURKHZ DOWNGRADED_GPU_LINK
 	switch_with "$sys" pci0000:00 0000:00:03.0 10 0 gpu:0000_12_00.0:16.0:16 gpu:0000_13_00.0:16.0:16
 	switch_with "$sys" pci0000:80 0000:80:01.0 81 1 gpu:0000_83_00.0:16.0:16 gpu:0000_84_00.0:16.0:16 nvme:0000_85_00.0:16.0:4 nic:0000_86_00.0:16.0:16
 	switch_with "$sys" pci0000:80 0000:80:03.0 90 1 "gpu:0000_92_00.0:$4" gpu:0000_93_00.0:16.0:16
+	rdma "$sys" mlx5_0 0000:06:00.0
+	rdma "$sys" mlx5_1 0000:86:00.0
+}
+
+rdma() { # rdma SYSROOT NAME PCIADDR: the RDMA device the mlx5 driver registers for a NIC
+	local sys=$1 dev
+	dev=$(cd "$sys" && find devices -type d -name "$3" | head -n 1)
+	mkdir -p "$sys/$dev/infiniband/$2" "$sys/class/infiniband"
+	echo "1: CA" >"$sys/$dev/infiniband/$2/node_type"
+	ln -sfn "../../$dev/infiniband/$2" "$sys/class/infiniband/$2"
 }
 
 interrupts() { # 32 CPU columns; NVIDIA, mlx5 and NVMe IRQs spread by irqbalance
