@@ -34,7 +34,7 @@ func newDemoCmd() *cobra.Command {
 		Short: "Run a built-in scenario on a simulated GPU and diagnose it",
 		Long: `demo starts a small workload that really produces one bottleneck on this
 machine (a launch-bound loop, a pipeline of worker processes, readers waiting
-on a throttled disk...), driving a simulated GPU started in-process, and
+on a throttled disk...), driving a simulated GPU (its own gpufeed simdev process), and
 diagnoses it exactly as gpufeed diagnose --pid would. Without NAME it runs
 the ` + demo.Default + ` scenario; --list shows them all.
 

@@ -27,7 +27,7 @@ var pyFiles embed.FS
 // Options say how to start a scenario.
 type Options struct {
 	// Exe is the gpufeed binary, re-executed as Exe WorkloadArgs... NAME for
-	// Go workloads and neighbours.
+	// Go workloads and neighbours, and as Exe simdev for the device.
 	Exe          string
 	WorkloadArgs []string
 	// Python is the interpreter; empty: python3 from PATH, resolved to the
@@ -55,9 +55,8 @@ type Run struct {
 	Notes []string
 
 	dir        string
-	srv        *sim.Server
-	cancel     context.CancelFunc
-	served     chan struct{}
+	simdev     *exec.Cmd
+	simdevDone chan struct{}
 	workload   *exec.Cmd
 	neighbours []*exec.Cmd
 	stderr     *lockedBuffer
@@ -87,15 +86,9 @@ func Start(ctx context.Context, sc Scenario, o Options) (r *Run, err error) {
 		return r, err
 	}
 	r.Socket = filepath.Join(r.dir, "gpu.sock")
-	if r.srv, err = sim.Listen(r.Socket, sim.Options{}); err != nil {
+	if err = r.startSimdev(o.Exe); err != nil {
 		return r, err
 	}
-	sctx, cancel := context.WithCancel(context.Background())
-	r.cancel, r.served = cancel, make(chan struct{})
-	go func() {
-		defer close(r.served)
-		_ = r.srv.Serve(sctx)
-	}()
 	allowUnlimitedMemlock()
 
 	env := append(os.Environ(),
@@ -201,10 +194,9 @@ func (r *Run) Stop() {
 			_ = nb.Process.Kill()
 			_ = nb.Wait()
 		}
-		if r.cancel != nil {
-			r.cancel()
-			_ = r.srv.Close()
-			<-r.served
+		if r.simdev != nil {
+			_ = r.simdev.Process.Kill()
+			<-r.simdevDone
 		}
 		for i := len(r.cleanups) - 1; i >= 0; i-- {
 			r.cleanups[i]()
@@ -213,6 +205,43 @@ func (r *Run) Stop() {
 			_ = os.RemoveAll(r.dir)
 		}
 	})
+}
+
+// simdevReadyTimeout bounds how long the simulated device may take to
+// listen; it starts in milliseconds.
+const simdevReadyTimeout = 10 * time.Second
+
+// startSimdev starts the scenario's simulated device as its own process
+// (gpufeed simdev), so that what the diagnosing process costs, which the
+// report shows as the observer's cost, is the observer's alone: serving the
+// workload's launches is the device's work, not gpufeed's.
+func (r *Run) startSimdev(exe string) error {
+	var out lockedBuffer
+	cmd := exec.Command(exe, "simdev", "--socket", r.Socket)
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("starting the simulated device: %w", err)
+	}
+	r.simdev, r.simdevDone = cmd, make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(r.simdevDone)
+	}()
+	deadline := time.Now().Add(simdevReadyTimeout)
+	for {
+		if src, err := sim.Dial(r.Socket); err == nil {
+			src.Close()
+			return nil
+		}
+		select {
+		case <-r.simdevDone:
+			return fmt.Errorf("the simulated device ended at start: %s", strings.TrimSpace(out.String()))
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the simulated device did not listen on %s within %v: %s", r.Socket, simdevReadyTimeout, strings.TrimSpace(out.String()))
+		}
+	}
 }
 
 // Stderr is what the workload and neighbours wrote to stderr.
