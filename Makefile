@@ -1,0 +1,17 @@
+# The README's two commands. go-nvml's cgo stubs reference NVML functions its
+# header marks deprecated; C compilers warn about each on the first build, so
+# those warnings (and only those) are silenced here.
+export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
+
+.PHONY: demo test build
+
+# Build, then diagnose the default built-in scenario on a simulated GPU.
+demo:
+	go run ./cmd/gpufeed demo
+
+# The whole test suite (what CI runs).
+test:
+	scripts/test.sh
+
+build:
+	go build -o gpufeed ./cmd/gpufeed
