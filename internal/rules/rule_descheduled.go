@@ -39,7 +39,10 @@ func runDescheduled(in *Input) []finding.Finding {
 		f.Severity = finding.Warning
 	}
 	f.Claim = fmt.Sprintf("the launch thread %s waited for a CPU %.0f%% of the time, competing with %s", threadName(th), th.Wait.Mean, who)
-	if !in.starved() {
+	switch {
+	case in.Attr.Measured == 0:
+		f.Claim += "; no GPU utilisation was seen, so whether the GPU waited for it is not known"
+	case !in.starved():
 		f.Claim += "; the launch queue absorbed it (the GPU stayed busy)"
 	}
 	f.Evidence = append(f.Evidence,

@@ -295,6 +295,17 @@ func TestDescheduledSeverity(t *testing.T) {
 		if (f != nil) != tc.present || (f != nil && f.Severity != tc.want) {
 			t.Errorf("wait %v util %v: %+v", tc.wait, tc.util, f)
 		}
+		if f != nil && tc.util >= 90 && !strings.Contains(f.Claim, "absorbed") {
+			t.Errorf("busy GPU: the claim must say the queue absorbed the wait: %s", f.Claim)
+		}
+	}
+	// With no GPU seen, nothing is known of the GPU: the claim says so
+	// rather than that the GPU stayed busy.
+	s := &synth{n: 50, noGPU: true, procs: []*sProc{trainer(&sThread{cpu: constF(75), wait: constF(25)})}}
+	_, fs, _ := s.judge()
+	f := findingByID(fs, "launch-thread-descheduled")
+	if f == nil || f.Severity != finding.Info || strings.Contains(f.Claim, "stayed busy") || !strings.Contains(f.Claim, "not known") {
+		t.Errorf("no GPU seen: %+v", f)
 	}
 }
 
