@@ -432,6 +432,11 @@ func bytesOf(p *float64) string {
 
 func humanBytes(v float64) string {
 	const unit = 1024.0
+	// A value that rounds to 0 B prints as 0 B, never "-0 B" (a slope of
+	// -0.3 B/s is no shrinkage).
+	if v > -0.5 && v < 0.5 {
+		v = 0
+	}
 	neg := v < 0
 	if neg {
 		v = -v
