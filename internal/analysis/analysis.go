@@ -105,6 +105,10 @@ func New(tl *timeline.Timeline) *Analysis {
 	return a
 }
 
+// observerMinWallNS is the shortest run whose CPU share is reported: over a
+// few milliseconds the start-up cost alone reads as most of a core.
+const observerMinWallNS = int64(time.Second)
+
 func (a *Analysis) buildObserver() {
 	o := a.TL.Meta.Observer
 	if o == nil {
@@ -113,7 +117,7 @@ func (a *Analysis) buildObserver() {
 	cpu := float64(o.CPUUserNS+o.CPUSysNS) / 1e9
 	ob := &Observer{CPUSeconds: cpu, ThreadSamples: o.ThreadSamples, TickP50MS: float64(o.TickP50NS) / 1e6,
 		TickMaxMS: float64(o.TickMaxNS) / 1e6, Overruns: a.TL.Counts.Overruns, CPUPctOfCore: math.NaN(), USPerThreadSample: math.NaN()}
-	if o.WallNS > 0 {
+	if o.WallNS >= observerMinWallNS {
 		ob.CPUPctOfCore = cpu / (float64(o.WallNS) / 1e9) * 100
 	}
 	if o.ThreadSamples > 0 {
