@@ -9,6 +9,7 @@ import (
 
 	"github.com/gpufeed/gpufeed/internal/analysis"
 	"github.com/gpufeed/gpufeed/internal/finding"
+	"github.com/gpufeed/gpufeed/internal/probe/kmsg"
 	"github.com/gpufeed/gpufeed/internal/timeline"
 )
 
@@ -112,6 +113,10 @@ func Build(tl *timeline.Timeline, a *analysis.Analysis, v *finding.Verdict, find
 		}
 		if e.Kind == "py-stacks" {
 			continue // a whole py-spy dump: the python-stacks finding shows it, thread by thread
+		}
+		if e.Kind == kmsg.EventKind && !jobKernelLine(tl, e) {
+			r.KernelLinesOther++ // another process's OOM kill or segfault since the job started
+			continue
 		}
 		r.Events = append(r.Events, Event{AtSec: float64(e.T) / 1e9, Kind: e.Kind, PID: e.PID, TID: e.TID, Text: e.Text})
 	}
@@ -273,4 +278,23 @@ func buildGPU(g *analysis.GPU) GPU {
 		out.PowerLimit = g.Info.PowerLimitW
 	}
 	return out
+}
+
+// jobKernelLine reports whether a kernel log line concerns the job: one of
+// its processes, or a GPU (Xid, NVRM), which every job on the host uses.
+// Lines about other processes stay in the recording for the frozen-job
+// rules (a rank killed before gpufeed attached is matched by name there).
+func jobKernelLine(tl *timeline.Timeline, e timeline.Event) bool {
+	if ev, ok := kmsg.ParseMessage(e.Text); ok && (ev.Kind == kmsg.GPUXid || ev.Kind == kmsg.NVRM) {
+		return true
+	}
+	if e.PID == 0 {
+		return false
+	}
+	for k := range tl.Procs {
+		if k.PID == e.PID {
+			return true
+		}
+	}
+	return false
 }

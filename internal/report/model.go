@@ -34,6 +34,9 @@ type Report struct {
 	Counts     timeline.Counts `json:"counts"`
 	NotVisible []NotVisible    `json:"not_visible"`
 	Events     []Event         `json:"events"`
+	// KernelLinesOther counts the kernel log lines read for triage that
+	// concern neither the job's processes nor a GPU, left out of Events.
+	KernelLinesOther int `json:"kernel_lines_other"`
 	// Notes are warnings about the data itself (a truncated recording).
 	Notes []string `json:"notes"`
 }

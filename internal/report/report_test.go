@@ -140,3 +140,25 @@ func TestJSONHasSchemaVersionAndNoNaN(t *testing.T) {
 		t.Error("RSS was measured")
 	}
 }
+
+// The events list the kernel log lines about the job's processes and the
+// GPUs; other processes' kills are counted, not listed.
+func TestKernelLinesOfOtherProcessesAreCounted(t *testing.T) {
+	tl := hostile()
+	tl.Events = []timeline.Event{
+		{T: -5e9, Kind: "kmsg", PID: 7, Text: "Out of memory: Killed process 7 (python3) total-vm:1000kB, anon-rss:900kB, file-rss:0kB, shmem-rss:0kB, UID:0 pgtables:4kB oom_score_adj:0"},
+		{T: -4e9, Kind: "kmsg", PID: 4242, Text: "Out of memory: Killed process 4242 (java) total-vm:1000kB, anon-rss:900kB, file-rss:0kB, shmem-rss:0kB, UID:0 pgtables:4kB oom_score_adj:0"},
+		{T: -3e9, Kind: "kmsg", Text: "NVRM: Xid (PCI:0000:3b:00): 79, pid=0, GPU has fallen off the bus."},
+	}
+	r := Build(tl, analysis.New(tl), nil, nil, nil)
+	if len(r.Events) != 2 || r.Events[0].PID != 7 || !strings.Contains(r.Events[1].Text, "Xid") || r.KernelLinesOther != 1 {
+		t.Fatalf("events %+v, other %d: want the job's kill and the Xid listed, the other process's kill counted", r.Events, r.KernelLinesOther)
+	}
+	var buf bytes.Buffer
+	if err := Text(&buf, r); err != nil {
+		t.Fatal(err)
+	}
+	if out := buf.String(); strings.Contains(out, "java") || !strings.Contains(out, "KERNEL LOG: 1 lines about other processes") {
+		t.Errorf("text:\n%s", out)
+	}
+}

@@ -323,6 +323,9 @@ func (t *textWriter) facts(r *Report) {
 	for _, e := range r.Events {
 		t.printf("EVENT at %.1f s: %s pid %d %s\n", e.AtSec, e.Kind, e.PID, Clean(e.Text))
 	}
+	if r.KernelLinesOther > 0 {
+		t.printf("KERNEL LOG: %d lines about other processes since the job started left out (dmesg -T shows them)\n", r.KernelLinesOther)
+	}
 	for _, nv := range r.NotVisible {
 		t.printf("NOT VISIBLE: %s %s: %s\n", Clean(nv.Subject), nv.Field, Clean(nv.Why))
 	}

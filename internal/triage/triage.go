@@ -65,12 +65,18 @@ func EndOfWindow(ctx context.Context, cfg Config, tl *timeline.Timeline, rec Eve
 
 	// The kernel log since the job's oldest process started: a rank killed
 	// before gpufeed attached is still there (unless the ring wrapped).
+	// With no process of the job seen (it exited before the first read),
+	// its start is unknown: read from the window's start, not since boot.
 	r := cfg.Kmsg
-	r.Since = jobStart(tl)
+	since, known := jobStart(tl)
+	r.Since = since
 	if log, err := r.Read(ctx); err != nil {
 		add(timeline.Event{T: last, Kind: frozen.KernelLogUnavailable, Text: err.Error()})
 	} else {
 		for _, e := range kmsg.ToTimeline(log, tl.Meta.Started) {
+			if !known && e.T < 0 {
+				continue
+			}
 			add(e)
 		}
 		if log.Dropped > 0 || log.Truncated || log.Lost > 0 {
@@ -107,11 +113,11 @@ func EndOfWindow(ctx context.Context, cfg Config, tl *timeline.Timeline, rec Eve
 }
 
 // jobStart is the time since boot at which the job's oldest process
-// started (0 when unknown: read the whole log).
-func jobStart(tl *timeline.Timeline) time.Duration {
+// started; known is false when no process start time was read.
+func jobStart(tl *timeline.Timeline) (since time.Duration, known bool) {
 	hz := tl.Meta.ClockTick
 	if hz <= 0 {
-		return 0
+		return 0, false
 	}
 	var oldest uint64
 	for k := range tl.Procs {
@@ -119,7 +125,7 @@ func jobStart(tl *timeline.Timeline) time.Duration {
 			oldest = k.StartTime
 		}
 	}
-	return time.Duration(oldest) * time.Second / time.Duration(hz)
+	return time.Duration(oldest) * time.Second / time.Duration(hz), oldest > 0
 }
 
 // livePython lists the job's Python processes not seen to exit, by pid.
