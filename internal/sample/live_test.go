@@ -272,3 +272,27 @@ os.waitpid(pid, 0)
 		t.Errorf("child environment %v: want the RANK it was exec'd with", child.Env)
 	}
 }
+
+// A launched command that exited before the first read is a run that ended
+// at once: sampled as such, not refused as a missing pid.
+func TestLaunchedTargetGoneBeforeTheFirstRead(t *testing.T) {
+	cmd := exec.Command("true")
+	if err := cmd.Run(); err != nil {
+		t.Skip("true:", err)
+	}
+	pid := cmd.Process.Pid // reaped: gone
+	if _, err := New(Config{PID: pid, Duration: time.Second, Tool: "test"}); err == nil {
+		t.Fatal("an attached pid that does not exist must be refused")
+	}
+	s, err := New(Config{PID: pid, Duration: time.Second, Launched: true, Command: []string{"true"}, Tool: "test"})
+	if err != nil {
+		t.Fatalf("launched: %v", err)
+	}
+	tl, err := s.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tl.Meta.Ended != "target exited" || len(tl.Procs) != 0 {
+		t.Errorf("ended %q with %d processes: want an empty run that ended with the target", tl.Meta.Ended, len(tl.Procs))
+	}
+}

@@ -55,7 +55,9 @@ type candidate struct {
 	st  proc.Stat
 }
 
-// New prepares a sampler; it fails when the target does not exist.
+// New prepares a sampler; it fails when the target does not exist, except
+// for a command gpufeed launched: one that exited before its first read is a
+// run to report (it ended at once), not a mistyped pid.
 func New(cfg Config) (*Sampler, error) {
 	cfg.defaults()
 	if cfg.Proc.Root == "" {
@@ -66,6 +68,9 @@ func New(cfg Config) (*Sampler, error) {
 		cfg.Proc = fs
 	}
 	st, err := proc.ReadStatOnce(cfg.Proc.PidPath(cfg.PID, "stat"))
+	if err != nil && cfg.Launched && proc.IsVanished(err) {
+		st, err = proc.Stat{}, nil
+	}
 	if err != nil {
 		if proc.IsVanished(err) {
 			return nil, fmt.Errorf("no process %d under %s", cfg.PID, cfg.Proc.Root)
