@@ -116,7 +116,7 @@ func (p *printer) report(r *analysis.Report) {
 		}
 	}
 	p.window = window
-	head := fmt.Sprintf("VERDICT: %s (confidence %.2f) — %s, %s", v.Class, v.Confidence, clean(filepath.Base(r.Source)), rankText(r.Rank))
+	head := fmt.Sprintf("VERDICT: %s (confidence %.0f%%) — %s, %s", v.Class, v.Confidence*100, clean(filepath.Base(r.Source)), rankText(r.Rank))
 	if window != "" {
 		head += ", " + clean(window)
 	}
