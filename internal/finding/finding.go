@@ -107,7 +107,8 @@ type Finding struct {
 // Verdict is the one answer: the bottleneck class, how sure, and why.
 type Verdict struct {
 	Class Class `json:"class"`
-	// Confidence in [0,1].
+	// Confidence in [0,1]: the share of the evidence that points to the
+	// class. An inconclusive verdict names no class and has confidence 0.
 	Confidence float64 `json:"confidence"`
 	// Summary is one sentence a person reads first.
 	Summary string `json:"summary"`

@@ -95,18 +95,16 @@ type candidate struct {
 func decide(sh Shares, ops int, spanNs int64, byID map[string]*finding.Finding) finding.Verdict {
 	if ops == 0 {
 		return finding.Verdict{
-			Class:      finding.Inconclusive,
-			Confidence: 0.9,
-			Summary:    "The trace holds no GPU operations, so there is nothing to explain.",
-			Missing:    "record GPU activity: torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]), or trace a GPU job with nsys --trace=cuda",
+			Class:   finding.Inconclusive,
+			Summary: "The trace holds no GPU operations, so there is nothing to explain.",
+			Missing: "record GPU activity: torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]), or trace a GPU job with nsys --trace=cuda",
 		}
 	}
 	if ops < MinGPUOps || spanNs < MinSpanNs {
 		return finding.Verdict{
-			Class:      finding.Inconclusive,
-			Confidence: 0.8,
-			Summary:    fmt.Sprintf("The trace holds %d GPU operations over %.3f ms: too little to tell a pattern from an accident.", ops, float64(spanNs)/1e6),
-			Missing:    fmt.Sprintf("a longer trace: at least %d GPU operations over %.0f ms, ideally several ProfilerSteps (torch.profiler.schedule(wait=1, warmup=1, active=3))", MinGPUOps, float64(MinSpanNs)/1e6),
+			Class:   finding.Inconclusive,
+			Summary: fmt.Sprintf("The trace holds %d GPU operations over %.3f ms: too little to tell a pattern from an accident.", ops, float64(spanNs)/1e6),
+			Missing: fmt.Sprintf("a longer trace: at least %d GPU operations over %.0f ms, ideally several ProfilerSteps (torch.profiler.schedule(wait=1, warmup=1, active=3))", MinGPUOps, float64(MinSpanNs)/1e6),
 		}
 	}
 	if sh.IdlePct < thresholds.GPUBoundIdleMaxPct && sh.Transfer < thresholds.ModerateSharePct {
@@ -141,7 +139,7 @@ func decide(sh Shares, ops int, spanNs int64, byID map[string]*finding.Finding) 
 	}
 	unexplained := max(sh.GPUWait, sh.Untraced, sh.Unattributed, sh.OtherAPI)
 	if best.share < thresholds.ModerateSharePct || unexplained > best.share {
-		v := finding.Verdict{Class: finding.Inconclusive, Confidence: 0.5}
+		v := finding.Verdict{Class: finding.Inconclusive}
 		switch {
 		case sh.GPUWait >= unexplained && sh.GPUWait >= thresholds.ModerateSharePct:
 			v.Summary = fmt.Sprintf("The GPU is idle %.0f %% of the time, mostly (%.0f %%) waiting on its own dependencies (other streams, events, collectives), not on the CPU.", sh.IdlePct, sh.GPUWait)
