@@ -1,6 +1,9 @@
 package proc
 
-import "fmt"
+import (
+	"bytes"
+	"fmt"
+)
 
 // ParseError names the file, where in it parsing failed and what was expected.
 type ParseError struct {
@@ -80,6 +83,17 @@ func nextLine(b []byte, i int) (line []byte, next int) {
 		return b[start:i], i + 1
 	}
 	return b[start:i], i
+}
+
+// cutKey splits a "key: value" line at its first colon: the key, and the
+// index just past the colon where the value starts. ok is false for a line
+// without a colon.
+func cutKey(line []byte) (key []byte, valueAt int, ok bool) {
+	colon := bytes.IndexByte(line, ':')
+	if colon < 0 {
+		return nil, 0, false
+	}
+	return line[:colon], colon + 1, true
 }
 
 // hasPrefix is bytes.HasPrefix for a string prefix, without converting.
