@@ -58,6 +58,23 @@ func parseInt(b []byte) (int64, bool) {
 	return int64(v), true
 }
 
+// parseUintFields parses the leading space-separated unsigned integers of b
+// into dst, in order, without allocating; fields after the last one in dst
+// are ignored. On failure the fields before the bad one are already stored,
+// and at is the offset where the bad one was looked for.
+func parseUintFields(b []byte, dst ...*uint64) (at int, ok bool) {
+	for _, d := range dst {
+		f, next := nextField(b, at)
+		v, ok := parseUint(f)
+		if !ok {
+			return at, false
+		}
+		*d = v
+		at = next
+	}
+	return 0, true
+}
+
 // nextField returns the next space-separated field of b starting at i, and
 // the index just past it. Fields are separated by single or repeated spaces
 // or tabs; a newline ends the line.
