@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/gpufeed/gpufeed/internal/finding"
+	"github.com/gpufeed/gpufeed/internal/probe/sys"
 	"github.com/gpufeed/gpufeed/internal/timeline"
 )
 
@@ -91,27 +92,11 @@ func WorkerGroups(v *view) []WorkerGroup {
 
 // cpusAllowed counts the CPUs in a list such as "0-3,8-11"; 0 when unknown.
 func cpusAllowed(list string) int {
-	n := 0
-	for _, part := range strings.Split(strings.TrimSpace(list), ",") {
-		if part == "" {
-			continue
-		}
-		lo, hi, isRange := strings.Cut(part, "-")
-		a, err1 := strconv.Atoi(lo)
-		if !isRange {
-			if err1 != nil {
-				return 0
-			}
-			n++
-			continue
-		}
-		b, err2 := strconv.Atoi(hi)
-		if err1 != nil || err2 != nil || b < a {
-			return 0
-		}
-		n += b - a + 1
+	set, err := sys.ParseCPUList(list)
+	if err != nil {
+		return 0
 	}
-	return n
+	return len(set)
 }
 
 // workerFindings reports how workers were started, fork after CUDA

@@ -1,13 +1,14 @@
 package nvml
 
 import (
-	"bytes"
 	"io"
 	"os"
 	"path/filepath"
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/gpufeed/gpufeed/internal/probe/proc"
 )
 
 // NVML reports PIDs of the host's PID namespace: the driver does not
@@ -69,24 +70,20 @@ func (m *pidMapper) nspid(pid int) ([]int, bool) {
 	return parseNSpid(b)
 }
 
-// parseNSpid extracts the PIDs of the "NSpid:" line of a status file.
+// parseNSpid extracts the PIDs of the "NSpid:" line of a status file, read
+// with the sampler's status parser; a malformed or non-positive PID is no
+// answer.
 func parseNSpid(status []byte) ([]int, bool) {
-	for line := range bytes.SplitSeq(status, []byte{'\n'}) {
-		rest, ok := bytes.CutPrefix(line, []byte("NSpid:"))
-		if !ok {
-			continue
-		}
-		var out []int
-		for _, f := range bytes.Fields(rest) {
-			v, err := strconv.Atoi(string(f))
-			if err != nil || v <= 0 {
-				return nil, false
-			}
-			out = append(out, v)
-		}
-		return out, len(out) > 0
+	st, err := proc.ParseStatus("status", status)
+	if err != nil || len(st.NSpid) == 0 {
+		return nil, false
 	}
-	return nil, false
+	for _, p := range st.NSpid {
+		if p <= 0 {
+			return nil, false
+		}
+	}
+	return st.NSpid, true
 }
 
 // lookupInner finds the process whose inner-namespace PID is inner, from an

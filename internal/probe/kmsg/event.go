@@ -279,6 +279,22 @@ func cutComm(s string, next ...string) (comm, rest string, ok bool) {
 	return "", s, false
 }
 
+// cutPIDComm reads "PID (comm)" at the start of s, the name ending as
+// cutComm says, and returns what follows it.
+func cutPIDComm(s string, next ...string) (pid int, comm, rest string, ok bool) {
+	sp := strings.IndexByte(s, ' ')
+	if sp <= 0 {
+		return 0, "", "", false
+	}
+	if pid, ok = atoi(s[:sp]); !ok {
+		return 0, "", "", false
+	}
+	if comm, rest, ok = cutComm(s[sp+1:], next...); !ok {
+		return 0, "", "", false
+	}
+	return pid, comm, rest, true
+}
+
 // parseOOMKill reads every known form of the kill line:
 //
 //	Out of memory: Killed process 48213 (python3) total-vm:..kB, anon-rss:..kB, file-rss:..kB, shmem-rss:..kB, UID:0 pgtables:..kB oom_score_adj:0
@@ -341,16 +357,7 @@ func parseOOMSelected(msg string) (Event, bool) {
 	if i < 0 || !(strings.HasSuffix(msg[:i], "out of memory: ") || strings.HasSuffix(msg[:i], "Out of memory: ")) {
 		return Event{}, false
 	}
-	rest := msg[i+len("Kill process "):]
-	sp := strings.IndexByte(rest, ' ')
-	if sp <= 0 {
-		return Event{}, false
-	}
-	pid, ok := atoi(rest[:sp])
-	if !ok {
-		return Event{}, false
-	}
-	comm, tail, ok := cutComm(rest[sp+1:], " score ")
+	pid, comm, tail, ok := cutPIDComm(msg[i+len("Kill process "):], " score ")
 	if !ok {
 		return Event{}, false
 	}
@@ -377,30 +384,23 @@ func parseOOMSummary(msg string) (Event, bool) {
 		return Event{}, false
 	}
 	ev := Event{Kind: OOMSummary}
-	u := strings.LastIndex(rest, ",uid=")
-	if u < 0 {
-		return Event{}, false
-	}
-	if n, ok := atoi(rest[u+len(",uid="):]); ok {
-		ev.UID = &n
-	}
-	rest = rest[:u]
-	p := strings.LastIndex(rest, ",pid=")
-	if p < 0 {
-		return Event{}, false
-	}
-	pid, ok := atoi(rest[p+len(",pid="):])
+	rest, uid, ok := cutLast(rest, ",uid=")
 	if !ok {
 		return Event{}, false
 	}
-	ev.PID = pid
-	rest = rest[:p]
-	t := strings.LastIndex(rest, ",task=")
-	if t < 0 {
+	if n, ok := atoi(uid); ok {
+		ev.UID = &n
+	}
+	rest, pid, ok := cutLast(rest, ",pid=")
+	if !ok {
 		return Event{}, false
 	}
-	ev.Comm = rest[t+len(",task="):]
-	rest = rest[:t]
+	if ev.PID, ok = atoi(pid); !ok {
+		return Event{}, false
+	}
+	if rest, ev.Comm, ok = cutLast(rest, ",task="); !ok {
+		return Event{}, false
+	}
 	if m := strings.Index(rest, ",task_memcg="); m >= 0 {
 		ev.TaskMemCG = rest[m+len(",task_memcg="):]
 		rest = rest[:m]
@@ -421,6 +421,16 @@ func parseOOMSummary(msg string) (Event, bool) {
 		ev.MemCG = rest[m+len(",oom_memcg="):]
 	}
 	return ev, true
+}
+
+// cutLast splits s around the last occurrence of sep (",pid="): what comes
+// before it and what comes after.
+func cutLast(s, sep string) (before, after string, ok bool) {
+	i := strings.LastIndex(s, sep)
+	if i < 0 {
+		return s, "", false
+	}
+	return s[:i], s[i+len(sep):], true
 }
 
 // parseOOMInvoked reads "python3 invoked oom-killer: gfp_mask=0xcc0(GFP_KERNEL),
@@ -492,15 +502,7 @@ func parseOOMReaped(msg string) (Event, bool) {
 	if !ok {
 		return Event{}, false
 	}
-	sp := strings.IndexByte(rest, ' ')
-	if sp <= 0 {
-		return Event{}, false
-	}
-	pid, ok := atoi(rest[:sp])
-	if !ok {
-		return Event{}, false
-	}
-	comm, tail, ok := cutComm(rest[sp+1:], ", now ", ",")
+	pid, comm, tail, ok := cutPIDComm(rest, ", now ", ",")
 	if !ok {
 		return Event{}, false
 	}

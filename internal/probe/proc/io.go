@@ -24,25 +24,19 @@ func ParseIO(file string, b []byte) (IO, error) {
 		var line []byte
 		line, i = nextLine(b, i)
 		lineNo++
-		colon := -1
-		for j, c := range line {
-			if c == ':' {
-				colon = j
-				break
-			}
-		}
-		if colon < 0 {
+		key, at, ok := cutKey(line)
+		if !ok {
 			if len(line) == 0 {
 				continue
 			}
 			return io, &ParseError{File: file, Line: lineNo, Want: "key: value"}
 		}
-		val, _ := nextField(line, colon+1)
+		val, _ := nextField(line, at)
 		v, ok := parseUint(val)
 		if !ok {
-			return io, &ParseError{File: file, Line: lineNo, Want: "an unsigned integer after " + string(line[:colon])}
+			return io, &ParseError{File: file, Line: lineNo, Want: "an unsigned integer after " + string(key)}
 		}
-		switch string(line[:colon]) {
+		switch string(key) {
 		case "rchar":
 			io.RChar, seen = v, seen|1
 		case "wchar":

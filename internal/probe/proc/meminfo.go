@@ -12,18 +12,12 @@ func ParseMeminfo(file string, b []byte, m *timeline.MemInfo) error {
 		var line []byte
 		line, i = nextLine(b, i)
 		lineNo++
-		colon := -1
-		for j, c := range line {
-			if c == ':' {
-				colon = j
-				break
-			}
-		}
-		if colon < 0 {
+		key, at, ok := cutKey(line)
+		if !ok {
 			continue
 		}
 		var dst *uint64
-		switch string(line[:colon]) {
+		switch string(key) {
 		case "MemTotal":
 			dst, seen = &m.Total, seen|1
 		case "MemAvailable":
@@ -39,10 +33,10 @@ func ParseMeminfo(file string, b []byte, m *timeline.MemInfo) error {
 		default:
 			continue
 		}
-		f, k := nextField(line, colon+1)
+		f, k := nextField(line, at)
 		v, ok := parseUint(f)
 		if !ok {
-			return &ParseError{File: file, Line: lineNo, Want: string(line[:colon]) + ": N kB"}
+			return &ParseError{File: file, Line: lineNo, Want: string(key) + ": N kB"}
 		}
 		if unit, _ := nextField(line, k); string(unit) == "kB" {
 			v *= 1024

@@ -1,6 +1,9 @@
 package proc
 
-import "fmt"
+import (
+	"bytes"
+	"fmt"
+)
 
 // ParseError names the file, where in it parsing failed and what was expected.
 type ParseError struct {
@@ -55,6 +58,23 @@ func parseInt(b []byte) (int64, bool) {
 	return int64(v), true
 }
 
+// parseUintFields parses the leading space-separated unsigned integers of b
+// into dst, in order, without allocating; fields after the last one in dst
+// are ignored. On failure the fields before the bad one are already stored,
+// and at is the offset where the bad one was looked for.
+func parseUintFields(b []byte, dst ...*uint64) (at int, ok bool) {
+	for _, d := range dst {
+		f, next := nextField(b, at)
+		v, ok := parseUint(f)
+		if !ok {
+			return at, false
+		}
+		*d = v
+		at = next
+	}
+	return 0, true
+}
+
 // nextField returns the next space-separated field of b starting at i, and
 // the index just past it. Fields are separated by single or repeated spaces
 // or tabs; a newline ends the line.
@@ -80,6 +100,17 @@ func nextLine(b []byte, i int) (line []byte, next int) {
 		return b[start:i], i + 1
 	}
 	return b[start:i], i
+}
+
+// cutKey splits a "key: value" line at its first colon: the key, and the
+// index just past the colon where the value starts. ok is false for a line
+// without a colon.
+func cutKey(line []byte) (key []byte, valueAt int, ok bool) {
+	colon := bytes.IndexByte(line, ':')
+	if colon < 0 {
+		return nil, 0, false
+	}
+	return line[:colon], colon + 1, true
 }
 
 // hasPrefix is bytes.HasPrefix for a string prefix, without converting.

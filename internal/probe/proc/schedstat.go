@@ -8,22 +8,8 @@ type Schedstat struct {
 
 // ParseSchedstat parses "RUN WAIT SLICES\n" without allocating.
 func ParseSchedstat(b []byte, s *Schedstat) error {
-	i := 0
-	for k := 0; k < 3; k++ {
-		f, next := nextField(b, i)
-		v, ok := parseUint(f)
-		if !ok {
-			return &ParseError{File: "schedstat", Offset: i, Want: "three unsigned integers (run_ns wait_ns slices)"}
-		}
-		switch k {
-		case 0:
-			s.RunNS = v
-		case 1:
-			s.WaitNS = v
-		case 2:
-			s.Slices = v
-		}
-		i = next
+	if at, ok := parseUintFields(b, &s.RunNS, &s.WaitNS, &s.Slices); !ok {
+		return &ParseError{File: "schedstat", Offset: at, Want: "three unsigned integers (run_ns wait_ns slices)"}
 	}
 	return nil
 }

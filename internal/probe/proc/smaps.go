@@ -27,20 +27,13 @@ func ParseRollup(file string, b []byte) (Rollup, error) {
 		var line []byte
 		line, i = nextLine(b, i)
 		lineNo++
-		colon := -1
-		for j, c := range line {
-			if c == ':' {
-				colon = j
-				break
-			}
-			if c == ' ' {
-				break
-			}
+		// The header line ("00400000-7ffd... ---p 00000000 00:00 0 [rollup]")
+		// has no wanted key before its first colon.
+		k, at, ok := cutKey(line)
+		if !ok {
+			continue
 		}
-		if colon < 0 {
-			continue // the header line: "00400000-7ffd... ---p 00000000 00:00 0 [rollup]"
-		}
-		key := string(line[:colon])
+		key := string(k)
 		var bit int
 		switch key {
 		case "Rss":
@@ -56,7 +49,7 @@ func ParseRollup(file string, b []byte) (Rollup, error) {
 		default:
 			continue
 		}
-		f, next := nextField(line, colon+1)
+		f, next := nextField(line, at)
 		v, ok := parseUint(f)
 		unit, _ := nextField(line, next)
 		if !ok || string(unit) != "kB" {

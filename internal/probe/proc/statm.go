@@ -7,22 +7,8 @@ type Statm struct {
 
 // ParseStatm parses the first three fields of statm without allocating.
 func ParseStatm(b []byte, s *Statm) error {
-	i := 0
-	for k := 0; k < 3; k++ {
-		f, next := nextField(b, i)
-		v, ok := parseUint(f)
-		if !ok {
-			return &ParseError{File: "statm", Offset: i, Want: "size resident shared (pages) as unsigned integers"}
-		}
-		switch k {
-		case 0:
-			s.Size = v
-		case 1:
-			s.Resident = v
-		case 2:
-			s.Shared = v
-		}
-		i = next
+	if at, ok := parseUintFields(b, &s.Size, &s.Resident, &s.Shared); !ok {
+		return &ParseError{File: "statm", Offset: at, Want: "size resident shared (pages) as unsigned integers"}
 	}
 	return nil
 }

@@ -29,18 +29,11 @@ func ParseStatus(file string, b []byte) (Status, error) {
 		var line []byte
 		line, i = nextLine(b, i)
 		lineNo++
-		colon := -1
-		for j, c := range line {
-			if c == ':' {
-				colon = j
-				break
-			}
-		}
-		if colon < 0 {
+		key, at, ok := cutKey(line)
+		if !ok {
 			continue
 		}
-		key := line[:colon]
-		val, _ := nextField(line, colon+1)
+		val, _ := nextField(line, at)
 		switch string(key) {
 		case "voluntary_ctxt_switches", "nonvoluntary_ctxt_switches":
 			v, ok := parseUint(val)
@@ -65,7 +58,7 @@ func ParseStatus(file string, b []byte) (Status, error) {
 			s.MemsAllowedList = string(val)
 		case "NSpid":
 			s.NSpid = s.NSpid[:0]
-			for k := colon + 1; k < len(line); {
+			for k := at; k < len(line); {
 				var f []byte
 				f, k = nextField(line, k)
 				if len(f) == 0 {

@@ -1,8 +1,11 @@
 package sys
 
 import (
+	"errors"
 	"strconv"
 	"strings"
+
+	"github.com/gpufeed/gpufeed/internal/probe/proc"
 )
 
 // Status holds the /proc/PID/status fields check needs.
@@ -98,24 +101,20 @@ func (f FS) LastCPU(pid, tid int) (int, error) {
 	return ParseStatProcessor(p, data)
 }
 
-// ParseStatProcessor extracts the processor field of a stat line. The comm
-// field may hold spaces and parentheses, so fields are counted after the
-// last ')'.
+// ParseStatProcessor extracts the processor field of a stat line with the
+// sampler's stat parser (proc.ParseStat, which finds the command name's
+// closing ')' even when the name holds spaces and parentheses).
 func ParseStatProcessor(path string, data []byte) (int, error) {
-	s := string(data)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0, parseErr(path, 1, "no ')' closing the command name")
+	var st proc.Stat
+	if err := proc.ParseStat(data, &st); err != nil {
+		var pe *proc.ParseError
+		if errors.As(err, &pe) {
+			return 0, parseErr(path, 1, "byte %d: want %s", pe.Offset, pe.Want)
+		}
+		return 0, parseErr(path, 1, "%v", err)
 	}
-	fields := strings.Fields(s[i+1:])
-	// After comm: state is field 3, so processor (field 39) is index 36.
-	const processorIndex = 39 - 3
-	if len(fields) <= processorIndex {
-		return 0, parseErr(path, 1, "%d fields after the command name: want at least %d", len(fields), processorIndex+1)
+	if st.Processor < 0 || st.Processor >= MaxCPUID {
+		return 0, parseErr(path, 1, "processor %d: want a CPU number", st.Processor)
 	}
-	n, err := strconv.Atoi(fields[processorIndex])
-	if err != nil || n < 0 || n >= MaxCPUID {
-		return 0, parseErr(path, 1, "processor %q: want a CPU number", fields[processorIndex])
-	}
-	return n, nil
+	return st.Processor, nil
 }

@@ -259,20 +259,14 @@ func (r *reader) loadEnums() error {
 		return err
 	}
 	if mk != nil {
-		r.memKind = map[int64]trace.MemKind{}
-		for id, l := range mk {
-			r.memKind[id] = memKindOf(l)
-		}
+		r.memKind = mapLabels(mk, memKindOf)
 	}
 	ck, err := labels("ENUM_CUDA_MEMCPY_OPER")
 	if err != nil {
 		return err
 	}
 	if ck != nil {
-		r.copyKind = map[int64]trace.CopyKind{}
-		for id, l := range ck {
-			r.copyKind[id] = copyKindOf(l)
-		}
+		r.copyKind = mapLabels(ck, copyKindOf)
 	}
 	st, err := labels("ENUM_CUPTI_SYNC_TYPE")
 	if err != nil {
@@ -282,6 +276,15 @@ func (r *reader) loadEnums() error {
 		r.syncType = st
 	}
 	return nil
+}
+
+// mapLabels turns an enum table's labels into the kinds they name.
+func mapLabels[K any](labels map[int64]string, kindOf func(label string) K) map[int64]K {
+	m := make(map[int64]K, len(labels))
+	for id, l := range labels {
+		m[id] = kindOf(l)
+	}
+	return m
 }
 
 func memKindOf(label string) trace.MemKind {
