@@ -135,6 +135,10 @@ func (cl *Client) readLoop(rd *bufio.Reader) {
 	}
 }
 
+// refusalGrace bounds the wait for the reader after a failed write: the
+// refusal, when there is one, is already in the socket's buffer.
+const refusalGrace = time.Second
+
 // send writes one request (one system call); with wait it returns a channel
 // that receives the reply. It must be called with cl.mu held.
 func (cl *Client) send(req wire.Request, wait bool) (chan wire.Reply, error) {
@@ -152,7 +156,18 @@ func (cl *Client) send(req wire.Request, wait bool) (chan wire.Reply, error) {
 	req.Encode(b[:])
 	if _, err := cl.c.Write(b[:]); err != nil {
 		delete(cl.waiters, req.Seq)
-		cl.err = fmt.Errorf("simulated device at %s: %s: %w", cl.path, req.Op, err)
+		// The device refuses a bad request by replying and closing the
+		// connection, so a later write can fail (broken pipe) before the
+		// reader has taken the refusal: give it a moment to record why.
+		cl.mu.Unlock()
+		select {
+		case <-cl.readDone:
+		case <-time.After(refusalGrace):
+		}
+		cl.mu.Lock()
+		if cl.err == nil {
+			cl.err = fmt.Errorf("simulated device at %s: %s: %w", cl.path, req.Op, err)
+		}
 		return nil, cl.err
 	}
 	return ch, nil
