@@ -1,13 +1,15 @@
 package sys
 
 import (
-	"math"
 	"strconv"
 	"strings"
+
+	"github.com/gpufeed/gpufeed/internal/probe/proc"
 )
 
-// Unlimited is the value of a limit written "unlimited".
-const Unlimited = math.MaxUint64
+// Unlimited is the value of a limit written "unlimited": the sampler's
+// (proc.Unlimited), so a limit read by either package compares equal.
+const Unlimited = proc.Unlimited
 
 // Limit is one resource limit, soft and hard.
 type Limit struct {
