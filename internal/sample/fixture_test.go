@@ -112,12 +112,26 @@ func TestFixtureTree(t *testing.T) {
 	if trainer.NoFileSoft == nil || *trainer.NoFileSoft == 0 || trainer.CPUsAllowed == "" {
 		t.Errorf("limits/status not read: %+v", trainer)
 	}
+	// Roles by name; the trainer's intra-op pool threads share the main
+	// thread's name (pt_main_thread), so that name is judged thread by
+	// thread: the main one (tid == pid) is "main", every other one is
+	// "intra-op".
 	roles := map[string]string{}
 	for _, th := range tl.Threads {
+		if th.Comm == "pt_main_thread" {
+			want := ThreadIntraOp
+			if th.Key.TID == th.PID {
+				want = ThreadMain
+			}
+			if th.Role != want {
+				t.Errorf("thread %d pt_main_thread: role %q, want %q", th.Key.TID, th.Role, want)
+			}
+			continue
+		}
 		roles[th.Comm] = th.Role
 	}
 	for comm, want := range map[string]string{"pt_autograd_0": ThreadAutograd, "pt_data_pin": ThreadPin,
-		"pt_nccl_watchdg": ThreadNCCL, "NCCL Service 0": ThreadNCCL, "pt_data_worker": ThreadMain, "pt_main_thread": ThreadIntraOp} {
+		"pt_nccl_watchdg": ThreadNCCL, "NCCL Service 0": ThreadNCCL, "pt_data_worker": ThreadMain} {
 		if roles[comm] != want {
 			t.Errorf("thread %q: role %q, want %q", comm, roles[comm], want)
 		}
