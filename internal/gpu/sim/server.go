@@ -164,6 +164,8 @@ type conn struct {
 	role   uint8
 	obsID  int
 	offset int64 // added to client timestamps (another time namespace)
+
+	progress progress // read by the process's other connections (ordering.go)
 }
 
 // requestError is a protocol violation: answered with its status, then the
@@ -182,7 +184,7 @@ func badRequest(format string, args ...any) error {
 func (cn *conn) serve() {
 	defer cn.close()
 	cn.pid = peerPID(cn.c)
-	rd := bufio.NewReaderSize(cn.c, 64<<10)
+	rd := bufio.NewReaderSize(countingReader{cn.c, &cn.progress.received}, 64<<10)
 	var buf [wire.FrameSize]byte
 	helloed := false
 	for {
@@ -202,6 +204,8 @@ func (cn *conn) serve() {
 		default:
 			err = cn.handle(req)
 		}
+		cn.progress.lastTS.Store(req.TS + cn.offset)
+		cn.progress.handled.Add(wire.FrameSize)
 		if err != nil {
 			var re *requestError
 			if !errors.As(err, &re) {
@@ -304,6 +308,10 @@ func (cn *conn) handle(req wire.Request) error {
 		}
 		return cn.submit(req, op{kind: opCopy, bytes: req.Arg, dir: req.Kind, pinned: req.Flags&wire.FlagPinned != 0})
 	case wire.OpSync, wire.OpSyncDevice:
+		// Another thread's launches made before this call count too.
+		cn.progress.parked.Store(true)
+		cn.awaitPeers(req.TS + cn.offset)
+		cn.progress.parked.Store(false)
 		s := cn.srv
 		s.mu.Lock()
 		target := cn.dev.syncTarget(cn.pid, req.Stream, req.Op == wire.OpSyncDevice)
@@ -365,7 +373,12 @@ func (cn *conn) submit(req wire.Request, o op) error {
 		}
 		s.mu.Unlock()
 		ts = max(ts, room)
-		if !cn.sleepUntil(room) {
+		// Held for room, this thread can send nothing more: the process's
+		// synchronising threads need not wait for it (ordering.go).
+		cn.progress.parked.Store(true)
+		ok := cn.sleepUntil(room)
+		cn.progress.parked.Store(false)
+		if !ok {
 			return io.EOF
 		}
 	}
