@@ -22,7 +22,7 @@ go vet ./...
 
 step "staticcheck"
 if ! command -v staticcheck >/dev/null; then
-	go install honnef.co/go/tools/cmd/staticcheck@2026.2.2
+	go install honnef.co/go/tools/cmd/staticcheck@v0.8.2
 fi
 staticcheck ./...
 
