@@ -303,6 +303,11 @@ type Blocked struct {
 	Syscall string `json:"syscall,omitempty"`
 	// On names what the call waits on, where visible: "pipe:[1234]", "socket:[99]", "/data/x.bin".
 	On string `json:"on,omitempty"`
+	// Timed is set when the call returns by itself after a time: a sleep,
+	// or a wait given a timeout (read from the call's arguments). A thread
+	// woken over and over in a timed wait is a timer firing, not work
+	// arriving. Recordings made before this field read false.
+	Timed bool `json:"timed,omitempty"`
 	// NotVisible says why the above could not be read.
 	NotVisible string `json:"not_visible,omitempty"`
 }
