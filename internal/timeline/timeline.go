@@ -178,6 +178,43 @@ type ProcInfo struct {
 	CUDA *CUDAUse `json:"cuda,omitempty"`
 	// MemCgroup is the process's memory cgroup, its limit and usage.
 	MemCgroup *MemCgroup `json:"mem_cgroup,omitempty"`
+	// Listening are the listening sockets the process holds
+	// (internal/probe/listen): a process waiting in accept or in an event
+	// loop on one waits for requests.
+	Listening *Listening `json:"listening,omitempty"`
+}
+
+// Listening is what a process listens on, read once near the end of the window.
+type Listening struct {
+	// T is when it was read, monotonic nanoseconds since Meta.Started.
+	T       int64          `json:"t"`
+	Sockets []ListenSocket `json:"sockets"`
+}
+
+// ListenSocket is one listening socket.
+type ListenSocket struct {
+	// Proto is "tcp", "tcp6" or "unix"; Addr "127.0.0.1:8000", "[::]:80", a
+	// path, "@name" (abstract) or "" (unnamed).
+	Proto string `json:"proto"`
+	Addr  string `json:"addr"`
+	// Inode matches the "socket:[N]" a thread blocked in accept waits on.
+	Inode uint64 `json:"inode"`
+}
+
+// Names lists the sockets as "tcp 127.0.0.1:8000".
+func (l *Listening) Names() []string {
+	if l == nil {
+		return nil
+	}
+	out := make([]string, 0, len(l.Sockets))
+	for _, s := range l.Sockets {
+		if s.Addr == "" {
+			out = append(out, s.Proto+" (unnamed)")
+		} else {
+			out = append(out, s.Proto+" "+s.Addr)
+		}
+	}
+	return out
 }
 
 // FDKinds counts a process's open descriptors by kind (internal/probe/fdkinds:
