@@ -7,15 +7,26 @@ import (
 // Stalled-verdict confidences: a stall explained by a dead or missing member
 // is near certain; one seen with the GPUs idle is firm; without a GPU in
 // view a device busy with long kernels would look the same from the CPU.
+// These say how firmly the kind of evidence supports the class; the
+// classifier lowers them further when the window holds little of it.
 const (
 	confExplained = 0.95
 	confGPUIdle   = 0.85
 	confNoGPU     = 0.6
+	// An idle job's waits were all read and all are requests or timers; with
+	// the GPU seen idle nothing contradicts it. Without a GPU in view a job
+	// could still have work queued on one (its threads would then wait on
+	// the device, which none does): a little less sure.
+	confIdle      = 0.9
+	confIdleNoGPU = 0.8
 )
 
-// Verdict is the stalled verdict for a result, or nil when the job was not
-// stalled. It leads with the member that died when one did.
+// Verdict is frozen-job triage's verdict for a result: stalled (leading with
+// the member that died when one did) or idle; nil when the job progressed.
 func Verdict(r Result) *finding.Verdict {
+	if r.Progress.Idle != nil && !r.Progress.Stalled() {
+		return idleVerdict(r)
+	}
 	if !r.Progress.Stalled() {
 		return nil
 	}
@@ -53,6 +64,21 @@ func Verdict(r Result) *finding.Verdict {
 			v.Summary = "Stalled: " + lead.Claim
 		}
 		v.Decision = lead.Decision
+	}
+	return v
+}
+
+func idleVerdict(r Result) *finding.Verdict {
+	v := &finding.Verdict{Class: finding.Idle, Confidence: confIdle, Because: []string{}}
+	if !r.Progress.Idle.GPUVisible {
+		v.Confidence = confIdleNoGPU
+	}
+	for _, f := range r.Findings {
+		if f.ID == "job-idle" {
+			v.Because = append(v.Because, f.ID)
+			v.Summary, v.Decision = f.Claim, f.Decision
+			break
+		}
 	}
 	return v
 }

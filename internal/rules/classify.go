@@ -23,6 +23,7 @@ var CauseID = map[finding.Class]string{
 	finding.TooLittleWork:   "gpu-underfed",
 	finding.GPUBound:        "gpu-busy",
 	finding.Stalled:         "job-stalled",
+	finding.Idle:            "job-idle",
 }
 
 // Classify picks the one verdict from the attribution and the findings, in
