@@ -5,7 +5,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/gpufeed/gpufeed/internal/finding"
 	"github.com/gpufeed/gpufeed/internal/timeline"
@@ -209,9 +208,8 @@ func idleFinding(v *view, p Progress) finding.Finding {
 	window := strconv.Itoa(id.Samples) + " samples over " + fmtSeconds(id.Span)
 	since := ""
 	if !id.Whole {
-		into := fmtSeconds(time.Duration(id.From - v.t0))
-		since = " (since " + into + " into the window, after its start-up)"
-		window += ", from " + into + " into the window"
+		since = " (" + p.Since + ")"
+		window += ", " + p.Since
 	}
 	// One description per distinct wait, requests first, then timers.
 	type group struct {

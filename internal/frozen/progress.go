@@ -489,24 +489,32 @@ func measureProgress(v *view, deaths []Death) Progress {
 	}
 	var quiet int64
 	p.Measure, quiet = scan(v, p.From)
+	// A job that progressed early in the span and not since (a server past
+	// its start-up, a job that froze a moment after gpufeed attached, a
+	// peer finishing its last exchange) is judged over the quiet tail after
+	// its last sign of progress, when that tail is long enough to judge and
+	// most of the window.
+	if p.Progressing() {
+		span := time.Duration(v.t1 - quiet)
+		if span < StallMinWindow || float64(span) < QuietMinShare*float64(v.span()) || v.samplesFrom(quiet) < StallMinSamples {
+			return p
+		}
+		tail, _ := scan(v, quiet)
+		if tail.Progressing() {
+			return p
+		}
+		p.Measure, p.From, p.Span, p.Samples = tail, quiet, span, v.samplesFrom(quiet)
+		into := "since " + fmtSeconds(time.Duration(quiet-v.t0)) + " into the window, its last sign of progress"
+		if p.Since != "" {
+			into = p.Since + ", and " + into
+		}
+		p.Since = into
+	}
 	if !p.Judged || p.LiveProcs == 0 || len(deaths) > 0 {
 		return p // a job that lost a member is not idle
 	}
-	// Idle over the judged span, or over the quiet tail after the last sign
-	// of progress when that tail is long enough and most of the window.
-	if !p.Progressing() {
-		if v.idleWaits(p.Measure) {
-			p.Idle = &Idle{Measure: p.Measure, From: p.From, Span: p.Span, Samples: p.Samples, Whole: true}
-		}
-		return p
-	}
-	span := time.Duration(v.t1 - quiet)
-	if span < StallMinWindow || float64(span) < IdleMinShare*float64(v.span()) || v.samplesFrom(quiet) < StallMinSamples {
-		return p
-	}
-	tail, _ := scan(v, quiet)
-	if !tail.Progressing() && v.idleWaits(tail) {
-		p.Idle = &Idle{Measure: tail, From: quiet, Span: span, Samples: v.samplesFrom(quiet)}
+	if v.idleWaits(p.Measure) {
+		p.Idle = &Idle{Measure: p.Measure, From: p.From, Span: p.Span, Samples: p.Samples, Whole: p.From == v.t0}
 	}
 	return p
 }

@@ -49,14 +49,14 @@ const (
 // readings later at a load average of 7 on 2 CPUs.
 const ReapGrace = time.Second
 
-// Idle jobs.
-const (
-	// IdleMinShare: a job that progressed early in the window (a server's
-	// start-up under diagnose -- CMD) is idle when the quiet tail after its
-	// last sign of progress holds at least half the window (and
-	// StallMinWindow, StallMinSamples): what it does most of the window.
-	IdleMinShare = 0.5
-)
+// QuietMinShare: a job that progressed early in the window (a server's
+// start-up under diagnose -- CMD, a job freezing just after gpufeed
+// attached) is judged stalled or idle over the quiet tail after its last
+// sign of progress when that tail holds at least half the window (and
+// StallMinWindow, StallMinSamples): what it did most of the window. A
+// healthy job's pause (a checkpoint, a slow collective) shorter than half
+// the window leaves it judged as working.
+const QuietMinShare = 0.5
 
 // Blocked threads.
 const (
