@@ -341,7 +341,7 @@ func TestOneCorePegged(t *testing.T) {
 				return 95
 			}
 			return other
-		}, procs: []*sProc{trainer(&sThread{cpu: constF(95), wait: constF(0)})}}
+		}, procs: []*sProc{trainer(&sThread{cpu: constF(95), wait: constF(0), onCPU: 1})}}
 	}
 	_, fs, _ := build(10).judge()
 	if f := findingByID(fs, "one-core-pegged"); f == nil || f.Subject != "cpu1" || f.Supports != finding.SubmissionBound {
@@ -349,6 +349,40 @@ func TestOneCorePegged(t *testing.T) {
 	}
 	if _, fs, _ := build(30).judge(); findingByID(fs, "one-core-pegged") != nil {
 		t.Error("cpu0 at 30 % reported as idle")
+	}
+}
+
+// TestPeggedCoreOfANeighbour: cpu1 pegged at 95 % while the job's only
+// thread sleeps on cpu0 (a timer, 2 % of a core): the load is another
+// process's. one-core-pegged would blame the job's single thread and advise
+// moving its preprocessing into workers; the neighbour is named instead.
+func TestPeggedCoreOfANeighbour(t *testing.T) {
+	s := &synth{n: 50, util: constF(0), busy: func(cpu, i int) float64 {
+		if cpu == 1 {
+			return 95
+		}
+		return 5
+	}, procs: []*sProc{trainer(&sThread{cpu: constF(2), wait: constF(0), onCPU: 0, blocked: blockedOn("clock_nanosleep", "")})}}
+	_, fs, _ := s.judge()
+	if f := findingByID(fs, "one-core-pegged"); f != nil {
+		t.Errorf("a neighbour's load blamed on the job: %s (%s)", f.Claim, f.Decision)
+	}
+	f := findingByID(fs, "core-pegged-by-neighbour")
+	if f == nil || f.Severity != finding.Info || f.Supports != "" || f.Subject != "cpu1" || !strings.HasPrefix(f.Claim, "cpu1 was 100% busy while the other 1 averaged 0%") ||
+		!strings.HasSuffix(f.Claim, "but the job's own threads ran only 0% of it: the load is a neighbour's (processes outside the job), not the job's") {
+		t.Fatalf("%+v", f)
+	}
+	if e := f.Evidence[3]; e.What != "the job's own threads on cpu1, mean" || e.Value != 0 {
+		t.Errorf("%+v", e)
+	}
+	// The same thread busy on cpu1 is the job's own pegged core.
+	s.procs = []*sProc{trainer(&sThread{cpu: constF(93), wait: constF(0), onCPU: 1})}
+	_, fs, _ = s.judge()
+	if f := findingByID(fs, "one-core-pegged"); f == nil || !strings.Contains(f.Claim, "93% of it the job's own threads") {
+		t.Errorf("%+v", f)
+	}
+	if findingByID(fs, "core-pegged-by-neighbour") != nil {
+		t.Error("the job's own pegged core is no neighbour's")
 	}
 }
 

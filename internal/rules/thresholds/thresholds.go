@@ -103,22 +103,6 @@ const (
 	TransferMinCopyPct = ModerateSharePct
 )
 
-// Stalled: nothing progresses.
-const (
-	// StalledCPUPct: the whole job (every thread, summed) used less than this
-	// share of one core over the window. A Python interpreter blocked on a
-	// lock or a pipe uses nothing; watchdog and heartbeat threads of a hung
-	// NCCL job wake a few times a second and stay far below 1 %.
-	StalledCPUPct = 1.0
-	// StalledGPUUtilPct: no interval of the window had more kernel time than
-	// this (NVML reports 0 % on an idle device; 1 % allows rounding).
-	StalledGPUUtilPct = 1.0
-	// StalledIOBytesPerSec: the job read and wrote less than this through
-	// read- and write-like calls (rchar + wchar): a logger's occasional line
-	// is progress of nothing.
-	StalledIOBytesPerSec = 4096.0
-)
-
 // The window.
 const (
 	// MinWindow and MinIntervals: below either, the verdict is inconclusive:
@@ -136,6 +120,11 @@ const (
 	// user, the system 75 % idle: "cela sent le goulot mono-thread").
 	PeggedCorePct = CPUBottleneckCPUUtilPct
 	IdleCoresPct  = 25.0
+	// PeggedJobSharePct: the pegged CPU is the job's when its own threads
+	// ran at least half of that CPU's time (schedstat run time, by the CPU
+	// each thread last ran on); otherwise the load is a neighbour's and
+	// the finding says so instead of blaming the job's threads.
+	PeggedJobSharePct = 50.0
 
 	// OversubscribedTicksPct: the job's runnable threads outnumber the cores
 	// it may use in more than half of the samples (SageMaker's "more than
