@@ -114,6 +114,10 @@ type Verdict struct {
 	// Confidence in [0,1]: the share of the evidence that points to the
 	// class. An inconclusive verdict names no class and has confidence 0.
 	Confidence float64 `json:"confidence"`
+	// Basis says in words what Confidence is made of: which share of the
+	// evidence points to the class, and how far the amount of evidence
+	// lowered it ("62% of the GPU's idle time ... × 60% for 3.0 s judged").
+	Basis string `json:"confidence_basis,omitempty"`
 	// Summary is one sentence a person reads first.
 	Summary string `json:"summary"`
 	// Because lists the IDs of the findings that carry the verdict.

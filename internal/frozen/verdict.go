@@ -1,6 +1,8 @@
 package frozen
 
 import (
+	"fmt"
+
 	"github.com/gpufeed/gpufeed/internal/finding"
 )
 
@@ -31,8 +33,14 @@ func Verdict(r Result) *finding.Verdict {
 		return nil
 	}
 	v := &finding.Verdict{Class: finding.Stalled, Confidence: confGPUIdle}
+	if r.Progress.GPUSpinning() {
+		v.Basis = "a stall seen with the GPU pinned busy completing nothing"
+	} else {
+		v.Basis = "a stall seen with the GPU idle"
+	}
 	if !r.Progress.GPUVisible {
 		v.Confidence = confNoGPU
+		v.Basis = "a stall seen without a GPU in view"
 		v.Missing = "GPU utilisation was not visible: a GPU running very long kernels leaves the CPU idle too; run where NVML (or the simulated device) is visible to rule it out"
 	}
 	var lead *finding.Finding
@@ -57,7 +65,10 @@ func Verdict(r Result) *finding.Verdict {
 	}
 	if v.Confidence == confExplained {
 		v.Missing = "" // the dead member explains the stall whatever the GPU did
+		v.Basis = "a stall explained by a dead or missing member, a lost GPU or a thread stuck in the kernel"
 	}
+	v.Basis = fmt.Sprintf("%s; %.0f%% when a dead member or a thread stuck in the kernel explains it, %.0f%% with the GPU seen idle, %.0f%% without a GPU in view",
+		v.Basis, confExplained*100, confGPUIdle*100, confNoGPU*100)
 	if lead != nil {
 		v.Summary = lead.Claim
 		if lead.ID != "job-stalled" {
@@ -70,9 +81,12 @@ func Verdict(r Result) *finding.Verdict {
 
 func idleVerdict(r Result) *finding.Verdict {
 	v := &finding.Verdict{Class: finding.Idle, Confidence: confIdle, Because: []string{}}
+	v.Basis = "every live thread's wait was read and each waits for requests or a timer, with the GPU seen idle"
 	if !r.Progress.Idle.GPUVisible {
 		v.Confidence = confIdleNoGPU
+		v.Basis = "every live thread's wait was read and each waits for requests or a timer; no GPU was in view to confirm it idle"
 	}
+	v.Basis = fmt.Sprintf("%s; %.0f%% with the GPU seen idle, %.0f%% without one in view", v.Basis, confIdle*100, confIdleNoGPU*100)
 	for _, f := range r.Findings {
 		if f.ID == "job-idle" {
 			v.Because = append(v.Because, f.ID)

@@ -1,6 +1,7 @@
 package rules
 
 import (
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -502,6 +503,63 @@ func TestEvidenceHasUnitsWindowsAndSources(t *testing.T) {
 			}
 			if e.Text == "" && e.Unit == "" && !strings.Contains(e.What, "processes") && !strings.Contains(e.What, "workers") {
 				t.Errorf("%s: number without a unit: %+v", f.ID, e)
+			}
+		}
+	}
+}
+
+// TestConfidenceFallsWithTheEvidence: the same GPU-bound job judged over 3,
+// 4, 5 and 10 s: confidence is the busy share times the judged time over
+// ConfidenceFullWindow (at most 1), and the verdict says so in words.
+func TestConfidenceFallsWithTheEvidence(t *testing.T) {
+	for _, tc := range []struct {
+		n    int
+		want float64
+	}{{30, 0.6}, {40, 0.8}, {50, 1}, {100, 1}} {
+		s := &synth{n: tc.n, util: constF(96), procs: []*sProc{trainer(&sThread{cpu: constF(20), wait: constF(0), blocked: blockedOn("recvfrom", "socket:[7]")})}}
+		v, _, _ := s.judge()
+		if v.Class != finding.GPUBound || v.Confidence != tc.want {
+			t.Errorf("%d intervals: %s %.2f, want gpu-bound %.2f", tc.n, v.Class, v.Confidence, tc.want)
+		}
+		want := fmt.Sprintf("%.0f%% = 100%% (%d of %d intervals had the GPU idle under 10%%) × %.0f%% for the evidence held (%.1f s judged; 5 s or more count in full)",
+			tc.want*100, tc.n, tc.n, tc.want*100, float64(tc.n)/10)
+		if v.Basis != want {
+			t.Errorf("%d intervals: basis\n got %q\nwant %q", tc.n, v.Basis, want)
+		}
+	}
+	// A cause: its share of the idle time, then the evidence.
+	s := &synth{n: 30, util: constF(30), procs: []*sProc{trainer(&sThread{cpu: constF(95), wait: constF(0)})}}
+	v, _, _ := s.judge()
+	if v.Class != finding.SubmissionBound || v.Confidence != 0.6 || !strings.HasPrefix(v.Basis, "60% = 100% (this cause explains 100% of the GPU's idle time") {
+		t.Errorf("%+v", v)
+	}
+	// A stall (frozen triage's 60 % without a GPU in view) judged over 3 s.
+	s = &synth{n: 30, noGPU: true, procs: []*sProc{trainer(&sThread{cpu: constF(0), wait: constF(0), state: func(int) byte { return 'S' },
+		blocked: blockedOn("read", "pipe:[9]")})}}
+	v, _, _ = s.judge()
+	if v.Class != finding.Stalled || v.Confidence != 0.36 || !strings.Contains(v.Basis, "a stall seen without a GPU in view") {
+		t.Errorf("%+v", v)
+	}
+}
+
+// TestInconclusiveMarksNoFinding: every way to an inconclusive verdict
+// leaves its because list empty (so no finding is marked as the verdict's
+// while the header says inconclusive) and its confidence 0, with a basis
+// that says why.
+func TestInconclusiveMarksNoFinding(t *testing.T) {
+	for name, s := range map[string]*synth{
+		"short window": {n: 10, util: constF(30), procs: []*sProc{trainer(&sThread{cpu: constF(95), wait: constF(0)})}},
+		"no GPU":       {n: 50, noGPU: true, procs: []*sProc{trainer(&sThread{cpu: constF(95), wait: constF(0)})}},
+		"unexplained idle": {n: 50, util: constF(30), procs: []*sProc{trainer(&sThread{cpu: constF(20), wait: constF(0), state: func(int) byte { return 'S' },
+			blocked: func(int) *timeline.Blocked { return &timeline.Blocked{NotVisible: "needs CAP_SYS_PTRACE"} }})}},
+	} {
+		v, fs, _ := s.judge()
+		if v.Class != finding.Inconclusive || len(v.Because) != 0 || v.Confidence != 0 || v.Basis == "" || v.Missing == "" {
+			t.Errorf("%s: %+v", name, v)
+		}
+		for _, f := range fs {
+			if f.Supports != "" && f.ID == CauseID[f.Supports] && f.Severity == finding.Critical {
+				t.Errorf("%s: a critical cause finding under an inconclusive verdict: %+v", name, f)
 			}
 		}
 	}

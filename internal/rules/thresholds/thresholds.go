@@ -111,6 +111,14 @@ const (
 	// intervals see a 1 s slow tier twice.
 	MinWindow    = 2 * time.Second
 	MinIntervals = 20
+	// ConfidenceFullWindow: a live verdict's confidence is scaled by the
+	// share of this much evidence the window held (judged time over 5 s,
+	// at most 1): a 3 s attach carries at most 60 %. Five seconds are five
+	// readings of where every sleeping thread waits (the slow tier reads
+	// about once a second: the mix of those readings splits the idle time)
+	// and fifty 100 ms intervals; for a stall, the pause of a checkpoint or
+	// a long collective that a shorter window cannot tell from a hang.
+	ConfidenceFullWindow = 5 * time.Second
 )
 
 // Other findings.
