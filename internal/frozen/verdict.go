@@ -2,6 +2,7 @@ package frozen
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/gpufeed/gpufeed/internal/finding"
 )
@@ -67,8 +68,16 @@ func Verdict(r Result) *finding.Verdict {
 		v.Missing = "" // the dead member explains the stall whatever the GPU did
 		v.Basis = "a stall explained by a dead or missing member, a lost GPU or a thread stuck in the kernel"
 	}
-	v.Basis = fmt.Sprintf("%s; %.0f%% when a dead member or a thread stuck in the kernel explains it, %.0f%% with the GPU seen idle, %.0f%% without a GPU in view",
-		v.Basis, confExplained*100, confGPUIdle*100, confNoGPU*100)
+	var others []string
+	for _, o := range []struct {
+		c    float64
+		what string
+	}{{confExplained, "when a dead member or a thread stuck in the kernel explains it"}, {confGPUIdle, "with the GPU seen idle"}, {confNoGPU, "without a GPU in view"}} {
+		if o.c != v.Confidence {
+			others = append(others, fmt.Sprintf("%.0f%% %s", o.c*100, o.what))
+		}
+	}
+	v.Basis += " (" + strings.Join(others, ", ") + ")"
 	if lead != nil {
 		v.Summary = lead.Claim
 		if lead.ID != "job-stalled" {
@@ -86,7 +95,11 @@ func idleVerdict(r Result) *finding.Verdict {
 		v.Confidence = confIdleNoGPU
 		v.Basis = "every live thread's wait was read and each waits for requests or a timer; no GPU was in view to confirm it idle"
 	}
-	v.Basis = fmt.Sprintf("%s; %.0f%% with the GPU seen idle, %.0f%% without one in view", v.Basis, confIdle*100, confIdleNoGPU*100)
+	if r.Progress.Idle.GPUVisible {
+		v.Basis += fmt.Sprintf(" (%.0f%% without a GPU in view)", confIdleNoGPU*100)
+	} else {
+		v.Basis += fmt.Sprintf(" (%.0f%% with a GPU seen idle)", confIdle*100)
+	}
 	for _, f := range r.Findings {
 		if f.ID == "job-idle" {
 			v.Because = append(v.Because, f.ID)
