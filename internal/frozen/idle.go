@@ -110,21 +110,40 @@ func onDevice(p *timeline.ProcInfo, on string) bool {
 	return false
 }
 
-// servers are the processes that wait for requests and are not ranks of a
-// distributed job: their threads waiting on a lock wait for work the
+// servers are the processes that wait for requests and are not members of
+// a distributed job: their threads waiting on a lock wait for work the
 // accepting thread hands them (a thread pool behind a listener). A rank's
-// listener (the rendezvous store) is a side job: its locked threads wait
-// on the collective.
+// listeners (the rendezvous store, gloo's pair listener) are a side job:
+// its locked threads wait on the collective.
 func (v *view) servers(m Measure) map[int]bool {
 	out := map[int]bool{}
 	for _, w := range m.Waits {
-		if w.Kind == WaitRequest {
-			if _, _, isRank := rank(v.procs[w.PID]); !isRank {
-				out[w.PID] = true
-			}
+		if w.Kind == WaitRequest && !distributedMember(v.procs[w.PID]) {
+			out[w.PID] = true
 		}
 	}
 	return out
+}
+
+// distributedMember says a process is (likely) a member of a distributed
+// job: a rank by its environment (RANK, LOCAL_RANK, SLURM_PROCID...), a
+// process told the job's size (WORLD_SIZE, LOCAL_WORLD_SIZE), or a child
+// started by multiprocessing's spawn or forkserver, as torch.multiprocessing
+// spawn starts ranks that learn their rank from arguments.
+func distributedMember(p *timeline.ProcInfo) bool {
+	if p == nil {
+		return false
+	}
+	if _, _, ok := rank(p); ok {
+		return true
+	}
+	if _, ok := p.Env["WORLD_SIZE"]; ok {
+		return true
+	}
+	if _, ok := p.Env["LOCAL_WORLD_SIZE"]; ok {
+		return true
+	}
+	return isSpawnChild(p) || strings.Contains(cmd(p), "from multiprocessing.forkserver import main")
 }
 
 // idleWaits says whether a span that made no progress is idle: the job's

@@ -174,13 +174,19 @@ func TestIdleOrStalledByWhatTheThreadsWaitOn(t *testing.T) {
 		{"epoll without a listener waits on peers", []th{{"epoll_wait", "anon_inode:[eventpoll]", false}}, false, nil, false, true},
 		{"thread pool behind accept", []th{{"accept4", "socket:[1]", false}, {"futex", "futex 0x1", false}, {"futex", "futex 0x2", false}}, true, nil, true, false},
 		{"a rank's store listener does not make its locked threads idle", []th{{"poll", "", false}, {"futex", "futex 0x1", false}}, true, map[string]string{"RANK": "0", "WORLD_SIZE": "2"}, false, true},
+		{"a spawned rank (rank passed as an argument) is no server", []th{{"epoll_wait", "anon_inode:[eventpoll]", false}, {"futex", "futex 0x1", false}}, true, nil, false, true},
+		{"a process told the world size is no server", []th{{"accept", "socket:[1]", false}, {"futex", "futex 0x1", false}}, true, map[string]string{"WORLD_SIZE": "2"}, false, true},
 		{"waiters behind a lock held by a sleeping thread", []th{{"futex", "futex 0x1", false}, {"futex", "futex 0x1", false}, {"clock_nanosleep", "", true}}, false, nil, false, true},
 		{"a timed lock wait that never returns is a lock", []th{{"futex", "futex 0x1", true}}, false, nil, false, true},
 		{"a read on a pipe", []th{{"read", "pipe:[7]", false}}, false, nil, false, true},
 		{"a wait not visible", []th{{"", "", false}}, false, nil, false, true},
 	} {
 		b := newTL(31, 100*time.Millisecond)
-		p := b.proc(10, 1, "python3", nil, tc.env)
+		var cmdline []string
+		if strings.HasPrefix(tc.name, "a spawned rank") {
+			cmdline = []string{"/usr/bin/python3", "-c", "from multiprocessing.spawn import spawn_main; spawn_main(tracker_fd=5, pipe_handle=7)", "--multiprocessing-fork"}
+		}
+		p := b.proc(10, 1, "python3", cmdline, tc.env)
 		if tc.listens {
 			listening(p, "127.0.0.1:29500", 1)
 		}
