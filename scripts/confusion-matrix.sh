@@ -46,6 +46,8 @@ try:
     r = json.load(sys.stdin)
     v = r["verdict"]
     print(scenario, v["class"], v["confidence"], code)
+    if code != "0":  # say why in the log (stderr), not in the rows
+        print("  %s: %s %s" % (scenario, v.get("summary", ""), v.get("missing", "")), file=sys.stderr)
 except Exception as e:
     print(scenario, "error", 0, code)
 ' "$s" "$code" >>"$results"
