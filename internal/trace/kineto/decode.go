@@ -27,7 +27,9 @@ import (
 	"os"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/gpufeed/gpufeed/internal/trace"
 )
@@ -71,6 +73,48 @@ func (e *SyntaxError) Error() string {
 		return fmt.Sprintf("%s: byte offset %d: %s (near %q)", e.File, e.Offset, e.Msg, e.Near)
 	}
 	return fmt.Sprintf("%s: byte offset %d: %s", e.File, e.Offset, e.Msg)
+}
+
+// NotTraceError is input that is well-formed enough to read but is not a
+// Chrome trace: a JSON object without traceEvents. What says what the file
+// looks like instead, when that can be told.
+type NotTraceError struct {
+	File string
+	What string
+}
+
+func (e *NotTraceError) Error() string {
+	return fmt.Sprintf("%s: not a Chrome trace: %s", e.File, e.What)
+}
+
+// recordingFormat is the "format" value that starts a gpufeed recording
+// (internal/timeline's FormatName; a test keeps them equal).
+const recordingFormat = "gpufeed-timeline"
+
+// maxKeysShown bounds the top-level keys a NotTraceError quotes.
+const maxKeysShown = 5
+
+// notTrace describes a top-level object that ended without traceEvents.
+func (d *decoder) notTrace() error {
+	e := &NotTraceError{File: d.name}
+	switch {
+	case d.meta.format == recordingFormat:
+		e.What = "this is a gpufeed recording; judge it with: gpufeed report " + d.name
+	case len(d.meta.keys) == 0:
+		e.What = `an empty JSON object ({}); a trace is an object with a "traceEvents" array (PyTorch profiler: prof.export_chrome_trace(path)) or a JSON array of events`
+	default:
+		q := make([]string, len(d.meta.keys))
+		for i, k := range d.meta.keys {
+			q[i] = strconv.Quote(k)
+		}
+		more := ""
+		if d.meta.moreKeys > 0 {
+			more = fmt.Sprintf(" and %d more", d.meta.moreKeys)
+		}
+		e.What = fmt.Sprintf(`a JSON object with no "traceEvents" array (its keys: %s%s); a trace is an object with "traceEvents" (PyTorch profiler: prof.export_chrome_trace(path)) or a JSON array of events`,
+			strings.Join(q, ", "), more)
+	}
+	return e
 }
 
 // DecodeFile decodes the Kineto trace at path, plain JSON or gzip-compressed
@@ -154,6 +198,8 @@ type decoder struct {
 	firstBadTime int64
 	badTimeWhat  string
 	badTimes     int64
+	firstNoPhase int64
+	noPhase      int64
 	profStart    int64
 	profEnd      int64
 }
@@ -171,6 +217,11 @@ type rawMeta struct {
 	displayTimeUnit string
 	baseTimeNs      int64
 	sawEvents       bool
+	// format is a top-level "format" string (a gpufeed recording's header
+	// has one); keys are the first top-level keys seen, for messages.
+	format   string
+	keys     []string
+	moreKeys int
 }
 
 func (d *decoder) syntax(off int64, msg string, data []byte, pos int) error {
@@ -207,9 +258,33 @@ func (d *decoder) run(src io.Reader) error {
 	if err != nil {
 		return err
 	}
-	if tail != nil && !d.arrayFormat {
-		d.tail(tail, tailOff)
+	if tail == nil {
+		return nil
 	}
+	end := 0
+	if !d.arrayFormat {
+		var closed bool
+		if end, closed, err = d.tail(tail, tailOff); !closed || err != nil {
+			return err
+		}
+	}
+	return d.trailing(tail, tailOff, end)
+}
+
+// trailing checks that nothing but whitespace follows the trace's top-level
+// value (b[i:], at offset off). A trace that held events keeps them, with a
+// warning; one without events was not what the file is, so that is an
+// error.
+func (d *decoder) trailing(b []byte, off int64, i int) error {
+	j := skipSpace(b, i)
+	if j >= len(b) {
+		return nil
+	}
+	if d.b.Trace().Counts.Events == 0 {
+		return d.syntax(off+int64(j), "expected the end of the file after the end of the trace (which holds no events)", b, j)
+	}
+	near := b[j:min(j+24, len(b))]
+	d.b.Warnf("%s: byte offset %d: data after the end of the trace (near %q), ignored; the events before it are kept", d.name, off+int64(j), near)
 	return nil
 }
 
@@ -253,9 +328,7 @@ func (d *decoder) header(w *window) (bool, error) {
 			return false, d.syntax(w.offset(), "file ends before traceEvents", nil, 0)
 		}
 		if c == '}' {
-			w.pos++
-			d.b.Warnf("%s: the trace has no traceEvents array", d.name)
-			return false, nil
+			return false, d.notTrace()
 		}
 		if !first {
 			if c != ',' {
@@ -304,54 +377,78 @@ func (d *decoder) header(w *window) (bool, error) {
 }
 
 // tail reads the top-level keys after the events array. Problems there are
-// warnings: the events are already read and are what matters.
-func (d *decoder) tail(b []byte, off int64) {
+// warnings when events were read (they are what matters, and are kept), and
+// errors when none were. It returns the position after the object's closing
+// '}', and false when the object did not close.
+func (d *decoder) tail(b []byte, off int64) (int, bool, error) {
+	problem := func(i int, msg string) (int, bool, error) {
+		if d.b.Trace().Counts.Events == 0 {
+			return i, false, d.syntax(off+int64(i), msg, b, i)
+		}
+		d.b.Warnf("%s: byte offset %d: %s; the events before it are kept", d.name, off+int64(i), msg)
+		return i, false, nil
+	}
 	i := 0
 	for {
 		i = skipSpace(b, i)
 		if i >= len(b) {
-			d.b.Warnf("%s: byte offset %d: the file ends without the closing '}' of the trace object", d.name, off+int64(i))
-			return
+			return problem(i, "the file ends without the closing '}' of the trace object")
 		}
 		if b[i] == '}' {
-			return
+			return i + 1, true, nil
 		}
 		if b[i] != ',' {
-			d.b.Warnf("%s: byte offset %d: expected ',' or '}' after traceEvents; ignoring the rest", d.name, off+int64(i))
-			return
+			return problem(i, "expected ',' or '}' after traceEvents")
 		}
 		i = skipSpace(b, i+1)
 		if i >= len(b) || b[i] != '"' {
-			d.b.Warnf("%s: byte offset %d: expected a quoted key after traceEvents; ignoring the rest", d.name, off+int64(i))
-			return
+			return problem(i, "expected a quoted key after traceEvents")
 		}
 		ks := i
 		ke, err := skipString(b, i)
 		if err != nil {
-			d.b.Warnf("%s: byte offset %d: unterminated key after traceEvents", d.name, off+int64(i))
-			return
+			return problem(i, "unterminated key after traceEvents")
 		}
 		k, _ := strconv.Unquote(string(b[ks:ke]))
 		i = skipSpace(b, ke)
 		if i >= len(b) || b[i] != ':' {
-			d.b.Warnf("%s: byte offset %d: expected ':' after key %q", d.name, off+int64(i), k)
-			return
+			return problem(i, fmt.Sprintf("expected ':' after key %q", truncate(k, 40)))
 		}
 		i = skipSpace(b, i+1)
 		vs := i
 		ve, err := skipValue(b, i)
 		if err != nil {
-			d.b.Warnf("%s: byte offset %d: unreadable value for key %q after traceEvents", d.name, off+int64(vs), k)
-			return
+			return problem(vs, fmt.Sprintf("unreadable value for key %q after traceEvents", truncate(k, 40)))
 		}
 		d.metaKey(k, b[vs:ve])
 		i = ve
 	}
 }
 
+// truncate shortens s to at most n bytes (on a rune boundary), marking the cut.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}
+
 // metaKey keeps the top-level values the model uses.
 func (d *decoder) metaKey(k string, v []byte) {
+	if !d.meta.sawEvents {
+		if len(d.meta.keys) < maxKeysShown {
+			d.meta.keys = append(d.meta.keys, truncate(k, 40))
+		} else {
+			d.meta.moreKeys++
+		}
+	}
 	switch k {
+	case "format":
+		s, _ := strconv.Unquote(string(v))
+		d.meta.format = s
 	case "schemaVersion":
 		d.meta.schemaVersion = string(v)
 	case "distributedInfo":
@@ -665,6 +762,11 @@ func (d *decoder) merge(bt *batch, off int64, n int) {
 	c.Instants += bt.counts.Instants
 	c.Ignored += bt.counts.Ignored
 	c.BadTime += bt.counts.BadTime
+	c.NoPhase += bt.counts.NoPhase
+	if bt.firstNoPhase >= 0 && d.noPhase == 0 {
+		d.firstNoPhase = off + int64(bt.firstNoPhase)
+	}
+	d.noPhase += bt.counts.NoPhase
 	if bt.firstBadTime >= 0 && d.badTimes == 0 {
 		d.firstBadTime = off + int64(bt.firstBadTime)
 		d.badTimeWhat = bt.badTimeWhat
@@ -778,6 +880,9 @@ func (d *decoder) finish() *trace.Trace {
 	}
 	if d.badTimes > 0 {
 		d.b.Warnf("%s: dropped %d events whose ts or dur is NaN, infinite, negative or missing (the first at byte offset %d: %s)", d.name, d.badTimes, d.firstBadTime, d.badTimeWhat)
+	}
+	if d.noPhase > 0 {
+		d.b.Warnf("%s: %d events have no \"ph\" (the Chrome-trace phase that says what an event is) and were skipped (the first at byte offset %d)", d.name, d.noPhase, d.firstNoPhase)
 	}
 	return d.b.Finish()
 }
