@@ -2,12 +2,20 @@ package kineto
 
 import (
 	"bytes"
+	"compress/gzip"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/gpufeed/gpufeed/internal/timeline"
 )
+
+// realTrace is a real 15 MB (uncompressed) Kineto trace; cut short, its last
+// four bytes are deflate data that a reader trusting gzip's trailer takes
+// for the uncompressed size.
+var realTrace = filepath.Join("..", "..", "..", "testdata", "traces", "ns_resolution_trace", "rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz")
 
 // TestNegativeTimestampDropped: docs/TRACE.md says an event whose ts is
 // negative is dropped and counted; one kept inflated the span from 5 ms to
@@ -99,6 +107,54 @@ func TestEventsWithoutPhase(t *testing.T) {
 		}
 		if !hasWarning(tr, `2 events have no "ph"`, "byte offset 18") {
 			t.Errorf("warnings %q", tr.Warnings)
+		}
+	}
+}
+
+// TestGzipErrorPrefix: the gzip package's errors already say "gzip:".
+func TestGzipErrorPrefix(t *testing.T) {
+	_, err := Decode(strings.NewReader("\x1f\x8bnot really gzip at all"), "x.json.gz", Options{})
+	if err == nil || strings.Count(err.Error(), "gzip:") != 1 || !strings.HasPrefix(err.Error(), "x.json.gz: ") {
+		t.Errorf("err = %v, want the file named and one gzip: prefix", err)
+	}
+}
+
+// TestSizeHintOfCutGzip: a gzip file cut short ends in deflate data, not in
+// a trailer; its last four bytes are no size. The hint must stay near what
+// the file holds (the size only sizes memory: it is a hint, never a limit).
+func TestSizeHintOfCutGzip(t *testing.T) {
+	b, err := os.ReadFile(realTrace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	for _, cut := range []int{300_000, 500_000, 709_000, 1_000_000, len(b)} {
+		p := filepath.Join(dir, "cut.json.gz")
+		if err := os.WriteFile(p, b[:cut], 0o644); err != nil {
+			t.Fatal(err)
+		}
+		// What the cut file really holds.
+		zr, _ := gzip.NewReader(bytes.NewReader(b[:cut]))
+		var held int64
+		buf := make([]byte, 1<<20)
+		for {
+			n, err := zr.Read(buf)
+			held += int64(n)
+			if err != nil {
+				break
+			}
+		}
+		f, err := os.Open(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hint := SizeHint(f)
+		f.Close()
+		if float64(hint) > 1.5*float64(held) || float64(hint) < 0.5*float64(held) {
+			t.Errorf("cut at %d: size hint %d, the file holds %d bytes of JSON", cut, hint, held)
+		}
+		if cut == len(b) && hint != held {
+			t.Errorf("whole file: size hint %d, want the exact %d (the trailer is right)", hint, held)
 		}
 	}
 }
