@@ -75,6 +75,9 @@ type Report struct {
 
 	// Attribution of device idle gaps to the launching thread's activity.
 	Attribution Attribution `json:"attribution"`
+	// SetupLaunches are the one-off set-up launches the attribution keeps
+	// out of the submission share.
+	SetupLaunches SetupLaunches `json:"setup_launches"`
 	// Shares are the candidate bottlenecks as shares of the device span.
 	Shares Shares `json:"shares"`
 	// Steps summarises each ProfilerStep in scope.
@@ -131,7 +134,9 @@ func Analyze(t *trace.Trace, opt Options) *Report {
 	r.Rules.GapThresholdNs, r.Rules.LowUsePct = opt.GapThreshold, opt.LowUsePct
 	stepIdle := make([]int64, len(s.steps))
 	stepCause := make([]ByCause, len(s.steps))
-	at, busy, byDev := attribute(s, opt.ConsecutiveKernelDelay, s.steps, func(gd *GapDetail) {
+	setup, setupInfo := findSetupLaunches(s)
+	r.SetupLaunches = setupInfo
+	at, busy, byDev := attribute(s, opt.ConsecutiveKernelDelay, s.steps, setup, func(gd *GapDetail) {
 		if gd.stepPos >= 0 {
 			stepIdle[gd.stepPos] += gd.DurNs
 			for c, v := range gd.ByCause {

@@ -287,6 +287,36 @@ func buildFindings(r *Report, sh Shares) ([]finding.Finding, map[string]*finding
 			Supports: finding.SubmissionBound,
 		})
 	}
+	if su := r.SetupLaunches; len(su.Calls) > 0 {
+		var parts []string
+		for _, c := range su.Calls[:min(3, len(su.Calls))] {
+			parts = append(parts, fmt.Sprintf("%s %s at +%.3f s before %s", c.API, durText(c.DurNs), float64(c.StartNs-r.Scope.StartNs)/1e9, shortName(c.Kernel, 60)))
+		}
+		longest := su.Calls[0]
+		// What a first launch that long probably is: CUDA's lazy loading
+		// (the default since CUDA 12.2) loads a kernel's module on its first
+		// launch, ROCm loads code objects the same way, a graph is uploaded
+		// to the device on its first launch, and the runtime initialises
+		// itself lazily on the first call that needs it.
+		probably := "module loading on the kernel's first launch, lazy initialisation of the runtime, or first-call compilation"
+		if strings.Contains(longest.API, "GraphLaunch") {
+			probably = "uploading the graph to the device on its first launch, or lazy initialisation of the runtime"
+		}
+		add(finding.Finding{
+			ID: "setup-launches", Severity: sev(sh.Setup),
+			Claim: fmt.Sprintf("%d launch call(s) are one-off set-up, not steady-state submission: each is the first launch of its kernel and far longer than the median launch (%.1f us); the longest, %s, took %s, probably %s. The %s of GPU idle inside them (%.1f %% of the time) is left out of the submission share.",
+				len(su.Calls), su.MedianUs, longest.API, durText(longest.DurNs), probably, durText(b[CauseSetup]), sh.Setup),
+			Evidence: []finding.Evidence{
+				ctx.ev("share of GPU time idle inside set-up launches", sh.Setup, "%", ""),
+				ctx.ev("set-up launches", float64(len(su.Calls)), "", longest.API),
+				ctx.ev("host time in set-up launches", ms(su.TotalNs), "ms", longest.API),
+				ctx.ev("median launch call", su.MedianUs, "us", longest.API),
+				ctx.ev("outlier threshold (median + 3.5 MAD / 0.6745, at least 50 us)", su.ThresholdUs, "us", longest.API),
+				ctx.text("set-up launches, longest first (from the first GPU operation)", strings.Join(parts, "; "), longest.API),
+			},
+			Decision: "Nothing to change in the steady state: profile after a warm-up (torch.profiler.schedule(wait=1, warmup=1, active=3)) to see it. If such first launches recur every step, kernels are being loaded or compiled again (changing input shapes): keep shapes fixed.",
+		})
+	}
 	if l := r.Launch; l.Launches > 0 && l.ShortKernels*2 >= l.Launches {
 		add(finding.Finding{
 			ID: "short-kernels", Severity: finding.Info,
@@ -302,9 +332,13 @@ func buildFindings(r *Report, sh Shares) ([]finding.Finding, map[string]*finding
 		})
 	}
 	if l := r.Launch; l.RuntimeOutliers > 0 {
+		claim := fmt.Sprintf("%d launch calls took longer than %.0f us (HTA's runtime cut-off); the longest %.0f us.", l.RuntimeOutliers, float64(thresholds.LaunchRuntimeOutlier.Microseconds()), l.RuntimeUs.Max)
+		if n := len(r.SetupLaunches.Calls); n > 0 {
+			claim += fmt.Sprintf(" %d of them are one-off set-up (setup-launches).", n)
+		}
 		add(finding.Finding{
 			ID: "launch-runtime-outliers", Severity: finding.Info,
-			Claim: fmt.Sprintf("%d launch calls took longer than %.0f us (HTA's runtime cut-off); the longest %.0f us.", l.RuntimeOutliers, float64(thresholds.LaunchRuntimeOutlier.Microseconds()), l.RuntimeUs.Max),
+			Claim: claim,
 			Evidence: []finding.Evidence{
 				ctx.ev("launch calls over the cut-off", float64(l.RuntimeOutliers), "", "cudaLaunchKernel, cudaMemcpyAsync, cudaMemsetAsync"),
 				ctx.ev("longest launch call", l.RuntimeUs.Max, "us", ""),
@@ -441,6 +475,24 @@ func buildFindings(r *Report, sh Shares) ([]finding.Finding, map[string]*finding
 
 // medianInputPct returns the median over steps of the DataLoader share of
 // step time, and the number of steps with a DataLoader range.
+// durText writes a duration in the unit that suits it: microseconds below
+// a millisecond, milliseconds above.
+func durText(ns int64) string {
+	if ns < 1e6 {
+		return fmt.Sprintf("%.0f us", float64(ns)/1e3)
+	}
+	return fmt.Sprintf("%.1f ms", ms(ns))
+}
+
+// shortName trims a long kernel name (a C++ signature) to n runes.
+func shortName(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
+}
+
 func medianInputPct(steps []StepSummary) (float64, int) {
 	var v []float64
 	for _, s := range steps {

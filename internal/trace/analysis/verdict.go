@@ -31,6 +31,11 @@ type Shares struct {
 	// OtherAPI: the thread was inside CUDA calls that launch nothing
 	// (allocation, frees, stream creation, module loading).
 	OtherAPI float64 `json:"other_api_pct"`
+	// Setup: the thread was inside one-off set-up launches (a kernel's
+	// first launch, far longer than the others: module loading, lazy
+	// initialisation, first-call compilation). Not submission: the steady
+	// state does not pay it.
+	Setup float64 `json:"setup_pct"`
 	// Untraced: the thread was in nothing the profiler recorded.
 	Untraced float64 `json:"untraced_pct"`
 	// GPUWait: operations were enqueued in time but waited on other streams,
@@ -71,6 +76,7 @@ func computeShares(at *Attribution, afterSync ByCause, copyBusyPct, smallKernelP
 	}
 	sh.Submission = pct(b[CauseCPUOps] - afterSync[CauseCPUOps] + b[CauseLaunchAPI] - afterSync[CauseLaunchAPI] + b[CauseLaunchLatency])
 	sh.OtherAPI = pct(b[CauseOtherAPI] - afterSync[CauseOtherAPI])
+	sh.Setup = pct(b[CauseSetup])
 	sh.Untraced = pct(b[CauseUntraced] - afterSync[CauseUntraced])
 	sh.GPUWait = pct(b[CauseGPUWait] - stagedWait)
 	sh.Unattributed = pct(b[CauseNoLaunch])
@@ -90,8 +96,10 @@ type candidate struct {
 //     most kernel time runs kernels that leave SMs empty, GPU-bound otherwise.
 //  3. Otherwise the largest cause among input, sync, transfer and
 //     submission wins when it reaches ModerateSharePct of the span; when the
-//     largest share is GPU-side waiting, untraced host time or unlinked
-//     operations, the trace cannot say why and the verdict is inconclusive.
+//     largest share is GPU-side waiting, untraced host time, unlinked
+//     operations, CUDA calls that launch nothing or one-off set-up
+//     launches, the trace cannot say why the steady state waits and the
+//     verdict is inconclusive.
 func decide(sh Shares, ops int, spanNs int64, byID map[string]*finding.Finding) finding.Verdict {
 	if ops == 0 {
 		return finding.Verdict{
@@ -137,7 +145,7 @@ func decide(sh Shares, ops int, spanNs int64, byID map[string]*finding.Finding) 
 	if best.class == finding.TransferBound && byID["pageable-copies"] == nil {
 		best.finding = "copies-dominate"
 	}
-	unexplained := max(sh.GPUWait, sh.Untraced, sh.Unattributed, sh.OtherAPI)
+	unexplained := max(sh.GPUWait, sh.Untraced, sh.Unattributed, sh.OtherAPI, sh.Setup)
 	if best.share < thresholds.ModerateSharePct || unexplained > best.share {
 		v := finding.Verdict{Class: finding.Inconclusive}
 		switch {
@@ -150,6 +158,10 @@ func decide(sh Shares, ops int, spanNs int64, byID map[string]*finding.Finding) 
 			v.Summary = fmt.Sprintf("The GPU is idle %.0f %% of the time while the launching thread ran nothing the profiler recorded (%.0f %%).", sh.IdlePct, sh.Untraced)
 			v.Because = []string{"host-wait-untraced"}
 			v.Missing = "what the launching thread did in the gaps: profile with with_stack=True (Python frames), or run gpufeed diagnose live to see whether it was running, sleeping or blocked"
+		case sh.Setup >= unexplained && sh.Setup >= thresholds.ModerateSharePct:
+			v.Summary = fmt.Sprintf("The GPU is idle %.0f %% of the time, mostly (%.0f %%) while the launching thread sat in one-off set-up launches (first launches of their kernels, far longer than the others: module loading, lazy initialisation, first-call compilation), not in the steady state.", sh.IdlePct, sh.Setup)
+			v.Because = []string{"setup-launches"}
+			v.Missing = "steady-state steps: the window is dominated by set-up; profile after a warm-up (torch.profiler.schedule(wait=1, warmup=1, active=3))"
 		case sh.OtherAPI >= unexplained && sh.OtherAPI >= thresholds.ModerateSharePct:
 			v.Summary = fmt.Sprintf("The GPU is idle %.0f %% of the time while the launching thread sat in CUDA calls that launch nothing (%.0f %%): allocation, frees, stream creation, module loading.", sh.IdlePct, sh.OtherAPI)
 			v.Because = []string{"host-wait-other-api"}
@@ -164,7 +176,7 @@ func decide(sh Shares, ops int, spanNs int64, byID map[string]*finding.Finding) 
 		}
 		return v
 	}
-	total := sh.Input + sh.Sync + sh.Transfer + sh.Submission + sh.OtherAPI + sh.Untraced + sh.GPUWait + sh.Unattributed
+	total := sh.Input + sh.Sync + sh.Transfer + sh.Submission + sh.OtherAPI + sh.Setup + sh.Untraced + sh.GPUWait + sh.Unattributed
 	dominance := 0.0
 	if total > 0 {
 		dominance = 100 * best.share / total
