@@ -78,6 +78,8 @@ type Report struct {
 	// SetupLaunches are the one-off set-up launches the attribution keeps
 	// out of the submission share.
 	SetupLaunches SetupLaunches `json:"setup_launches"`
+	// Confidence says what the verdict's confidence is made of.
+	Confidence Confidence `json:"confidence"`
 	// Shares are the candidate bottlenecks as shares of the device span.
 	Shares Shares `json:"shares"`
 	// Steps summarises each ProfilerStep in scope.
@@ -135,6 +137,7 @@ func Analyze(t *trace.Trace, opt Options) *Report {
 	stepIdle := make([]int64, len(s.steps))
 	stepCause := make([]ByCause, len(s.steps))
 	setup, setupInfo := findSetupLaunches(s)
+	ev := newEvidence(len(s.steps))
 	r.SetupLaunches = setupInfo
 	at, busy, byDev := attribute(s, opt.ConsecutiveKernelDelay, s.steps, setup, func(gd *GapDetail) {
 		if gd.stepPos >= 0 {
@@ -143,6 +146,7 @@ func Analyze(t *trace.Trace, opt Options) *Report {
 				stepCause[gd.stepPos][c] += v
 			}
 		}
+		ev.addGap(gd)
 		if gd.DurNs >= opt.GapThreshold {
 			r.Rules.Gaps = append(r.Rules.Gaps, Gap{Device: gd.Device, StartNs: gd.StartNs, DurNs: gd.DurNs})
 		}
@@ -165,8 +169,9 @@ func Analyze(t *trace.Trace, opt Options) *Report {
 	copyBusy, small := gpuWorkStats(s, busy)
 	r.Shares = computeShares(&r.Attribution, r.Attribution.AfterSync, copyBusy, small)
 	var byID map[string]*finding.Finding
-	r.Findings, byID = buildFindings(r, r.Shares)
-	r.Verdict = decide(r.Shares, s.work, r.Attribution.SpanNs, byID)
+	vo := newVocab(s)
+	r.Findings, byID = buildFindings(r, r.Shares, vo)
+	r.Verdict, r.Confidence = decide(r.Shares, s.work, r.Attribution.SpanNs, byID, ev, vo)
 	return r
 }
 

@@ -143,3 +143,38 @@ func TestSetupLaunchGroundTruth(t *testing.T) {
 		})
 	}
 }
+
+// TestConfidenceFallsWithEvidence: the same workload profiled for one step
+// or for seven (the last of 2 and 8 steps is dropped) gets the same class,
+// but the short trace's confidence is at most half; a cause seen in a
+// single gap is no verdict at all.
+func TestConfidenceFallsWithEvidence(t *testing.T) {
+	conf := func(sc tracegen.Scenario, steps int) finding.Verdict {
+		var buf bytes.Buffer
+		if _, err := tracegen.Generate(&buf, tracegen.Config{Scenario: sc, Steps: steps, Seed: 1, Rank: -1}); err != nil {
+			t.Fatal(err)
+		}
+		tr, err := kineto.Decode(&buf, "gen.json", kineto.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return analysis.Analyze(tr, analysis.Options{}).Verdict
+	}
+	for _, sc := range []tracegen.Scenario{tracegen.Launch, tracegen.Sync, tracegen.Healthy} {
+		short, long := conf(sc, 2), conf(sc, 8)
+		if short.Class != long.Class {
+			t.Errorf("%s: %s from one step, %s from seven", sc, short.Class, long.Class)
+		}
+		if short.Confidence > 0.5 || long.Confidence < 0.9 {
+			t.Errorf("%s: confidence %.2f from one step, %.2f from seven; want at most 0.5 and at least 0.9", sc, short.Confidence, long.Confidence)
+		}
+	}
+	// Three steps, two analysed: the DataLoader stall shows in one gap only
+	// (the first step's comes before any GPU work).
+	if v := conf(tracegen.DataLoader, 3); v.Class != finding.Inconclusive {
+		t.Errorf("dataloader, one stall in the window: %s (%.2f), want inconclusive", v.Class, v.Confidence)
+	}
+	if v := conf(tracegen.DataLoader, 8); v.Class != finding.Preprocessing || v.Confidence < 0.8 {
+		t.Errorf("dataloader, six stalls: %s (%.2f), want preprocessing-bound at 0.8 or more", v.Class, v.Confidence)
+	}
+}
