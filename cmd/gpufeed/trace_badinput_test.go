@@ -262,6 +262,11 @@ func TestTraceFromPipe(t *testing.T) {
 			t.Errorf("%s: the report differs from the file's:\n%.300s", tc.what, out)
 		}
 	}
+	// A pipe is named as one.
+	cmd := exec.Command("bash", "-c", `"$0" trace <(zcat "$1")`, gpufeedBin, alexnetTrace)
+	if o, err := cmd.Output(); err != nil || !strings.Contains(string(o), "— pipe (fd ") {
+		t.Errorf("process substitution: %v, report %.120q", err, o)
+	}
 	// Plain JSON through "-" too, named "stdin" in the report.
 	zr, _ := gzip.NewReader(bytes.NewReader(b))
 	var plain bytes.Buffer
@@ -307,7 +312,7 @@ func TestTraceNotATrace(t *testing.T) {
 	p := write("noph.json", `{"traceEvents": [{"name": "k", "cat": "kernel", "ts": 1, "dur": 2, "pid": 0, "tid": 7},
 {"ph": "X", "name": "k", "cat": "kernel", "ts": 5, "dur": 2, "pid": 0, "tid": 7, "args": {"stream": 7}}]}`)
 	out, _, code, _ := runIn(t, nil, "trace", p)
-	if code != 0 || !strings.Contains(out, `WARNING: `+p+`: 1 events have no "ph"`) || !strings.Contains(out, "1 without a phase") {
+	if code != 0 || !strings.Contains(out, `WARNING: `+p+`: 1 event has no "ph"`) || !strings.Contains(out, "1 without a phase") {
 		t.Errorf("events without ph: exit %d\n%s", code, out)
 	}
 }

@@ -935,7 +935,11 @@ func (d *decoder) finish() *trace.Trace {
 		d.b.Warnf("%s: dropped %d events whose ts or dur is NaN, infinite, negative or missing (the first at byte offset %d: %s)", d.name, d.badTimes, d.firstBadTime, d.badTimeWhat)
 	}
 	if d.noPhase > 0 {
-		d.b.Warnf("%s: %d events have no \"ph\" (the Chrome-trace phase that says what an event is) and were skipped (the first at byte offset %d)", d.name, d.noPhase, d.firstNoPhase)
+		what := fmt.Sprintf("%d events have", d.noPhase)
+		if d.noPhase == 1 {
+			what = "1 event has"
+		}
+		d.b.Warnf("%s: %s no \"ph\" (the Chrome-trace phase that says what an event is), skipped (the first at byte offset %d)", d.name, what, d.firstNoPhase)
 	}
 	return d.b.Finish()
 }

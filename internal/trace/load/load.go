@@ -79,6 +79,10 @@ func Open(path string) (*File, error) {
 		return nil, fmt.Errorf("%s: a directory, not a trace file", lf.Name)
 	}
 	lf.regular = st.Mode().IsRegular()
+	if n, ok := fdPath(path); ok && !lf.regular {
+		// <(zcat trace.json.gz) arrives as /dev/fd/63: say what it is.
+		lf.Name = "pipe (fd " + n + ")"
+	}
 	lf.r = bufio.NewReaderSize(lf.f, 64<<10)
 	head, err := lf.r.Peek(len(sqliteMagic))
 	if err != nil && err != io.EOF {
@@ -104,6 +108,17 @@ func Open(path string) (*File, error) {
 		lf.SizeHint = kineto.SizeHint(lf.f)
 	}
 	return lf, nil
+}
+
+// fdPath reports whether path names an open file descriptor (/dev/fd/N,
+// /proc/self/fd/N, as a shell's process substitution writes it) and which.
+func fdPath(path string) (string, bool) {
+	for _, dir := range []string{"/dev/fd/", "/proc/self/fd/"} {
+		if n, ok := strings.CutPrefix(path, dir); ok && n != "" && strings.Trim(n, "0123456789") == "" {
+			return n, true
+		}
+	}
+	return "", false
 }
 
 // looksLike says what the first bytes of a file that is no trace show.
