@@ -10,6 +10,7 @@ import (
 	"github.com/gpufeed/gpufeed/internal/analysis"
 	"github.com/gpufeed/gpufeed/internal/finding"
 	"github.com/gpufeed/gpufeed/internal/probe/kmsg"
+	"github.com/gpufeed/gpufeed/internal/safetext"
 	"github.com/gpufeed/gpufeed/internal/timeline"
 )
 
@@ -118,7 +119,8 @@ func Build(tl *timeline.Timeline, a *analysis.Analysis, v *finding.Verdict, find
 			r.KernelLinesOther++ // another process's OOM kill or segfault since the job started
 			continue
 		}
-		r.Events = append(r.Events, Event{AtSec: float64(e.T) / 1e9, Kind: e.Kind, PID: e.PID, TID: e.TID, Text: e.Text})
+		// Capped in both outputs: a recording can hold any text here.
+		r.Events = append(r.Events, Event{AtSec: float64(e.T) / 1e9, Kind: e.Kind, PID: e.PID, TID: e.TID, Text: safetext.Cap(e.Text, safetext.MaxRunes)})
 	}
 	return r
 }
