@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -46,7 +47,7 @@ var CauseID = map[finding.Class]string{
 func Classify(in *Input, fs []finding.Finding) finding.Verdict {
 	a, at := in.A, in.Attr
 	window := time.Duration(a.WindowNS)
-	if window < thresholds.MinWindow || len(a.Intervals) < thresholds.MinIntervals {
+	if window+windowSlack(in) < thresholds.MinWindow || len(a.Intervals) < thresholds.MinIntervals {
 		return inconclusive(shortWindow(in), nil)
 	}
 	if v := frozen.Verdict(in.Frozen); v != nil {
@@ -137,14 +138,27 @@ func inconclusive(missing string, split []string) finding.Verdict {
 	return v
 }
 
+// windowSlack is how far short of its planned length a complete window can
+// be: its ends are ticks, the first lands a little after the start and the
+// sampler takes the last within a quarter interval of the end (see
+// internal/sample). A requested 2 s window is judged, whether its ticks span
+// 1.998 s or 2.0008 s.
+func windowSlack(in *Input) time.Duration { return time.Duration(in.TL.Meta.Interval) / 4 }
+
 func shortWindow(in *Input) string {
-	sec := float64(in.A.WindowNS) / 1e9
+	sec := floorSeconds(in.A.WindowNS)
 	if in.TL.Meta.Ended == "target exited" {
-		return fmt.Sprintf("the target exited after %.1f s (%d intervals): gpufeed needs at least %v of a running job; attach to a long-running job with --pid, or run the command for longer",
+		return fmt.Sprintf("the target exited after %s s (%d intervals): gpufeed needs at least %v of a running job; attach to a long-running job with --pid, or run the command for longer",
 			sec, len(in.A.Intervals), thresholds.MinWindow)
 	}
-	return fmt.Sprintf("the window held %.1f s (%d intervals); observe at least %v and %d intervals (--duration, --interval)",
+	return fmt.Sprintf("the window held %s s (%d intervals); observe at least %v and %d intervals (--duration, --interval)",
 		sec, len(in.A.Intervals), thresholds.MinWindow, thresholds.MinIntervals)
+}
+
+// floorSeconds writes a window rounded down to hundredths of a second, so a
+// window short of the minimum never reads as the minimum ("1.99", not "2.0").
+func floorSeconds(ns int64) string {
+	return strconv.FormatFloat(math.Floor(float64(ns)/1e7)/100, 'f', -1, 64)
 }
 
 func noDevice(in *Input) string {

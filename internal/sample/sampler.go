@@ -184,9 +184,17 @@ func (s *Sampler) Run(ctx context.Context) (*timeline.Timeline, error) {
 	<-timer.C
 	ended := ""
 	slot := int64(0)
+	// The grid and the window's length count from the first tick, which
+	// comes after the target's files were opened (milliseconds for a big
+	// tree): the window from the first tick to the last then covers the
+	// requested duration.
+	first := time.Duration(-1)
 	for {
 		elapsed := time.Since(s.start)
-		final := elapsed >= cfg.Duration-cfg.Interval/4
+		if first < 0 {
+			first = elapsed
+		}
+		final := elapsed-first >= cfg.Duration-cfg.Interval/4
 		t0 := time.Now()
 		s.tick(elapsed, final)
 		s.tickDur = append(s.tickDur, int64(time.Since(t0)))
@@ -204,7 +212,7 @@ func (s *Sampler) Run(ctx context.Context) (*timeline.Timeline, error) {
 		// Next slot on the fixed grid; a tick that ran past it is an overrun
 		// and the missed slots are skipped, not bunched up.
 		slot++
-		now := time.Since(s.start)
+		now := time.Since(s.start) - first
 		next := time.Duration(slot) * cfg.Interval
 		if now > next {
 			s.tl.Counts.Overruns++
