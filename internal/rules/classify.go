@@ -47,7 +47,7 @@ var CauseID = map[finding.Class]string{
 func Classify(in *Input, fs []finding.Finding) finding.Verdict {
 	a, at := in.A, in.Attr
 	window := time.Duration(a.WindowNS)
-	if window+windowSlack(in) < thresholds.MinWindow || len(a.Intervals) < thresholds.MinIntervals {
+	if window+windowSlack(in) < thresholds.MinWindow || sampledIntervals(in) < thresholds.MinIntervals {
 		return inconclusive(shortWindow(in), nil)
 	}
 	if v := frozen.Verdict(in.Frozen); v != nil {
@@ -60,7 +60,7 @@ func Classify(in *Input, fs []finding.Finding) finding.Verdict {
 	if at.Measured == 0 {
 		return inconclusive(noDevice(in), nil)
 	}
-	if at.Measured < thresholds.MinIntervals {
+	if at.Measured+sampledIntervals(in)-len(a.Intervals) < thresholds.MinIntervals { // slots lost to overruns were not the device's fault
 		return inconclusive(fmt.Sprintf("the GPU was read in only %d of %d intervals (%s); observe a window in which the device answers throughout",
 			at.Measured, at.Intervals, deviceState(in)), nil)
 	}
@@ -144,6 +144,21 @@ func inconclusive(missing string, split []string) finding.Verdict {
 // internal/sample). A requested 2 s window is judged, whether its ticks span
 // 1.998 s or 2.0008 s.
 func windowSlack(in *Input) time.Duration { return time.Duration(in.TL.Meta.Interval) / 4 }
+
+// sampledIntervals is how many intervals of its grid the window was
+// sampled at: the intervals it holds, plus one for each tick that came late
+// (an overrun) and lost its slot, as many as the window's span can hold.
+// Under load a requested 2 s window at 100 ms holds 19 intervals and one
+// overrun; it was still sampled at 20.
+func sampledIntervals(in *Input) int {
+	n := len(in.A.Intervals)
+	iv := time.Duration(in.TL.Meta.Interval)
+	if iv <= 0 || in.TL.Counts.Overruns == 0 {
+		return n
+	}
+	slots := int(math.Round(float64(in.A.WindowNS) / float64(iv)))
+	return n + min(in.TL.Counts.Overruns, max(0, slots-n))
+}
 
 func shortWindow(in *Input) string {
 	sec := floorSeconds(in.A.WindowNS)

@@ -490,10 +490,24 @@ func TestMinimumWindowIsJudgedAtTheRequestedDuration(t *testing.T) {
 			t.Errorf("a %.4f s window of a 2 s request: %q", float64(a.WindowNS)/1e9, v.Missing)
 		}
 	}
-	// Really short: the message gives the window so that it reads shorter
-	// than what it asks for.
+	// A late tick (an overrun) loses its slot: 19 intervals in a 2 s window
+	// sampled at 100 ms are still the 20 the window was sampled at.
 	s := &synth{n: thresholds.MinIntervals, util: constF(20), procs: []*sProc{busy()}}
 	tl := s.timeline()
+	tl.Ticks = append(tl.Ticks[:10], tl.Ticks[11:]...)
+	tl.Counts.Overruns = 1
+	if v, _ := Judge(tl, analysis.New(tl)); v.Class == finding.Inconclusive {
+		t.Errorf("one slot lost to an overrun: %q", v.Missing)
+	}
+	// Without an overrun to explain it, a missing interval is missing.
+	tl.Counts.Overruns = 0
+	if v, _ := Judge(tl, analysis.New(tl)); !strings.Contains(v.Missing, "observe at least") {
+		t.Errorf("19 intervals, no overrun: %q", v.Missing)
+	}
+	// Really short: the message gives the window so that it reads shorter
+	// than what it asks for.
+	s = &synth{n: thresholds.MinIntervals, util: constF(20), procs: []*sProc{busy()}}
+	tl = s.timeline()
 	tl.Ticks[0].T += int64(60 * time.Millisecond)
 	tl.Meta.Interval = timeline.Duration(10 * time.Millisecond)
 	v, _ := Judge(tl, analysis.New(tl))
