@@ -27,7 +27,8 @@ const (
 )
 
 // Build assembles the report. v and findings may be nil (no rules ran);
-// notes carry warnings about the data (a truncated recording).
+// notes carry warnings about the data (a truncated recording); the run's own
+// notes about its target (timeline Meta.Notes) come first.
 func Build(tl *timeline.Timeline, a *analysis.Analysis, v *finding.Verdict, findings []finding.Finding, notes []string) *Report {
 	m := tl.Meta
 	r := &Report{
@@ -50,7 +51,7 @@ func Build(tl *timeline.Timeline, a *analysis.Analysis, v *finding.Verdict, find
 		GPUSource: m.GPUSource,
 		GPUs:      []GPU{},
 		Counts:    tl.Counts,
-		Notes:     append([]string{}, notes...),
+		Notes:     append(append([]string{}, m.Notes...), notes...),
 	}
 	// Findings lead with the verdict's own, in the verdict's order, then the
 	// most severe.
