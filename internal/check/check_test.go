@@ -546,3 +546,34 @@ func TestReportKeepsHostileTextOffTheTerminal(t *testing.T) {
 		t.Errorf("JSON must keep the value (escaped): %v %q", err, back.Results[0].Claim)
 	}
 }
+
+// The checks left absent for a zombie target are registered checks.
+func TestProcessChecksAreRegistered(t *testing.T) {
+	ids := map[string]bool{}
+	for _, c := range Checks() {
+		ids[c.ID] = true
+	}
+	for id := range processChecks {
+		if !ids[id] {
+			t.Errorf("processChecks names %q, which is not a check", id)
+		}
+	}
+}
+
+// Of a zombie target only the platform is left to check: the per-process
+// checks say why they are absent, the others run as without --pid.
+func TestExitedTargetLeavesThePlatform(t *testing.T) {
+	p, s := fixture("wrong-numa")
+	rs := Run(context.Background(), Options{ProcRoot: p, SysRoot: s, PID: 4242, DataPath: "/data",
+		TargetExited: "python3 has exited (exit status 1) and is a zombie"})
+	for id := range processChecks {
+		r := want(t, rs, id, "pid 4242", Absent)
+		if !strings.Contains(r.Claim, "zombie") {
+			t.Errorf("%s: %q", id, r.Claim)
+		}
+	}
+	if r, ok := find(rs, "numa-affinity", ""); !ok || r.Status == Fail {
+		t.Errorf("the zombie's placement was judged: %+v", r)
+	}
+	want(t, rs, "pcie-link", "", OK)
+}
