@@ -146,18 +146,19 @@ func inconclusive(missing string, split []string) finding.Verdict {
 func windowSlack(in *Input) time.Duration { return time.Duration(in.TL.Meta.Interval) / 4 }
 
 // sampledIntervals is how many intervals of its grid the window was
-// sampled at: the intervals it holds, plus one for each tick that came late
-// (an overrun) and lost its slot, as many as the window's span can hold.
-// Under load a requested 2 s window at 100 ms holds 19 intervals and one
-// overrun; it was still sampled at 20.
+// sampled at: the intervals it holds, plus the slots late ticks skipped (the
+// sampler skips a slot only when a tick overran), as many as the window's
+// span holds, provided at least MinIntervalsSampled were sampled. Under load
+// a requested 2 s window at 100 ms holds 17 intervals and a few overruns; it
+// was still sampled at 20.
 func sampledIntervals(in *Input) int {
 	n := len(in.A.Intervals)
 	iv := time.Duration(in.TL.Meta.Interval)
-	if iv <= 0 || in.TL.Counts.Overruns == 0 {
+	if iv <= 0 || in.TL.Counts.Overruns == 0 || n < thresholds.MinIntervalsSampled {
 		return n
 	}
 	slots := int(math.Round(float64(in.A.WindowNS) / float64(iv)))
-	return n + min(in.TL.Counts.Overruns, max(0, slots-n))
+	return max(n, slots)
 }
 
 func shortWindow(in *Input) string {
@@ -165,6 +166,17 @@ func shortWindow(in *Input) string {
 	if in.TL.Meta.Ended == "target exited" {
 		return fmt.Sprintf("the target exited after %s s (%d intervals): gpufeed needs at least %v of a running job; attach to a long-running job with --pid, or run the command for longer",
 			sec, len(in.A.Intervals), thresholds.MinWindow)
+	}
+	if time.Duration(in.A.WindowNS)+windowSlack(in) >= thresholds.MinWindow {
+		late := ""
+		if o := in.TL.Counts.Overruns; o > 0 {
+			late = fmt.Sprintf(", %d late (a loaded host delays the sampler, and a late tick skips its slot)", o)
+			if o == 1 {
+				late = ", a tick late (a loaded host delays the sampler, and a late tick skips its slot)"
+			}
+		}
+		return fmt.Sprintf("the window held %s s but only %d intervals were sampled%s; observe at least %d intervals (a longer --duration, or a shorter --interval)",
+			sec, len(in.A.Intervals), late, thresholds.MinIntervals)
 	}
 	return fmt.Sprintf("the window held %s s (%d intervals); observe at least %v and %d intervals (--duration, --interval)",
 		sec, len(in.A.Intervals), thresholds.MinWindow, thresholds.MinIntervals)

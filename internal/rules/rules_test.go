@@ -490,19 +490,26 @@ func TestMinimumWindowIsJudgedAtTheRequestedDuration(t *testing.T) {
 			t.Errorf("a %.4f s window of a 2 s request: %q", float64(a.WindowNS)/1e9, v.Missing)
 		}
 	}
-	// A late tick (an overrun) loses its slot: 19 intervals in a 2 s window
-	// sampled at 100 ms are still the 20 the window was sampled at.
+	// A late tick (an overrun) loses its slot: 17 intervals in a 2 s window
+	// sampled at 100 ms, with overruns, are still the 20 it was sampled at.
 	s := &synth{n: thresholds.MinIntervals, util: constF(20), procs: []*sProc{busy()}}
 	tl := s.timeline()
-	tl.Ticks = append(tl.Ticks[:10], tl.Ticks[11:]...)
+	tl.Ticks = append(tl.Ticks[:10], tl.Ticks[13:]...)
 	tl.Counts.Overruns = 1
 	if v, _ := Judge(tl, analysis.New(tl)); v.Class == finding.Inconclusive {
-		t.Errorf("one slot lost to an overrun: %q", v.Missing)
+		t.Errorf("three slots lost to an overrun: %q", v.Missing)
 	}
 	// Without an overrun to explain it, a missing interval is missing.
 	tl.Counts.Overruns = 0
-	if v, _ := Judge(tl, analysis.New(tl)); !strings.Contains(v.Missing, "observe at least") {
-		t.Errorf("19 intervals, no overrun: %q", v.Missing)
+	if v, _ := Judge(tl, analysis.New(tl)); !strings.Contains(v.Missing, "but only 17 intervals were sampled; observe at least 20") {
+		t.Errorf("17 intervals, no overrun: %q", v.Missing)
+	}
+	// Nor does a window the sampler could not keep up with count as sampled.
+	tl = s.timeline()
+	tl.Ticks = append(tl.Ticks[:2], tl.Ticks[13:]...)
+	tl.Counts.Overruns = 1
+	if v, _ := Judge(tl, analysis.New(tl)); !strings.Contains(v.Missing, "only 9 intervals were sampled, a tick late") {
+		t.Errorf("9 intervals sampled in 2 s: %q", v.Missing)
 	}
 	// Really short: the message gives the window so that it reads shorter
 	// than what it asks for.
