@@ -142,6 +142,9 @@ func (p *printer) report(r *analysis.Report) {
 	if v.Missing != "" {
 		p.line("MISSING: %s", clean(v.Missing))
 	}
+	if r.Confidence.Text != "" {
+		p.line("CONFIDENCE: %s", clean(r.Confidence.Text))
+	}
 	if len(ev) > 2 {
 		p.line("  more evidence (%s):", strings.Join(v.Because, ", "))
 		for _, e := range ev[2:] {
@@ -151,9 +154,16 @@ func (p *printer) report(r *analysis.Report) {
 	p.line("")
 	p.line("FINDINGS")
 	for _, f := range r.Findings {
+		// A finding whose evidence is shown with the verdict is marked so;
+		// an inconclusive verdict concludes nothing, so its findings are
+		// only "shown above", and keep their own decision when the verdict
+		// gives none.
 		mark := ""
 		if shown[f.ID] {
 			mark = " (verdict)"
+			if v.Class == finding.Inconclusive {
+				mark = " (shown above)"
+			}
 		}
 		p.line("  [%s] %s%s: %s", f.Severity, f.ID, mark, clean(f.Claim))
 		if !shown[f.ID] {
@@ -161,7 +171,7 @@ func (p *printer) report(r *analysis.Report) {
 				p.evidence("      ", e)
 			}
 		}
-		if f.Decision != "" && !shown[f.ID] {
+		if f.Decision != "" && (!shown[f.ID] || v.Decision == "") {
 			p.line("      → %s", clean(f.Decision))
 		}
 	}
