@@ -130,11 +130,15 @@ func zombie(t *testing.T) (int, int) {
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	parent := cmd.Process.Pid
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		b, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(parent), "task", strconv.Itoa(parent), "children"))
-		for _, c := range strings.Fields(string(b)) {
-			st, _ := os.ReadFile(filepath.Join("/proc", c, "stat"))
-			if s := string(st); strings.Contains(s, ") Z ") {
-				pid, _ := strconv.Atoi(c)
+		ents, _ := os.ReadDir("/proc")
+		for _, e := range ents {
+			st, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+			if err != nil {
+				continue
+			}
+			s := string(st)
+			if f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:]); len(f) > 1 && f[0] == "Z" && f[1] == strconv.Itoa(parent) {
+				pid, _ := strconv.Atoi(e.Name())
 				return pid, parent
 			}
 		}
