@@ -53,10 +53,13 @@ func TestDescribeLiveZombie(t *testing.T) {
 	fs, _ := NewFS("")
 	var child int
 	for deadline := time.Now().Add(5 * time.Second); child == 0 && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		b, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(cmd.Process.Pid), "task", strconv.Itoa(cmd.Process.Pid), "children"))
-		for _, c := range strings.Fields(string(b)) {
-			pid, _ := strconv.Atoi(c)
-			if task, err := fs.Describe(pid); err == nil && task.Zombie {
+		ents, _ := os.ReadDir("/proc")
+		for _, e := range ents {
+			pid, err := strconv.Atoi(e.Name())
+			if err != nil {
+				continue
+			}
+			if task, err := fs.Describe(pid); err == nil && task.Zombie && task.PPID == cmd.Process.Pid {
 				child = pid
 			}
 		}
