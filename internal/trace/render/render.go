@@ -3,14 +3,15 @@
 package render
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
 	"path/filepath"
 	"strings"
-	"unicode"
 
 	"github.com/gpufeed/gpufeed/internal/rules/thresholds"
+	"github.com/gpufeed/gpufeed/internal/safetext"
 
 	"github.com/gpufeed/gpufeed/internal/finding"
 	"github.com/gpufeed/gpufeed/internal/trace/analysis"
@@ -33,22 +34,23 @@ type Skipped struct {
 }
 
 // JSON writes the result as indented JSON.
+// Bidirectional controls in names are escaped (safetext.EscapeJSON), which
+// leaves every value as it was.
 func JSON(w io.Writer, res Result) error {
-	enc := json.NewEncoder(w)
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
 	enc.SetIndent("", "  ")
-	return enc.Encode(res)
+	if err := enc.Encode(res); err != nil {
+		return err
+	}
+	_, err := w.Write(safetext.EscapeJSON(buf.Bytes()))
+	return err
 }
 
 // clean makes attacker-controlled text (kernel, operator and thread names
-// from a trace file) safe for a terminal: control characters become '?'.
-func clean(s string) string {
-	return strings.Map(func(r rune) rune {
-		if unicode.IsControl(r) {
-			return '?'
-		}
-		return r
-	}, s)
-}
+// from a trace file) safe for a terminal: control characters, line
+// separators and bidirectional controls become '?' (safetext.Clean).
+func clean(s string) string { return safetext.Clean(s) }
 
 // short trims a long name (C++ kernel signatures) for tables.
 func short(s string, n int) string {
