@@ -81,10 +81,10 @@ only when nothing could be read.`,
 					summaries = append(summaries, analysis.Summarize(r, t))
 				}
 			}
+			slices.SortStableFunc(skipped, func(a, b load.Skipped) int { return strings.Compare(a.File, b.File) })
 			if len(res.Reports) == 0 {
 				return nothingRead(skipped, readErr)
 			}
-			slices.SortStableFunc(skipped, func(a, b load.Skipped) int { return strings.Compare(a.File, b.File) })
 			for _, s := range skipped {
 				res.Skipped = append(res.Skipped, tracerender.Skipped{File: s.File, Reason: s.Reason})
 			}
@@ -112,7 +112,8 @@ only when nothing could be read.`,
 }
 
 // nothingRead is the error when no file could be read: the file's own error
-// when there was one file, else each file with its reason.
+// when there was one file, else each file with its reason, on one line (an
+// error is printed as one escaped line).
 func nothingRead(skipped []load.Skipped, readErr map[string]error) error {
 	if len(skipped) == 1 {
 		if err := readErr[skipped[0].File]; err != nil {
@@ -121,9 +122,13 @@ func nothingRead(skipped []load.Skipped, readErr map[string]error) error {
 		return errors.New(skipped[0].File + ": " + skipped[0].Reason)
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "none of the %d files could be read as a trace:", len(skipped))
-	for _, s := range skipped {
-		fmt.Fprintf(&b, "\n  %s: %s", s.File, s.Reason)
+	fmt.Fprintf(&b, "none of the %d files could be read as a trace", len(skipped))
+	for i, s := range skipped {
+		sep := "; "
+		if i == 0 {
+			sep = ": "
+		}
+		fmt.Fprintf(&b, "%s%s: %s", sep, s.File, s.Reason)
 	}
 	return errors.New(b.String())
 }

@@ -193,7 +193,7 @@ func TestTraceDirectoryWithBadFiles(t *testing.T) {
 	os.WriteFile(filepath.Join(bad, "a.json"), []byte(`{}`), 0o644)
 	os.Symlink("/nonexistent", filepath.Join(bad, "b.json"))
 	_, stderr, code, _ = runIn(t, nil, "trace", bad)
-	if code != 2 || !strings.Contains(stderr, "none of the 2 files could be read as a trace") ||
+	if code != 2 || !strings.Contains(stderr, "none of the 2 files could be read as a trace: ") || strings.Count(stderr, "\n") != 1 || strings.Contains(stderr, `\x0a`) ||
 		!strings.Contains(stderr, "a.json: not a Chrome trace: an empty JSON object") || !strings.Contains(stderr, "b.json: a symbolic link to /nonexistent") {
 		t.Errorf("nothing readable: exit %d, stderr %q", code, stderr)
 	}
