@@ -119,6 +119,12 @@ const (
 	// and fifty 100 ms intervals; for a stall, the pause of a checkpoint or
 	// a long collective that a shorter window cannot tell from a hang.
 	ConfidenceFullWindow = 5 * time.Second
+	// MinIntervalsSampled: slots a late tick skipped (an overrun: a loaded
+	// host delayed the sampler) count toward MinIntervals, as long as at
+	// least this many intervals were sampled: the window's span is what a
+	// pattern needs, and a loaded host must not make a requested 2 s window
+	// too short; half the datapoints still separate a pattern from noise.
+	MinIntervalsSampled = MinIntervals / 2
 )
 
 // Other findings.

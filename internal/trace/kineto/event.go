@@ -21,6 +21,9 @@ const (
 	catPython
 	catGPUSync
 	catTraceSpan
+	// catMTIAOp is an MTIA device operation (mtia_ccp_events): a kernel, a
+	// DMA request or a synchronisation record, told apart by its name.
+	catMTIAOp
 )
 
 func classifyCat(c []byte) category {
@@ -31,8 +34,10 @@ func classifyCat(c []byte) category {
 		return catMemcpy
 	case "gpu_memset", "Memset":
 		return catMemset
-	case "cuda_runtime", "cuda_driver", "Runtime", "Driver", "hip_runtime", "hip_driver":
+	case "cuda_runtime", "cuda_driver", "Runtime", "Driver", "hip_runtime", "hip_driver", "mtia_runtime":
 		return catRuntime
+	case "mtia_ccp_events":
+		return catMTIAOp
 	case "cpu_op", "Operator":
 		return catCPUOp
 	case "user_annotation", "Annotation":
@@ -78,6 +83,9 @@ type batch struct {
 	// time, -1 when none.
 	firstBadTime int
 	badTimeWhat  string
+	// firstNoPhase is the position of the first event without "ph", -1
+	// when none.
+	firstNoPhase int
 	// eventPos is where the event being added starts in the chunk.
 	eventPos int
 
@@ -92,6 +100,7 @@ func newBatch() *batch {
 		threadIdx:    make(map[threadID]uint32),
 		streamIdx:    make(map[trace.Stream]uint32),
 		firstBadTime: -1,
+		firstNoPhase: -1,
 	}
 }
 
@@ -194,8 +203,11 @@ type event struct {
 	hasDevice      bool
 	bytes          int64
 	blocksPerSM    float64
-	argName        []byte
-	argNameEsc     bool
+	// copyDir and size are an MTIA DMA request's "direction" and "size" arguments.
+	copyDir    trace.CopyKind
+	size       int64
+	argName    []byte
+	argNameEsc bool
 }
 
 // parseEvent reads the event object at b[i] == '{' into bt and returns the
@@ -380,6 +392,15 @@ func (ev *event) args(b []byte, i int) (int, error) {
 			i = next
 			continue
 		}
+		if b[i] == '"' && string(key) == "direction" {
+			raw, _, next, err := readString(b, i)
+			if err != nil {
+				return next, err
+			}
+			ev.copyDir = trace.ParseMTIADirection(string(raw))
+			i = next
+			continue
+		}
 		i, err = skipValue(b, i)
 		if err != nil {
 			return i, err
@@ -401,6 +422,8 @@ func (ev *event) args(b []byte, i int) (int, error) {
 			}
 		case "bytes":
 			ev.bytes, _ = parseInt(tok)
+		case "size":
+			ev.size, _ = parseInt(tok)
 		case "blocks per SM":
 			ev.blocksPerSM, _ = parseFloat(tok)
 		}
@@ -425,6 +448,12 @@ func (bt *batch) add(ev *event) {
 	case 'i', 'I', 'n', 'R':
 		bt.counts.Instants++
 		return
+	case 0:
+		bt.counts.NoPhase++
+		if bt.firstNoPhase < 0 {
+			bt.firstNoPhase = bt.eventPos
+		}
+		return
 	default:
 		bt.counts.Ignored++
 		return
@@ -436,7 +465,7 @@ func (bt *batch) add(ev *event) {
 	if !ev.hasDur {
 		ev.dur, ev.durKind = 0, numOK
 	}
-	if !ev.hasTs || ev.tsKind != numOK || ev.durKind != numOK || ev.dur < 0 || ev.ts > maxTime-ev.dur {
+	if !ev.hasTs || ev.tsKind != numOK || ev.durKind != numOK || ev.ts < 0 || ev.dur < 0 || ev.ts > maxTime-ev.dur {
 		bt.badTime(ev)
 		return
 	}
@@ -450,12 +479,18 @@ func (bt *batch) add(ev *event) {
 			bt.profEnd = end
 		}
 		bt.counts.Ignored++
-	case catKernel, catMemcpy, catMemset, catGPUSync:
+	case catKernel, catMemcpy, catMemset, catGPUSync, catMTIAOp:
 		dev, stream := ev.device, ev.stream
 		if !ev.hasDevice {
 			dev, _ = ev.pid.number()
 		}
-		if !ev.hasStream {
+		switch {
+		case ev.hasStream:
+		case ev.cat == catMTIAOp:
+			// An MTIA operation without a stream argument (DMA requests
+			// outside any queue) is device work on no stream, as HTA reads it.
+			stream = -1
+		default:
 			stream = streamFromTid(ev.tid)
 		}
 		op := trace.GPUOp{
@@ -474,6 +509,12 @@ func (bt *batch) add(ev *event) {
 			op.Kind = trace.Memcpy
 		case catMemset:
 			op.Kind = trace.Memset
+		case catMTIAOp:
+			op.Kind = trace.ClassifyMTIAOp(bt.names[op.Name])
+			op.Copy = ev.copyDir
+			if op.Bytes == 0 {
+				op.Bytes = ev.size
+			}
 		default:
 			op.Kind = trace.GPUSync
 		}
@@ -523,6 +564,8 @@ func (bt *batch) badTime(ev *event) {
 		bt.badTimeWhat = "infinite or out-of-range"
 	case ev.tsKind == numBad || ev.durKind == numBad:
 		bt.badTimeWhat = "unreadable"
+	case ev.ts < 0:
+		bt.badTimeWhat = "negative ts"
 	case ev.dur < 0:
 		bt.badTimeWhat = "negative duration"
 	default:

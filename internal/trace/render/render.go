@@ -3,14 +3,15 @@
 package render
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
 	"path/filepath"
 	"strings"
-	"unicode"
 
 	"github.com/gpufeed/gpufeed/internal/rules/thresholds"
+	"github.com/gpufeed/gpufeed/internal/safetext"
 
 	"github.com/gpufeed/gpufeed/internal/finding"
 	"github.com/gpufeed/gpufeed/internal/trace/analysis"
@@ -21,25 +22,35 @@ import (
 type Result struct {
 	Reports []*analysis.Report  `json:"reports"`
 	Multi   *analysis.MultiRank `json:"multi_rank,omitempty"`
+	// Skipped are the files named (or found in a directory) that were not
+	// read, each with the reason.
+	Skipped []Skipped `json:"skipped,omitempty"`
+}
+
+// Skipped is a file that was not read and why.
+type Skipped struct {
+	File   string `json:"file"`
+	Reason string `json:"reason"`
 }
 
 // JSON writes the result as indented JSON.
+// Bidirectional controls in names are escaped (safetext.EscapeJSON), which
+// leaves every value as it was.
 func JSON(w io.Writer, res Result) error {
-	enc := json.NewEncoder(w)
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
 	enc.SetIndent("", "  ")
-	return enc.Encode(res)
+	if err := enc.Encode(res); err != nil {
+		return err
+	}
+	_, err := w.Write(safetext.EscapeJSON(buf.Bytes()))
+	return err
 }
 
 // clean makes attacker-controlled text (kernel, operator and thread names
-// from a trace file) safe for a terminal: control characters become '?'.
-func clean(s string) string {
-	return strings.Map(func(r rune) rune {
-		if unicode.IsControl(r) {
-			return '?'
-		}
-		return r
-	}, s)
-}
+// from a trace file) safe for a terminal: control characters, line
+// separators and bidirectional controls become '?' (safetext.Clean).
+func clean(s string) string { return safetext.Clean(s) }
 
 // short trims a long name (C++ kernel signatures) for tables.
 func short(s string, n int) string {
@@ -76,6 +87,13 @@ func Text(w io.Writer, res Result) error {
 		p.line("")
 		p.line(strings.Repeat("=", 78))
 		p.multi(res.Multi)
+	}
+	if len(res.Skipped) > 0 {
+		p.line("")
+		p.line("NOT READ: %d file(s); the report above covers the others:", len(res.Skipped))
+		for _, s := range res.Skipped {
+			p.line("  %s: %s", clean(s.File), clean(s.Reason))
+		}
 	}
 	return p.err
 }
@@ -140,6 +158,9 @@ func (p *printer) report(r *analysis.Report) {
 	if v.Missing != "" {
 		p.line("MISSING: %s", clean(v.Missing))
 	}
+	if r.Confidence.Text != "" {
+		p.line("CONFIDENCE: %s", clean(r.Confidence.Text))
+	}
 	if len(ev) > 2 {
 		p.line("  more evidence (%s):", strings.Join(v.Because, ", "))
 		for _, e := range ev[2:] {
@@ -149,9 +170,16 @@ func (p *printer) report(r *analysis.Report) {
 	p.line("")
 	p.line("FINDINGS")
 	for _, f := range r.Findings {
+		// A finding whose evidence is shown with the verdict is marked so;
+		// an inconclusive verdict concludes nothing, so its findings are
+		// only "shown above", and keep their own decision when the verdict
+		// gives none.
 		mark := ""
 		if shown[f.ID] {
 			mark = " (verdict)"
+			if v.Class == finding.Inconclusive {
+				mark = " (shown above)"
+			}
 		}
 		p.line("  [%s] %s%s: %s", f.Severity, f.ID, mark, clean(f.Claim))
 		if !shown[f.ID] {
@@ -159,7 +187,7 @@ func (p *printer) report(r *analysis.Report) {
 				p.evidence("      ", e)
 			}
 		}
-		if f.Decision != "" && !shown[f.ID] {
+		if f.Decision != "" && (!shown[f.ID] || v.Decision == "") {
 			p.line("      → %s", clean(f.Decision))
 		}
 	}
@@ -170,8 +198,16 @@ func (p *printer) report(r *analysis.Report) {
 	p.line("")
 	p.line("SCOPE: %d GPU operations, %d steps analysed, %d left out. %s", r.Scope.GPUOps, r.Scope.Steps, r.Scope.DroppedSteps, r.Scope.Note)
 	c := r.Counts
-	p.line("READ: %d events (%d GPU ops, %d runtime calls, %d CPU ranges; %d flow, %d metadata, %d ignored, %d with bad times); %d GPU ops without a launch record",
-		c.Events, c.GPUOps, c.RuntimeCalls, c.CPUOps, c.Flows, c.Metadata, c.Ignored, c.BadTime, c.Unlinked)
+	read := fmt.Sprintf("READ: %d events (%d GPU ops, %d runtime calls, %d CPU ranges; %d flow, %d metadata, %d ignored, %d with bad times",
+		c.Events, c.GPUOps, c.RuntimeCalls, c.CPUOps, c.Flows, c.Metadata, c.Ignored, c.BadTime)
+	if c.NoPhase > 0 {
+		read += fmt.Sprintf(", %d without a phase", c.NoPhase)
+	}
+	read += fmt.Sprintf("); %d GPU ops without a launch record", c.Unlinked)
+	if c.AmbiguousCorr > 0 {
+		read += fmt.Sprintf(", %d whose correlation id is not unique", c.AmbiguousCorr)
+	}
+	p.line("%s", read)
 	for _, w := range r.Warnings {
 		p.line("WARNING: %s", clean(w))
 	}
