@@ -141,8 +141,11 @@ func sub(a, b uint64) uint64 {
 // rank returns the rank a process's allowlisted environment gives it:
 // RANK (torchrun), SLURM_PROCID, OMPI_COMM_WORLD_RANK, PMI_RANK, and the
 // node-local LOCAL_RANK / SLURM_LOCALID when no global rank is set.
+//
+// A process whose recorded role is another ("dataloader-worker", "worker":
+// a rank's fork, which inherits its environment) is not a rank.
 func rank(p *timeline.ProcInfo) (label string, n int, ok bool) {
-	if p == nil {
+	if p == nil || (p.Role != "" && p.Role != "rank") {
 		return "", 0, false
 	}
 	for _, k := range []string{"RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK"} {

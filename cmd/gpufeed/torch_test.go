@@ -1,0 +1,185 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gpufeed/gpufeed/internal/finding"
+	"github.com/gpufeed/gpufeed/internal/report"
+	"github.com/gpufeed/gpufeed/internal/scenario"
+)
+
+// These tests run the binary over real PyTorch jobs: Debian's python3-torch
+// (CPU build) under Debian's own /usr/bin/python3, which scripts/test.sh
+// installs when missing. They skip, saying why, only where it cannot be had.
+
+func requireTorch(t *testing.T) string {
+	t.Helper()
+	py, err := scenario.TorchPython()
+	if errors.Is(err, scenario.ErrUnavailable) {
+		t.Skip(err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return py
+}
+
+func startScenario(t *testing.T, w scenario.Workload, args ...string) *scenario.Run {
+	t.Helper()
+	r, err := scenario.Start(t.Context(), w, nil, args...)
+	if errors.Is(err, scenario.ErrUnavailable) {
+		t.Skip(err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Stop() })
+	return r
+}
+
+func awaitEvent(t *testing.T, r *scenario.Run, event string, timeout time.Duration) scenario.Message {
+	t.Helper()
+	m, err := r.Await(t.Context(), event, timeout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// diagnoseJSON runs gpufeed diagnose with args and -o json, and decodes it.
+func diagnoseJSON(t *testing.T, args ...string) report.Report {
+	t.Helper()
+	out, stderr, code := run(t, append([]string{"diagnose", "--device", "none", "-o", "json"}, args...)...)
+	if code != 0 {
+		t.Fatalf("diagnose %v: exit %d: %s", args, code, stderr)
+	}
+	var r report.Report
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	return r
+}
+
+// diagnoseLaunched runs gpufeed diagnose -- COMMAND (a command that never
+// ends by itself; its output, which would mix with the report, goes to
+// /dev/null by a shell that then execs it), reads the report once the
+// window is over, then kills gpufeed, the command and everything it
+// started (one process group).
+func diagnoseLaunched(t *testing.T, window time.Duration, command ...string) report.Report {
+	t.Helper()
+	args := append([]string{"diagnose", "--device", "none", "-o", "json", "--duration", window.String(), "--",
+		"sh", "-c", `exec "$@" >/dev/null 2>&1`, "sh"}, command...)
+	cmd := exec.Command(gpufeedBin, args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		_ = cmd.Wait()
+	}()
+	got := make(chan error, 1)
+	var r report.Report
+	go func() { got <- json.NewDecoder(bufio.NewReader(out)).Decode(&r) }()
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatalf("reading the report: %v; stderr: %s", err, stderr.String())
+		}
+	case <-time.After(window + 90*time.Second):
+		t.Fatalf("no report within %s; stderr: %s", window+90*time.Second, stderr.String())
+	}
+	return r
+}
+
+func findingsWith(r report.Report, id string) []finding.Finding {
+	var out []finding.Finding
+	for _, f := range r.Findings {
+		if f.ID == id || strings.HasSuffix(id, "*") && strings.HasPrefix(f.ID, strings.TrimSuffix(id, "*")) {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func claims(r report.Report) string {
+	var b strings.Builder
+	for _, f := range r.Findings {
+		fmt.Fprintf(&b, "  %s %s: %s\n", f.Severity, f.ID, f.Claim)
+	}
+	return b.String()
+}
+
+// checkGlooJob: the launcher's three children are ranks started by exec,
+// not forked workers.
+func checkGlooJob(t *testing.T, r report.Report, launcher int) {
+	t.Helper()
+	ranks := map[string]bool{}
+	for _, p := range r.Processes {
+		if p.PID == launcher && p.Role != "launcher" {
+			t.Errorf("the ranks' parent (pid %d) is their launcher, not %q", p.PID, p.Role)
+		}
+		if p.PPID != launcher || p.Exited {
+			continue
+		}
+		if p.Role != "rank" || p.Start != "exec" {
+			t.Errorf("pid %d (rank %q): role %q, start %q; want a rank started by exec", p.PID, p.Rank, p.Role, p.Start)
+		}
+		ranks[p.Rank] = true
+	}
+	if len(ranks) != 3 {
+		t.Errorf("ranks seen %v, want 0, 1 and 2", ranks)
+	}
+	for _, id := range []string{"workers-exceed-cores", "worker-start-method", "worker-cow-growth"} {
+		for _, f := range findingsWith(r, id) {
+			t.Errorf("a gloo job's ranks are not DataLoader workers: %s: %s", f.ID, f.Claim)
+		}
+	}
+}
+
+// TestGlooRanksAttached: a real torch.distributed job (gloo, three ranks
+// started by a plain launcher with subprocess: fork and exec of the same
+// command line), rank 1 deadlocked on a lock, the others in all_reduce;
+// gpufeed attaches to the launcher.
+func TestGlooRanksAttached(t *testing.T) {
+	requireTorch(t)
+	job := startScenario(t, scenario.TorchRanks, "--world", "3", "--hang", "1")
+	awaitEvent(t, job, "ranks", 30*time.Second)
+	awaitEvent(t, job, "hung", 120*time.Second)
+	for _, window := range []string{"3s", "4s"} {
+		r := diagnoseJSON(t, "--pid", strconv.Itoa(job.PID), "--duration", window)
+		checkGlooJob(t, r, job.PID)
+	}
+}
+
+// TestGlooRanksLaunched: the same job under diagnose -- CMD, the launcher
+// holding each rank 0.3 s between fork and exec, so that the sampler sees
+// each first with the launcher's command line, environment and memory
+// layout, and must notice the exec from the layout alone.
+func TestGlooRanksLaunched(t *testing.T) {
+	py := requireTorch(t)
+	dir := t.TempDir()
+	if err := scenario.WriteScripts(dir); err != nil {
+		t.Fatal(err)
+	}
+	script := filepath.Join(dir, string(scenario.TorchRanks))
+	r := diagnoseLaunched(t, 8*time.Second, py, "-u", script, "--world", "3", "--preexec-delay", "0.3")
+	checkGlooJob(t, r, r.Target.PID)
+}
