@@ -147,10 +147,14 @@ func checkGlooJob(t *testing.T, r report.Report, launcher int) {
 	if len(ranks) != 3 {
 		t.Errorf("ranks seen %v, want 0, 1 and 2", ranks)
 	}
-	for _, id := range []string{"workers-exceed-cores", "worker-start-method", "worker-cow-growth"} {
+	for _, id := range []string{"workers-exceed-cores", "worker-start-method", "worker-cow-growth", "nccl-*"} {
 		for _, f := range findingsWith(r, id) {
-			t.Errorf("a gloo job's ranks are not DataLoader workers: %s: %s", f.ID, f.Claim)
+			t.Errorf("a gloo job's ranks are not DataLoader workers and use no NCCL: %s: %s", f.ID, f.Claim)
 		}
+	}
+	b := findingsWith(r, "distributed-backend")
+	if len(b) != 1 || !strings.HasPrefix(b[0].Claim, "ranks 0-2 use gloo, not NCCL (they map libgloo") {
+		t.Errorf("want one distributed-backend finding naming gloo; findings:\n%s", claims(r))
 	}
 }
 

@@ -58,7 +58,8 @@ func oomJob(t *testing.T) *timeline.Timeline {
 	b.quietProc(100)
 	for r, pid := range []int{201, 202} {
 		env := map[string]string{"RANK": string(rune('0' + r)), "LOCAL_RANK": string(rune('0' + r)), "WORLD_SIZE": "3", "LOCAL_WORLD_SIZE": "3"}
-		b.proc(pid, 100, "python3", []string{"python3", "train.py"}, env)
+		rp := b.proc(pid, 100, "python3", []string{"python3", "train.py"}, env)
+		rp.Collectives = ncclMapped()
 		b.thread(pid, pid, "python3", idle("read", "pipe:[77"+string(rune('0'+r))+"]", "pipe_read"))
 		b.thread(pid, pid+1000, "pt_watchdog", idle("futex", "", "futex_wait_queue"))
 		b.quietProc(pid)

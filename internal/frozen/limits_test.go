@@ -17,10 +17,12 @@ func TestNCCLSettings(t *testing.T) {
 	// ranks 0-1 use the old name; rank 2 turned handling off; the launcher has no rank
 	for r, pid := range []int{10, 11} {
 		b.proc(pid, 1, "python3", nil, map[string]string{"RANK": string(rune('0' + r)), "NCCL_ASYNC_ERROR_HANDLING": "1",
-			"TORCH_NCCL_DUMP_ON_TIMEOUT": "1", "TORCH_NCCL_TRACE_BUFFER_SIZE": "0", "NCCL_TIMEOUT": "1800"})
+			"TORCH_NCCL_DUMP_ON_TIMEOUT": "1", "TORCH_NCCL_TRACE_BUFFER_SIZE": "0", "NCCL_TIMEOUT": "1800"}).Collectives = ncclMapped()
 	}
 	b.proc(12, 1, "python3", nil, map[string]string{"RANK": "2", "TORCH_NCCL_ASYNC_ERROR_HANDLING": "0", "TORCH_NCCL_ENABLE_MONITORING": "0",
 		"TORCH_NCCL_DUMP_ON_TIMEOUT": "1", "TORCH_NCCL_TRACE_BUFFER_SIZE": "2000"})
+	// rank 2 maps no NCCL library but runs PyTorch's NCCL watchdog: NCCL linked in statically
+	b.tl.Threads[timeline.ThreadKey{TID: 1201, StartTime: 1201}] = &timeline.ThreadInfo{Key: timeline.ThreadKey{TID: 1201, StartTime: 1201}, PID: 12, Comm: "pt_nccl_watchdg"}
 	b.proc(1, 0, "torchrun", nil, map[string]string{"NCCL_ASYNC_ERROR_HANDLING": "1"})
 	fs := ncclFindings(newView(b.tl), false)
 	old := one(t, fs, "nccl-async-error-handling-old-name")
@@ -41,11 +43,53 @@ func TestNCCLSettings(t *testing.T) {
 	one(t, fs, "nccl-monitoring-off")
 	none(t, fs, "nccl-no-dump-on-timeout")
 	none(t, fs, "nccl-async-error-handling-unset")
+	if e, ok := evidence(old, "NCCL in use"); !ok || !strings.Contains(e.Text, "libnccl.so.2") {
+		t.Errorf("the NCCL finding should say how NCCL was seen: %+v", old.Evidence)
+	}
+	var backends []string
+	for _, f := range fs {
+		if f.ID == "distributed-backend" {
+			backends = append(backends, f.Claim)
+		}
+	}
+	want := []string{"ranks 0-1 use NCCL: they map libnccl.so.2 and run no NCCL thread",
+		"rank 2 uses NCCL: it maps no collective library (libnccl, librccl, libmpi, libucc, libgloo) and runs NCCL threads (pt_nccl_watchdg)"}
+	if strings.Join(backends, "\n") != strings.Join(want, "\n") {
+		t.Errorf("backends\n%s\nwant\n%s", strings.Join(backends, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// A gloo job gets no NCCL advice: the ranks map libgloo and no NCCL.
+func TestNCCLAdviceOnlyWithNCCL(t *testing.T) {
+	b := newTL(31, 100*time.Millisecond)
+	for r := range 3 {
+		b.proc(10+r, 1, "python3", nil, map[string]string{"RANK": string(rune('0' + r)), "WORLD_SIZE": "3"}).Collectives =
+			&timeline.Collectives{Mapped: []string{"/usr/lib/libgloo.so.0.5.0"}}
+	}
+	b.proc(20, 1, "python3", nil, map[string]string{"RANK": "3"}) // maps not read
+	fs := ncclFindings(newView(b.tl), true)
+	for _, f := range fs {
+		if strings.HasPrefix(f.ID, "nccl-") {
+			t.Errorf("NCCL advice for a job without NCCL: %s: %s", f.ID, f.Claim)
+		}
+	}
+	if len(fs) != 2 {
+		t.Fatalf("want two distributed-backend findings, got %+v", fs)
+	}
+	if want := "ranks 0-2 use gloo, not NCCL (they map libgloo.so.0.5.0 but no NCCL library, and run no NCCL thread): the NCCL settings do not apply and were not checked"; fs[0].Claim != want || fs[0].Severity != finding.Info {
+		t.Errorf("claim\n got %q\nwant %q", fs[0].Claim, want)
+	}
+	if !strings.Contains(fs[0].Decision, "30 minutes by default") {
+		t.Errorf("%q", fs[0].Decision)
+	}
+	if !strings.HasPrefix(fs[1].Claim, "Whether rank 3 uses NCCL was not seen") {
+		t.Errorf("%q", fs[1].Claim)
+	}
 }
 
 func TestNCCLUnsetEscalatesWhenStalled(t *testing.T) {
 	b := newTL(31, 100*time.Millisecond)
-	b.proc(10, 1, "python3", nil, map[string]string{"LOCAL_RANK": "0"})
+	b.proc(10, 1, "python3", nil, map[string]string{"LOCAL_RANK": "0"}).Collectives = ncclMapped()
 	if f := one(t, ncclFindings(newView(b.tl), false), "nccl-async-error-handling-unset"); f.Severity != finding.Info || !strings.HasSuffix(f.Claim, "(local rank 0)") {
 		t.Errorf("%+v", f)
 	}

@@ -188,6 +188,16 @@ type ProcInfo struct {
 	CUDA *CUDAUse `json:"cuda,omitempty"`
 	// MemCgroup is the process's memory cgroup, its limit and usage.
 	MemCgroup *MemCgroup `json:"mem_cgroup,omitempty"`
+	// Collectives is what of the collective-communication libraries the
+	// process maps (which torch.distributed backend it can be using).
+	Collectives *Collectives `json:"collectives,omitempty"`
+}
+
+// Collectives are the collective-communication objects a process maps
+// (internal/probe/cudamaps): libnccl, librccl, libmpi, libucc, libgloo
+// paths, and "/dev/shm/nccl-*" for NCCL's shared-memory segments.
+type Collectives struct {
+	Mapped []string `json:"mapped"`
 }
 
 // Layout is a process's memory layout as /proc/PID/stat gives it: the text

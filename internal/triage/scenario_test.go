@@ -140,9 +140,15 @@ func TestOOMRankWhileWatched(t *testing.T) {
 	if !strings.Contains(r.Progress.Since, fmt.Sprintf("rank 2 (pid %d)", victim)) {
 		t.Errorf("the stall should be judged since the rank died: %+v", r.Progress)
 	}
-	old := one(t, r, "nccl-async-error-handling-old-name")
-	if !strings.Contains(old.Claim, "(ranks 0-2)") {
-		t.Errorf("%q", old.Claim)
+	// The ranks set NCCL_ASYNC_ERROR_HANDLING but use no NCCL (plain Python
+	// over pipes): no NCCL advice, and the backend seen is said.
+	for _, f := range r.Findings {
+		if strings.HasPrefix(f.ID, "nccl-") {
+			t.Errorf("NCCL advice for ranks that map no NCCL: %s", f.Claim)
+		}
+	}
+	if b := one(t, r, "distributed-backend"); !strings.HasPrefix(b.Claim, "ranks 0-1 use no torch.distributed backend library, not NCCL") {
+		t.Errorf("%q", b.Claim)
 	}
 	bt := one(t, r, "blocked-threads")
 	if !strings.Contains(bt.Claim, "read on pipe") {
