@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -128,7 +129,7 @@ func claims(r report.Report) string {
 }
 
 // checkGlooJob: the launcher's three children are ranks started by exec,
-// not forked workers.
+// not forked workers, and the job gets no NCCL advice: its backend is gloo.
 func checkGlooJob(t *testing.T, r report.Report, launcher int) {
 	t.Helper()
 	ranks := map[string]bool{}
@@ -186,4 +187,67 @@ func TestGlooRanksLaunched(t *testing.T) {
 	script := filepath.Join(dir, string(scenario.TorchRanks))
 	r := diagnoseLaunched(t, 8*time.Second, py, "-u", script, "--world", "3", "--preexec-delay", "0.3")
 	checkGlooJob(t, r, r.Target.PID)
+}
+
+var cowClaim = regexp.MustCompile(`^\d forked workers? of pid (\d+) \(python3\) copy its memory at (\d+\.\d) MiB/s together, copy-on-write: their unique memory rises while their resident memory stays flat`)
+
+// checkCOW: over a list, the DataLoader's forked workers are found copying
+// the trainer's memory, with the fix; over a numpy array they are not.
+func checkCOW(t *testing.T, r report.Report, storage string, trainer int) {
+	t.Helper()
+	if ws := findingsWith(r, "worker-start-method"); len(ws) != 1 || !strings.Contains(ws[0].Claim, "started 4 worker processes by fork") {
+		t.Errorf("want the 4 DataLoader workers found forked; findings:\n%s", claims(r))
+	}
+	cow := findingsWith(r, "worker-cow-growth")
+	if storage == "numpy" {
+		for _, f := range cow {
+			t.Errorf("a numpy-backed dataset copies nothing: %s", f.Claim)
+		}
+		return
+	}
+	if len(cow) != 1 {
+		t.Fatalf("want one worker-cow-growth finding; findings:\n%s", claims(r))
+	}
+	f := cow[0]
+	m := cowClaim.FindStringSubmatch(f.Claim)
+	if m == nil || m[1] != strconv.Itoa(trainer) {
+		t.Errorf("claim %q", f.Claim)
+	}
+	if !strings.Contains(f.Decision, "flat storage (numpy arrays, Arrow, torch tensors or an mmap'd file)") || !strings.Contains(f.Decision, "fewer workers") {
+		t.Errorf("decision %q", f.Decision)
+	}
+	var baseline, perWorker bool
+	for _, e := range f.Evidence {
+		baseline = baseline || strings.Contains(e.What, "fork baseline") && e.Value > 0 && e.Value <= 8
+		perWorker = perWorker || strings.HasPrefix(e.What, "unique memory (USS) of worker pid") && e.Unit == "MiB/s" && e.Value > 0
+	}
+	if !baseline || !perWorker {
+		t.Errorf("want the fork baseline and each worker's USS rate in the evidence: %+v", f.Evidence)
+	}
+}
+
+// TestDataLoaderCopyOnWrite: a real torch DataLoader, 4 workers forked from
+// a trainer holding 3 M floats as a Python list (copy-on-write) or as a
+// numpy array (flat). gpufeed attaches with short windows, twice, and runs
+// the trainer under diagnose -- CMD once.
+func TestDataLoaderCopyOnWrite(t *testing.T) {
+	py := requireTorch(t)
+	dir := t.TempDir()
+	if err := scenario.WriteScripts(dir); err != nil {
+		t.Fatal(err)
+	}
+	for _, storage := range []string{"list", "numpy"} {
+		t.Run(storage, func(t *testing.T) {
+			job := startScenario(t, scenario.TorchDataLoader, "--storage", storage, "--workers", "4", "--items", "3000000")
+			awaitEvent(t, job, "workers", 120*time.Second)
+			time.Sleep(2 * time.Second) // attach to a loader already running
+			for _, window := range []string{"4s", "5s"} {
+				checkCOW(t, diagnoseJSON(t, "--pid", strconv.Itoa(job.PID), "--duration", window), storage, job.PID)
+			}
+			job.Stop()
+			r := diagnoseLaunched(t, 20*time.Second, py, "-u", filepath.Join(dir, string(scenario.TorchDataLoader)),
+				"--storage", storage, "--workers", "4", "--items", "3000000")
+			checkCOW(t, r, storage, r.Target.PID)
+		})
+	}
 }

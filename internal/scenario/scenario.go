@@ -3,7 +3,8 @@
 // copy-on-write growth in forked workers (and its absence with flat
 // storage), a file-descriptor leak toward a low limit, a hang on a pipe, a
 // hang on a futex, and GIL-bound threads; and, under Debian's python3 with
-// python3-torch, a real torch.distributed (gloo) job.
+// python3-torch, a real DataLoader over a list or a numpy array and a real
+// torch.distributed (gloo) job.
 //
 // The workloads are Python scripts (standard library only, but for the torch
 // ones) embedded in this package; Start writes them to a temporary
@@ -54,6 +55,10 @@ const (
 	// GILThreads is several threads running pure-Python loops.
 	GILThreads Workload = "gilthreads.py"
 
+	// TorchDataLoader is a real torch DataLoader whose forked workers read a
+	// dataset held as a Python list (--storage list: copy-on-write) or a
+	// numpy array (--storage numpy: flat). Runs under TorchPython.
+	TorchDataLoader Workload = "torch_dataloader.py"
 	// TorchRanks is a real torch.distributed job on the CPU (gloo): a plain
 	// launcher runs its own command line once per rank (fork and exec, as
 	// srun starts tasks) with RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR and
@@ -64,7 +69,7 @@ const (
 )
 
 // needsTorch says a workload imports torch.
-func (w Workload) needsTorch() bool { return w == TorchRanks }
+func (w Workload) needsTorch() bool { return w == TorchDataLoader || w == TorchRanks }
 
 // DebianPython is Debian's own interpreter, the one python3-torch and
 // python3-numpy install into (the python3 on PATH may be another, pyenv's).

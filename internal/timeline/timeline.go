@@ -47,6 +47,9 @@ type Meta struct {
 	ClockTick     int       `json:"clock_tick"` // USER_HZ, for utime/stime
 	PageSize      int       `json:"page_size"`
 	Started       time.Time `json:"started"` // wall clock at T=0
+	// UptimeNS is the time since boot at T=0 (PROC/uptime), 0 when not
+	// read: a process's age at T is UptimeNS + T - start_time/ClockTick.
+	UptimeNS int64 `json:"uptime_ns,omitempty"`
 	Interval      Duration  `json:"interval"`
 	Duration      Duration  `json:"duration"` // planned window
 	Target        Target    `json:"target"`
