@@ -21,6 +21,9 @@ type view struct {
 	// lastProcT of each pid: the T of its last sample (of the process or
 	// of any of its threads).
 	lastProcT map[int]int64
+	// matched are the dead processes told to be a rank by elimination
+	// (Deaths fills it).
+	matched map[int]*RankMatch
 }
 
 func newView(tl *timeline.Timeline) *view {
@@ -169,6 +172,9 @@ func rank(p *timeline.ProcInfo) (label string, n int, ok bool) {
 // "pid 48213 (python3)".
 func (v *view) procName(pid int) string {
 	p := v.procs[pid]
+	if m := v.matched[pid]; m != nil {
+		return m.Name() + " (pid " + strconv.Itoa(pid) + ")"
+	}
 	if label, _, ok := rank(p); ok {
 		return label + " (pid " + strconv.Itoa(pid) + ")"
 	}
