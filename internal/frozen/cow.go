@@ -20,8 +20,7 @@ type Growth struct {
 	USSRate, PSSRate, RSSRate float64
 	HasPSS                    bool
 	USSFirst, USSLast         uint64
-	// USSMin is the lowest USS read; RSSLast the last resident size.
-	USSMin  uint64
+	// RSSLast is the last resident size.
 	RSSLast float64
 	Samples int
 	Span    time.Duration
@@ -70,11 +69,9 @@ func memGrowth(v *view, a *analysis.Analysis, pid int) (Growth, bool) {
 	uss, pss, rss := settled(p.USSBytes), settled(p.PSSBytes), settled(p.RSSBytes)
 	first, fi := uss.First()
 	last, li := uss.Last()
-	g.USSMin = math.MaxUint64
 	for _, x := range uss {
 		if !math.IsNaN(x) {
 			g.Samples++
-			g.USSMin = min(g.USSMin, uint64(x))
 		}
 	}
 	if g.Samples < 2 {
@@ -230,20 +227,4 @@ func cowFindings(v *view, a *analysis.Analysis, groups []WorkerGroup) []finding.
 		out = append(out, f)
 	}
 	return out
-}
-
-// lastRSS is a process's last resident size in bytes (statm).
-func (v *view) lastRSS(pid int) float64 {
-	page := float64(v.tl.Meta.PageSize)
-	if page == 0 {
-		page = 4096
-	}
-	for i := len(v.tl.Ticks) - 1; i >= 0; i-- {
-		for _, ps := range v.tl.Ticks[i].Procs {
-			if ps.PID == pid {
-				return float64(ps.RSSPages) * page
-			}
-		}
-	}
-	return 0
 }

@@ -47,9 +47,6 @@ type Meta struct {
 	ClockTick     int       `json:"clock_tick"` // USER_HZ, for utime/stime
 	PageSize      int       `json:"page_size"`
 	Started       time.Time `json:"started"` // wall clock at T=0
-	// UptimeNS is the time since boot at T=0 (PROC/uptime), 0 when not
-	// read: a process's age at T is UptimeNS + T - start_time/ClockTick.
-	UptimeNS int64 `json:"uptime_ns,omitempty"`
 	Interval      Duration  `json:"interval"`
 	Duration      Duration  `json:"duration"` // planned window
 	Target        Target    `json:"target"`
@@ -70,6 +67,9 @@ type Meta struct {
 	Observer *Observer `json:"observer,omitempty"`
 	// Ended says how the window ended: "duration", "target exited", "interrupted".
 	Ended string `json:"ended,omitempty"`
+	// UptimeNS is the time since boot at T=0 (PROC/uptime), 0 when not
+	// read: a process's age at T is UptimeNS + T - start_time/ClockTick.
+	UptimeNS int64 `json:"uptime_ns,omitempty"`
 	// Checks are gpufeed check's results for the target, run once at the end
 	// of the window with the same GPU source, so that a recording judged
 	// later reproduces them without re-running them. Nil when not run.
