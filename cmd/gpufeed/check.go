@@ -1,11 +1,14 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -13,6 +16,7 @@ import (
 	"github.com/gpufeed/gpufeed/internal/check"
 	"github.com/gpufeed/gpufeed/internal/gpu"
 	"github.com/gpufeed/gpufeed/internal/gpu/gpusource"
+	"github.com/gpufeed/gpufeed/internal/probe/proc"
 )
 
 func init() { subcommands = append(subcommands, newCheckCmd) }
@@ -43,7 +47,9 @@ on NFS that retransmits. Failures and warnings come first, with their evidence
 and the change to make.
 
 Exit status: 0 when no check failed, 1 when a check failed (warnings do not
-change it), 2 when gpufeed itself failed. Use it to gate a Slurm prolog.`,
+change it), 2 when gpufeed itself failed or was given what it cannot check
+(a --data path that does not exist, a --pid that is a kernel thread). Use it
+to gate a Slurm prolog.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if output != "text" && output != "json" {
@@ -67,6 +73,18 @@ change it), 2 when gpufeed itself failed. Use it to gate a Slurm prolog.`,
 				if _, err := os.Stat(filepath.Join(procRoot, strconv.Itoa(pid))); err != nil {
 					return fmt.Errorf("--pid %d: no such process under %s", pid, procRoot)
 				}
+				exited, err := describeCheckTarget(procRoot, pid)
+				if err != nil {
+					return err
+				}
+				opts.TargetExited = exited
+			}
+			if data != "" {
+				var err error
+				if data, err = checkDataPath(data, root, procRoot, pid); err != nil {
+					return err
+				}
+				opts.DataPath = data
 			}
 			src, note, err := openGPUSource(device, procRoot)
 			if err != nil {
@@ -108,4 +126,78 @@ change it), 2 when gpufeed itself failed. Use it to gate a Slurm prolog.`,
 	f.StringVar(&device, "device", "", "GPU driver source (e.g. nvml); none: driver checks report absent")
 	f.DurationVar(&window, "window", time.Second, "time between the two readings of interrupt and PCIe replay counters (0: counts since boot)")
 	return cmd
+}
+
+// describeCheckTarget refuses a kernel thread (nothing of a job to check)
+// and, for a zombie, says what it is: its per-process checks are absent.
+// A target that cannot be described (a fixture tree without stat, a denied
+// read) is checked as given.
+func describeCheckTarget(procRoot string, pid int) (exited string, err error) {
+	fs, err := proc.NewFS(procRoot)
+	if err != nil {
+		return "", nil
+	}
+	task, err := fs.Describe(pid)
+	switch {
+	case err != nil:
+		return "", nil
+	case task.KernelThread:
+		return "", task.KernelThreadError()
+	case task.Zombie:
+		return fmt.Sprintf("%s has exited (%s) and is a zombie: its parent, %s, has not reaped it; no running process is left whose limits, mounts or placement could be checked",
+			task.Comm, task.End(), fs.Name(task.PPID)), nil
+	}
+	return "", nil
+}
+
+// checkDataPath makes sure --data names something that exists, as the
+// target sees it: under /proc/PID/root when that is readable (the target's
+// own mount namespace), else under --root (the host's / seen from a
+// container), else in gpufeed's own view. A path gpufeed may not look into
+// is kept (the mount table still tells its filesystem); one that does not
+// exist is a usage error, not "a local filesystem". A relative path is made
+// absolute only in gpufeed's own view.
+func checkDataPath(data, root, procRoot string, pid int) (string, error) {
+	if !filepath.IsAbs(data) {
+		if pid > 0 || root != "" {
+			return "", fmt.Errorf("--data %s: want an absolute path, as the job names it", data)
+		}
+		abs, err := filepath.Abs(data)
+		if err != nil {
+			return "", fmt.Errorf("--data %s: %w", data, err)
+		}
+		data = abs
+	}
+	missing := func(where string) error {
+		return fmt.Errorf("--data %s: does not exist%s: give the dataset directory the job reads", data, where)
+	}
+	if pid > 0 {
+		targetRoot := filepath.Join(procRoot, strconv.Itoa(pid), "root")
+		if _, err := os.Stat(targetRoot); err == nil {
+			_, err := os.Lstat(filepath.Join(targetRoot, data))
+			switch {
+			case err == nil:
+				return data, nil
+			case notExist(err):
+				return "", missing(fmt.Sprintf(" in pid %d's filesystem", pid))
+			}
+			return data, nil // not visible: the mount table still answers
+		}
+	}
+	base := "/"
+	if root != "" {
+		base = root
+	}
+	if _, err := os.Lstat(filepath.Join(base, data)); notExist(err) {
+		if root != "" {
+			return "", missing(" under --root " + root)
+		}
+		return "", missing("")
+	}
+	return data, nil
+}
+
+// notExist: no such file, or a component of the path is not a directory.
+func notExist(err error) bool {
+	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR)
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -48,8 +47,8 @@ is not, 2 when the scenario could not run.`,
 			if err := checkFormat(format); err != nil {
 				return err
 			}
-			if duration <= 0 || interval <= 0 {
-				return errors.New("--duration and --interval must be positive")
+			if err := checkWindow(duration, interval); err != nil {
+				return err
 			}
 			name := demo.Default
 			if len(args) == 1 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -18,6 +19,7 @@ import (
 	"github.com/gpufeed/gpufeed/internal/gpu/nvml"
 	"github.com/gpufeed/gpufeed/internal/probe/kmsg"
 	"github.com/gpufeed/gpufeed/internal/probe/proc"
+	"github.com/gpufeed/gpufeed/internal/safetext"
 	"github.com/gpufeed/gpufeed/internal/sample"
 	"github.com/gpufeed/gpufeed/internal/timeline"
 	"github.com/gpufeed/gpufeed/internal/triage"
@@ -50,6 +52,9 @@ type diagnoseOpts struct {
 	device   string
 	kmsgPath string
 	pyStacks bool
+	// cmdOutput is where a launched command's stdout and stderr go ("":
+	// gpufeed's stderr; stdout is the report's).
+	cmdOutput string
 }
 
 func newDiagnoseCmd() *cobra.Command {
@@ -65,17 +70,25 @@ host and the GPUs, then prints the report.
   gpufeed diagnose --duration 30s -- python3 train.py --lr 3e-4
 
 With a command, diagnose runs it, watches it and exits with the command's own
-exit status; if the command ends before --duration the report covers what was
-seen. gpufeed only reads: it never changes the job it watches.`,
+exit status (127 when it is not found, 126 when it cannot be executed); if the
+command ends before --duration the report covers what was seen. Standard
+output is the report's: the command's output goes to standard error, or to
+--cmd-output FILE. gpufeed only reads: it never changes the job it watches.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if (o.pid == 0) == (len(args) == 0) {
 				return errors.New("give either --pid PID or -- COMMAND [ARGS...]")
 			}
+			if o.pid < 0 {
+				return fmt.Errorf("--pid %d: want a process id", o.pid)
+			}
+			if o.cmdOutput != "" && len(args) == 0 {
+				return errors.New("--cmd-output is where a launched command's output goes: give -- COMMAND [ARGS...], not --pid")
+			}
 			if err := checkFormat(o.format); err != nil {
 				return err
 			}
-			if o.interval <= 0 || o.duration <= 0 {
-				return errors.New("--interval and --duration must be positive")
+			if err := checkWindow(o.duration, o.interval); err != nil {
+				return err
 			}
 			return runDiagnose(cmd, o, args)
 		},
@@ -90,6 +103,7 @@ seen. gpufeed only reads: it never changes the job it watches.`,
 	f.StringVar(&o.sysRoot, "sys-root", "/sys", "where sysfs is mounted")
 	f.StringVar(&o.device, "device", "auto", "GPU source: auto, none, nvml or sim:PATH")
 	f.StringVar(&o.kmsgPath, "kmsg", kmsg.DefaultPath, "the kernel log device (falls back to dmesg, then journalctl -k)")
+	f.StringVar(&o.cmdOutput, "cmd-output", "", "write the launched command's stdout and stderr to `FILE` (default: gpufeed's stderr; stdout is the report's)")
 	f.BoolVar(&o.pyStacks, "py-stacks", false, "at the end of the window, dump every Python thread's stack and the GIL holder with py-spy (needs py-spy installed)")
 	return cmd
 }
@@ -104,13 +118,30 @@ func runDiagnose(cmd *cobra.Command, o diagnoseOpts, args []string) error {
 
 	// The target's allowlisted environment chooses the GPU source under auto.
 	var targetEnv map[string]string
+	var notes []string
+	var zombie *proc.Task
 	if len(args) > 0 {
 		targetEnv = proc.FilterEnv([]byte(strings.Join(os.Environ(), "\x00")))
-	} else if targetEnv, err = fs.ReadEnv(o.pid); err != nil && proc.AsDenied(err) == nil {
-		if proc.IsVanished(err) {
+	} else {
+		task, err := fs.Describe(o.pid)
+		switch {
+		case proc.IsVanished(err):
 			return fmt.Errorf("no process %d under %s", o.pid, fs.Root)
+		case err != nil && proc.AsDenied(err) == nil:
+			return err
+		case task.KernelThread:
+			return task.KernelThreadError()
+		case task.Zombie:
+			// Nothing of it runs; what is left (how it ended, the kernel
+			// log since it started, the platform) is still read and judged.
+			zombie = &task
+			notes = append(notes, task.ZombieNote(fs.Name(task.PPID)))
 		}
-		return err
+		// A zombie, or a process whose main thread exited, has no
+		// environment left to read: the GPU source is then gpufeed's own.
+		if targetEnv, err = fs.ReadEnv(o.pid); err != nil && proc.AsDenied(err) == nil && !proc.IsVanished(err) {
+			return err
+		}
 	}
 	src, srcName, err := openGPU(o.device, targetEnv, fs.Root)
 	if err != nil {
@@ -128,9 +159,18 @@ func runDiagnose(cmd *cobra.Command, o diagnoseOpts, args []string) error {
 	var childCode int
 	if len(args) > 0 {
 		child = exec.Command(args[0], args[1:]...)
-		child.Stdin, child.Stdout, child.Stderr = os.Stdin, os.Stdout, os.Stderr
+		// Standard output is the report's: the command writes elsewhere.
+		child.Stdin, child.Stdout, child.Stderr = os.Stdin, os.Stderr, os.Stderr
+		if o.cmdOutput != "" {
+			out, err := os.Create(o.cmdOutput)
+			if err != nil {
+				return fmt.Errorf("--cmd-output: %w", err)
+			}
+			defer out.Close()
+			child.Stdout, child.Stderr = out, out
+		}
 		if err := child.Start(); err != nil {
-			return fmt.Errorf("cannot start %s: %w", args[0], err)
+			return startFailure(args[0], err)
 		}
 		childDone = make(chan struct{})
 		go func() {
@@ -144,13 +184,18 @@ func runDiagnose(cmd *cobra.Command, o diagnoseOpts, args []string) error {
 	if err != nil {
 		if child != nil {
 			<-childDone // it ended before it could be watched
-			fmt.Fprintln(os.Stderr, "gpufeed:", err)
+			warn("%v", err)
 			return exitCode(childCode)
 		}
 		return err
 	}
 	tc := triage.Config{ProcRoot: o.procRoot, SysRoot: o.sysRoot, Kmsg: kmsg.Reader{Path: o.kmsgPath}, PyStacks: o.pyStacks}
 	tl, err := observe(ctx, s, fs, src, tc, o.record, func(tl *timeline.Timeline) {
+		tl.Meta.Notes = append(tl.Meta.Notes, notes...)
+		if zombie != nil && zombie.HasExit {
+			code := zombie.ShellStatus()
+			tl.Meta.Target.ExitCode = &code
+		}
 		if child == nil {
 			return
 		}
@@ -207,7 +252,7 @@ func observe(ctx context.Context, s *sample.Sampler, fs proc.FS, src gpu.Source,
 		return nil, runErr
 	}
 	if runErr != nil {
-		fmt.Fprintln(os.Stderr, "gpufeed: warning:", runErr)
+		warn("warning: %v", runErr)
 	}
 	afterWindow(ctx, tl, fs, tc.SysRoot, src)
 	if finish != nil {
@@ -227,10 +272,57 @@ func observe(ctx context.Context, s *sample.Sampler, fs proc.FS, src gpu.Source,
 			err = cerr
 		}
 		if err != nil {
-			fmt.Fprintf(os.Stderr, "gpufeed: warning: recording %s: %v\n", record, err)
+			warn("warning: recording %s: %v", record, err)
 		}
 	}
 	return tl, nil
+}
+
+// Shells' statuses for a command that could not be run (POSIX, "Exit
+// Status for Commands"): not found, or found but not executable.
+const (
+	exitNotFound      = 127
+	exitNotExecutable = 126
+)
+
+// startFailure says why a command could not be started and exits as a shell
+// would: 127 when it is not found, 126 when it is found but cannot be run
+// (no execute permission, a directory, not a program this kernel runs).
+func startFailure(name string, err error) error {
+	if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
+		warn("cannot run %s: command not found (%v)", name, err)
+		return exitCode(exitNotFound)
+	}
+	warn("cannot run %s: not executable (%v)", name, err)
+	return exitCode(exitNotExecutable)
+}
+
+// MinInterval is the shortest --interval: user and system times advance in
+// USER_HZ ticks (10 ms, fixed at 100 Hz on every architecture Linux
+// exposes), so below it two readings of a thread's stat cannot differ by
+// more than one tick, and the observer's cost grows with nothing to show
+// for it (a 1 us interval took more than a core).
+const MinInterval = 10 * time.Millisecond
+
+// checkWindow bounds --duration and --interval: both positive, the interval
+// at least MinInterval and no longer than the window (one interval is the
+// least a rate needs).
+func checkWindow(duration, interval time.Duration) error {
+	switch {
+	case duration <= 0:
+		return fmt.Errorf("--duration %v: want a positive window (e.g. 10s)", duration)
+	case interval < MinInterval:
+		return fmt.Errorf("--interval %v: want at least %v (CPU times advance in 10 ms clock ticks; shorter intervals cost CPU and show nothing more)", interval, MinInterval)
+	case interval > duration:
+		return fmt.Errorf("--interval %v is longer than --duration %v: the window must hold at least one interval (gpufeed judges a window of at least 20 intervals)", interval, duration)
+	}
+	return nil
+}
+
+// warn writes a line on stderr, with text from outside (names, paths,
+// messages of the target's files) escaped for the terminal.
+func warn(format string, args ...any) {
+	fmt.Fprintln(os.Stderr, "gpufeed: "+safetext.Escape(fmt.Sprintf(format, args...)))
 }
 
 // exitStatus maps a command's end to a shell-style exit status: its own

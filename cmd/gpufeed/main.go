@@ -11,6 +11,8 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
+
+	"github.com/gpufeed/gpufeed/internal/safetext"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -54,7 +56,9 @@ func main() {
 	case errors.As(err, &code):
 		os.Exit(int(code))
 	default:
-		fmt.Fprintln(os.Stderr, "gpufeed:", err)
+		// Errors quote names from outside (paths, process names, file
+		// content): escaped, so none can reorder or forge a line.
+		fmt.Fprintln(os.Stderr, "gpufeed:", safetext.Escape(err.Error()))
 		os.Exit(2)
 	}
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"os"
 
 	"github.com/spf13/cobra"
@@ -35,7 +34,7 @@ a note saying so.`,
 				return err
 			}
 			for _, w := range warnings {
-				fmt.Fprintln(os.Stderr, "gpufeed: warning:", w)
+				warn("warning: %s", w)
 			}
 			return render(cmd.OutOrStdout(), judge(tl, warnings), format)
 		},

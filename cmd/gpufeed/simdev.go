@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"os/signal"
 	"syscall"
@@ -38,6 +39,9 @@ GPUFEED_SIMDEV=PATH. It runs until interrupted. See docs/SIMDEV.md.`,
 				return fmt.Errorf("simdev: --link: %w", err)
 			}
 			opt.LinkGen, opt.LinkWidth = gen, width
+			if err := checkSimdevFlags(opt); err != nil {
+				return fmt.Errorf("simdev: %w", err)
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			srv, err := sim.Listen(socket, opt)
@@ -45,7 +49,7 @@ GPUFEED_SIMDEV=PATH. It runs until interrupted. See docs/SIMDEV.md.`,
 				return err
 			}
 			fmt.Fprintf(cmd.ErrOrStderr(), "simdev: %d simulated GPU(s) on %s (PCIe Gen%d x%d); export GPUFEED_SIMDEV=%s\n",
-				max(opt.Devices, 1), socket, gen, width, socket)
+				opt.Devices, socket, gen, width, socket)
 			return srv.Serve(ctx)
 		},
 	}
@@ -58,4 +62,21 @@ GPUFEED_SIMDEV=PATH. It runs until interrupted. See docs/SIMDEV.md.`,
 	f.Float64Var(&opt.PageableFactor, "pageable-factor", sim.DefaultPageableFactor, "pageable/pinned copy bandwidth ratio")
 	f.StringVar(&opt.Name, "name", "", "device name in reports (default \"gpufeed simulated GPU\")")
 	return cmd
+}
+
+// checkSimdevFlags refuses what the model cannot run with, naming the flag:
+// on the command line every value is given (the defaults are shown), so a
+// zero or negative is a mistake, not a request for the default.
+func checkSimdevFlags(o sim.Options) error {
+	switch {
+	case o.Devices < 1 || o.Devices > sim.MaxDevices:
+		return fmt.Errorf("--devices %d: want 1 to %d simulated GPUs", o.Devices, sim.MaxDevices)
+	case o.MaxPending < 1 || o.MaxPending > sim.MaxPendingLimit:
+		return fmt.Errorf("--max-pending %d: want 1 to %d operations a stream holds before a submit blocks", o.MaxPending, sim.MaxPendingLimit)
+	case math.IsNaN(o.PageableFactor) || o.PageableFactor <= 0 || o.PageableFactor > 1:
+		return fmt.Errorf("--pageable-factor %g: want a ratio in (0, 1]: a pageable copy runs at this share of a pinned copy's bandwidth", o.PageableFactor)
+	case o.PointWindow < sim.MinPointWindow || o.PointWindow > sim.DefaultRetention:
+		return fmt.Errorf("--point-window %v: want %v to %v", o.PointWindow, sim.MinPointWindow, sim.DefaultRetention)
+	}
+	return nil
 }

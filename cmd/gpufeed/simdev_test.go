@@ -73,3 +73,36 @@ func TestSimdevRejectsBadFlags(t *testing.T) {
 		}
 	}
 }
+
+// Values the model cannot run with are refused with the flag they came
+// from, never replaced by a default: a NaN pageable factor made every
+// pageable copy last forever.
+func TestSimdevRejectsImpossibleValues(t *testing.T) {
+	for _, tc := range []struct {
+		flag, value, say string
+	}{
+		{"--pageable-factor", "NaN", "--pageable-factor"},
+		{"--pageable-factor", "+Inf", "--pageable-factor"},
+		{"--pageable-factor", "-1", "--pageable-factor"},
+		{"--pageable-factor", "0", "--pageable-factor"},
+		{"--devices", "-5", "--devices"},
+		{"--devices", "0", "--devices"},
+		{"--devices", "65", "--devices"},
+		{"--max-pending", "0", "--max-pending"},
+		{"--max-pending", "-3", "--max-pending"},
+		{"--max-pending", "100000000", "--max-pending"},
+		{"--point-window", "0s", "--point-window"},
+		{"--point-window", "-20ms", "--point-window"},
+		{"--point-window", "1ns", "--point-window"},
+	} {
+		root := newRootCmd()
+		root.SetArgs([]string{"simdev", "--socket", filepath.Join(t.TempDir(), "s"), tc.flag, tc.value})
+		root.SetErr(&strings.Builder{})
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		err := root.ExecuteContext(ctx)
+		cancel()
+		if err == nil || !strings.Contains(err.Error(), tc.say) {
+			t.Errorf("simdev %s %s: %v; want an error naming %s", tc.flag, tc.value, err, tc.say)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -32,6 +33,7 @@ func TestTraceGolden(t *testing.T) {
 		{"alexnet", "../../testdata/traces/critical_path/alexnet", "text"},
 		{"truncated", "../../testdata/trace-edge/truncated.json", "text"},
 		{"nan", "../../testdata/trace-edge/nan.json", "text"},
+		{"mtia", "../../testdata/mtia/mtia_fixture.json", "text"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out, err := runTraceCmd(t, "trace", "-o", tc.format, tc.path)
@@ -99,5 +101,47 @@ func TestTraceErrors(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("gpufeed %v: err = %v (out %q), want %q", tc.args, err, out, tc.want)
 		}
+	}
+}
+
+// TestTraceVerdictWording runs `gpufeed trace` on every real trace and the
+// MTIA fixture: an inconclusive header never sits above a finding marked
+// "(verdict)", the report says what its confidence means, and runtime calls
+// are named as the trace names them (no CUDA names in a HIP or MTIA trace).
+func TestTraceVerdictWording(t *testing.T) {
+	paths, _ := filepath.Glob("../../testdata/traces/*")
+	more, _ := filepath.Glob("../../testdata/traces/critical_path/*")
+	paths = append(paths, more...)
+	paths = append(paths, "../../testdata/mtia/mtia_fixture.json")
+	cudaName := regexp.MustCompile(`\bcu(da)?[A-Z][A-Za-z]+`)
+	n := 0
+	for _, p := range paths {
+		if st, err := os.Stat(p); err != nil || (st.IsDir() && strings.HasSuffix(p, "critical_path")) || strings.Contains(p, "LICENSE") || strings.HasSuffix(p, ".md") {
+			continue
+		}
+		out, err := runTraceCmd(t, "trace", p)
+		if err != nil {
+			t.Errorf("%s: %v", p, err)
+			continue
+		}
+		n++
+		head, _, _ := strings.Cut(out, "\n")
+		if strings.HasPrefix(head, "VERDICT: inconclusive") && strings.Contains(out, "(verdict)") {
+			t.Errorf("%s: the header is inconclusive but a finding is marked (verdict):\n%s", p, out)
+		}
+		if !strings.Contains(out, "\nCONFIDENCE: ") {
+			t.Errorf("%s: the report does not say what its confidence means:\n%.600s", p, out)
+		}
+		if strings.Contains(p, "amd_trace") || strings.Contains(p, "mtia") {
+			if m := cudaName.FindAllString(out, -1); len(m) > 0 {
+				t.Errorf("%s: CUDA names in a trace that has none: %q", p, m)
+			}
+		}
+		if strings.Contains(p, "amd_trace") && !strings.Contains(out, "hipLaunchKernel") {
+			t.Errorf("%s: hipLaunchKernel is never named", p)
+		}
+	}
+	if n < 12 {
+		t.Errorf("ran on %d traces, want every testdata trace", n)
 	}
 }

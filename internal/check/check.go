@@ -12,6 +12,7 @@ package check
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/gpufeed/gpufeed/internal/finding"
@@ -107,6 +108,10 @@ type Options struct {
 	Window time.Duration
 	// Statfs reads filesystem statistics; nil is the real statfs(2).
 	Statfs sys.StatfsFunc
+	// TargetExited, when set, says the target (PID) has exited and only
+	// its zombie is left: the per-process checks are absent with this
+	// claim, the others look at the platform.
+	TargetExited string
 }
 
 // Check is one registered check.
@@ -132,10 +137,22 @@ var registry = []Check{
 	gpuPersistenceCheck, gpuECCCheck, gpuMemoryHealthCheck, gpuPowerLimitCheck, gpuClocksCheck, gpuThrottleCheck,
 }
 
+// processChecks look only at the target process: of a zombie nothing is
+// left for them to read (its mount table reads EINVAL, its limits and
+// placement belong to no running code).
+var processChecks = map[string]bool{
+	"numa-affinity": true, "numa-memory": true, "limit-nofile": true, "limit-memlock": true, "limit-nproc": true,
+	"dev-shm": true, "data-filesystem": true, "nfs-mount": true,
+}
+
 // Run runs every check. It reads the counters that need a rate, waits
 // Window (or until ctx ends), reads them again, then judges. It never
 // fails: a check that cannot read says so in its own result.
 func Run(ctx context.Context, opts Options) []Result {
+	exited, exitedPID := opts.TargetExited, opts.PID
+	if exited != "" {
+		opts.PID = 0 // what is left to check is the platform
+	}
 	e := newEnv(ctx, opts)
 	e.firstReadings()
 	if opts.Window > 0 {
@@ -149,6 +166,11 @@ func Run(ctx context.Context, opts Options) []Result {
 	e.secondReadings()
 	var out []Result
 	for _, c := range registry {
+		if exited != "" && processChecks[c.ID] {
+			out = append(out, Result{ID: c.ID, Status: Absent, Seed: c.Seed, Severity: finding.Info,
+				Subject: "pid " + strconv.Itoa(exitedPID), Claim: exited, Need: "a running process: --pid of the job itself"})
+			continue
+		}
 		out = append(out, c.results(e)...)
 	}
 	return out

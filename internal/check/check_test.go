@@ -2,6 +2,7 @@ package check
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io/fs"
 	"os"
@@ -506,4 +507,73 @@ func TestCPUFrequencyCapAndScheduler(t *testing.T) {
 		t.Errorf("claim: %s", r.Claim)
 	}
 	want(t, runOne(t, kernelSchedulerCheck, tree(t, map[string]string{"proc/sys/kernel/osrelease": "linux"}, nil), Options{}), "kernel-scheduler", "", Error)
+}
+
+// Mount sources, device names and files quoted in errors come from the
+// machine: line separators and bidirectional controls reach neither output
+// as they are, and 5 KB of garbage in a malformed file prints as one capped
+// line.
+func TestReportKeepsHostileTextOffTheTerminal(t *testing.T) {
+	evil := "src\u202eexe.txt\u2028forged\u2066\u2029"
+	garbage := strings.Repeat("}{garbage", 600)
+	rep := NewReport([]Result{
+		{ID: "a", Status: Warn, Subject: evil, Claim: evil, Seed: "s", Evidence: []finding.Evidence{{What: evil, Text: evil, Source: evil}}, Decision: evil},
+		{ID: "b", Status: Error, Claim: "memory: /proc/meminfo:1: malformed line " + garbage, Need: "a well-formed /proc/meminfo", Seed: "s"},
+		{ID: "c", Status: OK, Subject: evil, Claim: garbage, Seed: "s"},
+	})
+	rep.DataPath = evil
+	var text, js strings.Builder
+	if err := rep.WriteText(&text); err != nil {
+		t.Fatal(err)
+	}
+	if err := rep.WriteJSON(&js); err != nil {
+		t.Fatal(err)
+	}
+	for _, out := range []string{text.String(), js.String()} {
+		for _, c := range []string{"\u202e", "\u2028", "\u2029", "\u2066"} {
+			if strings.Contains(out, c) {
+				t.Errorf("output holds %U", []rune(c)[0])
+			}
+		}
+	}
+	for _, line := range strings.Split(text.String(), "\n") {
+		if len(line) > 1200 {
+			t.Errorf("a %d-byte line: %.80s...", len(line), line)
+		}
+	}
+	var back Report
+	if err := json.Unmarshal([]byte(js.String()), &back); err != nil || back.Results[0].Claim != evil {
+		t.Errorf("JSON must keep the value (escaped): %v %q", err, back.Results[0].Claim)
+	}
+}
+
+// The checks left absent for a zombie target are registered checks.
+func TestProcessChecksAreRegistered(t *testing.T) {
+	ids := map[string]bool{}
+	for _, c := range Checks() {
+		ids[c.ID] = true
+	}
+	for id := range processChecks {
+		if !ids[id] {
+			t.Errorf("processChecks names %q, which is not a check", id)
+		}
+	}
+}
+
+// Of a zombie target only the platform is left to check: the per-process
+// checks say why they are absent, the others run as without --pid.
+func TestExitedTargetLeavesThePlatform(t *testing.T) {
+	p, s := fixture("wrong-numa")
+	rs := Run(context.Background(), Options{ProcRoot: p, SysRoot: s, PID: 4242, DataPath: "/data",
+		TargetExited: "python3 has exited (exit status 1) and is a zombie"})
+	for id := range processChecks {
+		r := want(t, rs, id, "pid 4242", Absent)
+		if !strings.Contains(r.Claim, "zombie") {
+			t.Errorf("%s: %q", id, r.Claim)
+		}
+	}
+	if r, ok := find(rs, "numa-affinity", ""); !ok || r.Status == Fail {
+		t.Errorf("the zombie's placement was judged: %+v", r)
+	}
+	want(t, rs, "pcie-link", "", OK)
 }

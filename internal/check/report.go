@@ -1,15 +1,16 @@
 package check
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
 	"math"
 	"strconv"
 	"strings"
-	"unicode"
 
 	"github.com/gpufeed/gpufeed/internal/finding"
+	"github.com/gpufeed/gpufeed/internal/safetext"
 )
 
 // Exit statuses of gpufeed check, so it can gate a Slurm prolog or a CI
@@ -70,11 +71,17 @@ func NewReport(results []Result) Report {
 }
 
 // WriteJSON writes the report as indented JSON.
+// Bidirectional controls in strings are escaped (safetext.EscapeJSON).
 func (r Report) WriteJSON(w io.Writer) error {
-	enc := json.NewEncoder(w)
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
 	enc.SetIndent("", "  ")
 	enc.SetEscapeHTML(false)
-	return enc.Encode(r)
+	if err := enc.Encode(r); err != nil {
+		return err
+	}
+	_, err := w.Write(safetext.EscapeJSON(buf.Bytes()))
+	return err
 }
 
 // WriteText writes failures and warnings first, each with its evidence and
@@ -201,12 +208,7 @@ func formatNumber(v float64) string {
 	return s
 }
 
-// clean replaces control characters (a terminal would obey them) with '?'.
-func clean(s string) string {
-	return strings.Map(func(r rune) rune {
-		if unicode.IsControl(r) {
-			return '?'
-		}
-		return r
-	}, s)
-}
+// clean makes text from the machine safe for a terminal: control
+// characters, line separators and bidirectional controls become '?', and
+// text past safetext.MaxRunes (garbage quoted from a malformed file) is cut.
+func clean(s string) string { return safetext.Clean(s) }

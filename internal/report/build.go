@@ -10,6 +10,7 @@ import (
 	"github.com/gpufeed/gpufeed/internal/analysis"
 	"github.com/gpufeed/gpufeed/internal/finding"
 	"github.com/gpufeed/gpufeed/internal/probe/kmsg"
+	"github.com/gpufeed/gpufeed/internal/safetext"
 	"github.com/gpufeed/gpufeed/internal/timeline"
 )
 
@@ -26,7 +27,8 @@ const (
 )
 
 // Build assembles the report. v and findings may be nil (no rules ran);
-// notes carry warnings about the data (a truncated recording).
+// notes carry warnings about the data (a truncated recording); the run's own
+// notes about its target (timeline Meta.Notes) come first.
 func Build(tl *timeline.Timeline, a *analysis.Analysis, v *finding.Verdict, findings []finding.Finding, notes []string) *Report {
 	m := tl.Meta
 	r := &Report{
@@ -49,7 +51,7 @@ func Build(tl *timeline.Timeline, a *analysis.Analysis, v *finding.Verdict, find
 		GPUSource: m.GPUSource,
 		GPUs:      []GPU{},
 		Counts:    tl.Counts,
-		Notes:     append([]string{}, notes...),
+		Notes:     append(append([]string{}, m.Notes...), notes...),
 	}
 	// Findings lead with the verdict's own, in the verdict's order, then the
 	// most severe.
@@ -118,7 +120,8 @@ func Build(tl *timeline.Timeline, a *analysis.Analysis, v *finding.Verdict, find
 			r.KernelLinesOther++ // another process's OOM kill or segfault since the job started
 			continue
 		}
-		r.Events = append(r.Events, Event{AtSec: float64(e.T) / 1e9, Kind: e.Kind, PID: e.PID, TID: e.TID, Text: e.Text})
+		// Capped in both outputs: a recording can hold any text here.
+		r.Events = append(r.Events, Event{AtSec: float64(e.T) / 1e9, Kind: e.Kind, PID: e.PID, TID: e.TID, Text: safetext.Cap(e.Text, safetext.MaxRunes)})
 	}
 	return r
 }

@@ -1,14 +1,24 @@
 package report
 
 import (
+	"bytes"
 	"encoding/json"
 	"io"
+
+	"github.com/gpufeed/gpufeed/internal/safetext"
 )
 
 // JSON writes the report as indented JSON (schema: docs/JSON.md). Strings
-// are JSON-escaped, so control characters in names are safe here as they are.
+// are JSON-escaped, so control characters in names are safe here as they
+// are; bidirectional controls are escaped too (safetext.EscapeJSON), which
+// leaves every value as it was.
 func JSON(w io.Writer, r *Report) error {
-	enc := json.NewEncoder(w)
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
 	enc.SetIndent("", "  ")
-	return enc.Encode(r)
+	if err := enc.Encode(r); err != nil {
+		return err
+	}
+	_, err := w.Write(safetext.EscapeJSON(buf.Bytes()))
+	return err
 }

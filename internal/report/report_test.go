@@ -20,7 +20,7 @@ func TestClean(t *testing.T) {
 		"a\nb\rc\td":         "a?b?c?d",
 		"\u009b2J":           "?2J", // C1 CSI
 		"ok\u2028line":       "ok?line",
-		"caf\xc3\xa9 \xff":   "café \uFFFD",
+		"caf\xc3\xa9 \xff":   "café ?",
 	} {
 		if got := Clean(in); got != want {
 			t.Errorf("Clean(%q) = %q, want %q", in, got, want)
@@ -160,5 +160,68 @@ func TestKernelLinesOfOtherProcessesAreCounted(t *testing.T) {
 	}
 	if out := buf.String(); strings.Contains(out, "java") || !strings.Contains(out, "KERNEL LOG: 1 lines about other processes") {
 		t.Errorf("text:\n%s", out)
+	}
+}
+
+// The characters every output of gpufeed keeps off the terminal: line and
+// paragraph separators and the bidirectional overrides and isolates, which
+// reorder what a line shows (a name "\u202eexe.txt" reads "txt.exe").
+var reorderers = []string{"\u2028", "\u2029", "\u202a", "\u202b", "\u202c", "\u202d", "\u202e", "\u2066", "\u2067", "\u2068", "\u2069", "\u200e", "\u200f", "\u061c"}
+
+func TestCleanRemovesSeparatorsAndBidiControls(t *testing.T) {
+	for _, c := range reorderers {
+		if got := Clean("a" + c + "b"); got != "a?b" {
+			t.Errorf("Clean(%q) = %q, want a?b", "a"+c+"b", got)
+		}
+	}
+}
+
+// A hostile name in the JSON report is escaped (\u202e), so the document
+// decodes to the same name and shows no reordering on a terminal.
+func TestJSONEscapesBidiControls(t *testing.T) {
+	tl := hostile()
+	tl.Procs[timeline.ProcKey{PID: 7, StartTime: 1}].Comm = "gpu\u202eexe.txt\u2066\u2028"
+	r := Build(tl, analysis.New(tl), nil, nil, nil)
+	var buf bytes.Buffer
+	if err := JSON(&buf, r); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range reorderers {
+		if strings.Contains(buf.String(), c) {
+			t.Errorf("JSON output holds %U", []rune(c)[0])
+		}
+	}
+	var back Report
+	if err := json.Unmarshal(buf.Bytes(), &back); err != nil {
+		t.Fatal(err)
+	}
+	if back.Processes[0].Comm != "gpu\u202eexe.txt\u2066\u2028" {
+		t.Errorf("the name changed: %q", back.Processes[0].Comm)
+	}
+}
+
+// A 2 MB event text (a recording can hold any) prints as one capped line in
+// text, and is capped in JSON too.
+func TestLongTextIsCapped(t *testing.T) {
+	tl := hostile()
+	tl.Events = append(tl.Events, timeline.Event{T: 1, Kind: "read-error", PID: 7, Text: strings.Repeat("x", 2<<20)})
+	r := Build(tl, analysis.New(tl), nil, nil, nil)
+	var text, js bytes.Buffer
+	if err := Text(&text, r); err != nil {
+		t.Fatal(err)
+	}
+	if err := JSON(&js, r); err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(text.String(), "\n") {
+		if len(line) > 1200 {
+			t.Fatalf("a %d-byte line: %.80s...", len(line), line)
+		}
+	}
+	if !strings.Contains(text.String(), "more bytes cut") {
+		t.Error("the cut is not said")
+	}
+	if js.Len() > 64<<10 {
+		t.Errorf("JSON report of %d bytes", js.Len())
 	}
 }

@@ -2,34 +2,16 @@ package report
 
 import (
 	"strings"
-	"unicode"
+
+	"github.com/gpufeed/gpufeed/internal/safetext"
 )
 
 // Clean makes an attacker-controlled string (a process or thread name, a
-// command line, a path) safe for a terminal: control characters, including
-// ESC and the C1 range, become '?', so a name cannot move the cursor,
-// recolour the screen or forge report lines.
-func Clean(s string) string {
-	clean := true
-	for _, r := range s {
-		if unicode.IsControl(r) || r == unicode.ReplacementChar || r == '\u2028' || r == '\u2029' {
-			clean = false
-			break
-		}
-	}
-	if clean {
-		return s
-	}
-	var b strings.Builder
-	for _, r := range s {
-		if unicode.IsControl(r) || r == '\u2028' || r == '\u2029' {
-			b.WriteByte('?')
-			continue
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
-}
+// command line, a path) safe for a terminal: control characters (including
+// ESC and the C1 range), line separators and bidirectional controls become
+// '?', so a name cannot move the cursor, recolour the screen, forge report
+// lines or reorder them; text past safetext.MaxRunes is cut.
+func Clean(s string) string { return safetext.Clean(s) }
 
 // CleanArgs joins a command line for display, each argument cleaned and
 // quoted when it holds spaces.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -46,7 +47,7 @@ var CauseID = map[finding.Class]string{
 func Classify(in *Input, fs []finding.Finding) finding.Verdict {
 	a, at := in.A, in.Attr
 	window := time.Duration(a.WindowNS)
-	if window < thresholds.MinWindow || len(a.Intervals) < thresholds.MinIntervals {
+	if window+windowSlack(in) < thresholds.MinWindow || sampledIntervals(in) < thresholds.MinIntervals {
 		return inconclusive(shortWindow(in), nil)
 	}
 	if v := frozen.Verdict(in.Frozen); v != nil {
@@ -59,7 +60,7 @@ func Classify(in *Input, fs []finding.Finding) finding.Verdict {
 	if at.Measured == 0 {
 		return inconclusive(noDevice(in), nil)
 	}
-	if at.Measured < thresholds.MinIntervals {
+	if at.Measured+sampledIntervals(in)-len(a.Intervals) < thresholds.MinIntervals { // slots lost to overruns were not the device's fault
 		return inconclusive(fmt.Sprintf("the GPU was read in only %d of %d intervals (%s); observe a window in which the device answers throughout",
 			at.Measured, at.Intervals, deviceState(in)), nil)
 	}
@@ -137,14 +138,54 @@ func inconclusive(missing string, split []string) finding.Verdict {
 	return v
 }
 
+// windowSlack is how far short of its planned length a complete window can
+// be: its ends are ticks, the first lands a little after the start and the
+// sampler takes the last within a quarter interval of the end (see
+// internal/sample). A requested 2 s window is judged, whether its ticks span
+// 1.998 s or 2.0008 s.
+func windowSlack(in *Input) time.Duration { return time.Duration(in.TL.Meta.Interval) / 4 }
+
+// sampledIntervals is how many intervals of its grid the window was
+// sampled at: the intervals it holds, plus the slots late ticks skipped (the
+// sampler skips a slot only when a tick overran), as many as the window's
+// span holds, provided at least MinIntervalsSampled were sampled. Under load
+// a requested 2 s window at 100 ms holds 17 intervals and a few overruns; it
+// was still sampled at 20.
+func sampledIntervals(in *Input) int {
+	n := len(in.A.Intervals)
+	iv := time.Duration(in.TL.Meta.Interval)
+	if iv <= 0 || in.TL.Counts.Overruns == 0 || n < thresholds.MinIntervalsSampled {
+		return n
+	}
+	slots := int(math.Round(float64(in.A.WindowNS) / float64(iv)))
+	return max(n, slots)
+}
+
 func shortWindow(in *Input) string {
-	sec := float64(in.A.WindowNS) / 1e9
+	sec := floorSeconds(in.A.WindowNS)
 	if in.TL.Meta.Ended == "target exited" {
-		return fmt.Sprintf("the target exited after %.1f s (%d intervals): gpufeed needs at least %v of a running job; attach to a long-running job with --pid, or run the command for longer",
+		return fmt.Sprintf("the target exited after %s s (%d intervals): gpufeed needs at least %v of a running job; attach to a long-running job with --pid, or run the command for longer",
 			sec, len(in.A.Intervals), thresholds.MinWindow)
 	}
-	return fmt.Sprintf("the window held %.1f s (%d intervals); observe at least %v and %d intervals (--duration, --interval)",
+	if time.Duration(in.A.WindowNS)+windowSlack(in) >= thresholds.MinWindow {
+		late := ""
+		if o := in.TL.Counts.Overruns; o > 0 {
+			late = fmt.Sprintf(", %d late (a loaded host delays the sampler, and a late tick skips its slot)", o)
+			if o == 1 {
+				late = ", a tick late (a loaded host delays the sampler, and a late tick skips its slot)"
+			}
+		}
+		return fmt.Sprintf("the window held %s s but only %d intervals were sampled%s; observe at least %d intervals (a longer --duration, or a shorter --interval)",
+			sec, len(in.A.Intervals), late, thresholds.MinIntervals)
+	}
+	return fmt.Sprintf("the window held %s s (%d intervals); observe at least %v and %d intervals (--duration, --interval)",
 		sec, len(in.A.Intervals), thresholds.MinWindow, thresholds.MinIntervals)
+}
+
+// floorSeconds writes a window rounded down to hundredths of a second, so a
+// window short of the minimum never reads as the minimum ("1.99", not "2.0").
+func floorSeconds(ns int64) string {
+	return strconv.FormatFloat(math.Floor(float64(ns)/1e7)/100, 'f', -1, 64)
 }
 
 func noDevice(in *Input) string {

@@ -4,7 +4,9 @@ import (
 	"math"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/gpufeed/gpufeed/internal/analysis"
 	"github.com/gpufeed/gpufeed/internal/finding"
 	"github.com/gpufeed/gpufeed/internal/rules/thresholds"
 	"github.com/gpufeed/gpufeed/internal/timeline"
@@ -470,5 +472,53 @@ func TestEvidenceHasUnitsWindowsAndSources(t *testing.T) {
 				t.Errorf("%s: number without a unit: %+v", f.ID, e)
 			}
 		}
+	}
+}
+
+// A requested 2 s window is judged whether its ticks span 1.998 s or 2.0008 s
+// (the first tick lands a few milliseconds after the start, timers fire a
+// little late); a window that is short says so without contradicting itself.
+func TestMinimumWindowIsJudgedAtTheRequestedDuration(t *testing.T) {
+	busy := func() *sProc { return trainer(&sThread{cpu: constF(99), wait: constF(0)}) }
+	for _, shift := range []time.Duration{-800 * time.Microsecond, 0, 2 * time.Millisecond, 20 * time.Millisecond} {
+		s := &synth{n: thresholds.MinIntervals, util: constF(20), procs: []*sProc{busy()}}
+		tl := s.timeline()
+		tl.Ticks[0].T += int64(shift) // window: 2 s - shift
+		a := analysis.New(tl)
+		v, _ := Judge(tl, a)
+		if strings.Contains(v.Missing, "observe at least") {
+			t.Errorf("a %.4f s window of a 2 s request: %q", float64(a.WindowNS)/1e9, v.Missing)
+		}
+	}
+	// A late tick (an overrun) loses its slot: 17 intervals in a 2 s window
+	// sampled at 100 ms, with overruns, are still the 20 it was sampled at.
+	s := &synth{n: thresholds.MinIntervals, util: constF(20), procs: []*sProc{busy()}}
+	tl := s.timeline()
+	tl.Ticks = append(tl.Ticks[:10], tl.Ticks[13:]...)
+	tl.Counts.Overruns = 1
+	if v, _ := Judge(tl, analysis.New(tl)); v.Class == finding.Inconclusive {
+		t.Errorf("three slots lost to an overrun: %q", v.Missing)
+	}
+	// Without an overrun to explain it, a missing interval is missing.
+	tl.Counts.Overruns = 0
+	if v, _ := Judge(tl, analysis.New(tl)); !strings.Contains(v.Missing, "but only 17 intervals were sampled; observe at least 20") {
+		t.Errorf("17 intervals, no overrun: %q", v.Missing)
+	}
+	// Nor does a window the sampler could not keep up with count as sampled.
+	tl = s.timeline()
+	tl.Ticks = append(tl.Ticks[:2], tl.Ticks[13:]...)
+	tl.Counts.Overruns = 1
+	if v, _ := Judge(tl, analysis.New(tl)); !strings.Contains(v.Missing, "only 9 intervals were sampled, a tick late") {
+		t.Errorf("9 intervals sampled in 2 s: %q", v.Missing)
+	}
+	// Really short: the message gives the window so that it reads shorter
+	// than what it asks for.
+	s = &synth{n: thresholds.MinIntervals, util: constF(20), procs: []*sProc{busy()}}
+	tl = s.timeline()
+	tl.Ticks[0].T += int64(60 * time.Millisecond)
+	tl.Meta.Interval = timeline.Duration(10 * time.Millisecond)
+	v, _ := Judge(tl, analysis.New(tl))
+	if !strings.Contains(v.Missing, "held 1.94 s") || !strings.Contains(v.Missing, "observe at least 2s") {
+		t.Errorf("1.94 s window: %q", v.Missing)
 	}
 }

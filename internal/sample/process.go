@@ -62,6 +62,10 @@ func (s *Sampler) discover(t int64) {
 		if err != nil {
 			return // vanished before it could be read: not ours to count
 		}
+		if start, ok := s.observer[pid]; ok && start == st.StartTime {
+			s.notDesc[pid] = gen // gpufeed itself, or what started it
+			return
+		}
 		s.cands = append(s.cands, candidate{pid: pid, st: st})
 	})
 	if err != nil {

@@ -50,6 +50,9 @@ type Sampler struct {
 	gpuLost    map[int]bool
 	tickDur    []int64
 	samples    int
+	// observer holds gpufeed's own process and the processes that started
+	// it (pid -> start time): never part of the job, even inside its tree.
+	observer map[int]uint64
 }
 
 type candidate struct {
@@ -79,14 +82,19 @@ func New(cfg Config) (*Sampler, error) {
 		}
 		return nil, fmt.Errorf("target %d: %w", cfg.PID, err)
 	}
+	self, chain, inTree := observerChain(cfg.Proc, cfg.PID)
+	if self == cfg.PID {
+		return nil, fmt.Errorf("pid %d is this gpufeed process itself (a shell that runs its last command in its own place gives it the shell's $$): point --pid at the job, or use -- COMMAND", cfg.PID)
+	}
 	s := &Sampler{
-		cfg:     cfg,
-		fs:      cfg.Proc,
-		arch:    proc.HostArch(),
-		procs:   map[int]*trackedProc{},
-		notDesc: map[int]uint32{},
-		gpuLost: map[int]bool{},
-		buf:     make([]byte, 4096),
+		observer: map[int]uint64{},
+		cfg:      cfg,
+		fs:       cfg.Proc,
+		arch:     proc.HostArch(),
+		procs:    map[int]*trackedProc{},
+		notDesc:  map[int]uint32{},
+		gpuLost:  map[int]bool{},
+		buf:      make([]byte, 4096),
 	}
 	s.keptBudget = cfg.MaxKeptFiles
 	if s.keptBudget <= 0 {
@@ -115,6 +123,12 @@ func New(cfg Config) (*Sampler, error) {
 	m.GPUSource = cfg.GPUSource
 	m.Arch = s.arch
 	m.Tiers = timeline.Tiers{Slow: timeline.Duration(cfg.SlowEvery), Rollup: timeline.Duration(cfg.RollupEvery)}
+	for _, o := range chain {
+		s.observer[o.pid] = o.start
+	}
+	if inTree {
+		m.Notes = append(m.Notes, observerNote(chain))
+	}
 	return s, nil
 }
 
@@ -132,6 +146,56 @@ func uptimeNS(fs proc.FS) int64 {
 		return 0
 	}
 	return int64(v * 1e9)
+}
+
+type observed struct {
+	pid   int
+	start uint64
+	comm  string
+}
+
+// observerChain finds gpufeed's own process in the proc tree (PROC/self,
+// which a procfs resolves in its own pid namespace) and its ancestors up to
+// the target: gpufeed run from inside the job (a shell of the job, through
+// timeout or sudo) is a descendant of the target, and it and the processes
+// between them are the observer, not the job. inTree says the chain reached
+// the target. A fixture tree has no self link: no chain.
+func observerChain(fs proc.FS, target int) (self int, chain []observed, inTree bool) {
+	link, err := os.Readlink(fs.Path("self"))
+	if err != nil {
+		return 0, nil, false
+	}
+	self, err = strconv.Atoi(link)
+	if err != nil {
+		return 0, nil, false
+	}
+	for pid := self; pid > 0 && len(chain) < 64; {
+		if pid == target {
+			return self, chain, len(chain) > 0
+		}
+		if pid == 1 {
+			break // init: the target is not an ancestor
+		}
+		st, err := proc.ReadStatOnce(fs.PidPath(pid, "stat"))
+		if err != nil {
+			break
+		}
+		chain = append(chain, observed{pid: pid, start: st.StartTime, comm: string(st.Comm)})
+		pid = st.PPID
+	}
+	return self, chain, false
+}
+
+func observerNote(chain []observed) string {
+	note := fmt.Sprintf("gpufeed's own process (pid %d) runs inside the watched tree", chain[0].pid)
+	if len(chain) > 1 {
+		var by []string
+		for _, o := range chain[1:] {
+			by = append(by, fmt.Sprintf("%s (pid %d)", o.comm, o.pid))
+		}
+		note += ", started through " + strings.Join(by, ", ")
+	}
+	return note + ": the observer is left out of the job (its processes, CPU and roles)"
 }
 
 func utsString(b []int8) string {
@@ -204,9 +268,17 @@ func (s *Sampler) Run(ctx context.Context) (*timeline.Timeline, error) {
 	<-timer.C
 	ended := ""
 	slot := int64(0)
+	// The grid and the window's length count from the first tick, which
+	// comes after the target's files were opened (milliseconds for a big
+	// tree): the window from the first tick to the last then covers the
+	// requested duration.
+	first := time.Duration(-1)
 	for {
 		elapsed := time.Since(s.start)
-		final := elapsed >= cfg.Duration-cfg.Interval/4
+		if first < 0 {
+			first = elapsed
+		}
+		final := elapsed-first >= cfg.Duration-cfg.Interval/4
 		t0 := time.Now()
 		s.tick(elapsed, final)
 		s.tickDur = append(s.tickDur, int64(time.Since(t0)))
@@ -224,7 +296,7 @@ func (s *Sampler) Run(ctx context.Context) (*timeline.Timeline, error) {
 		// Next slot on the fixed grid; a tick that ran past it is an overrun
 		// and the missed slots are skipped, not bunched up.
 		slot++
-		now := time.Since(s.start)
+		now := time.Since(s.start) - first
 		next := time.Duration(slot) * cfg.Interval
 		if now > next {
 			s.tl.Counts.Overruns++

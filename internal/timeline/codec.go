@@ -2,12 +2,14 @@ package timeline
 
 import (
 	"bufio"
+	"compress/flate"
 	"compress/gzip"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"sort"
+	"strconv"
 	"time"
 
 	"github.com/gpufeed/gpufeed/internal/gpu"
@@ -184,24 +186,47 @@ func Encode(w io.Writer, tl *Timeline) error {
 const maxLine = 256 << 20
 
 // Decode reads a recording. name is used in messages. It refuses a file of
-// another format or an unknown schema version; a truncated file (a crash, a
-// full disk, a copy cut short) yields what it held plus a warning.
+// another format or an unknown schema version, and one whose content cannot
+// be what was recorded:
+//
+//   - gzip's checksum (CRC-32 and length of everything, at the end of the
+//     stream) does not match, or the compressed data do not decode: some
+//     byte changed after it was written. The checksum covers the whole
+//     stream at once, so no part can be told good from bad: nothing is kept.
+//   - a timeline no sampler writes: ticks out of order or repeated, a
+//     negative time, a window or interval that is not positive, records
+//     after the end record. The error names the line.
+//
+// A file cut short (a crash, a full disk, a copy cut off) yields its complete
+// lines plus a warning: a cut changes no byte before it, but without the
+// stream's end its checksum cannot be checked, and the warning says the data
+// are unverified. Bytes after the end of a complete stream are ignored with
+// a warning.
 func Decode(r io.Reader, name string) (*Timeline, []string, error) {
-	gz, err := gzip.NewReader(r)
+	br := bufio.NewReader(r)
+	gz, err := gzip.NewReader(br)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: not a gpufeed recording (expected a gzip stream): %w", name, err)
 	}
-	sc := bufio.NewScanner(gz)
-	sc.Buffer(make([]byte, 0, 1<<20), maxLine)
+	gz.Multistream(false)
+	sr := &streamReader{gz: gz, br: br}
+	sc := bufio.NewScanner(sr)
+	sc.Buffer(make([]byte, 0, 64<<10), maxLine)
 	tl := &Timeline{Procs: map[ProcKey]*ProcInfo{}, Threads: map[ThreadKey]*ThreadInfo{}}
 	var warnings []string
 	line := 0
 	if !sc.Scan() {
-		return nil, nil, fmt.Errorf("%s: empty recording (no header line): %v", name, scanErr(sc))
+		if err := streamErr(name, sc.Err()); err != nil {
+			return nil, nil, err
+		}
+		return nil, nil, fmt.Errorf("%s: empty recording (no header line)", name)
 	}
 	line++
 	var h header
 	if err := json.Unmarshal(sc.Bytes(), &h); err != nil || h.Format != FormatName {
+		if err := streamErr(name, nextErr(sc)); err != nil {
+			return nil, nil, err
+		}
 		return nil, nil, fmt.Errorf("%s: line 1: expected a %s header", name, FormatName)
 	}
 	if h.SchemaVersion != SchemaVersion {
@@ -211,32 +236,54 @@ func Decode(r io.Reader, name string) (*Timeline, []string, error) {
 	if h.Meta == nil {
 		return nil, nil, fmt.Errorf("%s: line 1: header has no meta", name)
 	}
+	if err := checkMeta(h.Meta); err != nil {
+		return nil, nil, fmt.Errorf("%s: line 1: %v", name, err)
+	}
 	tl.Meta = *h.Meta
-	ended := false
+	ended := 0 // the line of the end record
+	lastTick := 0
 	for sc.Scan() {
 		line++
 		var rec record
 		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
-			if !sc.Scan() && (sc.Err() == nil || isTruncation(sc.Err())) {
-				// The last line was cut mid-record: a truncated file, not a corrupt one.
+			if !sc.Scan() && sr.cut() {
+				// The last line was cut mid-record: a truncated file.
 				warnings = append(warnings, fmt.Sprintf("%s: line %d: last record cut short (%v)", name, line, err))
 				break
 			}
-			return tl, warnings, fmt.Errorf("%s: line %d: expected a record: %v", name, line, err)
+			// A line that does not parse in a stream that goes on: a changed
+			// byte when the checksum says so, else a line no sampler wrote.
+			if err := streamErr(name, nextErr(sc)); err != nil {
+				return nil, nil, err
+			}
+			return nil, nil, fmt.Errorf("%s: line %d: expected a record: %v", name, line, err)
+		}
+		if ended > 0 {
+			if err := streamErr(name, nextErr(sc)); err != nil {
+				return nil, nil, err
+			}
+			return nil, nil, fmt.Errorf("%s: line %d: a record after the end record (line %d): this file holds more than one recording, or lines were added to it", name, line, ended)
 		}
 		switch {
 		case rec.End != nil:
 			if rec.End.Meta != nil {
+				if err := checkMeta(rec.End.Meta); err != nil {
+					return nil, nil, fmt.Errorf("%s: line %d: end record: %v", name, line, err)
+				}
 				tl.Meta = *rec.End.Meta
 			}
 			tl.Counts = rec.End.Counts
 			for _, p := range rec.End.Procs {
-				tl.Procs[p.Key] = p
+				if p != nil {
+					tl.Procs[p.Key] = p
+				}
 			}
 			for _, t := range rec.End.Threads {
-				tl.Threads[t.Key] = t
+				if t != nil {
+					tl.Threads[t.Key] = t
+				}
 			}
-			ended = true
+			ended = line
 		case rec.Devices != nil:
 			tl.Devices = rec.Devices
 		case rec.Proc != nil:
@@ -244,40 +291,114 @@ func Decode(r io.Reader, name string) (*Timeline, []string, error) {
 		case rec.Thread != nil:
 			tl.Threads[rec.Thread.Key] = rec.Thread
 		case rec.Tick != nil:
-			tl.Ticks = append(tl.Ticks, *rec.Tick)
+			tk := rec.Tick
+			if tk.T < 0 {
+				return nil, nil, fmt.Errorf("%s: line %d: tick at %s: ticks are times since the window started, never negative", name, line, seconds(tk.T))
+			}
+			if n := len(tl.Ticks); n > 0 && tk.T <= tl.Ticks[n-1].T {
+				return nil, nil, fmt.Errorf("%s: line %d: tick at %s is not after the tick at %s (line %d): ticks are written in sampling order, each later than the one before",
+					name, line, seconds(tk.T), seconds(tl.Ticks[n-1].T), lastTick)
+			}
+			tl.Ticks = append(tl.Ticks, *tk)
+			lastTick = line
 		case rec.Event != nil:
 			tl.Events = append(tl.Events, *rec.Event)
 		default:
 			warnings = append(warnings, fmt.Sprintf("%s: line %d: unknown record skipped", name, line))
 		}
 	}
-	if err := sc.Err(); err != nil {
-		if !isTruncation(err) {
-			return tl, warnings, fmt.Errorf("%s: line %d: %w", name, line+1, err)
+	if err := sc.Err(); err != nil && !sr.cut() {
+		if errors.Is(err, bufio.ErrTooLong) {
+			return nil, nil, fmt.Errorf("%s: line %d: longer than %d MiB: not a line a sampler writes", name, line+1, maxLine>>20)
 		}
-		if ended {
-			warnings = append(warnings, fmt.Sprintf("%s: the compressed stream is cut short after its end record (%v); the samples are complete", name, err))
+		if err := streamErr(name, err); err != nil {
+			return nil, nil, err
 		}
+		return nil, nil, fmt.Errorf("%s: line %d: %w", name, line+1, err)
 	}
-	if !ended {
+	switch {
+	case sr.cut() && ended > 0:
+		warnings = append(warnings, fmt.Sprintf("%s: the compressed stream is cut short after its end record: every sample is there, but without the stream's end its checksum cannot be checked (unverified)", name))
+	case sr.cut():
+		warnings = append(warnings, fmt.Sprintf("%s: truncated recording (cut short, no end record): kept %d ticks up to line %d, unverified (gzip's checksum is at the end of the stream); exits and roles after that are unknown",
+			name, len(tl.Ticks), line))
+	case ended == 0:
 		warnings = append(warnings, fmt.Sprintf("%s: truncated recording (no end record): kept %d ticks up to line %d; exits and roles after that are unknown",
 			name, len(tl.Ticks), line))
-		if n := len(tl.Ticks); n > 0 {
-			tl.Meta.Ended = "truncated recording"
-		}
+	}
+	if ended == 0 && len(tl.Ticks) > 0 {
+		tl.Meta.Ended = "truncated recording"
+	}
+	if sr.trailing {
+		warnings = append(warnings, fmt.Sprintf("%s: bytes after the end of the compressed recording ignored (the recording itself is complete and its checksum matches)", name))
 	}
 	sort.SliceStable(tl.Events, func(i, j int) bool { return tl.Events[i].T < tl.Events[j].T })
 	return tl, warnings, nil
 }
 
-func scanErr(sc *bufio.Scanner) error {
-	if err := sc.Err(); err != nil {
-		return err
+// checkMeta refuses a window no sampler runs.
+func checkMeta(m *Meta) error {
+	if m.Interval <= 0 {
+		return fmt.Errorf("sampling interval %v: a recording's interval is positive", time.Duration(m.Interval))
 	}
-	return io.EOF
+	if m.Duration <= 0 {
+		return fmt.Errorf("planned window %v: a recording's window is positive", time.Duration(m.Duration))
+	}
+	return nil
 }
 
-// isTruncation reports the errors a cut-short gzip stream produces.
-func isTruncation(err error) bool {
-	return errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, gzip.ErrChecksum) || errors.Is(err, io.EOF)
+func seconds(ns int64) string { return strconv.FormatFloat(float64(ns)/1e9, 'f', 3, 64) + " s" }
+
+// nextErr reads on past the current line so that a stream error behind it
+// (a checksum that does not match) is found before a line is blamed.
+func nextErr(sc *bufio.Scanner) error {
+	for sc.Scan() {
+	}
+	return sc.Err()
 }
+
+// streamErr turns what the gzip stream reported into the error to return:
+// nil when the stream is intact (or merely cut short), else an error saying
+// the recording is corrupt.
+func streamErr(name string, err error) error {
+	var corrupt flate.CorruptInputError
+	switch {
+	case err == nil, errors.Is(err, io.ErrUnexpectedEOF):
+		return nil
+	case errors.Is(err, gzip.ErrChecksum):
+		return fmt.Errorf("%s: corrupt recording: gzip's checksum does not match the data, so some byte changed after it was written (on disk or in a copy); its samples are not to be trusted and none is judged (a copy of the original may be intact)", name)
+	case errors.As(err, &corrupt), errors.Is(err, gzip.ErrHeader):
+		return fmt.Errorf("%s: corrupt recording: the compressed data do not decode (%v); its samples are not to be trusted and none is judged", name, err)
+	}
+	return nil
+}
+
+// streamReader reads the gzip stream of one recording (a single gzip
+// member) and remembers how it ended: cut short (no end of stream, so no
+// checksum to check), or complete, and whether bytes follow it.
+type streamReader struct {
+	gz       *gzip.Reader
+	br       *bufio.Reader
+	err      error
+	trailing bool
+}
+
+func (s *streamReader) Read(p []byte) (int, error) {
+	if s.err != nil {
+		return 0, s.err
+	}
+	n, err := s.gz.Read(p)
+	if err == io.EOF {
+		// The member ended and its checksum matched; br is what gzip read
+		// from (a ByteReader, so it added no buffer of its own).
+		if _, perr := s.br.Peek(1); perr == nil {
+			s.trailing = true
+		}
+	}
+	if err != nil {
+		s.err = err
+	}
+	return n, err
+}
+
+func (s *streamReader) cut() bool { return errors.Is(s.err, io.ErrUnexpectedEOF) }

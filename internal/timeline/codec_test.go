@@ -186,7 +186,7 @@ func TestDecodeRefusesUnknownVersionAndForeignFiles(t *testing.T) {
 	}
 	buf.Reset()
 	gz = gzip.NewWriter(&buf)
-	gz.Write([]byte(`{"format":"gpufeed-timeline","schema_version":1,"meta":{}}` + "\n{oops\n{}\n"))
+	gz.Write([]byte(goodHeader + "\n{oops\n{}\n"))
 	gz.Close()
 	if _, _, err := Decode(&buf, "bad"); err == nil || !strings.Contains(err.Error(), "bad: line 2") {
 		t.Errorf("corrupt line: %v", err)

@@ -70,6 +70,11 @@ type Meta struct {
 	// UptimeNS is the time since boot at T=0 (PROC/uptime), 0 when not
 	// read: a process's age at T is UptimeNS + T - start_time/ClockTick.
 	UptimeNS int64 `json:"uptime_ns,omitempty"`
+	// Notes are what the run learnt about its target that a reader must
+	// know to read the report: the target was a zombie, gpufeed's own
+	// process was inside the watched tree and left out. The report shows
+	// them; a recording keeps them.
+	Notes []string `json:"notes,omitempty"`
 	// Checks are gpufeed check's results for the target, run once at the end
 	// of the window with the same GPU source, so that a recording judged
 	// later reproduces them without re-running them. Nil when not run.

@@ -161,6 +161,9 @@ func (k RuntimeKind) IsSync() bool {
 // name. Suffixes after an underscore (Nsight's version "_v3020", the
 // per-thread-stream "_ptsz") are ignored.
 func ClassifyRuntime(name string) RuntimeKind {
+	if k, ok := classifyMTIARuntime(name); ok {
+		return k
+	}
 	if i := strings.IndexByte(name, '_'); i > 0 {
 		name = name[:i]
 	}
@@ -203,6 +206,82 @@ func ClassifyRuntime(name string) RuntimeKind {
 		return MemsetSync
 	}
 	return RuntimeOther
+}
+
+// classifyMTIARuntime names the kind of an MTIA runtime call (Kineto's
+// mtia_runtime category), whose names follow neither CUDA's nor HIP's:
+// "runFunction - job_prep_and_submit_for_execution" launches a kernel (HTA's
+// kernel-launch pattern is ^runFunction, hta/common/types.py), "enqueueCommand
+// memcpyHtoDAsync" enqueues a copy, "enqueueCommand waitOnEvent" orders
+// streams, "synchronizeStream" blocks the host. The bare "synchronize" MTIA
+// records on the device's own process, with the correlation id of the host's
+// synchronizeStream, is the device-side record of that wait and stays other.
+func classifyMTIARuntime(name string) (RuntimeKind, bool) {
+	switch {
+	case strings.HasPrefix(name, "runFunction"):
+		return Launch, true
+	case name == "synchronizeStream":
+		return StreamSync, true
+	}
+	cmd, ok := strings.CutPrefix(name, "enqueueCommand ")
+	if !ok {
+		return RuntimeOther, false
+	}
+	switch {
+	case strings.HasPrefix(cmd, "memcpy"):
+		if strings.HasSuffix(cmd, "Async") {
+			return MemcpyAsync, true
+		}
+		return MemcpySync, true
+	case strings.HasPrefix(cmd, "memset"):
+		if strings.HasSuffix(cmd, "Async") {
+			return MemsetAsync, true
+		}
+		return MemsetSync, true
+	case cmd == "waitOnEvent":
+		return StreamWaitEvent, true
+	}
+	return RuntimeOther, true
+}
+
+// ClassifyMTIAOp names the kind of an MTIA device operation (Kineto's
+// mtia_ccp_events category) from its name: "dma_request" is a copy (HTA's
+// memory-kernel pattern ^dma); "event_wait" (the stream waiting for another
+// stream's event) and "event_record" (a sub-microsecond marker) are
+// device-side synchronisation records, not work, as CUDA's cuda_sync
+// records are; everything else ("fc-dtype_Float", "pe_exe", "merge") is a
+// kernel.
+func ClassifyMTIAOp(name string) GPUKind {
+	switch {
+	case strings.HasPrefix(name, "dma"):
+		return Memcpy
+	case IsMTIASyncRecord(name):
+		return GPUSync
+	}
+	return Kernel
+}
+
+// IsMTIASyncRecord reports the MTIA device operations ClassifyMTIAOp reads
+// as synchronisation records. HTA counts them as operations: comparisons
+// with HTA undo it.
+func IsMTIASyncRecord(name string) bool {
+	return name == "event_wait" || name == "event_record"
+}
+
+// ParseMTIADirection reads an MTIA DMA request's "direction" argument
+// ("HOST_TO_DEVICE", "DEVICE_TO_HOST", "DEVICE_TO_DEVICE").
+func ParseMTIADirection(s string) CopyKind {
+	switch s {
+	case "HOST_TO_DEVICE":
+		return HtoD
+	case "DEVICE_TO_HOST":
+		return DtoH
+	case "DEVICE_TO_DEVICE":
+		return DtoD
+	case "HOST_TO_HOST":
+		return HtoH
+	}
+	return CopyUnknown
 }
 
 // CPUKind is what a CPU range is.

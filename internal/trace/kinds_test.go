@@ -31,6 +31,14 @@ func TestClassifyRuntime(t *testing.T) {
 		"cudaMalloc":                  RuntimeOther,
 		"aten::add":                   RuntimeOther,
 		"":                            RuntimeOther,
+		// MTIA runtime names (Kineto's mtia_runtime category).
+		"runFunction - job_prep_and_submit_for_execution": Launch,
+		"enqueueCommand memcpyHtoDAsync":                  MemcpyAsync,
+		"enqueueCommand memcpyDtoHAsync":                  MemcpyAsync,
+		"enqueueCommand waitOnEvent":                      StreamWaitEvent,
+		"synchronizeStream":                               StreamSync,
+		"synchronize":                                     RuntimeOther,
+		"recordEvent":                                     RuntimeOther,
 	} {
 		if got := ClassifyRuntime(name); got != want {
 			t.Errorf("ClassifyRuntime(%q) = %s, want %s", name, got, want)
@@ -107,5 +115,23 @@ func TestFinishSortsAndLinks(t *testing.T) {
 	}
 	if tr.Counts.Unlinked != 1 || tr.Counts.DuplicateCorr != 1 {
 		t.Errorf("counts = %+v", tr.Counts)
+	}
+}
+
+func TestClassifyMTIAOp(t *testing.T) {
+	for name, want := range map[string]GPUKind{
+		"dma_request":                         Memcpy,
+		"event_wait":                          GPUSync,
+		"event_record":                        GPUSync,
+		"fc-dtype_Float":                      Kernel,
+		"pe_exe":                              Kernel,
+		"aten::cat.out-dtype_Long-extraKey_1": Kernel,
+	} {
+		if got := ClassifyMTIAOp(name); got != want {
+			t.Errorf("ClassifyMTIAOp(%q) = %s, want %s", name, got, want)
+		}
+	}
+	if ParseMTIADirection("HOST_TO_DEVICE") != HtoD || ParseMTIADirection("DEVICE_TO_HOST") != DtoH || ParseMTIADirection("x") != CopyUnknown {
+		t.Error("ParseMTIADirection wrong")
 	}
 }

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"math"
 	"regexp"
 	"strconv"
 	"time"
@@ -37,6 +38,18 @@ const (
 	MaxStreamsPerProcess = 4096
 	// MaxOpDuration bounds a single kernel or copy (one hour), so timestamps never overflow.
 	MaxOpDuration = time.Hour
+	// MaxDevices bounds the simulated GPUs of one server (a large node has 8
+	// to 16; 64 leaves room for any test).
+	MaxDevices = 64
+	// MaxPendingLimit bounds gpufeed simdev's --max-pending: 64 times CUDA's
+	// queue depth. Each pending operation is held per stream, so this bounds
+	// what one client can make the server hold. (In-process users, such as
+	// the launch benchmark, may set more.)
+	MaxPendingLimit = 1 << 16
+	// MinPointWindow is the finest utilisation point: an observer reads every
+	// 100 ms and a sample carries at most maxPointsPerSample points, so finer
+	// points only cut history short.
+	MinPointWindow = time.Millisecond
 )
 
 // Options configure a simulated device server. The zero value is completed
@@ -134,6 +147,25 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
+// checkGiven refuses values the zero-means-default convention cannot
+// repair: negative counts and windows, a pageable factor that is not a
+// number (NaN compares false with every bound: a pageable copy never ends).
+func (o Options) checkGiven() error {
+	switch {
+	case o.Devices < 0:
+		return fmt.Errorf("%d devices: want 1 to %d", o.Devices, MaxDevices)
+	case o.MaxPending < 0:
+		return fmt.Errorf("max pending %d: want 1 to %d operations per stream", o.MaxPending, MaxPendingLimit)
+	case o.PointWindow < 0:
+		return fmt.Errorf("point window %v: want %v to %v", o.PointWindow, MinPointWindow, DefaultRetention)
+	case math.IsNaN(o.PageableFactor) || math.IsInf(o.PageableFactor, 0) || o.PageableFactor < 0:
+		return fmt.Errorf("pageable factor %g: want a ratio in (0, 1]", o.PageableFactor)
+	case math.IsNaN(o.D2DBandwidth) || math.IsInf(o.D2DBandwidth, 0) || o.D2DBandwidth < 0:
+		return fmt.Errorf("device-to-device bandwidth %g: want a positive number of bytes/s", o.D2DBandwidth)
+	}
+	return nil
+}
+
 func (o Options) validate() error {
 	if _, ok := gpu.PCIeLinkBytesPerSec(o.LinkGen, o.LinkWidth); !ok {
 		return fmt.Errorf("PCIe link Gen%d x%d: want generation 1-6 and width 1, 2, 4, 8, 12, 16 or 32", o.LinkGen, o.LinkWidth)
@@ -144,8 +176,11 @@ func (o Options) validate() error {
 	if o.IdleSMClockMHz > o.MaxSMClockMHz {
 		return fmt.Errorf("idle SM clock %d MHz above the maximum %d MHz", o.IdleSMClockMHz, o.MaxSMClockMHz)
 	}
-	if o.Devices > 64 {
-		return fmt.Errorf("%d devices: at most 64", o.Devices)
+	if o.Devices > MaxDevices {
+		return fmt.Errorf("%d devices: at most %d", o.Devices, MaxDevices)
+	}
+	if o.PointWindow < MinPointWindow || o.PointWindow > o.Retention {
+		return fmt.Errorf("point window %v: want %v to %v (the history kept)", o.PointWindow, MinPointWindow, o.Retention)
 	}
 	return nil
 }

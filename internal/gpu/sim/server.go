@@ -41,6 +41,9 @@ type Server struct {
 // Clients may connect as soon as Listen returns. A stale socket file (nobody
 // listening) is replaced; a live one is an error.
 func Listen(path string, opt Options) (*Server, error) {
+	if err := opt.checkGiven(); err != nil {
+		return nil, err
+	}
 	opt = opt.withDefaults()
 	if err := opt.validate(); err != nil {
 		return nil, err

@@ -2,6 +2,7 @@ package sim_test
 
 import (
 	"context"
+	"math"
 	"net"
 	"os"
 	"path/filepath"
@@ -333,4 +334,28 @@ func TestListenRefusesALiveSocketAndReplacesAStaleOne(t *testing.T) {
 	if _, err := sim.Listen(regular, sim.Options{}); err == nil {
 		t.Fatal("Listen replaced a regular file")
 	}
+}
+
+// Options the model cannot run with are refused, not replaced: zero means
+// the default, a negative or NaN value is a mistake (a NaN pageable factor
+// made every pageable copy last forever).
+func TestListenRefusesImpossibleOptions(t *testing.T) {
+	for _, o := range []sim.Options{
+		{PageableFactor: math.NaN()}, {PageableFactor: math.Inf(1)}, {PageableFactor: -1},
+		{Devices: -5}, {Devices: sim.MaxDevices + 1},
+		{MaxPending: -1},
+		{PointWindow: -time.Millisecond}, {PointWindow: time.Nanosecond},
+		{D2DBandwidth: math.NaN()},
+	} {
+		path := filepath.Join(t.TempDir(), "gpu.sock")
+		if srv, err := sim.Listen(path, o); err == nil {
+			srv.Close()
+			t.Errorf("Listen accepted %+v", o)
+		}
+	}
+	srv, err := sim.Listen(filepath.Join(t.TempDir(), "gpu.sock"), sim.Options{})
+	if err != nil {
+		t.Fatalf("defaults: %v", err)
+	}
+	srv.Close()
 }

@@ -222,6 +222,10 @@ func TestSanitize(t *testing.T) {
 		"bad\xffutf8":         `bad\xffutf8`,
 		"名前":                  "名前",
 		"line\u2028separator": `line\xe2\x80\xa8separator`,
+		"para\u2029graph":     `para\xe2\x80\xa9graph`,
+		"gpu\u202eexe.txt":    `gpu\xe2\x80\xaeexe.txt`,     // right-to-left override
+		"a\u2066b\u2069":      `a\xe2\x81\xa6b\xe2\x81\xa9`, // isolates
+		"rlm\u200f":           `rlm\xe2\x80\x8f`,
 	}
 	for in, want := range cases {
 		if got := Sanitize(in); got != want {

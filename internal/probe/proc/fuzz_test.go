@@ -13,10 +13,13 @@ func FuzzParseStat(f *testing.F) {
 	f.Add([]byte(realStat))
 	f.Add([]byte(trickyStat))
 	f.Add([]byte("1 () R"))
+	f.Add([]byte(kthreadStat))
+	f.Add([]byte(zombieStat))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var s Stat
 		_ = ParseStat(b, &s)
 		_, _ = ParseStatLayout(b)
+		_, _ = parseTask("stat", b)
 	})
 }
 

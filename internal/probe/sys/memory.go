@@ -1,6 +1,7 @@
 package sys
 
 import (
+	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -26,7 +27,7 @@ func (f FS) Meminfo() (Meminfo, error) {
 	}
 	m, err := pfs.Meminfo()
 	if err != nil {
-		return Meminfo{}, err
+		return Meminfo{}, procfsErr(filepath.Join(f.Proc, "meminfo"), err)
 	}
 	return Meminfo{
 		MemTotal: m.MemTotalBytes, MemAvailable: m.MemAvailableBytes,
@@ -58,7 +59,7 @@ func (f FS) Pressure(resource string) (Pressure, error) {
 	}
 	st, err := pfs.PSIStatsForResource(resource)
 	if err != nil {
-		return Pressure{}, err
+		return Pressure{}, procfsErr(filepath.Join(f.Proc, "pressure", resource), err)
 	}
 	conv := func(l *procfs.PSILine) *PressureLine {
 		if l == nil {

@@ -2,6 +2,7 @@ package sys
 
 import (
 	"path"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -27,13 +28,15 @@ func (f FS) Mounts(pid int) ([]Mount, error) {
 		return nil, err
 	}
 	var infos []*procfs.MountInfo
+	path := filepath.Join(f.Proc, "self", "mountinfo")
 	if pid > 0 {
+		path = filepath.Join(f.Proc, strconv.Itoa(pid), "mountinfo")
 		infos, err = pfs.GetProcMounts(pid)
 	} else {
 		infos, err = pfs.GetMounts()
 	}
 	if err != nil {
-		return nil, err
+		return nil, procfsErr(path, err)
 	}
 	out := make([]Mount, 0, len(infos))
 	for _, mi := range infos {

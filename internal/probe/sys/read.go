@@ -9,6 +9,10 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+
+	"github.com/prometheus/procfs"
+
+	"github.com/gpufeed/gpufeed/internal/safetext"
 )
 
 // DefaultMaxRead caps a read of one pseudo-file. Pseudo-files report a size
@@ -115,8 +119,33 @@ func (e *ParseError) Error() string {
 	return fmt.Sprintf("%s: %s", e.Path, e.Msg)
 }
 
+// maxQuoted bounds what a parse error quotes of the input: enough to
+// recognise the line, never a screenful of garbage.
+const maxQuoted = 120
+
 func parseErr(path string, line int, format string, args ...any) error {
+	for i, a := range args {
+		if s, ok := a.(string); ok {
+			args[i] = safetext.Cap(s, maxQuoted)
+		}
+	}
 	return &ParseError{Path: path, Line: line, Msg: fmt.Sprintf(format, args...)}
+}
+
+// procfsErr names the file in an error from prometheus/procfs: its parse
+// errors name neither the file nor, sometimes, anything but themselves
+// ("error parsing file: error parsing file: Malformed line ..."), and quote
+// whole lines. Errors that are not about parsing (absent, denied) are kept
+// as they are, so callers still tell them apart.
+func procfsErr(path string, err error) error {
+	if !errors.Is(err, procfs.ErrFileParse) {
+		return err
+	}
+	msg := err.Error()
+	for prefix := procfs.ErrFileParse.Error() + ": "; strings.HasPrefix(msg, prefix); {
+		msg = strings.TrimPrefix(msg, prefix)
+	}
+	return &ParseError{Path: path, Msg: safetext.Cap(msg, maxQuoted)}
 }
 
 // TruncatedError says a file was larger than the cap; what was read still counts.

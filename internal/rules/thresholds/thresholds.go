@@ -127,6 +127,12 @@ const (
 	// intervals see a 1 s slow tier twice.
 	MinWindow    = 2 * time.Second
 	MinIntervals = 20
+	// MinIntervalsSampled: slots a late tick skipped (an overrun: a loaded
+	// host delayed the sampler) count toward MinIntervals, as long as at
+	// least this many intervals were sampled: the window's span is what a
+	// pattern needs, and a loaded host must not make a requested 2 s window
+	// too short; half the datapoints still separate a pattern from noise.
+	MinIntervalsSampled = MinIntervals / 2
 )
 
 // Other findings.

@@ -75,6 +75,11 @@ type Report struct {
 
 	// Attribution of device idle gaps to the launching thread's activity.
 	Attribution Attribution `json:"attribution"`
+	// SetupLaunches are the one-off set-up launches the attribution keeps
+	// out of the submission share.
+	SetupLaunches SetupLaunches `json:"setup_launches"`
+	// Confidence says what the verdict's confidence is made of.
+	Confidence Confidence `json:"confidence"`
 	// Shares are the candidate bottlenecks as shares of the device span.
 	Shares Shares `json:"shares"`
 	// Steps summarises each ProfilerStep in scope.
@@ -131,13 +136,17 @@ func Analyze(t *trace.Trace, opt Options) *Report {
 	r.Rules.GapThresholdNs, r.Rules.LowUsePct = opt.GapThreshold, opt.LowUsePct
 	stepIdle := make([]int64, len(s.steps))
 	stepCause := make([]ByCause, len(s.steps))
-	at, busy, byDev := attribute(s, opt.ConsecutiveKernelDelay, s.steps, func(gd *GapDetail) {
+	setup, setupInfo := findSetupLaunches(s)
+	ev := newEvidence(len(s.steps))
+	r.SetupLaunches = setupInfo
+	at, busy, byDev := attribute(s, opt.ConsecutiveKernelDelay, s.steps, setup, func(gd *GapDetail) {
 		if gd.stepPos >= 0 {
 			stepIdle[gd.stepPos] += gd.DurNs
 			for c, v := range gd.ByCause {
 				stepCause[gd.stepPos][c] += v
 			}
 		}
+		ev.addGap(gd)
 		if gd.DurNs >= opt.GapThreshold {
 			r.Rules.Gaps = append(r.Rules.Gaps, Gap{Device: gd.Device, StartNs: gd.StartNs, DurNs: gd.DurNs})
 		}
@@ -160,8 +169,9 @@ func Analyze(t *trace.Trace, opt Options) *Report {
 	copyBusy, small := gpuWorkStats(s, busy)
 	r.Shares = computeShares(&r.Attribution, r.Attribution.AfterSync, copyBusy, small)
 	var byID map[string]*finding.Finding
-	r.Findings, byID = buildFindings(r, r.Shares)
-	r.Verdict = decide(r.Shares, s.work, r.Attribution.SpanNs, byID)
+	vo := newVocab(s)
+	r.Findings, byID = buildFindings(r, r.Shares, vo)
+	r.Verdict, r.Confidence = decide(r.Shares, s.work, r.Attribution.SpanNs, byID, ev, vo)
 	return r
 }
 

@@ -19,6 +19,10 @@ const (
 	// CausePageableCopy: the launching thread was inside an "async" copy
 	// from or to pageable memory, which the driver stages synchronously.
 	CausePageableCopy
+	// CauseSetup: the launching thread was inside a one-off set-up launch
+	// (findSetupLaunches: a kernel's first launch far longer than the
+	// others, such as module loading): not steady-state submission.
+	CauseSetup
 	// CauseDataLoader: the launching thread was waiting in DataLoader __next__.
 	CauseDataLoader
 	// CauseLaunchAPI: the launching thread was inside calls that enqueue GPU
@@ -48,7 +52,7 @@ const (
 	numCauses
 )
 
-var causeNames = [numCauses]string{"sync", "pageable-copy", "dataloader", "launch-api", "other-api", "cpu-ops", "untraced",
+var causeNames = [numCauses]string{"sync", "pageable-copy", "setup", "dataloader", "launch-api", "other-api", "cpu-ops", "untraced",
 	"launch-latency", "gpu-wait", "no-launch-record"}
 
 func (c Cause) String() string {
@@ -232,8 +236,8 @@ type namedSpan struct {
 }
 
 // buildThreadIndex prepares the activity lists of every thread that
-// launched GPU work in scope.
-func buildThreadIndex(s *scope) map[uint32]*threadIndex {
+// launched GPU work in scope; setup marks the set-up launch calls.
+func buildThreadIndex(s *scope, setup map[int32]bool) map[uint32]*threadIndex {
 	t := s.t
 	idx := map[uint32]*threadIndex{}
 	for i := range t.GPU {
@@ -265,6 +269,8 @@ func buildThreadIndex(s *scope) map[uint32]*threadIndex {
 					ti.syncs = append(ti.syncs, sp)
 				case r.Kind == trace.MemcpyAsync && r.GPU >= 0 && t.GPU[r.GPU].TouchesPageable():
 					c = CausePageableCopy
+				case setup[int32(k)]:
+					c = CauseSetup
 				case r.Kind.Enqueues():
 					c = CauseLaunchAPI
 				}
@@ -343,8 +349,8 @@ func subtract(remaining []span, pieces []span) ([]span, int64) {
 }
 
 // split attributes the host-wait window [a, b) on a thread to causes by
-// precedence: sync, pageable copy, DataLoader, launch calls, other API
-// calls, CPU operators, and the rest to untraced.
+// precedence: sync, pageable copy, set-up launch, DataLoader, launch calls,
+// other API calls, CPU operators, and the rest to untraced.
 func (ti *threadIndex) split(a, b int64, into *ByCause) {
 	remaining := []span{{a, b}}
 	var pieces []span
@@ -376,10 +382,10 @@ func (ti *threadIndex) blockedInSyncAt(ts int64) bool {
 
 // attribute walks every device gap in scope, attributes it, and hands each
 // to onGap (which must not keep the pointer).
-func attribute(s *scope, delay int64, steps []Step, onGap func(*GapDetail)) (Attribution, map[int32][]span, map[int32][]int32) {
+func attribute(s *scope, delay int64, steps []Step, setup map[int32]bool, onGap func(*GapDetail)) (Attribution, map[int32][]span, map[int32][]int32) {
 	t := s.t
 	var at Attribution
-	idx := buildThreadIndex(s)
+	idx := buildThreadIndex(s, setup)
 	if s.work == 0 {
 		return at, nil, nil
 	}
@@ -438,7 +444,7 @@ func attribute(s *scope, delay int64, steps []Step, onGap func(*GapDetail)) (Att
 					hostEnd := min(r.Start, ge)
 					callEnd := min(r.End, ge)
 					ti.split(gs, hostEnd, &gd.ByCause)
-					gd.ByCause[callCause(t, r)] += callEnd - hostEnd
+					gd.ByCause[callCause(t, r, setup[g.Launch])] += callEnd - hostEnd
 					gd.ByCause[CauseLaunchLatency] += ge - callEnd
 					apiTime[r.Name] += callEnd - hostEnd
 					if ti.blockedInSyncAt(gs) {
@@ -496,13 +502,16 @@ func attribute(s *scope, delay int64, steps []Step, onGap func(*GapDetail)) (Att
 
 // callCause is the cause the time inside a launching call counts as: a
 // blocking copy or memset is a sync, an async copy from pageable memory is
-// a pageable copy, anything else is launch overhead.
-func callCause(t *trace.Trace, r *trace.RuntimeCall) Cause {
+// a pageable copy, a set-up launch is set-up, anything else is launch
+// overhead.
+func callCause(t *trace.Trace, r *trace.RuntimeCall, setup bool) Cause {
 	switch {
 	case r.Kind.IsSync():
 		return CauseSync
 	case r.Kind == trace.MemcpyAsync && r.GPU >= 0 && t.GPU[r.GPU].TouchesPageable():
 		return CausePageableCopy
+	case setup:
+		return CauseSetup
 	}
 	return CauseLaunchAPI
 }

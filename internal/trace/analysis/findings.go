@@ -9,6 +9,7 @@ import (
 	"github.com/gpufeed/gpufeed/internal/rules/thresholds"
 
 	"github.com/gpufeed/gpufeed/internal/finding"
+	"github.com/gpufeed/gpufeed/internal/trace"
 )
 
 // evidenceCtx carries what every piece of evidence cites: the window it
@@ -65,7 +66,7 @@ func windowText(r *Report) string {
 
 // buildFindings turns the measurements into findings. It returns them by
 // id as well, for the verdict.
-func buildFindings(r *Report, sh Shares) ([]finding.Finding, map[string]*finding.Finding) {
+func buildFindings(r *Report, sh Shares, v *vocab) ([]finding.Finding, map[string]*finding.Finding) {
 	ctx := evidenceCtx{window: windowText(r), file: filepath.Base(r.Source)}
 	var out []finding.Finding
 	add := func(f finding.Finding) { out = append(out, f) }
@@ -83,7 +84,7 @@ func buildFindings(r *Report, sh Shares) ([]finding.Finding, map[string]*finding
 		add(finding.Finding{
 			ID: "no-gpu-activity", Severity: finding.Info,
 			Claim:    "The trace records no GPU operations.",
-			Evidence: []finding.Evidence{ctx.ev("GPU operations", 0, "", "kernel, gpu_memcpy, gpu_memset events")},
+			Evidence: []finding.Evidence{ctx.ev("GPU operations", 0, "", v.gpuEvents()+" events")},
 			Decision: "Profile with CUDA activity enabled to see why the GPU waits.",
 			Supports: finding.Inconclusive,
 		})
@@ -93,9 +94,9 @@ func buildFindings(r *Report, sh Shares) ([]finding.Finding, map[string]*finding
 			Claim: fmt.Sprintf("The GPU is idle %.1f %% of the time (%d gaps, %.1f ms); the launching CPU thread is the cause of %.1f ms.",
 				sh.IdlePct, at.Gaps, ms(at.IdleNs), ms(b.HostWait())),
 			Evidence: []finding.Evidence{
-				ctx.ev("device idle time", ms(at.IdleNs), "ms", "kernel, gpu_memcpy, gpu_memset"),
+				ctx.ev("device idle time", ms(at.IdleNs), "ms", v.gpuEvents()),
 				ctx.ev("device idle share", sh.IdlePct, "%", ""),
-				ctx.ev("host-wait idle (GPU waited for the CPU to launch)", ms(b.HostWait()), "ms", "cuda_runtime launch calls"),
+				ctx.ev("host-wait idle (GPU waited for the CPU to launch)", ms(b.HostWait()), "ms", v.runtimeEvents()+" launch calls"),
 				ctx.ev("GPU-side wait idle (launched in time, started late)", ms(b[CauseGPUWait]), "ms", ""),
 				ctx.ev("launch latency idle", ms(b[CauseLaunchLatency]), "ms", ""),
 			},
@@ -109,9 +110,9 @@ func buildFindings(r *Report, sh Shares) ([]finding.Finding, map[string]*finding
 			ID: "gpu-bound", Severity: finding.Info,
 			Claim: fmt.Sprintf("The GPU is busy %.1f %% of the time: the CPU keeps it fed.", 100-sh.IdlePct),
 			Evidence: []finding.Evidence{
-				ctx.ev("GPU busy share", 100-sh.IdlePct, "%", "kernel, gpu_memcpy, gpu_memset"),
-				ctx.ev("compute share (HTA temporal breakdown)", tb.Pct(tb.ComputeNs), "%", "kernel"),
-				ctx.ev("non-compute share (copies, memsets, communication)", tb.Pct(tb.NonComputeNs), "%", "gpu_memcpy, gpu_memset, nccl kernels"),
+				ctx.ev("GPU busy share", 100-sh.IdlePct, "%", v.gpuEvents()),
+				ctx.ev("compute share (HTA temporal breakdown)", tb.Pct(tb.ComputeNs), "%", v.kernelEvents()),
+				ctx.ev("non-compute share (copies, memsets, communication)", tb.Pct(tb.NonComputeNs), "%", v.nonComputeEvents()),
 			},
 			Decision: "Look at kernel efficiency (Nsight Compute), precision and batch size, and at GPU clocks and throttling (gpufeed check).",
 			Seed:     "002 Checklist E",
@@ -161,8 +162,8 @@ func buildFindings(r *Report, sh Shares) ([]finding.Finding, map[string]*finding
 			Claim: fmt.Sprintf("Synchronisations starve the GPU: %.1f %% of the time the GPU was idle because the launching thread waited for it (%d gaps began inside a sync) and then had to refill an empty queue.", sh.Sync, at.AfterSyncGaps),
 			Evidence: []finding.Evidence{
 				ctx.ev("share of GPU time lost to synchronisation", sh.Sync, "%", ""),
-				ctx.ev("idle after a sync drained the queue (host busy refilling it)", ms(at.AfterSync[CauseCPUOps]+at.AfterSync[CauseLaunchAPI]+at.AfterSync[CauseOtherAPI]+at.AfterSync[CauseUntraced]), "ms", "cudaStreamSynchronize, cudaDeviceSynchronize, cudaEventSynchronize, cudaMemcpy"),
-				ctx.ev("idle while the launching thread was blocked in a sync", ms(b[CauseSync]), "ms", "cudaStreamSynchronize, cudaDeviceSynchronize, cudaEventSynchronize, cudaMemcpy"),
+				ctx.ev("idle after a sync drained the queue (host busy refilling it)", ms(at.AfterSync[CauseCPUOps]+at.AfterSync[CauseLaunchAPI]+at.AfterSync[CauseOtherAPI]+at.AfterSync[CauseUntraced]), "ms", v.calls(trace.StreamSync, trace.DeviceSync, trace.EventSync, trace.MemcpySync)),
+				ctx.ev("idle while the launching thread was blocked in a sync", ms(b[CauseSync]), "ms", v.calls(trace.StreamSync, trace.DeviceSync, trace.EventSync, trace.MemcpySync)),
 				ctx.ev("gaps that began inside a sync", float64(at.AfterSyncGaps), "", ""),
 			},
 			Decision: "Remove per-step host synchronisations: no .item(), .cpu(), print(tensor) or torch.cuda.synchronize() in the hot loop; accumulate metrics on the GPU and read them every N steps; copy results with non_blocking=True into pinned memory.",
@@ -180,19 +181,19 @@ func buildFindings(r *Report, sh Shares) ([]finding.Finding, map[string]*finding
 			}
 		}
 		ev := []finding.Evidence{
-			ctx.ev("cudaStreamSynchronize calls", float64(r.Rules.StreamSyncs.Count), "", "cudaStreamSynchronize"),
-			ctx.ev("host time blocked in stream syncs", ms(r.Rules.StreamSyncs.HostNs), "ms", "cudaStreamSynchronize"),
-			ctx.ev("cudaDeviceSynchronize calls", float64(r.Rules.DeviceSyncs.Count), "", "cudaDeviceSynchronize"),
-			ctx.ev("host time blocked in device syncs", ms(r.Rules.DeviceSyncs.HostNs), "ms", "cudaDeviceSynchronize"),
-			ctx.ev("cudaEventSynchronize calls", float64(r.Rules.EventSyncs.Count), "", "cudaEventSynchronize"),
-			ctx.ev("host time blocked in event syncs", ms(r.Rules.EventSyncs.HostNs), "ms", "cudaEventSynchronize"),
+			ctx.ev(v.countLabel(trace.StreamSync), float64(r.Rules.StreamSyncs.Count), "", v.calls(trace.StreamSync)),
+			ctx.ev("host time blocked in stream syncs", ms(r.Rules.StreamSyncs.HostNs), "ms", v.calls(trace.StreamSync)),
+			ctx.ev(v.countLabel(trace.DeviceSync), float64(r.Rules.DeviceSyncs.Count), "", v.calls(trace.DeviceSync)),
+			ctx.ev("host time blocked in device syncs", ms(r.Rules.DeviceSyncs.HostNs), "ms", v.calls(trace.DeviceSync)),
+			ctx.ev(v.countLabel(trace.EventSync), float64(r.Rules.EventSyncs.Count), "", v.calls(trace.EventSync)),
+			ctx.ev("host time blocked in event syncs", ms(r.Rules.EventSyncs.HostNs), "ms", v.calls(trace.EventSync)),
 		}
 		if nSteps > 0 {
 			ev = append(ev, ctx.ev("median syncs per step", float64(medSyncs), "", "ProfilerStep#N"))
 		}
 		add(finding.Finding{
 			ID: "sync-calls", Severity: sevc, Claim: claim, Evidence: ev,
-			Decision: "Use events (cudaStreamWaitEvent) to order streams instead of blocking the host; keep at most one sync per step.",
+			Decision: fmt.Sprintf("Use events (%s) to order streams instead of blocking the host; keep at most one sync per step.", v.call(trace.StreamWaitEvent)),
 			Seed:     "002 Checklist B step 3",
 			Supports: finding.SyncBound,
 		})
@@ -200,13 +201,13 @@ func buildFindings(r *Report, sh Shares) ([]finding.Finding, map[string]*finding
 	if c := r.Rules.SyncCopies; c.Count > 0 {
 		add(finding.Finding{
 			ID: "sync-copies", Severity: finding.Info,
-			Claim: fmt.Sprintf("%d blocking copies (cudaMemcpy without Async) held the CPU for %.1f ms.", c.Count, ms(c.HostNs)),
+			Claim: fmt.Sprintf("%d blocking copies (%s) held the CPU for %.1f ms.", c.Count, v.calls(trace.MemcpySync), ms(c.HostNs)),
 			Evidence: []finding.Evidence{
-				ctx.ev("blocking copies", float64(c.Count), "", "cudaMemcpy, hipMemcpyWithStream"),
-				ctx.ev("host time in blocking copies", ms(c.HostNs), "ms", "cudaMemcpy"),
-				ctx.ev("bytes copied", float64(c.Bytes), "B", "gpu_memcpy"),
+				ctx.ev("blocking copies", float64(c.Count), "", v.calls(trace.MemcpySync)),
+				ctx.ev("host time in blocking copies", ms(c.HostNs), "ms", v.calls(trace.MemcpySync)),
+				ctx.ev("bytes copied", float64(c.Bytes), "B", v.copyEvents()),
 			},
-			Decision: "Use cudaMemcpyAsync from pinned memory (tensor.to(device, non_blocking=True) on pinned tensors).",
+			Decision: fmt.Sprintf("Use %s from pinned memory (tensor.to(device, non_blocking=True) on pinned tensors).", v.call(trace.MemcpyAsync)),
 			Seed:     "002 symptom 4",
 			Supports: finding.SyncBound,
 		})
@@ -214,12 +215,12 @@ func buildFindings(r *Report, sh Shares) ([]finding.Finding, map[string]*finding
 	if c := r.Rules.SyncMemsets; c.Count > 0 {
 		add(finding.Finding{
 			ID: "sync-memsets", Severity: finding.Info,
-			Claim: fmt.Sprintf("%d blocking memsets (cudaMemset without Async) held the CPU for %.1f ms.", c.Count, ms(c.HostNs)),
+			Claim: fmt.Sprintf("%d blocking memsets (%s) held the CPU for %.1f ms.", c.Count, v.calls(trace.MemsetSync), ms(c.HostNs)),
 			Evidence: []finding.Evidence{
-				ctx.ev("blocking memsets", float64(c.Count), "", "cudaMemset"),
-				ctx.ev("host time in blocking memsets", ms(c.HostNs), "ms", "cudaMemset"),
+				ctx.ev("blocking memsets", float64(c.Count), "", v.calls(trace.MemsetSync)),
+				ctx.ev("host time in blocking memsets", ms(c.HostNs), "ms", v.calls(trace.MemsetSync)),
 			},
-			Decision: "Use cudaMemsetAsync on the work stream.",
+			Decision: fmt.Sprintf("Use %s on the work stream.", v.call(trace.MemsetAsync)),
 			Supports: finding.SyncBound,
 		})
 	}
@@ -231,9 +232,9 @@ func buildFindings(r *Report, sh Shares) ([]finding.Finding, map[string]*finding
 			Claim: fmt.Sprintf("%d \"async\" copies touched pageable memory, so the driver staged them synchronously: %.1f ms of host time, %.1f ms of GPU idle inside them.", c.Count, ms(c.HostNs), ms(b[CausePageableCopy])),
 			Evidence: []finding.Evidence{
 				ctx.ev("share of GPU time lost to pageable copies", sh.Transfer, "%", ""),
-				ctx.ev("async copies from or to pageable memory", float64(c.Count), "", "cudaMemcpyAsync, Memcpy … (Pageable -> Device)/(Device -> Pageable)"),
-				ctx.ev("host time in those copies", ms(c.HostNs), "ms", "cudaMemcpyAsync"),
-				ctx.ev("bytes copied", float64(c.Bytes), "B", "gpu_memcpy"),
+				ctx.ev("async copies from or to pageable memory", float64(c.Count), "", v.calls(trace.MemcpyAsync)+", Memcpy … (Pageable -> Device)/(Device -> Pageable)"),
+				ctx.ev("host time in those copies", ms(c.HostNs), "ms", v.calls(trace.MemcpyAsync)),
+				ctx.ev("bytes copied", float64(c.Bytes), "B", v.copyEvents()),
 				ctx.ev("GPU idle while the launching thread was inside them", ms(b[CausePageableCopy]), "ms", ""),
 			},
 			Decision: "Pin host memory: DataLoader(pin_memory=True) or tensor.pin_memory(), then .to(device, non_blocking=True); keep results on the GPU instead of copying them back to pageable tensors.",
@@ -246,7 +247,7 @@ func buildFindings(r *Report, sh Shares) ([]finding.Finding, map[string]*finding
 			ID: "copies-dominate", Severity: finding.Warning,
 			Claim: fmt.Sprintf("Host-device copies fill %.0f %% of the GPU's busy time.", sh.CopyBusyPct),
 			Evidence: []finding.Evidence{
-				ctx.ev("host-device copy time as share of GPU busy time", sh.CopyBusyPct, "%", "Memcpy HtoD, Memcpy DtoH"),
+				ctx.ev("host-device copy time as share of GPU busy time", sh.CopyBusyPct, "%", v.copyOps()),
 			},
 			Decision: "Move less data: keep tensors on the GPU, copy once per batch, use pinned memory and overlap copies with compute on a side stream; check the PCIe link (gpufeed check).",
 			Seed:     "002 symptom 4",
@@ -259,10 +260,10 @@ func buildFindings(r *Report, sh Shares) ([]finding.Finding, map[string]*finding
 		ev := []finding.Evidence{
 			ctx.ev("share of GPU time lost to CPU submission overhead", sh.Submission, "%", ""),
 			ctx.ev("idle while the launching thread ran CPU operators", ms(b[CauseCPUOps]-at.AfterSync[CauseCPUOps]), "ms", "cpu_op, user_annotation"),
-			ctx.ev("idle while it was inside launch calls", ms(b[CauseLaunchAPI]-at.AfterSync[CauseLaunchAPI]), "ms", "cudaLaunchKernel, cudaMemcpyAsync, cudaMemsetAsync"),
+			ctx.ev("idle while it was inside launch calls", ms(b[CauseLaunchAPI]-at.AfterSync[CauseLaunchAPI]), "ms", v.calls(trace.Launch, trace.MemcpyAsync, trace.MemsetAsync)),
 			ctx.ev("launch latency between operations", ms(b[CauseLaunchLatency]), "ms", ""),
-			ctx.ev("median launch call duration", r.Launch.RuntimeUs.P50, "us", "cudaLaunchKernel"),
-			ctx.ev("median GPU operation duration", r.Launch.GPUUs.P50, "us", "kernel"),
+			ctx.ev("median launch call duration", r.Launch.RuntimeUs.P50, "us", v.calls(trace.Launch, trace.MemcpyAsync, trace.MemsetAsync)),
+			ctx.ev("median GPU operation duration", r.Launch.GPUUs.P50, "us", v.kernelEvents()),
 		}
 		if len(at.TopOps) > 0 {
 			var names []string
@@ -276,15 +277,45 @@ func buildFindings(r *Report, sh Shares) ([]finding.Finding, map[string]*finding
 			for _, o := range at.TopAPIs {
 				names = append(names, fmt.Sprintf("%s (%.1f ms)", o.Name, ms(o.Ns)))
 			}
-			ev = append(ev, ctx.text("runtime calls overlapping the gaps most", strings.Join(names, "; "), "cuda_runtime"))
+			ev = append(ev, ctx.text("runtime calls overlapping the gaps most", strings.Join(names, "; "), v.runtimeEvents()))
 		}
 		add(finding.Finding{
 			ID: "host-wait-submission", Severity: sev(sh.Submission),
 			Claim:    fmt.Sprintf("The CPU cannot launch fast enough: %.1f %% of the time the GPU was idle while the launching thread was busy in operators and launch calls.", sh.Submission),
 			Evidence: ev,
-			Decision: "Cut launch overhead: capture the step in a CUDA graph (torch.compile(mode=\"reduce-overhead\") or torch.cuda.graphs), fuse small operations (torch.compile), raise the batch size, move Python logic out of the hot loop.",
+			Decision: v.launchAdvice(),
 			Seed:     "002 Checklist B; Task 12; symptom 3",
 			Supports: finding.SubmissionBound,
+		})
+	}
+	if su := r.SetupLaunches; len(su.Calls) > 0 {
+		var parts []string
+		for _, c := range su.Calls[:min(3, len(su.Calls))] {
+			parts = append(parts, fmt.Sprintf("%s %s at +%.3f s before %s", c.API, durText(c.DurNs), float64(c.StartNs-r.Scope.StartNs)/1e9, shortName(c.Kernel, 60)))
+		}
+		longest := su.Calls[0]
+		// What a first launch that long probably is: CUDA's lazy loading
+		// (the default since CUDA 12.2) loads a kernel's module on its first
+		// launch, ROCm loads code objects the same way, a graph is uploaded
+		// to the device on its first launch, and the runtime initialises
+		// itself lazily on the first call that needs it.
+		probably := "module loading on the kernel's first launch, lazy initialisation of the runtime, or first-call compilation"
+		if strings.Contains(longest.API, "GraphLaunch") {
+			probably = "uploading the graph to the device on its first launch, or lazy initialisation of the runtime"
+		}
+		add(finding.Finding{
+			ID: "setup-launches", Severity: sev(sh.Setup),
+			Claim: fmt.Sprintf("%d launch call(s) are one-off set-up, not steady-state submission: each is the first launch of its kernel and far longer than the median launch (%.1f us); the longest, %s, took %s, probably %s. The %s of GPU idle inside them (%.1f %% of the time) is left out of the submission share.",
+				len(su.Calls), su.MedianUs, longest.API, durText(longest.DurNs), probably, durText(b[CauseSetup]), sh.Setup),
+			Evidence: []finding.Evidence{
+				ctx.ev("share of GPU time idle inside set-up launches", sh.Setup, "%", ""),
+				ctx.ev("set-up launches", float64(len(su.Calls)), "", longest.API),
+				ctx.ev("host time in set-up launches", ms(su.TotalNs), "ms", longest.API),
+				ctx.ev("median launch call", su.MedianUs, "us", longest.API),
+				ctx.ev("outlier threshold (median + 3.5 MAD / 0.6745, at least 50 us)", su.ThresholdUs, "us", longest.API),
+				ctx.text("set-up launches, longest first (from the first GPU operation)", strings.Join(parts, "; "), longest.API),
+			},
+			Decision: "Nothing to change in the steady state: profile after a warm-up (torch.profiler.schedule(wait=1, warmup=1, active=3)) to see it. If such first launches recur every step, kernels are being loaded or compiled again (changing input shapes): keep shapes fixed.",
 		})
 	}
 	if l := r.Launch; l.Launches > 0 && l.ShortKernels*2 >= l.Launches {
@@ -292,9 +323,9 @@ func buildFindings(r *Report, sh Shares) ([]finding.Finding, map[string]*finding
 			ID: "short-kernels", Severity: finding.Info,
 			Claim: fmt.Sprintf("%d of %d GPU operations (%.0f %%) ran shorter than the call that launched them (HTA's short kernels).", l.ShortKernels, l.Launches, 100*float64(l.ShortKernels)/float64(l.Launches)),
 			Evidence: []finding.Evidence{
-				ctx.ev("operations shorter than their launch call", float64(l.ShortKernels), "", "cudaLaunchKernel, kernel"),
-				ctx.ev("operations launched", float64(l.Launches), "", "cudaLaunchKernel, cudaMemcpyAsync, cudaMemsetAsync"),
-				ctx.ev("GPU time of those operations", ms(l.ShortKernelGPUNs), "ms", "kernel"),
+				ctx.ev("operations shorter than their launch call", float64(l.ShortKernels), "", v.calls(trace.Launch, trace.MemcpyAsync, trace.MemsetAsync)),
+				ctx.ev("operations launched", float64(l.Launches), "", v.calls(trace.Launch, trace.MemcpyAsync, trace.MemsetAsync)),
+				ctx.ev("GPU time of those operations", ms(l.ShortKernelGPUNs), "ms", v.kernelEvents()),
 			},
 			Decision: "Fuse tiny kernels or batch the work so each launch carries more.",
 			Seed:     "002 Task 12",
@@ -302,11 +333,15 @@ func buildFindings(r *Report, sh Shares) ([]finding.Finding, map[string]*finding
 		})
 	}
 	if l := r.Launch; l.RuntimeOutliers > 0 {
+		claim := fmt.Sprintf("%d launch calls took longer than %.0f us (HTA's runtime cut-off); the longest %.0f us.", l.RuntimeOutliers, float64(thresholds.LaunchRuntimeOutlier.Microseconds()), l.RuntimeUs.Max)
+		if n := len(r.SetupLaunches.Calls); n > 0 {
+			claim += fmt.Sprintf(" %d of them are one-off set-up (setup-launches).", n)
+		}
 		add(finding.Finding{
 			ID: "launch-runtime-outliers", Severity: finding.Info,
-			Claim: fmt.Sprintf("%d launch calls took longer than %.0f us (HTA's runtime cut-off); the longest %.0f us.", l.RuntimeOutliers, float64(thresholds.LaunchRuntimeOutlier.Microseconds()), l.RuntimeUs.Max),
+			Claim: claim,
 			Evidence: []finding.Evidence{
-				ctx.ev("launch calls over the cut-off", float64(l.RuntimeOutliers), "", "cudaLaunchKernel, cudaMemcpyAsync, cudaMemsetAsync"),
+				ctx.ev("launch calls over the cut-off", float64(l.RuntimeOutliers), "", v.calls(trace.Launch, trace.MemcpyAsync, trace.MemsetAsync)),
 				ctx.ev("longest launch call", l.RuntimeUs.Max, "us", ""),
 				ctx.ev("p95 launch call", l.RuntimeUs.P95, "us", ""),
 			},
@@ -320,7 +355,7 @@ func buildFindings(r *Report, sh Shares) ([]finding.Finding, map[string]*finding
 			ID: "launch-delay-outliers", Severity: finding.Info,
 			Claim: fmt.Sprintf("%d operations started more than %.0f us after their launch call returned (HTA's launch-delay cut-off): the queue ahead of them was long.", l.DelayOutliers, float64(thresholds.LaunchDelayOutlier.Microseconds())),
 			Evidence: []finding.Evidence{
-				ctx.ev("operations over the delay cut-off", float64(l.DelayOutliers), "", "cudaLaunchKernel, kernel"),
+				ctx.ev("operations over the delay cut-off", float64(l.DelayOutliers), "", v.calls(trace.Launch, trace.MemcpyAsync, trace.MemsetAsync)),
 				ctx.ev("p95 launch delay", l.DelayUs.P95, "us", ""),
 				ctx.ev("longest launch delay", l.DelayUs.Max, "us", ""),
 			},
@@ -333,7 +368,7 @@ func buildFindings(r *Report, sh Shares) ([]finding.Finding, map[string]*finding
 			ID: "launch-queue-full", Severity: finding.Info,
 			Claim: fmt.Sprintf("Stream %d's launch queue reached %.0f pending operations (CUDA holds about %d): the CPU ran ahead until launches blocked, so the GPU set the pace.", q.Stream, q.Max, launchQueueCapacity),
 			Evidence: []finding.Evidence{
-				ctx.ev("largest queue length", q.Max, "operations", "cuda_runtime launches, kernel starts"),
+				ctx.ev("largest queue length", q.Max, "operations", v.runtimeEvents()+" launches, operation starts"),
 				ctx.ev("mean queue length", q.Mean, "operations", ""),
 			},
 			Supports: finding.GPUBound,
@@ -347,26 +382,26 @@ func buildFindings(r *Report, sh Shares) ([]finding.Finding, map[string]*finding
 			Claim: fmt.Sprintf("%.1f %% of the time the GPU was idle although the next operation had been launched: it waited on another stream, an event or another GPU.", sh.GPUWait),
 			Evidence: []finding.Evidence{
 				ctx.ev("share of GPU time idle with work already enqueued", sh.GPUWait, "%", ""),
-				ctx.ev("idle with work already enqueued", ms(b[CauseGPUWait]), "ms", "cudaStreamWaitEvent, nccl kernels"),
+				ctx.ev("idle with work already enqueued", ms(b[CauseGPUWait]), "ms", v.calls(trace.StreamWaitEvent)+", collective kernels"),
 			},
 			Decision: "Look at stream dependencies and collectives: overlap communication with computation; compare ranks for a straggler.",
 		})
 	}
 	if sh.OtherAPI >= thresholds.ModerateSharePct {
 		ev := []finding.Evidence{
-			ctx.ev("share of GPU time lost in CUDA calls that launch nothing", sh.OtherAPI, "%", ""),
-			ctx.ev("idle while the launching thread was in CUDA calls that launch nothing", ms(b[CauseOtherAPI]-at.AfterSync[CauseOtherAPI]), "ms", "cuda_runtime"),
+			ctx.ev("share of GPU time lost in "+v.api()+" calls that launch nothing", sh.OtherAPI, "%", ""),
+			ctx.ev("idle while the launching thread was in "+v.api()+" calls that launch nothing", ms(b[CauseOtherAPI]-at.AfterSync[CauseOtherAPI]), "ms", v.runtimeEvents()),
 		}
 		if len(at.TopAPIs) > 0 {
 			var names []string
 			for _, o := range at.TopAPIs {
 				names = append(names, fmt.Sprintf("%s (%.1f ms)", o.Name, ms(o.Ns)))
 			}
-			ev = append(ev, ctx.text("runtime calls overlapping the gaps most", strings.Join(names, "; "), "cuda_runtime"))
+			ev = append(ev, ctx.text("runtime calls overlapping the gaps most", strings.Join(names, "; "), v.runtimeEvents()))
 		}
 		add(finding.Finding{
 			ID: "host-wait-other-api", Severity: sev(sh.OtherAPI),
-			Claim:    fmt.Sprintf("%.1f %% of the time the GPU waited while the launching thread was in CUDA calls that launch nothing (allocation, frees, stream creation, module loading).", sh.OtherAPI),
+			Claim:    fmt.Sprintf("%.1f %% of the time the GPU waited while the launching thread was in %s calls that launch nothing (allocation, frees, stream creation, module loading).", sh.OtherAPI, v.api()),
 			Evidence: ev,
 			Decision: "Profile steady-state steps, not start-up; if these calls recur every step, stop allocating and freeing in the loop (no torch.cuda.empty_cache()).",
 		})
@@ -441,6 +476,24 @@ func buildFindings(r *Report, sh Shares) ([]finding.Finding, map[string]*finding
 
 // medianInputPct returns the median over steps of the DataLoader share of
 // step time, and the number of steps with a DataLoader range.
+// durText writes a duration in the unit that suits it: microseconds below
+// a millisecond, milliseconds above.
+func durText(ns int64) string {
+	if ns < 1e6 {
+		return fmt.Sprintf("%.0f us", float64(ns)/1e3)
+	}
+	return fmt.Sprintf("%.1f ms", ms(ns))
+}
+
+// shortName trims a long kernel name (a C++ signature) to n runes.
+func shortName(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
+}
+
 func medianInputPct(steps []StepSummary) (float64, int) {
 	var v []float64
 	for _, s := range steps {

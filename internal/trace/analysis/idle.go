@@ -51,6 +51,13 @@ func idleBreakdown(s *scope, delay int64) []StreamIdle {
 			j++
 		}
 		st := t.Streams[stream]
+		if st.ID < 0 {
+			// Operations the trace puts on no stream (MTIA DMA requests
+			// without a stream argument) keep the device busy but have no
+			// queue to wait in; HTA's breakdown leaves stream -1 out too.
+			i = j
+			continue
+		}
 		si := StreamIdle{Device: st.Device, Stream: st.ID}
 		prevEnd := int64(-1)
 		for k := i; k < j; k++ {

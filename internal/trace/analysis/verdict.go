@@ -31,6 +31,11 @@ type Shares struct {
 	// OtherAPI: the thread was inside CUDA calls that launch nothing
 	// (allocation, frees, stream creation, module loading).
 	OtherAPI float64 `json:"other_api_pct"`
+	// Setup: the thread was inside one-off set-up launches (a kernel's
+	// first launch, far longer than the others: module loading, lazy
+	// initialisation, first-call compilation). Not submission: the steady
+	// state does not pay it.
+	Setup float64 `json:"setup_pct"`
 	// Untraced: the thread was in nothing the profiler recorded.
 	Untraced float64 `json:"untraced_pct"`
 	// GPUWait: operations were enqueued in time but waited on other streams,
@@ -71,6 +76,7 @@ func computeShares(at *Attribution, afterSync ByCause, copyBusyPct, smallKernelP
 	}
 	sh.Submission = pct(b[CauseCPUOps] - afterSync[CauseCPUOps] + b[CauseLaunchAPI] - afterSync[CauseLaunchAPI] + b[CauseLaunchLatency])
 	sh.OtherAPI = pct(b[CauseOtherAPI] - afterSync[CauseOtherAPI])
+	sh.Setup = pct(b[CauseSetup])
 	sh.Untraced = pct(b[CauseUntraced] - afterSync[CauseUntraced])
 	sh.GPUWait = pct(b[CauseGPUWait] - stagedWait)
 	sh.Unattributed = pct(b[CauseNoLaunch])
@@ -90,33 +96,73 @@ type candidate struct {
 //     most kernel time runs kernels that leave SMs empty, GPU-bound otherwise.
 //  3. Otherwise the largest cause among input, sync, transfer and
 //     submission wins when it reaches ModerateSharePct of the span; when the
-//     largest share is GPU-side waiting, untraced host time or unlinked
-//     operations, the trace cannot say why and the verdict is inconclusive.
-func decide(sh Shares, ops int, spanNs int64, byID map[string]*finding.Finding) finding.Verdict {
+//     largest share is GPU-side waiting, untraced host time, unlinked
+//     operations, CUDA calls that launch nothing or one-off set-up
+//     launches, the trace cannot say why the steady state waits and the
+//     verdict is inconclusive.
+//
+// The confidence of a class verdict is its strength (how strongly the
+// shares point to the class) times the evidence behind it (evidence.go: how
+// many gaps and steps carry it, over how much GPU activity); with evidence
+// below EvidenceMin the verdict is inconclusive and names the leading cause.
+func decide(sh Shares, ops int, spanNs int64, byID map[string]*finding.Finding, ev *evidence, vo *vocab) (finding.Verdict, Confidence) {
+	v, why := decideClass(sh, ops, spanNs, byID, vo)
+	if v.Class == finding.Inconclusive {
+		c := Confidence{Gaps: -1, Steps: -1, SpanNs: spanNs}
+		c.explain(v, "")
+		return v, c
+	}
+	var basisClass finding.Class // gpu-bound and too-little-work rest on busy time
+	if evIndex(v.Class) >= 0 {
+		basisClass = v.Class
+	}
+	c := ev.basis(basisClass, spanNs)
+	c.Strength = v.Confidence
+	if c.Evidence < EvidenceMin {
+		lead := v
+		v = finding.Verdict{
+			Class:   finding.Inconclusive,
+			Summary: fmt.Sprintf("The leading candidate is %s (%s), but it rests on %s: too little to tell a pattern from an accident.", lead.Class, why, c.describe()),
+			Because: lead.Because,
+			Missing: fmt.Sprintf("more of the same: a cause carried by at least %.0f gaps over %.0f steps and %.0f ms of GPU activity; profile more steps (torch.profiler.schedule(wait=1, warmup=1, active=3))", EvidenceFullGaps, EvidenceFullSteps, float64(EvidenceFullSpanNs)/1e6),
+		}
+		c.explain(v, why)
+		return v, c
+	}
+	v.Confidence = math.Round(c.Strength*c.Evidence*100) / 100
+	c.explain(v, why)
+	return v, c
+}
+
+// decideClass picks the class and its strength (as Confidence), and says
+// why in a few words.
+func decideClass(sh Shares, ops int, spanNs int64, byID map[string]*finding.Finding, vo *vocab) (finding.Verdict, string) {
 	if ops == 0 {
 		return finding.Verdict{
 			Class:   finding.Inconclusive,
 			Summary: "The trace holds no GPU operations, so there is nothing to explain.",
 			Missing: "record GPU activity: torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]), or trace a GPU job with nsys --trace=cuda",
-		}
+		}, ""
 	}
 	if ops < MinGPUOps || spanNs < MinSpanNs {
 		return finding.Verdict{
 			Class:   finding.Inconclusive,
 			Summary: fmt.Sprintf("The trace holds %d GPU operations over %.3f ms: too little to tell a pattern from an accident.", ops, float64(spanNs)/1e6),
 			Missing: fmt.Sprintf("a longer trace: at least %d GPU operations over %.0f ms, ideally several ProfilerSteps (torch.profiler.schedule(wait=1, warmup=1, active=3))", MinGPUOps, float64(MinSpanNs)/1e6),
-		}
+		}, ""
 	}
 	if sh.IdlePct < thresholds.GPUBoundIdleMaxPct && sh.Transfer < thresholds.ModerateSharePct {
 		if sh.SmallKernelPct >= thresholds.TooLittleWorkKernelTimePct {
 			return verdictFor(finding.TooLittleWork, math.Min(0.5+0.4*sh.SmallKernelPct/100, 0.9), byID, "small-kernels",
-				fmt.Sprintf("The GPU is busy %.0f %% of the time, but %.0f %% of kernel time runs kernels with fewer thread blocks than SMs: too little parallel work per kernel.", 100-sh.IdlePct, sh.SmallKernelPct),
-				"Give each kernel more work: a bigger batch, fused operations (torch.compile), fewer tiny per-sample kernels.")
+					fmt.Sprintf("The GPU is busy %.0f %% of the time, but %.0f %% of kernel time runs kernels with fewer thread blocks than SMs: too little parallel work per kernel.", 100-sh.IdlePct, sh.SmallKernelPct),
+					"Give each kernel more work: a bigger batch, fused operations (torch.compile), fewer tiny per-sample kernels."),
+				fmt.Sprintf("%.0f %% of kernel time in kernels with fewer thread blocks than SMs", sh.SmallKernelPct)
 		}
 		conf := 0.6 + 0.4*(1-sh.IdlePct/thresholds.GPUBoundIdleMaxPct)
 		return verdictFor(finding.GPUBound, conf, byID, "gpu-bound",
-			fmt.Sprintf("The GPU is busy %.1f %% of the time: the CPU keeps it fed.", 100-sh.IdlePct),
-			"The CPU is not the problem: look at kernel efficiency (Nsight Compute), precision and batch size, and at GPU clocks and throttling.")
+				fmt.Sprintf("The GPU is busy %.1f %% of the time: the CPU keeps it fed.", 100-sh.IdlePct),
+				"The CPU is not the problem: look at kernel efficiency (Nsight Compute), precision and batch size, and at GPU clocks and throttling."),
+			fmt.Sprintf("idle %.1f %% of the span, below %.0f %%", sh.IdlePct, thresholds.GPUBoundIdleMaxPct)
 	}
 	cands := []candidate{
 		{finding.Preprocessing, sh.Input, "host-wait-dataloader"},
@@ -137,7 +183,7 @@ func decide(sh Shares, ops int, spanNs int64, byID map[string]*finding.Finding) 
 	if best.class == finding.TransferBound && byID["pageable-copies"] == nil {
 		best.finding = "copies-dominate"
 	}
-	unexplained := max(sh.GPUWait, sh.Untraced, sh.Unattributed, sh.OtherAPI)
+	unexplained := max(sh.GPUWait, sh.Untraced, sh.Unattributed, sh.OtherAPI, sh.Setup)
 	if best.share < thresholds.ModerateSharePct || unexplained > best.share {
 		v := finding.Verdict{Class: finding.Inconclusive}
 		switch {
@@ -150,21 +196,25 @@ func decide(sh Shares, ops int, spanNs int64, byID map[string]*finding.Finding) 
 			v.Summary = fmt.Sprintf("The GPU is idle %.0f %% of the time while the launching thread ran nothing the profiler recorded (%.0f %%).", sh.IdlePct, sh.Untraced)
 			v.Because = []string{"host-wait-untraced"}
 			v.Missing = "what the launching thread did in the gaps: profile with with_stack=True (Python frames), or run gpufeed diagnose live to see whether it was running, sleeping or blocked"
+		case sh.Setup >= unexplained && sh.Setup >= thresholds.ModerateSharePct:
+			v.Summary = fmt.Sprintf("The GPU is idle %.0f %% of the time, mostly (%.0f %%) while the launching thread sat in one-off set-up launches (first launches of their kernels, far longer than the others: module loading, lazy initialisation, first-call compilation), not in the steady state.", sh.IdlePct, sh.Setup)
+			v.Because = []string{"setup-launches"}
+			v.Missing = "steady-state steps: the window is dominated by set-up; profile after a warm-up (torch.profiler.schedule(wait=1, warmup=1, active=3))"
 		case sh.OtherAPI >= unexplained && sh.OtherAPI >= thresholds.ModerateSharePct:
-			v.Summary = fmt.Sprintf("The GPU is idle %.0f %% of the time while the launching thread sat in CUDA calls that launch nothing (%.0f %%): allocation, frees, stream creation, module loading.", sh.IdlePct, sh.OtherAPI)
+			v.Summary = fmt.Sprintf("The GPU is idle %.0f %% of the time while the launching thread sat in %s calls that launch nothing (%.0f %%): allocation, frees, stream creation, module loading.", sh.IdlePct, vo.api(), sh.OtherAPI)
 			v.Because = []string{"host-wait-other-api"}
 			v.Missing = "steady-state steps: this looks like set-up inside the profiled window; profile later steps (torch.profiler.schedule(wait=1, warmup=1, active=3))"
 			v.Decision = "If these calls recur every step (allocation churn), keep buffers allocated, drop torch.cuda.empty_cache() from the loop, and set PYTORCH_CUDA_ALLOC_CONF to reduce fragmentation."
 		case sh.Unattributed >= unexplained && sh.Unattributed >= thresholds.ModerateSharePct:
 			v.Summary = fmt.Sprintf("The GPU is idle %.0f %% of the time, but the operations after the gaps have no launch record in the trace.", sh.IdlePct)
-			v.Missing = "CPU runtime events linked to the GPU operations (correlation ids): record CPU activity with the CUDA activity"
+			v.Missing = fmt.Sprintf("%s runtime events linked to the GPU operations (correlation ids): record CPU activity with the device activity", vo.api())
 		default:
 			v.Summary = fmt.Sprintf("The GPU is idle %.0f %% of the time, spread over causes none of which reaches %.0f %% of the time.", sh.IdlePct, thresholds.ModerateSharePct)
 			v.Missing = "a longer trace (more steps) or a live run (gpufeed diagnose) to see CPU saturation and I/O"
 		}
-		return v
+		return v, ""
 	}
-	total := sh.Input + sh.Sync + sh.Transfer + sh.Submission + sh.OtherAPI + sh.Untraced + sh.GPUWait + sh.Unattributed
+	total := sh.Input + sh.Sync + sh.Transfer + sh.Submission + sh.OtherAPI + sh.Setup + sh.Untraced + sh.GPUWait + sh.Unattributed
 	dominance := 0.0
 	if total > 0 {
 		dominance = 100 * best.share / total
@@ -180,7 +230,8 @@ func decide(sh Shares, ops int, spanNs int64, byID map[string]*finding.Finding) 
 	if f != nil {
 		summary, decision = f.Claim, f.Decision
 	}
-	return verdictFor(best.class, math.Min(conf, 0.95), byID, best.finding, summary, decision)
+	return verdictFor(best.class, math.Min(conf, 0.95), byID, best.finding, summary, decision),
+		fmt.Sprintf("%.0f %% of the span, %.0f %% of all idle causes", best.share, dominance)
 }
 
 func verdictFor(c finding.Class, conf float64, byID map[string]*finding.Finding, id, summary, decision string) finding.Verdict {

@@ -637,7 +637,7 @@ func (d *decoder) merge(bt *batch, off int64, n int) {
 	for _, g := range bt.gpu {
 		g.Name = names[g.Name]
 		g.Stream = streams[g.Stream]
-		if g.Kind == trace.Memcpy || g.Kind == trace.Memset {
+		if (g.Kind == trace.Memcpy || g.Kind == trace.Memset) && g.Copy == trace.CopyUnknown {
 			ck := d.copyOf(g.Name, t.Names)
 			g.Copy, g.Src, g.Dst = ck.dir, ck.src, ck.dst
 		}

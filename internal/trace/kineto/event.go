@@ -21,6 +21,9 @@ const (
 	catPython
 	catGPUSync
 	catTraceSpan
+	// catMTIAOp is an MTIA device operation (mtia_ccp_events): a kernel, a
+	// DMA request or a synchronisation record, told apart by its name.
+	catMTIAOp
 )
 
 func classifyCat(c []byte) category {
@@ -31,8 +34,10 @@ func classifyCat(c []byte) category {
 		return catMemcpy
 	case "gpu_memset", "Memset":
 		return catMemset
-	case "cuda_runtime", "cuda_driver", "Runtime", "Driver", "hip_runtime", "hip_driver":
+	case "cuda_runtime", "cuda_driver", "Runtime", "Driver", "hip_runtime", "hip_driver", "mtia_runtime":
 		return catRuntime
+	case "mtia_ccp_events":
+		return catMTIAOp
 	case "cpu_op", "Operator":
 		return catCPUOp
 	case "user_annotation", "Annotation":
@@ -194,8 +199,11 @@ type event struct {
 	hasDevice      bool
 	bytes          int64
 	blocksPerSM    float64
-	argName        []byte
-	argNameEsc     bool
+	// copyDir and size are an MTIA DMA request's "direction" and "size" arguments.
+	copyDir    trace.CopyKind
+	size       int64
+	argName    []byte
+	argNameEsc bool
 }
 
 // parseEvent reads the event object at b[i] == '{' into bt and returns the
@@ -380,6 +388,15 @@ func (ev *event) args(b []byte, i int) (int, error) {
 			i = next
 			continue
 		}
+		if b[i] == '"' && string(key) == "direction" {
+			raw, _, next, err := readString(b, i)
+			if err != nil {
+				return next, err
+			}
+			ev.copyDir = trace.ParseMTIADirection(string(raw))
+			i = next
+			continue
+		}
 		i, err = skipValue(b, i)
 		if err != nil {
 			return i, err
@@ -401,6 +418,8 @@ func (ev *event) args(b []byte, i int) (int, error) {
 			}
 		case "bytes":
 			ev.bytes, _ = parseInt(tok)
+		case "size":
+			ev.size, _ = parseInt(tok)
 		case "blocks per SM":
 			ev.blocksPerSM, _ = parseFloat(tok)
 		}
@@ -450,12 +469,18 @@ func (bt *batch) add(ev *event) {
 			bt.profEnd = end
 		}
 		bt.counts.Ignored++
-	case catKernel, catMemcpy, catMemset, catGPUSync:
+	case catKernel, catMemcpy, catMemset, catGPUSync, catMTIAOp:
 		dev, stream := ev.device, ev.stream
 		if !ev.hasDevice {
 			dev, _ = ev.pid.number()
 		}
-		if !ev.hasStream {
+		switch {
+		case ev.hasStream:
+		case ev.cat == catMTIAOp:
+			// An MTIA operation without a stream argument (DMA requests
+			// outside any queue) is device work on no stream, as HTA reads it.
+			stream = -1
+		default:
 			stream = streamFromTid(ev.tid)
 		}
 		op := trace.GPUOp{
@@ -474,6 +499,12 @@ func (bt *batch) add(ev *event) {
 			op.Kind = trace.Memcpy
 		case catMemset:
 			op.Kind = trace.Memset
+		case catMTIAOp:
+			op.Kind = trace.ClassifyMTIAOp(bt.names[op.Name])
+			op.Copy = ev.copyDir
+			if op.Bytes == 0 {
+				op.Bytes = ev.size
+			}
 		default:
 			op.Kind = trace.GPUSync
 		}

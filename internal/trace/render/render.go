@@ -3,14 +3,15 @@
 package render
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
 	"path/filepath"
 	"strings"
-	"unicode"
 
 	"github.com/gpufeed/gpufeed/internal/rules/thresholds"
+	"github.com/gpufeed/gpufeed/internal/safetext"
 
 	"github.com/gpufeed/gpufeed/internal/finding"
 	"github.com/gpufeed/gpufeed/internal/trace/analysis"
@@ -24,22 +25,23 @@ type Result struct {
 }
 
 // JSON writes the result as indented JSON.
+// Bidirectional controls in names are escaped (safetext.EscapeJSON), which
+// leaves every value as it was.
 func JSON(w io.Writer, res Result) error {
-	enc := json.NewEncoder(w)
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
 	enc.SetIndent("", "  ")
-	return enc.Encode(res)
+	if err := enc.Encode(res); err != nil {
+		return err
+	}
+	_, err := w.Write(safetext.EscapeJSON(buf.Bytes()))
+	return err
 }
 
 // clean makes attacker-controlled text (kernel, operator and thread names
-// from a trace file) safe for a terminal: control characters become '?'.
-func clean(s string) string {
-	return strings.Map(func(r rune) rune {
-		if unicode.IsControl(r) {
-			return '?'
-		}
-		return r
-	}, s)
-}
+// from a trace file) safe for a terminal: control characters, line
+// separators and bidirectional controls become '?' (safetext.Clean).
+func clean(s string) string { return safetext.Clean(s) }
 
 // short trims a long name (C++ kernel signatures) for tables.
 func short(s string, n int) string {
@@ -140,6 +142,9 @@ func (p *printer) report(r *analysis.Report) {
 	if v.Missing != "" {
 		p.line("MISSING: %s", clean(v.Missing))
 	}
+	if r.Confidence.Text != "" {
+		p.line("CONFIDENCE: %s", clean(r.Confidence.Text))
+	}
 	if len(ev) > 2 {
 		p.line("  more evidence (%s):", strings.Join(v.Because, ", "))
 		for _, e := range ev[2:] {
@@ -149,9 +154,16 @@ func (p *printer) report(r *analysis.Report) {
 	p.line("")
 	p.line("FINDINGS")
 	for _, f := range r.Findings {
+		// A finding whose evidence is shown with the verdict is marked so;
+		// an inconclusive verdict concludes nothing, so its findings are
+		// only "shown above", and keep their own decision when the verdict
+		// gives none.
 		mark := ""
 		if shown[f.ID] {
 			mark = " (verdict)"
+			if v.Class == finding.Inconclusive {
+				mark = " (shown above)"
+			}
 		}
 		p.line("  [%s] %s%s: %s", f.Severity, f.ID, mark, clean(f.Claim))
 		if !shown[f.ID] {
@@ -159,7 +171,7 @@ func (p *printer) report(r *analysis.Report) {
 				p.evidence("      ", e)
 			}
 		}
-		if f.Decision != "" && !shown[f.ID] {
+		if f.Decision != "" && (!shown[f.ID] || v.Decision == "") {
 			p.line("      → %s", clean(f.Decision))
 		}
 	}

@@ -37,3 +37,34 @@ func TestTextStripsControlCharacters(t *testing.T) {
 		t.Errorf("output does not lead with the verdict: %q", out.String()[:40])
 	}
 }
+
+// Line separators and bidirectional controls in names from a trace file
+// reach neither the text nor the JSON output as they are.
+func TestOutputsKeepReorderingCharactersOff(t *testing.T) {
+	evil := "kernel\u202eexe.txt\u2028forged line\u2066\u2029"
+	r := &analysis.Report{
+		Source: "/tmp/" + evil + ".json",
+		Rank:   -1,
+		Verdict: finding.Verdict{Class: finding.SubmissionBound, Confidence: 0.9, Summary: "about " + evil,
+			Because: []string{"x"}, Decision: "fix " + evil},
+		Findings: []finding.Finding{{ID: "x", Claim: evil, Evidence: []finding.Evidence{{What: evil, Text: evil, Source: evil}}}},
+		Attribution: analysis.Attribution{SpanNs: 10, IdleNs: 5,
+			TopOps:  []analysis.NamedTime{{Name: evil, Ns: 5}},
+			Longest: []analysis.GapDetail{{DurNs: 5, Next: evil, Step: -1}}},
+		Warnings: []string{evil},
+	}
+	for _, write := range []func(*bytes.Buffer) error{
+		func(b *bytes.Buffer) error { return Text(b, Result{Reports: []*analysis.Report{r}}) },
+		func(b *bytes.Buffer) error { return JSON(b, Result{Reports: []*analysis.Report{r}}) },
+	} {
+		var out bytes.Buffer
+		if err := write(&out); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range []string{"\u202e", "\u2028", "\u2029", "\u2066"} {
+			if strings.Contains(out.String(), c) {
+				t.Errorf("output holds %U:\n%.200q", []rune(c)[0], out.String())
+			}
+		}
+	}
+}

@@ -69,6 +69,10 @@ type Config struct {
 	// same instant on every rank, as a blocking collective does.
 	AllReduceNs    int64
 	SlowestDelayNs int64
+	// SetupLaunchNs, when positive, starts the second step with the first
+	// launch of a kernel not seen before whose launch call takes this long
+	// (module loading on first launch): the idle inside it is CauseSetup.
+	SetupLaunchNs int64
 }
 
 // Cause names a host activity, as the attribution names causes.
@@ -82,6 +86,7 @@ const (
 	CauseCPUOps     Cause = "cpu-ops"
 	CauseUntraced   Cause = "untraced"
 	CauseLatency    Cause = "launch-latency"
+	CauseSetup      Cause = "setup"
 )
 
 // Truth is what the generator knows about the trace it wrote.
@@ -306,6 +311,9 @@ func (g *gen) step(i int, last bool) {
 	a, b := g.hostSeg(CauseDataLoader, dl)
 	g.annotation("enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__", a, b)
 	g.hostSeg(CauseUntraced, g.dur(5_000, 10_000))
+	if i == 1 && g.cfg.SetupLaunchNs > 0 {
+		g.setupOp()
+	}
 	for range max(g.cfg.Repeat, 1) {
 		g.work(sc)
 	}
@@ -364,6 +372,21 @@ func (g *gen) op(name, kernel string, ovLo, ovHi, kLo, kHi int64, blocksPerSM fl
 	g.corr++
 	g.runtime("cudaLaunchKernel", ls, le, corr, ext)
 	g.kernel(kernel, ks, ke, corr, ext, blocksPerSM)
+}
+
+// setupOp writes the first launch of a kernel that needs set-up: the
+// launch call itself takes SetupLaunchNs (module loading on first launch).
+func (g *gen) setupOp() {
+	opStart, _ := g.hostSeg(CauseCPUOps, g.dur(10_000, 20_000))
+	ls, le := g.hostSeg(CauseSetup, g.cfg.SetupLaunchNs)
+	ks, ke := g.enqueue(le, g.dur(50_000, 80_000))
+	ext := g.ext
+	g.ext++
+	g.cpuOpExt("aten::first_use", opStart, le, ext)
+	corr := g.corr
+	g.corr++
+	g.runtime("cudaLaunchKernel", ls, le, corr, ext)
+	g.kernel("void first_use_kernel<float>(float*, int)", ks, ke, corr, ext, 2)
 }
 
 // copyIn writes the input copy of a step: pinned (fast, async) or pageable

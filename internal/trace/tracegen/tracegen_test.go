@@ -20,6 +20,7 @@ var causeOf = map[tracegen.Cause]analysis.Cause{
 	tracegen.CauseCPUOps:     analysis.CauseCPUOps,
 	tracegen.CauseUntraced:   analysis.CauseUntraced,
 	tracegen.CauseLatency:    analysis.CauseLaunchLatency,
+	tracegen.CauseSetup:      analysis.CauseSetup,
 }
 
 // TestAttributionMatchesGroundTruth generates traces whose gap causes are
@@ -97,5 +98,83 @@ func TestRepeatAndTargetBytes(t *testing.T) {
 		if got, w := at.ByCause[ac], truth.IdleByCause[gc]; got != w {
 			t.Errorf("%s: attributed %d ns, generator says %d", ac, got, w)
 		}
+	}
+}
+
+// TestSetupLaunchGroundTruth adds one 20 ms first launch of a new kernel
+// (module loading) to scenarios whose class it must not change: its idle is
+// attributed to set-up to the nanosecond and stays out of every share that
+// decides the class.
+func TestSetupLaunchGroundTruth(t *testing.T) {
+	for sc, class := range map[tracegen.Scenario]finding.Class{
+		tracegen.Launch:     finding.SubmissionBound,
+		tracegen.Sync:       finding.SyncBound,
+		tracegen.DataLoader: finding.Preprocessing,
+	} {
+		t.Run(string(sc), func(t *testing.T) {
+			var buf bytes.Buffer
+			truth, err := tracegen.Generate(&buf, tracegen.Config{Scenario: sc, Steps: 6, Seed: 3, Rank: -1, SetupLaunchNs: 20_000_000})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if truth.IdleByCause[tracegen.CauseSetup] != 20_000_000 {
+				t.Fatalf("generator charged %d ns to set-up, want the whole 20 ms launch", truth.IdleByCause[tracegen.CauseSetup])
+			}
+			tr, err := kineto.Decode(&buf, "gen.json", kineto.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := analysis.Analyze(tr, analysis.Options{})
+			for gc, ac := range causeOf {
+				if got, w := r.Attribution.ByCause[ac], truth.IdleByCause[gc]; got != w {
+					t.Errorf("%s: attributed %d ns, generator says %d", ac, got, w)
+				}
+			}
+			if len(r.SetupLaunches.Calls) != 1 || r.SetupLaunches.Calls[0].Kernel != "void first_use_kernel<float>(float*, int)" {
+				t.Errorf("set-up launches %+v, want the one first_use_kernel launch", r.SetupLaunches.Calls)
+			}
+			want := 100 * float64(truth.IdleByCause[tracegen.CauseSetup]) / float64(truth.SpanNs)
+			if d := r.Shares.Setup - want; d > 1e-9 || d < -1e-9 {
+				t.Errorf("set-up share %.4f %%, want %.4f %%", r.Shares.Setup, want)
+			}
+			if r.Verdict.Class != class {
+				t.Errorf("verdict %s (%s), want %s", r.Verdict.Class, r.Verdict.Summary, class)
+			}
+		})
+	}
+}
+
+// TestConfidenceFallsWithEvidence: the same workload profiled for one step
+// or for seven (the last of 2 and 8 steps is dropped) gets the same class,
+// but the short trace's confidence is at most half; a cause seen in a
+// single gap is no verdict at all.
+func TestConfidenceFallsWithEvidence(t *testing.T) {
+	conf := func(sc tracegen.Scenario, steps int) finding.Verdict {
+		var buf bytes.Buffer
+		if _, err := tracegen.Generate(&buf, tracegen.Config{Scenario: sc, Steps: steps, Seed: 1, Rank: -1}); err != nil {
+			t.Fatal(err)
+		}
+		tr, err := kineto.Decode(&buf, "gen.json", kineto.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return analysis.Analyze(tr, analysis.Options{}).Verdict
+	}
+	for _, sc := range []tracegen.Scenario{tracegen.Launch, tracegen.Sync, tracegen.Healthy} {
+		short, long := conf(sc, 2), conf(sc, 8)
+		if short.Class != long.Class {
+			t.Errorf("%s: %s from one step, %s from seven", sc, short.Class, long.Class)
+		}
+		if short.Confidence > 0.5 || long.Confidence < 0.9 {
+			t.Errorf("%s: confidence %.2f from one step, %.2f from seven; want at most 0.5 and at least 0.9", sc, short.Confidence, long.Confidence)
+		}
+	}
+	// Three steps, two analysed: the DataLoader stall shows in one gap only
+	// (the first step's comes before any GPU work).
+	if v := conf(tracegen.DataLoader, 3); v.Class != finding.Inconclusive {
+		t.Errorf("dataloader, one stall in the window: %s (%.2f), want inconclusive", v.Class, v.Confidence)
+	}
+	if v := conf(tracegen.DataLoader, 8); v.Class != finding.Preprocessing || v.Confidence < 0.8 {
+		t.Errorf("dataloader, six stalls: %s (%.2f), want preprocessing-bound at 0.8 or more", v.Class, v.Confidence)
 	}
 }
