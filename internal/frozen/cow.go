@@ -196,8 +196,8 @@ func cowFindings(v *view, a *analysis.Analysis, groups []WorkerGroup) []finding.
 		}
 		f.Evidence = append(f.Evidence,
 			finding.Evidence{What: fmt.Sprintf("unique memory of the %s together", plural(len(all), "worker", "workers")), Value: round(held/(1<<20), 1), Unit: "MiB", Window: "last readings", Source: "/proc/PID/smaps_rollup"},
-			finding.Evidence{What: "what a forked DataLoader worker holds of its own once started, when it copies nothing of its dataset (fork baseline)", Value: round(baseline/(1<<20), 1), Unit: "MiB",
-				Text: "a worker over a numpy array, measured", Source: "reference measurement"},
+			finding.Evidence{What: "fork baseline: what a forked DataLoader worker over flat storage (numpy) holds of its own once started", Value: round(baseline/(1<<20), 1), Unit: "MiB",
+				Source: "reference measurement"},
 			finding.Evidence{What: "copy rate of the workers together (USS growth not matched by RSS growth)", Value: round(cpRate/(1<<20), 2), Unit: "MiB/s", Window: "sum of the slopes above", Source: "smaps_rollup and statm"})
 		claim := fmt.Sprintf("%s of %s copy its memory at %s together, copy-on-write: their unique memory rises while their resident memory stays flat, so pages they shared with it become their own as they touch its Python objects; they hold %s of their own, %s more than %d fresh forks (%s each)",
 			plural(len(grows), "forked worker", "forked workers"), name, fmtBytes(cpRate)+"/s", fmtBytes(held), fmtBytes(excess), len(all), fmtBytes(baseline))
