@@ -1,12 +1,17 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"math"
 	"os"
 	"runtime/debug"
+	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpufeed/gpufeed/internal/trace"
 	"github.com/gpufeed/gpufeed/internal/trace/analysis"
 	"github.com/gpufeed/gpufeed/internal/trace/kineto"
 	"github.com/gpufeed/gpufeed/internal/trace/load"
@@ -22,30 +27,53 @@ func newTraceCmd() *cobra.Command {
 		workers  int
 	)
 	cmd := &cobra.Command{
-		Use:   "trace FILE|DIR...",
+		Use:   "trace FILE|DIR|-...",
 		Short: "Explain every GPU idle gap in a PyTorch profiler (Kineto) or Nsight Systems trace",
 		Long: `trace reads PyTorch profiler (Kineto) Chrome-trace JSON, plain or gzip, one
 file or a directory of rank files, and Nsight Systems SQLite exports
 (nsys export --type sqlite). For each rank it attributes every GPU idle gap to
 what the launching CPU thread was doing instead (DataLoader, synchronisation,
 pageable copy, CPU operators, launch calls), gives the verdict live diagnose
-gives, and prints HTA-compatible and Nsight-style numbers to check it against.`,
+gives, and prints HTA-compatible and Nsight-style numbers to check it against.
+
+"-" reads a Kineto trace from standard input (so do /dev/stdin and
+<(zcat trace.json.gz)). A file that cannot be read is listed with the reason
+at the end of the report and the others are reported; the exit status is 2
+only when nothing could be read.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if output != "text" && output != "json" {
 				return fmt.Errorf("-o %q: want text or json", output)
 			}
-			files, err := load.Expand(args)
+			files, skipped, err := load.Expand(args)
 			if err != nil {
 				return err
 			}
-			limitMemory(files)
+			// Traces are large, short-lived and pointer-free: collecting more
+			// often costs little and keeps the peak near the live data.
+			debug.SetGCPercent(40)
 			var res tracerender.Result
 			var summaries []analysis.RankSummary
-			for _, f := range files {
-				traces, err := load.Read(f, load.Options{Kineto: kineto.Options{Workers: workers}})
+			// readErr keeps each unreadable file's error, to return as is
+			// when it is the only file.
+			readErr := map[string]error{}
+			failed := 0
+			for _, p := range files {
+				lf, err := load.Open(p)
+				var traces []*trace.Trace
+				if err == nil {
+					limitMemory(lf.SizeHint)
+					traces, err = lf.Read(load.Options{Kineto: kineto.Options{Workers: workers}})
+				}
 				if err != nil {
-					return err
+					name := p
+					if lf != nil {
+						name = lf.Name
+					}
+					skipped = append(skipped, load.Skipped{File: name, Reason: load.Reason(name, err)})
+					readErr[name] = err
+					failed++
+					continue
 				}
 				for _, t := range traces {
 					r := analysis.Analyze(t, analysis.Options{IncludeLastStep: lastStep})
@@ -53,15 +81,28 @@ gives, and prints HTA-compatible and Nsight-style numbers to check it against.`,
 					summaries = append(summaries, analysis.Summarize(r, t))
 				}
 			}
+			slices.SortStableFunc(skipped, func(a, b load.Skipped) int { return strings.Compare(a.File, b.File) })
+			if len(res.Reports) == 0 {
+				return nothingRead(skipped, readErr)
+			}
+			for _, s := range skipped {
+				res.Skipped = append(res.Skipped, tracerender.Skipped{File: s.File, Reason: s.Reason})
+			}
 			if len(summaries) > 1 {
 				m := analysis.CompareRanks(summaries)
 				res.Multi = &m
 			}
 			out := cmd.OutOrStdout()
 			if output == "json" {
-				return tracerender.JSON(out, res)
+				err = tracerender.JSON(out, res)
+			} else {
+				err = tracerender.Text(out, res)
 			}
-			return tracerender.Text(out, res)
+			if err == nil && len(skipped) > 0 {
+				fmt.Fprintf(cmd.ErrOrStderr(), "gpufeed: %d of %d files not read (listed at the end of the report); the report covers the others\n",
+					len(skipped), len(skipped)+len(files)-failed)
+			}
+			return err
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
@@ -70,32 +111,51 @@ gives, and prints HTA-compatible and Nsight-style numbers to check it against.`,
 	return cmd
 }
 
-// memoryShare is the part of the largest trace's uncompressed size the
-// analysis aims to stay within (issue 6: peak memory at most a quarter of
-// the trace), with a margin for what the Go heap limit does not cover
-// (binary, stacks).
+// nothingRead is the error when no file could be read: the file's own error
+// when there was one file, else each file with its reason, on one line (an
+// error is printed as one escaped line).
+func nothingRead(skipped []load.Skipped, readErr map[string]error) error {
+	if len(skipped) == 1 {
+		if err := readErr[skipped[0].File]; err != nil {
+			return err
+		}
+		return errors.New(skipped[0].File + ": " + skipped[0].Reason)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "none of the %d files could be read as a trace", len(skipped))
+	for i, s := range skipped {
+		sep := "; "
+		if i == 0 {
+			sep = ": "
+		}
+		fmt.Fprintf(&b, "%s%s: %s", sep, s.File, s.Reason)
+	}
+	return errors.New(b.String())
+}
+
+// memoryShare is the part of a trace's uncompressed size the analysis aims
+// to stay within (peak memory at most a quarter of the trace), with a
+// margin for what the Go heap limit does not cover (binary, stacks).
 const memoryShare = 0.25 * 0.85
 
 // minMemoryLimit keeps small traces from making the collector run
 // constantly: below it, fixed costs (decoder buffers, runtime) dominate.
 const minMemoryLimit = 32 << 20
 
-// limitMemory sets a soft heap limit proportional to the largest input, so
-// the collector returns garbage before the process grows past it. Traces are
-// decoded and analysed one at a time, so the largest one sets the peak. A
-// GOMEMLIMIT set by the user wins.
-func limitMemory(files []string) {
-	// Traces are large, short-lived and pointer-free: collecting more often
-	// costs little and keeps the peak near the live data.
-	debug.SetGCPercent(40)
+// limitMemory sets a soft heap limit proportional to the trace about to be
+// read (its estimated uncompressed size: load.File.SizeHint, which for a
+// gzip file cut short is what it holds, not what its last bytes claim), so
+// the collector returns garbage before the process grows past it. Traces
+// are decoded and analysed one at a time and only a small summary of each
+// is kept, so the trace being read sets the peak. Without an estimate (a
+// pipe) there is no limit. A GOMEMLIMIT set by the user wins.
+func limitMemory(hint int64) {
 	if os.Getenv("GOMEMLIMIT") != "" {
 		return
 	}
-	var largest int64
-	for _, f := range files {
-		if n, err := load.UncompressedSize(f); err == nil {
-			largest = max(largest, n)
-		}
+	if hint <= 0 {
+		debug.SetMemoryLimit(math.MaxInt64)
+		return
 	}
-	debug.SetMemoryLimit(max(int64(float64(largest)*memoryShare), minMemoryLimit))
+	debug.SetMemoryLimit(max(int64(float64(hint)*memoryShare), minMemoryLimit))
 }

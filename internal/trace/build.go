@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"strings"
 )
 
 // Builder fills a Trace: readers intern names, threads and streams, append
@@ -162,11 +163,19 @@ func (b *Builder) Finish() *Trace {
 	return t
 }
 
-// link sets GPUOp.Launch and RuntimeCall.GPU from correlation ids.
+// link sets GPUOp.Launch and RuntimeCall.GPU from correlation ids. A link
+// is made only when it is certain: the id belongs to one runtime call, and
+// that call enqueued this op alone (or is a graph or multi-device launch,
+// which enqueue many ops under one id). Ops whose id several calls share,
+// or several ops share under a call that enqueues one, are left unlinked,
+// counted (AmbiguousCorr) and warned about: a guessed link attributes a gap
+// to the wrong host activity (with every event sharing one id, every gap
+// became a GPU-side wait).
 func link(t *Trace) {
 	type corrIdx struct {
 		corr int64
-		idx  int32
+		// idx is the runtime call, -1 when several calls have the id.
+		idx int32
 	}
 	index := make([]corrIdx, 0, len(t.Runtime))
 	for i := range t.Runtime {
@@ -180,32 +189,87 @@ func link(t *Trace) {
 		}
 		return cmp.Compare(x.idx, y.idx)
 	})
-	// Keep the first call of each correlation id.
-	w := 0
+	// One entry per id; an id several calls have is marked ambiguous.
+	w, sharedIDs := 0, 0
 	for i := range index {
 		if w > 0 && index[w-1].corr == index[i].corr {
 			t.Counts.DuplicateCorr++
+			if index[w-1].idx >= 0 {
+				sharedIDs++
+				index[w-1].idx = -1
+			}
 			continue
 		}
 		index[w] = index[i]
 		w++
 	}
 	index = index[:w]
+	find := func(c int64) (int, bool) {
+		return slices.BinarySearchFunc(index, c, func(e corrIdx, c int64) int { return cmp.Compare(e.corr, c) })
+	}
+	// How many ops each id has.
+	ops := make([]int32, len(index))
+	for i := range t.GPU {
+		if c := t.GPU[i].Corr; c > 0 {
+			if j, ok := find(c); ok {
+				ops[j]++
+			}
+		}
+	}
+	// Ids several ops share under a call that enqueues one.
+	single := make([]bool, len(index))
+	var sharedOps, sharedOpIDs int64
+	for j, e := range index {
+		if e.idx >= 0 && ops[j] > 1 && !enqueuesMany(t.Name(t.Runtime[e.idx].Name)) {
+			single[j] = true
+			sharedOps += int64(ops[j])
+			sharedOpIDs++
+		}
+	}
 	for i := range t.GPU {
 		g := &t.GPU[i]
 		if g.Corr <= 0 {
 			t.Counts.Unlinked++
 			continue
 		}
-		j, found := slices.BinarySearchFunc(index, g.Corr, func(e corrIdx, c int64) int { return cmp.Compare(e.corr, c) })
+		j, found := find(g.Corr)
 		if !found {
 			t.Counts.Unlinked++
 			continue
 		}
 		r := index[j].idx
+		if r < 0 {
+			t.Counts.AmbiguousCorr++
+			g.AmbiguousLaunch = true
+			continue
+		}
+		if single[j] {
+			t.Counts.AmbiguousCorr++
+			g.AmbiguousLaunch = true
+			continue
+		}
 		g.Launch = r
 		if t.Runtime[r].GPU < 0 {
 			t.Runtime[r].GPU = int32(i)
 		}
 	}
+	if t.Counts.AmbiguousCorr == 0 {
+		return
+	}
+	var why []string
+	if sharedIDs > 0 {
+		why = append(why, fmt.Sprintf("%d runtime calls reuse the id of another call (%d ids are shared)", t.Counts.DuplicateCorr, sharedIDs))
+	}
+	if sharedOps > 0 {
+		why = append(why, fmt.Sprintf("%d GPU operations share %d ids under calls that enqueue one operation each", sharedOps, sharedOpIDs))
+	}
+	t.Warnings = append(t.Warnings, fmt.Sprintf("%s: correlation ids are not unique: %s; %d GPU operations are left without a launch record rather than linked to a guess, so the gaps they end are not attributed to the host",
+		t.Source, strings.Join(why, "; "), t.Counts.AmbiguousCorr))
+}
+
+// enqueuesMany reports whether a runtime call may put several operations on
+// GPU queues under its one correlation id: a graph launch (every node of
+// the graph) or a multi-device launch (one kernel per device).
+func enqueuesMany(name string) bool {
+	return strings.Contains(name, "GraphLaunch") || strings.Contains(name, "MultiDevice")
 }

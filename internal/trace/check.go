@@ -18,6 +18,8 @@ func (t *Trace) Check() error {
 			return fmt.Errorf("gpu op %d: stream %d out of range", i, g.Stream)
 		case g.Launch >= int32(len(t.Runtime)) || g.Launch < -1:
 			return fmt.Errorf("gpu op %d: launch %d out of range", i, g.Launch)
+		case g.AmbiguousLaunch && g.Launch >= 0:
+			return fmt.Errorf("gpu op %d is linked although its correlation id is not unique", i)
 		case g.Launch >= 0 && t.Runtime[g.Launch].Corr != g.Corr:
 			return fmt.Errorf("gpu op %d linked to a call with another correlation id", i)
 		case i > 0 && (t.GPU[i-1].Stream > g.Stream || t.GPU[i-1].Stream == g.Stream && t.GPU[i-1].Start > g.Start):

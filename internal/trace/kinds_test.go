@@ -110,10 +110,10 @@ func TestFinishSortsAndLinks(t *testing.T) {
 	if tr.GPU[0].Start != 20 || tr.GPU[0].Launch != 0 || tr.Runtime[0].Start != 10 || tr.Runtime[0].GPU != 0 {
 		t.Errorf("not sorted and linked: %+v %+v", tr.GPU, tr.Runtime)
 	}
-	if tr.GPU[1].Launch != 1 || tr.Runtime[1].Start != 40 {
-		t.Errorf("the first call of a duplicated correlation id must win: %+v", tr.GPU[1])
+	if tr.GPU[1].Launch != -1 || tr.Runtime[1].Start != 40 {
+		t.Errorf("an op whose correlation id two calls have must stay unlinked (TestNonUniqueCorrelationIDs): %+v", tr.GPU[1])
 	}
-	if tr.Counts.Unlinked != 1 || tr.Counts.DuplicateCorr != 1 {
+	if tr.Counts.Unlinked != 1 || tr.Counts.DuplicateCorr != 1 || tr.Counts.AmbiguousCorr != 1 {
 		t.Errorf("counts = %+v", tr.Counts)
 	}
 }

@@ -111,7 +111,11 @@ type GPUOp struct {
 	Launch int32
 	// BlocksPerSM is Kineto's "blocks per SM" for kernels, 0 when unknown.
 	BlocksPerSM float32
-	Kind        GPUKind
+	// AmbiguousLaunch marks an op left unlinked (Launch -1) because its
+	// correlation id is not unique: which call launched it is unknown, not
+	// absent. Set by Finish.
+	AmbiguousLaunch bool
+	Kind            GPUKind
 	// Copy is the direction of a memcpy.
 	Copy CopyKind
 	// Src and Dst are the memory kinds of a memcpy (Dst alone for a memset).
@@ -163,8 +167,21 @@ type Counts struct {
 	BadTime int64
 	// Unlinked are GPU ops whose correlation id matches no runtime call.
 	Unlinked int64
-	// DuplicateCorr are runtime calls whose correlation id was already taken.
+	// DuplicateCorr are runtime calls whose correlation id another call
+	// already has.
 	DuplicateCorr int64
+	// AmbiguousCorr are GPU ops left without a launch record because their
+	// correlation id is not unique: several runtime calls have it, or
+	// several ops share it under a call that enqueues one. Linking them
+	// would be a guess.
+	AmbiguousCorr int64
+	// NoPhase are events without a "ph" (Chrome-trace phase): nothing says
+	// what they are, so they are skipped (and warned about).
+	NoPhase int64
+	// BadRows are rows of an Nsight Systems export skipped because a value
+	// did not fit the schema (text where a time is, NULL where a value is
+	// required).
+	BadRows int64
 	// Bytes is the number of (uncompressed) bytes decoded.
 	Bytes int64
 }

@@ -78,8 +78,21 @@ func newScope(t *trace.Trace, includeLastStep, dropLastStep bool) *scope {
 		if !g.Kind.IsWork() {
 			continue
 		}
-		if s.filtered && (g.Launch < 0 || !s.cpuIn(t.Runtime[g.Launch].Start)) {
-			continue
+		if s.filtered {
+			switch {
+			case g.Launch >= 0:
+				if !s.cpuIn(t.Runtime[g.Launch].Start) {
+					continue
+				}
+			case g.AmbiguousLaunch:
+				// Its launch is unknown (the correlation id is not unique),
+				// not absent: place it by its own start.
+				if !s.cpuIn(g.Start) {
+					continue
+				}
+			default:
+				continue
+			}
 		}
 		s.gpu[i] = true
 		s.work++

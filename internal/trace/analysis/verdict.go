@@ -206,8 +206,8 @@ func decideClass(sh Shares, ops int, spanNs int64, byID map[string]*finding.Find
 			v.Missing = "steady-state steps: this looks like set-up inside the profiled window; profile later steps (torch.profiler.schedule(wait=1, warmup=1, active=3))"
 			v.Decision = "If these calls recur every step (allocation churn), keep buffers allocated, drop torch.cuda.empty_cache() from the loop, and set PYTORCH_CUDA_ALLOC_CONF to reduce fragmentation."
 		case sh.Unattributed >= unexplained && sh.Unattributed >= thresholds.ModerateSharePct:
-			v.Summary = fmt.Sprintf("The GPU is idle %.0f %% of the time, but the operations after the gaps have no launch record in the trace.", sh.IdlePct)
-			v.Missing = fmt.Sprintf("%s runtime events linked to the GPU operations (correlation ids): record CPU activity with the device activity", vo.api())
+			v.Summary = fmt.Sprintf("The GPU is idle %.0f %% of the time, but the operations after the gaps cannot be tied to the calls that launched them (no launch record, or a correlation id that is not unique).", sh.IdlePct)
+			v.Missing = fmt.Sprintf("%s runtime events linked to the GPU operations by unique correlation ids: record CPU activity with the device activity (a trace whose ids repeat was damaged or merged from several)", vo.api())
 		default:
 			v.Summary = fmt.Sprintf("The GPU is idle %.0f %% of the time, spread over causes none of which reaches %.0f %% of the time.", sh.IdlePct, thresholds.ModerateSharePct)
 			v.Missing = "a longer trace (more steps) or a live run (gpufeed diagnose) to see CPU saturation and I/O"

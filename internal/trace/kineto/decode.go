@@ -27,7 +27,9 @@ import (
 	"os"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/gpufeed/gpufeed/internal/trace"
 )
@@ -73,6 +75,48 @@ func (e *SyntaxError) Error() string {
 	return fmt.Sprintf("%s: byte offset %d: %s", e.File, e.Offset, e.Msg)
 }
 
+// NotTraceError is input that is well-formed enough to read but is not a
+// Chrome trace: a JSON object without traceEvents. What says what the file
+// looks like instead, when that can be told.
+type NotTraceError struct {
+	File string
+	What string
+}
+
+func (e *NotTraceError) Error() string {
+	return fmt.Sprintf("%s: not a Chrome trace: %s", e.File, e.What)
+}
+
+// recordingFormat is the "format" value that starts a gpufeed recording
+// (internal/timeline's FormatName; a test keeps them equal).
+const recordingFormat = "gpufeed-timeline"
+
+// maxKeysShown bounds the top-level keys a NotTraceError quotes.
+const maxKeysShown = 5
+
+// notTrace describes a top-level object that ended without traceEvents.
+func (d *decoder) notTrace() error {
+	e := &NotTraceError{File: d.name}
+	switch {
+	case d.meta.format == recordingFormat:
+		e.What = "this is a gpufeed recording; judge it with: gpufeed report " + d.name
+	case len(d.meta.keys) == 0:
+		e.What = `an empty JSON object ({}); a trace is an object with a "traceEvents" array (PyTorch profiler: prof.export_chrome_trace(path)) or a JSON array of events`
+	default:
+		q := make([]string, len(d.meta.keys))
+		for i, k := range d.meta.keys {
+			q[i] = strconv.Quote(k)
+		}
+		more := ""
+		if d.meta.moreKeys > 0 {
+			more = fmt.Sprintf(" and %d more", d.meta.moreKeys)
+		}
+		e.What = fmt.Sprintf(`a JSON object with no "traceEvents" array (its keys: %s%s); a trace is an object with "traceEvents" (PyTorch profiler: prof.export_chrome_trace(path)) or a JSON array of events`,
+			strings.Join(q, ", "), more)
+	}
+	return e
+}
+
 // DecodeFile decodes the Kineto trace at path, plain JSON or gzip-compressed
 // (recognised by its magic bytes, not its name).
 func DecodeFile(path string, opt Options) (*trace.Trace, error) {
@@ -82,28 +126,77 @@ func DecodeFile(path string, opt Options) (*trace.Trace, error) {
 	}
 	defer f.Close()
 	if opt.SizeHint == 0 {
-		opt.SizeHint = uncompressedSize(f)
+		opt.SizeHint = SizeHint(f)
 	}
 	return Decode(f, path, opt)
 }
 
-// uncompressedSize returns the file size, or for gzip the size its trailer
-// records (ISIZE: the uncompressed size modulo 4 GiB).
-func uncompressedSize(f *os.File) int64 {
+// probeBytes is how much of a gzip file SizeHint decompresses: a few
+// milliseconds, enough to see the compression ratio.
+const probeBytes = 256 << 10
+
+// SizeHint estimates how many bytes of JSON the open file f holds, to size
+// memory ahead (never to limit what is read); 0 when it cannot tell (a pipe).
+// Plain JSON: the file size. Gzip: the first probeBytes are decompressed;
+// when that is the whole file, the answer is exact — the size gzip's
+// trailer (ISIZE) gives when the stream ends cleanly, what the stream holds
+// when it is cut short. For a larger file the probe's compression ratio is
+// extrapolated over the file, and ISIZE is used only when it agrees with
+// that within a quarter: a file cut short ends in deflate data, not in a
+// trailer, so its last four bytes are any number up to 4 GiB (a 709 KB cut
+// of a 15 MB trace claimed 0.97 GB), and ISIZE is the size modulo 4 GiB
+// anyway. f's read offset is not moved.
+func SizeHint(f *os.File) int64 {
 	st, err := f.Stat()
-	if err != nil {
+	if err != nil || !st.Mode().IsRegular() {
 		return 0
 	}
+	size := st.Size()
 	var magic [2]byte
-	if _, err := f.ReadAt(magic[:], 0); err != nil || magic != [2]byte{0x1f, 0x8b} || st.Size() < 18 {
-		return st.Size()
+	if _, err := f.ReadAt(magic[:], 0); err != nil || magic != [2]byte{0x1f, 0x8b} {
+		return size
 	}
-	var isize [4]byte
-	if _, err := f.ReadAt(isize[:], st.Size()-4); err != nil {
-		return 0
+	cr := &countingReader{br: bufio.NewReaderSize(io.NewSectionReader(f, 0, min(size, probeBytes)), 32<<10)}
+	zr, err := gzip.NewReader(cr)
+	if err != nil {
+		return size
 	}
-	n := int64(isize[0]) | int64(isize[1])<<8 | int64(isize[2])<<16 | int64(isize[3])<<24
-	return max(n, st.Size())
+	n, _ := io.Copy(io.Discard, zr)
+	if size <= probeBytes || cr.n == 0 {
+		// The whole file was read: it holds n bytes, whether the stream
+		// ended cleanly (gzip checked them against ISIZE) or not.
+		return n
+	}
+	est := int64(float64(n) * float64(size) / float64(cr.n))
+	var trailer [4]byte
+	if _, err := f.ReadAt(trailer[:], size-4); err == nil {
+		isize := int64(trailer[0]) | int64(trailer[1])<<8 | int64(trailer[2])<<16 | int64(trailer[3])<<24
+		if float64(isize) >= 0.75*float64(est) && float64(isize) <= 1.25*float64(est) {
+			return isize
+		}
+	}
+	return est
+}
+
+// countingReader counts the bytes a gzip reader takes from it. It is an
+// io.ByteReader, so the decompressor reads exactly what it consumes.
+type countingReader struct {
+	br *bufio.Reader
+	n  int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.br.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
+func (c *countingReader) ReadByte() (byte, error) {
+	b, err := c.br.ReadByte()
+	if err == nil {
+		c.n++
+	}
+	return b, err
 }
 
 // Decode decodes a Kineto trace from r; name labels errors and warnings.
@@ -115,7 +208,11 @@ func Decode(r io.Reader, name string, opt Options) (*trace.Trace, error) {
 	if compressed {
 		zr, err := gzip.NewReader(br)
 		if err != nil {
-			return nil, fmt.Errorf("%s: gzip: %w", name, err)
+			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+				return nil, fmt.Errorf("%s: the file ends inside its gzip header (a truncated file): %w", name, io.ErrUnexpectedEOF)
+			}
+			// The gzip package's errors say "gzip:" themselves.
+			return nil, fmt.Errorf("%s: starts with gzip's magic bytes but is not a gzip stream: %w", name, err)
 		}
 		defer zr.Close()
 		src = zr
@@ -154,6 +251,8 @@ type decoder struct {
 	firstBadTime int64
 	badTimeWhat  string
 	badTimes     int64
+	firstNoPhase int64
+	noPhase      int64
 	profStart    int64
 	profEnd      int64
 }
@@ -171,6 +270,11 @@ type rawMeta struct {
 	displayTimeUnit string
 	baseTimeNs      int64
 	sawEvents       bool
+	// format is a top-level "format" string (a gpufeed recording's header
+	// has one); keys are the first top-level keys seen, for messages.
+	format   string
+	keys     []string
+	moreKeys int
 }
 
 func (d *decoder) syntax(off int64, msg string, data []byte, pos int) error {
@@ -207,9 +311,33 @@ func (d *decoder) run(src io.Reader) error {
 	if err != nil {
 		return err
 	}
-	if tail != nil && !d.arrayFormat {
-		d.tail(tail, tailOff)
+	if tail == nil {
+		return nil
 	}
+	end := 0
+	if !d.arrayFormat {
+		var closed bool
+		if end, closed, err = d.tail(tail, tailOff); !closed || err != nil {
+			return err
+		}
+	}
+	return d.trailing(tail, tailOff, end)
+}
+
+// trailing checks that nothing but whitespace follows the trace's top-level
+// value (b[i:], at offset off). A trace that held events keeps them, with a
+// warning; one without events was not what the file is, so that is an
+// error.
+func (d *decoder) trailing(b []byte, off int64, i int) error {
+	j := skipSpace(b, i)
+	if j >= len(b) {
+		return nil
+	}
+	if d.b.Trace().Counts.Events == 0 {
+		return d.syntax(off+int64(j), "expected the end of the file after the end of the trace (which holds no events)", b, j)
+	}
+	near := b[j:min(j+24, len(b))]
+	d.b.Warnf("%s: byte offset %d: data after the end of the trace (near %q), ignored; the events before it are kept", d.name, off+int64(j), near)
 	return nil
 }
 
@@ -253,9 +381,7 @@ func (d *decoder) header(w *window) (bool, error) {
 			return false, d.syntax(w.offset(), "file ends before traceEvents", nil, 0)
 		}
 		if c == '}' {
-			w.pos++
-			d.b.Warnf("%s: the trace has no traceEvents array", d.name)
-			return false, nil
+			return false, d.notTrace()
 		}
 		if !first {
 			if c != ',' {
@@ -304,54 +430,78 @@ func (d *decoder) header(w *window) (bool, error) {
 }
 
 // tail reads the top-level keys after the events array. Problems there are
-// warnings: the events are already read and are what matters.
-func (d *decoder) tail(b []byte, off int64) {
+// warnings when events were read (they are what matters, and are kept), and
+// errors when none were. It returns the position after the object's closing
+// '}', and false when the object did not close.
+func (d *decoder) tail(b []byte, off int64) (int, bool, error) {
+	problem := func(i int, msg string) (int, bool, error) {
+		if d.b.Trace().Counts.Events == 0 {
+			return i, false, d.syntax(off+int64(i), msg, b, i)
+		}
+		d.b.Warnf("%s: byte offset %d: %s; the events before it are kept", d.name, off+int64(i), msg)
+		return i, false, nil
+	}
 	i := 0
 	for {
 		i = skipSpace(b, i)
 		if i >= len(b) {
-			d.b.Warnf("%s: byte offset %d: the file ends without the closing '}' of the trace object", d.name, off+int64(i))
-			return
+			return problem(i, "the file ends without the closing '}' of the trace object")
 		}
 		if b[i] == '}' {
-			return
+			return i + 1, true, nil
 		}
 		if b[i] != ',' {
-			d.b.Warnf("%s: byte offset %d: expected ',' or '}' after traceEvents; ignoring the rest", d.name, off+int64(i))
-			return
+			return problem(i, "expected ',' or '}' after traceEvents")
 		}
 		i = skipSpace(b, i+1)
 		if i >= len(b) || b[i] != '"' {
-			d.b.Warnf("%s: byte offset %d: expected a quoted key after traceEvents; ignoring the rest", d.name, off+int64(i))
-			return
+			return problem(i, "expected a quoted key after traceEvents")
 		}
 		ks := i
 		ke, err := skipString(b, i)
 		if err != nil {
-			d.b.Warnf("%s: byte offset %d: unterminated key after traceEvents", d.name, off+int64(i))
-			return
+			return problem(i, "unterminated key after traceEvents")
 		}
 		k, _ := strconv.Unquote(string(b[ks:ke]))
 		i = skipSpace(b, ke)
 		if i >= len(b) || b[i] != ':' {
-			d.b.Warnf("%s: byte offset %d: expected ':' after key %q", d.name, off+int64(i), k)
-			return
+			return problem(i, fmt.Sprintf("expected ':' after key %q", truncate(k, 40)))
 		}
 		i = skipSpace(b, i+1)
 		vs := i
 		ve, err := skipValue(b, i)
 		if err != nil {
-			d.b.Warnf("%s: byte offset %d: unreadable value for key %q after traceEvents", d.name, off+int64(vs), k)
-			return
+			return problem(vs, fmt.Sprintf("unreadable value for key %q after traceEvents", truncate(k, 40)))
 		}
 		d.metaKey(k, b[vs:ve])
 		i = ve
 	}
 }
 
+// truncate shortens s to at most n bytes (on a rune boundary), marking the cut.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}
+
 // metaKey keeps the top-level values the model uses.
 func (d *decoder) metaKey(k string, v []byte) {
+	if !d.meta.sawEvents {
+		if len(d.meta.keys) < maxKeysShown {
+			d.meta.keys = append(d.meta.keys, truncate(k, 40))
+		} else {
+			d.meta.moreKeys++
+		}
+	}
 	switch k {
+	case "format":
+		s, _ := strconv.Unquote(string(v))
+		d.meta.format = s
 	case "schemaVersion":
 		d.meta.schemaVersion = string(v)
 	case "distributedInfo":
@@ -665,6 +815,11 @@ func (d *decoder) merge(bt *batch, off int64, n int) {
 	c.Instants += bt.counts.Instants
 	c.Ignored += bt.counts.Ignored
 	c.BadTime += bt.counts.BadTime
+	c.NoPhase += bt.counts.NoPhase
+	if bt.firstNoPhase >= 0 && d.noPhase == 0 {
+		d.firstNoPhase = off + int64(bt.firstNoPhase)
+	}
+	d.noPhase += bt.counts.NoPhase
 	if bt.firstBadTime >= 0 && d.badTimes == 0 {
 		d.firstBadTime = off + int64(bt.firstBadTime)
 		d.badTimeWhat = bt.badTimeWhat
@@ -778,6 +933,13 @@ func (d *decoder) finish() *trace.Trace {
 	}
 	if d.badTimes > 0 {
 		d.b.Warnf("%s: dropped %d events whose ts or dur is NaN, infinite, negative or missing (the first at byte offset %d: %s)", d.name, d.badTimes, d.firstBadTime, d.badTimeWhat)
+	}
+	if d.noPhase > 0 {
+		what := fmt.Sprintf("%d events have", d.noPhase)
+		if d.noPhase == 1 {
+			what = "1 event has"
+		}
+		d.b.Warnf("%s: %s no \"ph\" (the Chrome-trace phase that says what an event is), skipped (the first at byte offset %d)", d.name, what, d.firstNoPhase)
 	}
 	return d.b.Finish()
 }

@@ -277,11 +277,12 @@ func TestSyntaxErrors(t *testing.T) {
 }
 
 func TestNoEvents(t *testing.T) {
-	tr := decodeString(t, `{"schemaVersion": 1}`, Options{})
-	if !hasWarning(tr, "no traceEvents") {
-		t.Errorf("warnings = %q", tr.Warnings)
+	// An object without traceEvents is not a trace (TestNotATrace); an
+	// empty events array is an empty trace.
+	if _, err := Decode(strings.NewReader(`{"schemaVersion": 1}`), "x.json", Options{}); err == nil || !strings.Contains(err.Error(), `no "traceEvents"`) {
+		t.Errorf("no traceEvents: err = %v", err)
 	}
-	tr = decodeString(t, `{"traceEvents": []}`, Options{})
+	tr := decodeString(t, `{"traceEvents": []}`, Options{})
 	if len(tr.Warnings) != 0 || tr.Counts.Events != 0 {
 		t.Errorf("empty array: %+v %q", tr.Counts, tr.Warnings)
 	}

@@ -83,6 +83,9 @@ type batch struct {
 	// time, -1 when none.
 	firstBadTime int
 	badTimeWhat  string
+	// firstNoPhase is the position of the first event without "ph", -1
+	// when none.
+	firstNoPhase int
 	// eventPos is where the event being added starts in the chunk.
 	eventPos int
 
@@ -97,6 +100,7 @@ func newBatch() *batch {
 		threadIdx:    make(map[threadID]uint32),
 		streamIdx:    make(map[trace.Stream]uint32),
 		firstBadTime: -1,
+		firstNoPhase: -1,
 	}
 }
 
@@ -444,6 +448,12 @@ func (bt *batch) add(ev *event) {
 	case 'i', 'I', 'n', 'R':
 		bt.counts.Instants++
 		return
+	case 0:
+		bt.counts.NoPhase++
+		if bt.firstNoPhase < 0 {
+			bt.firstNoPhase = bt.eventPos
+		}
+		return
 	default:
 		bt.counts.Ignored++
 		return
@@ -455,7 +465,7 @@ func (bt *batch) add(ev *event) {
 	if !ev.hasDur {
 		ev.dur, ev.durKind = 0, numOK
 	}
-	if !ev.hasTs || ev.tsKind != numOK || ev.durKind != numOK || ev.dur < 0 || ev.ts > maxTime-ev.dur {
+	if !ev.hasTs || ev.tsKind != numOK || ev.durKind != numOK || ev.ts < 0 || ev.dur < 0 || ev.ts > maxTime-ev.dur {
 		bt.badTime(ev)
 		return
 	}
@@ -554,6 +564,8 @@ func (bt *batch) badTime(ev *event) {
 		bt.badTimeWhat = "infinite or out-of-range"
 	case ev.tsKind == numBad || ev.durKind == numBad:
 		bt.badTimeWhat = "unreadable"
+	case ev.ts < 0:
+		bt.badTimeWhat = "negative ts"
 	case ev.dur < 0:
 		bt.badTimeWhat = "negative duration"
 	default:

@@ -25,7 +25,8 @@ import (
 	_ "modernc.org/sqlite" // registers the "sqlite" driver (pure Go, no cgo)
 )
 
-// pidOf extracts the process id from an Nsight serialized global id.
+// pidOf extracts the process id from an Nsight serialized global id, in SQL
+// (ids does it in Go).
 const pidOf = `((%s >> 24) & 16777215)`
 
 // Read opens the export at path and returns one trace per process that ran
@@ -133,6 +134,8 @@ type reader struct {
 	profStart   int64
 	profEnd     int64
 	badTime     int64
+	// bad counts, per table, the rows skipped because a value did not fit.
+	bad map[string]*badRows
 }
 
 func (r *reader) proc(pid int64) *proc {
@@ -156,6 +159,7 @@ func (p *proc) name(r *reader, id int64) trace.NameID {
 }
 
 func (r *reader) load() error {
+	r.bad = map[string]*badRows{}
 	if err := r.loadStrings(); err != nil {
 		return err
 	}
@@ -171,8 +175,12 @@ func (r *reader) load() error {
 			return err
 		}
 	}
-	if r.badTime > 0 {
-		for _, p := range r.procs {
+	bad, skipped := r.badRowWarnings()
+	for _, p := range r.procs {
+		t := p.b.Trace()
+		t.Counts.BadRows = skipped
+		t.Warnings = append(t.Warnings, bad...)
+		if r.badTime > 0 {
 			p.b.Warnf("%s: dropped %d events whose end precedes their start", r.path, r.badTime)
 		}
 	}
@@ -193,36 +201,32 @@ func (r *reader) loadStrings() error {
 	add("OSRT_API", "nameId")
 	add("ThreadNames", "nameId")
 	r.strings = map[int64]string{}
-	rows, err := r.db.Query(`SELECT id, value FROM StringIds WHERE id IN (` + strings.Join(refs, " UNION ") + `)`)
+	err := r.rows("StringIds", []string{"id", "value"}, `id IN (`+strings.Join(refs, " UNION ")+`)`, func(v *row) {
+		id := v.int(0)
+		s, _ := v.text(1)
+		if v.ok() {
+			r.strings[id] = s
+		}
+	})
 	if err != nil {
 		return err
+	}
+	// Runtime names are classified once each; a nameId that is not an
+	// integer is reported with its row when the calls are read.
+	r.runtimeKind = map[int64]trace.RuntimeKind{}
+	rows, err := r.db.Query(`SELECT DISTINCT nameId FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE typeof(nameId) = 'integer'`)
+	if err != nil {
+		return fmt.Errorf("reading CUPTI_ACTIVITY_KIND_RUNTIME: %w", err)
 	}
 	defer rows.Close()
 	for rows.Next() {
 		var id int64
-		var v sql.NullString
-		if err := rows.Scan(&id, &v); err != nil {
-			return err
-		}
-		r.strings[id] = v.String
-	}
-	if err := rows.Err(); err != nil {
-		return err
-	}
-	r.runtimeKind = map[int64]trace.RuntimeKind{}
-	rows2, err := r.db.Query(`SELECT DISTINCT nameId FROM CUPTI_ACTIVITY_KIND_RUNTIME`)
-	if err != nil {
-		return err
-	}
-	defer rows2.Close()
-	for rows2.Next() {
-		var id int64
-		if err := rows2.Scan(&id); err != nil {
-			return err
+		if err := rows.Scan(&id); err != nil {
+			return fmt.Errorf("reading CUPTI_ACTIVITY_KIND_RUNTIME: %w", err)
 		}
 		r.runtimeKind[id] = trace.ClassifyRuntime(r.strings[id])
 	}
-	return rows2.Err()
+	return rows.Err()
 }
 
 // Documented enum values, used when the report lacks the ENUM tables.
@@ -238,21 +242,15 @@ func (r *reader) loadEnums() error {
 		if !r.sch.has(table, "id", "label") {
 			return nil, nil
 		}
-		rows, err := r.db.Query(`SELECT id, label FROM "` + table + `"`)
-		if err != nil {
-			return nil, err
-		}
-		defer rows.Close()
 		m := map[int64]string{}
-		for rows.Next() {
-			var id int64
-			var l sql.NullString
-			if err := rows.Scan(&id, &l); err != nil {
-				return nil, err
+		err := r.rows(table, []string{"id", "label"}, "", func(v *row) {
+			id := v.int(0)
+			l, _ := v.text(1)
+			if v.ok() {
+				m[id] = l
 			}
-			m[id] = l.String
-		}
-		return m, rows.Err()
+		})
+		return m, err
 	}
 	mk, err := labels("ENUM_CUDA_MEM_KIND")
 	if err != nil {
@@ -333,49 +331,38 @@ func copyName(dir trace.CopyKind, src, dst trace.MemKind) string {
 func (r *reader) loadDevices() error {
 	r.smCount = map[int64]int{}
 	if r.sch.has("TARGET_INFO_GPU", "id", "name", "smCount", "totalMemory") {
-		rows, err := r.db.Query(`SELECT id, name, smCount, totalMemory FROM TARGET_INFO_GPU ORDER BY id`)
+		err := r.rows("TARGET_INFO_GPU", []string{"id", "name", "smCount", "totalMemory"}, "", func(v *row) {
+			id := v.int(0)
+			name, _ := v.text(1)
+			sms, _ := v.nullInt(2)
+			mem, _ := v.nullInt(3)
+			if !v.ok() {
+				return
+			}
+			r.smCount[id] = int(sms)
+			r.devices = append(r.devices, trace.Device{ID: int(id), Name: name, SMs: int(sms), Bytes: mem})
+		})
 		if err != nil {
 			return err
 		}
-		defer rows.Close()
-		for rows.Next() {
-			var id int64
-			var name sql.NullString
-			var sms, mem sql.NullInt64
-			if err := rows.Scan(&id, &name, &sms, &mem); err != nil {
-				return err
-			}
-			r.smCount[id] = int(sms.Int64)
-			r.devices = append(r.devices, trace.Device{ID: int(id), Name: name.String, SMs: int(sms.Int64), Bytes: mem.Int64})
-		}
-		if err := rows.Err(); err != nil {
-			return err
-		}
+		slices.SortStableFunc(r.devices, func(a, b trace.Device) int { return a.ID - b.ID })
 	}
 	if r.sch.has("ANALYSIS_DETAILS", "startTime", "stopTime") {
-		var a, b sql.NullInt64
-		err := r.db.QueryRow(`SELECT min(startTime), max(stopTime) FROM ANALYSIS_DETAILS`).Scan(&a, &b)
-		if err != nil && err != sql.ErrNoRows {
+		err := r.rows("ANALYSIS_DETAILS", []string{"startTime", "stopTime"}, "", func(v *row) {
+			a, b := v.int(0), v.int(1)
+			if !v.ok() {
+				return
+			}
+			if r.profEnd == 0 || a < r.profStart {
+				r.profStart = a
+			}
+			r.profEnd = max(r.profEnd, b)
+		})
+		if err != nil {
 			return err
 		}
-		r.profStart, r.profEnd = a.Int64, b.Int64
 	}
 	return nil
-}
-
-// rowsOf runs q and calls fn with each row's scan function.
-func (r *reader) rowsOf(q string, fn func(scan func(...any) error) error) error {
-	rows, err := r.db.Query(q)
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		if err := fn(rows.Scan); err != nil {
-			return err
-		}
-	}
-	return rows.Err()
 }
 
 func (r *reader) gpuOp(pid int64, op trace.GPUOp, dev, stream int64) {
@@ -388,24 +375,34 @@ func (r *reader) gpuOp(pid int64, op trace.GPUOp, dev, stream int64) {
 	p.b.AddGPU(op)
 }
 
+// ids splits a serialized global thread (or process) id into pid and tid.
+func ids(g int64) (pid, tid int64) { return (g >> 24) & 0xFFFFFF, g & 0xFFFFFF }
+
 func (r *reader) loadKernels() error {
 	if !r.sch.has("CUPTI_ACTIVITY_KIND_KERNEL") {
 		return nil
 	}
-	q := fmt.Sprintf(`SELECT start, end, deviceId, streamId, correlationId, %s, demangledName, gridX * gridY * gridZ FROM CUPTI_ACTIVITY_KIND_KERNEL`, fmt.Sprintf(pidOf, "globalPid"))
-	return r.rowsOf(q, func(scan func(...any) error) error {
-		var start, end, dev, stream, name int64
-		var corr, pid, blocks sql.NullInt64
-		if err := scan(&start, &end, &dev, &stream, &corr, &pid, &name, &blocks); err != nil {
-			return err
+	cols := []string{"start", "end", "deviceId", "streamId", "correlationId", "globalPid", "demangledName", "gridX", "gridY", "gridZ"}
+	return r.rows("CUPTI_ACTIVITY_KIND_KERNEL", cols, "", func(v *row) {
+		start, end, dev, stream := v.int(0), v.int(1), v.int(2), v.int(3)
+		corr, _ := v.nullInt(4)
+		gpid, _ := v.nullInt(5)
+		name := v.int(6)
+		gx, _ := v.nullInt(7)
+		gy, _ := v.nullInt(8)
+		gz, _ := v.nullInt(9)
+		if !v.ok() {
+			return
 		}
-		p := r.proc(pid.Int64)
-		op := trace.GPUOp{Start: start, End: end, Corr: corr.Int64, Name: p.name(r, name), Kind: trace.Kernel}
-		if sms := r.smCount[dev]; sms > 0 && blocks.Int64 > 0 {
-			op.BlocksPerSM = float32(blocks.Int64) / float32(sms)
+		pid, _ := ids(gpid)
+		p := r.proc(pid)
+		op := trace.GPUOp{Start: start, End: end, Corr: corr, Name: p.name(r, name), Kind: trace.Kernel}
+		if sms := r.smCount[dev]; sms > 0 {
+			if blocks := float64(gx) * float64(gy) * float64(gz); blocks > 0 {
+				op.BlocksPerSM = float32(blocks / float64(sms))
+			}
 		}
-		r.gpuOp(pid.Int64, op, dev, stream)
-		return nil
+		r.gpuOp(pid, op, dev, stream)
 	})
 }
 
@@ -413,26 +410,30 @@ func (r *reader) loadMemcpy() error {
 	if !r.sch.has("CUPTI_ACTIVITY_KIND_MEMCPY") {
 		return nil
 	}
-	q := fmt.Sprintf(`SELECT start, end, deviceId, streamId, correlationId, %s, bytes, copyKind, srcKind, dstKind FROM CUPTI_ACTIVITY_KIND_MEMCPY`, fmt.Sprintf(pidOf, "globalPid"))
-	return r.rowsOf(q, func(scan func(...any) error) error {
-		var start, end, dev, stream, bytes, ck int64
-		var corr, pid, src, dst sql.NullInt64
-		if err := scan(&start, &end, &dev, &stream, &corr, &pid, &bytes, &ck, &src, &dst); err != nil {
-			return err
+	cols := []string{"start", "end", "deviceId", "streamId", "correlationId", "globalPid", "bytes", "copyKind", "srcKind", "dstKind"}
+	return r.rows("CUPTI_ACTIVITY_KIND_MEMCPY", cols, "", func(v *row) {
+		start, end, dev, stream := v.int(0), v.int(1), v.int(2), v.int(3)
+		corr, _ := v.nullInt(4)
+		gpid, _ := v.nullInt(5)
+		bytes, ck := v.int(6), v.int(7)
+		src, srcOK := v.nullInt(8)
+		dst, dstOK := v.nullInt(9)
+		if !v.ok() {
+			return
 		}
 		dir := r.copyKind[ck]
 		sk, dk := trace.MemUnknown, trace.MemUnknown
-		if src.Valid {
-			sk = r.memKind[src.Int64]
+		if srcOK {
+			sk = r.memKind[src]
 		}
-		if dst.Valid {
-			dk = r.memKind[dst.Int64]
+		if dstOK {
+			dk = r.memKind[dst]
 		}
-		p := r.proc(pid.Int64)
-		op := trace.GPUOp{Start: start, End: end, Corr: corr.Int64, Bytes: bytes, Kind: trace.Memcpy, Copy: dir, Src: sk, Dst: dk,
+		pid, _ := ids(gpid)
+		p := r.proc(pid)
+		op := trace.GPUOp{Start: start, End: end, Corr: corr, Bytes: bytes, Kind: trace.Memcpy, Copy: dir, Src: sk, Dst: dk,
 			Name: p.b.Intern(copyName(dir, sk, dk))}
-		r.gpuOp(pid.Int64, op, dev, stream)
-		return nil
+		r.gpuOp(pid, op, dev, stream)
 	})
 }
 
@@ -440,22 +441,25 @@ func (r *reader) loadMemset() error {
 	if !r.sch.has("CUPTI_ACTIVITY_KIND_MEMSET") {
 		return nil
 	}
-	q := fmt.Sprintf(`SELECT start, end, deviceId, streamId, correlationId, %s, bytes, memKind FROM CUPTI_ACTIVITY_KIND_MEMSET`, fmt.Sprintf(pidOf, "globalPid"))
-	return r.rowsOf(q, func(scan func(...any) error) error {
-		var start, end, dev, stream, bytes int64
-		var corr, pid, mk sql.NullInt64
-		if err := scan(&start, &end, &dev, &stream, &corr, &pid, &bytes, &mk); err != nil {
-			return err
+	cols := []string{"start", "end", "deviceId", "streamId", "correlationId", "globalPid", "bytes", "memKind"}
+	return r.rows("CUPTI_ACTIVITY_KIND_MEMSET", cols, "", func(v *row) {
+		start, end, dev, stream := v.int(0), v.int(1), v.int(2), v.int(3)
+		corr, _ := v.nullInt(4)
+		gpid, _ := v.nullInt(5)
+		bytes := v.int(6)
+		mk, mkOK := v.nullInt(7)
+		if !v.ok() {
+			return
 		}
 		k := trace.MemUnknown
-		if mk.Valid {
-			k = r.memKind[mk.Int64]
+		if mkOK {
+			k = r.memKind[mk]
 		}
-		p := r.proc(pid.Int64)
-		op := trace.GPUOp{Start: start, End: end, Corr: corr.Int64, Bytes: bytes, Kind: trace.Memset, Dst: k,
+		pid, _ := ids(gpid)
+		p := r.proc(pid)
+		op := trace.GPUOp{Start: start, End: end, Corr: corr, Bytes: bytes, Kind: trace.Memset, Dst: k,
 			Name: p.b.Intern(fmt.Sprintf("Memset (%s)", memKindLabel[k]))}
-		r.gpuOp(pid.Int64, op, dev, stream)
-		return nil
+		r.gpuOp(pid, op, dev, stream)
 	})
 }
 
@@ -463,41 +467,44 @@ func (r *reader) loadSync() error {
 	if !r.sch.has("CUPTI_ACTIVITY_KIND_SYNCHRONIZATION") {
 		return nil
 	}
-	q := fmt.Sprintf(`SELECT start, end, deviceId, streamId, correlationId, %s, syncType FROM CUPTI_ACTIVITY_KIND_SYNCHRONIZATION`, fmt.Sprintf(pidOf, "globalPid"))
-	return r.rowsOf(q, func(scan func(...any) error) error {
-		var start, end, dev, stream, st int64
-		var corr, pid sql.NullInt64
-		if err := scan(&start, &end, &dev, &stream, &corr, &pid, &st); err != nil {
-			return err
+	cols := []string{"start", "end", "deviceId", "streamId", "correlationId", "globalPid", "syncType"}
+	return r.rows("CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", cols, "", func(v *row) {
+		start, end, dev, stream := v.int(0), v.int(1), v.int(2), v.int(3)
+		corr, _ := v.nullInt(4)
+		gpid, _ := v.nullInt(5)
+		st := v.int(6)
+		if !v.ok() {
+			return
 		}
 		name := r.syncType[st]
 		if name == "" {
 			name = "Synchronization"
 		}
-		p := r.proc(pid.Int64)
-		op := trace.GPUOp{Start: start, End: end, Corr: corr.Int64, Kind: trace.GPUSync, Name: p.b.Intern(name)}
-		r.gpuOp(pid.Int64, op, dev, stream)
-		return nil
+		pid, _ := ids(gpid)
+		p := r.proc(pid)
+		op := trace.GPUOp{Start: start, End: end, Corr: corr, Kind: trace.GPUSync, Name: p.b.Intern(name)}
+		r.gpuOp(pid, op, dev, stream)
 	})
 }
 
 func (r *reader) loadRuntime() error {
-	q := `SELECT start, end, globalTid, correlationId, nameId FROM CUPTI_ACTIVITY_KIND_RUNTIME`
-	return r.rowsOf(q, func(scan func(...any) error) error {
-		var start, end, name int64
-		var gtid, corr sql.NullInt64
-		if err := scan(&start, &end, &gtid, &corr, &name); err != nil {
-			return err
+	cols := []string{"start", "end", "globalTid", "correlationId", "nameId"}
+	return r.rows("CUPTI_ACTIVITY_KIND_RUNTIME", cols, "", func(v *row) {
+		start, end := v.int(0), v.int(1)
+		gtid, _ := v.nullInt(2)
+		corr, _ := v.nullInt(3)
+		name := v.int(4)
+		if !v.ok() {
+			return
 		}
 		if end < start {
 			r.badTime++
-			return nil
+			return
 		}
-		pid, tid := (gtid.Int64>>24)&0xFFFFFF, gtid.Int64&0xFFFFFF
+		pid, tid := ids(gtid)
 		p := r.proc(pid)
-		p.b.AddRuntime(trace.RuntimeCall{Start: start, End: end, Corr: corr.Int64, Name: p.name(r, name),
+		p.b.AddRuntime(trace.RuntimeCall{Start: start, End: end, Corr: corr, Name: p.name(r, name),
 			Thread: p.b.Thread(pid, tid), Kind: r.runtimeKind[name]})
-		return nil
 	})
 }
 
@@ -518,27 +525,28 @@ func (r *reader) loadNVTX() error {
 	if r.sch.has("NVTX_EVENTS", "textId") {
 		textID = "textId"
 	}
-	q := fmt.Sprintf(`SELECT start, end, globalTid, %s, %s FROM NVTX_EVENTS WHERE eventType IN (%d, %d) AND end IS NOT NULL`, text, textID, nvtxPushPop, nvtxStartEnd)
-	return r.rowsOf(q, func(scan func(...any) error) error {
-		var start, end int64
-		var gtid, tid sql.NullInt64
-		var txt sql.NullString
-		if err := scan(&start, &end, &gtid, &txt, &tid); err != nil {
-			return err
+	cols := []string{"start", "end", "globalTid", text, textID}
+	where := fmt.Sprintf("eventType IN (%d, %d) AND end IS NOT NULL", nvtxPushPop, nvtxStartEnd)
+	return r.rows("NVTX_EVENTS", cols, where, func(v *row) {
+		start, end := v.int(0), v.int(1)
+		gtid, _ := v.nullInt(2)
+		txt, txtOK := v.text(3)
+		tid, tidOK := v.nullInt(4)
+		if !v.ok() {
+			return
 		}
 		if end < start {
 			r.badTime++
-			return nil
+			return
 		}
-		s := txt.String
-		if !txt.Valid && tid.Valid {
-			s = r.strings[tid.Int64]
+		s := txt
+		if !txtOK && tidOK {
+			s = r.strings[tid]
 		}
-		pid, th := (gtid.Int64>>24)&0xFFFFFF, gtid.Int64&0xFFFFFF
+		pid, th := ids(gtid)
 		p := r.proc(pid)
 		p.b.AddCPU(trace.CPUOp{Start: start, End: end, Name: p.b.Intern(s), Thread: p.b.Thread(pid, th),
 			Kind: trace.ClassifyCPU(s, trace.Annotation)})
-		return nil
 	})
 }
 
@@ -546,20 +554,20 @@ func (r *reader) loadOSRT() error {
 	if !r.sch.has("OSRT_API") {
 		return nil
 	}
-	return r.rowsOf(`SELECT start, end, globalTid, nameId FROM OSRT_API`, func(scan func(...any) error) error {
-		var start, end, name int64
-		var gtid sql.NullInt64
-		if err := scan(&start, &end, &gtid, &name); err != nil {
-			return err
+	return r.rows("OSRT_API", []string{"start", "end", "globalTid", "nameId"}, "", func(v *row) {
+		start, end := v.int(0), v.int(1)
+		gtid, _ := v.nullInt(2)
+		name := v.int(3)
+		if !v.ok() {
+			return
 		}
 		if end < start {
 			r.badTime++
-			return nil
+			return
 		}
-		pid, th := (gtid.Int64>>24)&0xFFFFFF, gtid.Int64&0xFFFFFF
+		pid, th := ids(gtid)
 		p := r.proc(pid)
 		p.b.AddCPU(trace.CPUOp{Start: start, End: end, Name: p.name(r, name), Thread: p.b.Thread(pid, th), Kind: trace.Operator})
-		return nil
 	})
 }
 
@@ -567,15 +575,15 @@ func (r *reader) loadThreadNames() error {
 	if !r.sch.has("ThreadNames") {
 		return nil
 	}
-	return r.rowsOf(`SELECT globalTid, nameId FROM ThreadNames`, func(scan func(...any) error) error {
-		var gtid, name sql.NullInt64
-		if err := scan(&gtid, &name); err != nil {
-			return err
+	return r.rows("ThreadNames", []string{"globalTid", "nameId"}, "", func(v *row) {
+		gtid, _ := v.nullInt(0)
+		name, _ := v.nullInt(1)
+		if !v.ok() {
+			return
 		}
-		pid, th := (gtid.Int64>>24)&0xFFFFFF, gtid.Int64&0xFFFFFF
+		pid, th := ids(gtid)
 		if p := r.procs[pid]; p != nil {
-			p.b.SetThreadName(p.b.Thread(pid, th), r.strings[name.Int64])
+			p.b.SetThreadName(p.b.Thread(pid, th), r.strings[name])
 		}
-		return nil
 	})
 }

@@ -50,9 +50,14 @@ type SchemaError struct {
 	Table   string
 	Column  string
 	Version string
+	// Foreign: the database has none of the export's tables at all.
+	Foreign bool
 }
 
 func (e *SchemaError) Error() string {
+	if e.Foreign {
+		return fmt.Sprintf("%s: an SQLite database, but not an Nsight Systems export (it has none of the export's tables, such as StringIds and CUPTI_ACTIVITY_KIND_RUNTIME); export a report with nsys export --type sqlite", e.File)
+	}
 	v := ""
 	if e.Version != "" {
 		v = " (export schema " + e.Version + ")"
@@ -174,6 +179,9 @@ func (s *schema) check(file string) (warnings []string, err error) {
 		if perr != nil || !supportedMajors[m] {
 			warnings = append(warnings, fmt.Sprintf("%s: export schema version %s was not tested (tested: 2.x and 3.x); columns are checked one by one", file, s.version))
 		}
+	}
+	if len(s.tables) == 0 {
+		return warnings, &SchemaError{File: file, Table: "StringIds", Version: s.version, Foreign: true}
 	}
 	for _, t := range sortedKeys(requiredTables) {
 		if err := s.need(file, t, requiredTables[t]); err != nil {

@@ -24,6 +24,10 @@ func (r *reader) summarize() error {
 		slices.Sort(ids[k])
 	}
 	rtPid := fmt.Sprintf(pidOf, "r.globalTid")
+	// Only the rows the loader keeps count (rows.go): integers where the
+	// schema has them, calls that do not end before they start.
+	rtOK := validSQL("r", runtimeInts) + " AND r.end >= r.start"
+	mOK := validSQL("m", memcpyInts) + " AND m.end >= m.start"
 	calls := func(kind trace.RuntimeKind, set func(*trace.Summaries, trace.CallSummary)) error {
 		list := ids[kind]
 		if len(list) == 0 {
@@ -34,12 +38,12 @@ func (r *reader) summarize() error {
 			// Bytes of blocking copies come from their GPU copy records.
 			q = fmt.Sprintf(`SELECT %[1]s AS pid, count(*), sum(r.end - r.start), max(r.end - r.start),
 				sum(coalesce((SELECT sum(m.bytes) FROM CUPTI_ACTIVITY_KIND_MEMCPY AS m
-				              WHERE m.correlationId = r.correlationId AND %[2]s = %[1]s), 0))
-				FROM CUPTI_ACTIVITY_KIND_RUNTIME AS r WHERE r.nameId IN (%[3]s) GROUP BY pid`,
-				rtPid, fmt.Sprintf(pidOf, "m.globalPid"), inList(list))
+				              WHERE m.correlationId = r.correlationId AND %[2]s = %[1]s AND %[5]s), 0))
+				FROM CUPTI_ACTIVITY_KIND_RUNTIME AS r WHERE r.nameId IN (%[3]s) AND %[4]s GROUP BY pid`,
+				rtPid, fmt.Sprintf(pidOf, "m.globalPid"), inList(list), rtOK, mOK)
 		} else {
 			q = fmt.Sprintf(`SELECT %s AS pid, count(*), sum(r.end - r.start), max(r.end - r.start), 0
-				FROM CUPTI_ACTIVITY_KIND_RUNTIME AS r WHERE r.nameId IN (%s) GROUP BY pid`, rtPid, inList(list))
+				FROM CUPTI_ACTIVITY_KIND_RUNTIME AS r WHERE r.nameId IN (%s) AND %s GROUP BY pid`, rtPid, inList(list), rtOK)
 		}
 		return r.aggregate(q, set)
 	}
@@ -72,8 +76,8 @@ func (r *reader) summarize() error {
 			FROM CUPTI_ACTIVITY_KIND_MEMCPY AS m
 			JOIN CUPTI_ACTIVITY_KIND_RUNTIME AS r
 			  ON r.correlationId = m.correlationId AND %[1]s = %[2]s
-			WHERE (m.srcKind IN (%[3]s) OR m.dstKind IN (%[3]s)) AND r.nameId IN (%[4]s)
-			GROUP BY pid`, rtPid, fmt.Sprintf(pidOf, "m.globalPid"), inList(pageable), inList(ids[trace.MemcpyAsync]))
+			WHERE (m.srcKind IN (%[3]s) OR m.dstKind IN (%[3]s)) AND r.nameId IN (%[4]s) AND %[5]s AND %[6]s
+			GROUP BY pid`, rtPid, fmt.Sprintf(pidOf, "m.globalPid"), inList(pageable), inList(ids[trace.MemcpyAsync]), rtOK, mOK)
 		if err := r.aggregate(q, func(s *trace.Summaries, c trace.CallSummary) { s.PageableAsyncCopies = c }); err != nil {
 			return err
 		}

@@ -22,6 +22,15 @@ import (
 type Result struct {
 	Reports []*analysis.Report  `json:"reports"`
 	Multi   *analysis.MultiRank `json:"multi_rank,omitempty"`
+	// Skipped are the files named (or found in a directory) that were not
+	// read, each with the reason.
+	Skipped []Skipped `json:"skipped,omitempty"`
+}
+
+// Skipped is a file that was not read and why.
+type Skipped struct {
+	File   string `json:"file"`
+	Reason string `json:"reason"`
 }
 
 // JSON writes the result as indented JSON.
@@ -78,6 +87,13 @@ func Text(w io.Writer, res Result) error {
 		p.line("")
 		p.line(strings.Repeat("=", 78))
 		p.multi(res.Multi)
+	}
+	if len(res.Skipped) > 0 {
+		p.line("")
+		p.line("NOT READ: %d file(s); the report above covers the others:", len(res.Skipped))
+		for _, s := range res.Skipped {
+			p.line("  %s: %s", clean(s.File), clean(s.Reason))
+		}
 	}
 	return p.err
 }
@@ -182,8 +198,16 @@ func (p *printer) report(r *analysis.Report) {
 	p.line("")
 	p.line("SCOPE: %d GPU operations, %d steps analysed, %d left out. %s", r.Scope.GPUOps, r.Scope.Steps, r.Scope.DroppedSteps, r.Scope.Note)
 	c := r.Counts
-	p.line("READ: %d events (%d GPU ops, %d runtime calls, %d CPU ranges; %d flow, %d metadata, %d ignored, %d with bad times); %d GPU ops without a launch record",
-		c.Events, c.GPUOps, c.RuntimeCalls, c.CPUOps, c.Flows, c.Metadata, c.Ignored, c.BadTime, c.Unlinked)
+	read := fmt.Sprintf("READ: %d events (%d GPU ops, %d runtime calls, %d CPU ranges; %d flow, %d metadata, %d ignored, %d with bad times",
+		c.Events, c.GPUOps, c.RuntimeCalls, c.CPUOps, c.Flows, c.Metadata, c.Ignored, c.BadTime)
+	if c.NoPhase > 0 {
+		read += fmt.Sprintf(", %d without a phase", c.NoPhase)
+	}
+	read += fmt.Sprintf("); %d GPU ops without a launch record", c.Unlinked)
+	if c.AmbiguousCorr > 0 {
+		read += fmt.Sprintf(", %d whose correlation id is not unique", c.AmbiguousCorr)
+	}
+	p.line("%s", read)
 	for _, w := range r.Warnings {
 		p.line("WARNING: %s", clean(w))
 	}
