@@ -16,6 +16,7 @@ import (
 
 	"github.com/gpufeed/gpufeed/internal/gpu"
 	"github.com/gpufeed/gpufeed/internal/gpu/gpusource"
+	"github.com/gpufeed/gpufeed/internal/gpu/nvml"
 	"github.com/gpufeed/gpufeed/internal/probe/kmsg"
 	"github.com/gpufeed/gpufeed/internal/probe/proc"
 	"github.com/gpufeed/gpufeed/internal/safetext"
@@ -30,8 +31,15 @@ func init() { subcommands = append(subcommands, newDiagnoseCmd) }
 // name, or, when no source is used, the one line saying why; an error is
 // kept for a device that was asked for and cannot be opened. targetEnv is
 // the target's allowlisted environment (GPUFEED_SIMDEV selects the simulated
-// device under auto). Tests replace it.
-var openGPU = gpusource.Open
+// device under auto); procRoot is --proc-root, through which NVML's PIDs
+// (the host's) are mapped to the processes gpufeed samples.
+func openGPU(spec string, targetEnv map[string]string, procRoot string) (gpu.Source, string, error) {
+	return gpusource.OpenWith(spec, targetEnv, gpusource.Options{ProcRoot: procRoot, OpenNVML: openNVML})
+}
+
+// openNVML opens NVML for the NVML source (nil: the system's library); tests
+// replace it with a fake host.
+var openNVML func(nvml.Options) (gpu.Source, error)
 
 type diagnoseOpts struct {
 	pid      int
@@ -135,7 +143,7 @@ func runDiagnose(cmd *cobra.Command, o diagnoseOpts, args []string) error {
 			return err
 		}
 	}
-	src, srcName, err := openGPU(o.device, targetEnv)
+	src, srcName, err := openGPU(o.device, targetEnv, fs.Root)
 	if err != nil {
 		return fmt.Errorf("--device %s: %w", o.device, err)
 	}

@@ -2,12 +2,14 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/gpufeed/gpufeed/internal/finding"
 	"github.com/gpufeed/gpufeed/internal/scenario"
 )
 
@@ -49,5 +51,64 @@ func TestDiagnoseFrozenJob(t *testing.T) {
 	}
 	if replayed != live {
 		t.Errorf("the report of the recording differs from the live report\n--- live\n%s\n--- replayed\n%s", live, replayed)
+	}
+}
+
+// TestDeadRankNamedAfterAttach: three ranks (RANK, LOCAL_RANK and
+// WORLD_SIZE=3 in their environment, no LOCAL_WORLD_SIZE) under a launcher
+// waiting for them; rank 2 is OOM-killed in its memory cgroup before
+// gpufeed attaches to the launcher. The report names rank 2, says how sure
+// the match is and why, and leads the stalled verdict with it. With a
+// launcher that waits in rank order the dead rank is its zombie child; with
+// one that reaps at once only the kernel log remembers it.
+func TestDeadRankNamedAfterAttach(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		inOrder bool
+		sure    string
+	}{
+		{"zombie", true, "sure"},
+		{"reaped", false, "likely"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o, err := scenario.StartOOMRanksWith(t.Context(), scenario.RanksOptions{Victim: 2, Rounds: 20, WaitInOrder: tc.inOrder, NoLocalWorldSize: true})
+			if errors.Is(err, scenario.ErrUnavailable) {
+				t.Skip(err)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer o.Stop()
+			for _, window := range []string{"3s", "4s"} {
+				r := diagnoseJSON(t, "--pid", strconv.Itoa(o.PID), "--duration", window)
+				for _, f := range r.Findings {
+					if f.ID == "kernel-log-not-visible" {
+						t.Skip("the kernel log is not readable here:", f.Claim)
+					}
+				}
+				died := findingsWith(r, "member-died")
+				victim := o.Ranks[2]
+				prefix := fmt.Sprintf("rank 2 (pid %d) was killed by the OOM killer at ", victim)
+				if len(died) != 1 || !strings.HasPrefix(died[0].Claim, prefix) ||
+					!strings.HasSuffix(died[0].Claim, "; ranks 0-1 wait in read on pipe; rank 2 by elimination ("+tc.sure+")") {
+					t.Fatalf("want rank 2 named as killed; findings:\n%s", claims(r))
+				}
+				var how string
+				for _, e := range died[0].Evidence {
+					if strings.HasPrefix(e.What, "how pid ") && strings.Contains(e.What, "was matched to rank 2") {
+						how = e.Text
+					}
+				}
+				if !strings.HasPrefix(how, tc.sure+": ") || !strings.Contains(how, "WORLD_SIZE=3") || !strings.Contains(how, "ranks 0-1 alive") {
+					t.Errorf("how sure and why: %q", how)
+				}
+				if r.Verdict == nil || r.Verdict.Class != finding.Stalled || !strings.HasPrefix(r.Verdict.Summary, "Stalled: "+prefix) {
+					t.Errorf("verdict %+v", r.Verdict)
+				}
+				for _, f := range findingsWith(r, "rank-missing") {
+					t.Errorf("rank 2 is explained by its death: %s", f.Claim)
+				}
+			}
+		})
 	}
 }

@@ -57,9 +57,10 @@ func (p *Proc) Sample(i int) *timeline.ProcSample {
 }
 
 // Rank is the process's rank from its allowlisted environment (RANK, then
-// SLURM_PROCID), "" when none.
+// SLURM_PROCID), "" when none, or when its role says it is not a rank (a
+// rank's forked DataLoader worker inherits its environment).
 func (p *Proc) Rank() string {
-	if p.Info == nil {
+	if p.Info == nil || (p.Info.Role != "" && p.Info.Role != "rank") {
 		return ""
 	}
 	if r := p.Info.Env["RANK"]; r != "" {

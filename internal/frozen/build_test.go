@@ -89,3 +89,8 @@ func (b *tlb) gpuUtil(index int, util func(i int) float64) {
 
 func u64(v uint64) *uint64 { return &v }
 func intp(v int) *int      { return &v }
+
+// ncclMapped is what a rank of an NCCL job maps of the collective libraries.
+func ncclMapped() *timeline.Collectives {
+	return &timeline.Collectives{Mapped: []string{"/usr/local/lib/python3.10/dist-packages/nvidia/nccl/lib/libnccl.so.2"}}
+}

@@ -24,9 +24,14 @@ type Death struct {
 	// sampler saw the process go.
 	When time.Time
 	// Via says how the process was tied to the job: "pid" (sampled as
-	// part of the job) or "memory cgroup" (killed before gpufeed saw it,
-	// in the job's cgroup).
+	// part of the job), "memory cgroup" (killed before gpufeed saw it, in
+	// the job's cgroup) or "kernel log" (killed before gpufeed saw it, and
+	// matched to a missing rank).
 	Via string
+	// Match is the rank told by elimination for a dead process whose own
+	// environment gives none (a zombie, a process gone before gpufeed
+	// attached); nil when its rank is its own or none could be told.
+	Match *RankMatch
 }
 
 // kernelEvents re-reads the kernel log lines recorded in the timeline.
@@ -92,7 +97,7 @@ func Deaths(v *view) []Death {
 			d.Cause, d.Kill, d.When = "oom-kill", k, k.Wall
 		} else if c := crashByPID[pid]; c != nil {
 			d.Cause, d.Crash, d.When = string(c.Kind), c, c.Wall
-		} else if _, _, ranked := rank(v.procs[pid]); !ranked {
+		} else if _, _, ranked := rank(v.procs[pid]); !ranked && !v.maybeDeadRank(pid) {
 			// Helpers come and go (a shell, a compiler, a recycled
 			// worker): only a rank's plain exit leaves peers waiting.
 			continue
@@ -114,7 +119,22 @@ func Deaths(v *view) []Death {
 			seen[k.PID] = true
 		}
 	}
+	// The dead without a rank of their own (a zombie has no environment
+	// left, a reaped process no /proc entry): told by elimination.
+	out = append(out, v.matchRanks(out, kills)...)
 	return out
+}
+
+// maybeDeadRank says an exited process without a rank may be a rank that
+// died before gpufeed read its environment: a zombie (never sampled alive)
+// child of the live ranks' launcher, with their command.
+func (v *view) maybeDeadRank(pid int) bool {
+	p := v.procs[pid]
+	if p == nil || !p.Exited || v.lastSampled(pid) > v.t0 {
+		return false
+	}
+	n, ok := v.numbering()
+	return ok && n.parent != 0 && p.PPID == n.parent && n.comm != "" && p.Comm == n.comm
 }
 
 // underAny says whether limit is one of the cgroups or an ancestor of one.
@@ -181,7 +201,7 @@ func deathFindings(v *view, deaths []Death, threads []BlockedThread) []finding.F
 	var out []finding.Finding
 	for _, d := range deaths {
 		name := v.procName(d.PID)
-		if d.Via == "memory cgroup" {
+		if d.Via == "memory cgroup" && d.Match == nil {
 			name = "pid " + strconv.Itoa(d.PID) + " (" + safe(d.Kill.Comm) + "), in the job's memory cgroup,"
 		}
 		peers := peersWait(v, threads, d.PID)
@@ -215,13 +235,23 @@ func deathFindings(v *view, deaths []Death, threads []BlockedThread) []finding.F
 		default:
 			f.Claim = name + " exited during the window"
 			f.Severity = finding.Warning
-			f.Evidence = append(f.Evidence, finding.Evidence{What: "last sampled", Text: "at " + fmtSeconds(time.Duration(v.lastProcT[d.PID]-v.t0)) + " into the window", Source: "/proc/" + strconv.Itoa(d.PID)})
+			if t, ok := v.lastProcT[d.PID]; ok {
+				f.Evidence = append(f.Evidence, finding.Evidence{What: "last sampled", Text: "at " + fmtSeconds(time.Duration(t-v.t0)) + " into the window", Source: "/proc/" + strconv.Itoa(d.PID)})
+			} else {
+				f.Claim = name + " had exited before gpufeed attached: its parent has not reaped it (a zombie)"
+				f.Evidence = append(f.Evidence, finding.Evidence{What: "state when first seen", Text: "Z (zombie)", Source: "/proc/" + strconv.Itoa(d.PID) + "/stat"})
+			}
 			f.Decision = "Its exit status is not visible to an observer that did not start it: read its log for the exception; the kernel log shows no kill or crash for it. If peers wait for it, restart the job."
 			f.Seed = "004 (Common mistakes)"
 		}
 		if peers != "" {
 			f.Claim += "; " + peers
 			f.Evidence = append(f.Evidence, finding.Evidence{What: "the other members", Text: peers, Window: "at the end of the window", Source: "/proc/PID/task/TID/{wchan,syscall}"})
+		}
+		if m := d.Match; m != nil {
+			f.Claim += "; " + m.Name() + " by elimination (" + m.Sure + ")"
+			f.Evidence = append(f.Evidence, finding.Evidence{What: "how pid " + strconv.Itoa(d.PID) + " was matched to " + m.Name(), Text: m.How(),
+				Source: "allowlisted /proc/PID/environ of the live ranks, /proc/PID/stat (ppid, start time), kernel log"})
 		}
 		out = append(out, f)
 	}
@@ -279,7 +309,7 @@ func missingRanks(v *view, deaths []Death) []finding.Finding {
 	present := map[int]bool{}
 	for pid, p := range v.procs {
 		n, err := strconv.Atoi(p.Env["LOCAL_WORLD_SIZE"])
-		if err != nil || n <= 0 || n > 4096 {
+		if err != nil || n <= 0 || n > 4096 || !isRankProcess(p) {
 			continue
 		}
 		size = max(size, n)
@@ -292,7 +322,9 @@ func missingRanks(v *view, deaths []Death) []finding.Finding {
 	}
 	dead := map[int]bool{}
 	for _, d := range deaths {
-		if lr, err := strconv.Atoi(envOf(v.procs[d.PID], "LOCAL_RANK")); err == nil {
+		if d.Match != nil {
+			dead[d.Match.Rank] = true // told by elimination over these ranks
+		} else if lr, err := strconv.Atoi(envOf(v.procs[d.PID], "LOCAL_RANK")); err == nil {
 			dead[lr] = true
 		}
 	}

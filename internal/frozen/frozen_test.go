@@ -58,7 +58,8 @@ func oomJob(t *testing.T) *timeline.Timeline {
 	b.quietProc(100)
 	for r, pid := range []int{201, 202} {
 		env := map[string]string{"RANK": string(rune('0' + r)), "LOCAL_RANK": string(rune('0' + r)), "WORLD_SIZE": "3", "LOCAL_WORLD_SIZE": "3"}
-		b.proc(pid, 100, "python3", []string{"python3", "train.py"}, env)
+		rp := b.proc(pid, 100, "python3", []string{"python3", "train.py"}, env)
+		rp.Collectives = ncclMapped()
 		b.thread(pid, pid, "python3", idle("read", "pipe:[77"+string(rune('0'+r))+"]", "pipe_read"))
 		b.thread(pid, pid+1000, "pt_watchdog", idle("futex", "", "futex_wait_queue"))
 		b.quietProc(pid)
@@ -211,11 +212,16 @@ func TestKilledBeforeWindowInJobCgroup(t *testing.T) {
 	)
 	r := Analyze(b.tl, nil)
 	d := one(t, r.Findings, "member-died")
-	if !strings.HasPrefix(d.Claim, "pid 11 (python3), in the job's memory cgroup, was killed by the OOM killer at 13:22:00") {
+	// Never sampled: tied to the job by its cgroup, to local rank 1 by
+	// elimination (LOCAL_WORLD_SIZE=2 with local rank 0 alive).
+	if !strings.HasPrefix(d.Claim, "local rank 1 (pid 11) was killed by the OOM killer at 13:22:00") || !strings.HasSuffix(d.Claim, "; local rank 1 by elimination (likely)") {
 		t.Errorf("claim %q", d.Claim)
 	}
-	// local rank 1 is missing but explained? It was never sampled: its kill is tied by cgroup, not by rank.
-	one(t, r.Findings, "rank-missing")
+	if e, _ := evidence(d, "how pid 11 was matched to local rank 1"); !strings.Contains(e.Text, "LOCAL_WORLD_SIZE=2 with local rank 0 alive leaves local rank 1 missing") ||
+		!strings.Contains(e.Text, "it was in the ranks' memory cgroup (/kubepods/pod1/c1)") {
+		t.Errorf("%+v", e)
+	}
+	none(t, r.Findings, "rank-missing")
 	h := one(t, r.Findings, "host-oom-kill")
 	if !strings.Contains(h.Evidence[0].Text, "chrome") {
 		t.Errorf("%+v", h)
@@ -283,7 +289,9 @@ func TestXidAndHungTask(t *testing.T) {
 	}
 }
 
-func TestMissingRankWithLikelyKill(t *testing.T) {
+// Gone before gpufeed attached, reaped: only the kernel log has the kill.
+// The ranks' size, the ranks alive and the command tie it to local rank 2.
+func TestMissingRankNamedFromKill(t *testing.T) {
 	b := newTL(31, 100*time.Millisecond)
 	for r, pid := range []int{201, 202} {
 		b.proc(pid, 100, "python3", []string{"python3", "train.py"}, map[string]string{"RANK": string(rune('0' + r)), "LOCAL_RANK": string(rune('0' + r)), "LOCAL_WORLD_SIZE": "3"})
@@ -294,13 +302,99 @@ func TestMissingRankWithLikelyKill(t *testing.T) {
 		timeline.Event{T: -int64(time.Minute), Kind: kmsg.EventKind, Text: "Out of memory: Killed process 999 (chrome) total-vm:1kB, anon-rss:1kB, file-rss:0kB, shmem-rss:0kB, UID:0 pgtables:1kB oom_score_adj:0"},
 	)
 	r := Analyze(b.tl, nil)
-	f := one(t, r.Findings, "rank-missing")
-	want := "Local rank 2 of 3 is not running: the others wait for it; the kernel log since the job started has pid 203 (python3) killed by the OOM killer at 14:21:00 holding 70.2 MiB: likely the missing rank (same command name; the log names no rank)"
-	if f.Claim != want {
-		t.Errorf("claim\n got %q\nwant %q", f.Claim, want)
+	none(t, r.Findings, "rank-missing")
+	d := one(t, r.Findings, "member-died")
+	want := "local rank 2 (pid 203) was killed by the OOM killer at 14:21:00 holding 70.2 MiB; ranks 0-1 wait in read on pipe; local rank 2 by elimination (likely)"
+	if d.Claim != want {
+		t.Errorf("claim\n got %q\nwant %q", d.Claim, want)
 	}
-	if v := Verdict(r); v == nil || v.Confidence != confExplained || !strings.HasPrefix(v.Summary, "Stalled: Local rank 2 of 3") {
+	e, _ := evidence(d, "how pid 203 was matched to local rank 2")
+	wantHow := "likely: LOCAL_WORLD_SIZE=3 with local ranks 0-1 alive leaves local rank 2 missing; pid 203 is gone (reaped): only the kernel log shows it, and it names no rank; " +
+		"the kernel killed a python3 process, the ranks' command; pids increase with the rank (0: 201, 1: 202): the launcher started them in order, and pid 203 comes after local rank 1's"
+	if e.Text != wantHow {
+		t.Errorf("how\n got %q\nwant %q", e.Text, wantHow)
+	}
+	if v := Verdict(r); v == nil || v.Confidence != confExplained || !strings.HasPrefix(v.Summary, "Stalled: local rank 2 (pid 203) was killed") {
 		t.Errorf("%+v", v)
+	}
+}
+
+// Two kills of the ranks' command for one missing rank: neither is named.
+func TestMissingRankAmbiguousKills(t *testing.T) {
+	b := newTL(31, 100*time.Millisecond)
+	for r, pid := range []int{201, 202} {
+		b.proc(pid, 100, "python3", nil, map[string]string{"RANK": string(rune('0' + r)), "LOCAL_RANK": string(rune('0' + r)), "LOCAL_WORLD_SIZE": "3"})
+		b.thread(pid, pid, "python3", idle("read", "pipe:[1]", "pipe_read"))
+	}
+	for _, pid := range []string{"203", "204"} {
+		b.tl.Events = append(b.tl.Events, timeline.Event{T: -int64(time.Minute), Kind: kmsg.EventKind,
+			Text: "Out of memory: Killed process " + pid + " (python3) total-vm:1kB, anon-rss:1kB, file-rss:0kB, shmem-rss:0kB, UID:0 pgtables:1kB oom_score_adj:0"})
+	}
+	r := Analyze(b.tl, nil)
+	none(t, r.Findings, "member-died")
+	f := one(t, r.Findings, "rank-missing")
+	if !strings.Contains(f.Claim, "pid 203 (python3) killed") || !strings.Contains(f.Claim, "pid 204 (python3) killed") {
+		t.Errorf("%q", f.Claim)
+	}
+}
+
+// The launcher waits for its ranks in order: rank 2, OOM-killed before
+// gpufeed attached, is its zombie child. RANK/WORLD_SIZE only.
+func TestZombieRankSure(t *testing.T) {
+	b := newTL(31, 100*time.Millisecond)
+	b.proc(100, 1, "python3", []string{"python3", "launch.py"}, nil)
+	b.thread(100, 100, "python3", idle("wait4", "", "do_wait"))
+	for r, pid := range []int{201, 202} {
+		p := b.proc(pid, 100, "python3", []string{"python3", "train.py"}, map[string]string{"RANK": string(rune('0' + r)), "LOCAL_RANK": string(rune('0' + r)), "WORLD_SIZE": "3"})
+		p.Key.StartTime = uint64(5000 + r)
+		b.thread(pid, pid, "python3", idle("read", "pipe:[1]", "pipe_read"))
+	}
+	z := b.proc(203, 100, "python3", nil, nil) // a zombie: no command line, no environment
+	z.Key.StartTime, z.Exited, z.Role = 5012, true, "child"
+	b.tl.Events = append(b.tl.Events, timeline.Event{T: -int64(time.Minute), Kind: kmsg.EventKind,
+		Text: "Memory cgroup out of memory: Killed process 203 (python3) total-vm:78064kB, anon-rss:65280kB, file-rss:6616kB, shmem-rss:0kB, UID:0 pgtables:200kB oom_score_adj:0"})
+	r := Analyze(b.tl, nil)
+	d := one(t, r.Findings, "member-died")
+	if !strings.HasPrefix(d.Claim, "rank 2 (pid 203) was killed by the OOM killer") || !strings.HasSuffix(d.Claim, "; rank 2 by elimination (sure)") {
+		t.Errorf("%q", d.Claim)
+	}
+	e, _ := evidence(d, "how pid 203 was matched to rank 2")
+	for _, want := range []string{"sure: WORLD_SIZE=3 with ranks 0-1 alive leaves rank 2 missing", "pid 203 is a zombie child of the ranks' launcher (pid 100), like ranks 0-1",
+		"pid 203 comes after rank 1's", "it started 110 ms after rank 1"} {
+		if !strings.Contains(e.Text, want) {
+			t.Errorf("how %q lacks %q", e.Text, want)
+		}
+	}
+	// Rank 2 of 8 with no node size: ranks 3-7 may run elsewhere; pid order
+	// still puts the zombie next to rank 1, but only likely.
+	for _, p := range b.tl.Procs {
+		if p.Env != nil {
+			p.Env["WORLD_SIZE"] = "8"
+		}
+	}
+	d = one(t, Analyze(b.tl, nil).Findings, "member-died")
+	if !strings.HasSuffix(d.Claim, "; rank 2 by elimination (likely)") {
+		t.Errorf("%q", d.Claim)
+	}
+	if e, _ := evidence(d, "how pid 203"); !strings.Contains(e.Text, "leaves ranks 2-7 unaccounted for here") {
+		t.Errorf("%q", e.Text)
+	}
+	// Round robin over the nodes (srun --distribution=cyclic): the node
+	// runs ranks 0, 2, 4 ..., local ranks 0, 1, 2: the zombie is rank 4.
+	for _, p := range b.tl.Procs {
+		if p.Env["RANK"] == "1" {
+			p.Env["RANK"] = "2"
+		}
+	}
+	if d := one(t, Analyze(b.tl, nil).Findings, "member-died"); !strings.HasPrefix(d.Claim, "rank 4 (pid 203) was killed") {
+		t.Errorf("%q", d.Claim)
+	}
+	// Without LOCAL_RANK there is no telling which of ranks 2-7 it was.
+	for _, p := range b.tl.Procs {
+		delete(p.Env, "LOCAL_RANK")
+	}
+	if d := one(t, Analyze(b.tl, nil).Findings, "member-died"); !strings.HasPrefix(d.Claim, "pid 203 (python3) was killed") {
+		t.Errorf("%q", d.Claim)
 	}
 }
 

@@ -17,10 +17,12 @@ func TestNCCLSettings(t *testing.T) {
 	// ranks 0-1 use the old name; rank 2 turned handling off; the launcher has no rank
 	for r, pid := range []int{10, 11} {
 		b.proc(pid, 1, "python3", nil, map[string]string{"RANK": string(rune('0' + r)), "NCCL_ASYNC_ERROR_HANDLING": "1",
-			"TORCH_NCCL_DUMP_ON_TIMEOUT": "1", "TORCH_NCCL_TRACE_BUFFER_SIZE": "0", "NCCL_TIMEOUT": "1800"})
+			"TORCH_NCCL_DUMP_ON_TIMEOUT": "1", "TORCH_NCCL_TRACE_BUFFER_SIZE": "0", "NCCL_TIMEOUT": "1800"}).Collectives = ncclMapped()
 	}
 	b.proc(12, 1, "python3", nil, map[string]string{"RANK": "2", "TORCH_NCCL_ASYNC_ERROR_HANDLING": "0", "TORCH_NCCL_ENABLE_MONITORING": "0",
 		"TORCH_NCCL_DUMP_ON_TIMEOUT": "1", "TORCH_NCCL_TRACE_BUFFER_SIZE": "2000"})
+	// rank 2 maps no NCCL library but runs PyTorch's NCCL watchdog: NCCL linked in statically
+	b.tl.Threads[timeline.ThreadKey{TID: 1201, StartTime: 1201}] = &timeline.ThreadInfo{Key: timeline.ThreadKey{TID: 1201, StartTime: 1201}, PID: 12, Comm: "pt_nccl_watchdg"}
 	b.proc(1, 0, "torchrun", nil, map[string]string{"NCCL_ASYNC_ERROR_HANDLING": "1"})
 	fs := ncclFindings(newView(b.tl), false)
 	old := one(t, fs, "nccl-async-error-handling-old-name")
@@ -41,11 +43,53 @@ func TestNCCLSettings(t *testing.T) {
 	one(t, fs, "nccl-monitoring-off")
 	none(t, fs, "nccl-no-dump-on-timeout")
 	none(t, fs, "nccl-async-error-handling-unset")
+	if e, ok := evidence(old, "NCCL in use"); !ok || !strings.Contains(e.Text, "libnccl.so.2") {
+		t.Errorf("the NCCL finding should say how NCCL was seen: %+v", old.Evidence)
+	}
+	var backends []string
+	for _, f := range fs {
+		if f.ID == "distributed-backend" {
+			backends = append(backends, f.Claim)
+		}
+	}
+	want := []string{"ranks 0-1 use NCCL: they map libnccl.so.2 and run no NCCL thread",
+		"rank 2 uses NCCL: it maps no collective library (libnccl, librccl, libmpi, libucc, libgloo) and runs NCCL threads (pt_nccl_watchdg)"}
+	if strings.Join(backends, "\n") != strings.Join(want, "\n") {
+		t.Errorf("backends\n%s\nwant\n%s", strings.Join(backends, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// A gloo job gets no NCCL advice: the ranks map libgloo and no NCCL.
+func TestNCCLAdviceOnlyWithNCCL(t *testing.T) {
+	b := newTL(31, 100*time.Millisecond)
+	for r := range 3 {
+		b.proc(10+r, 1, "python3", nil, map[string]string{"RANK": string(rune('0' + r)), "WORLD_SIZE": "3"}).Collectives =
+			&timeline.Collectives{Mapped: []string{"/usr/lib/libgloo.so.0.5.0"}}
+	}
+	b.proc(20, 1, "python3", nil, map[string]string{"RANK": "3"}) // maps not read
+	fs := ncclFindings(newView(b.tl), true)
+	for _, f := range fs {
+		if strings.HasPrefix(f.ID, "nccl-") {
+			t.Errorf("NCCL advice for a job without NCCL: %s: %s", f.ID, f.Claim)
+		}
+	}
+	if len(fs) != 2 {
+		t.Fatalf("want two distributed-backend findings, got %+v", fs)
+	}
+	if want := "ranks 0-2 use gloo, not NCCL (they map libgloo.so.0.5.0 but no NCCL library, and run no NCCL thread): the NCCL settings do not apply and were not checked"; fs[0].Claim != want || fs[0].Severity != finding.Info {
+		t.Errorf("claim\n got %q\nwant %q", fs[0].Claim, want)
+	}
+	if !strings.Contains(fs[0].Decision, "30 minutes by default") {
+		t.Errorf("%q", fs[0].Decision)
+	}
+	if !strings.HasPrefix(fs[1].Claim, "Whether rank 3 uses NCCL was not seen") {
+		t.Errorf("%q", fs[1].Claim)
+	}
 }
 
 func TestNCCLUnsetEscalatesWhenStalled(t *testing.T) {
 	b := newTL(31, 100*time.Millisecond)
-	b.proc(10, 1, "python3", nil, map[string]string{"LOCAL_RANK": "0"})
+	b.proc(10, 1, "python3", nil, map[string]string{"LOCAL_RANK": "0"}).Collectives = ncclMapped()
 	if f := one(t, ncclFindings(newView(b.tl), false), "nccl-async-error-handling-unset"); f.Severity != finding.Info || !strings.HasSuffix(f.Claim, "(local rank 0)") {
 		t.Errorf("%+v", f)
 	}
@@ -133,36 +177,47 @@ func TestForkAfterCUDA(t *testing.T) {
 	none(t, workerFindings(v, WorkerGroups(v)), "fork-after-cuda-init")
 }
 
-// cowJob: two forked workers whose USS grows by rate bytes/s from 50 MiB;
-// the parent holds parentRSS bytes; the cgroup allows limit with usage.
-func cowJob(rate float64, parentRSS uint64, limit, usage uint64) *timeline.Timeline {
+// cowJob: n forked workers whose USS grows by rate bytes/s from 50 MiB
+// while their resident memory grows by rssRate (0: copy-on-write, resident
+// memory flat at the parent's); the parent holds parentRSS bytes; the
+// cgroup allows limit with usage.
+func cowJob(n int, rate, rssRate float64, parentRSS uint64, limit, usage uint64) *timeline.Timeline {
 	b := newTL(101, 100*time.Millisecond)
-	trainerWithWorkers(b, 2, Fork)
+	trainerWithWorkers(b, n, Fork)
 	for _, p := range b.tl.Procs {
 		p.MemCgroup = &timeline.MemCgroup{Version: 1, Path: "/job", LimitAt: "/job", LimitBytes: u64(limit), UsageBytes: u64(usage)}
 	}
 	b.tl.Ticks[100].Procs[0].RSSPages = parentRSS / 4096
-	for _, pid := range []int{200, 201} {
-		b.procSamples(pid, func(i int) (timeline.ProcSample, bool) {
-			if i%10 != 0 {
-				return timeline.ProcSample{}, false // smaps_rollup on the slow tier: once a second
+	for i := range n {
+		b.procSamples(200+i, func(i int) (timeline.ProcSample, bool) {
+			s := timeline.ProcSample{Threads: 1, RSSPages: uint64(float64(parentRSS)+rssRate*b.secs(i)) / 4096}
+			if i%10 == 0 { // smaps_rollup on its tier: once a second
+				uss := uint64(50<<20 + rate*b.secs(i))
+				s.USSBytes, s.PSSBytes = u64(uss), u64(uss+10<<20)
 			}
-			uss := uint64(50<<20 + rate*b.secs(i))
-			return timeline.ProcSample{USSBytes: u64(uss), PSSBytes: u64(uss + 10<<20)}, true
+			return s, true
 		})
 	}
 	return b.tl
 }
 
-func TestCOWGrowthProjected(t *testing.T) {
-	tl := cowJob(5<<20, 8<<30, 4<<30, 3<<30) // 5 MiB/s per worker, 1 GiB left, parent holds 8 GiB
+func cowOf(tl *timeline.Timeline) []finding.Finding {
 	v := newView(tl)
-	f := one(t, cowFindings(v, analysis.New(tl), WorkerGroups(v)), "worker-cow-growth")
-	if f.Severity != finding.Warning || !strings.Contains(f.Claim, "2 forked workers of pid 100 (python3) gain private memory at 10.0 MiB/s together") ||
-		!strings.Contains(f.Claim, "is reached in 2 min") {
-		t.Errorf("%+v", f.Claim)
+	return cowFindings(v, analysis.New(tl), WorkerGroups(v))
+}
+
+func TestCOWGrowthProjected(t *testing.T) {
+	f := one(t, cowOf(cowJob(2, 5<<20, 0, 8<<30, 4<<30, 3<<30)), "worker-cow-growth") // 5 MiB/s per worker, 1 GiB left, parent holds 8 GiB
+	want := "2 forked workers of pid 100 (python3) copy its memory at 10.0 MiB/s together, copy-on-write: their unique memory rises while their resident memory stays flat, " +
+		"so pages they shared with it become their own as they touch its Python objects; they hold 200.0 MiB of their own, 184.0 MiB more than 2 fresh forks (8.0 MiB each); " +
+		"at this rate the memory cgroup limit (4.0 GiB on /job) is reached in 2 min"
+	if f.Severity != finding.Warning || f.Claim != want {
+		t.Errorf("claim\n got %q\nwant %q (%s)", f.Claim, want, f.Severity)
 	}
 	if e, _ := evidence(f, "USS) of worker pid 200"); e.Value != 5 || e.Unit != "MiB/s" || !strings.Contains(e.Window, "11 samples over 10.0 s") {
+		t.Errorf("%+v", e)
+	}
+	if e, _ := evidence(f, "RSS) of worker pid 200"); e.Value != 0 || e.Unit != "MiB/s" {
 		t.Errorf("%+v", e)
 	}
 	if e, _ := evidence(f, "projected time"); e.Value != 102 {
@@ -171,18 +226,30 @@ func TestCOWGrowthProjected(t *testing.T) {
 }
 
 func TestCOWGrowthSaturatesBelowLimit(t *testing.T) {
-	tl := cowJob(5<<20, 200<<20, 64<<30, 1<<30) // parent holds 200 MiB: at most ~2 x 100 MiB more
-	v := newView(tl)
-	f := one(t, cowFindings(v, analysis.New(tl), WorkerGroups(v)), "worker-cow-growth")
-	if f.Severity != finding.Info || !strings.Contains(f.Claim, "at most 200.0 MiB more once every worker has copied the parent's 200.0 MiB") {
+	f := one(t, cowOf(cowJob(2, 5<<20, 0, 200<<20, 64<<30, 1<<30)), "worker-cow-growth") // each worker still shares 200 - 100 MiB
+	if f.Severity != finding.Info || !strings.Contains(f.Claim, "at most 200.0 MiB more once each has copied all it still shares, which fits in the memory cgroup limit") {
 		t.Errorf("%+v", f.Claim)
 	}
 }
 
+// Four workers each copying 0.4 MiB/s (a real DataLoader over a list of
+// floats): 1.6 MiB/s together is a finding, though no single worker
+// reaches 1 MiB/s.
+func TestCOWSlowButSummed(t *testing.T) {
+	f := one(t, cowOf(cowJob(4, 0.4*(1<<20), 0, 8<<30, 64<<30, 1<<30)), "worker-cow-growth")
+	if !strings.HasPrefix(f.Claim, "4 forked workers of pid 100 (python3) copy its memory at 1.6 MiB/s together") {
+		t.Errorf("%q", f.Claim)
+	}
+}
+
 func TestNoCOWWhenFlat(t *testing.T) {
-	tl := cowJob(20<<10, 8<<30, 4<<30, 3<<30) // 20 KiB/s: an array-backed dataset
-	v := newView(tl)
-	none(t, cowFindings(v, analysis.New(tl), WorkerGroups(v)), "worker-cow-growth")
+	none(t, cowOf(cowJob(4, 20<<10, 0, 8<<30, 4<<30, 3<<30)), "worker-cow-growth") // 20 KiB/s each: flat storage
+}
+
+// Workers whose resident memory grows as fast as their unique memory
+// allocate (a cache, a leak): that is not copy-on-write.
+func TestNoCOWWhenWorkersAllocate(t *testing.T) {
+	none(t, cowOf(cowJob(2, 5<<20, 5<<20, 8<<30, 4<<30, 3<<30)), "worker-cow-growth")
 }
 
 func fdJob(rate float64, start, soft int, kinds *timeline.FDKinds) *timeline.Timeline {

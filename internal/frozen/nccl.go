@@ -1,11 +1,14 @@
 package frozen
 
 import (
+	"path"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 
 	"github.com/gpufeed/gpufeed/internal/finding"
+	"github.com/gpufeed/gpufeed/internal/probe/cudamaps"
 	"github.com/gpufeed/gpufeed/internal/timeline"
 )
 
@@ -151,23 +154,130 @@ func orUnset(v string, set bool) string {
 	return safe(v)
 }
 
-// ncclFindings checks every rank's environment and groups ranks that share
-// a problem.
+// backend is what a rank process shows of torch.distributed's backends.
+type backend struct {
+	// known: its memory maps were read (at the end of the window).
+	known bool
+	// nccl: it maps NCCL (libnccl, ROCm's librccl, NCCL's shared-memory
+	// segments) or runs threads NCCL or ProcessGroupNCCL named.
+	nccl bool
+	// libs are the collective libraries mapped, by file name; threads the
+	// NCCL-named threads.
+	libs    []string
+	threads []string
+}
+
+// backendOf reads a process's collective libraries (ProcInfo.Collectives)
+// and NCCL threads (pt_nccl_* from PyTorch's ProcessGroupNCCL, NCCL's own).
+func (v *view) backendOf(pid int) backend {
+	var b backend
+	p := v.procs[pid]
+	if p == nil {
+		return b
+	}
+	if p.Collectives != nil {
+		b.known = true
+		for _, m := range p.Collectives.Mapped {
+			b.libs = append(b.libs, path.Base(m))
+			if cudamaps.IsNCCL(m) {
+				b.nccl = true
+			}
+		}
+	}
+	for _, th := range v.threads {
+		if th.PID != pid || th.Exited {
+			continue
+		}
+		if th.Role == "nccl" || strings.HasPrefix(th.Comm, "pt_nccl") || strings.HasPrefix(th.Comm, "NCCL") {
+			b.nccl, b.known = true, true
+			b.threads = append(b.threads, th.Comm)
+		}
+	}
+	sort.Strings(b.threads)
+	b.threads = slices.Compact(b.threads)
+	return b
+}
+
+// name says which backend the libraries show.
+func (b backend) name() string {
+	if b.nccl {
+		for _, l := range b.libs {
+			if strings.HasPrefix(l, "librccl") {
+				return "RCCL (ROCm's NCCL)"
+			}
+		}
+		return "NCCL"
+	}
+	var names []string
+	for _, l := range b.libs {
+		for _, n := range [][2]string{{"libmpi", "MPI"}, {"libucc", "UCC"}, {"libgloo", "gloo"}} {
+			if strings.HasPrefix(l, n[0]) && !slices.Contains(names, n[1]) {
+				names = append(names, n[1])
+			}
+		}
+	}
+	return strings.Join(names, ", ")
+}
+
+// evidence describes what was seen, for n processes ("they map ...").
+func (b backend) evidence(n int) string {
+	subj, mapv, runv := "it", "maps", "runs"
+	if n > 1 {
+		subj, mapv, runv = "they", "map", "run"
+	}
+	libs := "no collective library (libnccl, librccl, libmpi, libucc, libgloo)"
+	if len(b.libs) > 0 {
+		libs = strings.Join(b.libs, ", ")
+		if !b.nccl {
+			libs += " but no NCCL library,"
+		}
+	}
+	thr := "no NCCL thread"
+	if len(b.threads) > 0 {
+		thr = "NCCL threads (" + strings.Join(b.threads, ", ") + ")"
+	}
+	return subj + " " + mapv + " " + libs + " and " + runv + " " + thr
+}
+
+// ncclFindings checks the environment of every rank that uses NCCL, groups
+// ranks that share a problem, and says which backend the ranks were seen
+// to use: NCCL's settings are advice only where NCCL is in use.
 func ncclFindings(v *view, stalled bool) []finding.Finding {
 	type group struct {
 		c     ncclCheck
 		ranks []int
 		pids  []int
 		label string
+		used  string
 	}
 	groups := map[string]*group{}
 	var order []string
+	type seen struct {
+		ranks, pids []int
+		label       string
+		nccl, known bool
+		name        string
+		b           backend
+	}
+	backends := map[string]*seen{}
+	var border []string
 	for _, pid := range v.sortedPIDs() {
 		p := v.procs[pid]
-		if !isRankProcess(p) {
+		if !isRankProcess(p) || p.Exited {
 			continue
 		}
 		label, n, _ := rank(p)
+		b := v.backendOf(pid)
+		key := strconv.FormatBool(b.known) + "|" + b.evidence(1)
+		if backends[key] == nil {
+			backends[key] = &seen{label: strings.Fields(label)[0], nccl: b.nccl, known: b.known, name: b.name(), b: b}
+			border = append(border, key)
+		}
+		backends[key].ranks = append(backends[key].ranks, n)
+		backends[key].pids = append(backends[key].pids, pid)
+		if !b.nccl {
+			continue
+		}
 		for _, c := range checkNCCLEnv(p.Env, stalled) {
 			key := c.id
 			for _, kv := range c.vars {
@@ -175,7 +285,7 @@ func ncclFindings(v *view, stalled bool) []finding.Finding {
 			}
 			g := groups[key]
 			if g == nil {
-				g = &group{c: c, label: strings.Fields(label)[0]}
+				g = &group{c: c, label: strings.Fields(label)[0], used: b.evidence(1)}
 				groups[key] = g
 				order = append(order, key)
 			}
@@ -186,20 +296,59 @@ func ncclFindings(v *view, stalled bool) []finding.Finding {
 	var out []finding.Finding
 	for _, key := range order {
 		g := groups[key]
-		who := "rank " + rankRanges(append([]int(nil), g.ranks...))
-		if len(g.ranks) > 1 {
-			who = "ranks " + rankRanges(append([]int(nil), g.ranks...))
-		}
-		if g.label == "local" {
-			who = "local " + who
-		}
+		who := rankWho(g.label, g.ranks)
 		sort.Ints(g.pids)
 		f := finding.Finding{ID: g.c.id, Severity: g.c.severity, Claim: g.c.claim + " (" + who + ")", Decision: g.c.decision,
 			Seed: "004 (The NCCL hang)", Subject: who + " (pid " + ints(g.pids) + ")"}
 		for _, kv := range g.c.vars {
 			f.Evidence = append(f.Evidence, finding.Evidence{What: kv[0], Text: safe(kv[1]), Source: "/proc/PID/environ (allowlisted)"})
 		}
+		f.Evidence = append(f.Evidence, finding.Evidence{What: "NCCL in use", Text: safe(g.used), Source: "/proc/PID/maps, thread names"})
+		out = append(out, f)
+	}
+	for _, key := range border {
+		bk := backends[key]
+		who := rankWho(bk.label, bk.ranks)
+		sort.Ints(bk.pids)
+		text := bk.b.evidence(len(bk.ranks))
+		verb := " uses "
+		if len(bk.ranks) > 1 {
+			verb = " use "
+		}
+		f := finding.Finding{ID: "distributed-backend", Severity: finding.Info, Subject: who + " (pid " + ints(bk.pids) + ")",
+			Evidence: []finding.Evidence{{What: "collective libraries mapped and NCCL threads", Text: safe(text), Window: "at the end of the window", Source: "/proc/PID/maps, /proc/PID/task/TID/comm"}}}
+		switch {
+		case bk.nccl:
+			f.Claim = who + verb + bk.name + ": " + safe(text)
+			f.Decision = "The NCCL settings checked here apply to these ranks."
+		case !bk.known:
+			f.Claim = "Whether " + who + verb[:len(verb)-1] + " NCCL was not seen (their memory maps were not read): NCCL settings not checked"
+			f.Decision = "Run gpufeed as the job's user or with CAP_SYS_PTRACE, so that /proc/PID/maps is readable."
+			f.Evidence[0].Text = "not read"
+		default:
+			used := "no torch.distributed backend library"
+			if bk.name != "" {
+				used = bk.name
+			}
+			f.Claim = who + verb + used + ", not NCCL (" + safe(text) + "): the NCCL settings do not apply and were not checked"
+			f.Decision = "A collective waiting for a dead or stuck peer fails only after its process group's timeout, init_process_group(timeout=...)."
+			if bk.name == "gloo" {
+				f.Decision += " For gloo it is 30 minutes by default: pass a shorter one so that a lost rank becomes an error, not a long wait."
+			}
+		}
 		out = append(out, f)
 	}
 	return out
+}
+
+// rankWho names ranks for a claim: "rank 2", "ranks 0-2", "local ranks 0-1".
+func rankWho(label string, ranks []int) string {
+	who := "rank " + rankRanges(append([]int(nil), ranks...))
+	if len(ranks) > 1 {
+		who = "ranks " + rankRanges(append([]int(nil), ranks...))
+	}
+	if label == "local" {
+		who = "local " + who
+	}
+	return who
 }

@@ -21,6 +21,9 @@ type view struct {
 	// lastProcT of each pid: the T of its last sample (of the process or
 	// of any of its threads).
 	lastProcT map[int]int64
+	// matched are the dead processes told to be a rank by elimination
+	// (Deaths fills it).
+	matched map[int]*RankMatch
 }
 
 func newView(tl *timeline.Timeline) *view {
@@ -141,8 +144,11 @@ func sub(a, b uint64) uint64 {
 // rank returns the rank a process's allowlisted environment gives it:
 // RANK (torchrun), SLURM_PROCID, OMPI_COMM_WORLD_RANK, PMI_RANK, and the
 // node-local LOCAL_RANK / SLURM_LOCALID when no global rank is set.
+//
+// A process whose recorded role is another ("dataloader-worker", "worker":
+// a rank's fork, which inherits its environment) is not a rank.
 func rank(p *timeline.ProcInfo) (label string, n int, ok bool) {
-	if p == nil {
+	if p == nil || (p.Role != "" && p.Role != "rank") {
 		return "", 0, false
 	}
 	for _, k := range []string{"RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK"} {
@@ -166,6 +172,9 @@ func rank(p *timeline.ProcInfo) (label string, n int, ok bool) {
 // "pid 48213 (python3)".
 func (v *view) procName(pid int) string {
 	p := v.procs[pid]
+	if m := v.matched[pid]; m != nil {
+		return m.Name() + " (pid " + strconv.Itoa(pid) + ")"
+	}
 	if label, _, ok := rank(p); ok {
 		return label + " (pid " + strconv.Itoa(pid) + ")"
 	}

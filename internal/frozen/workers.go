@@ -23,8 +23,8 @@ type WorkerGroup struct {
 	Parent  int
 	Method  string
 	Workers []int
-	// Evidence is how the method was recognised.
-	Evidence string
+	// Evidence is how the method was recognised, Source where it was read.
+	Evidence, Source string
 }
 
 func cmd(p *timeline.ProcInfo) string { return strings.Join(p.Cmdline, " ") }
@@ -46,10 +46,32 @@ func isHelper(p *timeline.ProcInfo) bool {
 	return strings.Contains(cmd(p), "multiprocessing.resource_tracker")
 }
 
+const forkByLayout = "its memory layout (start_code, start_data, start_brk, start_stack, arg_start, env_start) is its parent's: forked, no exec since"
+
+// forkEvidence says how p is known to be a fork of parent that did not
+// exec, or "" when it is not one. The memory layouts decide (a child that
+// exec'd, even the same program with the same command line as a launcher
+// starting its ranks, has a layout of its own); where they were not seen,
+// a command line equal to the parent's is taken as a fork, and said so.
+func forkEvidence(p, parent *timeline.ProcInfo) string {
+	switch p.Start {
+	case "fork":
+		return forkByLayout
+	case "exec":
+		return ""
+	}
+	if len(p.Cmdline) > 0 && cmd(p) == cmd(parent) {
+		return "it runs its parent's command line unchanged (fork without exec)"
+	}
+	return ""
+}
+
 // WorkerGroups finds the job's Python worker processes and how each was
-// started, from the process tree and command lines: a spawned child runs
-// spawn_main, a forkserver child is forked from the forkserver process, a
-// forked child runs its parent's own command line (fork without exec).
+// started, from the process tree, the memory layouts and the command lines:
+// a spawned child runs spawn_main, a forkserver child is forked from the
+// forkserver process, a forked child keeps its parent's memory layout (fork
+// without exec). Ranks are never workers, even when their command line is
+// the launcher's.
 func WorkerGroups(v *view) []WorkerGroup {
 	groups := map[string]*WorkerGroup{}
 	var keys []string
@@ -57,7 +79,11 @@ func WorkerGroups(v *view) []WorkerGroup {
 		key := strconv.Itoa(parent) + "/" + method
 		g := groups[key]
 		if g == nil {
-			g = &WorkerGroup{Parent: parent, Method: method, Evidence: evidence}
+			src := "/proc/PID/cmdline"
+			if evidence == forkByLayout {
+				src = "/proc/PID/stat (memory layout)"
+			}
+			g = &WorkerGroup{Parent: parent, Method: method, Evidence: evidence, Source: src}
 			groups[key] = g
 			keys = append(keys, key)
 		}
@@ -78,8 +104,10 @@ func WorkerGroups(v *view) []WorkerGroup {
 				owner = p.PPID
 			}
 			add(owner, Forkserver, "forked from the forkserver process (pid "+strconv.Itoa(p.PPID)+")", pid)
-		case IsPython(parent) && cmd(p) == cmd(parent):
-			add(p.PPID, Fork, "it runs its parent's command line unchanged (fork without exec)", pid)
+		case IsPython(parent) && !isRankProcess(p):
+			if ev := forkEvidence(p, parent); ev != "" {
+				add(p.PPID, Fork, ev, pid)
+			}
 		}
 	}
 	sort.Strings(keys)
@@ -145,7 +173,7 @@ func workerFindings(v *view, groups []WorkerGroup) []finding.Finding {
 			Claim: fmt.Sprintf("%s started %s by %s", name, plural(len(g.Workers), "worker process", "worker processes"), g.Method),
 			Evidence: []finding.Evidence{
 				{What: "workers", Value: float64(len(g.Workers)), Text: "pids " + ints(g.Workers), Source: "/proc/PID/stat (ppid)"},
-				{What: "how the start method was recognised", Text: g.Evidence, Source: "/proc/PID/cmdline"},
+				{What: "how the start method was recognised", Text: g.Evidence, Source: g.Source},
 			},
 			Seed: "000 §5"}
 		switch g.Method {

@@ -150,7 +150,7 @@ func stat(s analysis.Stats) Stat {
 func buildProcess(p *analysis.Proc) Process {
 	info := p.Info
 	out := Process{
-		PID: p.Key.PID, StartTime: p.Key.StartTime, PPID: info.PPID, Comm: info.Comm, Role: info.Role, Rank: p.Rank(),
+		PID: p.Key.PID, StartTime: p.Key.StartTime, PPID: info.PPID, Comm: info.Comm, Role: info.Role, Rank: p.Rank(), Start: info.Start,
 		Cmdline: info.Cmdline, Exited: info.Exited, Env: info.Env,
 		CPUsAllowed: info.CPUsAllowed, MemsAllowed: info.MemsAllowed,
 		CPUPercent: stat(p.CPU), FDLimit: info.NoFileSoft, FDLimitHard: info.NoFileHard,

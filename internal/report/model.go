@@ -84,13 +84,16 @@ type Process struct {
 	PID int `json:"pid"`
 	// StartTime is the process's start in clock ticks since boot (stat
 	// field 22): with the pid, its identity across pid reuse.
-	StartTime uint64   `json:"start_time"`
-	PPID      int      `json:"ppid"`
-	Comm      string   `json:"comm"`
-	Role      string   `json:"role,omitempty"`
-	Rank      string   `json:"rank,omitempty"`
-	Cmdline   []string `json:"cmdline,omitempty"`
-	Exited    bool     `json:"exited,omitempty"`
+	StartTime uint64 `json:"start_time"`
+	PPID      int    `json:"ppid"`
+	Comm      string `json:"comm"`
+	Role      string `json:"role,omitempty"`
+	Rank      string `json:"rank,omitempty"`
+	// Start is how it came from its parent: "fork" (its parent's memory
+	// layout: no exec) or "exec"; empty when not known.
+	Start   string   `json:"start,omitempty"`
+	Cmdline []string `json:"cmdline,omitempty"`
+	Exited  bool     `json:"exited,omitempty"`
 	// Env holds only allowlisted variables.
 	Env         map[string]string `json:"env,omitempty"`
 	CPUsAllowed string            `json:"cpus_allowed,omitempty"`

@@ -106,8 +106,10 @@ func (in *Input) producerMeans() (busy, disk float64, n int) {
 	return busy, disk, n
 }
 
-// workerProcs are the job's processes that do not use the GPU and are not
-// launchers: DataLoader workers, readers, multiprocessing children.
+// workerProcs are the job's processes that do not use the GPU and are
+// neither launchers, ranks nor the trainer: DataLoader workers, readers,
+// multiprocessing children. A rank of a CPU-only job (gloo) runs its own
+// training loop; it is no worker even with no GPU in view.
 func (in *Input) workerProcs() []*analysis.Proc {
 	gpu := map[*analysis.Proc]bool{}
 	for _, p := range in.Job.GPUProcs {
@@ -119,7 +121,7 @@ func (in *Input) workerProcs() []*analysis.Proc {
 			continue
 		}
 		switch p.Role {
-		case "torchrun", "launcher":
+		case "torchrun", "launcher", "rank", "trainer":
 			continue
 		}
 		if p.CPU.N == 0 {

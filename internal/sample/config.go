@@ -32,7 +32,8 @@ const (
 	// counters, a second is enough to rate them) and the blocked-thread details.
 	DefaultSlowEvery = time.Second
 	// DefaultRollupEvery is the smaps_rollup tier; PSS/USS drift slowly
-	// (copy-on-write growth shows over seconds to minutes).
+	// (copy-on-write growth shows over seconds to minutes). Windows shorter
+	// than 20 s read every quarter of the window (at most once a slow tick).
 	DefaultRollupEvery = 5 * time.Second
 	// DefaultRollupBudget is the share of one core smaps_rollup may use: the
 	// kernel walks every mapping (milliseconds per GiB resident), so a process
@@ -100,6 +101,13 @@ func (c *Config) defaults() {
 	}
 	if c.RollupEvery <= 0 {
 		c.RollupEvery = DefaultRollupEvery
+		// A short window still reads each process's PSS/USS at least four
+		// times (a slope needs three readings): every quarter of the
+		// window, not more often than the slow tier. The CPU budget below
+		// still stretches the reads of a large process.
+		if q := c.Duration / 4; q < c.RollupEvery {
+			c.RollupEvery = max(q, c.SlowEvery)
+		}
 	}
 	if c.RollupBudget <= 0 {
 		c.RollupBudget = DefaultRollupBudget

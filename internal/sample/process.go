@@ -128,6 +128,7 @@ func (s *Sampler) addProc(pid int, st proc.Stat, t int64) {
 		s.readError(t, pid, err)
 		return
 	}
+	s.readLayout(p, t)
 	s.readOnceFacts(p, t)
 	s.tl.Procs[key] = info
 	s.procs[pid] = p
@@ -148,6 +149,33 @@ const execRecheckSlowTicks = 2
 func (s *Sampler) cmdlineChanged(p *trackedProc) bool {
 	args, err := s.fs.ReadCmdline(p.pid)
 	return err == nil && !slices.Equal(args, p.info.Cmdline)
+}
+
+// readLayout reads where the process's program lies in its address space
+// and reports whether it changed since the last reading: the layout never
+// changes during a program's life, so a change is an exec, even one of the
+// same program with the same command line (a launcher re-running its own
+// script for each rank) that neither the name nor the command line shows.
+func (s *Sampler) readLayout(p *trackedProc, t int64) (execd bool) {
+	l, err := proc.ReadLayout(s.fs.PidPath(p.pid, "stat"))
+	if err != nil {
+		if !proc.IsVanished(err) && proc.AsDenied(err) == nil {
+			s.readError(t, p.pid, err)
+		}
+		return false
+	}
+	if !l.Visible() {
+		return false
+	}
+	tl := timeline.Layout{StartCode: l.StartCode, EndCode: l.EndCode, StartStack: l.StartStack,
+		StartData: l.StartData, EndData: l.EndData, StartBrk: l.StartBrk,
+		ArgStart: l.ArgStart, ArgEnd: l.ArgEnd, EnvStart: l.EnvStart, EnvEnd: l.EnvEnd}
+	old := p.info.Layout
+	if old != nil && *old == tl {
+		return false
+	}
+	p.info.Layout = &tl
+	return old != nil
 }
 
 // readOnceFacts reads a process's command line, environment and open-file
@@ -318,6 +346,11 @@ func (s *Sampler) sampleProc(p *trackedProc, tk *timeline.Tick, t int64, slow, f
 
 // slowProc reads the once-a-second per-process files.
 func (s *Sampler) slowProc(p *trackedProc, ps *timeline.ProcSample, t int64) {
+	if s.readLayout(p, t) {
+		// exec'd since the last slow tick: its command line and environment
+		// are the new program's (a rank's RANK, where the parent had none).
+		s.readOnceFacts(p, t)
+	}
 	if st, err := proc.ReadStatus(s.fs.PidPath(p.pid, "status")); err == nil {
 		if st.CPUsAllowedList != "" {
 			p.info.CPUsAllowed = st.CPUsAllowedList

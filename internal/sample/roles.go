@@ -12,10 +12,10 @@ import (
 const (
 	RoleTrainer          = "trainer"           // the target, when it is not a launcher
 	RoleLauncher         = "torchrun"          // torchrun / torch.distributed.run|launch
-	RoleOtherLauncher    = "launcher"          // mpirun, srun, deepspeed, accelerate
-	RoleRank             = "rank"              // a process with RANK/LOCAL_RANK in its environment
+	RoleOtherLauncher    = "launcher"          // mpirun, srun, deepspeed, accelerate, or any process that started ranks
+	RoleRank             = "rank"              // a process with RANK/LOCAL_RANK in its environment, not a fork of a rank
 	RoleDataLoaderWorker = "dataloader-worker" // its main thread is named pt_data_worker by PyTorch
-	RoleWorker           = "worker"            // a multiprocessing child (fork, spawn, forkserver)
+	RoleWorker           = "worker"            // a multiprocessing child (spawn, forkserver, or a fork that did not exec)
 	RoleChild            = "child"             // anything else the tree started
 )
 
@@ -93,16 +93,83 @@ func launcherKind(comm string, cmdline []string) string {
 	return ""
 }
 
+// Start methods judged from the memory layouts (timeline.ProcInfo.Start).
+const (
+	StartFork = "fork" // the child still runs its parent's image: fork without exec
+	StartExec = "exec" // the child runs a program of its own
+)
+
+// startOf judges how p came from parent: a child that has not exec'd has
+// its parent's layout to the byte (fork copies the address space), an
+// exec'd one has its own (new random addresses under ASLR, and the new
+// program's arguments and environment). "" when either layout is unknown.
+func startOf(p, parent *timeline.ProcInfo) string {
+	if parent == nil || p.Layout == nil || parent.Layout == nil {
+		return ""
+	}
+	if *p.Layout == *parent.Layout {
+		return StartFork
+	}
+	return StartExec
+}
+
+func sameCmdline(p, parent *timeline.ProcInfo) bool {
+	return parent != nil && len(p.Cmdline) > 0 && slices.Equal(p.Cmdline, parent.Cmdline)
+}
+
+// forked says p is a fork of parent that did not exec: by the layouts, or,
+// where they are not known (not visible, an older recording), by the
+// command line it shares with its parent.
+func forked(p, parent *timeline.ProcInfo) bool {
+	switch p.Start {
+	case StartFork:
+		return true
+	case StartExec:
+		return false
+	}
+	return sameCmdline(p, parent)
+}
+
+func isPython(p *timeline.ProcInfo) bool {
+	if p == nil {
+		return false
+	}
+	if strings.HasPrefix(p.Comm, "python") || strings.HasPrefix(p.Comm, "pt_") {
+		return true
+	}
+	return len(p.Cmdline) > 0 && strings.HasPrefix(filepath.Base(p.Cmdline[0]), "python")
+}
+
 // isMultiprocessingChild recognises a child started by Python's
 // multiprocessing: spawn and forkserver exec a command line that names
-// their module; fork keeps the parent's command line.
+// their module; fork leaves the child in its parent's image.
 func isMultiprocessingChild(p, parent *timeline.ProcInfo) bool {
 	line := strings.Join(p.Cmdline, " ")
 	if strings.Contains(line, "multiprocessing.spawn") || strings.Contains(line, "multiprocessing.forkserver") ||
 		strings.Contains(line, "multiprocessing.resource_tracker") {
 		return true
 	}
-	return parent != nil && len(p.Cmdline) > 0 && strings.Join(parent.Cmdline, "\x00") == strings.Join(p.Cmdline, "\x00")
+	if p.Start == "" {
+		return sameCmdline(p, parent)
+	}
+	return p.Start == StartFork && isPython(parent)
+}
+
+// hasRank says the allowlisted environment gives p a rank.
+func hasRank(p *timeline.ProcInfo) bool { return p.Env["RANK"] != "" || p.Env["LOCAL_RANK"] != "" }
+
+// isRank says p is a rank: RANK or LOCAL_RANK in its environment, and not a
+// fork of a process holding the same rank (a rank's DataLoader workers
+// inherit its environment: they are its workers, not more ranks).
+func isRank(p, parent *timeline.ProcInfo) bool {
+	if !hasRank(p) {
+		return false
+	}
+	if parent != nil && hasRank(parent) && parent.Env["RANK"] == p.Env["RANK"] &&
+		parent.Env["LOCAL_RANK"] == p.Env["LOCAL_RANK"] && forked(p, parent) {
+		return false
+	}
+	return true
 }
 
 // AssignRoles names every process's and thread's role in tl from names,
@@ -133,12 +200,13 @@ func AssignRoles(tl *timeline.Timeline) {
 		if p.Key.PID == tl.Meta.Target.PID {
 			parent = nil
 		}
+		p.Start = startOf(p, parent)
 		switch {
 		case launcherKind(p.Comm, p.Cmdline) != "":
 			p.Role = launcherKind(p.Comm, p.Cmdline)
 		case mainComm(p) == "pt_data_worker":
 			p.Role = RoleDataLoaderWorker
-		case p.Env["RANK"] != "" || p.Env["LOCAL_RANK"] != "":
+		case isRank(p, parent):
 			p.Role = RoleRank
 		case p.Key.PID == tl.Meta.Target.PID:
 			p.Role = RoleTrainer
@@ -146,6 +214,16 @@ func AssignRoles(tl *timeline.Timeline) {
 			p.Role = RoleWorker
 		default:
 			p.Role = RoleChild
+		}
+	}
+	// A process that is no rank but started ranks is their launcher,
+	// whatever its name (a plain script running its ranks as srun does).
+	for _, p := range tl.Procs {
+		if p.Role != RoleRank || p.Exited {
+			continue
+		}
+		if parent := byPID[p.PPID]; parent != nil && (parent.Role == RoleTrainer || parent.Role == RoleChild) {
+			parent.Role = RoleOtherLauncher
 		}
 	}
 	for pid, ts := range threadsOf {

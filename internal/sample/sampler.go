@@ -132,6 +132,22 @@ func New(cfg Config) (*Sampler, error) {
 	return s, nil
 }
 
+// uptimeNS reads PROC/uptime (seconds since boot, in hundredths): with it a
+// process's start time (clock ticks since boot) becomes an age. 0 when not
+// readable (a fixture root without it).
+func uptimeNS(fs proc.FS) int64 {
+	b, err := os.ReadFile(fs.Path("uptime"))
+	if err != nil {
+		return 0
+	}
+	first, _, _ := strings.Cut(strings.TrimSpace(string(b)), " ")
+	v, err := strconv.ParseFloat(first, 64)
+	if err != nil || v <= 0 || v > 1e10 {
+		return 0
+	}
+	return int64(v * 1e9)
+}
+
 type observed struct {
 	pid   int
 	start uint64
@@ -233,8 +249,10 @@ func (s *Sampler) Run(ctx context.Context) (*timeline.Timeline, error) {
 
 	var ru0 syscall.Rusage
 	syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
+	up := uptimeNS(s.fs)
 	s.start = time.Now()
 	s.tl.Meta.Started = s.start
+	s.tl.Meta.UptimeNS = up
 	s.record(func(r Recorder) error { return r.WriteMeta(s.tl.Meta) })
 	if len(s.tl.Devices) > 0 {
 		s.record(func(r Recorder) error { return r.WriteDevices(s.tl.Devices) })

@@ -2,10 +2,13 @@
 // must recognise: a rank OOM-killed in a memory cgroup while its peers wait,
 // copy-on-write growth in forked workers (and its absence with flat
 // storage), a file-descriptor leak toward a low limit, a hang on a pipe, a
-// hang on a futex, and GIL-bound threads.
+// hang on a futex, and GIL-bound threads; and, under Debian's python3 with
+// python3-torch, a real DataLoader over a list or a numpy array and a real
+// torch.distributed (gloo) job.
 //
-// The workloads are Python scripts (standard library only) embedded in this
-// package; Start writes them to a temporary directory and runs one. Each
+// The workloads are Python scripts (standard library only, but for the torch
+// ones) embedded in this package; Start writes them to a temporary
+// directory and runs one. Each
 // script reports what it did as JSON lines on its standard output (pids,
 // ranks, phases), which Await reads. Tests of any package use these to put
 // the machine in a known state and check what gpufeed concludes.
@@ -22,6 +25,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -50,7 +54,60 @@ const (
 	FutexHang Workload = "futexhang.py"
 	// GILThreads is several threads running pure-Python loops.
 	GILThreads Workload = "gilthreads.py"
+
+	// TorchDataLoader is a real torch DataLoader whose forked workers read a
+	// dataset held as a Python list (--storage list: copy-on-write) or a
+	// numpy array (--storage numpy: flat). Runs under TorchPython.
+	TorchDataLoader Workload = "torch_dataloader.py"
+	// TorchRanks is a real torch.distributed job on the CPU (gloo): a plain
+	// launcher runs its own command line once per rank (fork and exec, as
+	// srun starts tasks) with RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR and
+	// a free loopback MASTER_PORT; the ranks all_reduce in a loop, and with
+	// --hang R rank R deadlocks on a lock while the others wait in
+	// all_reduce. Runs under TorchPython.
+	TorchRanks Workload = "torch_ranks.py"
 )
+
+// needsTorch says a workload imports torch.
+func (w Workload) needsTorch() bool { return w == TorchDataLoader || w == TorchRanks }
+
+// DebianPython is Debian's own interpreter, the one python3-torch and
+// python3-numpy install into (the python3 on PATH may be another, pyenv's).
+const DebianPython = "/usr/bin/python3"
+
+var torchCheck struct {
+	once sync.Once
+	err  error
+}
+
+// TorchPython returns Debian's python3 when it imports torch and numpy, or
+// an ErrUnavailable error saying what is missing and how to install it
+// (scripts/test.sh installs it when missing).
+func TorchPython() (string, error) {
+	torchCheck.once.Do(func() {
+		if _, err := os.Stat(DebianPython); err != nil {
+			torchCheck.err = fmt.Errorf("%w: %s not found (Debian's python3)", ErrUnavailable, DebianPython)
+			return
+		}
+		out, err := exec.Command(DebianPython, "-c", "import torch, numpy, torch.distributed as d; assert d.is_available()").CombinedOutput()
+		if err != nil {
+			torchCheck.err = fmt.Errorf("%w: %s cannot import torch, numpy and torch.distributed (apt-get install python3-torch python3-numpy): %v: %s",
+				ErrUnavailable, DebianPython, err, lastLine(out))
+		}
+	})
+	if torchCheck.err != nil {
+		return "", torchCheck.err
+	}
+	return DebianPython, nil
+}
+
+func lastLine(b []byte) string {
+	s := strings.TrimSpace(string(b))
+	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
+		s = s[i+1:]
+	}
+	return s
+}
 
 // ErrUnavailable is wrapped when a workload cannot run on this machine (no
 // python3, not root, no cgroup v1 memory controller); tests skip on it.
@@ -124,6 +181,9 @@ type Run struct {
 // it and every process it started.
 func Start(ctx context.Context, w Workload, env []string, args ...string) (*Run, error) {
 	py, err := Python()
+	if w.needsTorch() {
+		py, err = TorchPython()
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -131,19 +191,9 @@ func Start(ctx context.Context, w Workload, env []string, args ...string) (*Run,
 	if err != nil {
 		return nil, err
 	}
-	entries, err := scripts.ReadDir("py")
-	if err != nil {
+	if err := WriteScripts(dir); err != nil {
+		os.RemoveAll(dir)
 		return nil, err
-	}
-	for _, e := range entries {
-		data, err := scripts.ReadFile("py/" + e.Name())
-		if err != nil {
-			return nil, err
-		}
-		if err := os.WriteFile(filepath.Join(dir, e.Name()), data, 0o644); err != nil {
-			os.RemoveAll(dir)
-			return nil, err
-		}
 	}
 	cmd := exec.CommandContext(ctx, py, append([]string{"-u", filepath.Join(dir, string(w))}, args...)...)
 	cmd.Env = append(os.Environ(), env...)
@@ -164,6 +214,25 @@ func Start(ctx context.Context, w Workload, env []string, args ...string) (*Run,
 	r.PID = cmd.Process.Pid
 	go r.read(out)
 	return r, nil
+}
+
+// WriteScripts writes every workload's script into dir, for a test that
+// runs one itself (under gpufeed diagnose -- CMD).
+func WriteScripts(dir string) error {
+	entries, err := scripts.ReadDir("py")
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		data, err := scripts.ReadFile("py/" + e.Name())
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dir, e.Name()), data, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (r *Run) read(out io.Reader) {

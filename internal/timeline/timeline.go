@@ -67,6 +67,9 @@ type Meta struct {
 	Observer *Observer `json:"observer,omitempty"`
 	// Ended says how the window ended: "duration", "target exited", "interrupted".
 	Ended string `json:"ended,omitempty"`
+	// UptimeNS is the time since boot at T=0 (PROC/uptime), 0 when not
+	// read: a process's age at T is UptimeNS + T - start_time/ClockTick.
+	UptimeNS int64 `json:"uptime_ns,omitempty"`
 	// Notes are what the run learnt about its target that a reader must
 	// know to read the report: the target was a zombie, gpufeed's own
 	// process was inside the watched tree and left out. The report shows
@@ -162,6 +165,16 @@ type ProcInfo struct {
 	// Role is what gpufeed recognised the process as: "trainer", "dataloader-worker",
 	// "torchrun", "rank" ... empty when unknown.
 	Role string `json:"role,omitempty"`
+	// Layout is where the process's program lies in its address space
+	// (/proc/PID/stat), read when it is first seen and on every slow tick
+	// after: a fork keeps the parent's layout, an exec lays out a new one.
+	// Nil when not visible (another user's process without CAP_SYS_PTRACE).
+	Layout *Layout `json:"layout,omitempty"`
+	// Start is how the process came from its parent, judged from the two
+	// layouts when roles are named: "fork" (it still runs its parent's
+	// image: the same layout), "exec" (it runs a program of its own), empty
+	// when not known (no parent in the tree, or a layout not visible).
+	Start string `json:"start,omitempty"`
 	// NoFileSoft/Hard are RLIMIT_NOFILE; nil when not visible.
 	NoFileSoft *uint64 `json:"nofile_soft,omitempty"`
 	NoFileHard *uint64 `json:"nofile_hard,omitempty"`
@@ -187,6 +200,32 @@ type ProcInfo struct {
 	// (internal/probe/listen): a process waiting in accept or in an event
 	// loop on one waits for requests.
 	Listening *Listening `json:"listening,omitempty"`
+	// Collectives is what of the collective-communication libraries the
+	// process maps (which torch.distributed backend it can be using).
+	Collectives *Collectives `json:"collectives,omitempty"`
+}
+
+// Collectives are the collective-communication objects a process maps
+// (internal/probe/cudamaps): libnccl, librccl, libmpi, libucc, libgloo
+// paths, and "/dev/shm/nccl-*" for NCCL's shared-memory segments.
+type Collectives struct {
+	Mapped []string `json:"mapped"`
+}
+
+// Layout is a process's memory layout as /proc/PID/stat gives it: the text
+// and data segments, the start of the stack and of the heap, the argument
+// and environment strings (addresses).
+type Layout struct {
+	StartCode  uint64 `json:"start_code"`
+	EndCode    uint64 `json:"end_code"`
+	StartStack uint64 `json:"start_stack"`
+	StartData  uint64 `json:"start_data,omitempty"`
+	EndData    uint64 `json:"end_data,omitempty"`
+	StartBrk   uint64 `json:"start_brk,omitempty"`
+	ArgStart   uint64 `json:"arg_start"`
+	ArgEnd     uint64 `json:"arg_end"`
+	EnvStart   uint64 `json:"env_start,omitempty"`
+	EnvEnd     uint64 `json:"env_end,omitempty"`
 }
 
 // Listening is what a process listens on, read once near the end of the window.

@@ -3,6 +3,10 @@
 // /dev/nvidia0, /dev/nvidia-uvm) that a CUDA context maps into its address
 // space. A process forked from a parent that had initialised CUDA inherits
 // these mappings (seed 000 §5: fork after CUDA init).
+//
+// The same pass lists the collective-communication libraries mapped
+// (NCCL, RCCL, MPI, UCC, gloo): which of torch.distributed's backends a rank
+// can be using.
 package cudamaps
 
 import (
@@ -32,8 +36,40 @@ type Use struct {
 	// DeviceNodes says /dev/nvidia* nodes are mapped (a context exists).
 	Driver      bool
 	DeviceNodes bool
+	// Collectives are the collective-communication objects mapped, sorted:
+	// libnccl, librccl, libmpi, libucc and libgloo shared objects by path,
+	// and "/dev/shm/nccl-*" for NCCL's shared-memory transport segments.
+	Collectives []string
 	// Truncated says the maps file was larger than the cap.
 	Truncated bool
+}
+
+// NCCLShm names NCCL's shared-memory segments in Collectives (one entry for
+// all of them: their names are random).
+const NCCLShm = "/dev/shm/nccl-*"
+
+// IsNCCL says whether a Collectives entry is NCCL (or ROCm's RCCL, which
+// PyTorch drives through the same process group and settings).
+func IsNCCL(obj string) bool {
+	base := path.Base(obj)
+	return obj == NCCLShm || strings.HasPrefix(base, "libnccl") || strings.HasPrefix(base, "librccl")
+}
+
+// collective names a mapped path as a collective library, "" otherwise.
+func collective(p string) string {
+	if strings.HasPrefix(p, "/dev/shm/nccl-") {
+		return NCCLShm
+	}
+	base := path.Base(p)
+	if !strings.Contains(base, ".so") {
+		return ""
+	}
+	for _, prefix := range []string{"libnccl", "librccl", "libmpi", "libucc", "libgloo"} {
+		if strings.HasPrefix(base, prefix) {
+			return p
+		}
+	}
+	return ""
 }
 
 // ErrGone is wrapped when the process no longer exists; ErrNotVisible when
@@ -71,6 +107,7 @@ func Read(procRoot string, pid int, maxBytes int64) (Use, error) {
 func Parse(r io.Reader, maxBytes int64) (Use, error) {
 	var u Use
 	seen := map[string]bool{}
+	seenColl := map[string]bool{}
 	br := bufio.NewReaderSize(r, 64<<10)
 	var read int64
 	for {
@@ -80,7 +117,12 @@ func Parse(r io.Reader, maxBytes int64) (Use, error) {
 			u.Truncated = true
 			break
 		}
-		if p := mappedPath(line); p != "" && isCUDA(p) && !seen[p] {
+		p := mappedPath(line)
+		if c := collective(p); c != "" && !seenColl[c] {
+			seenColl[c] = true
+			u.Collectives = append(u.Collectives, c)
+		}
+		if p != "" && isCUDA(p) && !seen[p] {
 			seen[p] = true
 			u.Objects = append(u.Objects, p)
 			if strings.HasPrefix(p, "/dev/nvidia") {
@@ -97,6 +139,7 @@ func Parse(r io.Reader, maxBytes int64) (Use, error) {
 		}
 	}
 	sort.Strings(u.Objects)
+	sort.Strings(u.Collectives)
 	return u, nil
 }
 

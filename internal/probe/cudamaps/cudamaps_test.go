@@ -79,3 +79,23 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+func TestCollectives(t *testing.T) {
+	u := parseFile(t, "nccl-process.maps")
+	want := NCCLShm + ",/usr/local/lib/python3.8/dist-packages/nvidia/nccl/lib/libnccl.so.2"
+	if strings.Join(u.Collectives, ",") != want {
+		t.Errorf("collectives %q, want %q", u.Collectives, want)
+	}
+	for _, c := range u.Collectives {
+		if !IsNCCL(c) {
+			t.Errorf("%s is NCCL", c)
+		}
+	}
+	g := parseFile(t, "gloo-rank.maps")
+	if strings.Join(g.Collectives, ",") != "/usr/lib/libgloo.so.0.5.0" || IsNCCL(g.Collectives[0]) || g.Driver {
+		t.Errorf("a gloo rank: %+v", g)
+	}
+	if u := parseFile(t, "python-no-cuda.maps"); len(u.Collectives) != 0 {
+		t.Errorf("plain Python: %+v", u.Collectives)
+	}
+}

@@ -18,6 +18,7 @@ func FuzzParseStat(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var s Stat
 		_ = ParseStat(b, &s)
+		_, _ = ParseStatLayout(b)
 		_, _ = parseTask("stat", b)
 	})
 }

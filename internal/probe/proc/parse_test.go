@@ -278,3 +278,30 @@ func TestWalkDirents(t *testing.T) {
 		t.Errorf("got %v", got)
 	}
 }
+
+func TestParseStatLayout(t *testing.T) {
+	l, err := ParseStatLayout([]byte(realStat))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Layout{StartCode: 94022040387584, EndCode: 94022040407465, StartStack: 140722673145152,
+		StartData: 94022040423472, EndData: 94022040425088, StartBrk: 94022545096704,
+		ArgStart: 140722673146562, ArgEnd: 140722673146582, EnvStart: 140722673146582, EnvEnd: 140722673147883}
+	if l != want || !l.Visible() {
+		t.Errorf("got %+v, want %+v", l, want)
+	}
+	// Another user's process without CAP_SYS_PTRACE: the kernel prints zeros.
+	if l, err := ParseStatLayout([]byte(trickyStat)); err != nil || l.Visible() {
+		t.Errorf("%+v %v: want a layout that is not visible", l, err)
+	}
+	// A kernel before 3.5 stops at field 44.
+	old := "9 (x) S 1 9 9 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 5 0 0 1 4194304 4196000 140000000 0 0 0 0 0 0 0 0 0 17 0 0 0 0 0 0\n"
+	if l, err := ParseStatLayout([]byte(old)); err != nil || l.StartCode != 4194304 || l.StartStack != 140000000 || l.StartBrk != 0 {
+		t.Errorf("%+v %v", l, err)
+	}
+	for _, bad := range []string{"", "1 (x", "1 (x) S 1 2", "1 (x) S 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 -5 24 25\n"} {
+		if _, err := ParseStatLayout([]byte(bad)); err == nil {
+			t.Errorf("%q: want an error", bad)
+		}
+	}
+}

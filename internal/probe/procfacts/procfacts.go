@@ -1,8 +1,8 @@
 // Package procfacts reads, once near the end of a window, the facts about a
 // job's processes that frozen-job triage needs and the per-tick sampler does
-// not keep: what the open descriptors are, what of CUDA each process maps or
-// holds open, the memory cgroup limit each lives under, and the sockets it
-// listens on.
+// not keep: what the open descriptors are, what of CUDA and of the
+// collective-communication libraries each process maps or holds open, the
+// memory cgroup limit each lives under, and the sockets it listens on.
 package procfacts
 
 import (
@@ -79,6 +79,7 @@ func Fill(procRoot, sysRoot string, tl *timeline.Timeline, t int64) Counts {
 		if u, err := cudamaps.Read(procRoot, k.PID, 0); err == nil {
 			cuda.Mapped = append(cuda.Mapped, u.Objects...)
 			cudaRead = true
+			p.Collectives = &timeline.Collectives{Mapped: append([]string{}, u.Collectives...)}
 		} else {
 			note("cuda", err)
 		}

@@ -3,9 +3,14 @@ collective passes a value around; one rank is put in a memory cgroup and
 allocates until the kernel OOM-kills it, and the others block waiting for it.
 
 The launcher (like torchrun or srun) starts each rank as a fresh interpreter
-with RANK / LOCAL_RANK / WORLD_SIZE in its environment and keeps every pipe
-end open, so a dead rank never turns into an end-of-file for its peers: they
-wait in read() forever, as ranks wait in a collective for a peer that died.
+with RANK / LOCAL_RANK / WORLD_SIZE (and, unless --no-local-world-size,
+LOCAL_WORLD_SIZE) in its environment and keeps every pipe end open, so a
+dead rank never turns into an end-of-file for its peers: they wait in read()
+forever, as ranks wait in a collective for a peer that died.
+
+With --wait any the launcher reaps each rank as it ends (waitpid(-1)); with
+--wait order it waits for rank 0, then 1, ..., like a plain launcher looping
+over its children, so a dead rank 2 stays a zombie while rank 0 lives.
 
     python3 ranks.py --world 3 --victim 2 --cgroup-procs /sys/fs/cgroup/memory/x/cgroup.procs
 """
@@ -59,9 +64,11 @@ def launcher(args):
         rfd = pipes[(rank - 1) % world][0]
         wfd = pipes[rank][1]
         env = dict(os.environ)
+        if args.local_world_size:
+            env["LOCAL_WORLD_SIZE"] = str(world)
         env.update({
             "RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": str(world),
-            "LOCAL_WORLD_SIZE": str(world), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500",
+            "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500",
             "GPUFEED_SCN_READ_FD": str(rfd), "GPUFEED_SCN_WRITE_FD": str(wfd),
             "GPUFEED_SCN_ROUNDS": str(args.rounds),
             "GPUFEED_SCN_VICTIM": "1" if rank == args.victim else "0",
@@ -77,6 +84,12 @@ def launcher(args):
             env=env, pass_fds=(rfd, wfd), preexec_fn=preexec)
     say("ranks", ranks={str(r): p.pid for r, p in procs.items()})
     by_pid = {p.pid: r for r, p in procs.items()}
+    if args.wait == "order":
+        for rank in range(world):
+            status = procs[rank].wait()
+            say("exit", rank=rank, child=procs[rank].pid, signal=-status if status < 0 else 0,
+                code=status if status >= 0 else None)
+        return
     # Like a launcher that does not tear the job down: note each exit and
     # keep waiting, with every pipe end still open.
     while by_pid:
@@ -96,4 +109,6 @@ if __name__ == "__main__":
         p.add_argument("--rounds", type=int, default=20)
         p.add_argument("--step-mb", type=int, default=4)
         p.add_argument("--cgroup-procs", default="")
+        p.add_argument("--wait", choices=["any", "order"], default="any")
+        p.add_argument("--no-local-world-size", dest="local_world_size", action="store_false")
         launcher(p.parse_args())

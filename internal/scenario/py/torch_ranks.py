@@ -1,0 +1,84 @@
+"""A torch.distributed job on the CPU (gloo backend) started the way srun
+starts tasks: a plain launcher runs the same command line once per rank
+(subprocess: fork, then exec), with RANK, LOCAL_RANK, WORLD_SIZE,
+MASTER_ADDR and MASTER_PORT in each rank's environment, and waits for them.
+
+The ranks all_reduce a small tensor in a loop. With --hang R, rank R takes a
+lock it already holds after --rounds rounds (a deadlock in its own code)
+while the others wait for it in all_reduce. --preexec-delay S holds each
+rank for S seconds between fork and exec (a launcher setting up a cgroup or
+CPU binding there), so an observer sees it first with the launcher's
+command line, environment and memory layout.
+
+    /usr/bin/python3 torch_ranks.py --world 3 --hang 1
+"""
+import argparse
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import say  # noqa: E402
+
+
+def rank_main(a):
+    import torch
+    import torch.distributed as dist
+
+    rank = int(os.environ["RANK"])
+    dist.init_process_group("gloo")  # env://: MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE
+    t = torch.ones(1024)
+    n = 0
+    while True:
+        n += 1
+        if rank == a.hang and n > a.rounds:
+            lock = threading.Lock()
+            lock.acquire()
+            say("hung", rank=rank)
+            lock.acquire()  # never returns: the others wait in all_reduce
+        dist.all_reduce(t)
+        if n == a.rounds:
+            say("rounds-done", rank=rank)
+        time.sleep(a.pause)
+
+
+def free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def launcher(a):
+    port = a.port or free_port()
+    procs = []
+    for rank in range(a.world):
+        env = dict(os.environ)
+        env.update({"RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": str(a.world),
+                    "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)})
+        preexec = None
+        if a.preexec_delay > 0:
+            def preexec(d=a.preexec_delay):
+                time.sleep(d)
+        # The same command line for every rank, as srun runs one per task.
+        procs.append(subprocess.Popen([sys.executable] + sys.orig_argv[1:], env=env, preexec_fn=preexec))
+    say("ranks", ranks={str(r): p.pid for r, p in enumerate(procs)}, port=port)
+    for p in procs:
+        p.wait()
+
+
+if __name__ == "__main__":
+    p = argparse.ArgumentParser()
+    p.add_argument("--world", type=int, default=3)
+    p.add_argument("--hang", type=int, default=-1)
+    p.add_argument("--rounds", type=int, default=20)
+    p.add_argument("--pause", type=float, default=0.02)
+    p.add_argument("--port", type=int, default=0)
+    p.add_argument("--preexec-delay", type=float, default=0)
+    a = p.parse_args()
+    if "RANK" in os.environ:
+        rank_main(a)
+    else:
+        launcher(a)
