@@ -1,16 +1,27 @@
 #!/usr/bin/env bash
 # Confusion matrix of gpufeed's verdicts over the built-in scenarios: runs
-# every scenario (gpufeed demo NAME, default 10 s window) RUNS times, one at
-# a time, and prints which verdict each run got, per expected class, with
-# the mean confidence; "demo passed" counts the runs whose class and required
-# findings were right (gpufeed demo exited 0). docs/RULES.md holds a
-# measured matrix.
+# every scenario (gpufeed demo NAME) RUNS times, one at a time, and prints
+# which verdict each run got, per expected class, with the mean confidence;
+# "demo passed" counts the runs whose class and required findings were right
+# (gpufeed demo exited 0). docs/RULES.md holds measured matrices.
 #
-#   scripts/confusion-matrix.sh [RUNS] [SCENARIO...]     (RUNS default 5)
+#   scripts/confusion-matrix.sh [--launch] [--duration D] [RUNS] [SCENARIO...]
 #
+# By default each scenario is observed once it is working, as diagnose --pid
+# attaches to a running job; --launch observes it from its start, as
+# diagnose -- COMMAND does. --duration sets the window (default 10s).
 # Needs Go and python3. Exits 1 when any run did not pass.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+mode=attach
+demo_args=()
+while [ $# -gt 0 ]; do
+	case $1 in
+	--launch) mode=launch; demo_args+=(--launch); shift ;;
+	--duration) demo_args+=(--duration "$2"); shift 2 ;;
+	*) break ;;
+	esac
+done
 runs=${1:-5}
 shift || true
 bin=$(mktemp -d)/gpufeed
@@ -23,11 +34,11 @@ else
 fi
 results=$(mktemp)
 trap 'rm -rf "$(dirname "$bin")" "$results"' EXIT
-echo "gpufeed confusion matrix: ${#scenarios[@]} scenarios x $runs runs on $(hostname) ($(nproc) CPUs, Linux $(uname -r)), $(date -u +%Y-%m-%dT%H:%MZ)" >&2
+echo "gpufeed confusion matrix ($mode mode${demo_args[*]:+, ${demo_args[*]}}): ${#scenarios[@]} scenarios x $runs runs on $(hostname) ($(nproc) CPUs, Linux $(uname -r)), $(date -u +%Y-%m-%dT%H:%MZ), load average $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 for s in "${scenarios[@]}"; do
 	for i in $(seq "$runs"); do
 		code=0
-		json=$("$bin" demo "$s" -o json 2>/dev/null) || code=$?
+		json=$("$bin" demo "${demo_args[@]}" "$s" -o json 2>/dev/null) || code=$?
 		printf '%s\n' "$json" | python3 -c '
 import json, sys
 scenario, code = sys.argv[1], sys.argv[2]
@@ -35,6 +46,8 @@ try:
     r = json.load(sys.stdin)
     v = r["verdict"]
     print(scenario, v["class"], v["confidence"], code)
+    if code != "0":  # say why in the log (stderr), not in the rows
+        print("  %s: %s %s" % (scenario, v.get("summary", ""), v.get("missing", "")), file=sys.stderr)
 except Exception as e:
     print(scenario, "error", 0, code)
 ' "$s" "$code" >>"$results"
@@ -49,9 +62,9 @@ for line in subprocess.run([sys.argv[2], "demo", "--list"], capture_output=True,
     f = line.split()
     expected[f[0]] = f[2] if f[1] == "(default)" else f[1]
 classes = ["submission-bound", "sync-bound", "preprocessing-bound", "storage-bound", "transfer-bound",
-           "too-little-work", "gpu-bound", "stalled", "inconclusive", "error"]
+           "too-little-work", "gpu-bound", "stalled", "idle", "inconclusive", "error"]
 short = {"submission-bound": "subm", "sync-bound": "sync", "preprocessing-bound": "prep", "storage-bound": "stor",
-         "transfer-bound": "xfer", "too-little-work": "tlw", "gpu-bound": "gpu", "stalled": "stall",
+         "transfer-bound": "xfer", "too-little-work": "tlw", "gpu-bound": "gpu", "stalled": "stall", "idle": "idle",
          "inconclusive": "inc", "error": "err"}
 count = collections.defaultdict(collections.Counter)
 conf = collections.defaultdict(list)

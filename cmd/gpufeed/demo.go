@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpufeed/gpufeed/internal/demo"
+	"github.com/gpufeed/gpufeed/internal/gpu"
 	"github.com/gpufeed/gpufeed/internal/gpu/sim"
 	"github.com/gpufeed/gpufeed/internal/probe/kmsg"
 	"github.com/gpufeed/gpufeed/internal/probe/proc"
@@ -27,6 +28,7 @@ func newDemoCmd() *cobra.Command {
 		interval time.Duration
 		format   string
 		record   string
+		launch   bool
 	)
 	cmd := &cobra.Command{
 		Use:   "demo [NAME]",
@@ -34,8 +36,9 @@ func newDemoCmd() *cobra.Command {
 		Long: `demo starts a small workload that really produces one bottleneck on this
 machine (a launch-bound loop, a pipeline of worker processes, readers waiting
 on a throttled disk...), driving a simulated GPU (its own gpufeed simdev process), and
-diagnoses it exactly as gpufeed diagnose --pid would. Without NAME it runs
-the ` + demo.Default + ` scenario; --list shows them all.
+diagnoses it exactly as gpufeed diagnose --pid would (with --launch, from
+the workload's start, as gpufeed diagnose -- COMMAND would). Without NAME it
+runs the ` + demo.Default + ` scenario; --list shows them all.
 
 Exit status: 0 when the verdict is the one the scenario produces, 1 when it
 is not, 2 when the scenario could not run.`,
@@ -58,7 +61,7 @@ is not, 2 when the scenario could not run.`,
 			if err != nil {
 				return err
 			}
-			return runDemo(cmd, sc, duration, interval, format, record)
+			return runDemo(cmd, sc, duration, interval, format, record, launch)
 		},
 	}
 	f := cmd.Flags()
@@ -67,6 +70,7 @@ is not, 2 when the scenario could not run.`,
 	f.DurationVar(&interval, "interval", sample.DefaultInterval, "per-thread sampling interval")
 	f.StringVarP(&format, "output", "o", "text", "output format: text or json")
 	f.StringVar(&record, "record", "", "also save the raw samples to `FILE` (judge it later with gpufeed report)")
+	f.BoolVar(&launch, "launch", false, "observe from the workload's start, as diagnose -- COMMAND does (default: attach once it is working, as diagnose --pid does)")
 	return cmd
 }
 
@@ -83,7 +87,7 @@ func listScenarios(cmd *cobra.Command) error {
 	return tw.Flush()
 }
 
-func runDemo(cmd *cobra.Command, sc demo.Scenario, duration, interval time.Duration, format, record string) error {
+func runDemo(cmd *cobra.Command, sc demo.Scenario, duration, interval time.Duration, format, record string, launch bool) error {
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	exe, err := os.Executable()
@@ -92,7 +96,7 @@ func runDemo(cmd *cobra.Command, sc demo.Scenario, duration, interval time.Durat
 	}
 	fmt.Fprintf(os.Stderr, "gpufeed demo %s: %s\n", sc.Name, sc.Title)
 	run, err := demo.Start(ctx, sc, demo.Options{Exe: exe, WorkloadArgs: []string{demo.WorkloadCommand},
-		Lifetime: duration + 2*time.Minute})
+		Lifetime: duration + 2*time.Minute, Launch: launch})
 	if err != nil {
 		return fmt.Errorf("demo %s: %w", sc.Name, err)
 	}
@@ -106,13 +110,22 @@ func runDemo(cmd *cobra.Command, sc demo.Scenario, duration, interval time.Durat
 	if err != nil {
 		return err
 	}
-	src, err := sim.Dial(run.Socket)
-	if err != nil {
-		return err
+	cfg := sample.Config{Proc: fs, PID: run.PID, Interval: interval, Duration: duration, Tool: "gpufeed " + version}
+	if launch {
+		cfg.Command, cfg.Launched = run.Command, true
 	}
-	defer src.Close()
-	s, err := sample.New(sample.Config{Proc: fs, PID: run.PID, Interval: interval, Duration: duration,
-		GPU: src, GPUSource: src.Name(), Tool: "gpufeed " + version})
+	var src gpu.Source
+	if sc.NoGPU {
+		cfg.GPUSource = "no GPU: this scenario runs without one (as diagnose --device none)"
+	} else {
+		dev, err := sim.Dial(run.Socket)
+		if err != nil {
+			return err
+		}
+		defer dev.Close()
+		src, cfg.GPU, cfg.GPUSource = dev, dev, dev.Name()
+	}
+	s, err := sample.New(cfg)
 	if err != nil {
 		return fmt.Errorf("demo %s: the workload cannot be watched: %w (%s)", sc.Name, err, run.Stderr())
 	}

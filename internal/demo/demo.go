@@ -38,6 +38,9 @@ type Scenario struct {
 	// Storage: the workload reads a data file the runner places on the temp
 	// directory's filesystem, in a block-I/O throttled cgroup when possible.
 	Storage bool
+	// NoGPU: the workload uses no GPU and is diagnosed with none in view
+	// (as diagnose --device none); its simulated device is still started.
+	NoGPU bool
 }
 
 // Default is the scenario `gpufeed demo` runs without a name.
@@ -64,6 +67,12 @@ var scenarios = []Scenario{
 		Title: "a launch thread among spinning intra-op pool threads, twice as many as CPUs (OMP_NUM_THREADS unset)"},
 	{Name: "stalled", Expect: finding.Stalled, Python: "stalled.py",
 		Title: "a job whose threads block on a lock held by a thread reading a pipe nobody writes"},
+	{Name: "gpu-bound-sync", Expect: finding.GPUBound, Python: "gpu_bound_sync.py",
+		Title: "fifty 1 ms kernels then a synchronise, repeated: the GPU busy, the host asleep in the synchronise, woken 20 times a second"},
+	{Name: "idle-server", Expect: finding.Idle, Python: "idle_server.py", MustFind: []string{"job-idle"},
+		Title: "an inference server waiting in accept() on a listening socket that nobody calls: the GPU idle"},
+	{Name: "idle-sleep", Expect: finding.Idle, Python: "idle_sleep.py", NoGPU: true, MustFind: []string{"job-idle"},
+		Title: "sleep(1) waiting on a timer, with no GPU in view"},
 }
 
 // Scenarios lists every scenario, the default first, then by name.

@@ -41,15 +41,21 @@ type Options struct {
 	TempDir string
 	// ReadyTimeout bounds the workload's setup (default 60 s).
 	ReadyTimeout time.Duration
+	// Launch returns as soon as the workload is started, without waiting
+	// for it to be ready, so that its observation covers its start-up, as
+	// diagnose -- COMMAND does (default: once it is set up and working, as
+	// diagnose --pid on a running job).
+	Launch bool
 }
 
 // Run is a started scenario.
 type Run struct {
 	Scenario Scenario
 	// Socket is the simulated device's socket; PID the workload process,
-	// the target to diagnose.
-	Socket string
-	PID    int
+	// the target to diagnose; Command its command line.
+	Socket  string
+	PID     int
+	Command []string
 	// Notes say how the scenario was set up on this machine (a throttled
 	// cgroup, the CPU the launch thread and its neighbours share).
 	Notes []string
@@ -143,7 +149,6 @@ func Start(ctx context.Context, sc Scenario, o Options) (r *Run, err error) {
 	if err != nil {
 		return r, err
 	}
-	defer readyR.Close()
 	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Env = env
 	cmd.ExtraFiles = []*os.File{readyW}
@@ -155,7 +160,7 @@ func Start(ctx context.Context, sc Scenario, o Options) (r *Run, err error) {
 		return r, fmt.Errorf("starting the %s workload: %w", sc.Name, err)
 	}
 	readyW.Close()
-	r.workload, r.PID = cmd, cmd.Process.Pid
+	r.workload, r.PID, r.Command = cmd, cmd.Process.Pid, args
 	go func() {
 		_ = cmd.Wait()
 		close(r.waited)
@@ -163,9 +168,15 @@ func Start(ctx context.Context, sc Scenario, o Options) (r *Run, err error) {
 
 	line := make(chan string, 1)
 	go func() {
+		// Read the line even when nobody waits for it (Launch): a workload
+		// writing "ready" into a pipe nobody reads would fail.
 		s, _ := bufio.NewReader(readyR).ReadString('\n')
+		readyR.Close()
 		line <- s
 	}()
+	if o.Launch {
+		return r, nil
+	}
 	t := time.NewTimer(o.ReadyTimeout)
 	defer t.Stop()
 	select {

@@ -62,13 +62,17 @@ const (
 	TransferBound   Class = "transfer-bound"
 	TooLittleWork   Class = "too-little-work" // GPU underused, CPU not saturated, nothing waiting
 	GPUBound        Class = "gpu-bound"       // the GPU is busy and fed: the healthy outcome
-	Stalled         Class = "stalled"         // nothing progresses
-	Inconclusive    Class = "inconclusive"
+	Stalled         Class = "stalled"         // nothing progresses: members wait on each other, a dead peer, or a GPU that completes nothing
+	// Idle: the job waits for requests (accept, an event loop on a listening
+	// socket) or a timer, with its GPU idle: nothing is wrong and nothing
+	// feeds the GPU because nothing asks for work.
+	Idle         Class = "idle"
+	Inconclusive Class = "inconclusive"
 )
 
 // Classes lists every class in the order documentation presents them.
 var Classes = []Class{SubmissionBound, SyncBound, Preprocessing, StorageBound, TransferBound,
-	TooLittleWork, GPUBound, Stalled, Inconclusive}
+	TooLittleWork, GPUBound, Stalled, Idle, Inconclusive}
 
 // Evidence is one measured number (or, where no number fits, one observed
 // fact) with what it is, its unit, the window it covers and where it was read.
@@ -110,6 +114,10 @@ type Verdict struct {
 	// Confidence in [0,1]: the share of the evidence that points to the
 	// class. An inconclusive verdict names no class and has confidence 0.
 	Confidence float64 `json:"confidence"`
+	// Basis says in words what Confidence is made of: which share of the
+	// evidence points to the class, and how far the amount of evidence
+	// lowered it ("62% of the GPU's idle time ... × 60% for 3.0 s judged").
+	Basis string `json:"confidence_basis,omitempty"`
 	// Summary is one sentence a person reads first.
 	Summary string `json:"summary"`
 	// Because lists the IDs of the findings that carry the verdict.

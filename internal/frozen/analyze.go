@@ -30,8 +30,11 @@ func Analyze(tl *timeline.Timeline, a *analysis.Analysis) Result {
 	stalled := r.Progress.Stalled()
 	r.Workers = WorkerGroups(v)
 	add := func(fs ...finding.Finding) { r.Findings = append(r.Findings, fs...) }
-	if stalled {
+	switch {
+	case stalled:
 		add(stalledFinding(v, r.Progress))
+	case r.Progress.Idle != nil:
+		add(idleFinding(v, r.Progress))
 	}
 	add(deathFindings(v, r.Deaths, r.Blocked)...)
 	add(missingRanks(v, r.Deaths)...)
@@ -55,7 +58,7 @@ func Analyze(tl *timeline.Timeline, a *analysis.Analysis) Result {
 }
 
 // MeasureProgress says what the job did over the window, for a classifier
-// deciding the stalled class.
+// deciding the stalled and idle classes.
 func MeasureProgress(tl *timeline.Timeline) Progress {
 	v := newView(tl)
 	return measureProgress(v, Deaths(v))

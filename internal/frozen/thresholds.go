@@ -13,6 +13,15 @@ const (
 	// StallMinSamples: at least three samples, so a rate is not the
 	// difference of two readings taken at the same instant.
 	StallMinSamples = 3
+	// StallMinWakeups: a thread woken twice out of a wait with no timeout
+	// (schedstat's run count) was given something twice: data on its pipe
+	// or socket, a lock released, a synchronise returning. A blocked rank, a
+	// waiter behind a held lock, a read on a pipe nobody writes are woken
+	// zero times; a host thread synchronising with a busy GPU twenty times
+	// a second. Wake-ups out of timed waits (a watchdog's 100 ms condition
+	// wait, a heartbeat, a sleep) are the thread's own timer and never
+	// count. One wake-up alone could be a signal or a stray wake.
+	StallMinWakeups = 2
 	// StallMaxCPUCores: the whole job used less than 1 % of one core. A
 	// job blocked in a collective or on a lock still runs housekeeping
 	// (PyTorch's NCCL watchdog wakes about every 100 ms, heartbeat and
@@ -32,6 +41,22 @@ const (
 	// peer that never arrives (an NCCL hang keeps the kernel resident).
 	StallSpinGPUUtil = 90.0
 )
+
+// ReapGrace: a parent reaps a child that exited (waking in wait4, its
+// /proc/PID/io absorbing the child's counters) within this time of the
+// child's last sample; its wake-ups and I/O then are the reaping, not
+// progress. Measured here: the next reading on a quiet host, up to three
+// readings later at a load average of 7 on 2 CPUs.
+const ReapGrace = time.Second
+
+// QuietMinShare: a job that progressed early in the window (a server's
+// start-up under diagnose -- CMD, a job freezing just after gpufeed
+// attached) is judged stalled or idle over the quiet tail after its last
+// sign of progress when that tail holds at least half the window (and
+// StallMinWindow, StallMinSamples): what it did most of the window. A
+// healthy job's pause (a checkpoint, a slow collective) shorter than half
+// the window leaves it judged as working.
+const QuietMinShare = 0.5
 
 // Blocked threads.
 const (

@@ -84,6 +84,11 @@ type Process struct {
 	UsedMemBytes  *uint64  `json:"used_mem_bytes,omitempty"`
 	SMUtilPercent *float64 `json:"sm_util_percent,omitempty"`
 	MemUtilPct    *float64 `json:"mem_util_percent,omitempty"`
+	// CompletedOps counts the operations (kernels and copies) the device
+	// completed for the process since it first used it: the device's own
+	// measure of progress. The simulated device reports it; NVML has no such
+	// counter (nil).
+	CompletedOps *uint64 `json:"completed_ops,omitempty"`
 }
 
 // GPM holds Hopper-class GPU performance monitoring metrics over the window.

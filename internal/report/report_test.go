@@ -163,6 +163,22 @@ func TestKernelLinesOfOtherProcessesAreCounted(t *testing.T) {
 	}
 }
 
+// TestTextSaysWhatConfidenceIsMadeOf: the verdict's basis follows the
+// decision as the CONFIDENCE line, cleaned like any other text.
+func TestTextSaysWhatConfidenceIsMadeOf(t *testing.T) {
+	tl := hostile()
+	v := &finding.Verdict{Class: finding.Idle, Confidence: 0.54, Summary: "The job is idle", Because: []string{"job-idle"},
+		Decision: "send it requests", Basis: "54% = 90% (every wait read\x1b[2J) × 60% for the evidence held (3.0 s judged; 5 s or more count in full)"}
+	r := Build(tl, analysis.New(tl), v, []finding.Finding{{ID: "job-idle", Claim: "The job is idle"}}, nil)
+	var buf bytes.Buffer
+	Text(&buf, r)
+	lines := strings.Split(buf.String(), "\n")
+	if lines[1] != "DECISION: send it requests" || !strings.HasPrefix(lines[2], "CONFIDENCE: 54% = 90% (every wait read") ||
+		strings.ContainsRune(lines[2], 0x1b) || !strings.HasSuffix(lines[2], "5 s or more count in full)") {
+		t.Errorf("header:\n%s", strings.Join(lines[:3], "\n"))
+	}
+}
+
 // The characters every output of gpufeed keeps off the terminal: line and
 // paragraph separators and the bidirectional overrides and isolates, which
 // reorder what a line shows (a name "\u202eexe.txt" reads "txt.exe").

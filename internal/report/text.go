@@ -85,6 +85,9 @@ func (t *textWriter) verdict(r *Report) {
 	if v.Missing != "" {
 		t.printf("TO CONCLUDE: %s\n", Clean(v.Missing))
 	}
+	if v.Basis != "" {
+		t.printf("CONFIDENCE: %s\n", Clean(v.Basis))
+	}
 	if len(r.Findings) == 0 {
 		t.printf("\n")
 		return

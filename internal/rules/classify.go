@@ -24,6 +24,7 @@ var CauseID = map[finding.Class]string{
 	finding.TooLittleWork:   "gpu-underfed",
 	finding.GPUBound:        "gpu-busy",
 	finding.Stalled:         "job-stalled",
+	finding.Idle:            "job-idle",
 }
 
 // Classify picks the one verdict from the attribution and the findings, in
@@ -42,8 +43,10 @@ var CauseID = map[finding.Class]string{
 // Confidence is the share of the evidence that points to the class: for a
 // cause, the share of all idle time it explains times the share of the
 // window the GPU was read; for GPU-bound, the share of intervals the GPU was
-// busy; for stalled, frozen-job triage's own (higher when a dead member
-// explains the stall, lower without a GPU in view).
+// busy; for stalled and idle, frozen-job triage's own (higher when a dead
+// member explains the stall, lower without a GPU in view). It then falls
+// with the amount of evidence: times the judged time over
+// ConfidenceFullWindow (at most 1). Verdict.Basis says so in words.
 func Classify(in *Input, fs []finding.Finding) finding.Verdict {
 	a, at := in.A, in.Attr
 	window := time.Duration(a.WindowNS)
@@ -54,7 +57,11 @@ func Classify(in *Input, fs []finding.Finding) finding.Verdict {
 		if v.Because == nil {
 			v.Because = []string{}
 		}
-		v.Confidence = round2(v.Confidence)
+		judged := in.Frozen.Progress.Span
+		if v.Class == finding.Idle && in.Frozen.Progress.Idle != nil {
+			judged = in.Frozen.Progress.Idle.Span
+		}
+		withEvidence(v, judged)
 		return *v
 	}
 	if at.Measured == 0 {
@@ -71,7 +78,10 @@ func Classify(in *Input, fs []finding.Finding) finding.Verdict {
 				busy++
 			}
 		}
-		return verdictFor(finding.GPUBound, float64(busy)/float64(at.Intervals), fs, "")
+		v := verdictFor(finding.GPUBound, float64(busy)/float64(at.Intervals), fs, "")
+		v.Basis = fmt.Sprintf("%d of %d intervals had the GPU idle under %.0f%%", busy, at.Intervals, thresholds.GPUBoundIdleMaxPct)
+		withEvidence(&v, window)
+		return v
 	}
 	if in.Job.Launch == nil {
 		return inconclusive(fmt.Sprintf("the GPU was idle %.0f%% of the window, but no thread of the observed job was seen (did the job start, or is the work done by a process outside the tree?); point --pid at the process that uses the GPU", at.IdlePct), nil)
@@ -92,7 +102,26 @@ func Classify(in *Input, fs []finding.Finding) finding.Verdict {
 		}
 		note = fmt.Sprintf("; other causes of idle time: %s", strings.Join(rest, ", "))
 	}
-	return verdictFor(top, conf, fs, note)
+	v := verdictFor(top, conf, fs, note)
+	v.Basis = fmt.Sprintf("this cause explains %.0f%% of the GPU's idle time, × %.0f%% of the intervals with the GPU read",
+		share/at.IdlePct*100, at.Coverage()*100)
+	withEvidence(&v, window)
+	return v
+}
+
+// withEvidence lowers a verdict's confidence with the amount of evidence
+// behind it: times the judged time over ConfidenceFullWindow, at most 1. A
+// short attach cannot tell a pattern from a passing phase (a checkpoint, a
+// slow step) as well as a long one; the basis says by how much it counted.
+func withEvidence(v *finding.Verdict, judged time.Duration) {
+	f := math.Min(1, float64(judged)/float64(thresholds.ConfidenceFullWindow))
+	if f < 0 {
+		f = 0
+	}
+	base := v.Confidence
+	v.Confidence = round2(math.Max(0, math.Min(1, base*f)))
+	v.Basis = fmt.Sprintf("%.0f%% = %.0f%% (%s) × %.0f%% for the evidence held (%.1f s judged; %.0f s or more count in full)",
+		v.Confidence*100, base*100, v.Basis, f*100, judged.Seconds(), thresholds.ConfidenceFullWindow.Seconds())
 }
 
 // verdictFor states a class from its cause finding and the findings that
@@ -129,9 +158,12 @@ func verdictFor(c finding.Class, conf float64, fs []finding.Finding, note string
 	return v
 }
 
+// inconclusive names no class: no finding carries it (none is marked as the
+// verdict's), and its confidence is 0.
 func inconclusive(missing string, split []string) finding.Verdict {
 	v := finding.Verdict{Class: finding.Inconclusive, Because: []string{}, Missing: missing,
-		Summary: "no bottleneck can be named from this window"}
+		Summary: "no bottleneck can be named from this window",
+		Basis:   "0%: no class is named, so nothing points to one"}
 	if len(split) > 0 {
 		v.Summary += " (GPU idle time: " + strings.Join(split, ", ") + ")"
 	}

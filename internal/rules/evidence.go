@@ -138,7 +138,7 @@ func (in *Input) hostBusyEvidence() (finding.Evidence, bool) {
 	if h == nil || h.Busy.N == 0 {
 		return finding.Evidence{}, false
 	}
-	return ev(fmt.Sprintf("all %d CPUs busy, mean", h.NumCPU), h.Busy.Mean, "%", in.window(h.Busy.N), "/proc/stat"), true
+	return ev(fmt.Sprintf("all %d CPUs busy, mean (host-wide: the job and any neighbours)", h.NumCPU), h.Busy.Mean, "%", in.window(h.Busy.N), "/proc/stat"), true
 }
 
 // idleBecause ends a cause's claim with the GPU's idle share and the part of

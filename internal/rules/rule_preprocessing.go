@@ -43,7 +43,7 @@ func runPreprocessing(in *Input) []finding.Finding {
 		f.Evidence = append(f.Evidence, e)
 	}
 	if pct, ok := sagemakerCPUBottleneck(in); ok {
-		f.Evidence = append(f.Evidence, ev(fmt.Sprintf("intervals with GPU < %.0f%% while the CPUs are > %.0f%% busy (SageMaker CPUBottleneck fires above %.0f%%)",
+		f.Evidence = append(f.Evidence, ev(fmt.Sprintf("intervals with GPU < %.0f%% while the host's CPUs are > %.0f%% busy (SageMaker CPUBottleneck fires above %.0f%%)",
 			thresholds.CPUBottleneckGPUUtilPct, thresholds.CPUBottleneckCPUUtilPct, thresholds.CPUBottleneckDatapointsPct), pct, "%", in.window(in.Attr.Measured), "/proc/stat, "+in.gpuSource()))
 	}
 	f.Evidence = append(f.Evidence, in.launchWaitsEvidence())

@@ -73,8 +73,8 @@ func Judge(tl *timeline.Timeline, a *analysis.Analysis) (*finding.Verdict, []fin
 	return &v, fs
 }
 
-// settle makes the findings agree with the verdict: when the job is stalled,
-// other classes' cause findings describe the stall's symptoms (an idle GPU,
+// settle makes the findings agree with the verdict: when the job is stalled
+// or idle, other classes' cause findings describe its symptoms (an idle GPU,
 // a sleeping thread) as if the job were running, so they are dropped; when
 // the GPU is busy (GPU-bound), a minor cause of its little idle time is
 // information, not a warning.
@@ -87,7 +87,7 @@ func settle(v finding.Verdict, fs []finding.Finding) []finding.Finding {
 	for _, f := range fs {
 		if c, ok := causeOf[f.ID]; ok && c != v.Class {
 			switch v.Class {
-			case finding.Stalled:
+			case finding.Stalled, finding.Idle:
 				continue
 			case finding.GPUBound:
 				f.Severity = finding.Info

@@ -1,6 +1,7 @@
 package rules
 
 import (
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -343,7 +344,7 @@ func TestOneCorePegged(t *testing.T) {
 				return 95
 			}
 			return other
-		}, procs: []*sProc{trainer(&sThread{cpu: constF(95), wait: constF(0)})}}
+		}, procs: []*sProc{trainer(&sThread{cpu: constF(95), wait: constF(0), onCPU: 1})}}
 	}
 	_, fs, _ := build(10).judge()
 	if f := findingByID(fs, "one-core-pegged"); f == nil || f.Subject != "cpu1" || f.Supports != finding.SubmissionBound {
@@ -351,6 +352,40 @@ func TestOneCorePegged(t *testing.T) {
 	}
 	if _, fs, _ := build(30).judge(); findingByID(fs, "one-core-pegged") != nil {
 		t.Error("cpu0 at 30 % reported as idle")
+	}
+}
+
+// TestPeggedCoreOfANeighbour: cpu1 pegged at 95 % while the job's only
+// thread sleeps on cpu0 (a timer, 2 % of a core): the load is another
+// process's. one-core-pegged would blame the job's single thread and advise
+// moving its preprocessing into workers; the neighbour is named instead.
+func TestPeggedCoreOfANeighbour(t *testing.T) {
+	s := &synth{n: 50, util: constF(0), busy: func(cpu, i int) float64 {
+		if cpu == 1 {
+			return 95
+		}
+		return 5
+	}, procs: []*sProc{trainer(&sThread{cpu: constF(2), wait: constF(0), onCPU: 0, blocked: blockedOn("clock_nanosleep", "")})}}
+	_, fs, _ := s.judge()
+	if f := findingByID(fs, "one-core-pegged"); f != nil {
+		t.Errorf("a neighbour's load blamed on the job: %s (%s)", f.Claim, f.Decision)
+	}
+	f := findingByID(fs, "core-pegged-by-neighbour")
+	if f == nil || f.Severity != finding.Info || f.Supports != "" || f.Subject != "cpu1" || !strings.HasPrefix(f.Claim, "cpu1 was 100% busy while the other 1 averaged 0%") ||
+		!strings.HasSuffix(f.Claim, "but the job's own threads ran only 0% of it: the load is a neighbour's (processes outside the job), not the job's") {
+		t.Fatalf("%+v", f)
+	}
+	if e := f.Evidence[3]; e.What != "the job's own threads on cpu1, mean" || e.Value != 0 {
+		t.Errorf("%+v", e)
+	}
+	// The same thread busy on cpu1 is the job's own pegged core.
+	s.procs = []*sProc{trainer(&sThread{cpu: constF(93), wait: constF(0), onCPU: 1})}
+	_, fs, _ = s.judge()
+	if f := findingByID(fs, "one-core-pegged"); f == nil || !strings.Contains(f.Claim, "93% of it the job's own threads") {
+		t.Errorf("%+v", f)
+	}
+	if findingByID(fs, "core-pegged-by-neighbour") != nil {
+		t.Error("the job's own pegged core is no neighbour's")
 	}
 }
 
@@ -470,6 +505,63 @@ func TestEvidenceHasUnitsWindowsAndSources(t *testing.T) {
 			}
 			if e.Text == "" && e.Unit == "" && !strings.Contains(e.What, "processes") && !strings.Contains(e.What, "workers") {
 				t.Errorf("%s: number without a unit: %+v", f.ID, e)
+			}
+		}
+	}
+}
+
+// TestConfidenceFallsWithTheEvidence: the same GPU-bound job judged over 3,
+// 4, 5 and 10 s: confidence is the busy share times the judged time over
+// ConfidenceFullWindow (at most 1), and the verdict says so in words.
+func TestConfidenceFallsWithTheEvidence(t *testing.T) {
+	for _, tc := range []struct {
+		n    int
+		want float64
+	}{{30, 0.6}, {40, 0.8}, {50, 1}, {100, 1}} {
+		s := &synth{n: tc.n, util: constF(96), procs: []*sProc{trainer(&sThread{cpu: constF(20), wait: constF(0), blocked: blockedOn("recvfrom", "socket:[7]")})}}
+		v, _, _ := s.judge()
+		if v.Class != finding.GPUBound || v.Confidence != tc.want {
+			t.Errorf("%d intervals: %s %.2f, want gpu-bound %.2f", tc.n, v.Class, v.Confidence, tc.want)
+		}
+		want := fmt.Sprintf("%.0f%% = 100%% (%d of %d intervals had the GPU idle under 10%%) × %.0f%% for the evidence held (%.1f s judged; 5 s or more count in full)",
+			tc.want*100, tc.n, tc.n, tc.want*100, float64(tc.n)/10)
+		if v.Basis != want {
+			t.Errorf("%d intervals: basis\n got %q\nwant %q", tc.n, v.Basis, want)
+		}
+	}
+	// A cause: its share of the idle time, then the evidence.
+	s := &synth{n: 30, util: constF(30), procs: []*sProc{trainer(&sThread{cpu: constF(95), wait: constF(0)})}}
+	v, _, _ := s.judge()
+	if v.Class != finding.SubmissionBound || v.Confidence != 0.6 || !strings.HasPrefix(v.Basis, "60% = 100% (this cause explains 100% of the GPU's idle time") {
+		t.Errorf("%+v", v)
+	}
+	// A stall (frozen triage's 60 % without a GPU in view) judged over 3 s.
+	s = &synth{n: 30, noGPU: true, procs: []*sProc{trainer(&sThread{cpu: constF(0), wait: constF(0), state: func(int) byte { return 'S' },
+		blocked: blockedOn("read", "pipe:[9]")})}}
+	v, _, _ = s.judge()
+	if v.Class != finding.Stalled || v.Confidence != 0.36 || !strings.Contains(v.Basis, "a stall seen without a GPU in view") {
+		t.Errorf("%+v", v)
+	}
+}
+
+// TestInconclusiveMarksNoFinding: every way to an inconclusive verdict
+// leaves its because list empty (so no finding is marked as the verdict's
+// while the header says inconclusive) and its confidence 0, with a basis
+// that says why.
+func TestInconclusiveMarksNoFinding(t *testing.T) {
+	for name, s := range map[string]*synth{
+		"short window": {n: 10, util: constF(30), procs: []*sProc{trainer(&sThread{cpu: constF(95), wait: constF(0)})}},
+		"no GPU":       {n: 50, noGPU: true, procs: []*sProc{trainer(&sThread{cpu: constF(95), wait: constF(0)})}},
+		"unexplained idle": {n: 50, util: constF(30), procs: []*sProc{trainer(&sThread{cpu: constF(20), wait: constF(0), state: func(int) byte { return 'S' },
+			blocked: func(int) *timeline.Blocked { return &timeline.Blocked{NotVisible: "needs CAP_SYS_PTRACE"} }})}},
+	} {
+		v, fs, _ := s.judge()
+		if v.Class != finding.Inconclusive || len(v.Because) != 0 || v.Confidence != 0 || v.Basis == "" || v.Missing == "" {
+			t.Errorf("%s: %+v", name, v)
+		}
+		for _, f := range fs {
+			if f.Supports != "" && f.ID == CauseID[f.Supports] && f.Severity == finding.Critical {
+				t.Errorf("%s: a critical cause finding under an inconclusive verdict: %+v", name, f)
 			}
 		}
 	}

@@ -47,6 +47,7 @@ type sThread struct {
 	state      func(tick int) byte // nil: R when cpu+wait >= 50 else S
 	blocked    func(tick int) *timeline.Blocked
 	user       float64 // user share of its CPU time, percent (default 80)
+	onCPU      int     // the processor it last ran on (stat field 39)
 }
 
 const synthDT = int64(100 * time.Millisecond)
@@ -131,7 +132,7 @@ func (s *synth) timeline() *timeline.Timeline {
 					running++
 				}
 				ts := timeline.ThreadSample{TID: th.tid, PID: p.pid, State: st, RunNS: uint64(a.run), WaitNS: uint64(a.wait),
-					UTime: uint64(a.utime), STime: uint64(a.stime)}
+					UTime: uint64(a.utime), STime: uint64(a.stime), CPU: th.onCPU}
 				if slow {
 					ts.Switches = &timeline.Switches{Voluntary: uint64(a.vol), Involuntary: uint64(a.invol)}
 					if (st == 'S' || st == 'D') && th.blocked != nil {

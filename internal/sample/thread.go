@@ -256,6 +256,7 @@ func (s *Sampler) blocked(pid, tid int) *timeline.Blocked {
 	switch {
 	case err == nil && sc.InSyscall:
 		b.Syscall = sc.Name
+		b.Timed = sc.Timed()
 		if b.Syscall == "" {
 			b.Syscall = "syscall " + strconv.Itoa(sc.Number)
 		}

@@ -196,6 +196,10 @@ type ProcInfo struct {
 	CUDA *CUDAUse `json:"cuda,omitempty"`
 	// MemCgroup is the process's memory cgroup, its limit and usage.
 	MemCgroup *MemCgroup `json:"mem_cgroup,omitempty"`
+	// Listening are the listening sockets the process holds
+	// (internal/probe/listen): a process waiting in accept or in an event
+	// loop on one waits for requests.
+	Listening *Listening `json:"listening,omitempty"`
 	// Collectives is what of the collective-communication libraries the
 	// process maps (which torch.distributed backend it can be using).
 	Collectives *Collectives `json:"collectives,omitempty"`
@@ -222,6 +226,39 @@ type Layout struct {
 	ArgEnd     uint64 `json:"arg_end"`
 	EnvStart   uint64 `json:"env_start,omitempty"`
 	EnvEnd     uint64 `json:"env_end,omitempty"`
+}
+
+// Listening is what a process listens on, read once near the end of the window.
+type Listening struct {
+	// T is when it was read, monotonic nanoseconds since Meta.Started.
+	T       int64          `json:"t"`
+	Sockets []ListenSocket `json:"sockets"`
+}
+
+// ListenSocket is one listening socket.
+type ListenSocket struct {
+	// Proto is "tcp", "tcp6" or "unix"; Addr "127.0.0.1:8000", "[::]:80", a
+	// path, "@name" (abstract) or "" (unnamed).
+	Proto string `json:"proto"`
+	Addr  string `json:"addr"`
+	// Inode matches the "socket:[N]" a thread blocked in accept waits on.
+	Inode uint64 `json:"inode"`
+}
+
+// Names lists the sockets as "tcp 127.0.0.1:8000".
+func (l *Listening) Names() []string {
+	if l == nil {
+		return nil
+	}
+	out := make([]string, 0, len(l.Sockets))
+	for _, s := range l.Sockets {
+		if s.Addr == "" {
+			out = append(out, s.Proto+" (unnamed)")
+		} else {
+			out = append(out, s.Proto+" "+s.Addr)
+		}
+	}
+	return out
 }
 
 // FDKinds counts a process's open descriptors by kind (internal/probe/fdkinds:
@@ -347,6 +384,11 @@ type Blocked struct {
 	Syscall string `json:"syscall,omitempty"`
 	// On names what the call waits on, where visible: "pipe:[1234]", "socket:[99]", "/data/x.bin".
 	On string `json:"on,omitempty"`
+	// Timed is set when the call returns by itself after a time: a sleep,
+	// or a wait given a timeout (read from the call's arguments). A thread
+	// woken over and over in a timed wait is a timer firing, not work
+	// arriving. Recordings made before this field read false.
+	Timed bool `json:"timed,omitempty"`
 	// NotVisible says why the above could not be read.
 	NotVisible string `json:"not_visible,omitempty"`
 }

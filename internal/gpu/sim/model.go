@@ -45,6 +45,8 @@ type stream struct {
 	ends []int64
 	// lastEnd is the end of the last operation ever submitted.
 	lastEnd int64
+	// retired counts the operations dropped from ends because they ended.
+	retired uint64
 }
 
 // retire drops the operations that ended at or before now.
@@ -52,7 +54,14 @@ func (s *stream) retire(now int64) {
 	i := sort.Search(len(s.ends), func(k int) bool { return s.ends[k] > now })
 	if i > 0 {
 		s.ends = append(s.ends[:0], s.ends[i:]...)
+		s.retired += uint64(i)
 	}
+}
+
+// completed counts the operations of the stream that ended at or before
+// now (now no earlier than any time it was retired at).
+func (s *stream) completed(now int64) uint64 {
+	return s.retired + uint64(sort.Search(len(s.ends), func(k int) bool { return s.ends[k] > now }))
 }
 
 // process is one client process's CUDA context on a device: its streams and
@@ -62,6 +71,18 @@ type process struct {
 	conns   int
 	streams map[uint32]*stream
 	kernels spanSet
+	// retired counts the completed operations of streams forgotten since.
+	retired uint64
+}
+
+// completed counts the process's operations (kernels and copies) that ended
+// at or before now, since it first used the device.
+func (p *process) completed(now int64) uint64 {
+	n := p.retired
+	for _, s := range p.streams {
+		n += s.completed(now)
+	}
+	return n
 }
 
 // lastEnd returns the end of the process's last operation on any stream.
@@ -270,6 +291,7 @@ func (d *device) prune(now int64) {
 		for sid, s := range p.streams {
 			s.retire(cut)
 			if len(s.ends) == 0 && s.lastEnd <= cut && p.conns == 0 {
+				p.retired += s.retired
 				delete(p.streams, sid)
 			}
 		}
@@ -433,7 +455,8 @@ func (d *device) processes(from, now int64) []gpu.Process {
 		if p.conns == 0 && busy == 0 {
 			continue
 		}
-		pr := gpu.Process{PID: p.pid}
+		done := p.completed(now)
+		pr := gpu.Process{PID: p.pid, CompletedOps: &done}
 		if window > 0 {
 			v := 100 * float64(busy) / float64(window)
 			pr.SMUtilPercent = &v

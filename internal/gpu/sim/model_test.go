@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpufeed/gpufeed/internal/gpu"
 	"github.com/gpufeed/gpufeed/internal/gpu/sim/wire"
 )
 
@@ -266,5 +267,48 @@ func TestHistoryIsPrunedBehindObservers(t *testing.T) {
 	// 20 000 kernels ran; only about the last window's remain.
 	if n := len(d.kernels.s); n > 2000 {
 		t.Errorf("%d spans kept, want at most about one window's worth", n)
+	}
+}
+
+// TestCompletedOperationsCount: each process's count of completed operations
+// is the number that ended by the sample's instant, whatever the pruning of
+// ended operations did in between; a kernel still running is not counted.
+func TestCompletedOperationsCount(t *testing.T) {
+	d := testDevice(t, Options{})
+	d.addObserver(1, t0)
+	d.attach(42)
+	d.attach(7)
+	// pid 42: ten 1 ms kernels back to back from t0 (ending t0+1 ms ... t0+10 ms)
+	// on stream 0 and two copies on stream 1; pid 7: one 1 s kernel.
+	for i := 0; i < 10; i++ {
+		feed(d, 42, 0, kernel(ms), t0)
+	}
+	feed(d, 42, 1, op{kind: opCopy, bytes: 1 << 20, dir: wire.CopyH2D, pinned: true}, t0)
+	feed(d, 42, 1, op{kind: opCopy, bytes: 1 << 20, dir: wire.CopyH2D, pinned: true}, t0)
+	feed(d, 7, 0, kernel(1000*ms), t0)
+	completed := func(s []gpu.Process, pid int) uint64 {
+		for _, p := range s {
+			if p.PID == pid && p.CompletedOps != nil {
+				return *p.CompletedOps
+			}
+		}
+		t.Fatalf("pid %d: no completed count in %+v", pid, s)
+		return 0
+	}
+	s := d.sample(1, t0+5*ms+us)
+	if got := completed(s.Processes, 42); got != 5+2 {
+		t.Errorf("at 5 ms: %d completed, want 7 (five kernels, the two 42 us copies)", got)
+	}
+	if got := completed(s.Processes, 7); got != 0 {
+		t.Errorf("a kernel still running is not completed: %d", got)
+	}
+	d.prune(t0 + 8*ms) // drops ended operations; counts must not move back
+	s = d.sample(1, t0+20*ms)
+	if got := completed(s.Processes, 42); got != 12 {
+		t.Errorf("at 20 ms: %d completed, want 12", got)
+	}
+	s = d.sample(1, t0+1001*ms)
+	if got := completed(s.Processes, 7); got != 1 {
+		t.Errorf("the long kernel ended: %d completed, want 1", got)
 	}
 }

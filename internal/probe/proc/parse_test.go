@@ -191,6 +191,37 @@ func TestParseProcStat(t *testing.T) {
 	}
 }
 
+// TestSyscallTimed reads lines of /proc/PID/task/TID/syscall recorded on
+// this machine from a CPython 3.11 process (x86-64): threads blocked in
+// Lock.acquire() with and without a timeout, time.sleep, poll, epoll and
+// select with and without a timeout, and accept.
+func TestSyscallTimed(t *testing.T) {
+	for _, tc := range []struct {
+		name, line string
+		timed      bool
+	}{
+		{"lock, no timeout", "202 0x55c818a7fb90 0x189 0x0 0x0 0x0 0xffffffff 0x7fe815ede950 0x7fe8164a3f16", false},
+		{"lock, timeout", "202 0x55c818a7fb90 0x89 0x0 0x7fe8156dd9f0 0x0 0xffffffff 0x7fe8156dd940 0x7fe8164a3f16", true},
+		{"time.sleep", "230 0x1 0x1 0x7fe814ed8ab0 0x0 0x0 0x7fe816b4e6e8 0x7fe814ed8a70 0x7fe8164ed545", true},
+		{"poll, 1 h", "7 0x7fe8163a4760 0x1 0x36ee80 0x1 0x0 0x0 0x7fe807ffea30 0x7fe81651a26f", true},
+		{"poll, forever", "7 0x7fe8163a4770 0x1 0xffffffff 0x1 0x0 0x0 0x7fe8077fda30 0x7fe81651a26f", false},
+		{"epoll, 1 h", "232 0x7 0x7fe7fc000ba0 0x3ff 0x36ee80 0x0 0x0 0x7fe806ffca30 0x7fe816526f36", true},
+		{"epoll, forever", "232 0xb 0x7fe7f0000ba0 0x3ff 0xffffffff 0x0 0x0 0x7fe8067fba30 0x7fe816526f36", false},
+		{"select, 1 h", "270 0xf 0x7fe805fee8f0 0x0 0x0 0x7fe805fee820 0x0 0x7fe805fee810 0x7fe81651c9ec", true},
+		{"accept", "288 0x10 0x7fe8057f9a10 0x7fe8057f9a04 0x80000 0x0 0x0 0x7fe8057f99b0 0x7fe816528fa8", false},
+		{"futex wake (does not block)", "202 0x55c818a7fb90 0x81 0x1 0x7ff 0x0 0x0 0x1 0x2", false},
+		{"running", "running", false},
+	} {
+		s, err := ParseSyscall("syscall", []byte(tc.line+"\n"), "x86_64")
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if s.Timed() != tc.timed {
+			t.Errorf("%s (%s): Timed() = %v, want %v", tc.name, s.Name, s.Timed(), tc.timed)
+		}
+	}
+}
+
 func TestParseSyscall(t *testing.T) {
 	in := "202 0x7fa93f66ec40 0x80 0x0 0x0 0x0 0x0 0x7fa94034e6e8 0x7fa93fced545\n"
 	s, err := ParseSyscall("syscall", []byte(in), "x86_64")

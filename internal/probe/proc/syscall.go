@@ -86,6 +86,48 @@ var fdFirstArg = map[string]bool{
 	"io_uring_enter": true, "sync_file_range": true, "fallocate": true,
 }
 
+// Timed says whether the call a thread is blocked in returns by itself
+// after a time: a sleep (nanosleep, clock_nanosleep), or a wait given a
+// timeout (futex, poll, select, epoll_wait, a signal or semaphore wait, an
+// AIO wait). A thread woken over and over in a timed wait is a timer
+// firing (a watchdog, a heartbeat, a polling loop), not work arriving. The
+// timeout argument's position is the same on x86-64 and arm64.
+func (s Syscall) Timed() bool {
+	if !s.InSyscall {
+		return false
+	}
+	switch s.Name {
+	case "nanosleep", "clock_nanosleep":
+		return true
+	case "futex":
+		// FUTEX_WAIT (0), FUTEX_LOCK_PI (6), FUTEX_WAIT_BITSET (9),
+		// FUTEX_WAIT_REQUEUE_PI (11), FUTEX_LOCK_PI2 (13) take a timeout
+		// pointer in the fourth argument (the private and clock flags are
+		// masked off); other operations do not block.
+		switch s.Args[1] &^ (futexPrivateFlag | futexClockRealtime) {
+		case 0, 6, 9, 11, 13:
+			return s.Args[3] != 0
+		}
+		return false
+	case "futex_waitv", "epoll_pwait2", "semtimedop":
+		return s.Args[3] != 0
+	case "poll":
+		return int32(s.Args[2]) >= 0 // milliseconds; -1 waits forever
+	case "epoll_wait", "epoll_pwait":
+		return int32(s.Args[3]) >= 0
+	case "ppoll", "rt_sigtimedwait":
+		return s.Args[2] != 0
+	case "select", "pselect6", "io_getevents", "io_pgetevents", "recvmmsg":
+		return s.Args[4] != 0
+	}
+	return false
+}
+
+const (
+	futexPrivateFlag   = 128
+	futexClockRealtime = 256
+)
+
 // HostArch is the architecture name the syscall tables use for this binary's
 // host ("x86_64" or "arm64").
 func HostArch() string {

@@ -1,8 +1,8 @@
 // Package procfacts reads, once near the end of a window, the facts about a
 // job's processes that frozen-job triage needs and the per-tick sampler does
 // not keep: what the open descriptors are, what of CUDA and of the
-// collective-communication libraries each process maps or holds open, and
-// the memory cgroup limit each lives under.
+// collective-communication libraries each process maps or holds open, the
+// memory cgroup limit each lives under, and the sockets it listens on.
 package procfacts
 
 import (
@@ -17,6 +17,7 @@ import (
 
 	"github.com/gpufeed/gpufeed/internal/probe/cudamaps"
 	"github.com/gpufeed/gpufeed/internal/probe/fdkinds"
+	"github.com/gpufeed/gpufeed/internal/probe/listen"
 	"github.com/gpufeed/gpufeed/internal/probe/memlimit"
 	"github.com/gpufeed/gpufeed/internal/timeline"
 )
@@ -49,9 +50,9 @@ func Fill(procRoot, sysRoot string, tl *timeline.Timeline, t int64) Counts {
 		gone := false
 		note := func(field string, err error) {
 			switch {
-			case errors.Is(err, fdkinds.ErrGone), errors.Is(err, cudamaps.ErrGone):
+			case errors.Is(err, fdkinds.ErrGone), errors.Is(err, cudamaps.ErrGone), errors.Is(err, listen.ErrGone):
 				gone = true
-			case errors.Is(err, fdkinds.ErrNotVisible), errors.Is(err, cudamaps.ErrNotVisible):
+			case errors.Is(err, fdkinds.ErrNotVisible), errors.Is(err, cudamaps.ErrNotVisible), errors.Is(err, listen.ErrNotVisible):
 				if p.NotVisible == nil {
 					p.NotVisible = map[string]string{}
 				}
@@ -90,6 +91,14 @@ func Fill(procRoot, sysRoot string, tl *timeline.Timeline, t int64) Counts {
 				LimitAt: l.LimitAt, UsageBytes: l.UsageBytes}
 		} else if !errors.Is(err, memlimit.ErrNoCgroup) {
 			note("mem_cgroup", err)
+		}
+		if socks, err := listen.Read(procRoot, k.PID); err == nil {
+			p.Listening = &timeline.Listening{T: t, Sockets: []timeline.ListenSocket{}}
+			for _, s := range socks {
+				p.Listening.Sockets = append(p.Listening.Sockets, timeline.ListenSocket{Proto: s.Proto, Addr: s.Addr, Inode: s.Inode})
+			}
+		} else {
+			note("listening", err)
 		}
 		if gone {
 			c.Gone++

@@ -34,6 +34,9 @@ func TestFillLive(t *testing.T) {
 	if p.FDKinds == nil || p.FDKinds.T != 42 || p.CUDA == nil || p.CUDA.Initialised() || p.CUDA.Mapped == nil {
 		t.Errorf("facts %+v %+v", p.FDKinds, p.CUDA)
 	}
+	if p.Listening == nil || len(p.Listening.Sockets) != 0 || p.Listening.T != 42 {
+		t.Errorf("sleep listens on nothing, and that was read: %+v", p.Listening)
+	}
 	if _, err := os.Stat("/sys/fs/cgroup"); err == nil && p.MemCgroup == nil && p.NotVisible["mem_cgroup"] == "" {
 		t.Errorf("no memory cgroup read and no reason given")
 	}

@@ -103,22 +103,6 @@ const (
 	TransferMinCopyPct = ModerateSharePct
 )
 
-// Stalled: nothing progresses.
-const (
-	// StalledCPUPct: the whole job (every thread, summed) used less than this
-	// share of one core over the window. A Python interpreter blocked on a
-	// lock or a pipe uses nothing; watchdog and heartbeat threads of a hung
-	// NCCL job wake a few times a second and stay far below 1 %.
-	StalledCPUPct = 1.0
-	// StalledGPUUtilPct: no interval of the window had more kernel time than
-	// this (NVML reports 0 % on an idle device; 1 % allows rounding).
-	StalledGPUUtilPct = 1.0
-	// StalledIOBytesPerSec: the job read and wrote less than this through
-	// read- and write-like calls (rchar + wchar): a logger's occasional line
-	// is progress of nothing.
-	StalledIOBytesPerSec = 4096.0
-)
-
 // The window.
 const (
 	// MinWindow and MinIntervals: below either, the verdict is inconclusive:
@@ -127,6 +111,14 @@ const (
 	// intervals see a 1 s slow tier twice.
 	MinWindow    = 2 * time.Second
 	MinIntervals = 20
+	// ConfidenceFullWindow: a live verdict's confidence is scaled by the
+	// share of this much evidence the window held (judged time over 5 s,
+	// at most 1): a 3 s attach carries at most 60 %. Five seconds are five
+	// readings of where every sleeping thread waits (the slow tier reads
+	// about once a second: the mix of those readings splits the idle time)
+	// and fifty 100 ms intervals; for a stall, the pause of a checkpoint or
+	// a long collective that a shorter window cannot tell from a hang.
+	ConfidenceFullWindow = 5 * time.Second
 	// MinIntervalsSampled: slots a late tick skipped (an overrun: a loaded
 	// host delayed the sampler) count toward MinIntervals, as long as at
 	// least this many intervals were sampled: the window's span is what a
@@ -142,6 +134,11 @@ const (
 	// user, the system 75 % idle: "cela sent le goulot mono-thread").
 	PeggedCorePct = CPUBottleneckCPUUtilPct
 	IdleCoresPct  = 25.0
+	// PeggedJobSharePct: the pegged CPU is the job's when its own threads
+	// ran at least half of that CPU's time (schedstat run time, by the CPU
+	// each thread last ran on); otherwise the load is a neighbour's and
+	// the finding says so instead of blaming the job's threads.
+	PeggedJobSharePct = 50.0
 
 	// OversubscribedTicksPct: the job's runnable threads outnumber the cores
 	// it may use in more than half of the samples (SageMaker's "more than

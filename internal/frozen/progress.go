@@ -1,0 +1,530 @@
+package frozen
+
+import (
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/gpufeed/gpufeed/internal/gpu"
+	"github.com/gpufeed/gpufeed/internal/timeline"
+)
+
+// Measure is what the job's live members did over a span of the window:
+// the measures of progress. CPU share alone is not one: a host thread
+// blocked in a synchronise that returns twenty times a second is feeding a
+// busy GPU with 0.6 % of a core. Progress is measured, thread by thread, as
+// wake-ups out of waits that have no timeout (something arrived: data on a
+// pipe or socket, a lock released, a synchronise returned), a thread moving
+// from one wait to another, CPU beyond housekeeping, I/O, and, where the
+// device reports it, the job's GPU work completing.
+type Measure struct {
+	// CPUCores is the on-CPU time all the job's threads gained, in cores
+	// (seconds of CPU per second of window); Busiest the thread that gained
+	// most.
+	CPUCores     float64
+	BusiestTID   int
+	BusiestPID   int
+	BusiestCores float64
+	CPUFromTicks bool // no schedstat: from utime+stime, at clock-tick resolution
+	Threads      int
+	// Wakeups counts the times the job's live threads were scheduled in
+	// (schedstat's run count) out of a wait without a timeout; TimerWakeups
+	// those out of a timed wait (a sleep, a poll or futex given a timeout):
+	// the thread's own timer firing, housekeeping such as a watchdog. The
+	// readings over which a child of the process exited are left out (the
+	// parent wakes to reap it). WokenTID is the thread woken most.
+	Wakeups      uint64
+	TimerWakeups uint64
+	WokenTID     int
+	WokenPID     int
+	WokenCount   uint64
+	// MovedTID is a thread seen in two different waits without a timeout
+	// (0 when none): it ran in between.
+	MovedTID  int
+	MovedPID  int
+	MovedFrom string
+	MovedTo   string
+	// IOBytesPerSec is rchar+wchar of all processes; IOVisible is false
+	// when no process's /proc/PID/io could be read.
+	IOBytesPerSec float64
+	IOVisible     bool
+	// GPU: whether a device the job uses was sampled, the job's highest and
+	// lowest utilisation on it. GPUPerProcess says the device reported the
+	// job's processes' own share (the simulated device, NVML's process
+	// utilisation), so another process's kernels on a shared GPU are not
+	// counted; otherwise it is the whole device's. DeviceMaxUtil is the
+	// whole device's highest, for a GPU shared with other work.
+	GPUVisible    bool
+	GPUMaxUtil    float64
+	GPUMinUtil    float64
+	GPUDevices    []int
+	GPUPerProcess bool
+	DeviceMaxUtil float64
+	// CompletionsVisible: the device reports completed operations per
+	// process (the simulated device does, NVML does not); Completions is
+	// how many of the job's completed over the span.
+	CompletionsVisible bool
+	Completions        uint64
+	// Waits is where each live thread waits at the span's end, with what
+	// that wait is (WaitKind), by pid then tid.
+	Waits []ThreadWait
+}
+
+// ThreadWait is one live thread at the end of a span.
+type ThreadWait struct {
+	PID, TID int
+	State    byte
+	// Wait is the last reading of where it sleeps (nil when none was read).
+	Wait *timeline.Blocked
+	Kind WaitKind
+	// Wakeups and TimerWakeups as in Measure, for this thread.
+	Wakeups, TimerWakeups uint64
+}
+
+// HostProgress lists what on the host side shows the job progressing, in
+// words for evidence; empty when nothing does.
+func (m Measure) HostProgress() []string {
+	var out []string
+	if m.CPUCores > StallMaxCPUCores {
+		out = append(out, fmt.Sprintf("its threads gained %.2f %% of one core", m.CPUCores*100))
+	}
+	if m.WokenCount >= StallMinWakeups {
+		out = append(out, fmt.Sprintf("tid %d was woken %d times out of a wait with no timeout", m.WokenTID, m.WokenCount))
+	}
+	if m.MovedTID != 0 {
+		out = append(out, fmt.Sprintf("tid %d moved from %s to %s", m.MovedTID, m.MovedFrom, m.MovedTo))
+	}
+	if m.IOVisible && m.IOBytesPerSec > StallMaxIOBytesPerSec {
+		out = append(out, fmt.Sprintf("it moved %.0f B/s of I/O", m.IOBytesPerSec))
+	}
+	return out
+}
+
+// Progressing says whether anything measured shows the job moving: host
+// progress, or the device completing the job's work.
+func (m Measure) Progressing() bool {
+	return len(m.HostProgress()) > 0 || (m.CompletionsVisible && m.Completions > 0)
+}
+
+// GPUIdle says the job's GPU work stayed under StallMaxGPUUtil and
+// completed nothing (true when no GPU was in view: nothing says otherwise).
+func (m Measure) GPUIdle() bool {
+	return !m.GPUVisible || (m.GPUMaxUtil <= StallMaxGPUUtil && !(m.CompletionsVisible && m.Completions > 0))
+}
+
+// GPUSpinning says the GPUs stayed pinned busy while the job made no
+// progress: no host thread woke, and the device (where it says) completed
+// none of the job's work: a collective kernel waiting for a peer.
+func (m Measure) GPUSpinning() bool {
+	return m.GPUVisible && m.GPUMinUtil >= StallSpinGPUUtil && !m.Progressing()
+}
+
+// isTimer says whether a wait returns by itself: a sleep, a signal wait,
+// or a wait given a timeout (recorded by the sampler from the call's
+// arguments; sleeps are known by name in recordings that predate that).
+func isTimer(b *timeline.Blocked) bool {
+	if b == nil {
+		return false
+	}
+	switch b.Syscall {
+	case "nanosleep", "clock_nanosleep", "pause", "rt_sigsuspend":
+		return true
+	}
+	return b.Timed
+}
+
+// sameWait says two readings are the same wait (the same call on the same
+// descriptor or futex word); readings that name no call are never compared.
+func sameWait(a, b *timeline.Blocked) bool {
+	if a.Syscall == "" || b.Syscall == "" {
+		return true
+	}
+	return a.Syscall == b.Syscall && a.On == b.On
+}
+
+func waitText(b *timeline.Blocked) string {
+	if b.On != "" {
+		return b.Syscall + " on " + safe(b.On)
+	}
+	return b.Syscall
+}
+
+// threadAcc accumulates one thread's measures over a span.
+type threadAcc struct {
+	pid, tid       int
+	first, last    timeline.ThreadSample
+	prevT          int64
+	blk            *timeline.Blocked
+	wakes, timerWk uint64
+	lastT          int64
+}
+
+// scan measures the span [from, end of window] and finds the last instant
+// at which anything showed progress (the end of the last reading interval
+// with an untimed wake-up, a move between waits, CPU beyond housekeeping,
+// I/O, GPU work or a completion), from itself when nothing did.
+func scan(v *view, from int64) (Measure, int64) {
+	var m Measure
+	lastProgress := from
+	reaped := v.childExits()
+	secs := time.Duration(v.t1 - from).Seconds()
+
+	// Where each thread first waits in the span: the wake-ups before a
+	// thread's first reading came out of that wait.
+	firstBlk := map[int]*timeline.Blocked{}
+	for _, tk := range v.tl.Ticks {
+		if tk.T < from {
+			continue
+		}
+		for i := range tk.Threads {
+			s := &tk.Threads[i]
+			if _, ok := firstBlk[s.TID]; !ok && s.Blocked != nil {
+				firstBlk[s.TID] = s.Blocked
+			}
+		}
+	}
+
+	accs := map[int]*threadAcc{}
+	type ioAcc struct {
+		prevT int64
+		prev  uint64
+	}
+	ios := map[int]*ioAcc{}
+	type compAcc struct{ first, last uint64 }
+	comps := map[[2]int]*compAcc{}
+	devices := map[int]bool{}
+	m.GPUMinUtil = 100
+	var prevTickT int64 = -1
+	for _, tk := range v.tl.Ticks {
+		if tk.T < from {
+			continue
+		}
+		progress := false
+		var cpuNS float64
+		for i := range tk.Threads {
+			s := &tk.Threads[i]
+			if !v.alive(s.PID) {
+				continue
+			}
+			a := accs[s.TID]
+			if a == nil {
+				accs[s.TID] = &threadAcc{pid: s.PID, tid: s.TID, first: *s, last: *s, prevT: tk.T, blk: s.Blocked, lastT: tk.T}
+				continue
+			}
+			cpuNS += float64(runNS(v, a.last, *s))
+			if d := sub(s.Slices, a.last.Slices); d > 0 && !reapedBetween(reaped[s.PID], a.prevT, tk.T) {
+				w := a.blk
+				if w == nil {
+					w = firstBlk[s.TID]
+				}
+				if isTimer(w) {
+					a.timerWk += d
+				} else {
+					a.wakes += d
+					progress = true
+				}
+			}
+			if s.Blocked != nil {
+				if a.blk != nil && !sameWait(a.blk, s.Blocked) && !(isTimer(a.blk) && isTimer(s.Blocked)) {
+					if m.MovedTID == 0 {
+						m.MovedTID, m.MovedPID, m.MovedFrom, m.MovedTo = s.TID, s.PID, waitText(a.blk), waitText(s.Blocked)
+					}
+					progress = true
+				}
+				a.blk = s.Blocked
+			}
+			a.last, a.prevT, a.lastT = *s, tk.T, tk.T
+		}
+		if prevTickT >= 0 && cpuNS/1e9 > StallMaxCPUCores*time.Duration(tk.T-prevTickT).Seconds() {
+			progress = true
+		}
+		// I/O: each live process's increments between its readings, leaving
+		// out the readings over which one of its children exited: the kernel
+		// folds a reaped child's counters into its parent's /proc/PID/io.
+		for _, ps := range tk.Procs {
+			if ps.IO == nil || !v.alive(ps.PID) {
+				continue
+			}
+			n := ps.IO.RChar + ps.IO.WChar
+			r := ios[ps.PID]
+			if r == nil {
+				ios[ps.PID] = &ioAcc{prevT: tk.T, prev: n}
+				continue
+			}
+			if !reapedBetween(reaped[ps.PID], r.prevT, tk.T) {
+				d := float64(sub(n, r.prev))
+				if secs > 0 {
+					m.IOBytesPerSec += d / secs
+				}
+				if dt := time.Duration(tk.T - r.prevT).Seconds(); dt > 0 && d/dt > StallMaxIOBytesPerSec {
+					progress = true
+				}
+			}
+			r.prevT, r.prev = tk.T, n
+		}
+		// GPU: the devices the job uses, the job's own share where the
+		// device reports it per process.
+		for _, g := range tk.GPUs {
+			util, perProc, ok := v.jobGPU(g)
+			if !ok {
+				continue
+			}
+			m.GPUVisible = true
+			m.GPUPerProcess = m.GPUPerProcess || perProc
+			devices[g.Index] = true
+			m.GPUMaxUtil = max(m.GPUMaxUtil, util)
+			m.GPUMinUtil = min(m.GPUMinUtil, util)
+			m.DeviceMaxUtil = max(m.DeviceMaxUtil, *g.UtilPercent)
+			if !perProc {
+				for _, pt := range g.Points {
+					m.GPUMaxUtil = max(m.GPUMaxUtil, pt.Percent)
+				}
+			}
+			if util > StallMaxGPUUtil {
+				progress = true
+			}
+			for _, gp := range g.Processes {
+				if _, in := v.procs[gp.PID]; !in || gp.CompletedOps == nil {
+					continue
+				}
+				k := [2]int{g.Index, gp.PID}
+				c := comps[k]
+				if c == nil {
+					comps[k] = &compAcc{first: *gp.CompletedOps, last: *gp.CompletedOps}
+					continue
+				}
+				if *gp.CompletedOps > c.last {
+					progress = true
+				}
+				c.last = max(c.last, *gp.CompletedOps)
+			}
+		}
+		if progress {
+			lastProgress = tk.T
+		}
+		prevTickT = tk.T
+	}
+	m.IOVisible = len(ios) > 0
+	for d := range devices {
+		m.GPUDevices = append(m.GPUDevices, d)
+	}
+	sort.Ints(m.GPUDevices)
+	if !m.GPUVisible {
+		m.GPUMinUtil = 0
+	}
+	for _, c := range comps {
+		m.CompletionsVisible = true
+		m.Completions += c.last - c.first
+	}
+
+	tids := make([]int, 0, len(accs))
+	for tid := range accs {
+		tids = append(tids, tid)
+	}
+	sort.Ints(tids) // ties go to the lowest tid, every time
+	for _, tid := range tids {
+		a := accs[tid]
+		cores := 0.0
+		if secs > 0 {
+			cores = float64(runNS(v, a.first, a.last)) / 1e9 / secs
+		}
+		m.CPUCores += cores
+		m.Threads++
+		if cores > m.BusiestCores || m.BusiestTID == 0 {
+			m.BusiestCores, m.BusiestTID, m.BusiestPID = cores, a.tid, a.pid
+		}
+		m.CPUFromTicks = m.CPUFromTicks || (a.first.RunNS == 0 && a.last.RunNS == 0)
+		m.Wakeups += a.wakes
+		m.TimerWakeups += a.timerWk
+		if a.wakes > m.WokenCount {
+			m.WokenCount, m.WokenTID, m.WokenPID = a.wakes, a.tid, a.pid
+		}
+		if a.lastT != v.t1 {
+			continue // exited before the end: not waiting anywhere
+		}
+		blk := a.blk
+		if a.last.State == 'S' || a.last.State == 'D' {
+			if a.last.Blocked != nil {
+				blk = a.last.Blocked
+			}
+		} else {
+			blk = nil
+		}
+		tw := ThreadWait{PID: a.pid, TID: a.tid, State: a.last.State, Wait: blk, Wakeups: a.wakes, TimerWakeups: a.timerWk}
+		tw.Kind = v.waitKind(tw)
+		m.Waits = append(m.Waits, tw)
+	}
+	sort.SliceStable(m.Waits, func(i, j int) bool {
+		if m.Waits[i].PID != m.Waits[j].PID {
+			return m.Waits[i].PID < m.Waits[j].PID
+		}
+		return m.Waits[i].TID < m.Waits[j].TID
+	})
+	return m, lastProgress
+}
+
+// runNS is the on-CPU time a thread gained between two samples: schedstat
+// run time, or utime+stime when schedstat was not read.
+func runNS(v *view, a, b timeline.ThreadSample) uint64 {
+	if a.RunNS > 0 || b.RunNS > 0 {
+		return sub(b.RunNS, a.RunNS)
+	}
+	return uint64(float64(sub(b.UTime+b.STime, a.UTime+a.STime)) * 1e9 / v.clockTick())
+}
+
+// jobGPU is the job's utilisation of a sampled device: the sum of its
+// processes' own shares where the device reports them, else the whole
+// device's (ok is false when the device was not read, or lists processes
+// none of which is the job's).
+func (v *view) jobGPU(g gpu.Sample) (util float64, perProc, ok bool) {
+	if g.UtilPercent == nil {
+		return 0, false, false
+	}
+	listed, have := false, false
+	sum := 0.0
+	for _, gp := range g.Processes {
+		if _, in := v.procs[gp.PID]; !in {
+			continue
+		}
+		listed = true
+		if gp.SMUtilPercent != nil {
+			sum += *gp.SMUtilPercent
+			have = true
+		}
+	}
+	if len(g.Processes) > 0 && !listed {
+		return 0, false, false
+	}
+	if have {
+		return min(100, sum), true, true
+	}
+	return *g.UtilPercent, false, true
+}
+
+// Progress is what the whole job did over the window, or over its tail
+// since the last member died when that tail is long enough to judge; and,
+// when it made no progress and waits for requests or a timer, the idle
+// span.
+type Progress struct {
+	Measure
+	// Judged is false when the window is too short or too sparse to judge.
+	Judged bool
+	// From is where the judged part of the window starts (nanoseconds since
+	// Meta.Started); Since names what happened there ("since rank 2
+	// exited"), empty when the whole window was judged.
+	From  int64
+	Since string
+	// Span and Samples are the judged part's length and sample count.
+	Span    time.Duration
+	Samples int
+	// LiveProcs is the number of the job's processes alive at the end.
+	LiveProcs int
+	// Idle is set when the job is idle: over the window, or over its tail
+	// since it last showed progress (a server past its start-up), nothing
+	// progressed, its GPU did nothing, and every live thread waits for
+	// requests or a timer. Nil otherwise.
+	Idle *Idle
+}
+
+// Idle is the span over which the job was idle, and what it waited in.
+type Idle struct {
+	Measure
+	From    int64
+	Span    time.Duration
+	Samples int
+	// Whole is set when the idle span is the whole window.
+	Whole bool
+}
+
+// Stalled says whether nothing progressed and the job is not merely idle:
+// members wait on each other or on a dead peer, or the GPU stays busy
+// completing nothing.
+func (p Progress) Stalled() bool {
+	if !p.Judged || p.LiveProcs == 0 || p.Idle != nil || p.Progressing() {
+		return false
+	}
+	return !p.GPUVisible || p.GPUMaxUtil <= StallMaxGPUUtil || p.GPUSpinning()
+}
+
+// measureProgress measures the live members' progress: over the window's
+// tail since the last member died when that tail can be judged on its own,
+// otherwise over the whole window (a member that died is not progressing;
+// what it did before it died is no sign of life); then whether the job is
+// idle rather than stalled.
+func measureProgress(v *view, deaths []Death) Progress {
+	var p Progress
+	p.From = v.t0
+	lastDeath, who := int64(-1<<62), 0
+	for _, d := range deaths {
+		if t, ok := v.lastProcT[d.PID]; ok && (t > lastDeath || (t == lastDeath && d.PID < who)) {
+			lastDeath, who = t, d.PID
+		}
+	}
+	// The tail starts at the first reading without the member: it died
+	// somewhere after its last sample, and what the others did up to then
+	// (its last exchanges with them) is no sign of life after it.
+	if lastDeath > v.t0 {
+		next := v.t1
+		for _, tk := range v.tl.Ticks {
+			if tk.T > lastDeath {
+				next = tk.T
+				break
+			}
+		}
+		if time.Duration(v.t1-next) >= StallMinWindow {
+			p.From = next
+			p.Since = "since " + v.procName(who) + " ended"
+		}
+	}
+	p.Samples = v.samplesFrom(p.From)
+	p.Span = time.Duration(v.t1 - p.From)
+	p.Judged = p.Samples >= StallMinSamples && p.Span >= StallMinWindow
+	for pid := range v.procs {
+		if v.alive(pid) {
+			p.LiveProcs++
+		}
+	}
+	if p.Span <= 0 {
+		return p
+	}
+	var quiet int64
+	p.Measure, quiet = scan(v, p.From)
+	// A job that progressed early in the span and not since (a server past
+	// its start-up, a job that froze a moment after gpufeed attached, a
+	// peer finishing its last exchange) is judged over the quiet tail after
+	// its last sign of progress, when that tail is long enough to judge and
+	// most of the window.
+	if p.Progressing() {
+		span := time.Duration(v.t1 - quiet)
+		if span < StallMinWindow || float64(span) < QuietMinShare*float64(v.span()) || v.samplesFrom(quiet) < StallMinSamples {
+			return p
+		}
+		tail, _ := scan(v, quiet)
+		if tail.Progressing() {
+			return p
+		}
+		p.Measure, p.From, p.Span, p.Samples = tail, quiet, span, v.samplesFrom(quiet)
+		into := "since " + fmtSeconds(time.Duration(quiet-v.t0)) + " into the window, its last sign of progress"
+		if p.Since != "" {
+			into = p.Since + ", and " + into
+		}
+		p.Since = into
+	}
+	if !p.Judged || p.LiveProcs == 0 || len(deaths) > 0 {
+		return p // a job that lost a member is not idle
+	}
+	if v.idleWaits(p.Measure) {
+		p.Idle = &Idle{Measure: p.Measure, From: p.From, Span: p.Span, Samples: p.Samples, Whole: p.From == v.t0}
+	}
+	return p
+}
+
+func (v *view) samplesFrom(from int64) int {
+	n := 0
+	for _, tk := range v.tl.Ticks {
+		if tk.T >= from {
+			n++
+		}
+	}
+	return n
+}

@@ -1,0 +1,298 @@
+package frozen
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpufeed/gpufeed/internal/finding"
+	"github.com/gpufeed/gpufeed/internal/gpu"
+	"github.com/gpufeed/gpufeed/internal/timeline"
+)
+
+// waking is a sleeping thread blocked where given that is scheduled in
+// perTick times between samples, gaining cpuPerTick of CPU each time.
+func waking(b *timeline.Blocked, perTick uint64, cpuPerTick uint64) func(int) timeline.ThreadSample {
+	return func(i int) timeline.ThreadSample {
+		return timeline.ThreadSample{State: 'S', RunNS: 5e6 + uint64(i)*cpuPerTick, Slices: 100 + uint64(i)*perTick, Blocked: b}
+	}
+}
+
+// gpuProcs adds a device sample per tick listing processes with their own
+// utilisation and, when done is set, their completed operations.
+func (b *tlb) gpuProcs(index int, device func(int) float64, procs map[int]func(int) (float64, *uint64)) {
+	for i := range b.tl.Ticks {
+		u := device(i)
+		s := gpu.Sample{Index: index, UtilPercent: &u}
+		for pid, f := range procs {
+			sm, done := f(i)
+			s.Processes = append(s.Processes, gpu.Process{PID: pid, SMUtilPercent: &sm, CompletedOps: done})
+		}
+		b.tl.Ticks[i].GPUs = append(b.tl.Ticks[i].GPUs, s)
+	}
+}
+
+func listening(p *timeline.ProcInfo, addr string, inode uint64) {
+	p.Listening = &timeline.Listening{Sockets: []timeline.ListenSocket{{Proto: "tcp", Addr: addr, Inode: inode}}}
+}
+
+// TestSyncLoopIsProgress: one host thread blocked in recvfrom on the
+// device channel, woken twice per 100 ms (a synchronise returning twenty
+// times a second), gaining 0.6 % of a core, the GPU pinned at 98 %: it
+// progresses. Before wake-ups were measured this was "stalled, a collective
+// kernel spinning".
+func TestSyncLoopIsProgress(t *testing.T) {
+	for _, completions := range []bool{false, true} {
+		b := newTL(31, 100*time.Millisecond)
+		p := b.proc(10, 1, "python3", nil, nil)
+		p.DeviceChannels = &timeline.DeviceChannels{Channels: []string{"socket:[300097]"}}
+		b.thread(10, 10, "python3", waking(&timeline.Blocked{Syscall: "recvfrom", On: "socket:[300097]", Wchan: "unix_stream_read_generic"}, 2, 6e5))
+		if completions {
+			b.gpuProcs(0, func(int) float64 { return 98 }, map[int]func(int) (float64, *uint64){10: func(i int) (float64, *uint64) { return 98, u64(uint64(500 * i)) }})
+		} else {
+			b.gpuUtil(0, func(int) float64 { return 98 })
+		}
+		r := Analyze(b.tl, nil)
+		if r.Progress.Stalled() || r.Progress.Idle != nil || r.Progress.Wakeups != 60 || r.Progress.GPUSpinning() {
+			t.Errorf("completions %v: a synchronise returning 20 times a second is progress: %+v", completions, r.Progress)
+		}
+		if completions && r.Progress.Completions != 15000 {
+			t.Errorf("completions %d, want 15000", r.Progress.Completions)
+		}
+		none(t, r.Findings, "job-stalled")
+		if v := Verdict(r); v != nil {
+			t.Errorf("no frozen verdict for a working job: %+v", v)
+		}
+	}
+}
+
+// TestTimerWakeupsAreNotProgress: an NCCL hang as it looks on the host: the
+// main thread in a futex that never returns, a watchdog woken ten times a
+// second out of its timed condition wait, the GPU pinned by the spinning
+// collective. The watchdog's wake-ups are its own timer: stalled.
+func TestTimerWakeupsAreNotProgress(t *testing.T) {
+	b := newTL(31, 100*time.Millisecond)
+	b.proc(10, 1, "python3", nil, map[string]string{"RANK": "0"})
+	b.thread(10, 10, "pt_main_thread", idle("futex", "futex 0x7f00", "futex_wait_queue"))
+	b.thread(10, 11, "pt_nccl_watchdg", waking(&timeline.Blocked{Syscall: "futex", On: "futex 0x7f80", Timed: true}, 1, 2e4))
+	b.gpuUtil(0, func(int) float64 { return 100 })
+	r := Analyze(b.tl, nil)
+	if !r.Progress.Stalled() || !r.Progress.GPUSpinning() || r.Progress.Wakeups != 0 || r.Progress.TimerWakeups != 30 {
+		t.Fatalf("%+v", r.Progress)
+	}
+	f := one(t, r.Findings, "job-stalled")
+	if !strings.Contains(f.Claim, "spinning on a peer") || !strings.Contains(f.Claim, "none of its 2 live threads was woken") {
+		t.Errorf("claim %q", f.Claim)
+	}
+	if e, ok := evidence(f, "timed waits"); !ok || e.Value != 30 {
+		t.Errorf("the timer wake-ups should be shown as no sign of progress: %+v", f.Evidence)
+	}
+	// The same watchdog in an untimed wait is woken by something: progress.
+	b = newTL(31, 100*time.Millisecond)
+	b.proc(10, 1, "python3", nil, nil)
+	b.thread(10, 11, "worker", waking(&timeline.Blocked{Syscall: "futex", On: "futex 0x7f80"}, 1, 2e4))
+	if p := MeasureProgress(b.tl); p.Stalled() || p.WokenCount != 30 {
+		t.Errorf("woken 30 times out of an untimed wait is progress: %+v", p)
+	}
+}
+
+// TestGPUBusyWithNoCompletionsIsStalled: where the device reports completed
+// work, a GPU pinned busy that completes none of the job's operations is a
+// spin (stalled); the claim says so.
+func TestGPUBusyWithNoCompletionsIsStalled(t *testing.T) {
+	b := newTL(31, 100*time.Millisecond)
+	b.proc(10, 1, "python3", nil, nil)
+	b.thread(10, 10, "python3", idle("recvfrom", "socket:[5]", "unix_stream_read_generic"))
+	b.gpuProcs(0, func(int) float64 { return 100 }, map[int]func(int) (float64, *uint64){10: func(int) (float64, *uint64) { return 100, u64(77) }})
+	r := Analyze(b.tl, nil)
+	if !r.Progress.Stalled() || !r.Progress.CompletionsVisible || r.Progress.Completions != 0 {
+		t.Fatalf("%+v", r.Progress)
+	}
+	f := one(t, r.Findings, "job-stalled")
+	if !strings.Contains(f.Claim, "completed none of the job's work") {
+		t.Errorf("claim %q", f.Claim)
+	}
+	if e, ok := evidence(f, "operations the device completed"); !ok || e.Value != 0 {
+		t.Errorf("%+v", f.Evidence)
+	}
+}
+
+// TestIdleServer: a server in accept on its listening socket, the GPU idle
+// while another process keeps the device busy (the device reports each
+// process's share): idle, with what it waits in, the GPU, and what to do.
+func TestIdleServer(t *testing.T) {
+	b := newTL(31, 100*time.Millisecond)
+	p := b.proc(10, 1, "python3", []string{"python3", "serve.py"}, nil)
+	listening(p, "127.0.0.1:8000", 4242)
+	b.thread(10, 10, "python3", idle("accept4", "socket:[4242]", "inet_csk_accept"))
+	b.quietProc(10)
+	b.gpuProcs(0, func(int) float64 { return 97 }, map[int]func(int) (float64, *uint64){
+		10: func(int) (float64, *uint64) { return 0, u64(3) },
+		99: func(i int) (float64, *uint64) { return 97, u64(uint64(i * 40)) }, // a neighbour on the GPU
+	})
+	r := Analyze(b.tl, nil)
+	if r.Progress.Stalled() || r.Progress.Idle == nil || !r.Progress.Idle.Whole {
+		t.Fatalf("want idle: %+v", r.Progress)
+	}
+	none(t, r.Findings, "job-stalled")
+	none(t, r.Findings, "blocked-threads")
+	f := one(t, r.Findings, "job-idle")
+	want := "The job is idle: pid 10 (python3) waits for connections in accept4 on a listening socket (tcp 127.0.0.1:8000); the GPU is idle (the job's kernels ran at most 0 % of any sample); nothing in the job moved over 3.0 s"
+	if f.Claim != want || f.Severity != finding.Info || f.Supports != finding.Idle {
+		t.Errorf("claim\n got %q\nwant %q (%s)", f.Claim, want, f.Severity)
+	}
+	if !strings.Contains(f.Decision, "tcp 127.0.0.1:8000") || !strings.Contains(f.Decision, "load") {
+		t.Errorf("decision %q", f.Decision)
+	}
+	if e, ok := evidence(f, "whole device"); !ok || e.Value != 97 {
+		t.Errorf("the neighbour's load on the GPU should be named: %+v", f.Evidence)
+	}
+	v := Verdict(r)
+	if v == nil || v.Class != finding.Idle || v.Confidence != confIdle || v.Summary != want || len(v.Because) != 1 {
+		t.Errorf("verdict %+v", v)
+	}
+}
+
+// TestIdleOrStalledByWhatTheThreadsWaitOn: the same quiet process is idle or
+// stalled depending on what its threads wait for.
+func TestIdleOrStalledByWhatTheThreadsWaitOn(t *testing.T) {
+	type th struct {
+		syscall, on string
+		timed       bool
+	}
+	for _, tc := range []struct {
+		name      string
+		threads   []th
+		listens   bool
+		env       map[string]string
+		wantIdle  bool
+		wantStall bool
+	}{
+		{"sleep", []th{{"clock_nanosleep", "", true}}, false, nil, true, false},
+		{"accept without a listening table read", []th{{"accept", "socket:[1]", false}}, false, nil, true, false},
+		{"asyncio server: epoll on a listening process", []th{{"epoll_wait", "anon_inode:[eventpoll]", false}}, true, nil, true, false},
+		{"epoll without a listener waits on peers", []th{{"epoll_wait", "anon_inode:[eventpoll]", false}}, false, nil, false, true},
+		{"thread pool behind accept", []th{{"accept4", "socket:[1]", false}, {"futex", "futex 0x1", false}, {"futex", "futex 0x2", false}}, true, nil, true, false},
+		{"a rank's store listener does not make its locked threads idle", []th{{"poll", "", false}, {"futex", "futex 0x1", false}}, true, map[string]string{"RANK": "0", "WORLD_SIZE": "2"}, false, true},
+		{"a spawned rank (rank passed as an argument) is no server", []th{{"epoll_wait", "anon_inode:[eventpoll]", false}, {"futex", "futex 0x1", false}}, true, nil, false, true},
+		{"a process told the world size is no server", []th{{"accept", "socket:[1]", false}, {"futex", "futex 0x1", false}}, true, map[string]string{"WORLD_SIZE": "2"}, false, true},
+		{"waiters behind a lock held by a sleeping thread", []th{{"futex", "futex 0x1", false}, {"futex", "futex 0x1", false}, {"clock_nanosleep", "", true}}, false, nil, false, true},
+		{"a timed lock wait that never returns is a lock", []th{{"futex", "futex 0x1", true}}, false, nil, false, true},
+		{"a read on a pipe", []th{{"read", "pipe:[7]", false}}, false, nil, false, true},
+		{"a wait not visible", []th{{"", "", false}}, false, nil, false, true},
+	} {
+		b := newTL(31, 100*time.Millisecond)
+		var cmdline []string
+		if strings.HasPrefix(tc.name, "a spawned rank") {
+			cmdline = []string{"/usr/bin/python3", "-c", "from multiprocessing.spawn import spawn_main; spawn_main(tracker_fd=5, pipe_handle=7)", "--multiprocessing-fork"}
+		}
+		p := b.proc(10, 1, "python3", cmdline, tc.env)
+		if tc.listens {
+			listening(p, "127.0.0.1:29500", 1)
+		}
+		for i, x := range tc.threads {
+			blk := &timeline.Blocked{Syscall: x.syscall, On: x.on, Timed: x.timed}
+			if x.syscall == "" {
+				blk = &timeline.Blocked{NotVisible: "needs CAP_SYS_PTRACE"}
+			}
+			b.thread(10, 10+i, "python3", func(int) timeline.ThreadSample { return timeline.ThreadSample{State: 'S', RunNS: 5e6, Blocked: blk} })
+		}
+		b.quietProc(10)
+		r := Analyze(b.tl, nil)
+		if (r.Progress.Idle != nil) != tc.wantIdle || r.Progress.Stalled() != tc.wantStall {
+			var kinds []string
+			for _, w := range r.Progress.Waits {
+				kinds = append(kinds, string(w.Kind))
+			}
+			t.Errorf("%s: idle %v stalled %v, want %v %v (waits %v)", tc.name, r.Progress.Idle != nil, r.Progress.Stalled(), tc.wantIdle, tc.wantStall, kinds)
+		}
+	}
+}
+
+// TestPollerIsATimer: a thread woken over and over out of a poll with a
+// timeout, nothing else: its wake-ups are its timer, and the job is idle,
+// waiting on it.
+func TestPollerIsATimer(t *testing.T) {
+	b := newTL(31, 100*time.Millisecond)
+	b.proc(10, 1, "python3", nil, nil)
+	b.thread(10, 10, "python3", waking(&timeline.Blocked{Syscall: "poll", Timed: true}, 1, 1e4))
+	b.quietProc(10)
+	r := Analyze(b.tl, nil)
+	if r.Progress.Idle == nil || r.Progress.Stalled() || r.Progress.Waits[0].Kind != WaitTimer {
+		t.Fatalf("%+v", r.Progress)
+	}
+	f := one(t, r.Findings, "job-idle")
+	if !strings.Contains(f.Claim, "waits on a timer: poll with a timeout, woken by it 30 times") || !strings.Contains(f.Claim, "no GPU was in view") {
+		t.Errorf("%q", f.Claim)
+	}
+	if v := Verdict(r); v == nil || v.Confidence != confIdleNoGPU {
+		t.Errorf("%+v", v)
+	}
+}
+
+// TestIdleAfterStartUp: a server that starts (reads its modules, launches
+// a warm-up kernel, its thread woken) in the first 0.6 s (its I/O read
+// once a second shows until 1.0 s), then waits in
+// accept for the rest of a 4 s window: idle since its start-up, not stalled
+// and not idle over a window where it worked most of the time.
+func TestIdleAfterStartUp(t *testing.T) {
+	build := func(busyTicks int) *tlb {
+		b := newTL(41, 100*time.Millisecond)
+		p := b.proc(10, 1, "python3", nil, nil)
+		listening(p, "127.0.0.1:8000", 4242)
+		b.thread(10, 10, "python3", func(i int) timeline.ThreadSample {
+			n := min(i, busyTicks)
+			s := timeline.ThreadSample{State: 'S', RunNS: uint64(n) * 5e7, Slices: uint64(n) * 3}
+			if i >= busyTicks {
+				s.Blocked = &timeline.Blocked{Syscall: "accept4", On: "socket:[4242]"}
+			} else {
+				s.Blocked = &timeline.Blocked{Syscall: "read", On: "/usr/lib/python3.11/x.py"}
+			}
+			return s
+		})
+		b.procSamples(10, func(i int) (timeline.ProcSample, bool) {
+			return timeline.ProcSample{IO: &timeline.IO{RChar: uint64(min(i, busyTicks)) * 1e6}}, i%10 == 0 || i == 40
+		})
+		b.gpuUtil(0, func(i int) float64 {
+			if i < busyTicks {
+				return 30
+			}
+			return 0
+		})
+		return b
+	}
+	r := Analyze(build(6).tl, nil)
+	id := r.Progress.Idle
+	if id == nil || id.Whole || r.Progress.Stalled() || id.Span < 3*time.Second {
+		t.Fatalf("want idle since start-up: %+v", r.Progress)
+	}
+	f := one(t, r.Findings, "job-idle")
+	if !strings.Contains(f.Claim, "(since 1.0 s into the window, its last sign of progress)") {
+		t.Errorf("%q", f.Claim)
+	}
+	// Busy for 2.5 s of 4: the quiet tail is not most of the window.
+	if r := Analyze(build(25).tl, nil); r.Progress.Idle != nil || r.Progress.Stalled() {
+		t.Errorf("a job busy most of the window is neither idle nor stalled: %+v", r.Progress)
+	}
+}
+
+// TestReapingIsNoProgress: a launcher woken to reap a rank that died, a few
+// readings after the rank's last sample (a loaded host), is not progress.
+func TestReapingIsNoProgress(t *testing.T) {
+	tl := oomJob(t)
+	for i := range tl.Ticks {
+		for j := range tl.Ticks[i].Threads {
+			s := &tl.Ticks[i].Threads[j]
+			if s.TID == 100 && i >= 32 { // rank 2's last sample is tick 29
+				s.Slices = 3
+			}
+		}
+	}
+	r := Analyze(tl, nil)
+	if !r.Progress.Stalled() || r.Progress.Wakeups != 0 {
+		t.Errorf("the launcher's reaping counted as progress: %+v", r.Progress)
+	}
+	if !strings.HasPrefix(r.Progress.Since, "since rank 2 (pid 203)") || r.Progress.From != tl.Ticks[30].T {
+		t.Errorf("the tail starts at the first reading without the dead rank: %q from %d", r.Progress.Since, r.Progress.From)
+	}
+}
