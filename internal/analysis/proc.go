@@ -29,7 +29,7 @@ type Proc struct {
 	// Growth rates per second (least squares over the readings); NaN with fewer than two.
 	RSSGrowth, PSSGrowth, USSGrowth, FDGrowth float64
 
-	// NoFileSoft is RLIMIT_NOFILE's soft limit (nil when not visible; proc.Unlimited when unlimited).
+	// NoFileSoft is RLIMIT_NOFILE's soft limit (nil when not visible; timeline.Unlimited when unlimited).
 	NoFileSoft *uint64
 
 	// Read rates over the window, from /proc/PID/io (first to last reading):

@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/gpufeed/gpufeed/internal/cpuset"
 	"github.com/gpufeed/gpufeed/internal/finding"
-	"github.com/gpufeed/gpufeed/internal/probe/sys"
 )
 
 var cpuCapacityCheck = Check{
@@ -20,7 +20,7 @@ func runCPUCapacity(e *env) []Result {
 	if err != nil {
 		return []Result{readFailure("", "CPU list", sysFile("devices/system/cpu"), err, "a sysfs", "read access to /sys")}
 	}
-	byCap := map[uint64]sys.CPUSet{}
+	byCap := map[uint64]cpuset.Set{}
 	for _, c := range cpus {
 		if c.Capacity != nil {
 			byCap[*c.Capacity] = append(byCap[*c.Capacity], c.ID)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/gpufeed/gpufeed/internal/cpuset"
 	"github.com/gpufeed/gpufeed/internal/finding"
 	"github.com/gpufeed/gpufeed/internal/probe/sys"
 )
@@ -59,7 +60,7 @@ func judgeFrequency(cpus []sys.CPU) Result {
 	if len(capped) > 0 {
 		ev = append(ev, num("scaling_max_freq on capped CPUs", float64(capKHz)/1000, "MHz", src+"/scaling_max_freq"))
 		return Result{Status: Warn, Evidence: ev, Supports: finding.Preprocessing,
-			Claim: fmt.Sprintf("maximum frequency capped on CPUs %s: %.0f of %.0f MHz", sys.CPUSet(capped), float64(capKHz)/1000, float64(maxKHz)/1000),
+			Claim: fmt.Sprintf("maximum frequency capped on CPUs %s: %.0f of %.0f MHz", cpuset.Set(capped), float64(capKHz)/1000, float64(maxKHz)/1000),
 			Decision: "Find what caps scaling_max_freq (tuned/power profile, thermald, an admin script, BIOS power limits) " +
 				"and lift it on training nodes; compare with an identical node (002 Erreurs courantes 7)."}
 	}

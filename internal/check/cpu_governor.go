@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/gpufeed/gpufeed/internal/cpuset"
 	"github.com/gpufeed/gpufeed/internal/finding"
 	"github.com/gpufeed/gpufeed/internal/probe/sys"
 )
@@ -61,7 +62,7 @@ func judgeGovernors(cpus []sys.CPU) Result {
 	sort.Strings(govs)
 	var ev []finding.Evidence
 	for _, g := range govs {
-		ev = append(ev, text("governor "+g, "CPUs "+sys.CPUSet(byGov[g]).String(), sysFile("devices/system/cpu/cpu*/cpufreq/scaling_governor")))
+		ev = append(ev, text("governor "+g, "CPUs "+cpuset.Set(byGov[g]).String(), sysFile("devices/system/cpu/cpu*/cpufreq/scaling_governor")))
 	}
 	if len(drivers) > 0 {
 		ev = append(ev, text("cpufreq driver", strings.Join(sortedKeys(drivers), ", "), sysFile("devices/system/cpu/cpu*/cpufreq/scaling_driver")))

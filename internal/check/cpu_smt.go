@@ -3,6 +3,7 @@ package check
 import (
 	"fmt"
 
+	"github.com/gpufeed/gpufeed/internal/cpuset"
 	"github.com/gpufeed/gpufeed/internal/finding"
 	"github.com/gpufeed/gpufeed/internal/probe/sys"
 )
@@ -71,7 +72,7 @@ func hasTopology(cpus []sys.CPU) bool {
 }
 
 // sharesCore reports whether two CPUs of set are siblings of one core.
-func sharesCore(cpus []sys.CPU, set sys.CPUSet) bool {
+func sharesCore(cpus []sys.CPU, set cpuset.Set) bool {
 	for _, c := range cpus {
 		if c.ThreadSiblings == nil || !set.Contains(c.ID) {
 			continue

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/gpufeed/gpufeed/internal/cpuset"
 	"github.com/gpufeed/gpufeed/internal/finding"
 	"github.com/gpufeed/gpufeed/internal/probe/sys"
 )
@@ -57,8 +58,8 @@ func runNUMAAffinity(e *env) []Result {
 	return []Result{judgeNUMAAffinity(e, subj, *st.CPUsAllowed, *st.MemsAllowed, nodes, use, ev)}
 }
 
-func judgeNUMAAffinity(e *env, subj string, cpus, mems sys.CPUSet, nodes []sys.Node, use gpuUse, ev []finding.Evidence) Result {
-	gpuNodes := sys.CPUSet{}
+func judgeNUMAAffinity(e *env, subj string, cpus, mems cpuset.Set, nodes []sys.Node, use gpuUse, ev []finding.Evidence) Result {
+	gpuNodes := cpuset.Set{}
 	for _, a := range use.addrs {
 		n, local := e.gpuNode(a)
 		src := sysFile("bus/pci/devices", a, "numa_node")

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/gpufeed/gpufeed/internal/cpuset"
 	"github.com/gpufeed/gpufeed/internal/probe/sys"
 )
 
@@ -76,7 +77,7 @@ func (e *env) targetGPUs() (gpuUse, error) {
 }
 
 // gpuNode returns a GPU's NUMA node from sysfs, -1 when unknown.
-func (e *env) gpuNode(addr string) (int, *sys.CPUSet) {
+func (e *env) gpuNode(addr string) (int, *cpuset.Set) {
 	listing, err := e.pciDevices()
 	if err != nil {
 		return -1, nil
@@ -89,7 +90,7 @@ func (e *env) gpuNode(addr string) (int, *sys.CPUSet) {
 	return -1, nil
 }
 
-func nodeCPUs(nodes []sys.Node, id int) sys.CPUSet {
+func nodeCPUs(nodes []sys.Node, id int) cpuset.Set {
 	for _, n := range nodes {
 		if n.ID == id {
 			return n.CPUs
@@ -99,8 +100,8 @@ func nodeCPUs(nodes []sys.Node, id int) sys.CPUSet {
 }
 
 // nodesOf lists the nodes whose CPUs meet set.
-func nodesOf(nodes []sys.Node, set sys.CPUSet) sys.CPUSet {
-	out := sys.CPUSet{}
+func nodesOf(nodes []sys.Node, set cpuset.Set) cpuset.Set {
+	out := cpuset.Set{}
 	for _, n := range nodes {
 		if len(n.CPUs.Intersect(set)) > 0 {
 			out = append(out, n.ID)

@@ -10,7 +10,6 @@ import (
 
 	"github.com/gpufeed/gpufeed/internal/analysis"
 	"github.com/gpufeed/gpufeed/internal/finding"
-	"github.com/gpufeed/gpufeed/internal/probe/proc"
 	"github.com/gpufeed/gpufeed/internal/timeline"
 )
 
@@ -21,7 +20,7 @@ func fdFindings(v *view, a *analysis.Analysis) []finding.Finding {
 	for _, ap := range a.Procs {
 		pid := ap.Key.PID
 		p := v.procs[pid]
-		if p == nil || ap.NoFileSoft == nil || *ap.NoFileSoft == 0 || *ap.NoFileSoft == proc.Unlimited {
+		if p == nil || ap.NoFileSoft == nil || *ap.NoFileSoft == 0 || *ap.NoFileSoft == timeline.Unlimited {
 			continue
 		}
 		soft := float64(*ap.NoFileSoft)

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/gpufeed/gpufeed/internal/finding"
-	"github.com/gpufeed/gpufeed/internal/probe/kmsg"
 	"github.com/gpufeed/gpufeed/internal/timeline"
 )
 
@@ -84,7 +83,7 @@ func oomJob(t *testing.T) *timeline.Timeline {
 		"oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),cpuset=/,mems_allowed=0,oom_memcg=/slurm/job7,task_memcg=/slurm/job7/step0,task=python3,pid=203,uid=0",
 		"Memory cgroup out of memory: Killed process 203 (python3) total-vm:118274816kB, anon-rss:84213504kB, file-rss:6616kB, shmem-rss:0kB, UID:0 pgtables:200kB oom_score_adj:0",
 	} {
-		b.tl.Events = append(b.tl.Events, timeline.Event{T: at, Kind: kmsg.EventKind, Text: line})
+		b.tl.Events = append(b.tl.Events, timeline.Event{T: at, Kind: timeline.EventKernelLog, Text: line})
 	}
 	b.gpuUtil(0, func(int) float64 { return 0 })
 	return b.tl
@@ -206,9 +205,9 @@ func TestKilledBeforeWindowInJobCgroup(t *testing.T) {
 	p.MemCgroup = &timeline.MemCgroup{Version: 2, Path: "/kubepods/pod1/c1", LimitBytes: u64(8 << 30), UsageBytes: u64(7 << 30), LimitAt: "/kubepods/pod1"}
 	b.thread(10, 10, "python3", idle("recvmsg", "socket:[5]", ""))
 	b.tl.Events = append(b.tl.Events,
-		timeline.Event{T: -int64(time.Hour), Kind: kmsg.EventKind, Text: "oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),cpuset=/,mems_allowed=0,oom_memcg=/kubepods/pod1,task_memcg=/kubepods/pod1/c1,task=python3,pid=11,uid=0"},
-		timeline.Event{T: -int64(time.Hour), Kind: kmsg.EventKind, Text: "Memory cgroup out of memory: Killed process 11 (python3) total-vm:1kB, anon-rss:7000000kB, file-rss:0kB, shmem-rss:0kB, UID:0 pgtables:1kB oom_score_adj:0"},
-		timeline.Event{T: int64(time.Second), Kind: kmsg.EventKind, Text: "Out of memory: Killed process 999 (chrome) total-vm:1kB, anon-rss:1kB, file-rss:0kB, shmem-rss:0kB, UID:0 pgtables:1kB oom_score_adj:0"},
+		timeline.Event{T: -int64(time.Hour), Kind: timeline.EventKernelLog, Text: "oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),cpuset=/,mems_allowed=0,oom_memcg=/kubepods/pod1,task_memcg=/kubepods/pod1/c1,task=python3,pid=11,uid=0"},
+		timeline.Event{T: -int64(time.Hour), Kind: timeline.EventKernelLog, Text: "Memory cgroup out of memory: Killed process 11 (python3) total-vm:1kB, anon-rss:7000000kB, file-rss:0kB, shmem-rss:0kB, UID:0 pgtables:1kB oom_score_adj:0"},
+		timeline.Event{T: int64(time.Second), Kind: timeline.EventKernelLog, Text: "Out of memory: Killed process 999 (chrome) total-vm:1kB, anon-rss:1kB, file-rss:0kB, shmem-rss:0kB, UID:0 pgtables:1kB oom_score_adj:0"},
 	)
 	r := Analyze(b.tl, nil)
 	d := one(t, r.Findings, "member-died")
@@ -245,7 +244,7 @@ func TestCrashAndPlainExit(t *testing.T) {
 		})
 	}
 	b.thread(20, 25, "worker", func(int) timeline.ThreadSample { return timeline.ThreadSample{State: 'S'} })
-	b.tl.Events = append(b.tl.Events, timeline.Event{T: int64(600 * time.Millisecond), Kind: kmsg.EventKind,
+	b.tl.Events = append(b.tl.Events, timeline.Event{T: int64(600 * time.Millisecond), Kind: timeline.EventKernelLog,
 		Text: "worker\x1b[2J[25]: segfault at 0 ip 00007f97d5985ad8 sp 00007ffe377b4ff8 error 4 in libc.so.6[167ad8,7f97d5844000+156000] likely on CPU 1 (core 1, socket 0)"})
 	r := Analyze(b.tl, nil)
 	ds := byID(r.Findings, "member-died")
@@ -273,7 +272,7 @@ func TestXidAndHungTask(t *testing.T) {
 		"INFO: task pt_main_thread:12 blocked for more than 120 seconds.",
 		"NVRM: Xid (PCI:0000:06:00): 79, GPU has fallen off the bus.",
 	} {
-		b.tl.Events = append(b.tl.Events, timeline.Event{T: 0, Kind: kmsg.EventKind, Text: line})
+		b.tl.Events = append(b.tl.Events, timeline.Event{T: 0, Kind: timeline.EventKernelLog, Text: line})
 	}
 	r := Analyze(b.tl, nil)
 	x := one(t, r.Findings, "gpu-xid")
@@ -298,8 +297,8 @@ func TestMissingRankNamedFromKill(t *testing.T) {
 		b.thread(pid, pid, "python3", idle("read", "pipe:[1]", "pipe_read"))
 	}
 	b.tl.Events = append(b.tl.Events,
-		timeline.Event{T: -int64(time.Minute), Kind: kmsg.EventKind, Text: "Memory cgroup out of memory: Killed process 203 (python3) total-vm:78064kB, anon-rss:65280kB, file-rss:6616kB, shmem-rss:0kB, UID:0 pgtables:200kB oom_score_adj:0"},
-		timeline.Event{T: -int64(time.Minute), Kind: kmsg.EventKind, Text: "Out of memory: Killed process 999 (chrome) total-vm:1kB, anon-rss:1kB, file-rss:0kB, shmem-rss:0kB, UID:0 pgtables:1kB oom_score_adj:0"},
+		timeline.Event{T: -int64(time.Minute), Kind: timeline.EventKernelLog, Text: "Memory cgroup out of memory: Killed process 203 (python3) total-vm:78064kB, anon-rss:65280kB, file-rss:6616kB, shmem-rss:0kB, UID:0 pgtables:200kB oom_score_adj:0"},
+		timeline.Event{T: -int64(time.Minute), Kind: timeline.EventKernelLog, Text: "Out of memory: Killed process 999 (chrome) total-vm:1kB, anon-rss:1kB, file-rss:0kB, shmem-rss:0kB, UID:0 pgtables:1kB oom_score_adj:0"},
 	)
 	r := Analyze(b.tl, nil)
 	none(t, r.Findings, "rank-missing")
@@ -327,7 +326,7 @@ func TestMissingRankAmbiguousKills(t *testing.T) {
 		b.thread(pid, pid, "python3", idle("read", "pipe:[1]", "pipe_read"))
 	}
 	for _, pid := range []string{"203", "204"} {
-		b.tl.Events = append(b.tl.Events, timeline.Event{T: -int64(time.Minute), Kind: kmsg.EventKind,
+		b.tl.Events = append(b.tl.Events, timeline.Event{T: -int64(time.Minute), Kind: timeline.EventKernelLog,
 			Text: "Out of memory: Killed process " + pid + " (python3) total-vm:1kB, anon-rss:1kB, file-rss:0kB, shmem-rss:0kB, UID:0 pgtables:1kB oom_score_adj:0"})
 	}
 	r := Analyze(b.tl, nil)
@@ -351,7 +350,7 @@ func TestZombieRankSure(t *testing.T) {
 	}
 	z := b.proc(203, 100, "python3", nil, nil) // a zombie: no command line, no environment
 	z.Key.StartTime, z.Exited, z.Role = 5012, true, "child"
-	b.tl.Events = append(b.tl.Events, timeline.Event{T: -int64(time.Minute), Kind: kmsg.EventKind,
+	b.tl.Events = append(b.tl.Events, timeline.Event{T: -int64(time.Minute), Kind: timeline.EventKernelLog,
 		Text: "Memory cgroup out of memory: Killed process 203 (python3) total-vm:78064kB, anon-rss:65280kB, file-rss:6616kB, shmem-rss:0kB, UID:0 pgtables:200kB oom_score_adj:0"})
 	r := Analyze(b.tl, nil)
 	d := one(t, r.Findings, "member-died")

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/gpufeed/gpufeed/internal/finding"
+	"github.com/gpufeed/gpufeed/internal/gpu"
 	"github.com/gpufeed/gpufeed/internal/timeline"
 )
 
@@ -96,7 +97,7 @@ func listens(p *timeline.ProcInfo) bool {
 }
 
 func onDevice(p *timeline.ProcInfo, on string) bool {
-	if strings.HasPrefix(on, "/dev/nvidia") {
+	if gpu.IsNVIDIANode(on) {
 		return true
 	}
 	if p == nil || p.DeviceChannels == nil || on == "" {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/gpufeed/gpufeed/internal/finding"
 	"github.com/gpufeed/gpufeed/internal/probe/kmsg"
+	"github.com/gpufeed/gpufeed/internal/timeline"
 )
 
 // kernelFindings reports the kernel log lines about the job or its GPUs
@@ -126,26 +127,18 @@ func eventRows(v *view, evs []kmsg.Event, n int) []finding.Evidence {
 	return rows
 }
 
-// Timeline event kinds about the kernel log itself: why it could not be
-// read (the text names the privilege that would show it), and that the read
-// was capped.
-const (
-	KernelLogUnavailable = "kmsg-unavailable"
-	KernelLogCapped      = "kmsg-capped"
-)
-
 // kernelLogNotes says when the kernel log could not be read: without it a
 // dead member can be seen to go but not why.
 func kernelLogNotes(v *view) []finding.Finding {
 	var out []finding.Finding
 	for _, ev := range v.tl.Events {
-		if ev.Kind == KernelLogCapped {
+		if ev.Kind == timeline.EventKernelLogCapped {
 			out = append(out, finding.Finding{ID: "kernel-log-capped", Severity: finding.Info, Subject: "host",
 				Claim:    "The kernel log read was capped, so the oldest lines since the job started were not matched: " + safe(ev.Text),
 				Decision: "If a member died long ago, search the full log yourself (`journalctl -k --since ...`).",
 				Seed:     "004 (the evidence is in the kernel log)"})
 		}
-		if ev.Kind == KernelLogUnavailable {
+		if ev.Kind == timeline.EventKernelLogUnavailable {
 			out = append(out, finding.Finding{ID: "kernel-log-not-visible", Severity: finding.Info, Subject: "host",
 				Claim:    "The kernel log was not visible, so OOM kills, crashes and GPU errors could not be matched to the job: " + safe(ev.Text),
 				Decision: "Run gpufeed as root or with CAP_SYSLOG (or set kernel.dmesg_restrict=0) to read the kernel log; meanwhile check `dmesg -T` yourself.",

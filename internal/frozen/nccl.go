@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/gpufeed/gpufeed/internal/finding"
-	"github.com/gpufeed/gpufeed/internal/probe/cudamaps"
 	"github.com/gpufeed/gpufeed/internal/timeline"
 )
 
@@ -179,7 +178,7 @@ func (v *view) backendOf(pid int) backend {
 		b.known = true
 		for _, m := range p.Collectives.Mapped {
 			b.libs = append(b.libs, path.Base(m))
-			if cudamaps.IsNCCL(m) {
+			if timeline.IsNCCL(m) {
 				b.nccl = true
 			}
 		}

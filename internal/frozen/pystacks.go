@@ -7,6 +7,7 @@ import (
 
 	"github.com/gpufeed/gpufeed/internal/finding"
 	"github.com/gpufeed/gpufeed/internal/probe/pyspy"
+	"github.com/gpufeed/gpufeed/internal/timeline"
 )
 
 // maxStackFrames is how many innermost frames a thread's evidence shows.
@@ -19,12 +20,12 @@ func pyStackFindings(v *view) []finding.Finding {
 	var out []finding.Finding
 	for _, ev := range v.tl.Events {
 		switch ev.Kind {
-		case pyspy.EventKindError:
+		case timeline.EventPyStacksError:
 			out = append(out, finding.Finding{ID: "python-stacks-unavailable", Severity: finding.Info, Subject: "py-spy",
 				Claim:    "Python stacks were asked for but could not be taken: " + safe(ev.Text),
 				Decision: "To see each Python thread's stack and the GIL holder, " + pyspy.InstallHint + ", then run `gpufeed diagnose --py-stacks` again.",
 				Seed:     "004 (The GIL: py-spy reads the process from outside)"})
-		case pyspy.EventKind:
+		case timeline.EventPyStacks:
 			procs, err := pyspy.Parse(strings.NewReader(ev.Text))
 			if err != nil {
 				out = append(out, finding.Finding{ID: "python-stacks-unavailable", Severity: finding.Info, Subject: v.procName(ev.PID),

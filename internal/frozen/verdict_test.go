@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/gpufeed/gpufeed/internal/finding"
-	"github.com/gpufeed/gpufeed/internal/probe/pyspy"
 	"github.com/gpufeed/gpufeed/internal/timeline"
 )
 
@@ -50,9 +49,9 @@ func TestPyStacksAndKernelLogNotes(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.tl.Events = append(b.tl.Events,
-		timeline.Event{Kind: pyspy.EventKind, PID: 31337, Text: string(dump)},
-		timeline.Event{Kind: pyspy.EventKindError, Text: "py-spy is not installed: install py-spy (`pip install py-spy`...)"},
-		timeline.Event{Kind: KernelLogUnavailable, Text: "/dev/kmsg: kernel log not visible: needs CAP_SYSLOG"},
+		timeline.Event{Kind: timeline.EventPyStacks, PID: 31337, Text: string(dump)},
+		timeline.Event{Kind: timeline.EventPyStacksError, Text: "py-spy is not installed: install py-spy (`pip install py-spy`...)"},
+		timeline.Event{Kind: timeline.EventKernelLogUnavailable, Text: "/dev/kmsg: kernel log not visible: needs CAP_SYSLOG"},
 	)
 	fs := Analyze(b.tl, nil).Findings
 	st := one(t, fs, "python-stacks")

@@ -6,8 +6,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/gpufeed/gpufeed/internal/cpuset"
 	"github.com/gpufeed/gpufeed/internal/finding"
-	"github.com/gpufeed/gpufeed/internal/probe/sys"
 	"github.com/gpufeed/gpufeed/internal/timeline"
 )
 
@@ -120,7 +120,7 @@ func WorkerGroups(v *view) []WorkerGroup {
 
 // cpusAllowed counts the CPUs in a list such as "0-3,8-11"; 0 when unknown.
 func cpusAllowed(list string) int {
-	set, err := sys.ParseCPUList(list)
+	set, err := cpuset.Parse(list)
 	if err != nil {
 		return 0
 	}

@@ -110,13 +110,13 @@ func Build(tl *timeline.Timeline, a *analysis.Analysis, v *finding.Verdict, find
 	}
 	r.Events = []Event{}
 	for _, e := range tl.Events {
-		if e.Kind == "thread-exit" {
+		if e.Kind == timeline.EventThreadExit {
 			continue // counted, and listed per thread as exited; a pool's churn would drown the rest
 		}
-		if e.Kind == "py-stacks" {
+		if e.Kind == timeline.EventPyStacks {
 			continue // a whole py-spy dump: the python-stacks finding shows it, thread by thread
 		}
-		if e.Kind == kmsg.EventKind && !jobKernelLine(tl, e) {
+		if e.Kind == timeline.EventKernelLog && !jobKernelLine(tl, e) {
 			r.KernelLinesOther++ // another process's OOM kill or segfault since the job started
 			continue
 		}

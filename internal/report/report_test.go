@@ -220,7 +220,7 @@ func TestJSONEscapesBidiControls(t *testing.T) {
 // text, and is capped in JSON too.
 func TestLongTextIsCapped(t *testing.T) {
 	tl := hostile()
-	tl.Events = append(tl.Events, timeline.Event{T: 1, Kind: "read-error", PID: 7, Text: strings.Repeat("x", 2<<20)})
+	tl.Events = append(tl.Events, timeline.Event{T: 1, Kind: timeline.EventReadError, PID: 7, Text: strings.Repeat("x", 2<<20)})
 	r := Build(tl, analysis.New(tl), nil, nil, nil)
 	var text, js bytes.Buffer
 	if err := Text(&text, r); err != nil {

@@ -7,7 +7,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/gpufeed/gpufeed/internal/finding"
-	"github.com/gpufeed/gpufeed/internal/probe/proc"
+	"github.com/gpufeed/gpufeed/internal/timeline"
 )
 
 // Text writes the human report. With a verdict it leads with the verdict and
@@ -475,7 +475,7 @@ func fds(n *float64, limit *uint64) string {
 	l := "-"
 	switch {
 	case limit == nil:
-	case *limit == proc.Unlimited:
+	case *limit == timeline.Unlimited:
 		l = "unlimited"
 	default:
 		l = fmt.Sprintf("%d", *limit)

@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/gpufeed/gpufeed/internal/analysis"
+	"github.com/gpufeed/gpufeed/internal/cpuset"
 	"github.com/gpufeed/gpufeed/internal/frozen"
 	"github.com/gpufeed/gpufeed/internal/gpu"
-	"github.com/gpufeed/gpufeed/internal/probe/sys"
 	"github.com/gpufeed/gpufeed/internal/rules/thresholds"
 	"github.com/gpufeed/gpufeed/internal/timeline"
 )
@@ -154,7 +154,7 @@ func buildJob(tl *timeline.Timeline, a *analysis.Analysis) Job {
 
 	j.CPUs, j.CPUsFrom = tl.Meta.NumCPU, "host CPU count"
 	if len(j.GPUProcs) > 0 {
-		if set, err := sys.ParseCPUList(j.GPUProcs[0].Info.CPUsAllowed); err == nil && j.GPUProcs[0].Info.CPUsAllowed != "" {
+		if set, err := cpuset.Parse(j.GPUProcs[0].Info.CPUsAllowed); err == nil && j.GPUProcs[0].Info.CPUsAllowed != "" {
 			if c := len(set); c > 0 && (j.CPUs == 0 || c < j.CPUs) {
 				j.CPUs, j.CPUsFrom = c, fmt.Sprintf("Cpus_allowed_list %s of pid %d", j.GPUProcs[0].Info.CPUsAllowed, j.GPUProcs[0].Key.PID)
 			}

@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/gpufeed/gpufeed/internal/analysis"
-	"github.com/gpufeed/gpufeed/internal/probe/devchan"
+	"github.com/gpufeed/gpufeed/internal/gpu"
 	"github.com/gpufeed/gpufeed/internal/timeline"
 )
 
@@ -95,7 +95,7 @@ func classifyWait(state byte, b *timeline.Blocked, channels map[string]bool, cha
 		return WaitUnknown
 	}
 	if b.On != "" {
-		if channels[b.On] || devchan.IsNVIDIANode(b.On) {
+		if channels[b.On] || gpu.IsNVIDIANode(b.On) {
 			if submitCalls[b.Syscall] {
 				return WaitSubmit
 			}
@@ -231,7 +231,7 @@ func describeWait(state byte, b *timeline.Blocked, channels map[string]bool) str
 		return strings.TrimSpace(prefix + "sleep")
 	}
 	on := b.On
-	if on != "" && (channels[on] || devchan.IsNVIDIANode(on)) {
+	if on != "" && (channels[on] || gpu.IsNVIDIANode(on)) {
 		on = "the device (" + on + ")"
 	}
 	switch {

@@ -134,7 +134,7 @@ func (s *Sampler) addProc(pid int, st proc.Stat, t int64) {
 	s.procs[pid] = p
 	s.record(func(r Recorder) error { return r.WriteProc(info) })
 	if t > 0 {
-		s.event(timeline.Event{T: t, Kind: "proc-start", PID: pid, Text: info.Comm})
+		s.event(timeline.Event{T: t, Kind: timeline.EventProcStart, PID: pid, Text: info.Comm})
 	}
 	s.scanThreads(p, t)
 }
@@ -406,7 +406,7 @@ func (s *Sampler) procExit(p *trackedProc, t int64) {
 	p.close()
 	p.info.Exited = true
 	delete(s.procs, p.pid)
-	s.event(timeline.Event{T: t, Kind: "proc-exit", PID: p.pid, Text: p.info.Comm})
+	s.event(timeline.Event{T: t, Kind: timeline.EventProcExit, PID: p.pid, Text: p.info.Comm})
 }
 
 func (s *Sampler) threadExit(p *trackedProc, th *trackedThread, t int64) {
@@ -414,7 +414,7 @@ func (s *Sampler) threadExit(p *trackedProc, th *trackedThread, t int64) {
 	th.info.Exited = true
 	delete(p.threads, th.tid)
 	s.tl.Counts.VanishedThreads++
-	s.event(timeline.Event{T: t, Kind: "thread-exit", PID: p.pid, TID: th.tid, Text: th.info.Comm})
+	s.event(timeline.Event{T: t, Kind: timeline.EventThreadExit, PID: p.pid, TID: th.tid, Text: th.info.Comm})
 }
 
 func (p *trackedProc) String() string { return fmt.Sprintf("pid %d (%s)", p.pid, p.info.Comm) }

@@ -406,11 +406,11 @@ func (s *Sampler) readError(t int64, pid int, err error) {
 	s.tl.Counts.ReadErrors++
 	msg := err.Error()
 	for _, e := range s.tl.Events {
-		if e.Kind == "read-error" && e.Text == msg {
+		if e.Kind == timeline.EventReadError && e.Text == msg {
 			return
 		}
 	}
-	s.event(timeline.Event{T: t, Kind: "read-error", PID: pid, Text: msg})
+	s.event(timeline.Event{T: t, Kind: timeline.EventReadError, PID: pid, Text: msg})
 }
 
 // tick takes one sample of everything; full forces every tier (the last tick).
@@ -470,14 +470,14 @@ func (s *Sampler) sampleGPU(tk *timeline.Tick, t int64) {
 	if err != nil {
 		if msg := err.Error(); msg != s.gpuErr {
 			s.gpuErr = msg
-			s.event(timeline.Event{T: t, Kind: "gpu-error", Text: msg})
+			s.event(timeline.Event{T: t, Kind: timeline.EventGPUError, Text: msg})
 		}
 		return
 	}
 	for _, g := range gs {
 		if g.Lost != "" && !s.gpuLost[g.Index] {
 			s.gpuLost[g.Index] = true
-			s.event(timeline.Event{T: t, Kind: "gpu-lost", Text: fmt.Sprintf("GPU%d: %s", g.Index, g.Lost)})
+			s.event(timeline.Event{T: t, Kind: timeline.EventGPULost, Text: fmt.Sprintf("GPU%d: %s", g.Index, g.Lost)})
 		}
 	}
 	tk.GPUs = gs

@@ -99,7 +99,7 @@ func stalled(t *testing.T, r frozen.Result) *finding.Verdict {
 func requireKernelLog(t *testing.T, tl *timeline.Timeline) {
 	t.Helper()
 	for _, e := range tl.Events {
-		if e.Kind == frozen.KernelLogUnavailable {
+		if e.Kind == timeline.EventKernelLogUnavailable {
 			t.Skip("kernel log not readable here:", e.Text)
 		}
 	}

@@ -71,7 +71,7 @@ func EndOfWindow(ctx context.Context, cfg Config, tl *timeline.Timeline, rec Eve
 	since, known := jobStart(tl)
 	r.Since = since
 	if log, err := r.Read(ctx); err != nil {
-		add(timeline.Event{T: last, Kind: frozen.KernelLogUnavailable, Text: err.Error()})
+		add(timeline.Event{T: last, Kind: timeline.EventKernelLogUnavailable, Text: err.Error()})
 	} else {
 		for _, e := range kmsg.ToTimeline(log, tl.Meta.Started) {
 			if !known && e.T < 0 {
@@ -80,7 +80,7 @@ func EndOfWindow(ctx context.Context, cfg Config, tl *timeline.Timeline, rec Eve
 			add(e)
 		}
 		if log.Dropped > 0 || log.Truncated || log.Lost > 0 {
-			add(timeline.Event{T: last, Kind: frozen.KernelLogCapped, Text: fmt.Sprintf(
+			add(timeline.Event{T: last, Kind: timeline.EventKernelLogCapped, Text: fmt.Sprintf(
 				"read from %s: %d older records left out (cap), %d overwritten by the kernel before they could be read", log.Source, log.Dropped, log.Lost)})
 		}
 	}
@@ -92,22 +92,22 @@ func EndOfWindow(ctx context.Context, cfg Config, tl *timeline.Timeline, rec Eve
 		}
 		for i, pid := range livePython(tl) {
 			if i == limit {
-				add(timeline.Event{T: last, Kind: pyspy.EventKindError, Text: fmt.Sprintf("dumped the first %d Python processes only", limit)})
+				add(timeline.Event{T: last, Kind: timeline.EventPyStacksError, Text: fmt.Sprintf("dumped the first %d Python processes only", limit)})
 				break
 			}
 			raw, _, err := pyspy.Dump(ctx, pid, cfg.PySpy)
 			if errors.Is(err, pyspy.ErrNotInstalled) {
-				add(timeline.Event{T: last, Kind: pyspy.EventKindError, Text: err.Error()})
+				add(timeline.Event{T: last, Kind: timeline.EventPyStacksError, Text: err.Error()})
 				break
 			}
 			if err != nil {
-				add(timeline.Event{T: last, Kind: pyspy.EventKindError, PID: pid, Text: err.Error()})
+				add(timeline.Event{T: last, Kind: timeline.EventPyStacksError, PID: pid, Text: err.Error()})
 				continue
 			}
 			if len(raw) > maxDumpText {
 				raw = raw[:maxDumpText]
 			}
-			add(timeline.Event{T: last, Kind: pyspy.EventKind, PID: pid, Text: string(raw)})
+			add(timeline.Event{T: last, Kind: timeline.EventPyStacks, PID: pid, Text: string(raw)})
 		}
 	}
 }

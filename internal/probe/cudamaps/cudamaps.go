@@ -21,6 +21,9 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/gpufeed/gpufeed/internal/gpu"
+	"github.com/gpufeed/gpufeed/internal/timeline"
 )
 
 // DefaultMaxBytes bounds what is read of /proc/PID/maps: a PyTorch process
@@ -44,21 +47,10 @@ type Use struct {
 	Truncated bool
 }
 
-// NCCLShm names NCCL's shared-memory segments in Collectives (one entry for
-// all of them: their names are random).
-const NCCLShm = "/dev/shm/nccl-*"
-
-// IsNCCL says whether a Collectives entry is NCCL (or ROCm's RCCL, which
-// PyTorch drives through the same process group and settings).
-func IsNCCL(obj string) bool {
-	base := path.Base(obj)
-	return obj == NCCLShm || strings.HasPrefix(base, "libnccl") || strings.HasPrefix(base, "librccl")
-}
-
 // collective names a mapped path as a collective library, "" otherwise.
 func collective(p string) string {
 	if strings.HasPrefix(p, "/dev/shm/nccl-") {
-		return NCCLShm
+		return timeline.NCCLShm
 	}
 	base := path.Base(p)
 	if !strings.Contains(base, ".so") {
@@ -125,7 +117,7 @@ func Parse(r io.Reader, maxBytes int64) (Use, error) {
 		if p != "" && isCUDA(p) && !seen[p] {
 			seen[p] = true
 			u.Objects = append(u.Objects, p)
-			if strings.HasPrefix(p, "/dev/nvidia") {
+			if gpu.IsNVIDIANode(p) {
 				u.DeviceNodes = true
 			} else {
 				u.Driver = true
@@ -160,7 +152,7 @@ func mappedPath(line string) string {
 
 // isCUDA says whether a mapped path is the CUDA driver or an NVIDIA node.
 func isCUDA(p string) bool {
-	if strings.HasPrefix(p, "/dev/nvidia") {
+	if gpu.IsNVIDIANode(p) {
 		return true
 	}
 	base := path.Base(p)

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/gpufeed/gpufeed/internal/timeline"
 )
 
 func parseFile(t *testing.T, name string) Use {
@@ -82,17 +84,17 @@ func FuzzParse(f *testing.F) {
 
 func TestCollectives(t *testing.T) {
 	u := parseFile(t, "nccl-process.maps")
-	want := NCCLShm + ",/usr/local/lib/python3.8/dist-packages/nvidia/nccl/lib/libnccl.so.2"
+	want := timeline.NCCLShm + ",/usr/local/lib/python3.8/dist-packages/nvidia/nccl/lib/libnccl.so.2"
 	if strings.Join(u.Collectives, ",") != want {
 		t.Errorf("collectives %q, want %q", u.Collectives, want)
 	}
 	for _, c := range u.Collectives {
-		if !IsNCCL(c) {
+		if !timeline.IsNCCL(c) {
 			t.Errorf("%s is NCCL", c)
 		}
 	}
 	g := parseFile(t, "gloo-rank.maps")
-	if strings.Join(g.Collectives, ",") != "/usr/lib/libgloo.so.0.5.0" || IsNCCL(g.Collectives[0]) || g.Driver {
+	if strings.Join(g.Collectives, ",") != "/usr/lib/libgloo.so.0.5.0" || timeline.IsNCCL(g.Collectives[0]) || g.Driver {
 		t.Errorf("a gloo rank: %+v", g)
 	}
 	if u := parseFile(t, "python-no-cuda.maps"); len(u.Collectives) != 0 {

@@ -20,6 +20,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/gpufeed/gpufeed/internal/gpu"
 	"github.com/gpufeed/gpufeed/internal/probe/proc"
 )
 
@@ -114,7 +115,7 @@ func (p *Prober) scan(pid int, names []string, res *Result) {
 }
 
 func (p *Prober) isChannel(target string, res *Result) bool {
-	if IsNVIDIANode(target) {
+	if gpu.IsNVIDIANode(target) {
 		return true
 	}
 	ino, ok := SocketInode(target)
@@ -136,10 +137,6 @@ func (p *Prober) isChannel(target string, res *Result) bool {
 	peer, ok := p.socks[s.Peer]
 	return ok && p.simPaths[peer.Path]
 }
-
-// IsNVIDIANode reports whether an fd target is an NVIDIA device node
-// (/dev/nvidia0, /dev/nvidiactl, /dev/nvidia-uvm ...).
-func IsNVIDIANode(target string) bool { return strings.HasPrefix(target, "/dev/nvidia") }
 
 // SocketInode parses "socket:[4242]".
 func SocketInode(target string) (uint64, bool) {

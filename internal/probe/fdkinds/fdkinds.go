@@ -15,6 +15,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/gpufeed/gpufeed/internal/gpu"
 )
 
 // Kind names.
@@ -135,7 +137,7 @@ func Classify(target string) string {
 		return AnonInode
 	case strings.HasPrefix(target, "/memfd:"):
 		return Memfd
-	case strings.HasPrefix(target, "/dev/nvidia"):
+	case gpu.IsNVIDIANode(target):
 		return Nvidia
 	case strings.HasPrefix(target, "/dev/"):
 		return Device

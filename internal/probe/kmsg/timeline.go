@@ -6,9 +6,6 @@ import (
 	"github.com/gpufeed/gpufeed/internal/timeline"
 )
 
-// EventKind is the timeline.Event kind of a recognised kernel log line.
-const EventKind = "kmsg"
-
 // ToTimeline turns the recognised entries of a log into timeline events:
 // T is the entry's wall time relative to started (negative for lines logged
 // before the window), PID the process the line names, Text the raw message
@@ -21,7 +18,7 @@ func ToTimeline(log *Log, started time.Time) []timeline.Event {
 		if !ok || e.Wall.IsZero() {
 			continue
 		}
-		out = append(out, timeline.Event{T: e.Wall.Sub(started).Nanoseconds(), Kind: EventKind, PID: ev.PID, Text: e.Message})
+		out = append(out, timeline.Event{T: e.Wall.Sub(started).Nanoseconds(), Kind: timeline.EventKernelLog, PID: ev.PID, Text: e.Message})
 	}
 	return out
 }
@@ -31,7 +28,7 @@ func ToTimeline(log *Log, started time.Time) []timeline.Event {
 func FromTimeline(events []timeline.Event, started time.Time) []Event {
 	var out []Event
 	for _, te := range events {
-		if te.Kind != EventKind {
+		if te.Kind != timeline.EventKernelLog {
 			continue
 		}
 		ev, ok := ParseMessage(te.Text)

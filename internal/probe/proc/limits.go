@@ -1,12 +1,14 @@
 package proc
 
+import "github.com/gpufeed/gpufeed/internal/timeline"
+
 // NoFile is RLIMIT_NOFILE; Unlimited marks "unlimited".
 type NoFile struct {
 	Soft, Hard uint64
 }
 
 // Unlimited is the value of a limit /proc/PID/limits reports as "unlimited".
-const Unlimited = ^uint64(0)
+const Unlimited = timeline.Unlimited
 
 // ReadNoFile reads the open-files limit from /proc/PID/limits. (procfs's
 // ProcLimits carries only the soft column; the hard one matters for "raise

@@ -227,10 +227,3 @@ func execRunner(ctx context.Context, name string, args ...string) ([]byte, error
 	}
 	return out, err
 }
-
-// Timeline event kinds: a dump's raw text (PID: the dumped process), and
-// why stacks could not be taken.
-const (
-	EventKind      = "py-stacks"
-	EventKindError = "py-stacks-error"
-)

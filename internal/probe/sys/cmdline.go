@@ -2,6 +2,8 @@ package sys
 
 import (
 	"strings"
+
+	"github.com/gpufeed/gpufeed/internal/cpuset"
 )
 
 // KernelParam is one kernel boot parameter: "isolcpus=2-7" is
@@ -77,7 +79,7 @@ func Param(params []KernelParam, name string) (KernelParam, bool) {
 // IsolcpusList extracts the CPU list from an isolcpus= value, which may lead
 // with flags ("managed_irq,domain,2-7" or "nohz,domain,2-7"), and returns the
 // flags it saw.
-func IsolcpusList(value string) (CPUSet, []string, error) {
+func IsolcpusList(value string) (cpuset.Set, []string, error) {
 	var flags []string
 	rest := value
 	for {
@@ -92,6 +94,6 @@ func IsolcpusList(value string) (CPUSet, []string, error) {
 		}
 		rest = tail
 	}
-	set, err := ParseCPUList(rest)
+	set, err := cpuset.Parse(rest)
 	return set, flags, err
 }

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/gpufeed/gpufeed/internal/cpuset"
 )
 
 // CPU holds the sysfs facts of one logical CPU. Nil pointers and empty
@@ -29,9 +31,9 @@ type CPU struct {
 	Capacity *uint64 `json:"cpu_capacity,omitempty"`
 
 	// Topology.
-	PackageID      *int    `json:"physical_package_id,omitempty"`
-	CoreID         *int    `json:"core_id,omitempty"`
-	ThreadSiblings *CPUSet `json:"thread_siblings,omitempty"`
+	PackageID      *int        `json:"physical_package_id,omitempty"`
+	CoreID         *int        `json:"core_id,omitempty"`
+	ThreadSiblings *cpuset.Set `json:"thread_siblings,omitempty"`
 
 	// Problems lists files that exist but could not be read or parsed.
 	Problems []error `json:"-"`
@@ -54,7 +56,7 @@ func (f FS) CPUs() ([]CPU, error) {
 			continue
 		}
 		id, err := strconv.Atoi(num)
-		if err != nil || id < 0 || id >= MaxCPUID {
+		if err != nil || id < 0 || id >= cpuset.MaxID {
 			continue
 		}
 		cpus = append(cpus, readCPU(filepath.Join(dir, e.Name()), id))
@@ -116,7 +118,7 @@ func readCPU(dir string, id int) CPU {
 	var sib string
 	str("topology/thread_siblings_list", &sib)
 	if sib != "" {
-		set, err := ParseCPUList(sib)
+		set, err := cpuset.Parse(sib)
 		if err != nil {
 			c.Problems = append(c.Problems, parseErr(filepath.Join(dir, "topology/thread_siblings_list"), 1, "%v", err))
 		} else {
@@ -128,16 +130,16 @@ func readCPU(dir string, id int) CPU {
 
 // CPUListFile reads a file holding a CPU list (isolated, nohz_full, online,
 // a node's cpulist). An empty file is the empty set.
-func CPUListFile(path string) (CPUSet, error) {
+func CPUListFile(path string) (cpuset.Set, error) {
 	s, err := readString(path)
 	if err != nil {
 		return nil, err
 	}
 	if s == "(null)" {
 		// Some kernels print an empty nohz_full mask this way.
-		return CPUSet{}, nil
+		return cpuset.Set{}, nil
 	}
-	set, err := ParseCPUList(s)
+	set, err := cpuset.Parse(s)
 	if err != nil {
 		return nil, parseErr(path, 1, "%v", err)
 	}
@@ -169,8 +171,8 @@ func (f FS) SMT() (SMT, error) {
 
 // Node is one NUMA node.
 type Node struct {
-	ID   int    `json:"id"`
-	CPUs CPUSet `json:"cpus"`
+	ID   int        `json:"id"`
+	CPUs cpuset.Set `json:"cpus"`
 }
 
 // Nodes reads sys/devices/system/node/nodeN/cpulist for every node.
@@ -187,7 +189,7 @@ func (f FS) Nodes() ([]Node, error) {
 			continue
 		}
 		id, err := strconv.Atoi(num)
-		if err != nil || id < 0 || id >= MaxCPUID {
+		if err != nil || id < 0 || id >= cpuset.MaxID {
 			continue
 		}
 		cpus, err := CPUListFile(filepath.Join(dir, e.Name(), "cpulist"))

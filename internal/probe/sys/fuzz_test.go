@@ -17,22 +17,6 @@ func seedFile(f *testing.F, path string) {
 	}
 }
 
-func FuzzParseCPUList(f *testing.F) {
-	for _, s := range []string{"0-3,8", "0-15:2/4", "", "1-", "-1", "65535", "0-65535:1/65535"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		set, err := ParseCPUList(s)
-		if err != nil {
-			return
-		}
-		again, err := ParseCPUList(set.String())
-		if err != nil || again.String() != set.String() {
-			t.Fatalf("round trip of %q: %s -> %s, %v", s, set, again, err)
-		}
-	})
-}
-
 func FuzzParseInterrupts(f *testing.F) {
 	seedFile(f, "testdata/interrupts.vm")
 	f.Add([]byte("CPU0 CPU1\nERR: 0\nMIS:\n 1: 2\n"))

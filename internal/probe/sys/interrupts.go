@@ -3,6 +3,8 @@ package sys
 import (
 	"strconv"
 	"strings"
+
+	"github.com/gpufeed/gpufeed/internal/cpuset"
 )
 
 // Interrupts is /proc/interrupts: one count per online CPU for every line.
@@ -53,7 +55,7 @@ func ParseInterrupts(path string, data []byte) (Interrupts, error) {
 	for _, col := range strings.Fields(lines[0]) {
 		num, ok := strings.CutPrefix(col, "CPU")
 		n, err := strconv.Atoi(num)
-		if !ok || err != nil || n < 0 || n >= MaxCPUID {
+		if !ok || err != nil || n < 0 || n >= cpuset.MaxID {
 			return irq, parseErr(path, 1, "header column %q: want CPUn", col)
 		}
 		irq.CPUs = append(irq.CPUs, n)

@@ -4,12 +4,12 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/gpufeed/gpufeed/internal/probe/proc"
+	"github.com/gpufeed/gpufeed/internal/timeline"
 )
 
 // Unlimited is the value of a limit written "unlimited": the sampler's
-// (proc.Unlimited), so a limit read by either package compares equal.
-const Unlimited = proc.Unlimited
+// (timeline.Unlimited), so a limit read by either package compares equal.
+const Unlimited = timeline.Unlimited
 
 // Limit is one resource limit, soft and hard.
 type Limit struct {

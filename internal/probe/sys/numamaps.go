@@ -4,6 +4,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/gpufeed/gpufeed/internal/cpuset"
 )
 
 // NUMAMaps summarises /proc/PID/numa_maps: where the process's resident
@@ -92,7 +94,7 @@ func ParseNUMAMaps(path string, data []byte) (NUMAMaps, error) {
 				pageKB = v
 			case len(key) > 1 && key[0] == 'N' && key[1] >= '0' && key[1] <= '9':
 				node, err := strconv.Atoi(key[1:])
-				if err != nil || node >= MaxCPUID {
+				if err != nil || node >= cpuset.MaxID {
 					return m, parseErr(path, i+1, "%q: want N<node>=<pages>", kv)
 				}
 				v, err := strconv.ParseUint(val, 10, 64)

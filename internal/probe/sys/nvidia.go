@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/gpufeed/gpufeed/internal/gpu"
 )
 
 // NVIDIADriverGPUs maps device minor numbers (the N of /dev/nvidiaN) to PCI
@@ -77,24 +79,10 @@ func (f FS) FDs(pid int) (FDs, error) {
 			return FDs{}, err
 		}
 		out.Count++
-		if minor, ok := NVIDIADeviceMinor(target); ok && !slices.Contains(out.NVIDIAMinors, minor) {
+		if minor, ok := gpu.NVIDIAMinor(target); ok && !slices.Contains(out.NVIDIAMinors, minor) {
 			out.NVIDIAMinors = append(out.NVIDIAMinors, minor)
 		}
 	}
 	slices.Sort(out.NVIDIAMinors)
 	return out, nil
-}
-
-// NVIDIADeviceMinor reads N from "/dev/nvidiaN"; control nodes
-// (/dev/nvidiactl, /dev/nvidia-uvm) are not GPUs.
-func NVIDIADeviceMinor(target string) (int, bool) {
-	num, ok := strings.CutPrefix(target, "/dev/nvidia")
-	if !ok || num == "" {
-		return 0, false
-	}
-	n, err := strconv.Atoi(num)
-	if err != nil || n < 0 {
-		return 0, false
-	}
-	return n, true
 }

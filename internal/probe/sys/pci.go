@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/gpufeed/gpufeed/internal/cpuset"
 )
 
 // PCI class codes (the top 16 bits of the 24-bit class file) and vendors the
@@ -42,8 +44,8 @@ type PCIDevice struct {
 	MaxLinkWidth     *int     `json:"max_link_width,omitempty"`
 
 	// NUMANode is -1 when the firmware does not say.
-	NUMANode     *int    `json:"numa_node,omitempty"`
-	LocalCPUList *CPUSet `json:"local_cpulist,omitempty"`
+	NUMANode     *int        `json:"numa_node,omitempty"`
+	LocalCPUList *cpuset.Set `json:"local_cpulist,omitempty"`
 
 	// Problems lists optional files that exist but could not be read or parsed.
 	Problems []error `json:"-"`
@@ -143,7 +145,7 @@ func (f FS) readPCIDevice(path, addr string) (PCIDevice, error) {
 		return nil
 	})
 	optional("local_cpulist", func(s string) error {
-		set, err := ParseCPUList(s)
+		set, err := cpuset.Parse(s)
 		if err != nil {
 			return err
 		}

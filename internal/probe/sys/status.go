@@ -5,16 +5,17 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/gpufeed/gpufeed/internal/cpuset"
 	"github.com/gpufeed/gpufeed/internal/probe/proc"
 )
 
 // Status holds the /proc/PID/status fields check needs.
 type Status struct {
-	Name        string  `json:"name"`
-	Tgid        int     `json:"tgid"`
-	Threads     *int    `json:"threads,omitempty"`
-	CPUsAllowed *CPUSet `json:"cpus_allowed,omitempty"`
-	MemsAllowed *CPUSet `json:"mems_allowed,omitempty"`
+	Name        string      `json:"name"`
+	Tgid        int         `json:"tgid"`
+	Threads     *int        `json:"threads,omitempty"`
+	CPUsAllowed *cpuset.Set `json:"cpus_allowed,omitempty"`
+	MemsAllowed *cpuset.Set `json:"mems_allowed,omitempty"`
 	// VmLckKB and VmPinKB are locked and pinned memory in KiB.
 	VmLckKB *uint64 `json:"vm_lck_kb,omitempty"`
 	VmPinKB *uint64 `json:"vm_pin_kb,omitempty"`
@@ -65,7 +66,7 @@ func ParseStatus(path string, data []byte) (Status, error) {
 			}
 			s.Threads = &n
 		case "Cpus_allowed_list", "Mems_allowed_list":
-			set, err := ParseCPUList(val)
+			set, err := cpuset.Parse(val)
 			if err != nil {
 				return s, bad("a list like 0-7,16")
 			}
@@ -113,7 +114,7 @@ func ParseStatProcessor(path string, data []byte) (int, error) {
 		}
 		return 0, parseErr(path, 1, "%v", err)
 	}
-	if st.Processor < 0 || st.Processor >= MaxCPUID {
+	if st.Processor < 0 || st.Processor >= cpuset.MaxID {
 		return 0, parseErr(path, 1, "processor %d: want a CPU number", st.Processor)
 	}
 	return st.Processor, nil

@@ -1,4 +1,8 @@
-package sys
+// Package cpuset is the kernel's list format for sets of CPUs and NUMA
+// nodes ("0-3,8,10-11"), as /proc/PID/status, sysfs and the kernel command
+// line write it. It is a leaf: probes, checks, rules and GPU code all use it
+// without importing one another.
+package cpuset
 
 import (
 	"fmt"
@@ -7,22 +11,22 @@ import (
 	"strings"
 )
 
-// MaxCPUID bounds CPU and node numbers accepted from a list; the kernel's
+// MaxID bounds CPU and node numbers accepted from a list; the kernel's
 // NR_CPUS tops out at 8192, so anything larger is a corrupt or hostile input
 // and must not make a parser allocate gigabytes.
-const MaxCPUID = 1 << 16
+const MaxID = 1 << 16
 
-// CPUSet is a sorted set of CPU (or NUMA node) numbers.
-type CPUSet []int
+// Set is a sorted set of CPU (or NUMA node) numbers.
+type Set []int
 
-// ParseCPUList parses the kernel's list format: "0-3,8,10-11", with the
+// Parse parses the kernel's list format: "0-3,8,10-11", with the
 // optional stride groups "0-15:2/4" (use 2 of every 4). An empty string is the
 // empty set.
-func ParseCPUList(s string) (CPUSet, error) {
+func Parse(s string) (Set, error) {
 	s = strings.TrimSpace(s)
 	var out []int
 	if s == "" {
-		return CPUSet{}, nil
+		return Set{}, nil
 	}
 	for part := range strings.SplitSeq(s, ",") {
 		part = strings.TrimSpace(part)
@@ -54,7 +58,7 @@ func ParseCPUList(s string) (CPUSet, error) {
 		}
 	}
 	slices.Sort(out)
-	return CPUSet(slices.Compact(out)), nil
+	return Set(slices.Compact(out)), nil
 }
 
 func parseRange(s string) (lo, hi int, err error) {
@@ -79,14 +83,14 @@ func parseCPUID(s string) (int, error) {
 	if err != nil || n < 0 {
 		return 0, fmt.Errorf("%q is not a CPU number", s)
 	}
-	if n >= MaxCPUID {
-		return 0, fmt.Errorf("CPU number %d above %d", n, MaxCPUID-1)
+	if n >= MaxID {
+		return 0, fmt.Errorf("CPU number %d above %d", n, MaxID-1)
 	}
 	return n, nil
 }
 
 // String writes the set in the kernel's list format ("0-3,8").
-func (c CPUSet) String() string {
+func (c Set) String() string {
 	var b strings.Builder
 	for i := 0; i < len(c); {
 		j := i
@@ -107,14 +111,14 @@ func (c CPUSet) String() string {
 }
 
 // Contains reports whether n is in the set.
-func (c CPUSet) Contains(n int) bool {
+func (c Set) Contains(n int) bool {
 	_, ok := slices.BinarySearch(c, n)
 	return ok
 }
 
 // Intersect returns the members of both sets.
-func (c CPUSet) Intersect(o CPUSet) CPUSet {
-	out := CPUSet{}
+func (c Set) Intersect(o Set) Set {
+	out := Set{}
 	for _, n := range c {
 		if o.Contains(n) {
 			out = append(out, n)
@@ -124,8 +128,8 @@ func (c CPUSet) Intersect(o CPUSet) CPUSet {
 }
 
 // Minus returns the members of c not in o.
-func (c CPUSet) Minus(o CPUSet) CPUSet {
-	out := CPUSet{}
+func (c Set) Minus(o Set) Set {
+	out := Set{}
 	for _, n := range c {
 		if !o.Contains(n) {
 			out = append(out, n)
@@ -135,7 +139,7 @@ func (c CPUSet) Minus(o CPUSet) CPUSet {
 }
 
 // SubsetOf reports whether every member of c is in o.
-func (c CPUSet) SubsetOf(o CPUSet) bool {
+func (c Set) SubsetOf(o Set) bool {
 	for _, n := range c {
 		if !o.Contains(n) {
 			return false
