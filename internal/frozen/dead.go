@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/gpufeed/gpufeed/internal/finding"
-	"github.com/gpufeed/gpufeed/internal/probe/kmsg"
+	"github.com/gpufeed/gpufeed/internal/kernlog"
 	"github.com/gpufeed/gpufeed/internal/timeline"
 )
 
@@ -18,8 +18,8 @@ type Death struct {
 	PID int
 	// Cause: "oom-kill", "segfault", "trap", "exited".
 	Cause string
-	Kill  *kmsg.Kill
-	Crash *kmsg.Event
+	Kill  *kernlog.Kill
+	Crash *kernlog.Event
 	// When is the wall time of the kill or crash; zero when only the
 	// sampler saw the process go.
 	When time.Time
@@ -35,7 +35,9 @@ type Death struct {
 }
 
 // kernelEvents re-reads the kernel log lines recorded in the timeline.
-func (v *view) kernelEvents() []kmsg.Event { return kmsg.FromTimeline(v.tl.Events, v.tl.Meta.Started) }
+func (v *view) kernelEvents() []kernlog.Event {
+	return kernlog.FromTimeline(v.tl.Events, v.tl.Meta.Started)
+}
 
 // jobPIDOf maps a pid or tid named by a kernel line to the job's pid.
 func (v *view) jobPIDOf(id int) (int, bool) {
@@ -69,15 +71,15 @@ func (v *view) jobCgroups() map[string]bool {
 // left out.
 func Deaths(v *view) []Death {
 	events := v.kernelEvents()
-	kills := kmsg.Kills(events)
-	killByPID := map[int]*kmsg.Kill{}
+	kills := kernlog.Kills(events)
+	killByPID := map[int]*kernlog.Kill{}
 	for i := range kills {
 		killByPID[kills[i].PID] = &kills[i]
 	}
-	crashByPID := map[int]*kmsg.Event{}
+	crashByPID := map[int]*kernlog.Event{}
 	for i := range events {
 		ev := &events[i]
-		if ev.Kind == kmsg.Segfault || ev.Kind == kmsg.Trap {
+		if ev.Kind == kernlog.Segfault || ev.Kind == kernlog.Trap {
 			if pid, ok := v.jobPIDOf(ev.PID); ok {
 				crashByPID[pid] = ev
 			}
@@ -222,7 +224,7 @@ func deathFindings(v *view, deaths []Death, threads []BlockedThread) []finding.F
 			f.Claim = name + " was killed by the OOM killer" + when + holding
 			f.Evidence = append(f.Evidence, killEvidence(k)...)
 			f.Decision = oomDecision(k)
-		case string(kmsg.Segfault), string(kmsg.Trap):
+		case string(kernlog.Segfault), string(kernlog.Trap):
 			c := d.Crash
 			in := ""
 			if c.Object != "" {
@@ -259,7 +261,7 @@ func deathFindings(v *view, deaths []Death, threads []BlockedThread) []finding.F
 }
 
 // killEvidence lists what the kernel said about a kill.
-func killEvidence(k *kmsg.Kill) []finding.Evidence {
+func killEvidence(k *kernlog.Kill) []finding.Evidence {
 	var ev []finding.Evidence
 	if k.HasMemory {
 		ev = append(ev,
@@ -289,7 +291,7 @@ func killEvidence(k *kmsg.Kill) []finding.Evidence {
 
 func mib(b uint64) float64 { return round(float64(b)/(1<<20), 1) }
 
-func oomDecision(k *kmsg.Kill) string {
+func oomDecision(k *kernlog.Kill) string {
 	shrink := "shrink what it holds: smaller batch or sequence length, fewer DataLoader workers, datasets in flat storage (numpy, Arrow, an mmap'd file) rather than lists of Python objects (seed 000 §5)"
 	restart := " Restart the job: the surviving ranks never leave the collective on their own; with TORCH_NCCL_ASYNC_ERROR_HANDLING set they fail loudly instead."
 	if k.Constraint == "CONSTRAINT_MEMCG" {
@@ -360,7 +362,7 @@ func missingRanks(v *view, deaths []Death) []finding.Finding {
 		}
 	}
 	var likely []string
-	for _, k := range kmsg.Kills(v.kernelEvents()) {
+	for _, k := range kernlog.Kills(v.kernelEvents()) {
 		if _, inJob := v.jobPIDOf(k.PID); inJob || !comms[k.Comm] || explainedPID(deaths, k.PID) {
 			continue
 		}

@@ -7,12 +7,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gpufeed/gpufeed/internal/probe/kmsg"
+	"github.com/gpufeed/gpufeed/internal/kernlog"
 )
 
 // safe strips control characters from attacker-controlled text (process
 // names, command lines, kernel lines) before it enters a claim.
-func safe(s string) string { return kmsg.Sanitize(s) }
+func safe(s string) string { return kernlog.Sanitize(s) }
 
 // fmtBytes writes a byte count in binary units: "80.3 GiB".
 func fmtBytes(b float64) string {

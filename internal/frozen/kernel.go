@@ -6,7 +6,7 @@ import (
 	"strconv"
 
 	"github.com/gpufeed/gpufeed/internal/finding"
-	"github.com/gpufeed/gpufeed/internal/probe/kmsg"
+	"github.com/gpufeed/gpufeed/internal/kernlog"
 	"github.com/gpufeed/gpufeed/internal/timeline"
 )
 
@@ -20,24 +20,24 @@ func kernelFindings(v *view, deaths []Death) []finding.Finding {
 	for _, d := range deaths {
 		explained[d.PID] = true
 	}
-	var xids, fell, hung, other []kmsg.Event
+	var xids, fell, hung, other []kernlog.Event
 	for _, ev := range v.kernelEvents() {
 		switch ev.Kind {
-		case kmsg.GPUXid:
+		case kernlog.GPUXid:
 			if ev.FellOff {
 				fell = append(fell, ev)
 			} else {
 				xids = append(xids, ev)
 			}
-		case kmsg.NVRM:
+		case kernlog.NVRM:
 			if ev.FellOff {
 				fell = append(fell, ev)
 			}
-		case kmsg.HungTask:
+		case kernlog.HungTask:
 			if _, ok := v.jobPIDOf(ev.PID); ok {
 				hung = append(hung, ev)
 			}
-		case kmsg.OOMKill:
+		case kernlog.OOMKill:
 			if _, inJob := v.jobPIDOf(ev.PID); !inJob && !explained[ev.PID] && v.inWindow(ev) {
 				other = append(other, ev)
 			}
@@ -82,7 +82,7 @@ func kernelFindings(v *view, deaths []Death) []finding.Finding {
 		out = append(out, finding.Finding{
 			ID: "hung-task", Severity: finding.Warning, Supports: finding.Stalled,
 			Claim:    fmt.Sprintf("The kernel's hung-task detector reported %s blocked in uninterruptible sleep for more than %s", v.procName(pid)+" "+v.threadName(h.PID), fmtSeconds(h.Blocked)),
-			Evidence: eventRows(v, []kmsg.Event{h}, 1),
+			Evidence: eventRows(v, []kernlog.Event{h}, 1),
 			Decision: "The thread waits on the kernel, not on the program: the stack printed after this line in `dmesg` names the file system or driver; check that storage (NFS, a FUSE mount, a failing disk).",
 			Seed:     "004 (frozen jobs: the evidence is in the kernel)", Subject: v.procName(pid),
 		})
@@ -100,7 +100,7 @@ func kernelFindings(v *view, deaths []Death) []finding.Finding {
 }
 
 // inWindow says whether an event happened during the observed window.
-func (v *view) inWindow(ev kmsg.Event) bool {
+func (v *view) inWindow(ev kernlog.Event) bool {
 	if ev.Wall.IsZero() {
 		return false
 	}
@@ -108,7 +108,7 @@ func (v *view) inWindow(ev kmsg.Event) bool {
 }
 
 // eventRows turns kernel lines into evidence, at most n (the latest).
-func eventRows(v *view, evs []kmsg.Event, n int) []finding.Evidence {
+func eventRows(v *view, evs []kernlog.Event, n int) []finding.Evidence {
 	if len(evs) > n {
 		evs = evs[len(evs)-n:]
 	}

@@ -1,11 +1,12 @@
 package frozen
 
 import (
-	"github.com/gpufeed/gpufeed/internal/analysis"
-	"github.com/gpufeed/gpufeed/internal/probe/proc"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gpufeed/gpufeed/internal/analysis"
+	"github.com/gpufeed/gpufeed/internal/probe/proc"
 
 	"github.com/gpufeed/gpufeed/internal/finding"
 	"github.com/gpufeed/gpufeed/internal/gpu"

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gpufeed/gpufeed/internal/probe/kmsg"
+	"github.com/gpufeed/gpufeed/internal/kernlog"
 	"github.com/gpufeed/gpufeed/internal/timeline"
 )
 
@@ -193,7 +193,7 @@ func (n rankNumbering) missing(deadRanks map[int]bool) []int {
 type deadCandidate struct {
 	pid   int
 	death *Death // nil for a kill in the log not yet counted as a death
-	kill  *kmsg.Kill
+	kill  *kernlog.Kill
 	proc  *timeline.ProcInfo // nil when never sampled
 }
 
@@ -202,7 +202,7 @@ var cgroupRankName = regexp.MustCompile(`(?i)(?:^|[/_.-])(?:rank|task|local_rank
 // matchRanks ties dead processes without a rank to the missing ranks, and
 // returns the kills known only from the kernel log that it tied (new
 // deaths). It marks each matched death.
-func (v *view) matchRanks(deaths []Death, kills []kmsg.Kill) []Death {
+func (v *view) matchRanks(deaths []Death, kills []kernlog.Kill) []Death {
 	n, ok := v.numbering()
 	if !ok {
 		return nil
@@ -374,7 +374,7 @@ func startGap(a, b uint64, hz float64) string {
 }
 
 // cgroupTie says how a kill's memory cgroup relates to the live ranks'.
-func (v *view) cgroupTie(k *kmsg.Kill, r int) string {
+func (v *view) cgroupTie(k *kernlog.Kill, r int) string {
 	cg := k.TaskMemCG
 	if cg == "" {
 		cg = k.MemCG

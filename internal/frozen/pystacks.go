@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/gpufeed/gpufeed/internal/finding"
-	"github.com/gpufeed/gpufeed/internal/probe/pyspy"
+	"github.com/gpufeed/gpufeed/internal/profile"
 	"github.com/gpufeed/gpufeed/internal/timeline"
 )
 
@@ -23,10 +23,10 @@ func pyStackFindings(v *view) []finding.Finding {
 		case timeline.EventPyStacksError:
 			out = append(out, finding.Finding{ID: "python-stacks-unavailable", Severity: finding.Info, Subject: "py-spy",
 				Claim:    "Python stacks were asked for but could not be taken: " + safe(ev.Text),
-				Decision: "To see each Python thread's stack and the GIL holder, " + pyspy.InstallHint + ", then run `gpufeed diagnose --py-stacks` again.",
+				Decision: "To see each Python thread's stack and the GIL holder, " + profile.PySpyInstallHint + ", then run `gpufeed diagnose --py-stacks` again.",
 				Seed:     "004 (The GIL: py-spy reads the process from outside)"})
 		case timeline.EventPyStacks:
-			procs, err := pyspy.Parse(strings.NewReader(ev.Text))
+			procs, err := profile.ParsePySpy(strings.NewReader(ev.Text))
 			if err != nil {
 				out = append(out, finding.Finding{ID: "python-stacks-unavailable", Severity: finding.Info, Subject: v.procName(ev.PID),
 					Claim: "py-spy's dump of " + v.procName(ev.PID) + " could not be read: " + safe(err.Error())})
@@ -40,7 +40,7 @@ func pyStackFindings(v *view) []finding.Finding {
 	return out
 }
 
-func stackFinding(v *view, p pyspy.Process) finding.Finding {
+func stackFinding(v *view, p profile.Process) finding.Finding {
 	name := v.procName(p.PID)
 	f := finding.Finding{ID: "python-stacks", Severity: finding.Info, Subject: name, Seed: "004 (The GIL)"}
 	holder, active := "", 0

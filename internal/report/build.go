@@ -9,7 +9,7 @@ import (
 
 	"github.com/gpufeed/gpufeed/internal/analysis"
 	"github.com/gpufeed/gpufeed/internal/finding"
-	"github.com/gpufeed/gpufeed/internal/probe/kmsg"
+	"github.com/gpufeed/gpufeed/internal/kernlog"
 	"github.com/gpufeed/gpufeed/internal/safetext"
 	"github.com/gpufeed/gpufeed/internal/timeline"
 )
@@ -288,7 +288,7 @@ func buildGPU(g *analysis.GPU) GPU {
 // Lines about other processes stay in the recording for the frozen-job
 // rules (a rank killed before gpufeed attached is matched by name there).
 func jobKernelLine(tl *timeline.Timeline, e timeline.Event) bool {
-	if ev, ok := kmsg.ParseMessage(e.Text); ok && (ev.Kind == kmsg.GPUXid || ev.Kind == kmsg.NVRM) {
+	if ev, ok := kernlog.ParseMessage(e.Text); ok && (ev.Kind == kernlog.GPUXid || ev.Kind == kernlog.NVRM) {
 		return true
 	}
 	if e.PID == 0 {

@@ -10,7 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpufeed/gpufeed/internal/probe/kmsg"
+	"github.com/gpufeed/gpufeed/internal/kernlog"
+	"github.com/gpufeed/gpufeed/internal/kmsg"
 )
 
 // These tests check that each workload really puts the machine in the state
@@ -108,13 +109,13 @@ func TestOOMRanksReallyKilled(t *testing.T) {
 	}
 	victimPID := o.Ranks[2]
 	// The kernel logged the kill, naming the victim's pid and its cgroup.
-	var kill *kmsg.Kill
+	var kill *kernlog.Kill
 	eventually(t, "the OOM kill in the kernel log", func() bool {
 		log, err := (&kmsg.Reader{}).Read(t.Context())
 		if err != nil {
 			t.Skip("kernel log not readable:", err)
 		}
-		for _, k := range kmsg.Kills(kmsg.Events(log.Entries)) {
+		for _, k := range kernlog.Kills(kernlog.Events(log.Entries)) {
 			if k.PID == victimPID {
 				kill = &k
 				return true

@@ -14,9 +14,9 @@ import (
 	"time"
 
 	"github.com/gpufeed/gpufeed/internal/frozen"
-	"github.com/gpufeed/gpufeed/internal/probe/kmsg"
+	"github.com/gpufeed/gpufeed/internal/kmsg"
 	"github.com/gpufeed/gpufeed/internal/probe/procfacts"
-	"github.com/gpufeed/gpufeed/internal/probe/pyspy"
+	"github.com/gpufeed/gpufeed/internal/profile/pyspy"
 	"github.com/gpufeed/gpufeed/internal/timeline"
 )
 

@@ -1,4 +1,4 @@
-package kmsg
+package kernlog
 
 import (
 	"errors"
@@ -30,10 +30,10 @@ type Entry struct {
 // ErrSyntax is wrapped by every parse error of this package.
 var ErrSyntax = errors.New("kmsg: syntax error")
 
-// maxRecordBytes bounds one /dev/kmsg record: the kernel's own limit for one
+// MaxRecordBytes bounds one /dev/kmsg record: the kernel's own limit for one
 // record with its dictionary is CONSOLE_EXT_LOG_MAX, 8 KiB; twice that leaves
 // room and still keeps a read buffer small.
-const maxRecordBytes = 16 << 10
+const MaxRecordBytes = 16 << 10
 
 // ParseRecord parses one /dev/kmsg record:
 //

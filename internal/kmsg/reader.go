@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"syscall"
 	"time"
+
+	"github.com/gpufeed/gpufeed/internal/kernlog"
 )
 
 // Defaults bound every read: the kernel's ring buffer is at most a few MiB
@@ -65,7 +67,7 @@ type Log struct {
 	// Source names where the entries came from ("/dev/kmsg", "dmesg --raw",
 	// "journalctl -k").
 	Source  string
-	Entries []Entry
+	Entries []kernlog.Entry
 	// Dropped counts older entries left out to respect MaxRecords; Truncated
 	// says reading stopped at MaxBytes; Lost counts /dev/kmsg records the
 	// kernel overwrote before they could be read. Skipped counts records that
@@ -156,12 +158,12 @@ func (r *Reader) finish(log *Log, failed []Attempt) *Log {
 type ring struct {
 	max     int
 	since   time.Duration
-	entries []Entry
+	entries []kernlog.Entry
 	start   int
 	dropped int
 }
 
-func (g *ring) add(e Entry) {
+func (g *ring) add(e kernlog.Entry) {
 	if g.since > 0 && e.HasMono && e.Mono < g.since {
 		return
 	}
@@ -174,7 +176,7 @@ func (g *ring) add(e Entry) {
 	g.dropped++
 }
 
-func (g *ring) ordered() []Entry {
+func (g *ring) ordered() []kernlog.Entry {
 	return append(g.entries[g.start:len(g.entries):len(g.entries)], g.entries[:g.start]...)
 }
 
@@ -208,7 +210,7 @@ func (r *Reader) readKmsg(path string) (*Log, error) {
 	// is buffered; it is read with raw system calls so that the Go runtime
 	// never parks on it waiting for new records.
 	defer syscall.Close(fd)
-	buf := make([]byte, maxRecordBytes)
+	buf := make([]byte, kernlog.MaxRecordBytes)
 	var total int64
 	for {
 		n, err := syscall.Read(fd, buf)
@@ -232,7 +234,7 @@ func (r *Reader) readKmsg(path string) (*Log, error) {
 			return log, nil
 		}
 		total += int64(n)
-		e, perr := ParseRecord(buf[:n])
+		e, perr := kernlog.ParseRecord(buf[:n])
 		if perr != nil {
 			log.Skipped++
 		} else {
@@ -249,7 +251,7 @@ func (r *Reader) readKmsg(path string) (*Log, error) {
 // readRecordFile reads kmsg records from a regular file.
 func readRecordFile(f io.Reader, maxBytes int64, g *ring, log *Log) error {
 	sc := bufio.NewScanner(io.LimitReader(f, maxBytes+1))
-	sc.Buffer(make([]byte, 0, 64<<10), maxRecordBytes)
+	sc.Buffer(make([]byte, 0, 64<<10), kernlog.MaxRecordBytes)
 	var read int64
 	for sc.Scan() {
 		line := sc.Bytes()
@@ -261,7 +263,7 @@ func readRecordFile(f io.Reader, maxBytes int64, g *ring, log *Log) error {
 		if len(line) == 0 || line[0] == ' ' {
 			continue // dictionary line of the previous record
 		}
-		e, err := ParseRecord(line)
+		e, err := kernlog.ParseRecord(line)
 		if err != nil {
 			log.Skipped++
 			continue
@@ -299,11 +301,11 @@ func (r *Reader) readCommand(ctx context.Context, run Runner, name string, args 
 		line, err := readLine(br)
 		if len(line) > 0 {
 			read += int64(len(line)) + 1
-			var e Entry
+			var e kernlog.Entry
 			if journal {
-				e = parseJournalLine(string(line))
+				e = kernlog.ParseJournalLine(string(line))
 			} else {
-				e = ParseLine(string(line))
+				e = kernlog.ParseLine(string(line))
 			}
 			if e.Message != "" {
 				g.add(e)
@@ -407,7 +409,7 @@ func (c *cmdOutput) Close() error {
 	}
 	msg := bytes.TrimSpace(c.stderr.buf.Bytes())
 	if len(msg) > 0 {
-		return fmt.Errorf("%s: %w: %s", c.name, err, Sanitize(string(msg)))
+		return fmt.Errorf("%s: %w: %s", c.name, err, kernlog.Sanitize(string(msg)))
 	}
 	return fmt.Errorf("%s: %w", c.name, err)
 }

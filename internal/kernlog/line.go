@@ -1,4 +1,4 @@
-package kmsg
+package kernlog
 
 import (
 	"strconv"
@@ -71,9 +71,9 @@ func ParseLine(line string) Entry {
 	return e
 }
 
-// parseJournalLine reads one line of `journalctl -k -o short-monotonic`:
+// ParseJournalLine reads one line of `journalctl -k -o short-monotonic`:
 // "[  518.050606] host kernel: message".
-func parseJournalLine(line string) Entry {
+func ParseJournalLine(line string) Entry {
 	e := ParseLine(line)
 	if e.HasMono {
 		e.Message = cutSyslogHost(e.Message)

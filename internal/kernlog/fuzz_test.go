@@ -1,4 +1,4 @@
-package kmsg
+package kernlog
 
 import (
 	"os"
@@ -8,9 +8,9 @@ import (
 	"unicode"
 )
 
-// seedLines adds every fixture line to a fuzz corpus.
+// seedLines adds every line of the kernel log reader's fixtures to a fuzz corpus.
 func seedLines(f *testing.F, add func(string)) {
-	files, _ := filepath.Glob("testdata/kmsg/*/*")
+	files, _ := filepath.Glob("../kmsg/testdata/kmsg/*/*")
 	for _, p := range files {
 		if !strings.HasSuffix(p, ".txt") && !strings.HasSuffix(p, ".kmsg") {
 			continue
@@ -46,7 +46,7 @@ func FuzzParseLine(f *testing.F) {
 		if e.Level < -1 || e.Level > 7 || e.Mono < 0 || len(e.Message) > len(s) {
 			t.Errorf("ParseLine(%q) = %+v", s, e)
 		}
-		parseJournalLine(s)
+		ParseJournalLine(s)
 	})
 }
 

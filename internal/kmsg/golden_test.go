@@ -8,12 +8,14 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/gpufeed/gpufeed/internal/kernlog"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/kmsg/golden")
 
 // fixtureEntries reads a fixture: raw kmsg records (.kmsg) or text lines.
-func fixtureEntries(t *testing.T, path string) []Entry {
+func fixtureEntries(t *testing.T, path string) []kernlog.Entry {
 	t.Helper()
 	if strings.HasSuffix(path, ".kmsg") {
 		r := &Reader{Path: path, NoFallback: true, BootTime: fixedBoot}
@@ -30,15 +32,15 @@ func fixtureEntries(t *testing.T, path string) []Entry {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []Entry
+	var out []kernlog.Entry
 	for _, line := range strings.Split(strings.TrimRight(string(data), "\n"), "\n") {
-		out = append(out, ParseLine(line))
+		out = append(out, kernlog.ParseLine(line))
 	}
 	return out
 }
 
 // describe renders an event on one line for the golden files.
-func describe(ev Event) string {
+func describe(ev kernlog.Event) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s", ev.Kind)
 	if ev.HasMono {
@@ -87,7 +89,7 @@ func describe(ev Event) string {
 	return b.String()
 }
 
-func describeKill(k Kill) string {
+func describeKill(k kernlog.Kill) string {
 	s := fmt.Sprintf("kill pid=%d comm=%q resident=%d anon=%d total-vm=%d constraint=%q memcg=%q task_memcg=%q limit=%d usage=%d trigger=%q reaped=%v",
 		k.PID, k.Comm, k.ResidentBytes, k.AnonRSSBytes, k.TotalVMBytes, k.Constraint, k.MemCG, k.TaskMemCG,
 		k.LimitBytes, k.UsageBytes, k.Trigger, k.Reaped)
@@ -116,7 +118,7 @@ func TestFixturesGolden(t *testing.T) {
 	}
 	for _, f := range fixtures {
 		t.Run(filepath.Base(f), func(t *testing.T) {
-			events := Events(fixtureEntries(t, f))
+			events := kernlog.Events(fixtureEntries(t, f))
 			if len(events) == 0 {
 				t.Fatalf("%s: nothing recognised", f)
 			}
@@ -125,7 +127,7 @@ func TestFixturesGolden(t *testing.T) {
 				b.WriteString(describe(ev))
 				b.WriteByte('\n')
 			}
-			for _, k := range Kills(events) {
+			for _, k := range kernlog.Kills(events) {
 				b.WriteString(describeKill(k))
 				b.WriteByte('\n')
 			}

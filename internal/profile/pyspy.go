@@ -1,22 +1,21 @@
-// Package pyspy reads Python stacks with py-spy (github.com/benfred/py-spy):
-// `py-spy dump --pid PID` prints every Python thread's stack and which one
-// holds the GIL, from outside the process (it reads the interpreter's
-// memory; it needs CAP_SYS_PTRACE or root for another user's process).
-// gpufeed runs it only when asked (`diagnose --py-stacks`) and parses its
-// text output; Parse is pure and fuzzed.
-package pyspy
+// Package profile is what is seen inside a job's threads, whatever reads
+// it: today the Python stacks of each thread and which thread holds the GIL.
+// The readers live below it (internal/profile/pyspy runs py-spy); the model
+// and the text formats a timeline records are here, pure, so the rules read
+// them without importing a reader.
+//
+// A timeline keeps `py-spy dump`'s own text (timeline.EventPyStacks), and
+// ParsePySpy reads it when the timeline is judged: a recording judged later
+// reads exactly what py-spy printed. ParsePySpy is pure and fuzzed.
+package profile
 
 import (
 	"bufio"
-	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"io"
-	"os/exec"
 	"strconv"
 	"strings"
-	"time"
 )
 
 // Frame is one Python frame.
@@ -69,9 +68,9 @@ var ErrSyntax = errors.New("py-spy dump: syntax error")
 // deep stacks stay under a few MiB.
 const maxDumpBytes = 16 << 20
 
-// Parse reads the text of `py-spy dump` (one or more processes, as with
+// ParsePySpy reads the text of `py-spy dump` (one or more processes, as with
 // --subprocesses). Local-variable lines (--locals) are skipped.
-func Parse(r io.Reader) ([]Process, error) {
+func ParsePySpy(r io.Reader) ([]Process, error) {
 	sc := bufio.NewScanner(io.LimitReader(r, maxDumpBytes))
 	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
 	var procs []Process
@@ -181,49 +180,5 @@ func clip(s string) string {
 	return s
 }
 
-// ErrNotInstalled is returned when py-spy is not on PATH.
-var ErrNotInstalled = errors.New("py-spy is not installed")
-
-// InstallHint says how to get py-spy.
-const InstallHint = "install py-spy (`pip install py-spy`, a self-contained binary, or a release from github.com/benfred/py-spy/releases); reading another user's process needs root or CAP_SYS_PTRACE"
-
-// Runner runs a command and returns its standard output.
-type Runner func(ctx context.Context, name string, args ...string) ([]byte, error)
-
-// DumpTimeout bounds one dump: py-spy pauses the target while it reads its
-// stacks, which takes milliseconds; a dump that takes seconds is stuck.
-const DumpTimeout = 10 * time.Second
-
-// Dump runs `py-spy dump --pid PID` (run may be nil for the real command)
-// and returns its raw text and parsed processes.
-func Dump(ctx context.Context, pid int, run Runner) ([]byte, []Process, error) {
-	if run == nil {
-		if _, err := exec.LookPath("py-spy"); err != nil {
-			return nil, nil, fmt.Errorf("%w: %s", ErrNotInstalled, InstallHint)
-		}
-		run = execRunner
-	}
-	ctx, cancel := context.WithTimeout(ctx, DumpTimeout)
-	defer cancel()
-	out, err := run(ctx, "py-spy", "dump", "--pid", strconv.Itoa(pid))
-	if err != nil {
-		return out, nil, fmt.Errorf("py-spy dump --pid %d: %w", pid, err)
-	}
-	procs, err := Parse(bytes.NewReader(out))
-	return out, procs, err
-}
-
-func execRunner(ctx context.Context, name string, args ...string) ([]byte, error) {
-	cmd := exec.CommandContext(ctx, name, args...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil && stderr.Len() > 0 {
-		msg := stderr.String()
-		if len(msg) > 500 {
-			msg = msg[:500]
-		}
-		return out, fmt.Errorf("%w: %s", err, strings.TrimSpace(msg))
-	}
-	return out, err
-}
+// PySpyInstallHint says how to get py-spy.
+const PySpyInstallHint = "install py-spy (`pip install py-spy`, a self-contained binary, or a release from github.com/benfred/py-spy/releases); reading another user's process needs root or CAP_SYS_PTRACE"

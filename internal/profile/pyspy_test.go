@@ -1,7 +1,6 @@
-package pyspy
+package profile
 
 import (
-	"context"
 	"errors"
 	"os"
 	"strings"
@@ -15,7 +14,7 @@ func parseFile(t *testing.T, name string) []Process {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	ps, err := Parse(f)
+	ps, err := ParsePySpy(f)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,42 +55,10 @@ func TestParseErrorsNameTheLine(t *testing.T) {
 		"Process 1: x\nThread 1 (idle)\n    no location\n",
 		"Process 1: x\ngarbage\n",
 	} {
-		_, err := Parse(strings.NewReader(bad))
+		_, err := ParsePySpy(strings.NewReader(bad))
 		if !errors.Is(err, ErrSyntax) || !strings.Contains(err.Error(), "line ") || !strings.Contains(err.Error(), "expected") && !strings.Contains(err.Error(), "before") {
-			t.Errorf("Parse(%q): %v", bad, err)
+			t.Errorf("ParsePySpy(%q): %v", bad, err)
 		}
-	}
-}
-
-func TestDumpRunsPySpy(t *testing.T) {
-	data, _ := os.ReadFile("testdata/futexhang.txt")
-	var asked []string
-	run := func(_ context.Context, name string, args ...string) ([]byte, error) {
-		asked = append([]string{name}, args...)
-		return data, nil
-	}
-	raw, ps, err := Dump(t.Context(), 31337, run)
-	if err != nil || len(ps) != 1 || len(raw) != len(data) || strings.Join(asked, " ") != "py-spy dump --pid 31337" {
-		t.Errorf("%v %v %v", asked, ps, err)
-	}
-	failing := func(context.Context, string, ...string) ([]byte, error) { return nil, errors.New("Permission denied") }
-	if _, _, err := Dump(t.Context(), 1, failing); err == nil || !strings.Contains(err.Error(), "Permission denied") {
-		t.Errorf("%v", err)
-	}
-}
-
-// TestLivePySpy is skipped where py-spy is not installed (here: no PyPI).
-func TestLivePySpy(t *testing.T) {
-	_, _, err := Dump(t.Context(), os.Getpid(), nil)
-	if errors.Is(err, ErrNotInstalled) {
-		if !strings.Contains(err.Error(), "pip install py-spy") {
-			t.Errorf("the error should say how to get py-spy: %v", err)
-		}
-		t.Skip(err)
-	}
-	// The Go test binary is no Python process: py-spy must fail, not hang.
-	if err == nil {
-		t.Error("py-spy dumped a non-Python process")
 	}
 }
 
@@ -101,7 +68,7 @@ func FuzzParse(f *testing.F) {
 		f.Add(string(b))
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		ps, err := Parse(strings.NewReader(s))
+		ps, err := ParsePySpy(strings.NewReader(s))
 		if err != nil && !errors.Is(err, ErrSyntax) && !strings.Contains(err.Error(), "token too long") {
 			t.Errorf("unexpected error kind: %v", err)
 		}

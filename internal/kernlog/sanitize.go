@@ -1,4 +1,4 @@
-package kmsg
+package kernlog
 
 import "github.com/gpufeed/gpufeed/internal/safetext"
 
