@@ -7,7 +7,7 @@ import (
 	"github.com/gpufeed/gpufeed/internal/check"
 	"github.com/gpufeed/gpufeed/internal/gpu"
 	"github.com/gpufeed/gpufeed/internal/probe/devchan"
-	"github.com/gpufeed/gpufeed/internal/probe/proc"
+	"github.com/gpufeed/gpufeed/internal/procfs"
 	"github.com/gpufeed/gpufeed/internal/timeline"
 )
 
@@ -19,7 +19,7 @@ import (
 //   - gpufeed check's results for the target, with the same GPU source
 //     (issue 5: diagnose runs the same checks), kept in the timeline so
 //     gpufeed report reproduces them without re-running them.
-func afterWindow(ctx context.Context, tl *timeline.Timeline, fs proc.FS, sysRoot string, src gpu.Source) {
+func afterWindow(ctx context.Context, tl *timeline.Timeline, fs procfs.FS, sysRoot string, src gpu.Source) {
 	var simPaths []string
 	if s, ok := src.(interface{ Path() string }); ok {
 		simPaths = append(simPaths, s.Path())

@@ -16,7 +16,7 @@ import (
 	"github.com/gpufeed/gpufeed/internal/check"
 	"github.com/gpufeed/gpufeed/internal/gpu"
 	"github.com/gpufeed/gpufeed/internal/gpu/gpusource"
-	"github.com/gpufeed/gpufeed/internal/probe/proc"
+	"github.com/gpufeed/gpufeed/internal/procfs"
 )
 
 func init() { subcommands = append(subcommands, newCheckCmd) }
@@ -133,7 +133,7 @@ to gate a Slurm prolog.`,
 // A target that cannot be described (a fixture tree without stat, a denied
 // read) is checked as given.
 func describeCheckTarget(procRoot string, pid int) (exited string, err error) {
-	fs, err := proc.NewFS(procRoot)
+	fs, err := procfs.NewFS(procRoot)
 	if err != nil {
 		return "", nil
 	}

@@ -14,7 +14,7 @@ import (
 	"github.com/gpufeed/gpufeed/internal/gpu"
 	"github.com/gpufeed/gpufeed/internal/gpu/sim"
 	"github.com/gpufeed/gpufeed/internal/kmsg"
-	"github.com/gpufeed/gpufeed/internal/probe/proc"
+	"github.com/gpufeed/gpufeed/internal/procfs"
 	"github.com/gpufeed/gpufeed/internal/sample"
 	"github.com/gpufeed/gpufeed/internal/triage"
 )
@@ -106,7 +106,7 @@ func runDemo(cmd *cobra.Command, sc demo.Scenario, duration, interval time.Durat
 	}
 	fmt.Fprintf(os.Stderr, "gpufeed demo %s: workload pid %d on a simulated GPU at %s; diagnosing for %v\n", sc.Name, run.PID, run.Socket, duration)
 
-	fs, err := proc.NewFS("")
+	fs, err := procfs.NewFS("")
 	if err != nil {
 		return err
 	}

@@ -18,7 +18,7 @@ import (
 	"github.com/gpufeed/gpufeed/internal/gpu/gpusource"
 	"github.com/gpufeed/gpufeed/internal/gpu/nvml"
 	"github.com/gpufeed/gpufeed/internal/kmsg"
-	"github.com/gpufeed/gpufeed/internal/probe/proc"
+	"github.com/gpufeed/gpufeed/internal/procfs"
 	"github.com/gpufeed/gpufeed/internal/safetext"
 	"github.com/gpufeed/gpufeed/internal/sample"
 	"github.com/gpufeed/gpufeed/internal/timeline"
@@ -99,7 +99,7 @@ output is the report's: the command's output goes to standard error, or to
 	f.DurationVar(&o.interval, "interval", sample.DefaultInterval, "per-thread sampling interval")
 	f.StringVarP(&o.format, "output", "o", "text", "output format: text or json")
 	f.StringVar(&o.record, "record", "", "also save the raw samples to `FILE` (judge it later with gpufeed report)")
-	f.StringVar(&o.procRoot, "proc-root", proc.DefaultRoot, "where procfs is mounted (e.g. /host/proc in a container)")
+	f.StringVar(&o.procRoot, "proc-root", procfs.DefaultRoot, "where procfs is mounted (e.g. /host/proc in a container)")
 	f.StringVar(&o.sysRoot, "sys-root", "/sys", "where sysfs is mounted")
 	f.StringVar(&o.device, "device", "auto", "GPU source: auto, none, nvml or sim:PATH")
 	f.StringVar(&o.kmsgPath, "kmsg", kmsg.DefaultPath, "the kernel log device (falls back to dmesg, then journalctl -k)")
@@ -109,7 +109,7 @@ output is the report's: the command's output goes to standard error, or to
 }
 
 func runDiagnose(cmd *cobra.Command, o diagnoseOpts, args []string) error {
-	fs, err := proc.NewFS(o.procRoot)
+	fs, err := procfs.NewFS(o.procRoot)
 	if err != nil {
 		return err
 	}
@@ -119,15 +119,15 @@ func runDiagnose(cmd *cobra.Command, o diagnoseOpts, args []string) error {
 	// The target's allowlisted environment chooses the GPU source under auto.
 	var targetEnv map[string]string
 	var notes []string
-	var zombie *proc.Task
+	var zombie *procfs.Task
 	if len(args) > 0 {
-		targetEnv = proc.FilterEnv([]byte(strings.Join(os.Environ(), "\x00")))
+		targetEnv = procfs.FilterEnv([]byte(strings.Join(os.Environ(), "\x00")))
 	} else {
 		task, err := fs.Describe(o.pid)
 		switch {
-		case proc.IsVanished(err):
+		case procfs.IsVanished(err):
 			return fmt.Errorf("no process %d under %s", o.pid, fs.Root)
-		case err != nil && proc.AsDenied(err) == nil:
+		case err != nil && procfs.AsDenied(err) == nil:
 			return err
 		case task.KernelThread:
 			return task.KernelThreadError()
@@ -139,7 +139,7 @@ func runDiagnose(cmd *cobra.Command, o diagnoseOpts, args []string) error {
 		}
 		// A zombie, or a process whose main thread exited, has no
 		// environment left to read: the GPU source is then gpufeed's own.
-		if targetEnv, err = fs.ReadEnv(o.pid); err != nil && proc.AsDenied(err) == nil && !proc.IsVanished(err) {
+		if targetEnv, err = fs.ReadEnv(o.pid); err != nil && procfs.AsDenied(err) == nil && !procfs.IsVanished(err) {
 			return err
 		}
 	}
@@ -227,7 +227,7 @@ func runDiagnose(cmd *cobra.Command, o diagnoseOpts, args []string) error {
 // (afterWindow, frozen-job triage's end of window), lets finish complete the
 // timeline, then closes the recording. A nil timeline comes with the error
 // that prevented sampling; other problems are warnings on stderr.
-func observe(ctx context.Context, s *sample.Sampler, fs proc.FS, src gpu.Source, tc triage.Config, record string, finish func(*timeline.Timeline)) (*timeline.Timeline, error) {
+func observe(ctx context.Context, s *sample.Sampler, fs procfs.FS, src gpu.Source, tc triage.Config, record string, finish func(*timeline.Timeline)) (*timeline.Timeline, error) {
 	var rec *timeline.Writer
 	var recFile *os.File
 	if record != "" {

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/gpufeed/gpufeed/internal/analysis"
-	"github.com/gpufeed/gpufeed/internal/probe/proc"
+	"github.com/gpufeed/gpufeed/internal/procfs"
 
 	"github.com/gpufeed/gpufeed/internal/finding"
 	"github.com/gpufeed/gpufeed/internal/gpu"
@@ -331,7 +331,7 @@ func TestGIL(t *testing.T) {
 // checks read must be kept by the sampler's environment allowlist.
 func TestAllowlistHoldsWhatTheChecksRead(t *testing.T) {
 	allowed := map[string]bool{}
-	for _, k := range proc.EnvAllowlist {
+	for _, k := range procfs.EnvAllowlist {
 		allowed[k] = true
 	}
 	for _, k := range NCCLEnvAllowlist {

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/gpufeed/gpufeed/internal/gpu"
-	"github.com/gpufeed/gpufeed/internal/probe/proc"
+	"github.com/gpufeed/gpufeed/internal/procfs"
 	"github.com/gpufeed/gpufeed/internal/timeline"
 )
 
@@ -57,7 +57,7 @@ type Progress func(elapsed, window time.Duration, procs, threads int)
 
 // Config says what to sample and how.
 type Config struct {
-	Proc    proc.FS
+	Proc    procfs.FS
 	SysRoot string
 	// PID is the target; its descendants are followed.
 	PID int

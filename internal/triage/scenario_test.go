@@ -10,7 +10,7 @@ import (
 
 	"github.com/gpufeed/gpufeed/internal/finding"
 	"github.com/gpufeed/gpufeed/internal/frozen"
-	"github.com/gpufeed/gpufeed/internal/probe/proc"
+	"github.com/gpufeed/gpufeed/internal/procfs"
 	"github.com/gpufeed/gpufeed/internal/sample"
 	"github.com/gpufeed/gpufeed/internal/scenario"
 	"github.com/gpufeed/gpufeed/internal/timeline"
@@ -25,7 +25,7 @@ import (
 // Tiers are shortened so a few seconds hold enough slow-tier readings.
 func observe(t *testing.T, pid int, window time.Duration) (*timeline.Timeline, frozen.Result) {
 	t.Helper()
-	fs, err := proc.NewFS("/proc")
+	fs, err := procfs.NewFS("/proc")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,7 @@
 // synchronisation, a blocking copy, a full launch queue. The rules use that
 // to tell a launch thread waiting on the GPU from one waiting on its input.
 //
-// Descriptors are read under an injectable /proc (proc.FS). Which socket a
+// Descriptors are read under an injectable /proc (procfs.FS). Which socket a
 // Unix socket is connected to is not in /proc: the kernel's sock_diag
 // netlink interface says it (what `ss -x` shows as the peer), for the
 // network namespace gpufeed runs in.
@@ -21,7 +21,7 @@ import (
 	"syscall"
 
 	"github.com/gpufeed/gpufeed/internal/gpu"
-	"github.com/gpufeed/gpufeed/internal/probe/proc"
+	"github.com/gpufeed/gpufeed/internal/procfs"
 )
 
 // UnixSocket is one Unix socket as sock_diag reports it.
@@ -37,7 +37,7 @@ type UnixSocket struct {
 // Prober reads device channels. The socket table is read once, on first
 // need, and reused for every process.
 type Prober struct {
-	fs proc.FS
+	fs procfs.FS
 	// SimPaths are the socket paths of the simulated devices in use.
 	simPaths map[string]bool
 	// ListUnix returns the host's Unix sockets by inode; tests replace it.
@@ -50,7 +50,7 @@ type Prober struct {
 
 // New returns a prober over fs that recognises sockets connected to any of
 // simPaths (the simulated devices' socket paths; none on a real host).
-func New(fs proc.FS, simPaths ...string) *Prober {
+func New(fs procfs.FS, simPaths ...string) *Prober {
 	p := &Prober{fs: fs, simPaths: map[string]bool{}, ListUnix: ListUnixSockets}
 	for _, s := range simPaths {
 		if s != "" {
@@ -71,7 +71,7 @@ type Result struct {
 }
 
 // Channels lists pid's device channels. A vanished process returns an
-// error for which proc.IsVanished is true.
+// error for which procfs.IsVanished is true.
 func (p *Prober) Channels(pid int) (Result, error) {
 	var res Result
 	dir := p.fs.PidPath(pid, "fd")
@@ -87,10 +87,10 @@ func (p *Prober) Channels(pid int) (Result, error) {
 	}
 	switch {
 	case errors.Is(err, syscall.EACCES), errors.Is(err, syscall.EPERM):
-		res.NotVisible = "fd table not visible: " + proc.PrivPtraceRead
+		res.NotVisible = "fd table not visible: " + procfs.PrivPtraceRead
 		return res, nil
 	case errors.Is(err, syscall.ENOENT), errors.Is(err, syscall.ESRCH):
-		return res, fmt.Errorf("%s: %w", dir, proc.ErrVanished)
+		return res, fmt.Errorf("%s: %w", dir, procfs.ErrVanished)
 	}
 	return res, fmt.Errorf("%s: %w", dir, err)
 }

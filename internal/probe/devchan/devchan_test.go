@@ -10,11 +10,11 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/gpufeed/gpufeed/internal/probe/proc"
+	"github.com/gpufeed/gpufeed/internal/procfs"
 )
 
 // fixture builds ROOT/PID/fd with the given links.
-func fixture(t *testing.T, pid int, links map[int]string) proc.FS {
+func fixture(t *testing.T, pid int, links map[int]string) procfs.FS {
 	t.Helper()
 	root := t.TempDir()
 	dir := filepath.Join(root, strconv.Itoa(pid), "fd")
@@ -26,7 +26,7 @@ func fixture(t *testing.T, pid int, links map[int]string) proc.FS {
 			t.Fatal(err)
 		}
 	}
-	fs, err := proc.NewFS(root)
+	fs, err := procfs.NewFS(root)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +84,7 @@ func TestChannelsSocketTableUnreadable(t *testing.T) {
 func TestChannelsVanished(t *testing.T) {
 	fs := fixture(t, 42, nil)
 	_, err := New(fs).Channels(43)
-	if !proc.IsVanished(err) {
+	if !procfs.IsVanished(err) {
 		t.Errorf("err %v: want vanished", err)
 	}
 }
@@ -122,7 +122,7 @@ func TestChannelsLive(t *testing.T) {
 		t.Fatal(err)
 	}
 	client := "socket:[" + strconv.FormatUint(fi.Sys().(*syscall.Stat_t).Ino, 10) + "]"
-	fs, err := proc.NewFS("")
+	fs, err := procfs.NewFS("")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/gpufeed/gpufeed/internal/cpuset"
-	"github.com/gpufeed/gpufeed/internal/probe/proc"
+	"github.com/gpufeed/gpufeed/internal/procfs"
 )
 
 // Status holds the /proc/PID/status fields check needs.
@@ -103,12 +103,12 @@ func (f FS) LastCPU(pid, tid int) (int, error) {
 }
 
 // ParseStatProcessor extracts the processor field of a stat line with the
-// sampler's stat parser (proc.ParseStat, which finds the command name's
+// sampler's stat parser (procfs.ParseStat, which finds the command name's
 // closing ')' even when the name holds spaces and parentheses).
 func ParseStatProcessor(path string, data []byte) (int, error) {
-	var st proc.Stat
-	if err := proc.ParseStat(data, &st); err != nil {
-		var pe *proc.ParseError
+	var st procfs.Stat
+	if err := procfs.ParseStat(data, &st); err != nil {
+		var pe *procfs.ParseError
 		if errors.As(err, &pe) {
 			return 0, parseErr(path, 1, "byte %d: want %s", pe.Offset, pe.Want)
 		}
