@@ -36,7 +36,7 @@ func afterWindow(ctx context.Context, tl *timeline.Timeline, fs procfs.FS, sysRo
 		p.DeviceChannels = &timeline.DeviceChannels{T: sinceStart(tl), Channels: res.Channels, NotVisible: res.NotVisible}
 	}
 
-	opts := check.Options{ProcRoot: fs.Root, SysRoot: sysRoot, PID: tl.Meta.Target.PID, GPU: src}
+	opts := check.Options{ProcRoot: fs.Proc, SysRoot: sysRoot, PID: tl.Meta.Target.PID, GPU: src}
 	if tl.Meta.Ended == "target exited" {
 		opts.PID = 0 // nothing left to check per process; the platform still is
 	}

@@ -133,7 +133,7 @@ to gate a Slurm prolog.`,
 // A target that cannot be described (a fixture tree without stat, a denied
 // read) is checked as given.
 func describeCheckTarget(procRoot string, pid int) (exited string, err error) {
-	fs, err := procfs.NewFS(procRoot)
+	fs, err := procfs.NewFS(procRoot, "")
 	if err != nil {
 		return "", nil
 	}

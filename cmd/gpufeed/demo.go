@@ -106,11 +106,11 @@ func runDemo(cmd *cobra.Command, sc demo.Scenario, duration, interval time.Durat
 	}
 	fmt.Fprintf(os.Stderr, "gpufeed demo %s: workload pid %d on a simulated GPU at %s; diagnosing for %v\n", sc.Name, run.PID, run.Socket, duration)
 
-	fs, err := procfs.NewFS("")
+	fs, err := procfs.NewFS("", "")
 	if err != nil {
 		return err
 	}
-	cfg := sample.Config{Proc: fs, PID: run.PID, Interval: interval, Duration: duration, Tool: "gpufeed " + version}
+	cfg := sample.Config{FS: fs, PID: run.PID, Interval: interval, Duration: duration, Tool: "gpufeed " + version}
 	if launch {
 		cfg.Command, cfg.Launched = run.Command, true
 	}
@@ -129,7 +129,7 @@ func runDemo(cmd *cobra.Command, sc demo.Scenario, duration, interval time.Durat
 	if err != nil {
 		return fmt.Errorf("demo %s: the workload cannot be watched: %w (%s)", sc.Name, err, run.Stderr())
 	}
-	tc := triage.Config{ProcRoot: fs.Root, SysRoot: "/sys", Kmsg: kmsg.Reader{Path: kmsg.DefaultPath}}
+	tc := triage.Config{ProcRoot: fs.Proc, SysRoot: "/sys", Kmsg: kmsg.Reader{Path: kmsg.DefaultPath}}
 	tl, err := observe(ctx, s, fs, src, tc, record, nil)
 	if tl == nil {
 		return err

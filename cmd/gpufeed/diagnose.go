@@ -99,8 +99,8 @@ output is the report's: the command's output goes to standard error, or to
 	f.DurationVar(&o.interval, "interval", sample.DefaultInterval, "per-thread sampling interval")
 	f.StringVarP(&o.format, "output", "o", "text", "output format: text or json")
 	f.StringVar(&o.record, "record", "", "also save the raw samples to `FILE` (judge it later with gpufeed report)")
-	f.StringVar(&o.procRoot, "proc-root", procfs.DefaultRoot, "where procfs is mounted (e.g. /host/proc in a container)")
-	f.StringVar(&o.sysRoot, "sys-root", "/sys", "where sysfs is mounted")
+	f.StringVar(&o.procRoot, "proc-root", procfs.DefaultProc, "where procfs is mounted (e.g. /host/proc in a container)")
+	f.StringVar(&o.sysRoot, "sys-root", procfs.DefaultSys, "where sysfs is mounted")
 	f.StringVar(&o.device, "device", "auto", "GPU source: auto, none, nvml or sim:PATH")
 	f.StringVar(&o.kmsgPath, "kmsg", kmsg.DefaultPath, "the kernel log device (falls back to dmesg, then journalctl -k)")
 	f.StringVar(&o.cmdOutput, "cmd-output", "", "write the launched command's stdout and stderr to `FILE` (default: gpufeed's stderr; stdout is the report's)")
@@ -109,7 +109,7 @@ output is the report's: the command's output goes to standard error, or to
 }
 
 func runDiagnose(cmd *cobra.Command, o diagnoseOpts, args []string) error {
-	fs, err := procfs.NewFS(o.procRoot)
+	fs, err := procfs.NewFS(o.procRoot, o.sysRoot)
 	if err != nil {
 		return err
 	}
@@ -126,7 +126,7 @@ func runDiagnose(cmd *cobra.Command, o diagnoseOpts, args []string) error {
 		task, err := fs.Describe(o.pid)
 		switch {
 		case procfs.IsVanished(err):
-			return fmt.Errorf("no process %d under %s", o.pid, fs.Root)
+			return fmt.Errorf("no process %d under %s", o.pid, fs.Proc)
 		case err != nil && procfs.AsDenied(err) == nil:
 			return err
 		case task.KernelThread:
@@ -143,7 +143,7 @@ func runDiagnose(cmd *cobra.Command, o diagnoseOpts, args []string) error {
 			return err
 		}
 	}
-	src, srcName, err := openGPU(o.device, targetEnv, fs.Root)
+	src, srcName, err := openGPU(o.device, targetEnv, fs.Proc)
 	if err != nil {
 		return fmt.Errorf("--device %s: %w", o.device, err)
 	}
@@ -151,7 +151,7 @@ func runDiagnose(cmd *cobra.Command, o diagnoseOpts, args []string) error {
 		defer src.Close()
 	}
 
-	cfg := sample.Config{Proc: fs, SysRoot: o.sysRoot, PID: o.pid, Interval: o.interval, Duration: o.duration,
+	cfg := sample.Config{FS: fs, PID: o.pid, Interval: o.interval, Duration: o.duration,
 		GPU: src, GPUSource: srcName, Tool: "gpufeed " + version}
 
 	var child *exec.Cmd

@@ -17,7 +17,7 @@ import (
 
 	"github.com/gpufeed/gpufeed/internal/finding"
 	"github.com/gpufeed/gpufeed/internal/gpu"
-	"github.com/gpufeed/gpufeed/internal/probe/sys"
+	"github.com/gpufeed/gpufeed/internal/procfs"
 )
 
 // Status is what a check concluded.
@@ -91,7 +91,7 @@ func Failed(results []Result) bool {
 
 // Options say where and what to check.
 type Options struct {
-	// ProcRoot and SysRoot default to /proc and /sys.
+	// ProcRoot and SysRoot default to /proc and /procfs.
 	ProcRoot string
 	SysRoot  string
 	// PID is the target process (a training or inference job); 0 checks
@@ -107,7 +107,7 @@ type Options struct {
 	// (interrupts, PCIe replays). Zero reads once and uses counts since boot.
 	Window time.Duration
 	// Statfs reads filesystem statistics; nil is the real statfs(2).
-	Statfs sys.StatfsFunc
+	Statfs procfs.StatfsFunc
 	// TargetExited, when set, says the target (PID) has exited and only
 	// its zombie is left: the per-process checks are absent with this
 	// claim, the others look at the platform.
@@ -208,9 +208,9 @@ func defaultSeverity(s Status) finding.Severity {
 // result. absentNeed and deniedNeed say what would let the check see.
 func readFailure(subject, what, source string, err error, absentNeed, deniedNeed string) Result {
 	switch {
-	case sys.IsAbsent(err):
+	case procfs.IsAbsent(err):
 		return Result{Status: Absent, Subject: subject, Claim: what + ": " + source + " absent", Need: absentNeed}
-	case sys.IsDenied(err):
+	case procfs.IsDenied(err):
 		return Result{Status: NotVisible, Subject: subject, Claim: what + ": " + source + " not readable", Need: deniedNeed}
 	}
 	return Result{Status: Error, Subject: subject, Claim: fmt.Sprintf("%s: %v", what, err),

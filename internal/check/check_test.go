@@ -14,7 +14,7 @@ import (
 
 	"github.com/gpufeed/gpufeed/internal/finding"
 	"github.com/gpufeed/gpufeed/internal/gpu"
-	"github.com/gpufeed/gpufeed/internal/probe/sys"
+	"github.com/gpufeed/gpufeed/internal/procfs"
 )
 
 func fixture(name string) (proc, sysRoot string) {
@@ -139,7 +139,7 @@ func TestReadFailureKinds(t *testing.T) {
 	if r := readFailure("s", "x", "/proc/x", &fs.PathError{Op: "open", Path: "/p", Err: fs.ErrNotExist}, "a", "root"); r.Status != Absent || r.Need != "a" {
 		t.Errorf("absent: %+v", r)
 	}
-	if r := readFailure("s", "x", "/proc/x", &sys.ParseError{Path: "/proc/x", Line: 3, Msg: "bad"}, "a", "root"); r.Status != Error || !strings.Contains(r.Claim, ":3:") {
+	if r := readFailure("s", "x", "/proc/x", &procfs.ParseError{File: "/proc/x", Line: 3, Want: "good"}, "a", "root"); r.Status != Error || !strings.Contains(r.Claim, "/proc/x: line 3: expected good") {
 		t.Errorf("malformed: %+v", r)
 	}
 }
@@ -372,15 +372,15 @@ func TestDevShmWithStatfs(t *testing.T) {
 		"proc/meminfo":        "MemTotal: 1000000 kB\n",
 	}
 	root := tree(t, files, nil)
-	full := func(string) (sys.FSStat, error) {
-		return sys.FSStat{Type: sys.TmpfsMagic, TotalBytes: 8 << 30, FreeBytes: 200 << 20}, nil
+	full := func(string) (procfs.FSStat, error) {
+		return procfs.FSStat{Type: procfs.TmpfsMagic, TotalBytes: 8 << 30, FreeBytes: 200 << 20}, nil
 	}
 	r := want(t, runOne(t, devShmCheck, root, Options{Statfs: full}), "dev-shm", "", Warn)
 	if !strings.Contains(r.Claim, "98% full") {
 		t.Errorf("claim: %s", r.Claim)
 	}
-	denied := func(p string) (sys.FSStat, error) {
-		return sys.FSStat{}, &fs.PathError{Op: "statfs", Path: p, Err: fs.ErrPermission}
+	denied := func(p string) (procfs.FSStat, error) {
+		return procfs.FSStat{}, &fs.PathError{Op: "statfs", Path: p, Err: fs.ErrPermission}
 	}
 	r = want(t, runOne(t, devShmCheck, root, Options{Statfs: denied}), "dev-shm", "", OK) // 8 GiB from size=, use not visible
 	if !strings.Contains(evidenceLine(r.Evidence[len(r.Evidence)-1]), "not visible") {

@@ -48,10 +48,10 @@ func runCPUCapacity(e *env) []Result {
 			Decision: "Pin launch threads to the biggest cores (000 §9: on the Spark, the X925 cores)."}}
 	}
 	th, err := e.mainThreadStatus()
-	if err != nil || th.CPUsAllowed == nil {
+	allowed, have := th.CPUsAllowed()
+	if err != nil || !have {
 		return []Result{{Status: OK, Subject: e.subjectPID(), Evidence: ev, Claim: "heterogeneous cores (launch thread's affinity unreadable)"}}
 	}
-	allowed := *th.CPUsAllowed
 	ev = append(ev, text("launch (main) thread allowed CPUs", allowed.String(), procFile(pidDir(e.opts.PID), "task", pidDir(e.opts.PID), "status")))
 	if small := allowed.Minus(big); len(small) > 0 {
 		return []Result{{Status: Warn, Subject: e.subjectPID(), Evidence: ev, Supports: finding.SubmissionBound,

@@ -6,7 +6,7 @@ import (
 
 	"github.com/gpufeed/gpufeed/internal/cpuset"
 	"github.com/gpufeed/gpufeed/internal/finding"
-	"github.com/gpufeed/gpufeed/internal/probe/sys"
+	"github.com/gpufeed/gpufeed/internal/procfs"
 )
 
 // freqCapTolerance: a scaling_max_freq more than 5% under cpuinfo_max_freq
@@ -28,7 +28,7 @@ func runCPUFrequency(e *env) []Result {
 	return []Result{judgeFrequency(cpus)}
 }
 
-func judgeFrequency(cpus []sys.CPU) Result {
+func judgeFrequency(cpus []procfs.CPU) Result {
 	var ratios []float64
 	var capped []int
 	var capKHz, maxKHz uint64

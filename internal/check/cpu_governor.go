@@ -7,7 +7,7 @@ import (
 
 	"github.com/gpufeed/gpufeed/internal/cpuset"
 	"github.com/gpufeed/gpufeed/internal/finding"
-	"github.com/gpufeed/gpufeed/internal/probe/sys"
+	"github.com/gpufeed/gpufeed/internal/procfs"
 )
 
 // performanceGovernor is the governor 002 Task 9 asks for on dedicated
@@ -35,7 +35,7 @@ func runCPUGovernor(e *env) []Result {
 	return []Result{judgeGovernors(cpus)}
 }
 
-func judgeGovernors(cpus []sys.CPU) Result {
+func judgeGovernors(cpus []procfs.CPU) Result {
 	byGov := map[string][]int{}
 	drivers, epps := map[string]bool{}, map[string]bool{}
 	total := 0

@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/gpufeed/gpufeed/internal/finding"
-	"github.com/gpufeed/gpufeed/internal/probe/sys"
+	"github.com/gpufeed/gpufeed/internal/procfs"
 )
 
 const (
@@ -66,7 +66,7 @@ func runCPUIRQ(e *env) []Result {
 	src := procFile("interrupts")
 	ev := []finding.Evidence{{What: "device interrupts, all CPUs", Value: float64(total), Window: since(window), Source: src}}
 	if e.irqTruncated {
-		ev = append(ev, text("note", fmt.Sprintf("larger than %d MiB: counted the first part only", sys.DefaultMaxRead>>20), src))
+		ev = append(ev, text("note", fmt.Sprintf("larger than %d MiB: counted the first part only", procfs.DefaultMaxRead>>20), src))
 	}
 	for i, s := range shares {
 		if i == 3 {
@@ -78,8 +78,8 @@ func runCPUIRQ(e *env) []Result {
 	fair := 1 / float64(len(shares))
 	top := shares[0]
 	if e.opts.PID > 0 {
-		if th, err := e.mainThreadStatus(); err == nil && th.CPUsAllowed != nil {
-			allowed := *th.CPUsAllowed
+		th, err := e.mainThreadStatus()
+		if allowed, have := th.CPUsAllowed(); err == nil && have {
 			ev = append(ev, text("launch (main) thread allowed CPUs", allowed.String(), procFile(pidDir(e.opts.PID), "task", pidDir(e.opts.PID), "status")))
 			if last, err := e.fs.LastCPU(e.opts.PID, e.opts.PID); err == nil {
 				ev = append(ev, num("launch (main) thread last ran on CPU", float64(last), "", procFile(pidDir(e.opts.PID), "task", pidDir(e.opts.PID), "stat")))
@@ -141,7 +141,7 @@ func rankIRQ(counts map[int]uint64) ([]irqShare, uint64) {
 }
 
 // topDevices names the two device lines with the most interrupts on cpu.
-func topDevices(irq sys.Interrupts, cpu int) string {
+func topDevices(irq procfs.Interrupts, cpu int) string {
 	col := -1
 	for i, c := range irq.CPUs {
 		if c == cpu {

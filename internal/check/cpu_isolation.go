@@ -5,7 +5,7 @@ import (
 	"strings"
 
 	"github.com/gpufeed/gpufeed/internal/finding"
-	"github.com/gpufeed/gpufeed/internal/probe/sys"
+	"github.com/gpufeed/gpufeed/internal/procfs"
 )
 
 var cpuIsolationCheck = Check{
@@ -17,15 +17,15 @@ var cpuIsolationCheck = Check{
 
 func runCPUIsolation(e *env) []Result {
 	isoSrc := sysFile("devices/system/cpu/isolated")
-	isolated, err := sys.CPUListFile(e.fs.SysPath("devices/system/cpu/isolated"))
-	if err != nil && !sys.IsAbsent(err) {
+	isolated, err := procfs.CPUListFile(e.fs.SysPath("devices/system/cpu/isolated"))
+	if err != nil && !procfs.IsAbsent(err) {
 		return []Result{readFailure("", "isolated CPUs", isoSrc, err, "", "read access to /sys")}
 	}
 	ev := []finding.Evidence{}
 	if err == nil {
 		ev = append(ev, text("isolated CPUs", orNone(isolated.String()), isoSrc))
 	}
-	nohz, nerr := sys.CPUListFile(e.fs.SysPath("devices/system/cpu/nohz_full"))
+	nohz, nerr := procfs.CPUListFile(e.fs.SysPath("devices/system/cpu/nohz_full"))
 	if nerr == nil {
 		ev = append(ev, text("nohz_full CPUs", orNone(nohz.String()), sysFile("devices/system/cpu/nohz_full")))
 	}
@@ -33,11 +33,11 @@ func runCPUIsolation(e *env) []Result {
 	if cerr == nil {
 		var seen []string
 		for _, name := range []string{"isolcpus", "nohz_full", "rcu_nocbs", "irqaffinity"} {
-			if p, ok := sys.Param(params, name); ok {
+			if p, ok := procfs.Param(params, name); ok {
 				seen = append(seen, name+"="+p.Value)
 				if name == "isolcpus" && err != nil {
 					// Older kernels lack the isolated file; the command line still says.
-					if set, _, perr := sys.IsolcpusList(p.Value); perr == nil {
+					if set, _, perr := procfs.IsolcpusList(p.Value); perr == nil {
 						isolated, err = set, nil
 					}
 				}
@@ -56,10 +56,10 @@ func runCPUIsolation(e *env) []Result {
 			Decision: "Pin each latency-critical thread to one isolated CPU of its own; nothing else will run there (000 §9)."}}
 	}
 	st, serr := e.targetStatus()
-	if serr != nil || st.CPUsAllowed == nil {
+	allowed, have := st.CPUsAllowed()
+	if serr != nil || !have {
 		return []Result{{Status: OK, Evidence: ev, Subject: e.subjectPID(), Claim: fmt.Sprintf("CPUs %s are isolated (target's affinity unreadable)", isolated)}}
 	}
-	allowed := *st.CPUsAllowed
 	ev = append(ev, text("target allowed CPUs", allowed.String(), procFile(pidDir(e.opts.PID), "status")))
 	onIso := allowed.Intersect(isolated)
 	if len(onIso) > 1 {

@@ -5,7 +5,7 @@ import (
 
 	"github.com/gpufeed/gpufeed/internal/cpuset"
 	"github.com/gpufeed/gpufeed/internal/finding"
-	"github.com/gpufeed/gpufeed/internal/probe/sys"
+	"github.com/gpufeed/gpufeed/internal/procfs"
 )
 
 // pinnedCPUsMax: a thread allowed on this many CPUs or fewer is pinned on
@@ -47,10 +47,10 @@ func runCPUSMT(e *env) []Result {
 			Decision: "Pin a latency-critical launch thread to a core whose sibling stays idle (Slurm --hint=nomultithread) (000 §9)."}}
 	}
 	th, err := e.mainThreadStatus()
-	if err != nil || th.CPUsAllowed == nil {
+	allowed, have := th.CPUsAllowed()
+	if err != nil || !have {
 		return []Result{{Status: OK, Subject: e.subjectPID(), Claim: fmt.Sprintf("SMT on: %d threads per core (launch thread's affinity unreadable)", threadsPerCore), Evidence: ev}}
 	}
-	allowed := *th.CPUsAllowed
 	src := procFile(pidDir(e.opts.PID), "task", pidDir(e.opts.PID), "status")
 	ev = append(ev, text("launch (main) thread allowed CPUs", allowed.String(), src))
 	if len(allowed) <= pinnedCPUsMax && sharesCore(cpus, allowed) {
@@ -62,7 +62,7 @@ func runCPUSMT(e *env) []Result {
 	return []Result{{Status: OK, Subject: e.subjectPID(), Evidence: ev, Claim: fmt.Sprintf("SMT on: %d threads per core; launch thread not confined to one core's siblings", threadsPerCore)}}
 }
 
-func hasTopology(cpus []sys.CPU) bool {
+func hasTopology(cpus []procfs.CPU) bool {
 	for _, c := range cpus {
 		if c.ThreadSiblings != nil {
 			return true
@@ -72,7 +72,7 @@ func hasTopology(cpus []sys.CPU) bool {
 }
 
 // sharesCore reports whether two CPUs of set are siblings of one core.
-func sharesCore(cpus []sys.CPU, set cpuset.Set) bool {
+func sharesCore(cpus []procfs.CPU, set cpuset.Set) bool {
 	for _, c := range cpus {
 		if c.ThreadSiblings == nil || !set.Contains(c.ID) {
 			continue

@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/gpufeed/gpufeed/internal/finding"
-	"github.com/gpufeed/gpufeed/internal/probe/sys"
+	"github.com/gpufeed/gpufeed/internal/procfs"
 )
 
 var dataFilesystemCheck = Check{
@@ -26,14 +26,14 @@ func runDataFilesystem(e *env) []Result {
 	if err != nil {
 		return []Result{readFailure(subj, "mount table", src, err, "a running process: check the PID", "read access to "+src)}
 	}
-	m, ok := sys.MountFor(mounts, e.opts.DataPath)
+	m, ok := procfs.MountFor(mounts, e.opts.DataPath)
 	if !ok {
 		return []Result{{Status: Absent, Subject: subj, Claim: "no mount holds " + e.opts.DataPath, Need: "an absolute path in the target's mount namespace"}}
 	}
 	return []Result{judgeDataMount(subj, m, src)}
 }
 
-func judgeDataMount(subj string, m sys.Mount, src string) Result {
+func judgeDataMount(subj string, m procfs.Mount, src string) Result {
 	ev := []finding.Evidence{
 		text("mount point", m.MountPoint, src),
 		text("filesystem", m.FSType, src),
@@ -42,7 +42,7 @@ func judgeDataMount(subj string, m sys.Mount, src string) Result {
 	if opts := interestingOptions(m); opts != "" {
 		ev = append(ev, text("options", opts, src))
 	}
-	if sys.NetworkFilesystems[m.FSType] {
+	if procfs.NetworkFilesystems[m.FSType] {
 		return Result{Status: Warn, Subject: subj, Evidence: ev, Supports: finding.StorageBound,
 			Claim: fmt.Sprintf("dataset on a network filesystem (%s from %s): every read that misses the page cache crosses the network", m.FSType, m.Source),
 			Decision: "Stage the dataset on local NVMe for high-throughput runs, pack small files into shards, and prefetch; " +
@@ -52,7 +52,7 @@ func judgeDataMount(subj string, m sys.Mount, src string) Result {
 }
 
 // interestingOptions keeps the mount options that change read throughput.
-func interestingOptions(m sys.Mount) string {
+func interestingOptions(m procfs.Mount) string {
 	keep := map[string]bool{"vers": true, "proto": true, "rsize": true, "wsize": true, "nconnect": true, "actimeo": true,
 		"timeo": true, "retrans": true, "hard": true, "soft": true, "noatime": true, "ro": true, "lookupcache": true}
 	var parts []string

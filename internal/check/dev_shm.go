@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/gpufeed/gpufeed/internal/finding"
-	"github.com/gpufeed/gpufeed/internal/probe/sys"
+	"github.com/gpufeed/gpufeed/internal/procfs"
 )
 
 const (
@@ -37,7 +37,7 @@ func runDevShm(e *env) []Result {
 	if err != nil {
 		return []Result{readFailure(subj, "mount table", mountSrc, err, "a running process: check the PID", "read access to "+mountSrc)}
 	}
-	var m sys.Mount
+	var m procfs.Mount
 	found := false
 	for _, mm := range mounts {
 		if mm.MountPoint == "/dev/shm" {
@@ -62,12 +62,12 @@ func runDevShm(e *env) []Result {
 	statSrc := "statfs " + procFile(pidDir(e.opts.PID), "root/dev/shm")
 	st, serr := e.opts.Statfs(statPath)
 	switch {
-	case serr == nil && st.Type == sys.TmpfsMagic:
+	case serr == nil && st.Type == procfs.TmpfsMagic:
 		size, used, haveSize, haveUse = st.TotalBytes, st.UsedBytes(), true, true
 		ev = append(ev, bytesEv("size", st.TotalBytes, statSrc), bytesEv("used", st.UsedBytes(), statSrc))
 	case serr == nil:
 		ev = append(ev, text("use", "not read: the path is not a tmpfs here (a copied /proc tree)", statSrc))
-	case sys.IsDenied(serr):
+	case procfs.IsDenied(serr):
 		ev = append(ev, text("use", "not visible: "+needPtrace, statSrc))
 	default:
 		ev = append(ev, text("use", "not read: "+errnoText(serr), statSrc))

@@ -7,7 +7,7 @@ import (
 
 	"github.com/gpufeed/gpufeed/internal/finding"
 	"github.com/gpufeed/gpufeed/internal/gpu"
-	"github.com/gpufeed/gpufeed/internal/probe/sys"
+	"github.com/gpufeed/gpufeed/internal/procfs"
 )
 
 // pcieBitErrorRate is the bit error rate the PCIe specification allows
@@ -21,7 +21,7 @@ func replayAllowancePerMinute(gen, lanes int) float64 {
 	if gen > 6 {
 		gen = 6 // DCGM caps the generation at the highest it knows
 	}
-	rate := sys.PCIeRate(gen)
+	rate := procfs.PCIeRate(gen)
 	return math.Ceil(rate * 1e9 * pcieBitErrorRate * 60 * float64(lanes))
 }
 

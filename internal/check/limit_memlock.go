@@ -5,7 +5,7 @@ import (
 	"strings"
 
 	"github.com/gpufeed/gpufeed/internal/finding"
-	"github.com/gpufeed/gpufeed/internal/probe/sys"
+	"github.com/gpufeed/gpufeed/internal/procfs"
 )
 
 // memlockWarnBelow: RDMA memory registration (ibv_reg_mr: NCCL over
@@ -24,19 +24,19 @@ var limitMemlockCheck = Check{
 }
 
 func runLimitMemlock(e *env) []Result {
-	return limitResult(e, sys.LimitLockedMemory, func(l sys.Limit, ev []finding.Evidence) Result {
+	return limitResult(e, procfs.LimitLockedMemory, func(l procfs.Limit, ev []finding.Evidence) Result {
 		if e.opts.PID > 0 {
 			if st, err := e.targetStatus(); err == nil {
 				src := procFile(pidDir(e.opts.PID), "status")
-				if st.VmLckKB != nil {
-					ev = append(ev, num("locked memory now (VmLck)", float64(*st.VmLckKB)/1024, "MiB", src))
+				if st.HaveVmLck {
+					ev = append(ev, num("locked memory now (VmLck)", float64(st.VmLckKB)/1024, "MiB", src))
 				}
-				if st.VmPinKB != nil {
-					ev = append(ev, num("pinned memory now (VmPin)", float64(*st.VmPinKB)/1024, "MiB", src))
+				if st.HaveVmPin {
+					ev = append(ev, num("pinned memory now (VmPin)", float64(st.VmPinKB)/1024, "MiB", src))
 				}
 			}
 		}
-		if l.Soft == sys.Unlimited || l.Soft >= memlockWarnBelow {
+		if l.Soft == procfs.Unlimited || l.Soft >= memlockWarnBelow {
 			return Result{Status: OK, Evidence: ev, Claim: "locked memory limit " + memlockString(l.Soft)}
 		}
 		rdma, err := e.fs.RDMADevices()
@@ -59,7 +59,7 @@ func runLimitMemlock(e *env) []Result {
 }
 
 func memlockString(v uint64) string {
-	if v == sys.Unlimited {
+	if v == procfs.Unlimited {
 		return "unlimited"
 	}
 	return human(v)

@@ -4,7 +4,7 @@ import (
 	"fmt"
 
 	"github.com/gpufeed/gpufeed/internal/finding"
-	"github.com/gpufeed/gpufeed/internal/probe/sys"
+	"github.com/gpufeed/gpufeed/internal/procfs"
 )
 
 // nprocWarnBelow: RLIMIT_NPROC counts every thread of the user. One
@@ -22,10 +22,10 @@ var limitNprocCheck = Check{
 }
 
 func runLimitNproc(e *env) []Result {
-	return limitResult(e, sys.LimitProcesses, func(l sys.Limit, ev []finding.Evidence) Result {
+	return limitResult(e, procfs.LimitProcesses, func(l procfs.Limit, ev []finding.Evidence) Result {
 		if e.opts.PID > 0 {
-			if st, err := e.targetStatus(); err == nil && st.Threads != nil {
-				ev = append(ev, num("threads of the target", float64(*st.Threads), "", procFile(pidDir(e.opts.PID), "status")))
+			if st, err := e.targetStatus(); err == nil && st.HaveThreads {
+				ev = append(ev, num("threads of the target", float64(st.Threads), "", procFile(pidDir(e.opts.PID), "status")))
 			}
 		}
 		if l.Soft < nprocWarnBelow {

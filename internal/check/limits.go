@@ -4,11 +4,11 @@ import (
 	"fmt"
 
 	"github.com/gpufeed/gpufeed/internal/finding"
-	"github.com/gpufeed/gpufeed/internal/probe/sys"
+	"github.com/gpufeed/gpufeed/internal/procfs"
 )
 
 // limitResult reads one limit of the target and hands it to judge.
-func limitResult(e *env, name string, judge func(l sys.Limit, ev []finding.Evidence) Result) []Result {
+func limitResult(e *env, name string, judge func(l procfs.Limit, ev []finding.Evidence) Result) []Result {
 	subj := e.subjectPID()
 	src := procFile(pidDir(e.opts.PID), "limits")
 	limits, err := e.targetLimits()
@@ -26,7 +26,7 @@ func limitResult(e *env, name string, judge func(l sys.Limit, ev []finding.Evide
 }
 
 func limitEv(what string, v uint64, unit, src string) finding.Evidence {
-	if v == sys.Unlimited {
+	if v == procfs.Unlimited {
 		return text(what, "unlimited", src)
 	}
 	if unit == "bytes" {
@@ -36,7 +36,7 @@ func limitEv(what string, v uint64, unit, src string) finding.Evidence {
 }
 
 func limitString(v uint64) string {
-	if v == sys.Unlimited {
+	if v == procfs.Unlimited {
 		return "unlimited"
 	}
 	return fmt.Sprint(v)

@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/gpufeed/gpufeed/internal/finding"
-	"github.com/gpufeed/gpufeed/internal/probe/sys"
+	"github.com/gpufeed/gpufeed/internal/procfs"
 )
 
 var nfsMountCheck = Check{
@@ -33,7 +33,7 @@ func runNFSMount(e *env) []Result {
 	return out
 }
 
-func judgeNFSMount(m sys.NFSMount, dataPath, src string) Result {
+func judgeNFSMount(m procfs.NFSMount, dataPath, src string) Result {
 	subj := "NFS " + m.MountPoint
 	if dataPath != "" {
 		p := path.Clean("/" + dataPath)
@@ -42,7 +42,7 @@ func judgeNFSMount(m sys.NFSMount, dataPath, src string) Result {
 		}
 	}
 	var req, retrans, timeouts, rtt uint64
-	ops := append([]sys.NFSOp(nil), m.Ops...)
+	ops := append([]procfs.NFSOp(nil), m.Ops...)
 	for _, op := range ops {
 		req += op.Requests
 		retrans += op.Retransmissions()

@@ -7,7 +7,7 @@ import (
 
 	"github.com/gpufeed/gpufeed/internal/cpuset"
 	"github.com/gpufeed/gpufeed/internal/finding"
-	"github.com/gpufeed/gpufeed/internal/probe/sys"
+	"github.com/gpufeed/gpufeed/internal/procfs"
 )
 
 var numaAffinityCheck = Check{
@@ -30,7 +30,9 @@ func runNUMAAffinity(e *env) []Result {
 	}
 	subj := e.subjectPID()
 	statusSrc := procFile(strconv.Itoa(e.opts.PID), "status")
-	if st.CPUsAllowed == nil || st.MemsAllowed == nil {
+	cpus, haveCPUs := st.CPUsAllowed()
+	mems, haveMems := st.MemsAllowed()
+	if !haveCPUs || !haveMems {
 		return []Result{{Status: Absent, Subject: subj, Claim: "Cpus_allowed_list or Mems_allowed_list absent from " + statusSrc,
 			Need: "a kernel that writes them (2.6.26+, CONFIG_CPUSETS)"}}
 	}
@@ -43,9 +45,9 @@ func runNUMAAffinity(e *env) []Result {
 		return []Result{r}
 	}
 	ev := []finding.Evidence{
-		text("allowed CPUs", st.CPUsAllowed.String(), statusSrc+" Cpus_allowed_list"),
-		text("allowed memory nodes", st.MemsAllowed.String(), statusSrc+" Mems_allowed_list"),
-		text("nodes of the allowed CPUs", nodesOf(nodes, *st.CPUsAllowed).String(), sysFile("devices/system/node/node*/cpulist")),
+		text("allowed CPUs", cpus.String(), statusSrc+" Cpus_allowed_list"),
+		text("allowed memory nodes", mems.String(), statusSrc+" Mems_allowed_list"),
+		text("nodes of the allowed CPUs", nodesOf(nodes, cpus).String(), sysFile("devices/system/node/node*/cpulist")),
 	}
 	if len(nodes) == 1 {
 		return []Result{{Status: OK, Subject: subj, Claim: "single NUMA node: nothing to misplace", Evidence: ev}}
@@ -55,10 +57,10 @@ func runNUMAAffinity(e *env) []Result {
 		return []Result{unknownGPU(subj, ev, err)}
 	}
 	ev = append(ev, text("GPUs used", strings.Join(use.addrs, ", "), use.source+" ("+use.how+")"))
-	return []Result{judgeNUMAAffinity(e, subj, *st.CPUsAllowed, *st.MemsAllowed, nodes, use, ev)}
+	return []Result{judgeNUMAAffinity(e, subj, cpus, mems, nodes, use, ev)}
 }
 
-func judgeNUMAAffinity(e *env, subj string, cpus, mems cpuset.Set, nodes []sys.Node, use gpuUse, ev []finding.Evidence) Result {
+func judgeNUMAAffinity(e *env, subj string, cpus, mems cpuset.Set, nodes []procfs.Node, use gpuUse, ev []finding.Evidence) Result {
 	gpuNodes := cpuset.Set{}
 	for _, a := range use.addrs {
 		n, local := e.gpuNode(a)
@@ -107,7 +109,7 @@ func judgeNUMAAffinity(e *env, subj string, cpus, mems cpuset.Set, nodes []sys.N
 // visible when its descriptors were denied, absent otherwise.
 func unknownGPU(subj string, ev []finding.Evidence, err error) Result {
 	st := Absent
-	if sys.IsDenied(err) {
+	if procfs.IsDenied(err) {
 		st = NotVisible
 	}
 	return Result{Status: st, Subject: subj, Evidence: ev, Claim: "cannot tell which GPU the target uses: " + errnoText(err),

@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/gpufeed/gpufeed/internal/finding"
-	"github.com/gpufeed/gpufeed/internal/probe/sys"
+	"github.com/gpufeed/gpufeed/internal/procfs"
 )
 
 // farMemoryWarnFraction: when more than half of the target's resident
@@ -42,7 +42,7 @@ func runNUMAMemory(e *env) []Result {
 	}
 	ev = append(ev, text("memory policies", policySummary(m.Policies), src))
 	if m.Truncated {
-		ev = append(ev, text("note", fmt.Sprintf("numa_maps larger than %d MiB; counted the first part only", sys.DefaultMaxRead>>20), src))
+		ev = append(ev, text("note", fmt.Sprintf("numa_maps larger than %d MiB; counted the first part only", procfs.DefaultMaxRead>>20), src))
 	}
 	sysNodes, _ := e.nodeList()
 	if len(sysNodes) <= 1 {

@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/gpufeed/gpufeed/internal/finding"
-	"github.com/gpufeed/gpufeed/internal/probe/sys"
+	"github.com/gpufeed/gpufeed/internal/procfs"
 )
 
 // pcieLaneGBps is the usable bandwidth of one lane per direction after line
@@ -30,7 +30,7 @@ func runPCIeLink(e *env) []Result {
 		return []Result{readFailure("", "PCI devices", sysFile("bus/pci/devices"), err,
 			"a sysfs with PCI devices (--root pointing at the host's /sys in a container)", "read access to /sys")}
 	}
-	byAddr := map[string]sys.PCIDevice{}
+	byAddr := map[string]procfs.PCIDevice{}
 	for _, d := range listing.devs {
 		byAddr[d.Address] = d
 	}
@@ -38,7 +38,7 @@ func runPCIeLink(e *env) []Result {
 	for _, s := range listing.skipped {
 		out = append(out, Result{Status: Error, Claim: "PCI device skipped: " + s.Error(), Need: "readable class, vendor and device files"})
 	}
-	var gpus []sys.PCIDevice
+	var gpus []procfs.PCIDevice
 	for _, d := range listing.devs {
 		if d.IsNVIDIAGPU() {
 			gpus = append(gpus, d)
@@ -91,13 +91,13 @@ func (l linkState) String() string {
 }
 
 func genName(gts float64) string {
-	if g := sys.PCIeGen(gts); g > 0 {
+	if g := procfs.PCIeGen(gts); g > 0 {
 		return fmt.Sprintf("Gen%d", g)
 	}
 	return fmt.Sprintf("%.1f GT/s", gts)
 }
 
-func linkOf(d sys.PCIDevice) (linkState, bool) {
+func linkOf(d procfs.PCIDevice) (linkState, bool) {
 	if d.CurrentLinkSpeed == nil || d.MaxLinkSpeed == nil || d.CurrentLinkWidth == nil || d.MaxLinkWidth == nil {
 		return linkState{}, false
 	}
@@ -107,14 +107,14 @@ func linkOf(d sys.PCIDevice) (linkState, bool) {
 // linkBandwidthGBps is the per-direction bandwidth of a link; 0 when the
 // generation is not a standard one.
 func linkBandwidthGBps(gts float64, width int) float64 {
-	return pcieLaneGBps[sys.PCIeGen(gts)] * float64(width)
+	return pcieLaneGBps[procfs.PCIeGen(gts)] * float64(width)
 }
 
 // judgeDeviceLink compares a device's negotiated link with what it can do,
 // and looks at every bridge above it. A narrower link fails: width does not
 // drop to save power. A slower link with full width warns: GPUs drop link
 // speed when idle, so it needs a second look under load.
-func judgeDeviceLink(kind string, d sys.PCIDevice, byAddr map[string]sys.PCIDevice) Result {
+func judgeDeviceLink(kind string, d procfs.PCIDevice, byAddr map[string]procfs.PCIDevice) Result {
 	subject := kind + " " + d.Address
 	src := func(f string) string { return sysFile("bus/pci/devices", d.Address, f) }
 	l, ok := linkOf(d)

@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/gpufeed/gpufeed/internal/cpuset"
-	"github.com/gpufeed/gpufeed/internal/probe/sys"
+	"github.com/gpufeed/gpufeed/internal/procfs"
 )
 
 // noTarget is the result of a per-process check run without --pid.
@@ -90,7 +90,7 @@ func (e *env) gpuNode(addr string) (int, *cpuset.Set) {
 	return -1, nil
 }
 
-func nodeCPUs(nodes []sys.Node, id int) cpuset.Set {
+func nodeCPUs(nodes []procfs.Node, id int) cpuset.Set {
 	for _, n := range nodes {
 		if n.ID == id {
 			return n.CPUs
@@ -100,7 +100,7 @@ func nodeCPUs(nodes []sys.Node, id int) cpuset.Set {
 }
 
 // nodesOf lists the nodes whose CPUs meet set.
-func nodesOf(nodes []sys.Node, set cpuset.Set) cpuset.Set {
+func nodesOf(nodes []procfs.Node, set cpuset.Set) cpuset.Set {
 	out := cpuset.Set{}
 	for _, n := range nodes {
 		if len(n.CPUs.Intersect(set)) > 0 {

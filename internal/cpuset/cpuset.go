@@ -5,6 +5,7 @@
 package cpuset
 
 import (
+	"bytes"
 	"fmt"
 	"slices"
 	"strconv"
@@ -146,4 +147,51 @@ func (c Set) SubsetOf(o Set) bool {
 		}
 	}
 	return true
+}
+
+// Valid reports whether b is a list Parse accepts, without building the
+// set: readers on a sampler's slow tier check a list they keep as text.
+// It follows Parse step by step (same trimming, same number syntax).
+func Valid(b []byte) bool {
+	b = bytes.TrimSpace(b)
+	for len(b) > 0 {
+		var part []byte
+		part, b, _ = bytes.Cut(b, []byte(","))
+		part = bytes.TrimSpace(part)
+		if len(part) == 0 {
+			continue
+		}
+		rng, group, hasGroup := bytes.Cut(part, []byte(":"))
+		a, z, isRange := bytes.Cut(rng, []byte("-"))
+		lo, ok := validID(a)
+		if !ok {
+			return false
+		}
+		if isRange {
+			hi, ok := validID(z)
+			if !ok || hi < lo {
+				return false
+			}
+		}
+		if hasGroup {
+			u, g, ok := bytes.Cut(group, []byte("/"))
+			if !ok {
+				return false
+			}
+			used, err := strconv.Atoi(string(u))
+			if err != nil || used < 1 {
+				return false
+			}
+			if size, err := strconv.Atoi(string(g)); err != nil || size < used {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// validID is parseCPUID without the error text.
+func validID(b []byte) (int, bool) {
+	n, err := strconv.Atoi(string(bytes.TrimSpace(b)))
+	return n, err == nil && n >= 0 && n < MaxID
 }

@@ -17,6 +17,9 @@ func TestParse(t *testing.T) {
 		{"0-99999999", "", true},
 		{"0-3:5/4", "", true},
 	} {
+		if Valid([]byte(tc.in)) == tc.err {
+			t.Errorf("Valid(%q) = %v, want %v", tc.in, !tc.err, !tc.err)
+		}
 		got, err := Parse(tc.in)
 		if (err != nil) != tc.err {
 			t.Errorf("Parse(%q) error %v, want error %v", tc.in, err, tc.err)
@@ -45,6 +48,9 @@ func FuzzParse(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, s string) {
 		set, err := Parse(s)
+		if Valid([]byte(s)) != (err == nil) {
+			t.Fatalf("Valid(%q) = %v, but Parse says %v", s, err != nil, err)
+		}
 		if err != nil {
 			return
 		}

@@ -13,17 +13,17 @@ func isTooLarge(err error) bool { return errors.Is(err, ErrTooLarge) }
 // after an exec), so procfs's allocations do not matter here.
 func (fs FS) ReadCmdline(pid int) ([]string, error) {
 	path := fs.PidPath(pid, "cmdline")
-	pfs, err := promfs.NewFS(fs.Root)
+	pfs, err := promfs.NewFS(fs.Proc)
 	if err != nil {
 		return nil, err
 	}
 	p, err := pfs.Proc(pid)
 	if err != nil {
-		return nil, classify(path, PrivProcMount, err)
+		return nil, classify(path, PrivProcMount, ErrVanished, err)
 	}
 	args, err := p.CmdLine()
 	if err != nil {
-		return nil, classify(path, PrivProcMount, err)
+		return nil, classify(path, PrivProcMount, ErrVanished, err)
 	}
 	return args, nil
 }

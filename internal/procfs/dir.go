@@ -18,7 +18,7 @@ type Dir struct {
 func OpenDir(path string) (*Dir, error) {
 	fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, classify(path, PrivProcMount, err)
+		return nil, classify(path, PrivProcMount, ErrVanished, err)
 	}
 	return &Dir{fd: fd, path: path, buf: make([]byte, 16<<10)}, nil
 }
@@ -31,7 +31,7 @@ func (d *Dir) Path() string { return d.path }
 // that exited fails with ENOENT or returns nothing.
 func (d *Dir) EachNumeric(fn func(n int)) error {
 	if _, err := syscall.Seek(d.fd, 0, 0); err != nil {
-		return classify(d.path, PrivProcMount, err)
+		return classify(d.path, PrivProcMount, ErrVanished, err)
 	}
 	for {
 		n, err := syscall.Getdents(d.fd, d.buf)
@@ -39,7 +39,7 @@ func (d *Dir) EachNumeric(fn func(n int)) error {
 			continue
 		}
 		if err != nil {
-			return classify(d.path, PrivProcMount, err)
+			return classify(d.path, PrivProcMount, ErrVanished, err)
 		}
 		if n <= 0 {
 			return nil
@@ -53,7 +53,7 @@ func (d *Dir) EachNumeric(fn func(n int)) error {
 func (d *Dir) NLink() (uint64, error) {
 	var st syscall.Stat_t
 	if err := syscall.Fstat(d.fd, &st); err != nil {
-		return 0, classify(d.path, PrivProcMount, err)
+		return 0, classify(d.path, PrivProcMount, ErrVanished, err)
 	}
 	return uint64(st.Nlink), nil
 }

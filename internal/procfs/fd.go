@@ -13,19 +13,19 @@ func (fs FS) FDCount(pid int) (int, error) {
 	path := fs.PidPath(pid, "fd")
 	var st syscall.Stat_t
 	if err := syscall.Stat(path, &st); err != nil {
-		return 0, classify(path, PrivPtraceRead, err)
+		return 0, classify(path, PrivPtraceRead, ErrVanished, err)
 	}
 	if fs.onProcfs && st.Size > 0 {
 		return int(st.Size), nil
 	}
 	f, err := os.Open(path)
 	if err != nil {
-		return 0, classify(path, PrivPtraceRead, err)
+		return 0, classify(path, PrivPtraceRead, ErrVanished, err)
 	}
 	defer f.Close()
 	names, err := f.Readdirnames(-1)
 	if err != nil {
-		return 0, classify(path, PrivPtraceRead, err)
+		return 0, classify(path, PrivPtraceRead, ErrVanished, err)
 	}
 	return len(names), nil
 }
@@ -36,7 +36,7 @@ func (fs FS) FDTarget(pid, fd int) (string, error) {
 	path := fs.PidPath(pid, "fd/"+strconv.Itoa(fd))
 	s, err := os.Readlink(path)
 	if err != nil {
-		return "", classify(path, PrivPtraceRead, unwrapPathError(err))
+		return "", classify(path, PrivPtraceRead, ErrVanished, unwrapPathError(err))
 	}
 	return s, nil
 }

@@ -1,7 +1,6 @@
 package procfs
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -9,24 +8,22 @@ import (
 	"syscall"
 )
 
-// DefaultRoot is where procfs is mounted on a normal system.
-const DefaultRoot = "/proc"
-
-// Privileges named in "not visible" facts. /proc checks most per-process
-// files with ptrace_may_access: PTRACE_MODE_READ for environ, io, wchan, fd,
-// smaps_rollup (same uid, or CAP_SYS_PTRACE), PTRACE_MODE_ATTACH for syscall
-// (where Yama's ptrace_scope also applies).
+// Where procfs and sysfs are mounted on a normal system.
 const (
-	PrivPtraceRead   = "needs the same uid as the process or CAP_SYS_PTRACE"
-	PrivPtraceAttach = "needs CAP_SYS_PTRACE (or the same uid with ptrace_scope 0)"
-	// PrivProcMount is for files hidden by procfs mount options.
-	PrivProcMount = "needs read access to procfs (mounted with hidepid?) or root"
+	DefaultProc = "/proc"
+	DefaultSys  = "/sys"
 )
 
-// FS is a procfs tree rooted somewhere.
+// FS is one machine's /proc and /sys: every reader here is a method on it or
+// takes a path it built, so one injectable pair of roots serves a live
+// system, a container's /host/proc and /host/sys, and fixture trees. They
+// are two roots, not one, because they are two mounts: a container may bind
+// the host's /proc without its /sys.
 type FS struct {
-	Root string
-	// onProcfs is true when Root is a mounted procfs (not a fixture tree):
+	// Proc and Sys are the roots of procfs and sysfs.
+	Proc string
+	Sys  string
+	// onProcfs is true when Proc is a mounted procfs (not a fixture tree):
 	// some pseudo-file conventions (the fd directory's size) hold only there.
 	onProcfs bool
 }
@@ -34,85 +31,60 @@ type FS struct {
 // procSuperMagic is PROC_SUPER_MAGIC from linux/magic.h.
 const procSuperMagic = 0x9fa0
 
-// NewFS returns the procfs tree at root ("" means DefaultRoot). It checks
-// that root is a directory, so a mistyped --proc-root fails early and clearly.
-func NewFS(root string) (FS, error) {
-	if root == "" {
-		root = DefaultRoot
-	}
-	fi, err := os.Stat(root)
+// NewFS returns the tree at procRoot and sysRoot ("" means /proc and /sys).
+// It checks that procRoot is a directory, so a mistyped --proc-root fails
+// early and clearly.
+func NewFS(procRoot, sysRoot string) (FS, error) {
+	fs := At(procRoot, sysRoot)
+	fi, err := os.Stat(fs.Proc)
 	if err != nil {
 		return FS{}, fmt.Errorf("proc root: %w", err)
 	}
 	if !fi.IsDir() {
-		return FS{}, fmt.Errorf("proc root %s: not a directory", root)
+		return FS{}, fmt.Errorf("proc root %s: not a directory", fs.Proc)
 	}
 	var sfs syscall.Statfs_t
-	onProcfs := syscall.Statfs(root, &sfs) == nil && sfs.Type == procSuperMagic
-	return FS{Root: root, onProcfs: onProcfs}, nil
+	fs.onProcfs = syscall.Statfs(fs.Proc, &sfs) == nil && sfs.Type == procSuperMagic
+	return fs, nil
 }
 
-// Path joins elements under the root.
-func (fs FS) Path(elem ...string) string {
-	return filepath.Join(append([]string{fs.Root}, elem...)...)
+// At is NewFS without the check, for readers of trees that hold only part
+// of a machine (a fixture with a sysfs and no procfs): a file that is not
+// there reads as absent.
+func At(procRoot, sysRoot string) FS {
+	if procRoot == "" {
+		procRoot = DefaultProc
+	}
+	if sysRoot == "" {
+		sysRoot = DefaultSys
+	}
+	return FS{Proc: procRoot, Sys: sysRoot}
 }
 
-// PidPath is ROOT/PID/name.
+// ProcPath joins elements under the proc root.
+func (fs FS) ProcPath(elem ...string) string {
+	return filepath.Join(append([]string{fs.Proc}, elem...)...)
+}
+
+// SysPath joins elements under the sys root.
+func (fs FS) SysPath(elem ...string) string {
+	return filepath.Join(append([]string{fs.Sys}, elem...)...)
+}
+
+// PIDDir names a process directory: "self" for pid 0, else the number.
+func PIDDir(pid int) string {
+	if pid <= 0 {
+		return "self"
+	}
+	return strconv.Itoa(pid)
+}
+
+// PidPath is PROC/PID/name ("self" for pid 0).
 func (fs FS) PidPath(pid int, name string) string {
-	return filepath.Join(fs.Root, strconv.Itoa(pid), name)
+	return filepath.Join(fs.Proc, PIDDir(pid), name)
 }
 
-// TaskPath is ROOT/PID/task/TID/name.
+// TaskPath is PROC/PID/task/TID/name.
 func (fs FS) TaskPath(pid, tid int, name string) string {
-	return filepath.Join(fs.Root, strconv.Itoa(pid), "task", strconv.Itoa(tid), name)
-}
-
-// ErrVanished is wrapped by errors for a process or thread that exited
-// between listing and reading (ENOENT, ESRCH).
-var ErrVanished = errors.New("vanished")
-
-// DeniedError says a file exists but may not be read, and which privilege
-// would show it.
-type DeniedError struct {
-	Path      string
-	Privilege string
-	Err       error
-}
-
-func (e *DeniedError) Error() string {
-	return fmt.Sprintf("%s: not visible: %s (%v)", e.Path, e.Privilege, e.Err)
-}
-
-func (e *DeniedError) Unwrap() error { return e.Err }
-
-// NotVisible is the fact to report for the denied field: "not visible: needs ...".
-func (e *DeniedError) NotVisible() string { return "not visible: " + e.Privilege }
-
-// IsVanished reports whether err means the task went away.
-func IsVanished(err error) bool {
-	return errors.Is(err, ErrVanished) || errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ESRCH)
-}
-
-// AsDenied returns the *DeniedError inside err, or nil.
-func AsDenied(err error) *DeniedError {
-	var d *DeniedError
-	if errors.As(err, &d) {
-		return d
-	}
-	return nil
-}
-
-// classify turns a raw errno from opening or reading path into ErrVanished,
-// a *DeniedError carrying priv, or a wrapped error naming the file.
-func classify(path, priv string, err error) error {
-	if err == nil {
-		return nil
-	}
-	switch {
-	case errors.Is(err, syscall.ENOENT), errors.Is(err, syscall.ESRCH):
-		return fmt.Errorf("%s: %w", path, ErrVanished)
-	case errors.Is(err, syscall.EACCES), errors.Is(err, syscall.EPERM):
-		return &DeniedError{Path: path, Privilege: priv, Err: err}
-	}
-	return fmt.Errorf("%s: %w", path, err)
+	return filepath.Join(fs.Proc, PIDDir(pid), "task", strconv.Itoa(tid), name)
 }

@@ -2,7 +2,6 @@ package procfs
 
 import (
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/gpufeed/gpufeed/internal/timeline"
@@ -25,29 +24,29 @@ type Host struct {
 	NotVisible map[string]string
 }
 
-// OpenHost opens the host files under fs and lists whole disks under sysRoot/block.
-func OpenHost(fs FS, sysRoot string) (*Host, error) {
+// OpenHost opens the host files under fs and lists whole disks under SYS/block.
+func OpenHost(fs FS) (*Host, error) {
 	h := &Host{fs: fs, buf: make([]byte, 64<<10), NotVisible: map[string]string{}}
 	var err error
-	if h.stat, err = OpenKept(fs.Path("stat"), PrivProcMount); err != nil {
+	if h.stat, err = OpenKept(fs.ProcPath("stat"), PrivProcMount); err != nil {
 		return nil, err
 	}
 	for i, name := range []string{"cpu", "memory", "io"} {
-		k, err := OpenKept(fs.Path("pressure", name), PrivProcMount)
+		k, err := OpenKept(fs.ProcPath("pressure", name), PrivProcMount)
 		if err != nil {
-			h.NotVisible["psi"] = "absent: " + fs.Path("pressure") + " not readable (kernel without CONFIG_PSI, or booted with psi=0)"
+			h.NotVisible["psi"] = "absent: " + fs.ProcPath("pressure") + " not readable (kernel without CONFIG_PSI, or booted with psi=0)"
 			h.closePSI()
 			break
 		}
 		h.psi[i] = k
 	}
-	if h.meminfo, err = OpenKept(fs.Path("meminfo"), PrivProcMount); err != nil {
+	if h.meminfo, err = OpenKept(fs.ProcPath("meminfo"), PrivProcMount); err != nil {
 		h.NotVisible["meminfo"] = "absent: " + err.Error()
 	}
-	if h.diskstats, err = OpenKept(fs.Path("diskstats"), PrivProcMount); err != nil {
+	if h.diskstats, err = OpenKept(fs.ProcPath("diskstats"), PrivProcMount); err != nil {
 		h.NotVisible["diskstats"] = "absent: " + err.Error()
 	}
-	if ents, err := os.ReadDir(filepath.Join(sysRoot, "block")); err == nil {
+	if ents, err := os.ReadDir(fs.SysPath("block")); err == nil {
 		h.keepDisk = map[string]bool{}
 		for _, e := range ents {
 			if !isVirtualDisk(e.Name()) {
@@ -94,7 +93,7 @@ func (h *Host) Sample(full bool) (*timeline.HostSample, error) {
 		for i, k := range h.psi {
 			b, err := k.ReadInto(h.buf[:4096])
 			if err == nil {
-				err = ParsePressure(k.Path(), b, &p[i])
+				p[i], err = ParsePressure(k.Path(), b)
 			}
 			if err != nil {
 				h.NotVisible["psi"] = "unreadable: " + err.Error()
@@ -103,15 +102,15 @@ func (h *Host) Sample(full bool) (*timeline.HostSample, error) {
 			}
 		}
 		if ok {
-			hs.PSI = &timeline.PSI{CPUSomeUS: p[0].SomeUS, MemSomeUS: p[1].SomeUS, MemFullUS: p[1].FullUS,
-				IOSomeUS: p[2].SomeUS, IOFullUS: p[2].FullUS}
+			hs.PSI = &timeline.PSI{CPUSomeUS: p[0].Some.TotalUS, MemSomeUS: p[1].Some.TotalUS, MemFullUS: p[1].FullUS(),
+				IOSomeUS: p[2].Some.TotalUS, IOFullUS: p[2].FullUS()}
 		}
 	}
 	if h.meminfo != nil {
 		b, err := h.meminfo.ReadGrow(&h.buf, 1<<20)
 		var m timeline.MemInfo
 		if err == nil {
-			err = ParseMeminfo(h.meminfo.Path(), b, &m)
+			err = hostMeminfo(h.meminfo.Path(), b, &m)
 		}
 		if err != nil {
 			h.NotVisible["meminfo"] = "unreadable: " + err.Error()
@@ -146,4 +145,26 @@ func (h *Host) Close() {
 	h.closePSI()
 	h.meminfo.Close()
 	h.diskstats.Close()
+}
+
+// hostMeminfo is what the sampler keeps of meminfo: MemTotal and
+// MemAvailable must be there (MemAvailable exists since 3.14); the other
+// fields are zero when absent.
+func hostMeminfo(file string, b []byte, m *timeline.MemInfo) error {
+	mi, err := ParseMeminfo(file, b)
+	if err != nil {
+		return err
+	}
+	if mi.MemTotal == nil || mi.MemAvailable == nil {
+		return &ParseError{File: file, Offset: -1, Want: "MemTotal and MemAvailable lines"}
+	}
+	v := func(p *uint64) uint64 {
+		if p == nil {
+			return 0
+		}
+		return *p
+	}
+	*m = timeline.MemInfo{Total: *mi.MemTotal, Available: *mi.MemAvailable, Dirty: v(mi.Dirty),
+		Writeback: v(mi.Writeback), SwapTotal: v(mi.SwapTotal), SwapFree: v(mi.SwapFree)}
+	return nil
 }

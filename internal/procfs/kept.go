@@ -20,7 +20,7 @@ type Kept struct {
 func OpenKept(path, priv string) (*Kept, error) {
 	fd, err := openRetry(path)
 	if err != nil {
-		return nil, classify(path, priv, err)
+		return nil, classify(path, priv, ErrVanished, err)
 	}
 	return &Kept{fd: fd, path: path, priv: priv}, nil
 }
@@ -34,7 +34,7 @@ func (k *Kept) Path() string { return k.path }
 func (k *Kept) ReadInto(buf []byte) ([]byte, error) {
 	n, err := preadRetry(k.fd, buf)
 	if err != nil {
-		return nil, classify(k.path, k.priv, err)
+		return nil, classify(k.path, k.priv, ErrVanished, err)
 	}
 	if n >= len(buf) {
 		return nil, fmt.Errorf("%s: %w: more than %d bytes", k.path, ErrTooLarge, len(buf))
@@ -48,7 +48,7 @@ func (k *Kept) ReadGrow(buf *[]byte, max int) ([]byte, error) {
 	for {
 		n, err := preadRetry(k.fd, *buf)
 		if err != nil {
-			return nil, classify(k.path, k.priv, err)
+			return nil, classify(k.path, k.priv, ErrVanished, err)
 		}
 		if n < len(*buf) {
 			return (*buf)[:n], nil

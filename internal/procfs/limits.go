@@ -1,55 +1,109 @@
 package procfs
 
-import "github.com/gpufeed/gpufeed/internal/timeline"
+import (
+	"strings"
 
-// NoFile is RLIMIT_NOFILE; Unlimited marks "unlimited".
-type NoFile struct {
-	Soft, Hard uint64
-}
+	"github.com/gpufeed/gpufeed/internal/timeline"
+)
 
-// Unlimited is the value of a limit /proc/PID/limits reports as "unlimited".
+// Unlimited is the value of a limit /proc/PID/limits writes "unlimited".
 const Unlimited = timeline.Unlimited
 
-// ReadNoFile reads the open-files limit from /proc/PID/limits. (procfs's
-// ProcLimits carries only the soft column; the hard one matters for "raise
-// the soft limit up to the hard one", so the line is parsed here.)
-func (fs FS) ReadNoFile(pid int) (NoFile, error) {
+// Limit is one resource limit, soft and hard (Unlimited when unlimited).
+type Limit struct {
+	Soft uint64 `json:"soft"`
+	Hard uint64 `json:"hard"`
+	Unit string `json:"unit,omitempty"`
+}
+
+// Limit names in /proc/PID/limits.
+const (
+	LimitOpenFiles    = "Max open files"
+	LimitLockedMemory = "Max locked memory"
+	LimitProcesses    = "Max processes"
+)
+
+// Limits reads PROC/PID/limits (pid 0: self), soft and hard. (The
+// prometheus/procfs reader keeps only the soft column; "raise the soft limit
+// up to the hard one" needs both.)
+func (fs FS) Limits(pid int) (map[string]Limit, error) {
 	path := fs.PidPath(pid, "limits")
-	b, err := readCapped(path, PrivProcMount, capSmallFile)
+	b, err := readCapped(path, PrivProcMount, capText)
 	if err != nil {
-		return NoFile{}, err
+		return nil, err
+	}
+	return ParseLimits(path, b)
+}
+
+// NoFile reads RLIMIT_NOFILE from PROC/PID/limits.
+func (fs FS) NoFile(pid int) (Limit, error) {
+	path := fs.PidPath(pid, "limits")
+	b, err := readCapped(path, PrivProcMount, capText)
+	if err != nil {
+		return Limit{}, err
 	}
 	return ParseNoFile(path, b)
 }
 
-// ParseNoFile finds the "Max open files  SOFT  HARD  files" line.
-func ParseNoFile(file string, b []byte) (NoFile, error) {
-	const key = "Max open files"
-	lineNo := 0
-	for i := 0; i < len(b); {
-		var line []byte
-		line, i = nextLine(b, i)
-		lineNo++
-		if !hasPrefix(line, key) {
-			continue
-		}
-		soft, k := nextField(line, len(key))
-		hard, _ := nextField(line, k)
-		var n NoFile
-		var ok1, ok2 bool
-		n.Soft, ok1 = parseLimit(soft)
-		n.Hard, ok2 = parseLimit(hard)
-		if !ok1 || !ok2 {
-			return NoFile{}, &ParseError{File: file, Line: lineNo, Want: "Max open files SOFT HARD files"}
-		}
-		return n, nil
+// ParseNoFile is the "Max open files" row of a limits table.
+func ParseNoFile(path string, data []byte) (Limit, error) {
+	l, err := ParseLimits(path, data)
+	if err != nil {
+		return Limit{}, err
 	}
-	return NoFile{}, &ParseError{File: file, Offset: -1, Want: `a "Max open files" line`}
+	nf, ok := l[LimitOpenFiles]
+	if !ok {
+		return Limit{}, &ParseError{File: path, Offset: -1, Want: `a "Max open files" line`}
+	}
+	return nf, nil
 }
 
-func parseLimit(b []byte) (uint64, bool) {
-	if string(b) == "unlimited" {
+// ParseLimits parses the limits table: an optional header ("Limit  Soft
+// Limit  Hard Limit  Units"), then one row per limit: a name of words
+// ("Max open files"), the soft and hard values (numbers or "unlimited") and
+// an optional unit. No limit's name holds a number, so the first number
+// ends it.
+func ParseLimits(path string, data []byte) (map[string]Limit, error) {
+	out := map[string]Limit{}
+	rows := 0
+	for i, line := range strings.Split(string(data), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) == 0 || (i == 0 && fields[0] == "Limit") {
+			continue
+		}
+		v := 0
+		for v < len(fields) && !isLimitValue(fields[v]) {
+			v++
+		}
+		if v == 0 || v+1 >= len(fields) {
+			return nil, parseErr(path, i+1, strings.TrimSpace(line), "a name, then the soft and hard limits (numbers or \"unlimited\")")
+		}
+		soft, _ := parseLimitValue(fields[v])
+		hard, ok := parseLimitValue(fields[v+1])
+		if !ok {
+			return nil, parseErr(path, i+1, strings.TrimSpace(line), "the hard limit after the soft one (a number or \"unlimited\")")
+		}
+		l := Limit{Soft: soft, Hard: hard}
+		if v+2 < len(fields) {
+			l.Unit = fields[v+2]
+		}
+		out[strings.Join(fields[:v], " ")] = l
+		rows++
+	}
+	if rows == 0 {
+		return nil, parseErr(path, 0, "", "rows of name, soft and hard limits")
+	}
+	return out, nil
+}
+
+func isLimitValue(s string) bool {
+	_, ok := parseLimitValue(s)
+	return ok
+}
+
+func parseLimitValue(s string) (uint64, bool) {
+	if s == "unlimited" {
 		return Unlimited, true
 	}
-	return parseUint(b)
+	return parseUint([]byte(s))
 }

@@ -1,27 +1,6 @@
 package procfs
 
-import (
-	"bytes"
-	"fmt"
-)
-
-// ParseError names the file, where in it parsing failed and what was expected.
-type ParseError struct {
-	File   string // "stat", "schedstat", "/proc/1/status"
-	Offset int    // byte offset, or -1 when a line is named instead
-	Line   int    // 1-based line, 0 when not line-oriented
-	Want   string
-}
-
-func (e *ParseError) Error() string {
-	switch {
-	case e.Line > 0:
-		return fmt.Sprintf("%s: line %d: expected %s", e.File, e.Line, e.Want)
-	case e.Offset >= 0:
-		return fmt.Sprintf("%s: byte %d: expected %s", e.File, e.Offset, e.Want)
-	}
-	return fmt.Sprintf("%s: expected %s", e.File, e.Want)
-}
+import "bytes"
 
 // parseUint parses a decimal unsigned integer from b without allocating.
 func parseUint(b []byte) (uint64, bool) {

@@ -141,11 +141,14 @@ func TestParseNoFile(t *testing.T) {
 }
 
 func TestParsePressure(t *testing.T) {
-	var p Pressure
-	if err := ParsePressure("cpu", []byte(realPressure), &p); err != nil || p.SomeUS != 281176605 || !p.HaveFull || p.FullUS != 12 {
+	p, err := ParsePressure("cpu", []byte(realPressure))
+	if err != nil || p.Some.TotalUS != 281176605 || p.Full == nil || p.FullUS() != 12 {
 		t.Errorf("%+v %v", p, err)
 	}
-	if err := ParsePressure("cpu", []byte("some avg10=1.0\n"), &p); err == nil {
+	if err == nil && (p.Some.Avg10 != 87.47 || p.Some.Avg60 != 69.79 || p.Some.Avg300 != 48.78) {
+		t.Errorf("averages: %+v", *p.Some)
+	}
+	if _, err := ParsePressure("cpu", []byte("some avg10=1.0\n")); err == nil {
 		t.Error("no total: want an error")
 	}
 }
@@ -153,10 +156,10 @@ func TestParsePressure(t *testing.T) {
 func TestParseMeminfo(t *testing.T) {
 	in := "MemTotal:       24683652 kB\nMemFree:        1 kB\nMemAvailable:   23997748 kB\nDirty:             14440 kB\nWriteback:             0 kB\nSwapTotal:             0 kB\nSwapFree:              0 kB\nHugePages_Total:       0\n"
 	var m timeline.MemInfo
-	if err := ParseMeminfo("meminfo", []byte(in), &m); err != nil || m.Total != 24683652*1024 || m.Available != 23997748*1024 || m.Dirty != 14440*1024 {
+	if err := hostMeminfo("meminfo", []byte(in), &m); err != nil || m.Total != 24683652*1024 || m.Available != 23997748*1024 || m.Dirty != 14440*1024 {
 		t.Errorf("%+v %v", m, err)
 	}
-	if err := ParseMeminfo("meminfo", []byte("MemFree: 1 kB\n"), &m); err == nil {
+	if err := hostMeminfo("meminfo", []byte("MemFree: 1 kB\n"), &m); err == nil {
 		t.Error("no MemTotal: want an error")
 	}
 }

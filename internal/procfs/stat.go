@@ -1,5 +1,11 @@
 package procfs
 
+import (
+	"strconv"
+
+	"github.com/gpufeed/gpufeed/internal/cpuset"
+)
+
 // Stat holds the fields of /proc/PID/task/TID/stat (or /proc/PID/stat)
 // gpufeed uses. Field numbers are proc(5)'s.
 type Stat struct {
@@ -159,4 +165,32 @@ func ReadStatOnce(path string) (Stat, error) {
 	}
 	s.Comm = append([]byte(nil), s.Comm...)
 	return s, nil
+}
+
+// LastCPU reads field 39 ("processor": the CPU the task last ran on) of
+// PROC/PID/task/TID/stat.
+func (fs FS) LastCPU(pid, tid int) (int, error) {
+	path := fs.TaskPath(pid, tid, "stat")
+	b, err := readCapped(path, PrivProcMount, capSmallFile)
+	if err != nil {
+		return 0, err
+	}
+	return ParseStatProcessor(path, b)
+}
+
+// ParseStatProcessor extracts the processor field of a stat line with
+// ParseStat, which finds the command name's closing ')' even when the name
+// holds spaces and parentheses.
+func ParseStatProcessor(path string, b []byte) (int, error) {
+	var st Stat
+	if err := ParseStat(b, &st); err != nil {
+		if pe, ok := err.(*ParseError); ok {
+			pe.File = path
+		}
+		return 0, err
+	}
+	if st.Processor < 0 || st.Processor >= cpuset.MaxID {
+		return 0, parseErr(path, 1, "processor "+strconv.Itoa(st.Processor), "a CPU number")
+	}
+	return st.Processor, nil
 }

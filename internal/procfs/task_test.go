@@ -50,7 +50,7 @@ func TestDescribeLiveZombie(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	fs, _ := NewFS("")
+	fs, _ := NewFS("", "")
 	var child int
 	for deadline := time.Now().Add(5 * time.Second); child == 0 && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		ents, _ := os.ReadDir("/proc")
@@ -102,7 +102,7 @@ func TestDescribeMainThreadExitedIsNotAZombie(t *testing.T) {
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	buf := make([]byte, 6)
 	out.Read(buf)
-	fs, _ := NewFS("")
+	fs, _ := NewFS("", "")
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		task, err := fs.Describe(cmd.Process.Pid)
 		if err != nil {

@@ -33,10 +33,10 @@ func prepared(b *testing.B, pid int) *Sampler {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if s.procRoot, err = procfs.OpenDir(s.fs.Root); err != nil {
+	if s.procRoot, err = procfs.OpenDir(s.fs.Proc); err != nil {
 		b.Fatal(err)
 	}
-	if s.host, err = procfs.OpenHost(s.fs, "/sys"); err != nil {
+	if s.host, err = procfs.OpenHost(s.fs); err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { s.closeAll(); s.host.Close(); s.procRoot.Close() })

@@ -192,7 +192,7 @@ func (s *Sampler) readOnceFacts(p *trackedProc, t int64) {
 	} else {
 		s.fieldError(p, t, "env", err)
 	}
-	if nf, err := s.fs.ReadNoFile(p.pid); err == nil {
+	if nf, err := s.fs.NoFile(p.pid); err == nil {
 		info.NoFileSoft, info.NoFileHard = &nf.Soft, &nf.Hard
 	} else {
 		s.fieldError(p, t, "nofile", err)

@@ -65,31 +65,31 @@ type candidate struct {
 // run to report (it ended at once), not a mistyped pid.
 func New(cfg Config) (*Sampler, error) {
 	cfg.defaults()
-	if cfg.Proc.Root == "" {
-		fs, err := procfs.NewFS("")
+	if cfg.FS.Proc == "" {
+		fs, err := procfs.NewFS("", "")
 		if err != nil {
 			return nil, err
 		}
-		cfg.Proc = fs
+		cfg.FS = fs
 	}
-	st, err := procfs.ReadStatOnce(cfg.Proc.PidPath(cfg.PID, "stat"))
+	st, err := procfs.ReadStatOnce(cfg.FS.PidPath(cfg.PID, "stat"))
 	if err != nil && cfg.Launched && procfs.IsVanished(err) {
 		st, err = procfs.Stat{}, nil
 	}
 	if err != nil {
 		if procfs.IsVanished(err) {
-			return nil, fmt.Errorf("no process %d under %s", cfg.PID, cfg.Proc.Root)
+			return nil, fmt.Errorf("no process %d under %s", cfg.PID, cfg.FS.Proc)
 		}
 		return nil, fmt.Errorf("target %d: %w", cfg.PID, err)
 	}
-	self, chain, inTree := observerChain(cfg.Proc, cfg.PID)
+	self, chain, inTree := observerChain(cfg.FS, cfg.PID)
 	if self == cfg.PID {
 		return nil, fmt.Errorf("pid %d is this gpufeed process itself (a shell that runs its last command in its own place gives it the shell's $$): point --pid at the job, or use -- COMMAND", cfg.PID)
 	}
 	s := &Sampler{
 		observer: map[int]uint64{},
 		cfg:      cfg,
-		fs:       cfg.Proc,
+		fs:       cfg.FS,
 		arch:     procfs.HostArch(),
 		procs:    map[int]*trackedProc{},
 		notDesc:  map[int]uint32{},
@@ -112,14 +112,14 @@ func New(cfg Config) (*Sampler, error) {
 	if syscall.Uname(&uts) == nil {
 		m.Kernel = utsString(uts.Release[:])
 	}
-	m.NumCPU = numCPU(cfg.Proc)
+	m.NumCPU = numCPU(cfg.FS)
 	m.ClockTick = clockTick
 	m.PageSize = os.Getpagesize()
 	m.Interval = timeline.Duration(cfg.Interval)
 	m.Duration = timeline.Duration(cfg.Duration)
 	m.Target = timeline.Target{PID: cfg.PID, StartTime: st.StartTime, Command: cfg.Command, Launched: cfg.Launched}
-	m.ProcRoot = cfg.Proc.Root
-	m.SysRoot = cfg.SysRoot
+	m.ProcRoot = cfg.FS.Proc
+	m.SysRoot = cfg.FS.Sys
 	m.GPUSource = cfg.GPUSource
 	m.Arch = s.arch
 	m.Tiers = timeline.Tiers{Slow: timeline.Duration(cfg.SlowEvery), Rollup: timeline.Duration(cfg.RollupEvery)}
@@ -136,7 +136,7 @@ func New(cfg Config) (*Sampler, error) {
 // process's start time (clock ticks since boot) becomes an age. 0 when not
 // readable (a fixture root without it).
 func uptimeNS(fs procfs.FS) int64 {
-	b, err := os.ReadFile(fs.Path("uptime"))
+	b, err := os.ReadFile(fs.ProcPath("uptime"))
 	if err != nil {
 		return 0
 	}
@@ -161,7 +161,7 @@ type observed struct {
 // between them are the observer, not the job. inTree says the chain reached
 // the target. A fixture tree has no self link: no chain.
 func observerChain(fs procfs.FS, target int) (self int, chain []observed, inTree bool) {
-	link, err := os.Readlink(fs.Path("self"))
+	link, err := os.Readlink(fs.ProcPath("self"))
 	if err != nil {
 		return 0, nil, false
 	}
@@ -212,10 +212,10 @@ func utsString(b []int8) string {
 // numCPU counts the cpuN lines of ROOT/stat (the CPUs the kernel reports,
 // not this process's affinity), falling back to the runtime's count.
 func numCPU(fs procfs.FS) int {
-	b, err := os.ReadFile(fs.Path("stat"))
+	b, err := os.ReadFile(fs.ProcPath("stat"))
 	if err == nil {
 		var hs procfs.HostStat
-		if procfs.ParseProcStat(fs.Path("stat"), b, &hs) == nil {
+		if procfs.ParseProcStat(fs.ProcPath("stat"), b, &hs) == nil {
 			return len(hs.CPUs)
 		}
 	}
@@ -228,11 +228,11 @@ func numCPU(fs procfs.FS) int {
 func (s *Sampler) Run(ctx context.Context) (*timeline.Timeline, error) {
 	cfg := s.cfg
 	var err error
-	if s.procRoot, err = procfs.OpenDir(s.fs.Root); err != nil {
+	if s.procRoot, err = procfs.OpenDir(s.fs.Proc); err != nil {
 		return nil, err
 	}
 	defer s.procRoot.Close()
-	if s.host, err = procfs.OpenHost(s.fs, cfg.SysRoot); err != nil {
+	if s.host, err = procfs.OpenHost(s.fs); err != nil {
 		return nil, err
 	}
 	defer s.host.Close()

@@ -25,11 +25,11 @@ import (
 // Tiers are shortened so a few seconds hold enough slow-tier readings.
 func observe(t *testing.T, pid int, window time.Duration) (*timeline.Timeline, frozen.Result) {
 	t.Helper()
-	fs, err := procfs.NewFS("/proc")
+	fs, err := procfs.NewFS("/proc", "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := sample.New(sample.Config{Proc: fs, PID: pid, Interval: 100 * time.Millisecond, Duration: window,
+	s, err := sample.New(sample.Config{FS: fs, PID: pid, Interval: 100 * time.Millisecond, Duration: window,
 		SlowEvery: 500 * time.Millisecond, RollupEvery: time.Second, RollupBudget: 0.5, Tool: "gpufeed test"})
 	if err != nil {
 		t.Fatal(err)

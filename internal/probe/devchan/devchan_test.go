@@ -26,7 +26,7 @@ func fixture(t *testing.T, pid int, links map[int]string) procfs.FS {
 			t.Fatal(err)
 		}
 	}
-	fs, err := procfs.NewFS(root)
+	fs, err := procfs.NewFS(root, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +122,7 @@ func TestChannelsLive(t *testing.T) {
 		t.Fatal(err)
 	}
 	client := "socket:[" + strconv.FormatUint(fi.Sys().(*syscall.Stat_t).Ino, 10) + "]"
-	fs, err := procfs.NewFS("")
+	fs, err := procfs.NewFS("", "")
 	if err != nil {
 		t.Fatal(err)
 	}

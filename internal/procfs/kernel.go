@@ -1,4 +1,4 @@
-package sys
+package procfs
 
 import (
 	"fmt"
@@ -28,7 +28,7 @@ func (f FS) KernelRelease() (KernelVersion, error) {
 	}
 	k, err := ParseKernelRelease(s)
 	if err != nil {
-		return k, parseErr(p, 1, "%v", err)
+		return k, parseErr(p, 1, err.Error(), "a release like 6.8.0-45-generic")
 	}
 	return k, nil
 }
@@ -84,7 +84,7 @@ func (f FS) Uptime() (float64, error) {
 	first, _, _ := strings.Cut(s, " ")
 	v, err := strconv.ParseFloat(first, 64)
 	if err != nil || v < 0 {
-		return 0, parseErr(p, 1, "%q: want seconds since boot", s)
+		return 0, parseErr(p, 1, strconv.Quote(s), "seconds since boot")
 	}
 	return v, nil
 }

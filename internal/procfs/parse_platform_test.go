@@ -1,4 +1,4 @@
-package sys
+package procfs
 
 import (
 	"errors"
@@ -154,7 +154,7 @@ func TestParseLimits(t *testing.T) {
 	}
 }
 
-func TestParseStatus(t *testing.T) {
+func TestParseStatusOfAVM(t *testing.T) {
 	data, err := os.ReadFile("testdata/status.vm")
 	if err != nil {
 		t.Fatal(err)
@@ -163,7 +163,9 @@ func TestParseStatus(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.Name != "cp" || s.CPUsAllowed == nil || s.CPUsAllowed.String() != "0-1" || s.MemsAllowed.String() != "0" || s.VmLckKB == nil {
+	cpus, okC := s.CPUsAllowed()
+	mems, okM := s.MemsAllowed()
+	if s.Name != "cp" || !okC || cpus.String() != "0-1" || !okM || mems.String() != "0" || !s.HaveVmLck {
 		t.Errorf("status = %+v", s)
 	}
 	if _, err := ParseStatus("x", []byte("Cpus_allowed_list:\tzz\n")); err == nil {

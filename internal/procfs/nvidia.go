@@ -1,4 +1,4 @@
-package sys
+package procfs
 
 import (
 	"os"
@@ -22,7 +22,7 @@ func (f FS) NVIDIADriverGPUs() (map[int]string, error) {
 	out := map[int]string{}
 	for _, e := range entries {
 		p := filepath.Join(dir, e.Name(), "information")
-		data, _, err := ReadCapped(p, 64<<10)
+		data, _, err := readPrefix(p, PrivRoot, ErrAbsent, capText)
 		if err != nil {
 			continue
 		}

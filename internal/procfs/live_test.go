@@ -1,4 +1,4 @@
-package sys
+package procfs
 
 import (
 	"os"
@@ -12,7 +12,7 @@ func TestLiveMachine(t *testing.T) {
 	if _, err := os.Stat("/proc/self/status"); err != nil {
 		t.Skip("no /proc here")
 	}
-	f := New("", "")
+	f := At("", "")
 	ok := func(what string, err error) {
 		t.Helper()
 		if err != nil && !IsAbsent(err) && !IsDenied(err) {
@@ -43,7 +43,7 @@ func TestLiveMachine(t *testing.T) {
 	ok("Interrupts", err)
 	st, err := f.ProcStatus(os.Getpid())
 	ok("ProcStatus", err)
-	if err == nil && (st.CPUsAllowed == nil || len(*st.CPUsAllowed) == 0) {
+	if cpus, have := st.CPUsAllowed(); err == nil && (!have || len(cpus) == 0) {
 		t.Error("no Cpus_allowed_list for this process")
 	}
 	_, err = f.LastCPU(os.Getpid(), os.Getpid())

@@ -1,4 +1,4 @@
-package sys
+package procfs
 
 import (
 	"slices"
@@ -45,7 +45,7 @@ func (m NUMAMaps) Total() uint64 {
 // capped and Truncated set.
 func (f FS) NUMAMaps(pid int) (NUMAMaps, error) {
 	p := f.ProcPath(PIDDir(pid), "numa_maps")
-	data, truncated, err := ReadCapped(p, DefaultMaxRead)
+	data, truncated, err := readPrefix(p, PrivPtraceRead, ErrVanished, DefaultMaxRead)
 	if err != nil {
 		return NUMAMaps{}, err
 	}
@@ -71,10 +71,10 @@ func ParseNUMAMaps(path string, data []byte) (NUMAMaps, error) {
 			continue
 		}
 		if len(fields) < 2 {
-			return m, parseErr(path, i+1, "want an address and a policy")
+			return m, parseErr(path, i+1, "", "an address and a policy")
 		}
 		if _, err := strconv.ParseUint(fields[0], 16, 64); err != nil {
-			return m, parseErr(path, i+1, "address %q: want hexadecimal", fields[0])
+			return m, parseErr(path, i+1, "address "+strconv.Quote(fields[0]), "hexadecimal")
 		}
 		m.Mappings++
 		m.Policies[fields[1]]++
@@ -89,17 +89,17 @@ func ParseNUMAMaps(path string, data []byte) (NUMAMaps, error) {
 			case key == "kernelpagesize_kB":
 				v, err := strconv.ParseUint(val, 10, 64)
 				if err != nil || v == 0 || v > 1<<30 {
-					return m, parseErr(path, i+1, "kernelpagesize_kB %q: want a page size in KiB", val)
+					return m, parseErr(path, i+1, "kernelpagesize_kB "+strconv.Quote(val), "a page size in KiB")
 				}
 				pageKB = v
 			case len(key) > 1 && key[0] == 'N' && key[1] >= '0' && key[1] <= '9':
 				node, err := strconv.Atoi(key[1:])
 				if err != nil || node >= cpuset.MaxID {
-					return m, parseErr(path, i+1, "%q: want N<node>=<pages>", kv)
+					return m, parseErr(path, i+1, strconv.Quote(kv), "N<node>=<pages>")
 				}
 				v, err := strconv.ParseUint(val, 10, 64)
 				if err != nil {
-					return m, parseErr(path, i+1, "%q: want a page count", kv)
+					return m, parseErr(path, i+1, strconv.Quote(kv), "a page count")
 				}
 				pages[node] += v
 			}

@@ -1,4 +1,4 @@
-package sys
+package procfs
 
 import (
 	"os"
@@ -118,7 +118,7 @@ func FuzzNFSMounts(f *testing.F) {
 	if err := os.MkdirAll(filepath.Join(dir, "7"), 0o755); err != nil {
 		f.Fatal(err)
 	}
-	fs := New(dir, dir)
+	fs := At(dir, dir)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if err := os.WriteFile(filepath.Join(dir, "7", "mountstats"), data, 0o644); err != nil {
 			t.Fatal(err)

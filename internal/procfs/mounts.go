@@ -1,13 +1,14 @@
-package sys
+package procfs
 
 import (
+	"errors"
 	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/prometheus/procfs"
+	promfs "github.com/prometheus/procfs"
 	"github.com/prometheus/procfs/nfs"
 )
 
@@ -23,11 +24,11 @@ type Mount struct {
 // Mounts reads proc/PID/mountinfo (pid 0: self) through prometheus/procfs:
 // the mount table as that process sees it (its mount namespace).
 func (f FS) Mounts(pid int) ([]Mount, error) {
-	pfs, err := procfs.NewFS(f.Proc)
+	pfs, err := promfs.NewFS(f.Proc)
 	if err != nil {
 		return nil, err
 	}
-	var infos []*procfs.MountInfo
+	var infos []*promfs.MountInfo
 	path := filepath.Join(f.Proc, "self", "mountinfo")
 	if pid > 0 {
 		path = filepath.Join(f.Proc, strconv.Itoa(pid), "mountinfo")
@@ -135,11 +136,11 @@ type NFSMount struct {
 // NFSMounts reads proc/PID/mountstats (pid 0: self) through
 // prometheus/procfs and keeps the NFS mounts that carry statistics.
 func (f FS) NFSMounts(pid int) ([]NFSMount, error) {
-	pfs, err := procfs.NewFS(f.Proc)
+	pfs, err := promfs.NewFS(f.Proc)
 	if err != nil {
 		return nil, err
 	}
-	var proc procfs.Proc
+	var proc promfs.Proc
 	if pid > 0 {
 		proc, err = pfs.Proc(pid)
 	} else {
@@ -154,7 +155,7 @@ func (f FS) NFSMounts(pid int) ([]NFSMount, error) {
 	}
 	var out []NFSMount
 	for _, m := range mounts {
-		st, ok := m.Stats.(*procfs.MountStatsNFS)
+		st, ok := m.Stats.(*promfs.MountStatsNFS)
 		if !ok {
 			continue
 		}
@@ -183,7 +184,7 @@ type NFSClient struct {
 // NFSClient reads proc/net/rpc/nfs through prometheus/procfs.
 func (f FS) NFSClient() (NFSClient, error) {
 	p := f.ProcPath("net/rpc/nfs")
-	data, _, err := ReadCapped(p, 64<<10)
+	data, _, err := readPrefix(p, PrivProcMount, ErrAbsent, capText)
 	if err != nil {
 		return NFSClient{}, err
 	}
@@ -194,7 +195,7 @@ func (f FS) NFSClient() (NFSClient, error) {
 func ParseNFSClient(p string, data []byte) (NFSClient, error) {
 	st, err := nfs.ParseClientRPCStats(strings.NewReader(string(data)))
 	if err != nil {
-		return NFSClient{}, parseErr(p, 0, "%v", err)
+		return NFSClient{}, parseErr(p, 0, err.Error(), "")
 	}
 	c := NFSClient{Calls: st.ClientRPC.RPCCount, Retransmissions: st.ClientRPC.Retransmissions}
 	v3 := map[string]uint64{"read": st.V3Stats.Read, "getattr": st.V3Stats.GetAttr, "lookup": st.V3Stats.Lookup,
@@ -215,4 +216,20 @@ func sum(m map[string]uint64) uint64 {
 		t += v
 	}
 	return t
+}
+
+// procfsErr names the file in an error from prometheus/procfs: its parse
+// errors name neither the file nor, sometimes, anything but themselves
+// ("error parsing file: error parsing file: Malformed line ..."), and quote
+// whole lines. Errors that are not about parsing (absent, denied) are kept
+// as they are, so callers still tell them apart.
+func procfsErr(path string, err error) error {
+	if !errors.Is(err, promfs.ErrFileParse) {
+		return err
+	}
+	msg := err.Error()
+	for prefix := promfs.ErrFileParse.Error() + ": "; strings.HasPrefix(msg, prefix); {
+		msg = strings.TrimPrefix(msg, prefix)
+	}
+	return parseErr(path, 0, msg, "")
 }

@@ -1,4 +1,4 @@
-package sys
+package procfs
 
 import (
 	"os"
@@ -88,7 +88,7 @@ func readCPU(dir string, id int) CPU {
 		if err != nil {
 			// cpufreq writes "<unknown>" when it cannot sample; that is absent, not a fault.
 			if s != "<unknown>" {
-				c.Problems = append(c.Problems, parseErr(p, 1, "%q: want an unsigned integer", s))
+				c.Problems = append(c.Problems, parseErr(p, 1, strconv.Quote(s), "an unsigned integer"))
 			}
 			return nil
 		}
@@ -120,7 +120,7 @@ func readCPU(dir string, id int) CPU {
 	if sib != "" {
 		set, err := cpuset.Parse(sib)
 		if err != nil {
-			c.Problems = append(c.Problems, parseErr(filepath.Join(dir, "topology/thread_siblings_list"), 1, "%v", err))
+			c.Problems = append(c.Problems, parseErr(filepath.Join(dir, "topology/thread_siblings_list"), 1, err.Error(), "a CPU list like 0-7,16"))
 		} else {
 			c.ThreadSiblings = &set
 		}
@@ -141,7 +141,7 @@ func CPUListFile(path string) (cpuset.Set, error) {
 	}
 	set, err := cpuset.Parse(s)
 	if err != nil {
-		return nil, parseErr(path, 1, "%v", err)
+		return nil, parseErr(path, 1, err.Error(), "a CPU list like 0-7,16")
 	}
 	return set, nil
 }

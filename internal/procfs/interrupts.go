@@ -1,6 +1,7 @@
-package sys
+package procfs
 
 import (
+	"errors"
 	"strconv"
 	"strings"
 
@@ -31,14 +32,15 @@ type IRQLine struct {
 // Interrupts reads proc/interrupts.
 func (f FS) Interrupts() (Interrupts, error) {
 	p := f.ProcPath("interrupts")
-	data, truncated, err := ReadCapped(p, DefaultMaxRead)
-	if err != nil {
+	data, err := readHost(p, DefaultMaxRead)
+	if err != nil && !errors.Is(err, ErrTooLarge) {
 		return Interrupts{}, err
 	}
-	irq, err := ParseInterrupts(p, data)
-	if err == nil && truncated {
-		err = &TruncatedError{Path: p, Max: DefaultMaxRead}
+	irq, perr := ParseInterrupts(p, data)
+	if perr != nil {
+		return irq, perr
 	}
+	// A table cut at the cap (err wraps ErrTooLarge): what was read counts.
 	return irq, err
 }
 
@@ -50,13 +52,13 @@ func ParseInterrupts(path string, data []byte) (Interrupts, error) {
 	var irq Interrupts
 	lines := strings.Split(string(data), "\n")
 	if len(lines) == 0 || strings.TrimSpace(lines[0]) == "" {
-		return irq, parseErr(path, 1, "empty: want a header of CPU columns")
+		return irq, parseErr(path, 1, "empty", "a header of CPU columns")
 	}
 	for _, col := range strings.Fields(lines[0]) {
 		num, ok := strings.CutPrefix(col, "CPU")
 		n, err := strconv.Atoi(num)
 		if !ok || err != nil || n < 0 || n >= cpuset.MaxID {
-			return irq, parseErr(path, 1, "header column %q: want CPUn", col)
+			return irq, parseErr(path, 1, "header column "+strconv.Quote(col), "CPUn")
 		}
 		irq.CPUs = append(irq.CPUs, n)
 	}
@@ -67,7 +69,7 @@ func ParseInterrupts(path string, data []byte) (Interrupts, error) {
 		}
 		label, ok := strings.CutSuffix(fields[0], ":")
 		if !ok || label == "" {
-			return irq, parseErr(path, i+2, "%q: want a row label ending in ':'", fields[0])
+			return irq, parseErr(path, i+2, strconv.Quote(fields[0]), "a row label ending in ':'")
 		}
 		row := IRQLine{Name: label}
 		_, err := strconv.Atoi(label)

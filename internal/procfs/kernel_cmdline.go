@@ -1,4 +1,4 @@
-package sys
+package procfs
 
 import (
 	"strings"
@@ -16,7 +16,7 @@ type KernelParam struct {
 
 // KernelCmdline reads proc/cmdline.
 func (f FS) KernelCmdline() ([]KernelParam, error) {
-	data, _, err := ReadCapped(f.ProcPath("cmdline"), 64<<10)
+	data, _, err := readPrefix(f.ProcPath("cmdline"), PrivProcMount, ErrAbsent, capText)
 	if err != nil {
 		return nil, err
 	}

@@ -1,4 +1,4 @@
-package sys
+package procfs
 
 import (
 	"fmt"
@@ -113,7 +113,7 @@ func (f FS) readPCIDevice(path, addr string) (PCIDevice, error) {
 		}
 		v, err := strconv.ParseUint(s, 0, 32)
 		if err != nil {
-			return d, parseErr(filepath.Join(path, m.file), 1, "%q: want a hexadecimal number like 0x10de", s)
+			return d, parseErr(filepath.Join(path, m.file), 1, strconv.Quote(s), "a hexadecimal number like 0x10de")
 		}
 		*m.dst = uint32(v)
 	}
@@ -129,7 +129,7 @@ func (f FS) readPCIDevice(path, addr string) (PCIDevice, error) {
 			return
 		}
 		if err := parse(s); err != nil {
-			d.Problems = append(d.Problems, parseErr(filepath.Join(path, file), 1, "%v", err))
+			d.Problems = append(d.Problems, parseErr(filepath.Join(path, file), 1, err.Error(), ""))
 		}
 	}
 	optional("current_link_speed", func(s string) (err error) { d.CurrentLinkSpeed, err = ParseLinkSpeed(s); return })
