@@ -6,7 +6,6 @@ import (
 
 	"github.com/gpufeed/gpufeed/internal/check"
 	"github.com/gpufeed/gpufeed/internal/gpu"
-	"github.com/gpufeed/gpufeed/internal/probe/devchan"
 	"github.com/gpufeed/gpufeed/internal/procfs"
 	"github.com/gpufeed/gpufeed/internal/timeline"
 )
@@ -14,17 +13,17 @@ import (
 // afterWindow adds to a live timeline, once sampling has ended and before it
 // is judged or its recording closed, the facts read once per run:
 //
-//   - each live process's device channels (internal/probe/devchan), so the
+//   - each live process's device channels (procfs.ChannelProber), so the
 //     rules can tell a thread waiting on the GPU from one waiting on input;
 //   - gpufeed check's results for the target, with the same GPU source
 //     (issue 5: diagnose runs the same checks), kept in the timeline so
 //     gpufeed report reproduces them without re-running them.
-func afterWindow(ctx context.Context, tl *timeline.Timeline, fs procfs.FS, sysRoot string, src gpu.Source) {
+func afterWindow(ctx context.Context, tl *timeline.Timeline, fs procfs.FS, src gpu.Source) {
 	var simPaths []string
 	if s, ok := src.(interface{ Path() string }); ok {
 		simPaths = append(simPaths, s.Path())
 	}
-	dc := devchan.New(fs, simPaths...)
+	dc := procfs.NewChannelProber(fs, simPaths...)
 	for _, p := range tl.Procs {
 		if p.Exited {
 			continue
@@ -36,7 +35,7 @@ func afterWindow(ctx context.Context, tl *timeline.Timeline, fs procfs.FS, sysRo
 		p.DeviceChannels = &timeline.DeviceChannels{T: sinceStart(tl), Channels: res.Channels, NotVisible: res.NotVisible}
 	}
 
-	opts := check.Options{ProcRoot: fs.Proc, SysRoot: sysRoot, PID: tl.Meta.Target.PID, GPU: src}
+	opts := check.Options{ProcRoot: fs.Proc, SysRoot: fs.Sys, PID: tl.Meta.Target.PID, GPU: src}
 	if tl.Meta.Ended == "target exited" {
 		opts.PID = 0 // nothing left to check per process; the platform still is
 	}

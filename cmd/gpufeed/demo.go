@@ -129,7 +129,7 @@ func runDemo(cmd *cobra.Command, sc demo.Scenario, duration, interval time.Durat
 	if err != nil {
 		return fmt.Errorf("demo %s: the workload cannot be watched: %w (%s)", sc.Name, err, run.Stderr())
 	}
-	tc := triage.Config{ProcRoot: fs.Proc, SysRoot: "/sys", Kmsg: kmsg.Reader{Path: kmsg.DefaultPath}}
+	tc := triage.Config{FS: fs, Kmsg: kmsg.Reader{Path: kmsg.DefaultPath}}
 	tl, err := observe(ctx, s, fs, src, tc, record, nil)
 	if tl == nil {
 		return err

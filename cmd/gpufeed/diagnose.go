@@ -189,7 +189,7 @@ func runDiagnose(cmd *cobra.Command, o diagnoseOpts, args []string) error {
 		}
 		return err
 	}
-	tc := triage.Config{ProcRoot: o.procRoot, SysRoot: o.sysRoot, Kmsg: kmsg.Reader{Path: o.kmsgPath}, PyStacks: o.pyStacks}
+	tc := triage.Config{FS: fs, Kmsg: kmsg.Reader{Path: o.kmsgPath}, PyStacks: o.pyStacks}
 	tl, err := observe(ctx, s, fs, src, tc, o.record, func(tl *timeline.Timeline) {
 		tl.Meta.Notes = append(tl.Meta.Notes, notes...)
 		if zombie != nil && zombie.HasExit {
@@ -254,7 +254,7 @@ func observe(ctx context.Context, s *sample.Sampler, fs procfs.FS, src gpu.Sourc
 	if runErr != nil {
 		warn("warning: %v", runErr)
 	}
-	afterWindow(ctx, tl, fs, tc.SysRoot, src)
+	afterWindow(ctx, tl, fs, src)
 	if finish != nil {
 		finish(tl)
 	}

@@ -24,7 +24,7 @@ type env struct {
 	nodes      memo[[]procfs.Node]
 	target     memo[procfs.Status]
 	mainThread memo[procfs.Status]
-	fds        memo[procfs.FDs]
+	fds        memo[procfs.FDKinds]
 	limits     memo[map[string]procfs.Limit]
 	mounts     memo[[]procfs.Mount]
 	meminfo    memo[procfs.Meminfo]
@@ -136,8 +136,8 @@ func (e *env) mainThreadStatus() (procfs.Status, error) {
 	return e.mainThread.get(func() (procfs.Status, error) { return e.fs.ThreadStatus(e.opts.PID, e.opts.PID) })
 }
 
-func (e *env) targetFDs() (procfs.FDs, error) {
-	return e.fds.get(func() (procfs.FDs, error) { return e.fs.FDs(e.opts.PID) })
+func (e *env) targetFDs() (procfs.FDKinds, error) {
+	return e.fds.get(func() (procfs.FDKinds, error) { return e.fs.FDKinds(e.opts.PID, -1) })
 }
 
 func (e *env) targetLimits() (map[string]procfs.Limit, error) {

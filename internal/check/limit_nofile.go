@@ -31,8 +31,8 @@ func runLimitNofile(e *env) []Result {
 		used := -1
 		fdSrc := procFile(pidDir(e.opts.PID), "fd")
 		if fds, err := e.targetFDs(); err == nil {
-			used = fds.Count
-			ev = append(ev, num("open descriptors", float64(fds.Count), "files", fdSrc))
+			used = fds.Total
+			ev = append(ev, num("open descriptors", float64(fds.Total), "files", fdSrc))
 		} else if procfs.IsDenied(err) {
 			ev = append(ev, text("open descriptors", "not visible: "+needPtrace, fdSrc))
 		}

@@ -56,21 +56,21 @@ func (e *env) targetGPUs() (gpuUse, error) {
 	if err != nil {
 		return gpuUse{}, err
 	}
-	if len(fds.NVIDIAMinors) == 0 {
+	if len(fds.NVIDIAMinors()) == 0 {
 		return gpuUse{}, fmt.Errorf("pid %d holds no /dev/nvidiaN open", e.opts.PID)
 	}
 	minors, err := e.nvidiaMinors()
 	if err != nil {
-		return gpuUse{}, fmt.Errorf("pid %d holds /dev/nvidia%v open, but %s is unreadable: %w", e.opts.PID, fds.NVIDIAMinors, procFile("driver/nvidia/gpus"), err)
+		return gpuUse{}, fmt.Errorf("pid %d holds /dev/nvidia%v open, but %s is unreadable: %w", e.opts.PID, fds.NVIDIAMinors(), procFile("driver/nvidia/gpus"), err)
 	}
 	var addrs []string
-	for _, m := range fds.NVIDIAMinors {
+	for _, m := range fds.NVIDIAMinors() {
 		if a, ok := minors[m]; ok {
 			addrs = append(addrs, a)
 		}
 	}
 	if len(addrs) == 0 {
-		return gpuUse{}, fmt.Errorf("pid %d holds /dev/nvidia%v open, which the driver does not list", e.opts.PID, fds.NVIDIAMinors)
+		return gpuUse{}, fmt.Errorf("pid %d holds /dev/nvidia%v open, which the driver does not list", e.opts.PID, fds.NVIDIAMinors())
 	}
 	slices.Sort(addrs)
 	return gpuUse{addrs, "its open /dev/nvidiaN device nodes", procFile(strconv.Itoa(e.opts.PID), "fd") + " + " + procFile("driver/nvidia/gpus/*/information")}, nil

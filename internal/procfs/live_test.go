@@ -76,9 +76,9 @@ func TestLiveMachine(t *testing.T) {
 	ok("SMT", err)
 	_, err = f.Uptime()
 	ok("Uptime", err)
-	fds, err := f.FDs(0)
-	ok("FDs", err)
-	if err == nil && fds.Count == 0 {
+	fds, err := f.FDKinds(0, -1)
+	ok("FDKinds", err)
+	if err == nil && fds.Total == 0 {
 		t.Error("this process has no open files?")
 	}
 	_, err = Statfs("/")

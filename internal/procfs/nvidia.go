@@ -3,11 +3,8 @@ package procfs
 import (
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
-
-	"github.com/gpufeed/gpufeed/internal/gpu"
 )
 
 // NVIDIADriverGPUs maps device minor numbers (the N of /dev/nvidiaN) to PCI
@@ -48,41 +45,4 @@ func ParseNVIDIAInformationMinor(s string) (int, bool) {
 		return n, true
 	}
 	return 0, false
-}
-
-// FDs summarises a process's open file descriptors.
-type FDs struct {
-	Count int `json:"count"`
-	// NVIDIAMinors are the N of every /dev/nvidiaN the process holds open:
-	// the GPUs it uses.
-	NVIDIAMinors []int `json:"nvidia_minors,omitempty"`
-	// Vanished counts descriptors closed between listing and reading.
-	Vanished int `json:"vanished,omitempty"`
-}
-
-// FDs lists proc/PID/fd and reads each link (needs ptrace-read access to
-// the process).
-func (f FS) FDs(pid int) (FDs, error) {
-	dir := f.ProcPath(PIDDir(pid), "fd")
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return FDs{}, err
-	}
-	var out FDs
-	for _, e := range entries {
-		target, err := os.Readlink(filepath.Join(dir, e.Name()))
-		if err != nil {
-			if IsAbsent(err) {
-				out.Vanished++
-				continue
-			}
-			return FDs{}, err
-		}
-		out.Count++
-		if minor, ok := gpu.NVIDIAMinor(target); ok && !slices.Contains(out.NVIDIAMinors, minor) {
-			out.NVIDIAMinors = append(out.NVIDIAMinors, minor)
-		}
-	}
-	slices.Sort(out.NVIDIAMinors)
-	return out, nil
 }

@@ -30,6 +30,9 @@ type Task struct {
 	HasExit              bool
 	// UTime and STime are clock ticks of CPU time (a zombie's whole life).
 	UTime, STime uint64
+	// StartTime is when the process started, in clock ticks since boot:
+	// with the pid, the process's identity (a reused pid starts later).
+	StartTime uint64
 }
 
 // pfKthread is PF_KTHREAD from include/linux/sched.h.
@@ -69,7 +72,7 @@ func parseTask(path string, b []byte) (Task, error) {
 		v, _ := strconv.ParseUint(f[n-3], 10, 64)
 		return v
 	}
-	t := Task{Comm: s[open+1 : close], State: f[0][0], UTime: field(14), STime: field(15)}
+	t := Task{Comm: s[open+1 : close], State: f[0][0], UTime: field(14), STime: field(15), StartTime: field(22)}
 	t.PPID, _ = strconv.Atoi(f[1])
 	t.KernelThread = field(9)&pfKthread != 0
 	if len(f) >= 52-2 {
@@ -105,6 +108,18 @@ func (fs FS) allThreadsExited(pid int) bool {
 		}
 	}
 	return true
+}
+
+// StartTime reads when pid started (stat field 22, clock ticks since boot),
+// to tell the process a timeline saw from a later one with the same pid.
+func (fs FS) StartTime(pid int) (uint64, error) {
+	path := fs.PidPath(pid, "stat")
+	b, err := readCapped(path, PrivProcMount, capSmallFile)
+	if err != nil {
+		return 0, err
+	}
+	t, err := parseTask(path, b)
+	return t.StartTime, err
 }
 
 // ShellStatus is a zombie's end as a shell reports it: its exit code, or

@@ -38,7 +38,7 @@ func observe(t *testing.T, pid int, window time.Duration) (*timeline.Timeline, f
 	if err != nil {
 		t.Fatal(err)
 	}
-	triage.EndOfWindow(t.Context(), triage.Config{ProcRoot: "/proc", SysRoot: "/sys"}, tl, nil)
+	triage.EndOfWindow(t.Context(), triage.Config{FS: procfs.At("", "")}, tl, nil)
 	return tl, frozen.Analyze(tl, nil)
 }
 

@@ -16,13 +16,15 @@ import (
 	"github.com/gpufeed/gpufeed/internal/frozen"
 	"github.com/gpufeed/gpufeed/internal/kmsg"
 	"github.com/gpufeed/gpufeed/internal/probe/procfacts"
+	"github.com/gpufeed/gpufeed/internal/procfs"
 	"github.com/gpufeed/gpufeed/internal/profile/pyspy"
 	"github.com/gpufeed/gpufeed/internal/timeline"
 )
 
 // Config says where to read and what to add.
 type Config struct {
-	ProcRoot, SysRoot string
+	// FS is where /proc and /sys are read.
+	FS procfs.FS
 	// Kmsg reads the kernel log (its Since is set here from the job's age).
 	Kmsg kmsg.Reader
 	// PyStacks runs py-spy dump on the job's live Python processes.
@@ -55,7 +57,7 @@ func EndOfWindow(ctx context.Context, cfg Config, tl *timeline.Timeline, rec Eve
 	if n := len(tl.Ticks); n > 0 {
 		last = tl.Ticks[n-1].T
 	}
-	procfacts.Fill(cfg.ProcRoot, cfg.SysRoot, tl, last)
+	procfacts.Fill(cfg.FS, tl, last)
 	add := func(e timeline.Event) {
 		tl.Events = append(tl.Events, e)
 		if rec != nil {

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpufeed/gpufeed/internal/procfs"
 	"github.com/gpufeed/gpufeed/internal/timeline"
 )
 
@@ -15,18 +16,18 @@ func TestFillLive(t *testing.T) {
 		t.Skip(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	st, err := startTime("/proc", cmd.Process.Pid)
+	st, err := procfs.At("", "").StartTime(cmd.Process.Pid)
 	if err != nil {
 		t.Fatal(err)
 	}
-	self, _ := startTime("/proc", os.Getpid())
+	self, _ := procfs.At("", "").StartTime(os.Getpid())
 	tl := &timeline.Timeline{Procs: map[timeline.ProcKey]*timeline.ProcInfo{
 		{PID: cmd.Process.Pid, StartTime: st}:   {Key: timeline.ProcKey{PID: cmd.Process.Pid, StartTime: st}},
 		{PID: os.Getpid(), StartTime: self + 1}: {}, // pid reused: a different process now
 		{PID: 1 << 30, StartTime: 5}:            {}, // gone
 		{PID: 2, StartTime: 1}:                  {Exited: true},
 	}}
-	c := Fill("/proc", "/sys", tl, 42)
+	c := Fill(procfs.At("", ""), tl, 42)
 	if c.Read != 1 || c.Gone != 2 {
 		t.Errorf("counts %+v", c)
 	}
@@ -51,11 +52,11 @@ func TestStartTimeParsesCommWithSpaces(t *testing.T) {
 	if err := os.WriteFile(dir+"/7/stat", []byte(stat), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if st, err := startTime(dir, 7); err != nil || st != 12345 {
+	if st, err := procfs.At(dir, "").StartTime(7); err != nil || st != 12345 {
 		t.Errorf("start time %d %v", st, err)
 	}
 	os.WriteFile(dir+"/7/stat", []byte("7 (x) S 1"), 0o644)
-	if _, err := startTime(dir, 7); err == nil || !strings.Contains(err.Error(), "expected at least 22 fields") {
+	if _, err := procfs.At(dir, "").StartTime(7); err == nil || !strings.Contains(err.Error(), "expected at least 22 fields") {
 		t.Errorf("short stat: %v", err)
 	}
 }

@@ -1,4 +1,4 @@
-package memlimit
+package procfs
 
 import (
 	"errors"
@@ -13,7 +13,7 @@ import (
 )
 
 // tree writes files under a temporary root.
-func tree(t *testing.T, files map[string]string) string {
+func cgroupTree(t *testing.T, files map[string]string) string {
 	t.Helper()
 	root := t.TempDir()
 	for p, content := range files {
@@ -28,8 +28,8 @@ func tree(t *testing.T, files map[string]string) string {
 	return root
 }
 
-func TestV1TightestAncestor(t *testing.T) {
-	root := tree(t, map[string]string{
+func TestMemCgroupV1TightestAncestor(t *testing.T) {
+	root := cgroupTree(t, map[string]string{
 		"proc/7/cgroup": "12:pids:/slurm/job1\n4:memory:/slurm/job1/step0\n1:name=systemd:/x\n",
 		"sys/fs/cgroup/memory/memory.limit_in_bytes":                  "9223372036854771712\n",
 		"sys/fs/cgroup/memory/slurm/memory.limit_in_bytes":            "9223372036854771712\n",
@@ -38,7 +38,7 @@ func TestV1TightestAncestor(t *testing.T) {
 		"sys/fs/cgroup/memory/slurm/job1/step0/memory.limit_in_bytes": "9223372036854771712\n",
 		"sys/fs/cgroup/memory/slurm/job1/step0/memory.usage_in_bytes": "59000000000\n",
 	})
-	l, err := ForPID(filepath.Join(root, "proc"), filepath.Join(root, "sys"), 7)
+	l, err := At(filepath.Join(root, "proc"), filepath.Join(root, "sys")).MemCgroup(7)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,8 +48,8 @@ func TestV1TightestAncestor(t *testing.T) {
 	}
 }
 
-func TestV2MaxAndNone(t *testing.T) {
-	root := tree(t, map[string]string{
+func TestMemCgroupV2MaxAndNone(t *testing.T) {
+	root := cgroupTree(t, map[string]string{
 		"proc/8/cgroup":                              "0::/kubepods/pod1/c1\n",
 		"sys/fs/cgroup/cgroup.controllers":           "cpu memory\n",
 		"sys/fs/cgroup/kubepods/memory.max":          "max\n",
@@ -62,34 +62,34 @@ func TestV2MaxAndNone(t *testing.T) {
 		"proc/10/cgroup":                             "0::/bad\n",
 		"sys/fs/cgroup/bad/memory.max":               "lots\n",
 	})
-	l, err := ForPID(filepath.Join(root, "proc"), filepath.Join(root, "sys"), 8)
+	l, err := At(filepath.Join(root, "proc"), filepath.Join(root, "sys")).MemCgroup(8)
 	if err != nil || l.Version != 2 || *l.LimitBytes != 8<<30 || l.LimitAt != "/kubepods/pod1" || *l.UsageBytes != 4<<30 {
 		t.Errorf("%+v %v", l, err)
 	}
-	l, err = ForPID(filepath.Join(root, "proc"), filepath.Join(root, "sys"), 9)
+	l, err = At(filepath.Join(root, "proc"), filepath.Join(root, "sys")).MemCgroup(9)
 	if err != nil || l.LimitBytes != nil || l.UsageBytes == nil || *l.UsageBytes != 1024 {
 		t.Errorf("no limit: %+v %v", l, err)
 	}
-	if l, _ := ForPID(filepath.Join(root, "proc"), filepath.Join(root, "sys"), 10); l.LimitBytes != nil {
+	if l, _ := At(filepath.Join(root, "proc"), filepath.Join(root, "sys")).MemCgroup(10); l.LimitBytes != nil {
 		t.Errorf("an unreadable limit is no limit: %+v", l)
 	}
 }
 
-func TestMalformedCgroupFile(t *testing.T) {
-	root := tree(t, map[string]string{"proc/1/cgroup": "garbage\n"})
-	_, err := ForPID(filepath.Join(root, "proc"), filepath.Join(root, "sys"), 1)
+func TestMemCgroupMalformedCgroupFile(t *testing.T) {
+	root := cgroupTree(t, map[string]string{"proc/1/cgroup": "garbage\n"})
+	_, err := At(filepath.Join(root, "proc"), filepath.Join(root, "sys")).MemCgroup(1)
 	if err == nil || !strings.Contains(err.Error(), "line 1") || !strings.Contains(err.Error(), "ID:CONTROLLERS:PATH") {
 		t.Errorf("want an error naming the line and the expected form: %v", err)
 	}
-	root = tree(t, map[string]string{"proc/1/cgroup": "3:cpu:/\n"})
-	if _, err := ForPID(filepath.Join(root, "proc"), filepath.Join(root, "sys"), 1); !errors.Is(err, ErrNoCgroup) {
+	root = cgroupTree(t, map[string]string{"proc/1/cgroup": "3:cpu:/\n"})
+	if _, err := At(filepath.Join(root, "proc"), filepath.Join(root, "sys")).MemCgroup(1); !errors.Is(err, ErrNoMemCgroup) {
 		t.Errorf("no memory controller: %v", err)
 	}
 }
 
 // TestLiveMemoryCgroup reads the limit of a real process placed in a real
 // memory cgroup with a known limit.
-func TestLiveMemoryCgroup(t *testing.T) {
+func TestMemCgroupLive(t *testing.T) {
 	cg, err := scenario.NewMemoryCgroup("gpufeed-memlimit-test-"+strconv.Itoa(os.Getpid()), 96<<20)
 	if errors.Is(err, scenario.ErrUnavailable) {
 		t.Skip(err)
@@ -112,7 +112,7 @@ func TestLiveMemoryCgroup(t *testing.T) {
 	if err := os.WriteFile(cg.ProcsFile(), []byte(strconv.Itoa(cmd.Process.Pid)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	l, err := ForPID("/proc", "/sys", cmd.Process.Pid)
+	l, err := At("/proc", "/sys").MemCgroup(cmd.Process.Pid)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package devchan
+package procfs
 
 import "errors"
 

@@ -1,19 +1,7 @@
-// Package devchan finds the descriptors through which a process talks to a
-// GPU: the /dev/nvidia* nodes it holds open (the CUDA driver's channels on a
-// real host) and the Unix sockets it has connected to a simulated device
-// (gpufeed simdev). A thread blocked on one of these waits on the device: a
-// synchronisation, a blocking copy, a full launch queue. The rules use that
-// to tell a launch thread waiting on the GPU from one waiting on its input.
-//
-// Descriptors are read under an injectable /proc (procfs.FS). Which socket a
-// Unix socket is connected to is not in /proc: the kernel's sock_diag
-// netlink interface says it (what `ss -x` shows as the peer), for the
-// network namespace gpufeed runs in.
-package devchan
+package procfs
 
 import (
 	"errors"
-	"fmt"
 	"os"
 	"sort"
 	"strconv"
@@ -21,8 +9,19 @@ import (
 	"syscall"
 
 	"github.com/gpufeed/gpufeed/internal/gpu"
-	"github.com/gpufeed/gpufeed/internal/procfs"
 )
+
+// The descriptors through which a process talks to a
+// GPU: the /dev/nvidia* nodes it holds open (the CUDA driver's channels on a
+// real host) and the Unix sockets it has connected to a simulated device
+// (gpufeed simdev). A thread blocked on one of these waits on the device: a
+// synchronisation, a blocking copy, a full launch queue. The rules use that
+// to tell a launch thread waiting on the GPU from one waiting on its input.
+//
+// Descriptors are read under an injectable /proc (FS). Which socket a
+// Unix socket is connected to is not in /proc: the kernel's sock_diag
+// netlink interface says it (what `ss -x` shows as the peer), for the
+// network namespace gpufeed runs in.
 
 // UnixSocket is one Unix socket as sock_diag reports it.
 type UnixSocket struct {
@@ -34,10 +33,10 @@ type UnixSocket struct {
 	Peer uint64
 }
 
-// Prober reads device channels. The socket table is read once, on first
+// ChannelProber reads device channels. The socket table is read once, on first
 // need, and reused for every process.
-type Prober struct {
-	fs procfs.FS
+type ChannelProber struct {
+	fs FS
 	// SimPaths are the socket paths of the simulated devices in use.
 	simPaths map[string]bool
 	// ListUnix returns the host's Unix sockets by inode; tests replace it.
@@ -48,10 +47,10 @@ type Prober struct {
 	sockRead bool
 }
 
-// New returns a prober over fs that recognises sockets connected to any of
+// NewChannelProber returns a prober over fs that recognises sockets connected to any of
 // simPaths (the simulated devices' socket paths; none on a real host).
-func New(fs procfs.FS, simPaths ...string) *Prober {
-	p := &Prober{fs: fs, simPaths: map[string]bool{}, ListUnix: ListUnixSockets}
+func NewChannelProber(fs FS, simPaths ...string) *ChannelProber {
+	p := &ChannelProber{fs: fs, simPaths: map[string]bool{}, ListUnix: ListUnixSockets}
 	for _, s := range simPaths {
 		if s != "" {
 			p.simPaths[s] = true
@@ -60,8 +59,8 @@ func New(fs procfs.FS, simPaths ...string) *Prober {
 	return p
 }
 
-// Result is what was found for one process.
-type Result struct {
+// DeviceChannels is what was found for one process.
+type DeviceChannels struct {
 	// Channels are the fd targets ("/dev/nvidia0", "socket:[4242]"), sorted
 	// and without duplicates.
 	Channels []string
@@ -71,9 +70,9 @@ type Result struct {
 }
 
 // Channels lists pid's device channels. A vanished process returns an
-// error for which procfs.IsVanished is true.
-func (p *Prober) Channels(pid int) (Result, error) {
-	var res Result
+// error for which IsVanished is true.
+func (p *ChannelProber) Channels(pid int) (DeviceChannels, error) {
+	var res DeviceChannels
 	dir := p.fs.PidPath(pid, "fd")
 	f, err := os.Open(dir)
 	if err == nil {
@@ -87,15 +86,13 @@ func (p *Prober) Channels(pid int) (Result, error) {
 	}
 	switch {
 	case errors.Is(err, syscall.EACCES), errors.Is(err, syscall.EPERM):
-		res.NotVisible = "fd table not visible: " + procfs.PrivPtraceRead
+		res.NotVisible = "fd table not visible: " + PrivPtraceRead
 		return res, nil
-	case errors.Is(err, syscall.ENOENT), errors.Is(err, syscall.ESRCH):
-		return res, fmt.Errorf("%s: %w", dir, procfs.ErrVanished)
 	}
-	return res, fmt.Errorf("%s: %w", dir, err)
+	return res, classify(dir, PrivPtraceRead, ErrVanished, err)
 }
 
-func (p *Prober) scan(pid int, names []string, res *Result) {
+func (p *ChannelProber) scan(pid int, names []string, res *DeviceChannels) {
 	seen := map[string]bool{}
 	for _, n := range names {
 		fd, err := strconv.Atoi(n)
@@ -114,7 +111,7 @@ func (p *Prober) scan(pid int, names []string, res *Result) {
 	sort.Strings(res.Channels)
 }
 
-func (p *Prober) isChannel(target string, res *Result) bool {
+func (p *ChannelProber) isChannel(target string, res *DeviceChannels) bool {
 	if gpu.IsNVIDIANode(target) {
 		return true
 	}

@@ -1,5 +1,19 @@
-// Package cudamaps finds the CUDA driver objects a process has mapped: the
-// driver library (libcuda.so) and the NVIDIA device nodes (/dev/nvidiactl,
+package procfs
+
+import (
+	"bufio"
+	"io"
+	"os"
+	"path"
+	"sort"
+	"strings"
+
+	"github.com/gpufeed/gpufeed/internal/gpu"
+	"github.com/gpufeed/gpufeed/internal/timeline"
+)
+
+// What a process maps (PROC/PID/maps): the CUDA driver objects: the driver
+// library (libcuda.so) and the NVIDIA device nodes (/dev/nvidiactl,
 // /dev/nvidia0, /dev/nvidia-uvm) that a CUDA context maps into its address
 // space. A process forked from a parent that had initialised CUDA inherits
 // these mappings (seed 000 §5: fork after CUDA init).
@@ -7,32 +21,14 @@
 // The same pass lists the collective-communication libraries mapped
 // (NCCL, RCCL, MPI, UCC, gloo): which of torch.distributed's backends a rank
 // can be using.
-package cudamaps
 
-import (
-	"bufio"
-	"errors"
-	"fmt"
-	"io"
-	"io/fs"
-	"os"
-	"path"
-	"path/filepath"
-	"sort"
-	"strconv"
-	"strings"
-
-	"github.com/gpufeed/gpufeed/internal/gpu"
-	"github.com/gpufeed/gpufeed/internal/timeline"
-)
-
-// DefaultMaxBytes bounds what is read of /proc/PID/maps: a PyTorch process
+// MaxMapsBytes bounds what is read of /proc/PID/maps: a PyTorch process
 // maps a few thousand regions (well under 1 MiB of text); 16 MiB is far
 // beyond any real one.
-const DefaultMaxBytes = 16 << 20
+const MaxMapsBytes = 16 << 20
 
-// Use is what a process maps of CUDA.
-type Use struct {
+// Mappings is what a process maps of CUDA.
+type Mappings struct {
 	// Objects are the distinct CUDA-related paths mapped, sorted.
 	Objects []string
 	// Driver says libcuda.so is mapped (the driver was loaded);
@@ -64,40 +60,27 @@ func collective(p string) string {
 	return ""
 }
 
-// ErrGone is wrapped when the process no longer exists; ErrNotVisible when
-// its maps may not be read.
-var (
-	ErrGone       = errors.New("process gone")
-	ErrNotVisible = errors.New("not visible")
-)
-
-// Read reads pid's maps under procRoot.
-func Read(procRoot string, pid int, maxBytes int64) (Use, error) {
+// Mappings reads PROC/PID/maps, at most maxBytes of it (0: MaxMapsBytes).
+func (fs FS) Mappings(pid int, maxBytes int64) (Mappings, error) {
 	if maxBytes <= 0 {
-		maxBytes = DefaultMaxBytes
+		maxBytes = MaxMapsBytes
 	}
-	p := filepath.Join(procRoot, strconv.Itoa(pid), "maps")
+	p := fs.PidPath(pid, "maps")
 	f, err := os.Open(p)
 	if err != nil {
-		switch {
-		case errors.Is(err, fs.ErrNotExist):
-			return Use{}, fmt.Errorf("%s: %w", p, ErrGone)
-		case errors.Is(err, fs.ErrPermission):
-			return Use{}, fmt.Errorf("%s: %w: needs CAP_SYS_PTRACE or the process's own user", p, ErrNotVisible)
-		}
-		return Use{}, fmt.Errorf("%s: %w", p, err)
+		return Mappings{}, classify(p, PrivPtraceRead, ErrVanished, err)
 	}
 	defer f.Close()
-	u, err := Parse(io.LimitReader(f, maxBytes+1), maxBytes)
+	u, err := ParseMaps(io.LimitReader(f, maxBytes+1), maxBytes)
 	if err != nil {
-		return Use{}, fmt.Errorf("%s: %w", p, err)
+		return Mappings{}, classify(p, PrivPtraceRead, ErrVanished, err)
 	}
 	return u, nil
 }
 
-// Parse reads maps text: "start-end perms offset dev inode   path".
-func Parse(r io.Reader, maxBytes int64) (Use, error) {
-	var u Use
+// ParseMaps reads maps text: "start-end perms offset dev inode   path".
+func ParseMaps(r io.Reader, maxBytes int64) (Mappings, error) {
+	var u Mappings
 	seen := map[string]bool{}
 	seenColl := map[string]bool{}
 	br := bufio.NewReaderSize(r, 64<<10)

@@ -1,6 +1,7 @@
-package listen
+package procfs
 
 import (
+	"errors"
 	"net"
 	"os"
 	"path/filepath"
@@ -10,13 +11,13 @@ import (
 )
 
 // The fixtures are this machine's tables as a process saw them
-// (testdata/{tcp,tcp6,unix}, read from /proc/PID/net on Linux 6.18,
+// (testdata/net/{tcp,tcp6,unix}, read from /proc/PID/net on Linux 6.18,
 // x86-64): three TCP listeners, one TCP6 listener, two listening Unix
 // sockets among connected ones.
 
-func read(t *testing.T, name string) []byte {
+func netTable(t *testing.T, name string) []byte {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("testdata", name))
+	b, err := os.ReadFile(filepath.Join("testdata", "net", name))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -24,7 +25,7 @@ func read(t *testing.T, name string) []byte {
 }
 
 func TestParseTCP(t *testing.T) {
-	got, err := ParseTCP("tcp", read(t, "tcp"), false)
+	got, err := ParseTCP("tcp", netTable(t, "tcp"), false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,7 +33,7 @@ func TestParseTCP(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got %v, want %v (connected sockets left out)", got, want)
 	}
-	got, err = ParseTCP("tcp6", read(t, "tcp6"), true)
+	got, err = ParseTCP("tcp6", netTable(t, "tcp6"), true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,13 +56,13 @@ func TestParseTCPBadLine(t *testing.T) {
 	if len(got) != 1 || got[77] != "127.0.0.1:38305" {
 		t.Errorf("what parsed must be kept: %v", got)
 	}
-	if err == nil || err.Error() != `/proc/9/net/tcp line 3: expected "sl: local_address rem_address st ... uid timeout inode"` {
+	if err == nil || err.Error() != `/proc/9/net/tcp: line 3: expected "sl: local_address rem_address st ... uid timeout inode"` {
 		t.Errorf("error %v", err)
 	}
 }
 
 func TestParseUnix(t *testing.T) {
-	got, err := ParseUnix("unix", read(t, "unix"))
+	got, err := ParseUnix("unix", netTable(t, "unix"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,14 +79,14 @@ func TestParseUnix(t *testing.T) {
 	if got[41] != "@gpufeed abstract" || got[43] != "" || len(got) != 2 {
 		t.Errorf("seqpacket with a spaced abstract name, datagram left out, unnamed listener: %v", got)
 	}
-	if err == nil || !strings.Contains(err.Error(), "unix line 5: expected") {
+	if err == nil || !strings.Contains(err.Error(), "unix: line 5: expected") {
 		t.Errorf("error %v", err)
 	}
 }
 
-// TestReadLive listens on a TCP port and a Unix socket in this process and
+// TestListeningLive listens on a TCP port and a Unix socket in this process and
 // finds both, and nothing for a process that listens on nothing.
-func TestReadLive(t *testing.T) {
+func TestListeningLive(t *testing.T) {
 	tl, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Skip(err)
@@ -102,7 +103,7 @@ func TestReadLive(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	got, err := Read("/proc", os.Getpid())
+	got, err := At("", "").Listening(os.Getpid())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,14 +115,14 @@ func TestReadLive(t *testing.T) {
 	if !reflect.DeepEqual(names, want) {
 		t.Errorf("got %v, want %v (the connected socket is not listening)", names, want)
 	}
-	if got, err := Read("/proc", 1<<30); err == nil || !strings.Contains(err.Error(), "process gone") || got != nil {
+	if got, err := At("", "").Listening(1 << 30); !errors.Is(err, ErrVanished) || got != nil {
 		t.Errorf("a gone process: %v %v", got, err)
 	}
 }
 
 func FuzzParseTables(f *testing.F) {
 	for _, name := range []string{"tcp", "tcp6", "unix"} {
-		b, err := os.ReadFile(filepath.Join("testdata", name))
+		b, err := os.ReadFile(filepath.Join("testdata", "net", name))
 		if err != nil {
 			f.Fatal(err)
 		}

@@ -1,4 +1,4 @@
-package devchan
+package procfs
 
 import (
 	"encoding/binary"
@@ -9,12 +9,10 @@ import (
 	"strconv"
 	"syscall"
 	"testing"
-
-	"github.com/gpufeed/gpufeed/internal/procfs"
 )
 
 // fixture builds ROOT/PID/fd with the given links.
-func fixture(t *testing.T, pid int, links map[int]string) procfs.FS {
+func channelFixture(t *testing.T, pid int, links map[int]string) FS {
 	t.Helper()
 	root := t.TempDir()
 	dir := filepath.Join(root, strconv.Itoa(pid), "fd")
@@ -26,7 +24,7 @@ func fixture(t *testing.T, pid int, links map[int]string) procfs.FS {
 			t.Fatal(err)
 		}
 	}
-	fs, err := procfs.NewFS(root, "")
+	fs, err := NewFS(root, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,11 +32,11 @@ func fixture(t *testing.T, pid int, links map[int]string) procfs.FS {
 }
 
 func TestChannelsFixture(t *testing.T) {
-	fs := fixture(t, 42, map[int]string{
+	fs := channelFixture(t, 42, map[int]string{
 		0: "/dev/null", 3: "/dev/nvidiactl", 4: "/dev/nvidia0", 5: "/dev/nvidia0",
 		6: "socket:[100]", 7: "socket:[200]", 8: "pipe:[300]", 9: "socket:[400]",
 	})
-	p := New(fs, "/run/sim.sock")
+	p := NewChannelProber(fs, "/run/sim.sock")
 	p.ListUnix = func() (map[uint64]UnixSocket, error) {
 		return map[uint64]UnixSocket{
 			100: {Inode: 100, Peer: 101},                          // connected to the device
@@ -59,8 +57,8 @@ func TestChannelsFixture(t *testing.T) {
 }
 
 func TestChannelsWithoutSimPathNeverReadsSockets(t *testing.T) {
-	fs := fixture(t, 42, map[int]string{3: "socket:[100]", 4: "/dev/nvidia-uvm"})
-	p := New(fs)
+	fs := channelFixture(t, 42, map[int]string{3: "socket:[100]", 4: "/dev/nvidia-uvm"})
+	p := NewChannelProber(fs)
 	p.ListUnix = func() (map[uint64]UnixSocket, error) {
 		t.Error("socket table read on a host with no simulated device")
 		return nil, nil
@@ -72,8 +70,8 @@ func TestChannelsWithoutSimPathNeverReadsSockets(t *testing.T) {
 }
 
 func TestChannelsSocketTableUnreadable(t *testing.T) {
-	fs := fixture(t, 42, map[int]string{3: "socket:[100]"})
-	p := New(fs, "/run/sim.sock")
+	fs := channelFixture(t, 42, map[int]string{3: "socket:[100]"})
+	p := NewChannelProber(fs, "/run/sim.sock")
 	p.ListUnix = func() (map[uint64]UnixSocket, error) { return nil, os.ErrPermission }
 	res, err := p.Channels(42)
 	if err != nil || len(res.Channels) != 0 || res.NotVisible == "" {
@@ -82,9 +80,9 @@ func TestChannelsSocketTableUnreadable(t *testing.T) {
 }
 
 func TestChannelsVanished(t *testing.T) {
-	fs := fixture(t, 42, nil)
-	_, err := New(fs).Channels(43)
-	if !procfs.IsVanished(err) {
+	fs := channelFixture(t, 42, nil)
+	_, err := NewChannelProber(fs).Channels(43)
+	if !IsVanished(err) {
 		t.Errorf("err %v: want vanished", err)
 	}
 }
@@ -122,11 +120,11 @@ func TestChannelsLive(t *testing.T) {
 		t.Fatal(err)
 	}
 	client := "socket:[" + strconv.FormatUint(fi.Sys().(*syscall.Stat_t).Ino, 10) + "]"
-	fs, err := procfs.NewFS("", "")
+	fs, err := NewFS("", "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := New(fs, path).Channels(os.Getpid())
+	res, err := NewChannelProber(fs, path).Channels(os.Getpid())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,16 @@
-// Package listen finds the listening sockets a process holds: TCP and TCP6
+package procfs
+
+import (
+	"encoding/binary"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// The listening sockets a process holds: TCP and TCP6
 // sockets in the LISTEN state and Unix stream or seqpacket sockets that
 // accept connections. A process holding one and blocked in accept, or in an
 // event loop's poll or epoll_wait, is waiting for requests: a server with
@@ -7,25 +19,9 @@
 // The socket tables are the process's own network namespace's
 // (PROC/PID/net/tcp, tcp6, unix), matched by inode against its descriptors
 // (PROC/PID/fd). Only reads; the tables hold no payload, only addresses.
-package listen
 
-import (
-	"encoding/binary"
-	"errors"
-	"fmt"
-	"io"
-	"io/fs"
-	"net/netip"
-	"os"
-	"path/filepath"
-	"sort"
-	"strconv"
-	"strings"
-	"syscall"
-)
-
-// Socket is one listening socket of a process.
-type Socket struct {
+// ListenSocket is one listening socket of a process.
+type ListenSocket struct {
 	// Proto is "tcp", "tcp6" or "unix".
 	Proto string
 	// Addr is where it listens: "127.0.0.1:8000", "[::]:8000", a path, or
@@ -35,38 +31,29 @@ type Socket struct {
 }
 
 // String is "tcp 127.0.0.1:8000", "unix /run/x.sock".
-func (s Socket) String() string {
+func (s ListenSocket) String() string {
 	if s.Addr == "" {
 		return s.Proto + " (unnamed)"
 	}
 	return s.Proto + " " + s.Addr
 }
 
-// ErrNotVisible is wrapped when the process's descriptors may not be read.
-var ErrNotVisible = errors.New("not visible")
-
-// ErrGone is wrapped when the process no longer exists.
-var ErrGone = errors.New("process gone")
-
-// MaxFDs bounds the descriptors looked at, as fdkinds does.
-const MaxFDs = 65536
-
 // maxTable bounds one socket table read: a host with a million
 // connections has a 150 MB table; the listening sockets come first in
 // practice, but nothing guarantees it, so what was not read is said.
 const maxTable = 16 << 20
 
-// Read returns the listening sockets pid holds under procRoot ("/proc"),
+// Listening returns the listening sockets pid holds,
 // sorted by protocol and address. A table that cannot be read (no IPv6, a
 // kernel without Unix socket diagnostics) is skipped; a table cut at the
 // size bound is read as far as it went.
-func Read(procRoot string, pid int) ([]Socket, error) {
-	dir := filepath.Join(procRoot, strconv.Itoa(pid))
+func (fs FS) Listening(pid int) ([]ListenSocket, error) {
+	dir := fs.ProcPath(PIDDir(pid))
 	inodes, err := socketInodes(filepath.Join(dir, "fd"))
 	if err != nil || len(inodes) == 0 {
 		return nil, err
 	}
-	var out []Socket
+	var out []ListenSocket
 	for _, t := range []struct {
 		file  string
 		parse func(string, []byte) (map[uint64]string, error)
@@ -77,7 +64,7 @@ func Read(procRoot string, pid int) ([]Socket, error) {
 		{"unix", ParseUnix, "unix"},
 	} {
 		path := filepath.Join(dir, "net", t.file)
-		b, err := readCapped(path)
+		b, _, err := readPrefix(path, PrivPtraceRead, ErrAbsent, maxTable)
 		if err != nil {
 			continue
 		}
@@ -87,7 +74,7 @@ func Read(procRoot string, pid int) ([]Socket, error) {
 		}
 		for ino, addr := range listening {
 			if inodes[ino] {
-				out = append(out, Socket{Proto: t.proto, Addr: addr, Inode: ino})
+				out = append(out, ListenSocket{Proto: t.proto, Addr: addr, Inode: ino})
 			}
 		}
 	}
@@ -103,25 +90,16 @@ func Read(procRoot string, pid int) ([]Socket, error) {
 	return out, nil
 }
 
-func readCapped(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return io.ReadAll(io.LimitReader(f, maxTable))
-}
-
 // socketInodes lists the inodes of the sockets pid holds open.
 func socketInodes(fdDir string) (map[uint64]bool, error) {
 	f, err := os.Open(fdDir)
 	if err != nil {
-		return nil, describe(fdDir, err)
+		return nil, classify(fdDir, PrivPtraceRead, ErrVanished, err)
 	}
 	defer f.Close()
 	names, err := f.Readdirnames(MaxFDs)
 	if err != nil && len(names) == 0 {
-		return nil, describe(fdDir, err)
+		return nil, classify(fdDir, PrivPtraceRead, ErrVanished, err)
 	}
 	out := map[uint64]bool{}
 	for _, n := range names {
@@ -129,34 +107,11 @@ func socketInodes(fdDir string) (map[uint64]bool, error) {
 		if err != nil {
 			continue // closed since the listing
 		}
-		if s, ok := strings.CutPrefix(target, "socket:["); ok {
-			if ino, err := strconv.ParseUint(strings.TrimSuffix(s, "]"), 10, 64); err == nil {
-				out[ino] = true
-			}
+		if ino, ok := SocketInode(target); ok {
+			out[ino] = true
 		}
 	}
 	return out, nil
-}
-
-func describe(dir string, err error) error {
-	switch {
-	case errors.Is(err, fs.ErrNotExist), errors.Is(err, syscall.ESRCH):
-		return fmt.Errorf("%s: %w", dir, ErrGone)
-	case errors.Is(err, fs.ErrPermission):
-		return fmt.Errorf("%s: %w: needs CAP_SYS_PTRACE or the process's own user", dir, ErrNotVisible)
-	}
-	return fmt.Errorf("%s: %w", dir, err)
-}
-
-// ParseError says where a table did not read as expected.
-type ParseError struct {
-	File string
-	Line int
-	Want string
-}
-
-func (e *ParseError) Error() string {
-	return fmt.Sprintf("%s line %d: expected %s", e.File, e.Line, e.Want)
 }
 
 // tcpListen is the LISTEN state in /proc/net/tcp (include/net/tcp_states.h).
@@ -176,7 +131,7 @@ func ParseTCP(file string, b []byte, v6 bool) (map[uint64]string, error) {
 		f := strings.Fields(line)
 		if len(f) < 10 || !strings.HasSuffix(f[0], ":") {
 			if first == nil {
-				first = &ParseError{File: file, Line: i + 1, Want: `"sl: local_address rem_address st ... uid timeout inode"`}
+				first = &ParseError{File: file, Line: i + 1, Offset: -1, Want: `"sl: local_address rem_address st ... uid timeout inode"`}
 			}
 			continue
 		}
@@ -187,7 +142,7 @@ func ParseTCP(file string, b []byte, v6 bool) (map[uint64]string, error) {
 		ino, err := strconv.ParseUint(f[9], 10, 64)
 		if !ok || err != nil {
 			if first == nil {
-				first = &ParseError{File: file, Line: i + 1, Want: "a hex address:port and a decimal inode"}
+				first = &ParseError{File: file, Line: i + 1, Offset: -1, Want: "a hex address:port and a decimal inode"}
 			}
 			continue
 		}
@@ -249,7 +204,7 @@ func ParseUnix(file string, b []byte) (map[uint64]string, error) {
 		f := strings.Fields(line)
 		if len(f) < unixTableFields || !strings.HasSuffix(f[0], ":") {
 			if first == nil {
-				first = &ParseError{File: file, Line: i + 1, Want: `"Num: RefCount Protocol Flags Type St Inode [Path]"`}
+				first = &ParseError{File: file, Line: i + 1, Offset: -1, Want: `"Num: RefCount Protocol Flags Type St Inode [Path]"`}
 			}
 			continue
 		}
@@ -258,7 +213,7 @@ func ParseUnix(file string, b []byte) (map[uint64]string, error) {
 		ino, err3 := strconv.ParseUint(f[6], 10, 64)
 		if err1 != nil || err2 != nil || err3 != nil {
 			if first == nil {
-				first = &ParseError{File: file, Line: i + 1, Want: "hex flags and type and a decimal inode"}
+				first = &ParseError{File: file, Line: i + 1, Offset: -1, Want: "hex flags and type and a decimal inode"}
 			}
 			continue
 		}

@@ -1,4 +1,4 @@
-package devchan
+package procfs
 
 import (
 	"encoding/binary"
