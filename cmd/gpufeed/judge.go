@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/gpufeed/gpufeed/internal/analysis"
+	"github.com/gpufeed/gpufeed/internal/derive"
 	"github.com/gpufeed/gpufeed/internal/report"
 	"github.com/gpufeed/gpufeed/internal/rules"
 	"github.com/gpufeed/gpufeed/internal/timeline"
@@ -14,7 +14,7 @@ import (
 // report.Build. diagnose and report both call it, so a recording judged
 // later gives exactly the live report.
 func judge(tl *timeline.Timeline, notes []string) *report.Report {
-	a := analysis.New(tl)
+	a := derive.New(tl)
 	verdict, findings := applyRules(tl, a)
 	return report.Build(tl, a, verdict, findings, notes)
 }

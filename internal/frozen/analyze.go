@@ -1,7 +1,7 @@
 package frozen
 
 import (
-	"github.com/gpufeed/gpufeed/internal/analysis"
+	"github.com/gpufeed/gpufeed/internal/derive"
 	"github.com/gpufeed/gpufeed/internal/finding"
 	"github.com/gpufeed/gpufeed/internal/timeline"
 )
@@ -19,9 +19,9 @@ type Result struct {
 // and its analysis (built here when a is nil). Findings come most important
 // first: the stall, who died, what is missing, the kernel's reports, where
 // threads wait, then the settings and limits.
-func Analyze(tl *timeline.Timeline, a *analysis.Analysis) Result {
+func Analyze(tl *timeline.Timeline, a *derive.View) Result {
 	if a == nil {
-		a = analysis.New(tl)
+		a = derive.New(tl)
 	}
 	v := newView(tl)
 	cpus := v.threadCPUs()

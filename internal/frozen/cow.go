@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/gpufeed/gpufeed/internal/analysis"
+	"github.com/gpufeed/gpufeed/internal/derive"
 	"github.com/gpufeed/gpufeed/internal/finding"
 )
 
@@ -49,15 +49,15 @@ func (v *view) settledFrom(pid int) int64 {
 // memGrowth reads a worker's USS, PSS and RSS over the window from the
 // moment it settled (a fresh fork copies and allocates its first few MiB
 // in its first second: that is what a worker costs, not a trend).
-func memGrowth(v *view, a *analysis.Analysis, pid int) (Growth, bool) {
+func memGrowth(v *view, a *derive.View, pid int) (Growth, bool) {
 	p := a.ProcByPID(pid)
 	g := Growth{PID: pid}
 	if p == nil {
 		return g, false
 	}
 	from := v.settledFrom(pid)
-	settled := func(gauge analysis.Gauge) analysis.Gauge {
-		out := make(analysis.Gauge, len(gauge))
+	settled := func(gauge derive.Gauge) derive.Gauge {
+		out := make(derive.Gauge, len(gauge))
 		for i, x := range gauge {
 			out[i] = x
 			if i >= len(a.TickT) || a.TickT[i] < from {
@@ -150,7 +150,7 @@ func memoryHeadroom(v *view, pids []int) (headroom, bool) {
 // unique memory, summed over the workers, rising while their resident
 // memory stays flat, against what freshly forked workers hold, projected to
 // the tightest memory limit.
-func cowFindings(v *view, a *analysis.Analysis, groups []WorkerGroup) []finding.Finding {
+func cowFindings(v *view, a *derive.View, groups []WorkerGroup) []finding.Finding {
 	var out []finding.Finding
 	for _, g := range groups {
 		if g.Method != Fork {

@@ -8,14 +8,14 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gpufeed/gpufeed/internal/analysis"
+	"github.com/gpufeed/gpufeed/internal/derive"
 	"github.com/gpufeed/gpufeed/internal/finding"
 	"github.com/gpufeed/gpufeed/internal/timeline"
 )
 
 // fdFindings reports processes whose descriptors grow toward, or sit near,
 // the soft RLIMIT_NOFILE, with the projected time to EMFILE and the kinds.
-func fdFindings(v *view, a *analysis.Analysis) []finding.Finding {
+func fdFindings(v *view, a *derive.View) []finding.Finding {
 	var out []finding.Finding
 	for _, ap := range a.Procs {
 		pid := ap.Key.PID

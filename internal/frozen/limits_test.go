@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpufeed/gpufeed/internal/analysis"
+	"github.com/gpufeed/gpufeed/internal/derive"
 	"github.com/gpufeed/gpufeed/internal/procfs"
 
 	"github.com/gpufeed/gpufeed/internal/finding"
@@ -204,7 +204,7 @@ func cowJob(n int, rate, rssRate float64, parentRSS uint64, limit, usage uint64)
 
 func cowOf(tl *timeline.Timeline) []finding.Finding {
 	v := newView(tl)
-	return cowFindings(v, analysis.New(tl), WorkerGroups(v))
+	return cowFindings(v, derive.New(tl), WorkerGroups(v))
 }
 
 func TestCOWGrowthProjected(t *testing.T) {
@@ -267,7 +267,7 @@ func fdJob(rate float64, start, soft int, kinds *timeline.FDKinds) *timeline.Tim
 	return b.tl
 }
 
-func fdf(tl *timeline.Timeline) []finding.Finding { return fdFindings(newView(tl), analysis.New(tl)) }
+func fdf(tl *timeline.Timeline) []finding.Finding { return fdFindings(newView(tl), derive.New(tl)) }
 
 func TestFDUnlimited(t *testing.T) {
 	tl := fdJob(20, 10, 1024, nil)

@@ -7,7 +7,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/gpufeed/gpufeed/internal/analysis"
+	"github.com/gpufeed/gpufeed/internal/derive"
 	"github.com/gpufeed/gpufeed/internal/finding"
 	"github.com/gpufeed/gpufeed/internal/kernlog"
 	"github.com/gpufeed/gpufeed/internal/safetext"
@@ -29,7 +29,7 @@ const (
 // Build assembles the report. v and findings may be nil (no rules ran);
 // notes carry warnings about the data (a truncated recording); the run's own
 // notes about its target (timeline Meta.Notes) come first.
-func Build(tl *timeline.Timeline, a *analysis.Analysis, v *finding.Verdict, findings []finding.Finding, notes []string) *Report {
+func Build(tl *timeline.Timeline, a *derive.View, v *finding.Verdict, findings []finding.Finding, notes []string) *Report {
 	m := tl.Meta
 	r := &Report{
 		SchemaVersion: SchemaVersion,
@@ -143,11 +143,11 @@ func num(x float64) *float64 {
 	return &x
 }
 
-func stat(s analysis.Stats) Stat {
+func stat(s derive.Stats) Stat {
 	return Stat{P50: num(s.P50), P95: num(s.P95), Max: num(s.Max), N: s.N}
 }
 
-func buildProcess(p *analysis.Proc) Process {
+func buildProcess(p *derive.Proc) Process {
 	info := p.Info
 	out := Process{
 		PID: p.Key.PID, StartTime: p.Key.StartTime, PPID: info.PPID, Comm: info.Comm, Role: info.Role, Rank: p.Rank(), Start: info.Start,
@@ -218,12 +218,12 @@ func deref(p *float64) float64 {
 	return *p
 }
 
-func lastNum(g analysis.Gauge) *float64 {
+func lastNum(g derive.Gauge) *float64 {
 	v, _ := g.Last()
 	return num(v)
 }
 
-func buildThread(th *analysis.Thread) Thread {
+func buildThread(th *derive.Thread) Thread {
 	t := Thread{TID: th.Key.TID, Comm: th.Info.Comm, Role: th.Info.Role, Exited: th.Info.Exited,
 		CPUPercent: stat(th.CPU), UserPercent: num(th.UserShare),
 		RunQueueWaitPercent: num(th.Wait.Mean), RunQueueWaitPercentP95: num(th.Wait.P95),
@@ -237,7 +237,7 @@ func buildThread(th *analysis.Thread) Thread {
 	return t
 }
 
-func buildHost(h *analysis.Host) *Host {
+func buildHost(h *derive.Host) *Host {
 	if h == nil {
 		return nil
 	}
@@ -268,7 +268,7 @@ func buildHost(h *analysis.Host) *Host {
 	return out
 }
 
-func buildGPU(g *analysis.GPU) GPU {
+func buildGPU(g *derive.GPU) GPU {
 	out := GPU{Index: g.Index, UtilP10: num(g.Util.P10), UtilP50: num(g.Util.P50), UtilP90: num(g.Util.P90),
 		UtilMean: num(g.Util.Mean), UtilN: g.Util.N, MemUtilP50: num(g.MemUtilPct.Stats().P50),
 		SMClockP50: num(g.SMClockMHz.Stats().P50), SMClockMin: num(g.SMClockMHz.Stats().Min),

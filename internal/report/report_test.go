@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpufeed/gpufeed/internal/analysis"
+	"github.com/gpufeed/gpufeed/internal/derive"
 	"github.com/gpufeed/gpufeed/internal/finding"
 	"github.com/gpufeed/gpufeed/internal/timeline"
 )
@@ -53,7 +53,7 @@ func hostile() *timeline.Timeline {
 
 func TestTextStripsControlCharacters(t *testing.T) {
 	tl := hostile()
-	r := Build(tl, analysis.New(tl), nil, nil, nil)
+	r := Build(tl, derive.New(tl), nil, nil, nil)
 	var buf bytes.Buffer
 	if err := Text(&buf, r); err != nil {
 		t.Fatal(err)
@@ -76,7 +76,7 @@ func TestTextStripsControlCharacters(t *testing.T) {
 func TestTextWithoutVerdictStillShowsFindingsAfterTheTables(t *testing.T) {
 	tl := hostile()
 	fs := []finding.Finding{{ID: "fd-limit-low", Severity: finding.Warning, Claim: "soft limit 1024", Decision: "raise it"}}
-	r := Build(tl, analysis.New(tl), nil, fs, nil)
+	r := Build(tl, derive.New(tl), nil, fs, nil)
 	var buf bytes.Buffer
 	Text(&buf, r)
 	out := buf.String()
@@ -96,7 +96,7 @@ func TestTextLeadsWithVerdictThenDecisionThenFindings(t *testing.T) {
 			Evidence: []finding.Evidence{{What: "launch thread CPU p50", Value: 98, Unit: "%", Window: "p50 of 100 samples over 10.0 s", Source: "/proc/7/task/7/schedstat"}}},
 		{ID: "gpu-clocks-drop", Severity: finding.Warning, Claim: "SM clock falls between bursts", Decision: "persistence mode"},
 	}
-	r := Build(tl, analysis.New(tl), v, fs, nil)
+	r := Build(tl, derive.New(tl), v, fs, nil)
 	var buf bytes.Buffer
 	Text(&buf, r)
 	lines := strings.Split(buf.String(), "\n")
@@ -119,7 +119,7 @@ func TestTextLeadsWithVerdictThenDecisionThenFindings(t *testing.T) {
 
 func TestJSONHasSchemaVersionAndNoNaN(t *testing.T) {
 	tl := hostile()
-	a := analysis.New(tl)
+	a := derive.New(tl)
 	r := Build(tl, a, nil, nil, []string{"a note"})
 	var buf bytes.Buffer
 	if err := JSON(&buf, r); err != nil {
@@ -150,7 +150,7 @@ func TestKernelLinesOfOtherProcessesAreCounted(t *testing.T) {
 		{T: -4e9, Kind: "kmsg", PID: 4242, Text: "Out of memory: Killed process 4242 (java) total-vm:1000kB, anon-rss:900kB, file-rss:0kB, shmem-rss:0kB, UID:0 pgtables:4kB oom_score_adj:0"},
 		{T: -3e9, Kind: "kmsg", Text: "NVRM: Xid (PCI:0000:3b:00): 79, pid=0, GPU has fallen off the bus."},
 	}
-	r := Build(tl, analysis.New(tl), nil, nil, nil)
+	r := Build(tl, derive.New(tl), nil, nil, nil)
 	if len(r.Events) != 2 || r.Events[0].PID != 7 || !strings.Contains(r.Events[1].Text, "Xid") || r.KernelLinesOther != 1 {
 		t.Fatalf("events %+v, other %d: want the job's kill and the Xid listed, the other process's kill counted", r.Events, r.KernelLinesOther)
 	}
@@ -169,7 +169,7 @@ func TestTextSaysWhatConfidenceIsMadeOf(t *testing.T) {
 	tl := hostile()
 	v := &finding.Verdict{Class: finding.Idle, Confidence: 0.54, Summary: "The job is idle", Because: []string{"job-idle"},
 		Decision: "send it requests", Basis: "54% = 90% (every wait read\x1b[2J) × 60% for the evidence held (3.0 s judged; 5 s or more count in full)"}
-	r := Build(tl, analysis.New(tl), v, []finding.Finding{{ID: "job-idle", Claim: "The job is idle"}}, nil)
+	r := Build(tl, derive.New(tl), v, []finding.Finding{{ID: "job-idle", Claim: "The job is idle"}}, nil)
 	var buf bytes.Buffer
 	Text(&buf, r)
 	lines := strings.Split(buf.String(), "\n")
@@ -197,7 +197,7 @@ func TestCleanRemovesSeparatorsAndBidiControls(t *testing.T) {
 func TestJSONEscapesBidiControls(t *testing.T) {
 	tl := hostile()
 	tl.Procs[timeline.ProcKey{PID: 7, StartTime: 1}].Comm = "gpu\u202eexe.txt\u2066\u2028"
-	r := Build(tl, analysis.New(tl), nil, nil, nil)
+	r := Build(tl, derive.New(tl), nil, nil, nil)
 	var buf bytes.Buffer
 	if err := JSON(&buf, r); err != nil {
 		t.Fatal(err)
@@ -221,7 +221,7 @@ func TestJSONEscapesBidiControls(t *testing.T) {
 func TestLongTextIsCapped(t *testing.T) {
 	tl := hostile()
 	tl.Events = append(tl.Events, timeline.Event{T: 1, Kind: timeline.EventReadError, PID: 7, Text: strings.Repeat("x", 2<<20)})
-	r := Build(tl, analysis.New(tl), nil, nil, nil)
+	r := Build(tl, derive.New(tl), nil, nil, nil)
 	var text, js bytes.Buffer
 	if err := Text(&text, r); err != nil {
 		t.Fatal(err)

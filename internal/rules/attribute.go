@@ -3,7 +3,7 @@ package rules
 import (
 	"math"
 
-	"github.com/gpufeed/gpufeed/internal/analysis"
+	"github.com/gpufeed/gpufeed/internal/derive"
 	"github.com/gpufeed/gpufeed/internal/finding"
 	"github.com/gpufeed/gpufeed/internal/rules/thresholds"
 )
@@ -71,7 +71,7 @@ func (at Attribution) Coverage() float64 {
 
 func attribute(in *Input) Attribution {
 	j := &in.Job
-	n := len(in.A.Intervals)
+	n := len(in.View.Intervals)
 	at := Attribution{Intervals: n, Share: map[finding.Class]float64{}, Mostly: map[finding.Class]int{}}
 	L := j.Launch
 	// The launch thread's sleep mix over the window, from its readings
@@ -215,7 +215,7 @@ const dShareTicks = 5
 
 // dShare is the share (0..1) of the time around interval i a thread spent
 // in D, estimated from its state at the ticks within dShareTicks of it.
-func dShare(th *analysis.Thread, i int) float64 {
+func dShare(th *derive.Thread, i int) float64 {
 	d, k := 0, 0
 	for t := i + 1 - dShareTicks; t <= i+dShareTicks; t++ {
 		if s := th.Sample(t); s != nil {

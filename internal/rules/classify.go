@@ -48,7 +48,7 @@ var CauseID = map[finding.Class]string{
 // with the amount of evidence: times the judged time over
 // ConfidenceFullWindow (at most 1). Verdict.Basis says so in words.
 func Classify(in *Input, fs []finding.Finding) finding.Verdict {
-	a, at := in.A, in.Attr
+	a, at := in.View, in.Attr
 	window := time.Duration(a.WindowNS)
 	if window+windowSlack(in) < thresholds.MinWindow || sampledIntervals(in) < thresholds.MinIntervals {
 		return inconclusive(shortWindow(in), nil)
@@ -175,7 +175,7 @@ func inconclusive(missing string, split []string) finding.Verdict {
 // sampler takes the last within a quarter interval of the end (see
 // internal/sample). A requested 2 s window is judged, whether its ticks span
 // 1.998 s or 2.0008 s.
-func windowSlack(in *Input) time.Duration { return time.Duration(in.TL.Meta.Interval) / 4 }
+func windowSlack(in *Input) time.Duration { return time.Duration(in.Timeline.Meta.Interval) / 4 }
 
 // sampledIntervals is how many intervals of its grid the window was
 // sampled at: the intervals it holds, plus the slots late ticks skipped (the
@@ -184,34 +184,34 @@ func windowSlack(in *Input) time.Duration { return time.Duration(in.TL.Meta.Inte
 // a requested 2 s window at 100 ms holds 17 intervals and a few overruns; it
 // was still sampled at 20.
 func sampledIntervals(in *Input) int {
-	n := len(in.A.Intervals)
-	iv := time.Duration(in.TL.Meta.Interval)
-	if iv <= 0 || in.TL.Counts.Overruns == 0 || n < thresholds.MinIntervalsSampled {
+	n := len(in.View.Intervals)
+	iv := time.Duration(in.Timeline.Meta.Interval)
+	if iv <= 0 || in.Timeline.Counts.Overruns == 0 || n < thresholds.MinIntervalsSampled {
 		return n
 	}
-	slots := int(math.Round(float64(in.A.WindowNS) / float64(iv)))
+	slots := int(math.Round(float64(in.View.WindowNS) / float64(iv)))
 	return max(n, slots)
 }
 
 func shortWindow(in *Input) string {
-	sec := floorSeconds(in.A.WindowNS)
-	if in.TL.Meta.Ended == "target exited" {
+	sec := floorSeconds(in.View.WindowNS)
+	if in.Timeline.Meta.Ended == "target exited" {
 		return fmt.Sprintf("the target exited after %s s (%d intervals): gpufeed needs at least %v of a running job; attach to a long-running job with --pid, or run the command for longer",
-			sec, len(in.A.Intervals), thresholds.MinWindow)
+			sec, len(in.View.Intervals), thresholds.MinWindow)
 	}
-	if time.Duration(in.A.WindowNS)+windowSlack(in) >= thresholds.MinWindow {
+	if time.Duration(in.View.WindowNS)+windowSlack(in) >= thresholds.MinWindow {
 		late := ""
-		if o := in.TL.Counts.Overruns; o > 0 {
+		if o := in.Timeline.Counts.Overruns; o > 0 {
 			late = fmt.Sprintf(", %d late (a loaded host delays the sampler, and a late tick skips its slot)", o)
 			if o == 1 {
 				late = ", a tick late (a loaded host delays the sampler, and a late tick skips its slot)"
 			}
 		}
 		return fmt.Sprintf("the window held %s s but only %d intervals were sampled%s; observe at least %d intervals (a longer --duration, or a shorter --interval)",
-			sec, len(in.A.Intervals), late, thresholds.MinIntervals)
+			sec, len(in.View.Intervals), late, thresholds.MinIntervals)
 	}
 	return fmt.Sprintf("the window held %s s (%d intervals); observe at least %v and %d intervals (--duration, --interval)",
-		sec, len(in.A.Intervals), thresholds.MinWindow, thresholds.MinIntervals)
+		sec, len(in.View.Intervals), thresholds.MinWindow, thresholds.MinIntervals)
 }
 
 // floorSeconds writes a window rounded down to hundredths of a second, so a
@@ -221,18 +221,18 @@ func floorSeconds(ns int64) string {
 }
 
 func noDevice(in *Input) string {
-	src := in.TL.Meta.GPUSource
+	src := in.Timeline.Meta.GPUSource
 	if src == "" {
 		src = "no GPU source"
 	}
-	if len(in.A.GPUs) > 0 {
+	if len(in.View.GPUs) > 0 {
 		return fmt.Sprintf("no GPU utilisation was read (%s: %s); gpufeed must see whether the GPU waits or works", src, deviceState(in))
 	}
 	return fmt.Sprintf("no GPU was visible (%s): gpufeed must see whether the GPU waits or works; run on the GPU host with the NVIDIA driver loaded (NVML), or point --device at a simulated device (--device sim:PATH)", src)
 }
 
 func deviceState(in *Input) string {
-	for _, g := range in.A.GPUs {
+	for _, g := range in.View.GPUs {
 		if g.Lost != "" {
 			return fmt.Sprintf("GPU %d stopped answering: %s", g.Index, g.Lost)
 		}

@@ -5,7 +5,7 @@ import (
 	"math"
 	"strings"
 
-	"github.com/gpufeed/gpufeed/internal/analysis"
+	"github.com/gpufeed/gpufeed/internal/derive"
 	"github.com/gpufeed/gpufeed/internal/finding"
 	"github.com/gpufeed/gpufeed/internal/rules/thresholds"
 )
@@ -85,12 +85,12 @@ func (in *Input) launchWaitsEvidence() finding.Evidence {
 }
 
 func (in *Input) slowTier() string {
-	return fmt.Sprint(durationOf(in.TL.Meta.Tiers.Slow))
+	return fmt.Sprint(durationOf(in.Timeline.Meta.Tiers.Slow))
 }
 
 // producerMeans averages the producers' load over the measured intervals.
 func (in *Input) producerMeans() (busy, disk float64, n int) {
-	for i := range in.A.Intervals {
+	for i := range in.View.Intervals {
 		if math.IsNaN(in.Job.GPUUtil[i]) {
 			continue
 		}
@@ -110,12 +110,12 @@ func (in *Input) producerMeans() (busy, disk float64, n int) {
 // neither launchers, ranks nor the trainer: DataLoader workers, readers,
 // multiprocessing children. A rank of a CPU-only job (gloo) runs its own
 // training loop; it is no worker even with no GPU in view.
-func (in *Input) workerProcs() []*analysis.Proc {
-	gpu := map[*analysis.Proc]bool{}
+func (in *Input) workerProcs() []*derive.Proc {
+	gpu := map[*derive.Proc]bool{}
 	for _, p := range in.Job.GPUProcs {
 		gpu[p] = true
 	}
-	var out []*analysis.Proc
+	var out []*derive.Proc
 	for _, p := range in.Job.Procs {
 		if gpu[p] || p.Info.Exited {
 			continue
@@ -134,7 +134,7 @@ func (in *Input) workerProcs() []*analysis.Proc {
 
 // hostBusyEvidence is all CPUs' mean busy share.
 func (in *Input) hostBusyEvidence() (finding.Evidence, bool) {
-	h := in.A.Host
+	h := in.View.Host
 	if h == nil || h.Busy.N == 0 {
 		return finding.Evidence{}, false
 	}

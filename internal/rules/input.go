@@ -6,8 +6,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gpufeed/gpufeed/internal/analysis"
 	"github.com/gpufeed/gpufeed/internal/cpuset"
+	"github.com/gpufeed/gpufeed/internal/derive"
 	"github.com/gpufeed/gpufeed/internal/frozen"
 	"github.com/gpufeed/gpufeed/internal/gpu"
 	"github.com/gpufeed/gpufeed/internal/rules/thresholds"
@@ -19,8 +19,10 @@ import (
 // launches, what the GPU did per interval, where the idle time went). It is
 // computed once per judgement and never modified by rules.
 type Input struct {
-	TL *timeline.Timeline
-	A  *analysis.Analysis
+	Timeline *timeline.Timeline
+	// View is what the timeline shows once derived: per-interval series of
+	// every thread, process, the host and each GPU.
+	View *derive.View
 	// Job is the observed job seen from the GPU's side.
 	Job Job
 	// Attr is where the GPU's idle time went, interval by interval.
@@ -35,21 +37,21 @@ type Input struct {
 // a GPU named.
 type Job struct {
 	// Procs is every process observed (the target and its descendants).
-	Procs []*analysis.Proc
+	Procs []*derive.Proc
 	// GPUProcs are the job's processes that use a GPU; GPUProcsHow says how
 	// they were recognised.
-	GPUProcs    []*analysis.Proc
+	GPUProcs    []*derive.Proc
 	GPUProcsHow string
 	// Devices are the GPUs the job used (all sampled GPUs when no device
 	// lists the job's processes).
-	Devices []*analysis.GPU
+	Devices []*derive.GPU
 	// GPUUtil is the devices' mean utilisation per interval (percent of the
 	// interval a kernel ran: NVML's definition); NaN where not read.
-	GPUUtil analysis.Series
+	GPUUtil derive.Series
 	// CopyPct estimates the copy engines' busy share per interval: the
 	// busier PCIe direction over the link's achievable rate, in percent.
 	// NaN where PCIe throughput or the link was not read.
-	CopyPct analysis.Series
+	CopyPct derive.Series
 	// LinkBytesPerSec is the achievable rate CopyPct is judged against
 	// (raw rate of the negotiated link times PCIeAchievableShare); NaN when unknown.
 	LinkBytesPerSec float64
@@ -59,7 +61,7 @@ type Job struct {
 	Launch *LaunchThread
 	// Producers are every other thread of the job: DataLoader workers,
 	// readers, helper threads, intra-op pools.
-	Producers []*analysis.Thread
+	Producers []*derive.Thread
 	// CPUs is how many CPUs the GPU process may run on (its affinity), or
 	// the host's count when the affinity was not read.
 	CPUs int
@@ -68,8 +70,8 @@ type Job struct {
 }
 
 // NewInput builds the shared view of a timeline.
-func NewInput(tl *timeline.Timeline, a *analysis.Analysis) *Input {
-	in := &Input{TL: tl, A: a}
+func NewInput(tl *timeline.Timeline, a *derive.View) *Input {
+	in := &Input{Timeline: tl, View: a}
 	in.Job = buildJob(tl, a)
 	in.Attr = attribute(in)
 	in.Frozen = frozen.Analyze(tl, a)
@@ -82,7 +84,7 @@ var helperRoles = map[string]bool{
 	"intra-op": true, "cuda-driver": true, "dataloader-worker": true,
 }
 
-func buildJob(tl *timeline.Timeline, a *analysis.Analysis) Job {
+func buildJob(tl *timeline.Timeline, a *derive.View) Job {
 	j := Job{Procs: a.Procs, LinkBytesPerSec: math.NaN()}
 	n := len(a.Intervals)
 
@@ -123,7 +125,7 @@ func buildJob(tl *timeline.Timeline, a *analysis.Analysis) Job {
 		if len(j.GPUProcs) > 0 {
 			j.GPUProcsHow = "holds a device open (" + strings.Join(j.GPUProcs[0].Info.DeviceChannels.Channels, ", ") + ")"
 		} else if t := a.Target(); t != nil {
-			j.GPUProcs = []*analysis.Proc{t}
+			j.GPUProcs = []*derive.Proc{t}
 			j.GPUProcsHow = "the target process (no device listed a process of the job)"
 		}
 	}
@@ -134,7 +136,7 @@ func buildJob(tl *timeline.Timeline, a *analysis.Analysis) Job {
 			j.Devices = append(j.Devices, g)
 		}
 	}
-	j.GPUUtil = meanSeries(n, j.Devices, func(g *analysis.GPU) analysis.Series { return g.UtilPct })
+	j.GPUUtil = meanSeries(n, j.Devices, func(g *derive.GPU) derive.Series { return g.UtilPct })
 	j.CopyPct = nanSeriesN(n)
 	j.LinkBytesPerSec, j.LinkName = linkCeiling(tl, j.Devices)
 	if !math.IsNaN(j.LinkBytesPerSec) {
@@ -178,7 +180,7 @@ func buildJob(tl *timeline.Timeline, a *analysis.Analysis) Job {
 // linkCeiling is the achievable rate of the devices' negotiated PCIe link
 // (the latest reading of the current generation and width, else the
 // maximum), NaN when unknown.
-func linkCeiling(tl *timeline.Timeline, devs []*analysis.GPU) (float64, string) {
+func linkCeiling(tl *timeline.Timeline, devs []*derive.GPU) (float64, string) {
 	best, name := math.NaN(), ""
 	for _, g := range devs {
 		gen, width := 0, 0
@@ -204,7 +206,7 @@ func linkCeiling(tl *timeline.Timeline, devs []*analysis.GPU) (float64, string) 
 	return best, name
 }
 
-func meanSeries(n int, devs []*analysis.GPU, pick func(*analysis.GPU) analysis.Series) analysis.Series {
+func meanSeries(n int, devs []*derive.GPU, pick func(*derive.GPU) derive.Series) derive.Series {
 	out := nanSeriesN(n)
 	for i := 0; i < n; i++ {
 		sum, k := 0.0, 0
@@ -221,8 +223,8 @@ func meanSeries(n int, devs []*analysis.GPU, pick func(*analysis.GPU) analysis.S
 	return out
 }
 
-func nanSeriesN(n int) analysis.Series {
-	s := make(analysis.Series, n)
+func nanSeriesN(n int) derive.Series {
+	s := make(derive.Series, n)
 	for i := range s {
 		s[i] = math.NaN()
 	}
@@ -238,7 +240,7 @@ func nanZero(x float64) float64 {
 
 // gpuSource names where GPU readings came from, for evidence.
 func (in *Input) gpuSource() string {
-	if s := in.TL.Meta.GPUSource; s != "" {
+	if s := in.Timeline.Meta.GPUSource; s != "" {
 		return s
 	}
 	return "GPU source"
@@ -250,10 +252,10 @@ func (in *Input) utilSource() string {
 }
 
 // window describes the measured intervals for evidence.
-func (in *Input) window(n int) string { return in.A.Window(n) }
+func (in *Input) window(n int) string { return in.View.Window(n) }
 
 // threadName names a thread for claims: "python3 (pid 42, tid 43)".
-func threadName(th *analysis.Thread) string {
+func threadName(th *derive.Thread) string {
 	comm := th.Comm
 	if comm == "" && th.Info != nil {
 		comm = th.Info.Comm
@@ -265,11 +267,11 @@ func threadName(th *analysis.Thread) string {
 }
 
 // threadSubject is the Subject of a finding about a thread.
-func threadSubject(th *analysis.Thread) string {
+func threadSubject(th *derive.Thread) string {
 	return fmt.Sprintf("pid %d tid %d (%s)", th.PID, th.Key.TID, th.Comm)
 }
 
-func schedstatSource(th *analysis.Thread) string {
+func schedstatSource(th *derive.Thread) string {
 	return fmt.Sprintf("/proc/%d/task/%d/schedstat", th.PID, th.Key.TID)
 }
 

@@ -4,13 +4,13 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/gpufeed/gpufeed/internal/analysis"
+	"github.com/gpufeed/gpufeed/internal/derive"
 )
 
 // LaunchThread is the thread that submits the job's work to the GPU.
 type LaunchThread struct {
-	T    *analysis.Thread
-	Proc *analysis.Proc
+	T    *derive.Thread
+	Proc *derive.Proc
 	// How says how it was recognised, for the evidence.
 	How string
 	// Waits is what it did over the window.
@@ -35,8 +35,8 @@ type LaunchThread struct {
 // step 2 rarely sees the device and step 3-4 decide; docs/RULES.md says so.
 func findLaunchThread(j *Job) *LaunchThread {
 	type cand struct {
-		th                 *analysis.Thread
-		p                  *analysis.Proc
+		th                 *derive.Thread
+		p                  *derive.Proc
 		device, main       bool
 		demand             float64
 		profile            WaitProfile

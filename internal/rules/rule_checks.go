@@ -19,7 +19,7 @@ var measuredOverWindow = map[string]bool{
 // findings. A check supporting a class carries the verdict with it when the
 // class is chosen (a downgraded PCIe link for transfer-bound).
 func runChecks(in *Input) []finding.Finding {
-	c := in.TL.Meta.Checks
+	c := in.Timeline.Meta.Checks
 	if c == nil {
 		return nil
 	}

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/gpufeed/gpufeed/internal/analysis"
+	"github.com/gpufeed/gpufeed/internal/derive"
 	"github.com/gpufeed/gpufeed/internal/finding"
 	"github.com/gpufeed/gpufeed/internal/rules/thresholds"
 )
@@ -22,7 +22,7 @@ func init() {
 // and core-pegged-by-neighbour says so (information): /proc/stat counts
 // every process on the host, the rule must not blame the job for them.
 func runCorePegged(in *Input) []finding.Finding {
-	h := in.A.Host
+	h := in.View.Host
 	if h == nil || len(h.CPUs) < 2 || len(h.Busiest) == 0 {
 		return nil
 	}
@@ -45,7 +45,7 @@ func runCorePegged(in *Input) []finding.Finding {
 	}
 	rest /= float64(k)
 	var user float64
-	var busySeries analysis.Series
+	var busySeries derive.Series
 	for _, c := range h.CPUs {
 		if c.CPU == topCPU {
 			user = c.UserPct.Stats().Mean
@@ -94,10 +94,10 @@ func runCorePegged(in *Input) []finding.Finding {
 // (each interval's run time counted on the CPU the thread last ran on at
 // the interval's end), over the intervals where the CPU was read; with the
 // thread that ran most there.
-func jobOnCPU(in *Input, cpu int, busy analysis.Series) (pct float64, busiest *analysis.Thread, busiestPct float64) {
+func jobOnCPU(in *Input, cpu int, busy derive.Series) (pct float64, busiest *derive.Thread, busiestPct float64) {
 	n := 0
-	per := map[*analysis.Thread]float64{}
-	for i := range in.A.Intervals {
+	per := map[*derive.Thread]float64{}
+	for i := range in.View.Intervals {
 		if i >= len(busy) || math.IsNaN(busy[i]) {
 			continue
 		}

@@ -70,11 +70,11 @@ func runDescheduled(in *Input) []finding.Finding {
 // runnableCounts are the mean number of the job's threads in state R and of
 // runnable tasks host-wide (procs_running) over the ticks where both were read.
 func runnableCounts(in *Input) (job, host float64, n int) {
-	h := in.A.Host
+	h := in.View.Host
 	if h == nil {
 		return 0, 0, 0
 	}
-	for i, tk := range in.TL.Ticks {
+	for i, tk := range in.Timeline.Ticks {
 		if i >= len(h.ProcsRunning) || math.IsNaN(h.ProcsRunning[i]) || tk.Host == nil {
 			continue
 		}

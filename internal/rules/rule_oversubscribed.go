@@ -18,7 +18,7 @@ func init() {
 func runOversubscribed(in *Input) []finding.Finding {
 	cpus := in.Job.CPUs
 	over, n, maxR, sumR := 0, 0, 0, 0
-	for _, tk := range in.TL.Ticks {
+	for _, tk := range in.Timeline.Ticks {
 		if len(tk.Threads) == 0 {
 			continue
 		}

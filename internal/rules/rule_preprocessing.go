@@ -74,7 +74,7 @@ func producerUserShare(in *Input) float64 {
 // SageMaker Debugger's CPUBottleneck condition (GPU below 10 % while the
 // host's CPUs are above 90 % busy).
 func sagemakerCPUBottleneck(in *Input) (float64, bool) {
-	h := in.A.Host
+	h := in.View.Host
 	if h == nil {
 		return 0, false
 	}

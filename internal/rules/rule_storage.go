@@ -5,7 +5,7 @@ import (
 	"math"
 	"sort"
 
-	"github.com/gpufeed/gpufeed/internal/analysis"
+	"github.com/gpufeed/gpufeed/internal/derive"
 	"github.com/gpufeed/gpufeed/internal/finding"
 	"github.com/gpufeed/gpufeed/internal/rules/thresholds"
 )
@@ -44,7 +44,7 @@ func runStorage(in *Input) []finding.Finding {
 	if len(readers) > 0 {
 		f.Evidence = append(f.Evidence, evText("readers most often in D", readers, in.window(n), "/proc/PID/task/TID/stat state"))
 	}
-	if h := in.A.Host; h != nil {
+	if h := in.View.Host; h != nil {
 		if s := h.IOWaitPct.Stats(); s.N > 0 {
 			f.Evidence = append(f.Evidence, ev("host iowait, mean", s.Mean, "% of CPU time", in.window(s.N), "/proc/stat"))
 		}
@@ -85,7 +85,7 @@ func diskWaiters(in *Input) string {
 	for _, p := range in.Job.Procs {
 		for _, th := range p.Threads {
 			d, k := 0, 0
-			for i := range in.TL.Ticks {
+			for i := range in.Timeline.Ticks {
 				if s := th.Sample(i); s != nil {
 					k++
 					if s.State == 'D' {
@@ -133,8 +133,8 @@ func jobReads(in *Input) (rate, size float64, ok bool) {
 }
 
 // busiestDisk is the disk with the most I/O time over the window.
-func busiestDisk(h *analysis.Host) *analysis.Disk {
-	var best *analysis.Disk
+func busiestDisk(h *derive.Host) *derive.Disk {
+	var best *derive.Disk
 	for _, d := range h.Disks {
 		if math.IsNaN(d.Util) {
 			continue

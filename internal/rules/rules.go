@@ -17,7 +17,7 @@ package rules
 import (
 	"sort"
 
-	"github.com/gpufeed/gpufeed/internal/analysis"
+	"github.com/gpufeed/gpufeed/internal/derive"
 	"github.com/gpufeed/gpufeed/internal/finding"
 	"github.com/gpufeed/gpufeed/internal/timeline"
 )
@@ -48,7 +48,7 @@ func Rules() []Rule {
 
 // Judge runs every rule over a timeline and classifies: the verdict and all
 // findings (the verdict's own first).
-func Judge(tl *timeline.Timeline, a *analysis.Analysis) (*finding.Verdict, []finding.Finding) {
+func Judge(tl *timeline.Timeline, a *derive.View) (*finding.Verdict, []finding.Finding) {
 	in := NewInput(tl, a)
 	var fs []finding.Finding
 	for _, r := range Rules() {

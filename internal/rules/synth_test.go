@@ -3,7 +3,7 @@ package rules
 import (
 	"time"
 
-	"github.com/gpufeed/gpufeed/internal/analysis"
+	"github.com/gpufeed/gpufeed/internal/derive"
 	"github.com/gpufeed/gpufeed/internal/finding"
 	"github.com/gpufeed/gpufeed/internal/gpu"
 	"github.com/gpufeed/gpufeed/internal/timeline"
@@ -216,7 +216,7 @@ func fnOr(f func(int) float64, i int) float64 {
 // judge runs the rules and the classifier over the synthetic timeline.
 func (s *synth) judge() (*finding.Verdict, []finding.Finding, *Input) {
 	tl := s.timeline()
-	a := analysis.New(tl)
+	a := derive.New(tl)
 	v, fs := Judge(tl, a)
 	return v, fs, NewInput(tl, a)
 }

@@ -6,7 +6,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/gpufeed/gpufeed/internal/analysis"
+	"github.com/gpufeed/gpufeed/internal/derive"
 	"github.com/gpufeed/gpufeed/internal/gpu"
 	"github.com/gpufeed/gpufeed/internal/timeline"
 )
@@ -164,7 +164,7 @@ func (w WaitProfile) Share(k WaitKind) float64 {
 }
 
 // channelSet returns a process's device channels and whether they were read.
-func channelSet(p *analysis.Proc) (map[string]bool, bool) {
+func channelSet(p *derive.Proc) (map[string]bool, bool) {
 	if p == nil || p.Info == nil || p.Info.DeviceChannels == nil {
 		return nil, false
 	}
@@ -176,7 +176,7 @@ func channelSet(p *analysis.Proc) (map[string]bool, bool) {
 }
 
 // profileWaits reads a thread's states and blocked readings.
-func profileWaits(th *analysis.Thread, p *analysis.Proc, nTicks int) WaitProfile {
+func profileWaits(th *derive.Thread, p *derive.Proc, nTicks int) WaitProfile {
 	var w WaitProfile
 	channels, read := channelSet(p)
 	counts := map[string]*WaitCount{}

@@ -1,11 +1,11 @@
-package analysis
+package derive
 
 import (
 	"math"
 	"slices"
 )
 
-// Series holds one value per interval of the window (Analysis.Intervals):
+// Series holds one value per interval of the window (View.Intervals):
 // Series[i] covers Ticks[i] to Ticks[i+1]. NaN marks an interval where the
 // quantity was not measured (the thread did not exist yet, the slow tier had
 // not run, the device was lost): never read NaN as zero.
@@ -138,7 +138,7 @@ func nanSeries(n int) Series {
 	return s
 }
 
-// Gauge holds one value per tick (Analysis.TickT): a level such as RSS or
+// Gauge holds one value per tick (View.TickT): a level such as RSS or
 // fd count, NaN where not read on that tick.
 type Gauge []float64
 

@@ -1,4 +1,4 @@
-package analysis
+package derive
 
 import (
 	"math"
@@ -36,8 +36,8 @@ type GPU struct {
 	Unsupported []string
 }
 
-func (a *Analysis) buildGPUs() {
-	tl := a.TL
+func (a *View) buildGPUs() {
+	tl := a.Timeline
 	n := len(a.Intervals)
 	byIndex := map[int]*GPU{}
 	get := func(idx int) *GPU {

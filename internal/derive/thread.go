@@ -1,4 +1,4 @@
-package analysis
+package derive
 
 import (
 	"math"
@@ -81,8 +81,8 @@ func (t *Thread) LastBlocked() (*timeline.Blocked, int) {
 	return nil, -1
 }
 
-func (a *Analysis) buildThreads() {
-	tl := a.TL
+func (a *View) buildThreads() {
+	tl := a.Timeline
 	var res keyResolver[timeline.ThreadKey]
 	for k, info := range tl.Threads {
 		res.add(k.TID, k, info.FirstSeen, info.LastSeen)

@@ -1,4 +1,4 @@
-package analysis
+package derive
 
 import (
 	"math"
@@ -72,8 +72,8 @@ type Disk struct {
 	Reads, ReadKB, Writes, WriteKB, Await, Util float64
 }
 
-func (a *Analysis) buildHost() {
-	tl := a.TL
+func (a *View) buildHost() {
+	tl := a.Timeline
 	n, nt := len(a.Intervals), len(tl.Ticks)
 	have := false
 	for _, tk := range tl.Ticks {

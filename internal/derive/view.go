@@ -1,13 +1,14 @@
-// Package analysis derives, from a timeline, the quantities both the report
-// and the rules read: per-thread CPU and run-queue wait per interval,
+// Package derive holds the quantities derived from a timeline that both the
+// report and the rules read: per-thread CPU and run-queue wait per interval,
 // context-switch rates, per-process memory, descriptors and read rates, the
 // host's CPUs, run queue, pressure and disks, and each GPU's utilisation, all
 // aligned on the same intervals so a rule can ask "for thread X, the CPU in
 // each interval" and "the GPU utilisation in the same intervals".
 //
 // Everything here is a pure function of the timeline: a live run and its
-// recording give the same analysis.
-package analysis
+// recording give the same view. Judgement (what the numbers mean, against
+// which thresholds) is internal/judge's; nothing here decides.
+package derive
 
 import (
 	"fmt"
@@ -18,9 +19,10 @@ import (
 	"github.com/gpufeed/gpufeed/internal/timeline"
 )
 
-// Analysis is the derived view of one timeline.
-type Analysis struct {
-	TL *timeline.Timeline `json:"-"`
+// View is the derived view of one timeline.
+type View struct {
+	// Timeline is what the view was derived from.
+	Timeline *timeline.Timeline `json:"-"`
 	// TickT are the ticks' times (ns since start); Intervals[i] spans TickT[i]..TickT[i+1].
 	TickT     []int64    `json:"-"`
 	Intervals []Interval `json:"-"`
@@ -47,18 +49,18 @@ func (iv Interval) Seconds() float64 { return float64(iv.End-iv.Start) / 1e9 }
 
 // Window describes n values over the whole window, for Evidence.Window:
 // "100 intervals of 100ms over 10.0 s".
-func (a *Analysis) Window(n int) string {
-	return fmt.Sprintf("%d samples of %v over %.1f s", n, time.Duration(a.TL.Meta.Interval), float64(a.WindowNS)/1e9)
+func (a *View) Window(n int) string {
+	return fmt.Sprintf("%d samples of %v over %.1f s", n, time.Duration(a.Timeline.Meta.Interval), float64(a.WindowNS)/1e9)
 }
 
 // Thread finds a thread by identity.
-func (a *Analysis) Thread(k timeline.ThreadKey) *Thread { return a.threadByKey[k] }
+func (a *View) Thread(k timeline.ThreadKey) *Thread { return a.threadByKey[k] }
 
 // Proc finds a process by identity.
-func (a *Analysis) Proc(k timeline.ProcKey) *Proc { return a.procByKey[k] }
+func (a *View) Proc(k timeline.ProcKey) *Proc { return a.procByKey[k] }
 
 // ProcByPID finds the latest process seen with pid.
-func (a *Analysis) ProcByPID(pid int) *Proc {
+func (a *View) ProcByPID(pid int) *Proc {
 	var best *Proc
 	for _, p := range a.Procs {
 		if p.Key.PID == pid && (best == nil || p.Info.FirstSeen > best.Info.FirstSeen) {
@@ -69,8 +71,8 @@ func (a *Analysis) ProcByPID(pid int) *Proc {
 }
 
 // Target is the process the run was pointed at (nil if never sampled).
-func (a *Analysis) Target() *Proc {
-	return a.procByKey[timeline.ProcKey{PID: a.TL.Meta.Target.PID, StartTime: a.TL.Meta.Target.StartTime}]
+func (a *View) Target() *Proc {
+	return a.procByKey[timeline.ProcKey{PID: a.Timeline.Meta.Target.PID, StartTime: a.Timeline.Meta.Target.StartTime}]
 }
 
 // Observer is gpufeed's own cost.
@@ -85,8 +87,8 @@ type Observer struct {
 }
 
 // New analyses a timeline.
-func New(tl *timeline.Timeline) *Analysis {
-	a := &Analysis{TL: tl, threadByKey: map[timeline.ThreadKey]*Thread{}, procByKey: map[timeline.ProcKey]*Proc{}}
+func New(tl *timeline.Timeline) *View {
+	a := &View{Timeline: tl, threadByKey: map[timeline.ThreadKey]*Thread{}, procByKey: map[timeline.ProcKey]*Proc{}}
 	a.TickT = make([]int64, len(tl.Ticks))
 	for i, tk := range tl.Ticks {
 		a.TickT[i] = tk.T
@@ -109,14 +111,14 @@ func New(tl *timeline.Timeline) *Analysis {
 // few milliseconds the start-up cost alone reads as most of a core.
 const observerMinWallNS = int64(time.Second)
 
-func (a *Analysis) buildObserver() {
-	o := a.TL.Meta.Observer
+func (a *View) buildObserver() {
+	o := a.Timeline.Meta.Observer
 	if o == nil {
 		return
 	}
 	cpu := float64(o.CPUUserNS+o.CPUSysNS) / 1e9
 	ob := &Observer{CPUSeconds: cpu, ThreadSamples: o.ThreadSamples, TickP50MS: float64(o.TickP50NS) / 1e6,
-		TickMaxMS: float64(o.TickMaxNS) / 1e6, Overruns: a.TL.Counts.Overruns, CPUPctOfCore: math.NaN(), USPerThreadSample: math.NaN()}
+		TickMaxMS: float64(o.TickMaxNS) / 1e6, Overruns: a.Timeline.Counts.Overruns, CPUPctOfCore: math.NaN(), USPerThreadSample: math.NaN()}
 	if o.WallNS >= observerMinWallNS {
 		ob.CPUPctOfCore = cpu / (float64(o.WallNS) / 1e9) * 100
 	}

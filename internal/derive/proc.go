@@ -1,4 +1,4 @@
-package analysis
+package derive
 
 import (
 	"math"
@@ -69,8 +69,8 @@ func (p *Proc) Rank() string {
 	return p.Info.Env["SLURM_PROCID"]
 }
 
-func (a *Analysis) buildProcs() {
-	tl := a.TL
+func (a *View) buildProcs() {
+	tl := a.Timeline
 	var res keyResolver[timeline.ProcKey]
 	for k, info := range tl.Procs {
 		res.add(k.PID, k, info.FirstSeen, info.LastSeen)
