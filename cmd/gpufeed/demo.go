@@ -135,7 +135,7 @@ func runDemo(cmd *cobra.Command, sc demo.Scenario, duration, interval time.Durat
 		return err
 	}
 	run.Stop()
-	rep := judge(tl, nil)
+	rep := judgeTimeline(tl, nil)
 	if err := render(cmd.OutOrStdout(), rep, format); err != nil {
 		return err
 	}

@@ -5,24 +5,24 @@ import (
 	"io"
 
 	"github.com/gpufeed/gpufeed/internal/derive"
+	"github.com/gpufeed/gpufeed/internal/judge"
 	"github.com/gpufeed/gpufeed/internal/report"
-	"github.com/gpufeed/gpufeed/internal/rules"
 	"github.com/gpufeed/gpufeed/internal/timeline"
 )
 
-// judge turns a timeline into the report: analysis, then the rules, then
+// judgeTimeline turns a timeline into the report: analysis, then the rules, then
 // report.Build. diagnose and report both call it, so a recording judged
 // later gives exactly the live report.
-func judge(tl *timeline.Timeline, notes []string) *report.Report {
+func judgeTimeline(tl *timeline.Timeline, notes []string) *report.Report {
 	a := derive.New(tl)
 	verdict, findings := applyRules(tl, a)
 	return report.Build(tl, a, verdict, findings, notes)
 }
 
 // applyRules runs the verdict rules (frozen-job triage among them) and the
-// classifier (internal/rules).
+// classifier (internal/judge).
 // It is a variable so tests can judge with a fixed verdict.
-var applyRules = rules.Judge
+var applyRules = judge.Judge
 
 // render writes the report in the chosen format.
 func render(w io.Writer, r *report.Report, format string) error {

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/gpufeed/gpufeed/internal/finding"
-	"github.com/gpufeed/gpufeed/internal/frozen"
+	"github.com/gpufeed/gpufeed/internal/judge/frozen"
 	"github.com/gpufeed/gpufeed/internal/procfs"
 	"github.com/gpufeed/gpufeed/internal/sample"
 	"github.com/gpufeed/gpufeed/internal/scenario"

@@ -13,7 +13,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/gpufeed/gpufeed/internal/frozen"
+	"github.com/gpufeed/gpufeed/internal/judge/frozen"
 	"github.com/gpufeed/gpufeed/internal/kmsg"
 	"github.com/gpufeed/gpufeed/internal/probe/procfacts"
 	"github.com/gpufeed/gpufeed/internal/procfs"

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/gpufeed/gpufeed/internal/rules/thresholds"
+	"github.com/gpufeed/gpufeed/internal/judge/thresholds"
 
 	"github.com/gpufeed/gpufeed/internal/finding"
 	"github.com/gpufeed/gpufeed/internal/trace"

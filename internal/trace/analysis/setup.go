@@ -5,7 +5,7 @@ import (
 	"math"
 	"slices"
 
-	"github.com/gpufeed/gpufeed/internal/rules/thresholds"
+	"github.com/gpufeed/gpufeed/internal/judge/thresholds"
 	"github.com/gpufeed/gpufeed/internal/trace"
 )
 

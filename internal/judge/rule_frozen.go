@@ -1,9 +1,9 @@
-package rules
+package judge
 
 import "github.com/gpufeed/gpufeed/internal/finding"
 
 func init() {
-	register(Rule{ID: "frozen", Title: "Frozen-job triage and memory/limit findings (internal/frozen)",
+	register(Rule{ID: "frozen", Title: "Frozen-job triage and memory/limit findings (internal/judge/frozen)",
 		Seed: "004; 000 §5 (fork after CUDA init), §7 (COW)", Run: runFrozen})
 }
 

@@ -1,4 +1,4 @@
-package rules
+package judge
 
 import (
 	"fmt"
@@ -8,9 +8,9 @@ import (
 
 	"github.com/gpufeed/gpufeed/internal/cpuset"
 	"github.com/gpufeed/gpufeed/internal/derive"
-	"github.com/gpufeed/gpufeed/internal/frozen"
 	"github.com/gpufeed/gpufeed/internal/gpu"
-	"github.com/gpufeed/gpufeed/internal/rules/thresholds"
+	"github.com/gpufeed/gpufeed/internal/judge/frozen"
+	"github.com/gpufeed/gpufeed/internal/judge/thresholds"
 	"github.com/gpufeed/gpufeed/internal/timeline"
 )
 
@@ -28,7 +28,7 @@ type Input struct {
 	// Attr is where the GPU's idle time went, interval by interval.
 	Attr Attribution
 	// Frozen is frozen-job triage and the memory/limit analyses
-	// (internal/frozen): whether the job progresses at all, who died, where
+	// (internal/judge/frozen): whether the job progresses at all, who died, where
 	// every thread waits.
 	Frozen frozen.Result
 }

@@ -1,4 +1,4 @@
-package rules
+package judge
 
 import (
 	"fmt"
@@ -7,7 +7,7 @@ import (
 
 	"github.com/gpufeed/gpufeed/internal/derive"
 	"github.com/gpufeed/gpufeed/internal/finding"
-	"github.com/gpufeed/gpufeed/internal/rules/thresholds"
+	"github.com/gpufeed/gpufeed/internal/judge/thresholds"
 )
 
 // Evidence helpers shared by the rules. Every number carries its unit, the

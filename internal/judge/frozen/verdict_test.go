@@ -44,7 +44,7 @@ func TestVerdictWithoutGPUSaysWhatIsMissing(t *testing.T) {
 func TestPyStacksAndKernelLogNotes(t *testing.T) {
 	b := newTL(31, 100*time.Millisecond)
 	b.proc(31337, 1, "python3", nil, nil)
-	dump, err := os.ReadFile("../profile/testdata/futexhang.txt")
+	dump, err := os.ReadFile("../../profile/testdata/futexhang.txt")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package rules
+package judge
 
 import (
 	"fmt"
@@ -6,7 +6,7 @@ import (
 
 	"github.com/gpufeed/gpufeed/internal/derive"
 	"github.com/gpufeed/gpufeed/internal/finding"
-	"github.com/gpufeed/gpufeed/internal/rules/thresholds"
+	"github.com/gpufeed/gpufeed/internal/judge/thresholds"
 )
 
 func init() {

@@ -1,4 +1,4 @@
-package rules
+package judge
 
 import (
 	"fmt"
@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/gpufeed/gpufeed/internal/finding"
-	"github.com/gpufeed/gpufeed/internal/frozen"
-	"github.com/gpufeed/gpufeed/internal/rules/thresholds"
+	"github.com/gpufeed/gpufeed/internal/judge/frozen"
+	"github.com/gpufeed/gpufeed/internal/judge/thresholds"
 )
 
 // CauseID is, for each class, the ID of the finding that states it: the
@@ -31,7 +31,7 @@ var CauseID = map[finding.Class]string{
 // this order:
 //
 //  1. a window too short to tell a pattern from noise: inconclusive;
-//  2. a job that does not progress (frozen-job triage, internal/frozen,
+//  2. a job that does not progress (frozen-job triage, internal/judge/frozen,
 //     decides and leads with the member that died when one did): stalled;
 //  3. no GPU utilisation read (no device visible, or lost early): inconclusive;
 //  4. GPU idle under GPUBoundIdleMaxPct: GPU-bound;

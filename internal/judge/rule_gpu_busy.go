@@ -1,11 +1,11 @@
-package rules
+package judge
 
 import (
 	"fmt"
 	"math"
 
 	"github.com/gpufeed/gpufeed/internal/finding"
-	"github.com/gpufeed/gpufeed/internal/rules/thresholds"
+	"github.com/gpufeed/gpufeed/internal/judge/thresholds"
 )
 
 func init() {

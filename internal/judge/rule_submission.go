@@ -1,10 +1,10 @@
-package rules
+package judge
 
 import (
 	"fmt"
 
 	"github.com/gpufeed/gpufeed/internal/finding"
-	"github.com/gpufeed/gpufeed/internal/rules/thresholds"
+	"github.com/gpufeed/gpufeed/internal/judge/thresholds"
 )
 
 func init() {

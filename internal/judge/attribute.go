@@ -1,11 +1,11 @@
-package rules
+package judge
 
 import (
 	"math"
 
 	"github.com/gpufeed/gpufeed/internal/derive"
 	"github.com/gpufeed/gpufeed/internal/finding"
-	"github.com/gpufeed/gpufeed/internal/rules/thresholds"
+	"github.com/gpufeed/gpufeed/internal/judge/thresholds"
 )
 
 // Unexplained is the attribution key of GPU idle time no cause explains

@@ -1,4 +1,4 @@
-package rules
+package judge
 
 import (
 	"fmt"
@@ -9,7 +9,7 @@ import (
 
 	"github.com/gpufeed/gpufeed/internal/derive"
 	"github.com/gpufeed/gpufeed/internal/finding"
-	"github.com/gpufeed/gpufeed/internal/rules/thresholds"
+	"github.com/gpufeed/gpufeed/internal/judge/thresholds"
 	"github.com/gpufeed/gpufeed/internal/timeline"
 )
 
@@ -490,7 +490,7 @@ func TestEvidenceHasUnitsWindowsAndSources(t *testing.T) {
 	_, fs, in := s.judge()
 	frozenIDs := map[string]bool{}
 	for _, f := range in.Frozen.Findings {
-		frozenIDs[f.ID] = true // internal/frozen's own tests hold those to their standard
+		frozenIDs[f.ID] = true // internal/judge/frozen's own tests hold those to their standard
 	}
 	for _, f := range fs {
 		if frozenIDs[f.ID] {

@@ -1,5 +1,5 @@
 // Package thresholds holds the class-decision thresholds every gpufeed
-// classifier shares: live diagnose and recordings (internal/rules) and
+// classifier shares: live diagnose and recordings (internal/judge) and
 // profiler-trace analysis (internal/trace). A verdict must not depend on where
 // the numbers came from, so these constants are changed here and only here.
 // Each one says where it comes from: an anchor (a published tool's default)

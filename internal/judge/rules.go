@@ -1,6 +1,6 @@
-// Package rules judges a timeline: rules are pure functions from a timeline
-// and its analysis (through the shared Input) to findings, one rule per file,
-// their thresholds named constants in internal/rules/thresholds; the
+// Package judge judges a timeline: rules are pure functions from a timeline
+// and its derived view (through the shared Input) to findings, one rule per
+// file, their thresholds named constants in internal/judge/thresholds; the
 // classifier (Classify) then picks one verdict: a bottleneck class, a
 // confidence, the findings that carry it and the change to make first, or
 // "inconclusive" with what would make it conclusive.
@@ -11,8 +11,10 @@
 // Adding a rule: a new file with a Rule value registered from its init
 // function. A rule that supports a class sets Finding.Supports; the class's
 // cause finding (CauseID) states the verdict. Frozen-job triage
-// (internal/frozen) runs as one rule and decides the stalled class.
-package rules
+// (internal/judge/frozen) runs as one rule and decides the stalled class.
+// The judgement of profiler traces is internal/judge/tracejudge, with the
+// same classes and thresholds.
+package judge
 
 import (
 	"sort"
