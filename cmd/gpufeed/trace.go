@@ -11,8 +11,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpufeed/gpufeed/internal/judge/tracejudge"
 	"github.com/gpufeed/gpufeed/internal/trace"
-	"github.com/gpufeed/gpufeed/internal/trace/analysis"
 	"github.com/gpufeed/gpufeed/internal/trace/kineto"
 	"github.com/gpufeed/gpufeed/internal/trace/load"
 	tracerender "github.com/gpufeed/gpufeed/internal/trace/render"
@@ -53,7 +53,7 @@ only when nothing could be read.`,
 			// often costs little and keeps the peak near the live data.
 			debug.SetGCPercent(40)
 			var res tracerender.Result
-			var summaries []analysis.RankSummary
+			var summaries []tracejudge.RankSummary
 			// readErr keeps each unreadable file's error, to return as is
 			// when it is the only file.
 			readErr := map[string]error{}
@@ -76,9 +76,9 @@ only when nothing could be read.`,
 					continue
 				}
 				for _, t := range traces {
-					r := analysis.Analyze(t, analysis.Options{IncludeLastStep: lastStep})
+					r := tracejudge.Analyze(t, tracejudge.Options{IncludeLastStep: lastStep})
 					res.Reports = append(res.Reports, r)
-					summaries = append(summaries, analysis.Summarize(r, t))
+					summaries = append(summaries, tracejudge.Summarize(r, t))
 				}
 			}
 			slices.SortStableFunc(skipped, func(a, b load.Skipped) int { return strings.Compare(a.File, b.File) })
@@ -89,7 +89,7 @@ only when nothing could be read.`,
 				res.Skipped = append(res.Skipped, tracerender.Skipped{File: s.File, Reason: s.Reason})
 			}
 			if len(summaries) > 1 {
-				m := analysis.CompareRanks(summaries)
+				m := tracejudge.CompareRanks(summaries)
 				res.Multi = &m
 			}
 			out := cmd.OutOrStdout()

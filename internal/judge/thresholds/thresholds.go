@@ -1,6 +1,6 @@
 // Package thresholds holds the class-decision thresholds every gpufeed
 // classifier shares: live diagnose and recordings (internal/judge) and
-// profiler-trace analysis (internal/trace). A verdict must not depend on where
+// profiler-trace analysis (internal/judge/tracejudge). A verdict must not depend on where
 // the numbers came from, so these constants are changed here and only here.
 // Each one says where it comes from: an anchor (a published tool's default)
 // where one exists, otherwise the reason for the value. docs/RULES.md lists

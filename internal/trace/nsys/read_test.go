@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpufeed/gpufeed/internal/judge/tracejudge"
 	"github.com/gpufeed/gpufeed/internal/trace"
-	"github.com/gpufeed/gpufeed/internal/trace/analysis"
 	"github.com/gpufeed/gpufeed/internal/trace/kineto"
 	"github.com/gpufeed/gpufeed/internal/trace/tracegen"
 )
@@ -56,8 +56,8 @@ func TestReadMatchesKineto(t *testing.T) {
 			if nt.Counts.RuntimeCalls != kt.Counts.RuntimeCalls || nt.Counts.CPUOps != kt.Counts.CPUOps {
 				t.Errorf("counts %+v, Kineto %+v", nt.Counts, kt.Counts)
 			}
-			nsys := analysis.Analyze(nt, analysis.Options{})
-			kin := analysis.Analyze(kt, analysis.Options{IncludeLastStep: true})
+			nsys := tracejudge.Analyze(nt, tracejudge.Options{})
+			kin := tracejudge.Analyze(kt, tracejudge.Options{IncludeLastStep: true})
 			if nsys.Attribution.ByCause != kin.Attribution.ByCause || nsys.Attribution.SpanNs != kin.Attribution.SpanNs {
 				t.Errorf("attribution differs:\n nsys   %+v span %d\n kineto %+v span %d", nsys.Attribution.ByCause, nsys.Attribution.SpanNs, kin.Attribution.ByCause, kin.Attribution.SpanNs)
 			}
@@ -85,13 +85,13 @@ func TestSQLSummariesMatchEvents(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		sqlRules := analysis.Analyze(got[0], analysis.Options{}).Rules
+		sqlRules := tracejudge.Analyze(got[0], tracejudge.Options{}).Rules
 		if !sqlRules.FromSQL {
 			t.Fatal("rules not from SQL")
 		}
 		plain := *got[0]
 		plain.Summaries = nil
-		goRules := analysis.Analyze(&plain, analysis.Options{}).Rules
+		goRules := tracejudge.Analyze(&plain, tracejudge.Options{}).Rules
 		goRules.FromSQL = true
 		if !reflect.DeepEqual(sqlRules, goRules) {
 			t.Errorf("%s: SQL totals differ from event totals:\n sql %+v\n go  %+v", sc, sqlRules, goRules)

@@ -10,18 +10,19 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/gpufeed/gpufeed/internal/derive/tracestats"
 	"github.com/gpufeed/gpufeed/internal/judge/thresholds"
+	"github.com/gpufeed/gpufeed/internal/judge/tracejudge"
 	"github.com/gpufeed/gpufeed/internal/safetext"
 
 	"github.com/gpufeed/gpufeed/internal/finding"
-	"github.com/gpufeed/gpufeed/internal/trace/analysis"
 )
 
 // Result is everything `gpufeed trace` reports: one report per rank and,
 // with several ranks, their comparison.
 type Result struct {
-	Reports []*analysis.Report  `json:"reports"`
-	Multi   *analysis.MultiRank `json:"multi_rank,omitempty"`
+	Reports []*tracejudge.RankReport `json:"reports"`
+	Multi   *tracejudge.MultiRank    `json:"multi_rank,omitempty"`
 	// Skipped are the files named (or found in a directory) that were not
 	// read, each with the reason.
 	Skipped []Skipped `json:"skipped,omitempty"`
@@ -119,7 +120,7 @@ func rankText(r int) string {
 	return fmt.Sprintf("rank %d", r)
 }
 
-func (p *printer) report(r *analysis.Report) {
+func (p *printer) report(r *tracejudge.RankReport) {
 	v := r.Verdict
 	byID := map[string]*finding.Finding{}
 	for i := range r.Findings {
@@ -226,7 +227,7 @@ func (p *printer) evidence(indent string, e finding.Evidence) {
 	p.line("%s- %s: %s  [%s]", indent, clean(e.What), clean(val), where)
 }
 
-func (p *printer) attribution(r *analysis.Report) {
+func (p *printer) attribution(r *tracejudge.RankReport) {
 	at := &r.Attribution
 	if at.SpanNs == 0 {
 		return
@@ -235,7 +236,7 @@ func (p *printer) attribution(r *analysis.Report) {
 	p.line("GPU IDLE ATTRIBUTION: %.1f ms idle of %.1f ms (%.1f %%) in %d gaps; what the launching thread did meanwhile:",
 		ms(at.IdleNs), ms(at.SpanNs), pct(at.IdleNs, at.SpanNs), at.Gaps)
 	p.line("  %-18s %12s %10s %12s", "cause", "idle ms", "% of span", "after a sync")
-	for _, c := range analysis.Causes() {
+	for _, c := range tracestats.Causes() {
 		if at.ByCause[c] == 0 {
 			continue
 		}
@@ -267,7 +268,7 @@ func (p *printer) attribution(r *analysis.Report) {
 		p.line("  longest gaps:")
 		for _, g := range at.Longest {
 			var parts []string
-			for _, c := range analysis.Causes() {
+			for _, c := range tracestats.Causes() {
 				if g.ByCause[c] > 0 {
 					parts = append(parts, fmt.Sprintf("%s %.3f", c, ms(g.ByCause[c])))
 				}
@@ -285,7 +286,7 @@ func (p *printer) attribution(r *analysis.Report) {
 	}
 }
 
-func (p *printer) steps(r *analysis.Report) {
+func (p *printer) steps(r *tracejudge.RankReport) {
 	if len(r.Steps) == 0 {
 		return
 	}
@@ -294,7 +295,7 @@ func (p *printer) steps(r *analysis.Report) {
 	p.line("  %-8s %10s %8s %10s %12s %6s  %s", "step", "dur ms", "busy %", "idle ms", "dataloader %", "syncs", "main idle cause")
 	for _, s := range r.Steps {
 		top, topNs := "", int64(0)
-		for _, c := range analysis.Causes() {
+		for _, c := range tracestats.Causes() {
 			if s.ByCause[c] > topNs {
 				top, topNs = c.String(), s.ByCause[c]
 			}
@@ -303,7 +304,7 @@ func (p *printer) steps(r *analysis.Report) {
 	}
 }
 
-func (p *printer) hta(r *analysis.Report) {
+func (p *printer) hta(r *tracejudge.RankReport) {
 	tb := r.Temporal
 	if tb.SpanNs == 0 {
 		return
@@ -332,7 +333,7 @@ func (p *printer) hta(r *analysis.Report) {
 	}
 }
 
-func (p *printer) nsight(r *analysis.Report) {
+func (p *printer) nsight(r *tracejudge.RankReport) {
 	if r.Scope.GPUOps == 0 {
 		return
 	}
@@ -343,7 +344,7 @@ func (p *printer) nsight(r *analysis.Report) {
 	}
 	p.line("")
 	p.line("NSIGHT-STYLE RULES (call totals from %s)", src)
-	row := func(name string, c analysis.CallTotals) {
+	row := func(name string, c tracestats.CallTotals) {
 		extra := ""
 		if c.Bytes > 0 {
 			extra = fmt.Sprintf(", %d bytes", c.Bytes)
@@ -360,20 +361,20 @@ func (p *printer) nsight(r *analysis.Report) {
 	for _, g := range ru.Gaps[:min(5, len(ru.Gaps))] {
 		p.line("    device %d: %.3f ms at +%.3f ms", g.Device, ms(g.DurNs), ms(g.StartNs-r.Scope.StartNs))
 	}
-	p.line("  low-use windows (< %.0f %% GPU time, %d chunks): %d", ru.LowUsePct, analysis.NsightLowUseChunks, len(ru.LowUse))
+	p.line("  low-use windows (< %.0f %% GPU time, %d chunks): %d", ru.LowUsePct, tracejudge.NsightLowUseChunks, len(ru.LowUse))
 	for _, w := range ru.LowUse[:min(5, len(ru.LowUse))] {
 		p.line("    device %d: %.3f ms at +%.3f ms, %.1f %% in use", w.Device, ms(w.DurNs), ms(w.StartNs-r.Scope.StartNs), w.UsePct)
 	}
 }
 
-func (p *printer) multi(m *analysis.MultiRank) {
+func (p *printer) multi(m *tracejudge.MultiRank) {
 	p.line("RANKS: %d compared", len(m.Ranks))
 	p.line("  %-6s %-20s %6s %10s %10s %10s %10s  %s", "rank", "verdict", "conf", "idle %", "input %", "sync %", "step ms", "file")
 	for _, r := range m.Ranks {
 		p.line("  %-6d %-20s %6.2f %10.1f %10.1f %10.1f %10.3f  %s", r.Rank, r.Verdict.Class, r.Verdict.Confidence, r.Shares.IdlePct, r.Shares.Input, r.Shares.Sync, ms(r.StepMedianNs), clean(filepath.Base(r.Source)))
 	}
 	if len(m.Stragglers) == 0 {
-		p.line("  no straggler: no rank enters collectives late by %.0f %% of the median step time", analysis.StragglerLagPct)
+		p.line("  no straggler: no rank enters collectives late by %.0f %% of the median step time", tracejudge.StragglerLagPct)
 	}
 	for _, f := range m.Findings {
 		p.line("  [%s] %s: %s", f.Severity, f.ID, clean(f.Claim))

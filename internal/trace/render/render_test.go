@@ -5,27 +5,28 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpufeed/gpufeed/internal/derive/tracestats"
 	"github.com/gpufeed/gpufeed/internal/finding"
-	"github.com/gpufeed/gpufeed/internal/trace/analysis"
+	"github.com/gpufeed/gpufeed/internal/judge/tracejudge"
 )
 
 // Names in a trace file are attacker-controlled: no control character may
 // reach the terminal.
 func TestTextStripsControlCharacters(t *testing.T) {
 	evil := "kernel\x1b]0;pwned\x07\x1b[31m\r\n"
-	r := &analysis.Report{
+	r := &tracejudge.RankReport{
 		Source: "/tmp/" + evil + ".json",
 		Rank:   -1,
 		Verdict: finding.Verdict{Class: finding.SubmissionBound, Confidence: 0.9, Summary: "about " + evil,
 			Because: []string{"x"}, Decision: "fix " + evil},
 		Findings: []finding.Finding{{ID: "x", Claim: evil, Evidence: []finding.Evidence{{What: evil, Text: evil, Source: evil}}}},
-		Attribution: analysis.Attribution{SpanNs: 10, IdleNs: 5,
-			TopOps:  []analysis.NamedTime{{Name: evil, Ns: 5}},
-			Longest: []analysis.GapDetail{{DurNs: 5, Next: evil, Step: -1}}},
+		Attribution: tracestats.Attribution{SpanNs: 10, IdleNs: 5,
+			TopOps:  []tracestats.NamedTime{{Name: evil, Ns: 5}},
+			Longest: []tracestats.GapDetail{{DurNs: 5, Next: evil, Step: -1}}},
 		Warnings: []string{evil},
 	}
 	var out bytes.Buffer
-	if err := Text(&out, Result{Reports: []*analysis.Report{r}}); err != nil {
+	if err := Text(&out, Result{Reports: []*tracejudge.RankReport{r}}); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []string{"\x1b", "\x07", "\r"} {
@@ -42,20 +43,20 @@ func TestTextStripsControlCharacters(t *testing.T) {
 // reach neither the text nor the JSON output as they are.
 func TestOutputsKeepReorderingCharactersOff(t *testing.T) {
 	evil := "kernel\u202eexe.txt\u2028forged line\u2066\u2029"
-	r := &analysis.Report{
+	r := &tracejudge.RankReport{
 		Source: "/tmp/" + evil + ".json",
 		Rank:   -1,
 		Verdict: finding.Verdict{Class: finding.SubmissionBound, Confidence: 0.9, Summary: "about " + evil,
 			Because: []string{"x"}, Decision: "fix " + evil},
 		Findings: []finding.Finding{{ID: "x", Claim: evil, Evidence: []finding.Evidence{{What: evil, Text: evil, Source: evil}}}},
-		Attribution: analysis.Attribution{SpanNs: 10, IdleNs: 5,
-			TopOps:  []analysis.NamedTime{{Name: evil, Ns: 5}},
-			Longest: []analysis.GapDetail{{DurNs: 5, Next: evil, Step: -1}}},
+		Attribution: tracestats.Attribution{SpanNs: 10, IdleNs: 5,
+			TopOps:  []tracestats.NamedTime{{Name: evil, Ns: 5}},
+			Longest: []tracestats.GapDetail{{DurNs: 5, Next: evil, Step: -1}}},
 		Warnings: []string{evil},
 	}
 	for _, write := range []func(*bytes.Buffer) error{
-		func(b *bytes.Buffer) error { return Text(b, Result{Reports: []*analysis.Report{r}}) },
-		func(b *bytes.Buffer) error { return JSON(b, Result{Reports: []*analysis.Report{r}}) },
+		func(b *bytes.Buffer) error { return Text(b, Result{Reports: []*tracejudge.RankReport{r}}) },
+		func(b *bytes.Buffer) error { return JSON(b, Result{Reports: []*tracejudge.RankReport{r}}) },
 	} {
 		var out bytes.Buffer
 		if err := write(&out); err != nil {

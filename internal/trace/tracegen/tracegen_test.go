@@ -5,22 +5,23 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/gpufeed/gpufeed/internal/derive/tracestats"
 	"github.com/gpufeed/gpufeed/internal/finding"
-	"github.com/gpufeed/gpufeed/internal/trace/analysis"
+	"github.com/gpufeed/gpufeed/internal/judge/tracejudge"
 	"github.com/gpufeed/gpufeed/internal/trace/kineto"
 	"github.com/gpufeed/gpufeed/internal/trace/tracegen"
 )
 
 // causeOf maps the generator's host activities to the attribution's causes.
-var causeOf = map[tracegen.Cause]analysis.Cause{
-	tracegen.CauseSync:       analysis.CauseSync,
-	tracegen.CausePageable:   analysis.CausePageableCopy,
-	tracegen.CauseDataLoader: analysis.CauseDataLoader,
-	tracegen.CauseLaunchAPI:  analysis.CauseLaunchAPI,
-	tracegen.CauseCPUOps:     analysis.CauseCPUOps,
-	tracegen.CauseUntraced:   analysis.CauseUntraced,
-	tracegen.CauseLatency:    analysis.CauseLaunchLatency,
-	tracegen.CauseSetup:      analysis.CauseSetup,
+var causeOf = map[tracegen.Cause]tracestats.Cause{
+	tracegen.CauseSync:       tracestats.CauseSync,
+	tracegen.CausePageable:   tracestats.CausePageableCopy,
+	tracegen.CauseDataLoader: tracestats.CauseDataLoader,
+	tracegen.CauseLaunchAPI:  tracestats.CauseLaunchAPI,
+	tracegen.CauseCPUOps:     tracestats.CauseCPUOps,
+	tracegen.CauseUntraced:   tracestats.CauseUntraced,
+	tracegen.CauseLatency:    tracestats.CauseLaunchLatency,
+	tracegen.CauseSetup:      tracestats.CauseSetup,
 }
 
 // TestAttributionMatchesGroundTruth generates traces whose gap causes are
@@ -52,7 +53,7 @@ func TestAttributionMatchesGroundTruth(t *testing.T) {
 					if len(tr.Warnings) > 0 {
 						t.Fatalf("warnings: %q", tr.Warnings)
 					}
-					r := analysis.Analyze(tr, analysis.Options{})
+					r := tracejudge.Analyze(tr, tracejudge.Options{})
 					at := r.Attribution
 					if at.SpanNs != truth.SpanNs {
 						t.Errorf("span = %d ns, generator says %d", at.SpanNs, truth.SpanNs)
@@ -93,7 +94,7 @@ func TestRepeatAndTargetBytes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	at := analysis.Analyze(tr, analysis.Options{}).Attribution
+	at := tracejudge.Analyze(tr, tracejudge.Options{}).Attribution
 	for gc, ac := range causeOf {
 		if got, w := at.ByCause[ac], truth.IdleByCause[gc]; got != w {
 			t.Errorf("%s: attributed %d ns, generator says %d", ac, got, w)
@@ -124,7 +125,7 @@ func TestSetupLaunchGroundTruth(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			r := analysis.Analyze(tr, analysis.Options{})
+			r := tracejudge.Analyze(tr, tracejudge.Options{})
 			for gc, ac := range causeOf {
 				if got, w := r.Attribution.ByCause[ac], truth.IdleByCause[gc]; got != w {
 					t.Errorf("%s: attributed %d ns, generator says %d", ac, got, w)
@@ -158,7 +159,7 @@ func TestConfidenceFallsWithEvidence(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return analysis.Analyze(tr, analysis.Options{}).Verdict
+		return tracejudge.Analyze(tr, tracejudge.Options{}).Verdict
 	}
 	for _, sc := range []tracegen.Scenario{tracegen.Launch, tracegen.Sync, tracegen.Healthy} {
 		short, long := conf(sc, 2), conf(sc, 8)

@@ -1,4 +1,4 @@
-package analysis
+package tracejudge
 
 import (
 	"fmt"
@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/gpufeed/gpufeed/internal/derive/tracestats"
 	"github.com/gpufeed/gpufeed/internal/judge/thresholds"
 
 	"github.com/gpufeed/gpufeed/internal/finding"
@@ -52,7 +53,7 @@ func sign(v float64) float64 {
 func ms(ns int64) float64 { return float64(ns) / 1e6 }
 
 // windowText describes the analysed window: the steps and the GPU span.
-func windowText(r *Report) string {
+func windowText(r *RankReport) string {
 	span := fmt.Sprintf("%.3f s of GPU activity", float64(r.Attribution.SpanNs)/1e9)
 	if n := len(r.Steps); n > 0 {
 		first, last := r.Steps[0].Number, r.Steps[n-1].Number
@@ -66,7 +67,7 @@ func windowText(r *Report) string {
 
 // buildFindings turns the measurements into findings. It returns them by
 // id as well, for the verdict.
-func buildFindings(r *Report, sh Shares, v *vocab) ([]finding.Finding, map[string]*finding.Finding) {
+func buildFindings(r *RankReport, sh Shares, v *vocab) ([]finding.Finding, map[string]*finding.Finding) {
 	ctx := evidenceCtx{window: windowText(r), file: filepath.Base(r.Source)}
 	var out []finding.Finding
 	add := func(f finding.Finding) { out = append(out, f) }
@@ -97,8 +98,8 @@ func buildFindings(r *Report, sh Shares, v *vocab) ([]finding.Finding, map[strin
 				ctx.ev("device idle time", ms(at.IdleNs), "ms", v.gpuEvents()),
 				ctx.ev("device idle share", sh.IdlePct, "%", ""),
 				ctx.ev("host-wait idle (GPU waited for the CPU to launch)", ms(b.HostWait()), "ms", v.runtimeEvents()+" launch calls"),
-				ctx.ev("GPU-side wait idle (launched in time, started late)", ms(b[CauseGPUWait]), "ms", ""),
-				ctx.ev("launch latency idle", ms(b[CauseLaunchLatency]), "ms", ""),
+				ctx.ev("GPU-side wait idle (launched in time, started late)", ms(b[tracestats.CauseGPUWait]), "ms", ""),
+				ctx.ev("launch latency idle", ms(b[tracestats.CauseLaunchLatency]), "ms", ""),
 			},
 			Seed: "002 Task 1",
 		})
@@ -124,10 +125,10 @@ func buildFindings(r *Report, sh Shares, v *vocab) ([]finding.Finding, map[strin
 	if sh.Input >= thresholds.ModerateSharePct {
 		add(finding.Finding{
 			ID: "host-wait-dataloader", Severity: sev(sh.Input),
-			Claim: fmt.Sprintf("The GPU waits for the DataLoader: %.1f %% of the time (%.1f ms) the launching thread was inside DataLoader __next__ while the GPU was idle.", sh.Input, ms(b[CauseDataLoader])),
+			Claim: fmt.Sprintf("The GPU waits for the DataLoader: %.1f %% of the time (%.1f ms) the launching thread was inside DataLoader __next__ while the GPU was idle.", sh.Input, ms(b[tracestats.CauseDataLoader])),
 			Evidence: []finding.Evidence{
 				ctx.ev("share of GPU time lost to the input pipeline", sh.Input, "%", ""),
-				ctx.ev("idle while the launching thread waited in DataLoader __next__", ms(b[CauseDataLoader]), "ms", "enumerate(DataLoader)#…__next__"),
+				ctx.ev("idle while the launching thread waited in DataLoader __next__", ms(b[tracestats.CauseDataLoader]), "ms", "enumerate(DataLoader)#…__next__"),
 			},
 			Decision: "Feed the loader faster: raise DataLoader num_workers (until cores or storage saturate), persistent_workers=True, prefetch_factor, pin_memory=True; cache decoded samples. A trace cannot tell CPU preprocessing from storage reads: run gpufeed diagnose live to see which.",
 			Seed:     "002 Checklist C; FAQ 2",
@@ -162,8 +163,8 @@ func buildFindings(r *Report, sh Shares, v *vocab) ([]finding.Finding, map[strin
 			Claim: fmt.Sprintf("Synchronisations starve the GPU: %.1f %% of the time the GPU was idle because the launching thread waited for it (%d gaps began inside a sync) and then had to refill an empty queue.", sh.Sync, at.AfterSyncGaps),
 			Evidence: []finding.Evidence{
 				ctx.ev("share of GPU time lost to synchronisation", sh.Sync, "%", ""),
-				ctx.ev("idle after a sync drained the queue (host busy refilling it)", ms(at.AfterSync[CauseCPUOps]+at.AfterSync[CauseLaunchAPI]+at.AfterSync[CauseOtherAPI]+at.AfterSync[CauseUntraced]), "ms", v.calls(trace.StreamSync, trace.DeviceSync, trace.EventSync, trace.MemcpySync)),
-				ctx.ev("idle while the launching thread was blocked in a sync", ms(b[CauseSync]), "ms", v.calls(trace.StreamSync, trace.DeviceSync, trace.EventSync, trace.MemcpySync)),
+				ctx.ev("idle after a sync drained the queue (host busy refilling it)", ms(at.AfterSync[tracestats.CauseCPUOps]+at.AfterSync[tracestats.CauseLaunchAPI]+at.AfterSync[tracestats.CauseOtherAPI]+at.AfterSync[tracestats.CauseUntraced]), "ms", v.calls(trace.StreamSync, trace.DeviceSync, trace.EventSync, trace.MemcpySync)),
+				ctx.ev("idle while the launching thread was blocked in a sync", ms(b[tracestats.CauseSync]), "ms", v.calls(trace.StreamSync, trace.DeviceSync, trace.EventSync, trace.MemcpySync)),
 				ctx.ev("gaps that began inside a sync", float64(at.AfterSyncGaps), "", ""),
 			},
 			Decision: "Remove per-step host synchronisations: no .item(), .cpu(), print(tensor) or torch.cuda.synchronize() in the hot loop; accumulate metrics on the GPU and read them every N steps; copy results with non_blocking=True into pinned memory.",
@@ -229,13 +230,13 @@ func buildFindings(r *Report, sh Shares, v *vocab) ([]finding.Finding, map[strin
 	if c := r.Rules.PageableCopies; c.Count > 0 {
 		add(finding.Finding{
 			ID: "pageable-copies", Severity: sev(sh.Transfer),
-			Claim: fmt.Sprintf("%d \"async\" copies touched pageable memory, so the driver staged them synchronously: %.1f ms of host time, %.1f ms of GPU idle inside them.", c.Count, ms(c.HostNs), ms(b[CausePageableCopy])),
+			Claim: fmt.Sprintf("%d \"async\" copies touched pageable memory, so the driver staged them synchronously: %.1f ms of host time, %.1f ms of GPU idle inside them.", c.Count, ms(c.HostNs), ms(b[tracestats.CausePageableCopy])),
 			Evidence: []finding.Evidence{
 				ctx.ev("share of GPU time lost to pageable copies", sh.Transfer, "%", ""),
 				ctx.ev("async copies from or to pageable memory", float64(c.Count), "", v.calls(trace.MemcpyAsync)+", Memcpy … (Pageable -> Device)/(Device -> Pageable)"),
 				ctx.ev("host time in those copies", ms(c.HostNs), "ms", v.calls(trace.MemcpyAsync)),
 				ctx.ev("bytes copied", float64(c.Bytes), "B", v.copyEvents()),
-				ctx.ev("GPU idle while the launching thread was inside them", ms(b[CausePageableCopy]), "ms", ""),
+				ctx.ev("GPU idle while the launching thread was inside them", ms(b[tracestats.CausePageableCopy]), "ms", ""),
 			},
 			Decision: "Pin host memory: DataLoader(pin_memory=True) or tensor.pin_memory(), then .to(device, non_blocking=True); keep results on the GPU instead of copying them back to pageable tensors.",
 			Seed:     "002 symptom 4; FAQ 5",
@@ -259,9 +260,9 @@ func buildFindings(r *Report, sh Shares, v *vocab) ([]finding.Finding, map[strin
 	if sh.Submission >= thresholds.ModerateSharePct {
 		ev := []finding.Evidence{
 			ctx.ev("share of GPU time lost to CPU submission overhead", sh.Submission, "%", ""),
-			ctx.ev("idle while the launching thread ran CPU operators", ms(b[CauseCPUOps]-at.AfterSync[CauseCPUOps]), "ms", "cpu_op, user_annotation"),
-			ctx.ev("idle while it was inside launch calls", ms(b[CauseLaunchAPI]-at.AfterSync[CauseLaunchAPI]), "ms", v.calls(trace.Launch, trace.MemcpyAsync, trace.MemsetAsync)),
-			ctx.ev("launch latency between operations", ms(b[CauseLaunchLatency]), "ms", ""),
+			ctx.ev("idle while the launching thread ran CPU operators", ms(b[tracestats.CauseCPUOps]-at.AfterSync[tracestats.CauseCPUOps]), "ms", "cpu_op, user_annotation"),
+			ctx.ev("idle while it was inside launch calls", ms(b[tracestats.CauseLaunchAPI]-at.AfterSync[tracestats.CauseLaunchAPI]), "ms", v.calls(trace.Launch, trace.MemcpyAsync, trace.MemsetAsync)),
+			ctx.ev("launch latency between operations", ms(b[tracestats.CauseLaunchLatency]), "ms", ""),
 			ctx.ev("median launch call duration", r.Launch.RuntimeUs.P50, "us", v.calls(trace.Launch, trace.MemcpyAsync, trace.MemsetAsync)),
 			ctx.ev("median GPU operation duration", r.Launch.GPUUs.P50, "us", v.kernelEvents()),
 		}
@@ -306,7 +307,7 @@ func buildFindings(r *Report, sh Shares, v *vocab) ([]finding.Finding, map[strin
 		add(finding.Finding{
 			ID: "setup-launches", Severity: sev(sh.Setup),
 			Claim: fmt.Sprintf("%d launch call(s) are one-off set-up, not steady-state submission: each is the first launch of its kernel and far longer than the median launch (%.1f us); the longest, %s, took %s, probably %s. The %s of GPU idle inside them (%.1f %% of the time) is left out of the submission share.",
-				len(su.Calls), su.MedianUs, longest.API, durText(longest.DurNs), probably, durText(b[CauseSetup]), sh.Setup),
+				len(su.Calls), su.MedianUs, longest.API, durText(longest.DurNs), probably, durText(b[tracestats.CauseSetup]), sh.Setup),
 			Evidence: []finding.Evidence{
 				ctx.ev("share of GPU time idle inside set-up launches", sh.Setup, "%", ""),
 				ctx.ev("set-up launches", float64(len(su.Calls)), "", longest.API),
@@ -363,10 +364,10 @@ func buildFindings(r *Report, sh Shares, v *vocab) ([]finding.Finding, map[strin
 			Supports: finding.GPUBound,
 		})
 	}
-	if q := maxQueue(r.QueueLength); q.Max >= 0.9*launchQueueCapacity {
+	if q := maxQueue(r.QueueLength); q.Max >= 0.9*tracestats.LaunchQueueCapacity {
 		add(finding.Finding{
 			ID: "launch-queue-full", Severity: finding.Info,
-			Claim: fmt.Sprintf("Stream %d's launch queue reached %.0f pending operations (CUDA holds about %d): the CPU ran ahead until launches blocked, so the GPU set the pace.", q.Stream, q.Max, launchQueueCapacity),
+			Claim: fmt.Sprintf("Stream %d's launch queue reached %.0f pending operations (CUDA holds about %d): the CPU ran ahead until launches blocked, so the GPU set the pace.", q.Stream, q.Max, tracestats.LaunchQueueCapacity),
 			Evidence: []finding.Evidence{
 				ctx.ev("largest queue length", q.Max, "operations", v.runtimeEvents()+" launches, operation starts"),
 				ctx.ev("mean queue length", q.Mean, "operations", ""),
@@ -382,7 +383,7 @@ func buildFindings(r *Report, sh Shares, v *vocab) ([]finding.Finding, map[strin
 			Claim: fmt.Sprintf("%.1f %% of the time the GPU was idle although the next operation had been launched: it waited on another stream, an event or another GPU.", sh.GPUWait),
 			Evidence: []finding.Evidence{
 				ctx.ev("share of GPU time idle with work already enqueued", sh.GPUWait, "%", ""),
-				ctx.ev("idle with work already enqueued", ms(b[CauseGPUWait]), "ms", v.calls(trace.StreamWaitEvent)+", collective kernels"),
+				ctx.ev("idle with work already enqueued", ms(b[tracestats.CauseGPUWait]), "ms", v.calls(trace.StreamWaitEvent)+", collective kernels"),
 			},
 			Decision: "Look at stream dependencies and collectives: overlap communication with computation; compare ranks for a straggler.",
 		})
@@ -390,7 +391,7 @@ func buildFindings(r *Report, sh Shares, v *vocab) ([]finding.Finding, map[strin
 	if sh.OtherAPI >= thresholds.ModerateSharePct {
 		ev := []finding.Evidence{
 			ctx.ev("share of GPU time lost in "+v.api()+" calls that launch nothing", sh.OtherAPI, "%", ""),
-			ctx.ev("idle while the launching thread was in "+v.api()+" calls that launch nothing", ms(b[CauseOtherAPI]-at.AfterSync[CauseOtherAPI]), "ms", v.runtimeEvents()),
+			ctx.ev("idle while the launching thread was in "+v.api()+" calls that launch nothing", ms(b[tracestats.CauseOtherAPI]-at.AfterSync[tracestats.CauseOtherAPI]), "ms", v.runtimeEvents()),
 		}
 		if len(at.TopAPIs) > 0 {
 			var names []string
@@ -412,7 +413,7 @@ func buildFindings(r *Report, sh Shares, v *vocab) ([]finding.Finding, map[strin
 			Claim: fmt.Sprintf("%.1f %% of the time the GPU waited while the launching thread ran nothing the profiler recorded.", sh.Untraced),
 			Evidence: []finding.Evidence{
 				ctx.ev("share of GPU time idle while the launching thread ran nothing recorded", sh.Untraced, "%", ""),
-				ctx.ev("idle with no recorded activity on the launching thread", ms(b[CauseUntraced]-at.AfterSync[CauseUntraced]), "ms", ""),
+				ctx.ev("idle with no recorded activity on the launching thread", ms(b[tracestats.CauseUntraced]-at.AfterSync[tracestats.CauseUntraced]), "ms", ""),
 			},
 			Decision: "Record Python frames (with_stack=True) or run gpufeed diagnose live to see whether the thread was computing, sleeping or blocked.",
 		})
@@ -494,7 +495,7 @@ func shortName(s string, n int) string {
 	return string(r[:n-1]) + "…"
 }
 
-func medianInputPct(steps []StepSummary) (float64, int) {
+func medianInputPct(steps []tracestats.StepSummary) (float64, int) {
 	var v []float64
 	for _, s := range steps {
 		if s.DurNs > 0 && s.DataLoaderNs > 0 {
@@ -505,10 +506,10 @@ func medianInputPct(steps []StepSummary) (float64, int) {
 		return 0, 0
 	}
 	slices.Sort(v)
-	return quantile(v, 0.5), len(v)
+	return tracestats.Quantile(v, 0.5), len(v)
 }
 
-func medianSyncs(steps []StepSummary) (int, int) {
+func medianSyncs(steps []tracestats.StepSummary) (int, int) {
 	if len(steps) == 0 {
 		return 0, 0
 	}
@@ -520,8 +521,8 @@ func medianSyncs(steps []StepSummary) (int, int) {
 	return v[len(v)/2], len(v)
 }
 
-func maxQueue(q []QueueLength) QueueLength {
-	var best QueueLength
+func maxQueue(q []tracestats.QueueLength) tracestats.QueueLength {
+	var best tracestats.QueueLength
 	for _, x := range q {
 		if x.Max > best.Max {
 			best = x

@@ -1,4 +1,4 @@
-package analysis
+package tracestats
 
 // Temporal is HTA's temporal breakdown of one rank: over the span from the
 // first GPU operation's start to the last one's end, the time no operation

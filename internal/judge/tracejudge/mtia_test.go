@@ -1,4 +1,4 @@
-package analysis
+package tracejudge
 
 import (
 	"path/filepath"

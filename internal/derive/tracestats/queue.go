@@ -1,4 +1,4 @@
-package analysis
+package tracestats
 
 import (
 	"cmp"
@@ -14,10 +14,10 @@ type QueueLength struct {
 	Dist
 }
 
-// CUDA's per-context launch queue holds about this many pending operations;
+// LaunchQueueCapacity: CUDA's per-context launch queue holds about this many pending operations;
 // past it, launch calls block the host (the GPU is ahead of nothing: it is
 // the bottleneck). HTA uses 1024 as its default max_queue_length.
-const launchQueueCapacity = 1024
+const LaunchQueueCapacity = 1024
 
 func queueLengths(s *scope) []QueueLength {
 	t := s.t

@@ -1,10 +1,11 @@
-package analysis
+package tracejudge
 
 import (
 	"fmt"
 	"math"
 	"slices"
 
+	"github.com/gpufeed/gpufeed/internal/derive/tracestats"
 	"github.com/gpufeed/gpufeed/internal/judge/thresholds"
 
 	"github.com/gpufeed/gpufeed/internal/finding"
@@ -57,7 +58,7 @@ type Shares struct {
 const copiesDominatePct = 50.0
 
 // computeShares derives Shares from the attribution and GPU statistics.
-func computeShares(at *Attribution, afterSync ByCause, copyBusyPct, smallKernelPct float64) Shares {
+func computeShares(at *tracestats.Attribution, afterSync tracestats.ByCause, copyBusyPct, smallKernelPct float64) Shares {
 	sh := Shares{CopyBusyPct: copyBusyPct, SmallKernelPct: smallKernelPct}
 	if at.SpanNs <= 0 {
 		return sh
@@ -65,21 +66,21 @@ func computeShares(at *Attribution, afterSync ByCause, copyBusyPct, smallKernelP
 	pct := func(ns int64) float64 { return 100 * float64(ns) / float64(at.SpanNs) }
 	b := &at.ByCause
 	sh.IdlePct = pct(at.IdleNs)
-	sh.Input = pct(b[CauseDataLoader])
-	sh.Sync = pct(b[CauseSync] + afterSync[CauseCPUOps] + afterSync[CauseLaunchAPI] + afterSync[CauseOtherAPI] + afterSync[CauseUntraced])
+	sh.Input = pct(b[tracestats.CauseDataLoader])
+	sh.Sync = pct(b[tracestats.CauseSync] + afterSync[tracestats.CauseCPUOps] + afterSync[tracestats.CauseLaunchAPI] + afterSync[tracestats.CauseOtherAPI] + afterSync[tracestats.CauseUntraced])
 	// GPU-side waits while the host was stuck in a pageable copy count as
 	// transfer: the driver stages such copies synchronously.
-	stagedWait := at.DuringGPUWait[CausePageableCopy]
-	sh.Transfer = pct(b[CausePageableCopy] + stagedWait)
+	stagedWait := at.DuringGPUWait[tracestats.CausePageableCopy]
+	sh.Transfer = pct(b[tracestats.CausePageableCopy] + stagedWait)
 	if copyBusyPct >= copiesDominatePct {
 		sh.Transfer += (100 - sh.IdlePct) * copyBusyPct / 100
 	}
-	sh.Submission = pct(b[CauseCPUOps] - afterSync[CauseCPUOps] + b[CauseLaunchAPI] - afterSync[CauseLaunchAPI] + b[CauseLaunchLatency])
-	sh.OtherAPI = pct(b[CauseOtherAPI] - afterSync[CauseOtherAPI])
-	sh.Setup = pct(b[CauseSetup])
-	sh.Untraced = pct(b[CauseUntraced] - afterSync[CauseUntraced])
-	sh.GPUWait = pct(b[CauseGPUWait] - stagedWait)
-	sh.Unattributed = pct(b[CauseNoLaunch])
+	sh.Submission = pct(b[tracestats.CauseCPUOps] - afterSync[tracestats.CauseCPUOps] + b[tracestats.CauseLaunchAPI] - afterSync[tracestats.CauseLaunchAPI] + b[tracestats.CauseLaunchLatency])
+	sh.OtherAPI = pct(b[tracestats.CauseOtherAPI] - afterSync[tracestats.CauseOtherAPI])
+	sh.Setup = pct(b[tracestats.CauseSetup])
+	sh.Untraced = pct(b[tracestats.CauseUntraced] - afterSync[tracestats.CauseUntraced])
+	sh.GPUWait = pct(b[tracestats.CauseGPUWait] - stagedWait)
+	sh.Unattributed = pct(b[tracestats.CauseNoLaunch])
 	return sh
 }
 

@@ -1,4 +1,4 @@
-package analysis
+package tracestats
 
 import "github.com/gpufeed/gpufeed/internal/trace"
 

@@ -1,4 +1,4 @@
-package analysis
+package tracejudge
 
 import (
 	"bytes"
@@ -10,7 +10,7 @@ import (
 
 // BenchmarkAnalyze measures the analyses alone on a 64 MiB generated trace:
 //
-//	go test ./internal/trace/analysis -run '^$' -bench Analyze -benchtime 5x
+//	go test ./internal/judge/tracejudge -run '^$' -bench Analyze -benchtime 5x
 func BenchmarkAnalyze(b *testing.B) {
 	var buf bytes.Buffer
 	truth, err := tracegen.Generate(&buf, tracegen.Config{Scenario: tracegen.Mixed, TargetBytes: 64 << 20, Seed: 1, Rank: 0, WorldSize: 1})

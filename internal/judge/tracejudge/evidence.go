@@ -1,10 +1,11 @@
-package analysis
+package tracejudge
 
 import (
 	"fmt"
 	"math"
 	"strings"
 
+	"github.com/gpufeed/gpufeed/internal/derive/tracestats"
 	"github.com/gpufeed/gpufeed/internal/finding"
 )
 
@@ -87,32 +88,44 @@ func newEvidence(steps int) *evidence {
 	return &evidence{perStep: make([][numEv]int64, steps)}
 }
 
+// setSteps sizes the per-step accumulation to the number of steps in scope
+// (the gaps seen so far fall in steps below it).
+func (e *evidence) setSteps(n int) {
+	for len(e.perStep) < n {
+		e.perStep = append(e.perStep, [numEv]int64{})
+	}
+	e.perStep = e.perStep[:n]
+}
+
 // gapShares is a gap's contribution to each candidate share, as
 // computeShares counts them.
-func gapShares(gd *GapDetail) [numEv]int64 {
+func gapShares(gd *tracestats.GapDetail) [numEv]int64 {
 	b := &gd.ByCause
 	var w [numEv]int64
-	w[evInput] = b[CauseDataLoader]
-	w[evSync] = b[CauseSync]
-	w[evTransfer] = b[CausePageableCopy]
-	w[evSubmission] = b[CauseLaunchLatency]
+	w[evInput] = b[tracestats.CauseDataLoader]
+	w[evSync] = b[tracestats.CauseSync]
+	w[evTransfer] = b[tracestats.CausePageableCopy]
+	w[evSubmission] = b[tracestats.CauseLaunchLatency]
 	if gd.AfterSync {
-		w[evSync] += b[CauseCPUOps] + b[CauseLaunchAPI] + b[CauseOtherAPI] + b[CauseUntraced]
+		w[evSync] += b[tracestats.CauseCPUOps] + b[tracestats.CauseLaunchAPI] + b[tracestats.CauseOtherAPI] + b[tracestats.CauseUntraced]
 	} else {
-		w[evSubmission] += b[CauseCPUOps] + b[CauseLaunchAPI]
+		w[evSubmission] += b[tracestats.CauseCPUOps] + b[tracestats.CauseLaunchAPI]
 	}
 	return w
 }
 
-func (e *evidence) addGap(gd *GapDetail) {
+func (e *evidence) addGap(gd *tracestats.GapDetail) {
 	e.gaps++
 	w := gapShares(gd)
 	for c, v := range w {
 		f := float64(v)
 		e.sum[c] += f
 		e.sq[c] += f * f
-		if gd.stepPos >= 0 && gd.stepPos < len(e.perStep) {
-			e.perStep[gd.stepPos][c] += v
+		if gd.StepPos >= 0 {
+			for len(e.perStep) <= gd.StepPos {
+				e.perStep = append(e.perStep, [numEv]int64{})
+			}
+			e.perStep[gd.StepPos][c] += v
 		}
 	}
 }

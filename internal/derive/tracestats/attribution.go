@@ -1,4 +1,4 @@
-package analysis
+package tracestats
 
 import (
 	"cmp"
@@ -194,8 +194,8 @@ type GapDetail struct {
 	AfterSync bool `json:"after_sync"`
 	// Step is the number of the ProfilerStep the gap began in, -1 when none.
 	Step int `json:"step"`
-	// stepPos is the step's position in the scope's steps, -1 when none.
-	stepPos int
+	// StepPos is the step's position among the steps in scope, -1 when none.
+	StepPos int `json:"-"`
 }
 
 // maxLongest is how many gaps Attribution.Longest keeps.
@@ -421,9 +421,9 @@ func attribute(s *scope, delay int64, steps []Step, setup map[int32]bool, onGap 
 		for k := 1; k < len(busy); k++ {
 			gs, ge := busy[k-1].End, busy[k].Start
 			g := &t.GPU[firsts[k]]
-			gd := GapDetail{Device: dev, StartNs: gs, DurNs: ge - gs, Next: t.Name(g.Name), Step: -1, stepPos: stepAt(steps, gs)}
-			if gd.stepPos >= 0 {
-				gd.Step = steps[gd.stepPos].Number
+			gd := GapDetail{Device: dev, StartNs: gs, DurNs: ge - gs, Next: t.Name(g.Name), Step: -1, StepPos: StepAt(steps, gs)}
+			if gd.StepPos >= 0 {
+				gd.Step = steps[gd.StepPos].Number
 			}
 			switch {
 			case g.Launch < 0:
@@ -547,8 +547,8 @@ func keepLongest(list []GapDetail, gd GapDetail) []GapDetail {
 	return list[:min(len(list), maxLongest)]
 }
 
-// stepAt returns the position of the step whose range holds ts, -1 if none.
-func stepAt(steps []Step, ts int64) int {
+// StepAt returns the position of the step whose range holds ts, -1 if none.
+func StepAt(steps []Step, ts int64) int {
 	i := sort.Search(len(steps), func(i int) bool { return steps[i].Start > ts })
 	if i > 0 && ts < steps[i-1].End {
 		return i - 1

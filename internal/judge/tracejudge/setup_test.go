@@ -1,10 +1,11 @@
-package analysis
+package tracejudge
 
 import (
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/gpufeed/gpufeed/internal/derive/tracestats"
 	"github.com/gpufeed/gpufeed/internal/finding"
 	"github.com/gpufeed/gpufeed/internal/trace"
 	"github.com/gpufeed/gpufeed/internal/trace/kineto"
@@ -88,12 +89,12 @@ func TestSetupLaunchCriterion(t *testing.T) {
 	if c := r.SetupLaunches.Calls[0]; c.Kernel != "first_slow" || c.DurNs != 5_000_000 {
 		t.Errorf("set-up launch %+v, want first_slow's 5 ms launch", c)
 	}
-	if r.Attribution.ByCause[CauseSetup] == 0 {
+	if r.Attribution.ByCause[tracestats.CauseSetup] == 0 {
 		t.Error("no idle attributed to set-up")
 	}
 	// The repeated slow launch stays in the submission share.
-	if r.Attribution.ByCause[CauseLaunchAPI] < 4_900_000 {
-		t.Errorf("launch-api idle %d ns: the 5 ms launch of a repeated kernel must stay submission", r.Attribution.ByCause[CauseLaunchAPI])
+	if r.Attribution.ByCause[tracestats.CauseLaunchAPI] < 4_900_000 {
+		t.Errorf("launch-api idle %d ns: the 5 ms launch of a repeated kernel must stay submission", r.Attribution.ByCause[tracestats.CauseLaunchAPI])
 	}
 }
 

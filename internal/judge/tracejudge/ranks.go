@@ -1,4 +1,4 @@
-package analysis
+package tracejudge
 
 import (
 	"cmp"
@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 
+	"github.com/gpufeed/gpufeed/internal/derive/tracestats"
 	"github.com/gpufeed/gpufeed/internal/judge/thresholds"
 
 	"github.com/gpufeed/gpufeed/internal/finding"
@@ -21,7 +22,7 @@ type RankSummary struct {
 	Shares  Shares          `json:"shares"`
 	// StepMedianNs is the median step duration, 0 without steps.
 	StepMedianNs int64 `json:"step_median_ns"`
-	steps        []StepSummary
+	steps        []tracestats.StepSummary
 	collectives  []collective
 }
 
@@ -39,7 +40,7 @@ type collective struct {
 
 // NewRankSummary builds a summary from step times alone (no collectives):
 // for ranks known only by their steps, and for tests.
-func NewRankSummary(rank int, source string, steps []StepSummary) RankSummary {
+func NewRankSummary(rank int, source string, steps []tracestats.StepSummary) RankSummary {
 	rs := RankSummary{Rank: rank, Source: source, steps: steps}
 	if len(steps) > 0 {
 		d := make([]int64, len(steps))
@@ -53,21 +54,21 @@ func NewRankSummary(rank int, source string, steps []StepSummary) RankSummary {
 }
 
 // Summarize keeps the cross-rank facts of a report and its trace.
-func Summarize(r *Report, t *trace.Trace) RankSummary {
+func Summarize(r *RankReport, t *trace.Trace) RankSummary {
 	rs := NewRankSummary(r.Rank, r.Source, r.Steps)
 	rs.Verdict, rs.Shares = r.Verdict, r.Shares
 	// Collectives, assigned to the step their launch call falls in.
-	steps := make([]Step, len(r.Steps))
+	steps := make([]tracestats.Step, len(r.Steps))
 	for i, s := range r.Steps {
-		steps[i] = Step{Number: s.Number, Start: s.StartNs, End: s.StartNs + s.DurNs}
+		steps[i] = tracestats.Step{Number: s.Number, Start: s.StartNs, End: s.StartNs + s.DurNs}
 	}
 	ord := map[[2]int64]int{}
 	for i := range t.GPU {
 		g := &t.GPU[i]
-		if g.Kind != trace.Kernel || g.Launch < 0 || !IsCollective(t.Name(g.Name)) {
+		if g.Kind != trace.Kernel || g.Launch < 0 || !tracestats.IsCollective(t.Name(g.Name)) {
 			continue
 		}
-		pos := stepAt(steps, t.Runtime[g.Launch].Start)
+		pos := tracestats.StepAt(steps, t.Runtime[g.Launch].Start)
 		if pos < 0 {
 			continue
 		}

@@ -1,4 +1,4 @@
-package analysis
+package tracejudge
 
 // Trace-analysis thresholds that do not decide a class (those are shared
 // with live diagnose in internal/rules/thresholds).

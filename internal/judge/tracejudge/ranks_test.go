@@ -1,10 +1,11 @@
-package analysis_test
+package tracejudge_test
 
 import (
 	"bytes"
 	"testing"
 
-	"github.com/gpufeed/gpufeed/internal/trace/analysis"
+	"github.com/gpufeed/gpufeed/internal/derive/tracestats"
+	"github.com/gpufeed/gpufeed/internal/judge/tracejudge"
 	"github.com/gpufeed/gpufeed/internal/trace/kineto"
 	"github.com/gpufeed/gpufeed/internal/trace/tracegen"
 )
@@ -14,7 +15,7 @@ import (
 // straggler, found from collective durations (no clock alignment needed).
 func TestStraggler(t *testing.T) {
 	const late, delay = 2, int64(3_000_000)
-	var sums []analysis.RankSummary
+	var sums []tracejudge.RankSummary
 	for rank := range 4 {
 		cfg := tracegen.Config{Scenario: tracegen.Healthy, Steps: 6, Seed: 7, Rank: rank, WorldSize: 4,
 			AllReduceNs: 1_000_000, SlowestDelayNs: delay}
@@ -29,10 +30,10 @@ func TestStraggler(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r := analysis.Analyze(tr, analysis.Options{})
-		sums = append(sums, analysis.Summarize(r, tr))
+		r := tracejudge.Analyze(tr, tracejudge.Options{})
+		sums = append(sums, tracejudge.Summarize(r, tr))
 	}
-	m := analysis.CompareRanks(sums)
+	m := tracejudge.CompareRanks(sums)
 	if len(m.Stragglers) != 1 || m.Stragglers[0].Rank != late {
 		t.Fatalf("stragglers = %+v, want rank %d alone", m.Stragglers, late)
 	}
@@ -47,7 +48,7 @@ func TestStraggler(t *testing.T) {
 		t.Errorf("findings = %+v", m.Findings)
 	}
 	// Without the late rank, nobody straggles.
-	m = analysis.CompareRanks(append(sums[:late:late], sums[late+1:]...))
+	m = tracejudge.CompareRanks(append(sums[:late:late], sums[late+1:]...))
 	if len(m.Stragglers) != 0 {
 		t.Errorf("stragglers among on-time ranks: %+v", m.Stragglers)
 	}
@@ -56,14 +57,14 @@ func TestStraggler(t *testing.T) {
 // TestStragglerByStepStart: without collectives, a rank whose steps start
 // late is found from step starts.
 func TestStragglerByStepStart(t *testing.T) {
-	mk := func(rank int, offset int64) analysis.RankSummary {
-		var steps []analysis.StepSummary
+	mk := func(rank int, offset int64) tracejudge.RankSummary {
+		var steps []tracestats.StepSummary
 		for i := range 5 {
-			steps = append(steps, analysis.StepSummary{Number: i, StartNs: int64(i)*100e6 + offset, DurNs: 100e6})
+			steps = append(steps, tracestats.StepSummary{Number: i, StartNs: int64(i)*100e6 + offset, DurNs: 100e6})
 		}
-		return analysis.NewRankSummary(rank, "r.json", steps)
+		return tracejudge.NewRankSummary(rank, "r.json", steps)
 	}
-	m := analysis.CompareRanks([]analysis.RankSummary{mk(0, 0), mk(1, 20e6), mk(2, 1e6)})
+	m := tracejudge.CompareRanks([]tracejudge.RankSummary{mk(0, 0), mk(1, 20e6), mk(2, 1e6)})
 	if len(m.Stragglers) != 1 || m.Stragglers[0].Rank != 1 || !m.Stragglers[0].ByStepStart {
 		t.Fatalf("stragglers = %+v, want rank 1 by step start", m.Stragglers)
 	}

@@ -1,4 +1,4 @@
-package analysis
+package tracestats
 
 import (
 	"math"
@@ -39,12 +39,12 @@ func describe(v []float64) Dist {
 		}
 		d.Std = math.Sqrt(ss / float64(len(v)-1))
 	}
-	d.P25, d.P50, d.P75, d.P95 = quantile(v, 0.25), quantile(v, 0.5), quantile(v, 0.75), quantile(v, 0.95)
+	d.P25, d.P50, d.P75, d.P95 = Quantile(v, 0.25), Quantile(v, 0.5), Quantile(v, 0.75), Quantile(v, 0.95)
 	return d
 }
 
-// quantile is numpy's default (linear) quantile of sorted v.
-func quantile(v []float64, q float64) float64 {
+// Quantile is numpy's default (linear) quantile of sorted v.
+func Quantile(v []float64, q float64) float64 {
 	if len(v) == 0 {
 		return 0
 	}

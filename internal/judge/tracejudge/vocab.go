@@ -1,4 +1,4 @@
-package analysis
+package tracejudge
 
 import (
 	"cmp"
@@ -33,11 +33,10 @@ const (
 // MTIA when the backend or a launch name says so (HTA's own test:
 // "mtia:hccl" in distributedInfo.backend, or a "runFunction - ..." call),
 // HIP when the launch calls are hip*, CUDA otherwise.
-func newVocab(s *scope) *vocab {
-	t := s.t
+func newVocab(t *trace.Trace, inScope func(ts int64) bool) *vocab {
 	counts := map[trace.NameID]int{}
 	for i := range t.Runtime {
-		if r := &t.Runtime[i]; s.cpuIn(r.Start) {
+		if r := &t.Runtime[i]; inScope(r.Start) {
 			counts[r.Name]++
 		}
 	}

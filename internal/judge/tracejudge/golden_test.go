@@ -1,4 +1,4 @@
-package analysis
+package tracejudge
 
 import (
 	"bytes"
@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpufeed/gpufeed/internal/derive/tracestats"
 	"github.com/gpufeed/gpufeed/internal/finding"
 	"github.com/gpufeed/gpufeed/internal/trace/kineto"
 )
@@ -19,15 +20,15 @@ var update = flag.Bool("update", false, "rewrite the golden files")
 // breakdown per stream and temporal breakdown (exact nanoseconds), the
 // attribution by cause, and the verdict.
 type pinned struct {
-	Temporal     Temporal     `json:"temporal_breakdown"`
-	Idle         []StreamIdle `json:"idle_time_breakdown"`
-	Launches     int          `json:"launches"`
-	IdleNs       int64        `json:"device_idle_ns"`
-	ByCause      ByCause      `json:"idle_by_cause_ns"`
-	Verdict      string       `json:"verdict"`
-	Confidence   float64      `json:"confidence"`
-	FindingIDs   []string     `json:"findings"`
-	StepsInScope int          `json:"steps"`
+	Temporal     tracestats.Temporal     `json:"temporal_breakdown"`
+	Idle         []tracestats.StreamIdle `json:"idle_time_breakdown"`
+	Launches     int                     `json:"launches"`
+	IdleNs       int64                   `json:"device_idle_ns"`
+	ByCause      tracestats.ByCause      `json:"idle_by_cause_ns"`
+	Verdict      string                  `json:"verdict"`
+	Confidence   float64                 `json:"confidence"`
+	FindingIDs   []string                `json:"findings"`
+	StepsInScope int                     `json:"steps"`
 }
 
 func TestGoldenRealTraces(t *testing.T) {
@@ -69,7 +70,7 @@ func TestGoldenRealTraces(t *testing.T) {
 			t.Fatalf("%s: %v (run go test -update)", rel, err)
 		}
 		if !bytes.Equal(got, want) {
-			t.Errorf("%s: result differs from %s (go test ./internal/trace/analysis -update to accept)\n got: %s", rel, golden, got)
+			t.Errorf("%s: result differs from %s (go test ./internal/judge/tracejudge -update to accept)\n got: %s", rel, golden, got)
 		}
 		// Invariants any report must keep.
 		if r.Verdict.Class == "" || r.Verdict.Confidence < 0 || r.Verdict.Confidence > 1 {
@@ -92,3 +93,6 @@ func TestGoldenRealTraces(t *testing.T) {
 		}
 	}
 }
+
+// repoRoot is the repository's root, for its testdata.
+var repoRoot = filepath.Join("..", "..", "..")

@@ -1,11 +1,10 @@
-package analysis
+package tracestats
 
 import (
 	"cmp"
 	"math"
 	"slices"
 
-	"github.com/gpufeed/gpufeed/internal/judge/thresholds"
 	"github.com/gpufeed/gpufeed/internal/trace"
 )
 
@@ -60,11 +59,11 @@ const minSetupLaunches = 3
 //  2. its duration is an outlier among all kernel launches in scope:
 //     modified z-score above setupModifiedZ (with a MAD of zero, any launch
 //     longer than the median);
-//  3. it is longer than HTA's launch runtime cut-off (50 us): a launch within
+//  3. it is longer than the launch runtime cut-off (HTA's 50 us): a launch within
 //     it is an ordinary launch, whatever the spread of the others.
 //
 // It returns the set-up calls (by index into t.Runtime) and their summary.
-func findSetupLaunches(s *scope) (map[int32]bool, SetupLaunches) {
+func findSetupLaunches(s *scope, runtimeCutoff int64) (map[int32]bool, SetupLaunches) {
 	t := s.t
 	var info SetupLaunches
 	var durs []float64
@@ -79,18 +78,18 @@ func findSetupLaunches(s *scope) (map[int32]bool, SetupLaunches) {
 		return nil, info
 	}
 	slices.Sort(durs)
-	med := quantile(durs, 0.5)
+	med := Quantile(durs, 0.5)
 	dev := make([]float64, len(durs))
 	for i, d := range durs {
 		dev[i] = math.Abs(d - med)
 	}
 	slices.Sort(dev)
-	mad := quantile(dev, 0.5)
+	mad := Quantile(dev, 0.5)
 	threshold := med
 	if mad > 0 {
 		threshold = med + setupModifiedZ*mad/0.6745
 	}
-	threshold = math.Max(threshold, float64(thresholds.LaunchRuntimeOutlier.Nanoseconds()))
+	threshold = math.Max(threshold, float64(runtimeCutoff))
 	info.MedianUs, info.MADUs, info.ThresholdUs = med/1e3, mad/1e3, threshold/1e3
 
 	// The first launch of each operation name: the earliest launch call

@@ -1,13 +1,14 @@
-package analysis
+package tracestats
 
 import (
 	"github.com/gpufeed/gpufeed/internal/trace"
 )
 
-// Rules holds the Nsight-Systems-style rule results (nsys analyze's expert
-// system: cuda_memcpy_async, cuda_memcpy_sync, cuda_memset_sync,
-// cuda_api_sync, gpu_gaps, gpu_time_util).
-type Rules struct {
+// NsightRules holds what the Nsight-Systems-style rules measure (nsys
+// analyze's expert system: cuda_memcpy_async, cuda_memcpy_sync,
+// cuda_memset_sync, cuda_api_sync, gpu_gaps, gpu_time_util);
+// internal/judge/tracejudge turns them into findings.
+type NsightRules struct {
 	// PageableCopies are async copies that touched pageable host memory:
 	// the driver stages them synchronously, so the "async" call blocks.
 	PageableCopies CallTotals `json:"pageable_async_copies"`
@@ -70,9 +71,9 @@ type LowUseWindow struct {
 }
 
 // callRules computes the call totals from the events in scope.
-func callRules(s *scope) Rules {
+func callRules(s *scope) NsightRules {
 	t := s.t
-	var r Rules
+	var r NsightRules
 	for i := range t.Runtime {
 		rc := &t.Runtime[i]
 		if !s.cpuIn(rc.Start) {

@@ -1,4 +1,4 @@
-package analysis
+package tracestats
 
 import (
 	"encoding/json"
@@ -149,16 +149,28 @@ func TestAgreesWithHTAOnMTIA(t *testing.T) {
 		for _, r := range compareWithHTA(t, refPath, dir) {
 			for _, s := range r.Idle {
 				t.Logf("%s stream %d: host_wait %.3f kernel_wait %.3f (overlaps %.3f) other %.3f us",
-					filepath.Base(r.Source), s.Stream, float64(s.HostWait)/1e3, float64(s.KernelWait)/1e3, float64(s.OverlapNs)/1e3, float64(s.Other)/1e3)
+					filepath.Base(r.file), s.Stream, float64(s.HostWait)/1e3, float64(s.KernelWait)/1e3, float64(s.OverlapNs)/1e3, float64(s.Other)/1e3)
 			}
 		}
 	}
 }
 
+// htaOptions are HTA's own defaults (consecutive kernel delay 30 us,
+// launch runtime and delay cut-offs 50 and 100 us), which are gpufeed's
+// defaults too (internal/judge/thresholds), and Nsight's for the rules.
+var htaOptions = Options{ConsecutiveKernelDelay: 30e3, RuntimeCutoff: 50e3, LaunchDelayCutoff: 100e3,
+	GapThreshold: 500e6, LowUsePct: 50, LowUseChunks: 30, SmallKernelBlocksPerSM: 1}
+
+// htaRank is one trace file's derived numbers.
+type htaRank struct {
+	file string
+	*Rank
+}
+
 // compareWithHTA checks the traces of one HTA reference file (its
 // trace_dir is relative to base) against HTA's numbers and returns our
 // reports on the emulated traces.
-func compareWithHTA(t *testing.T, refPath, base string) []*Report {
+func compareWithHTA(t *testing.T, refPath, base string) []htaRank {
 	t.Helper()
 	b, err := os.ReadFile(refPath)
 	if err != nil {
@@ -174,7 +186,7 @@ func compareWithHTA(t *testing.T, refPath, base string) []*Report {
 	if len(files) == 0 {
 		t.Fatalf("%s: no trace files in %s", refPath, ref.TraceDir)
 	}
-	var out []*Report
+	var out []htaRank
 	for _, f := range files {
 		tr, err := kineto.DecodeFile(f, kineto.Options{})
 		if err != nil {
@@ -191,8 +203,8 @@ func compareWithHTA(t *testing.T, refPath, base string) []*Report {
 		}
 		name := filepath.Base(f)
 		rounded, withSyncs := emulateHTA(tr)
-		got := Analyze(rounded, Options{})
-		out = append(out, got)
+		got := Derive(rounded, htaOptions, nil)
+		out = append(out, htaRank{f, got})
 		if want.Error != "" || ref.Error != "" {
 			// HTA fails on traces without GPU events; so must we have nothing.
 			if got.Scope.GPUOps != 0 {
@@ -224,7 +236,7 @@ func compareWithHTA(t *testing.T, refPath, base string) []*Report {
 		// Triton's trace has a CPU operator carrying a "stream" argument,
 		// which HTA counts as GPU time; it is skipped (documented).
 		if want.Temporal != nil && !strings.Contains(name, "triton") {
-			tb := Analyze(withSyncs, Options{}).Temporal
+			tb := Derive(withSyncs, htaOptions, nil).Temporal
 			w := want.Temporal
 			if tb.IdleNs/1000 != w.Idle || tb.ComputeNs/1000 != w.Compute || tb.NonComputeNs/1000 != w.NonCompute || tb.SpanNs/1000 != w.Span {
 				t.Errorf("%s temporal (us): idle %d compute %d non-compute %d span %d; HTA: %+v",
