@@ -16,7 +16,7 @@ import (
 
 	"github.com/gpufeed/gpufeed/internal/finding"
 	"github.com/gpufeed/gpufeed/internal/gpu/sim"
-	"github.com/gpufeed/gpufeed/internal/report"
+	"github.com/gpufeed/gpufeed/internal/render"
 )
 
 // Live verdicts in attach mode: `gpufeed diagnose --pid` on a job already
@@ -117,7 +117,7 @@ func startWorkload(t *testing.T, env []string, ready bool, name string, args ...
 // attachRun is one diagnose --pid of a window.
 type attachRun struct {
 	window time.Duration
-	rep    report.Report
+	rep    render.Report
 	text   string
 	err    string
 }
@@ -280,7 +280,7 @@ func TestLaunchedIdleServerIsIdle(t *testing.T) {
 		_ = cmd.Wait()
 	}()
 	// stdout is the report's; the command's own output goes to stderr.
-	var rep report.Report
+	var rep render.Report
 	if err := json.NewDecoder(out).Decode(&rep); err != nil {
 		t.Fatalf("report: %v\n%s", err, stderr.String())
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/gpufeed/gpufeed/internal/gpu"
 	"github.com/gpufeed/gpufeed/internal/gpu/gpusource"
 	"github.com/gpufeed/gpufeed/internal/procfs"
+	"github.com/gpufeed/gpufeed/internal/render"
 )
 
 func init() { subcommands = append(subcommands, newCheckCmd) }
@@ -96,7 +97,7 @@ to gate a Slurm prolog.`,
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt)
 			defer stop()
-			rep := check.NewReport(check.Run(ctx, opts))
+			rep := render.NewCheckReport(check.Run(ctx, opts))
 			rep.Root, rep.PID, rep.DataPath, rep.WindowSec = root, pid, data, window.Seconds()
 			if src != nil {
 				rep.GPUSource = note
@@ -112,7 +113,7 @@ to gate a Slurm prolog.`,
 			if err != nil {
 				return err
 			}
-			if rep.ExitStatus != check.ExitOK {
+			if rep.ExitStatus != render.CheckExitOK {
 				return exitCode(rep.ExitStatus)
 			}
 			return nil

@@ -136,7 +136,7 @@ func runDemo(cmd *cobra.Command, sc demo.Scenario, duration, interval time.Durat
 	}
 	run.Stop()
 	rep := judgeTimeline(tl, nil)
-	if err := render(cmd.OutOrStdout(), rep, format); err != nil {
+	if err := writeReport(cmd.OutOrStdout(), rep, format); err != nil {
 		return err
 	}
 	if problem := sc.Check(rep.Verdict, rep.Findings); problem != "" {

@@ -212,7 +212,7 @@ func runDiagnose(cmd *cobra.Command, o diagnoseOpts, args []string) error {
 	if tl == nil {
 		return err
 	}
-	if err := render(cmd.OutOrStdout(), judgeTimeline(tl, nil), o.format); err != nil {
+	if err := writeReport(cmd.OutOrStdout(), judgeTimeline(tl, nil), o.format); err != nil {
 		return err
 	}
 	if child != nil {

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gpufeed/gpufeed/internal/report"
+	"github.com/gpufeed/gpufeed/internal/render"
 )
 
 // update (-update) is declared in check_test.go: it rewrites the golden files here too.
@@ -110,14 +110,14 @@ func TestDiagnoseExitsWithCommandStatus(t *testing.T) {
 	if code != 7 {
 		t.Fatalf("exit status %d, want the command's 7", code)
 	}
-	var r report.Report
+	var r render.Report
 	if err := json.Unmarshal([]byte(out), &r); err != nil {
 		t.Fatal(err)
 	}
 	if r.Window.Ended != "target exited" || r.Window.Seconds > 3 || r.Target.ExitCode == nil || *r.Target.ExitCode != 7 {
 		t.Errorf("window %+v exit %v", r.Window, r.Target.ExitCode)
 	}
-	if r.SchemaVersion != report.SchemaVersion || len(r.Processes) == 0 || r.Observer == nil {
+	if r.SchemaVersion != render.SchemaVersion || len(r.Processes) == 0 || r.Observer == nil {
 		t.Errorf("report incomplete: %+v", r)
 	}
 }
@@ -130,7 +130,7 @@ func TestDiagnoseFixtureRoot(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
-	var r report.Report
+	var r render.Report
 	if err := json.Unmarshal([]byte(out), &r); err != nil {
 		t.Fatal(err)
 	}

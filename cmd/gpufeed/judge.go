@@ -6,17 +6,17 @@ import (
 
 	"github.com/gpufeed/gpufeed/internal/derive"
 	"github.com/gpufeed/gpufeed/internal/judge"
-	"github.com/gpufeed/gpufeed/internal/report"
+	"github.com/gpufeed/gpufeed/internal/render"
 	"github.com/gpufeed/gpufeed/internal/timeline"
 )
 
 // judgeTimeline turns a timeline into the report: analysis, then the rules, then
-// report.Build. diagnose and report both call it, so a recording judged
+// render.Build. diagnose and report both call it, so a recording judged
 // later gives exactly the live report.
-func judgeTimeline(tl *timeline.Timeline, notes []string) *report.Report {
+func judgeTimeline(tl *timeline.Timeline, notes []string) *render.Report {
 	a := derive.New(tl)
 	verdict, findings := applyRules(tl, a)
-	return report.Build(tl, a, verdict, findings, notes)
+	return render.Build(tl, a, verdict, findings, notes)
 }
 
 // applyRules runs the verdict rules (frozen-job triage among them) and the
@@ -24,13 +24,13 @@ func judgeTimeline(tl *timeline.Timeline, notes []string) *report.Report {
 // It is a variable so tests can judge with a fixed verdict.
 var applyRules = judge.Judge
 
-// render writes the report in the chosen format.
-func render(w io.Writer, r *report.Report, format string) error {
+// writeReport writes the report in the chosen format.
+func writeReport(w io.Writer, r *render.Report, format string) error {
 	switch format {
 	case "text":
-		return report.Text(w, r)
+		return render.Text(w, r)
 	case "json":
-		return report.JSON(w, r)
+		return render.JSON(w, r)
 	}
 	return fmt.Errorf("output format %q: want text or json", format)
 }

@@ -36,7 +36,7 @@ a note saying so.`,
 			for _, w := range warnings {
 				warn("warning: %s", w)
 			}
-			return render(cmd.OutOrStdout(), judgeTimeline(tl, warnings), format)
+			return writeReport(cmd.OutOrStdout(), judgeTimeline(tl, warnings), format)
 		},
 	}
 	cmd.Flags().StringVarP(&format, "output", "o", "text", "output format: text or json")

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/gpufeed/gpufeed/internal/finding"
-	"github.com/gpufeed/gpufeed/internal/report"
+	"github.com/gpufeed/gpufeed/internal/render"
 	"github.com/gpufeed/gpufeed/internal/scenario"
 )
 
@@ -59,13 +59,13 @@ func awaitEvent(t *testing.T, r *scenario.Run, event string, timeout time.Durati
 }
 
 // diagnoseJSON runs gpufeed diagnose with args and -o json, and decodes it.
-func diagnoseJSON(t *testing.T, args ...string) report.Report {
+func diagnoseJSON(t *testing.T, args ...string) render.Report {
 	t.Helper()
 	out, stderr, code := run(t, append([]string{"diagnose", "--device", "none", "-o", "json"}, args...)...)
 	if code != 0 {
 		t.Fatalf("diagnose %v: exit %d: %s", args, code, stderr)
 	}
-	var r report.Report
+	var r render.Report
 	if err := json.Unmarshal([]byte(out), &r); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
@@ -77,7 +77,7 @@ func diagnoseJSON(t *testing.T, args ...string) report.Report {
 // /dev/null by a shell that then execs it), reads the report once the
 // window is over, then kills gpufeed, the command and everything it
 // started (one process group).
-func diagnoseLaunched(t *testing.T, window time.Duration, command ...string) report.Report {
+func diagnoseLaunched(t *testing.T, window time.Duration, command ...string) render.Report {
 	t.Helper()
 	args := append([]string{"diagnose", "--device", "none", "-o", "json", "--duration", window.String(), "--",
 		"sh", "-c", `exec "$@" >/dev/null 2>&1`, "sh"}, command...)
@@ -97,7 +97,7 @@ func diagnoseLaunched(t *testing.T, window time.Duration, command ...string) rep
 		_ = cmd.Wait()
 	}()
 	got := make(chan error, 1)
-	var r report.Report
+	var r render.Report
 	go func() { got <- json.NewDecoder(bufio.NewReader(out)).Decode(&r) }()
 	select {
 	case err := <-got:
@@ -110,7 +110,7 @@ func diagnoseLaunched(t *testing.T, window time.Duration, command ...string) rep
 	return r
 }
 
-func findingsWith(r report.Report, id string) []finding.Finding {
+func findingsWith(r render.Report, id string) []finding.Finding {
 	var out []finding.Finding
 	for _, f := range r.Findings {
 		if f.ID == id || strings.HasSuffix(id, "*") && strings.HasPrefix(f.ID, strings.TrimSuffix(id, "*")) {
@@ -120,7 +120,7 @@ func findingsWith(r report.Report, id string) []finding.Finding {
 	return out
 }
 
-func claims(r report.Report) string {
+func claims(r render.Report) string {
 	var b strings.Builder
 	for _, f := range r.Findings {
 		fmt.Fprintf(&b, "  %s %s: %s\n", f.Severity, f.ID, f.Claim)
@@ -130,7 +130,7 @@ func claims(r report.Report) string {
 
 // checkGlooJob: the launcher's three children are ranks started by exec,
 // not forked workers, and the job gets no NCCL advice: its backend is gloo.
-func checkGlooJob(t *testing.T, r report.Report, launcher int) {
+func checkGlooJob(t *testing.T, r render.Report, launcher int) {
 	t.Helper()
 	ranks := map[string]bool{}
 	for _, p := range r.Processes {
@@ -193,7 +193,7 @@ var cowClaim = regexp.MustCompile(`^\d forked workers? of pid (\d+) \(python3\) 
 
 // checkCOW: over a list, the DataLoader's forked workers are found copying
 // the trainer's memory, with the fix; over a numpy array they are not.
-func checkCOW(t *testing.T, r report.Report, storage string, trainer int) {
+func checkCOW(t *testing.T, r render.Report, storage string, trainer int) {
 	t.Helper()
 	if ws := findingsWith(r, "worker-start-method"); len(ws) != 1 || !strings.Contains(ws[0].Claim, "started 4 worker processes by fork") {
 		t.Errorf("want the 4 DataLoader workers found forked; findings:\n%s", claims(r))

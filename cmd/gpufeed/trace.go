@@ -12,10 +12,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpufeed/gpufeed/internal/judge/tracejudge"
+	"github.com/gpufeed/gpufeed/internal/render"
 	"github.com/gpufeed/gpufeed/internal/trace"
 	"github.com/gpufeed/gpufeed/internal/trace/kineto"
 	"github.com/gpufeed/gpufeed/internal/trace/load"
-	tracerender "github.com/gpufeed/gpufeed/internal/trace/render"
 )
 
 func init() { subcommands = append(subcommands, newTraceCmd) }
@@ -52,7 +52,7 @@ only when nothing could be read.`,
 			// Traces are large, short-lived and pointer-free: collecting more
 			// often costs little and keeps the peak near the live data.
 			debug.SetGCPercent(40)
-			var res tracerender.Result
+			var res render.TraceResult
 			var summaries []tracejudge.RankSummary
 			// readErr keeps each unreadable file's error, to return as is
 			// when it is the only file.
@@ -86,7 +86,7 @@ only when nothing could be read.`,
 				return nothingRead(skipped, readErr)
 			}
 			for _, s := range skipped {
-				res.Skipped = append(res.Skipped, tracerender.Skipped{File: s.File, Reason: s.Reason})
+				res.Skipped = append(res.Skipped, render.TraceSkipped{File: s.File, Reason: s.Reason})
 			}
 			if len(summaries) > 1 {
 				m := tracejudge.CompareRanks(summaries)
@@ -94,9 +94,9 @@ only when nothing could be read.`,
 			}
 			out := cmd.OutOrStdout()
 			if output == "json" {
-				err = tracerender.JSON(out, res)
+				err = render.TraceJSON(out, res)
 			} else {
-				err = tracerender.Text(out, res)
+				err = render.TraceText(out, res)
 			}
 			if err == nil && len(skipped) > 0 {
 				fmt.Fprintf(cmd.ErrOrStderr(), "gpufeed: %d of %d files not read (listed at the end of the report); the report covers the others\n",

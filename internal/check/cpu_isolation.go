@@ -15,11 +15,11 @@ var cpuIsolationCheck = Check{
 	run:   runCPUIsolation,
 }
 
-func runCPUIsolation(e *env) []Result {
+func runCPUIsolation(e *env) []Outcome {
 	isoSrc := sysFile("devices/system/cpu/isolated")
 	isolated, err := procfs.CPUListFile(e.fs.SysPath("devices/system/cpu/isolated"))
 	if err != nil && !procfs.IsAbsent(err) {
-		return []Result{readFailure("", "isolated CPUs", isoSrc, err, "", "read access to /sys")}
+		return []Outcome{readFailure("", "isolated CPUs", isoSrc, err, "", "read access to /sys")}
 	}
 	ev := []finding.Evidence{}
 	if err == nil {
@@ -46,29 +46,29 @@ func runCPUIsolation(e *env) []Result {
 		ev = append(ev, text("boot parameters", orNone(strings.Join(seen, " ")), procFile("cmdline")))
 	}
 	if err != nil && cerr != nil {
-		return []Result{{Status: Absent, Claim: "neither " + isoSrc + " nor /proc/cmdline readable", Need: "a sysfs and procfs"}}
+		return []Outcome{{Status: Absent, Claim: "neither " + isoSrc + " nor /proc/cmdline readable", Need: "a sysfs and procfs"}}
 	}
 	if len(isolated) == 0 {
-		return []Result{{Status: OK, Evidence: ev, Claim: "no isolated CPUs: every CPU is shared by the scheduler"}}
+		return []Outcome{{Status: OK, Evidence: ev, Claim: "no isolated CPUs: every CPU is shared by the scheduler"}}
 	}
 	if e.opts.PID <= 0 {
-		return []Result{{Status: OK, Evidence: ev, Claim: fmt.Sprintf("CPUs %s are isolated from the scheduler", isolated),
+		return []Outcome{{Status: OK, Evidence: ev, Claim: fmt.Sprintf("CPUs %s are isolated from the scheduler", isolated),
 			Decision: "Pin each latency-critical thread to one isolated CPU of its own; nothing else will run there (000 §9)."}}
 	}
 	st, serr := e.targetStatus()
 	allowed, have := st.CPUsAllowed()
 	if serr != nil || !have {
-		return []Result{{Status: OK, Evidence: ev, Subject: e.subjectPID(), Claim: fmt.Sprintf("CPUs %s are isolated (target's affinity unreadable)", isolated)}}
+		return []Outcome{{Status: OK, Evidence: ev, Subject: e.subjectPID(), Claim: fmt.Sprintf("CPUs %s are isolated (target's affinity unreadable)", isolated)}}
 	}
 	ev = append(ev, text("target allowed CPUs", allowed.String(), procFile(pidDir(e.opts.PID), "status")))
 	onIso := allowed.Intersect(isolated)
 	if len(onIso) > 1 {
-		return []Result{{Status: Warn, Subject: e.subjectPID(), Evidence: ev, Supports: finding.SubmissionBound,
+		return []Outcome{{Status: Warn, Subject: e.subjectPID(), Evidence: ev, Supports: finding.SubmissionBound,
 			Claim: fmt.Sprintf("process may run on %d isolated CPUs (%s), where the scheduler does not balance load: its threads can pile onto one CPU", len(onIso), onIso),
 			Decision: "Pin each thread to its own isolated CPU (the launch thread alone on one), and run helpers (DataLoader workers, " +
 				"OpenMP pools) on the housekeeping CPUs (000 §9)."}}
 	}
-	return []Result{{Status: OK, Subject: e.subjectPID(), Evidence: ev,
+	return []Outcome{{Status: OK, Subject: e.subjectPID(), Evidence: ev,
 		Claim: fmt.Sprintf("CPUs %s are isolated; the process runs on %d of them", isolated, len(onIso))}}
 }
 

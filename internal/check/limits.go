@@ -8,21 +8,21 @@ import (
 )
 
 // limitResult reads one limit of the target and hands it to judge.
-func limitResult(e *env, name string, judge func(l procfs.Limit, ev []finding.Evidence) Result) []Result {
+func limitResult(e *env, name string, judge func(l procfs.Limit, ev []finding.Evidence) Outcome) []Outcome {
 	subj := e.subjectPID()
 	src := procFile(pidDir(e.opts.PID), "limits")
 	limits, err := e.targetLimits()
 	if err != nil {
-		return []Result{readFailure(subj, "resource limits", src, err, "a running process: check the PID", needPtrace)}
+		return []Outcome{readFailure(subj, "resource limits", src, err, "a running process: check the PID", needPtrace)}
 	}
 	l, ok := limits[name]
 	if !ok {
-		return []Result{{Status: Absent, Subject: subj, Claim: fmt.Sprintf("%q not in %s", name, src), Need: "a kernel that lists it"}}
+		return []Outcome{{Status: Absent, Subject: subj, Claim: fmt.Sprintf("%q not in %s", name, src), Need: "a kernel that lists it"}}
 	}
 	ev := []finding.Evidence{limitEv(name+" (soft)", l.Soft, l.Unit, src), limitEv(name+" (hard)", l.Hard, l.Unit, src)}
 	r := judge(l, ev)
 	r.Subject = subj
-	return []Result{r}
+	return []Outcome{r}
 }
 
 func limitEv(what string, v uint64, unit, src string) finding.Evidence {

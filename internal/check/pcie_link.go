@@ -24,19 +24,19 @@ var pcieLinkCheck = Check{
 const pcieLinkDecision = "Treat it as a platform fault: reseat or move the card, check the riser and the slot's wiring, " +
 	"and the BIOS PCIe generation setting; no DataLoader or code change widens a downgraded link (002 Task 4)."
 
-func runPCIeLink(e *env) []Result {
+func runPCIeLink(e *env) []Outcome {
 	listing, err := e.pciDevices()
 	if err != nil {
-		return []Result{readFailure("", "PCI devices", sysFile("bus/pci/devices"), err,
+		return []Outcome{readFailure("", "PCI devices", sysFile("bus/pci/devices"), err,
 			"a sysfs with PCI devices (--root pointing at the host's /sys in a container)", "read access to /sys")}
 	}
 	byAddr := map[string]procfs.PCIDevice{}
 	for _, d := range listing.devs {
 		byAddr[d.Address] = d
 	}
-	var out []Result
+	var out []Outcome
 	for _, s := range listing.skipped {
-		out = append(out, Result{Status: Error, Claim: "PCI device skipped: " + s.Error(), Need: "readable class, vendor and device files"})
+		out = append(out, Outcome{Status: Error, Claim: "PCI device skipped: " + s.Error(), Need: "readable class, vendor and device files"})
 	}
 	var gpus []procfs.PCIDevice
 	for _, d := range listing.devs {
@@ -45,7 +45,7 @@ func runPCIeLink(e *env) []Result {
 		}
 	}
 	if len(gpus) == 0 {
-		return append(out, Result{Status: Absent, Claim: "no NVIDIA GPU (vendor 0x10de, class 0x03xx) under /sys/bus/pci/devices",
+		return append(out, Outcome{Status: Absent, Claim: "no NVIDIA GPU (vendor 0x10de, class 0x03xx) under /sys/bus/pci/devices",
 			Need: "a host with an NVIDIA GPU, or --root pointing at that host's /proc and /sys"})
 	}
 	gpuBridges := map[string][]string{} // bridge -> GPUs below it
@@ -114,12 +114,12 @@ func linkBandwidthGBps(gts float64, width int) float64 {
 // and looks at every bridge above it. A narrower link fails: width does not
 // drop to save power. A slower link with full width warns: GPUs drop link
 // speed when idle, so it needs a second look under load.
-func judgeDeviceLink(kind string, d procfs.PCIDevice, byAddr map[string]procfs.PCIDevice) Result {
+func judgeDeviceLink(kind string, d procfs.PCIDevice, byAddr map[string]procfs.PCIDevice) Outcome {
 	subject := kind + " " + d.Address
 	src := func(f string) string { return sysFile("bus/pci/devices", d.Address, f) }
 	l, ok := linkOf(d)
 	if !ok {
-		return Result{Status: Absent, Subject: subject,
+		return Outcome{Status: Absent, Subject: subject,
 			Claim: "link speed and width files absent (a virtual machine's passthrough device often has none)",
 			Need:  "the host's /sys (run on the host, or --root pointing at it); nvidia-smi -q shows the link too"}
 	}
@@ -202,7 +202,7 @@ func judgeDeviceLink(kind string, d procfs.PCIDevice, byAddr map[string]procfs.P
 		ev = append(ev, text("upstream bridges", strings.Join(path, " > "), sysFile("bus/pci/devices", d.Address)+" (link target)"))
 	}
 	sev := defaultSeverity(status)
-	return Result{Status: status, Severity: sev, Subject: subject, Claim: claim, Evidence: ev, Decision: decision,
+	return Outcome{Status: status, Severity: sev, Subject: subject, Claim: claim, Evidence: ev, Decision: decision,
 		Supports: supportsIf(status, finding.TransferBound)}
 }
 

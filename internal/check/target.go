@@ -11,13 +11,13 @@ import (
 )
 
 // noTarget is the result of a per-process check run without --pid.
-func noTarget() []Result {
-	return []Result{{Status: Absent, Claim: "no target process", Need: "--pid PID of the training or inference process"}}
+func noTarget() []Outcome {
+	return []Outcome{{Status: Absent, Claim: "no target process", Need: "--pid PID of the training or inference process"}}
 }
 
 // targetGone turns a failed read of the target's status into a result.
-func targetGone(e *env, err error) []Result {
-	return []Result{readFailure(e.subjectPID(), "target process", procFile(strconv.Itoa(e.opts.PID), "status"), err,
+func targetGone(e *env, err error) []Outcome {
+	return []Outcome{readFailure(e.subjectPID(), "target process", procFile(strconv.Itoa(e.opts.PID), "status"), err,
 		"a running process: check the PID", "read access to /proc/PID/status (hidepid= mount option hides other users' processes)")}
 }
 

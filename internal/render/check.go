@@ -1,4 +1,7 @@
-package check
+// The output of gpufeed check: its outcomes as text for people and JSON
+// for programs.
+
+package render
 
 import (
 	"bytes"
@@ -16,27 +19,27 @@ import (
 // Exit statuses of gpufeed check, so it can gate a Slurm prolog or a CI
 // smoke test. 2 is gpufeed's own failure (bad flags, unreadable root).
 const (
-	ExitOK     = 0
-	ExitFailed = 1
+	CheckExitOK     = 0
+	CheckExitFailed = 1
 )
 
-// Report is what gpufeed check prints: the run's context and every result.
-type Report struct {
+// CheckReport is what gpufeed check prints: the run's context and every outcome.
+type CheckReport struct {
 	Root      string `json:"root,omitempty"`
 	PID       int    `json:"pid,omitempty"`
 	DataPath  string `json:"data_path,omitempty"`
 	GPUSource string `json:"gpu_source,omitempty"`
 	// GPUNote says why no GPU source was used, when none was.
-	GPUNote   string  `json:"gpu_note,omitempty"`
-	WindowSec float64 `json:"window_s"`
-	Summary   Summary `json:"summary"`
-	// ExitStatus is ExitFailed when a check failed, else ExitOK.
-	ExitStatus int      `json:"exit_status"`
-	Results    []Result `json:"results"`
+	GPUNote   string       `json:"gpu_note,omitempty"`
+	WindowSec float64      `json:"window_s"`
+	Summary   CheckSummary `json:"summary"`
+	// ExitStatus is CheckExitFailed when a check failed, else CheckExitOK.
+	ExitStatus int                    `json:"exit_status"`
+	Results    []finding.CheckOutcome `json:"results"`
 }
 
-// Summary counts results by status.
-type Summary struct {
+// CheckSummary counts outcomes by status.
+type CheckSummary struct {
 	Fail       int `json:"fail"`
 	Warn       int `json:"warn"`
 	Error      int `json:"error"`
@@ -45,34 +48,34 @@ type Summary struct {
 	NotVisible int `json:"not_visible"`
 }
 
-// NewReport counts the results and sets the exit status.
-func NewReport(results []Result) Report {
-	r := Report{Results: results}
+// NewCheckReport counts the outcomes and sets the exit status.
+func NewCheckReport(results []finding.CheckOutcome) CheckReport {
+	r := CheckReport{Results: results}
 	for _, res := range results {
 		switch res.Status {
-		case Fail:
+		case finding.CheckFail:
 			r.Summary.Fail++
-		case Warn:
+		case finding.CheckWarn:
 			r.Summary.Warn++
-		case Error:
+		case finding.CheckError:
 			r.Summary.Error++
-		case OK:
+		case finding.CheckOK:
 			r.Summary.OK++
-		case Absent:
+		case finding.CheckAbsent:
 			r.Summary.Absent++
-		case NotVisible:
+		case finding.CheckNotVisible:
 			r.Summary.NotVisible++
 		}
 	}
 	if r.Summary.Fail > 0 {
-		r.ExitStatus = ExitFailed
+		r.ExitStatus = CheckExitFailed
 	}
 	return r
 }
 
 // WriteJSON writes the report as indented JSON.
 // Bidirectional controls in strings are escaped (safetext.EscapeJSON).
-func (r Report) WriteJSON(w io.Writer) error {
+func (r CheckReport) WriteJSON(w io.Writer) error {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetIndent("", "  ")
@@ -88,7 +91,7 @@ func (r Report) WriteJSON(w io.Writer) error {
 // decision, then errors, then a compact list of what passed and of what was
 // absent or not visible. Strings that come from the machine (mount sources,
 // device names, process names) are stripped of control characters.
-func (r Report) WriteText(w io.Writer) error {
+func (r CheckReport) WriteText(w io.Writer) error {
 	var b strings.Builder
 	var ctx []string
 	if r.Root != "" {
@@ -107,11 +110,11 @@ func (r Report) WriteText(w io.Writer) error {
 	} else {
 		ctx = append(ctx, "no GPU driver source")
 	}
-	fmt.Fprintf(&b, "gpufeed check: %s\n", clean(strings.Join(ctx, ", ")))
+	fmt.Fprintf(&b, "gpufeed check: %s\n", Clean(strings.Join(ctx, ", ")))
 	s := r.Summary
 	fmt.Fprintf(&b, "%d failed, %d warnings, %d errors, %d ok, %d absent, %d not visible\n",
 		s.Fail, s.Warn, s.Error, s.OK, s.Absent, s.NotVisible)
-	for _, st := range []Status{Fail, Warn, Error} {
+	for _, st := range []finding.CheckStatus{finding.CheckFail, finding.CheckWarn, finding.CheckError} {
 		for _, res := range r.Results {
 			if res.Status == st {
 				writeDetailed(&b, res)
@@ -119,9 +122,9 @@ func (r Report) WriteText(w io.Writer) error {
 		}
 	}
 	for _, group := range []struct {
-		st    Status
+		st    finding.CheckStatus
 		title string
-	}{{OK, "ok"}, {Absent, "absent"}, {NotVisible, "not visible"}} {
+	}{{finding.CheckOK, "ok"}, {finding.CheckAbsent, "absent"}, {finding.CheckNotVisible, "not visible"}} {
 		first := true
 		for _, res := range r.Results {
 			if res.Status != group.st {
@@ -138,32 +141,32 @@ func (r Report) WriteText(w io.Writer) error {
 			if res.Need != "" {
 				line += " — needs " + res.Need
 			}
-			fmt.Fprintf(&b, "  %-18s %s\n", res.ID, clean(line))
+			fmt.Fprintf(&b, "  %-18s %s\n", res.ID, Clean(line))
 		}
 	}
-	if r.ExitStatus == ExitFailed {
-		fmt.Fprintf(&b, "\nexit status %d: a check failed\n", ExitFailed)
+	if r.ExitStatus == CheckExitFailed {
+		fmt.Fprintf(&b, "\nexit status %d: a check failed\n", CheckExitFailed)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
 }
 
-func writeDetailed(b *strings.Builder, r Result) {
-	label := map[Status]string{Fail: "FAIL", Warn: "WARN", Error: "ERROR"}[r.Status]
+func writeDetailed(b *strings.Builder, r finding.CheckOutcome) {
+	label := map[finding.CheckStatus]string{finding.CheckFail: "FAIL", finding.CheckWarn: "WARN", finding.CheckError: "ERROR"}[r.Status]
 	head := r.ID
 	if r.Subject != "" {
 		head += "  " + r.Subject
 	}
-	fmt.Fprintf(b, "\n%-5s %s\n", label, clean(head))
-	fmt.Fprintf(b, "      %s\n", clean(r.Claim))
+	fmt.Fprintf(b, "\n%-5s %s\n", label, Clean(head))
+	fmt.Fprintf(b, "      %s\n", Clean(r.Claim))
 	for _, ev := range r.Evidence {
-		fmt.Fprintf(b, "      - %s\n", clean(evidenceLine(ev)))
+		fmt.Fprintf(b, "      - %s\n", Clean(evidenceLine(ev)))
 	}
 	if r.Decision != "" {
-		fmt.Fprintf(b, "      decision: %s\n", clean(r.Decision))
+		fmt.Fprintf(b, "      decision: %s\n", Clean(r.Decision))
 	}
 	if r.Need != "" {
-		fmt.Fprintf(b, "      needs: %s\n", clean(r.Need))
+		fmt.Fprintf(b, "      needs: %s\n", Clean(r.Need))
 	}
 	fmt.Fprintf(b, "      seed: %s\n", r.Seed)
 }
@@ -211,4 +214,3 @@ func formatNumber(v float64) string {
 // clean makes text from the machine safe for a terminal: control
 // characters, line separators and bidirectional controls become '?', and
 // text past safetext.MaxRunes (garbage quoted from a malformed file) is cut.
-func clean(s string) string { return safetext.Clean(s) }

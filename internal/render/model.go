@@ -1,8 +1,9 @@
-// Package report is gpufeed's one report model, built from a timeline, its
-// analysis and (when rules ran) a verdict and findings, and its renderers
-// (text, json). Build decides everything that is shown; renderers only
-// format, so every output says the same thing.
-package report
+// The diagnose and report commands' report model, built from a timeline,
+// its derived view and (when rules ran) a verdict and findings, and its
+// renderers (text, json). Build decides everything that is shown; renderers
+// only format, so every output says the same thing.
+
+package render
 
 import (
 	"github.com/gpufeed/gpufeed/internal/finding"

@@ -12,7 +12,7 @@ import (
 
 // Names in a trace file are attacker-controlled: no control character may
 // reach the terminal.
-func TestTextStripsControlCharacters(t *testing.T) {
+func TestTraceTextStripsControlCharacters(t *testing.T) {
 	evil := "kernel\x1b]0;pwned\x07\x1b[31m\r\n"
 	r := &tracejudge.RankReport{
 		Source: "/tmp/" + evil + ".json",
@@ -26,7 +26,7 @@ func TestTextStripsControlCharacters(t *testing.T) {
 		Warnings: []string{evil},
 	}
 	var out bytes.Buffer
-	if err := Text(&out, Result{Reports: []*tracejudge.RankReport{r}}); err != nil {
+	if err := TraceText(&out, TraceResult{Reports: []*tracejudge.RankReport{r}}); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []string{"\x1b", "\x07", "\r"} {
@@ -41,7 +41,7 @@ func TestTextStripsControlCharacters(t *testing.T) {
 
 // Line separators and bidirectional controls in names from a trace file
 // reach neither the text nor the JSON output as they are.
-func TestOutputsKeepReorderingCharactersOff(t *testing.T) {
+func TestTraceOutputsKeepReorderingCharactersOff(t *testing.T) {
 	evil := "kernel\u202eexe.txt\u2028forged line\u2066\u2029"
 	r := &tracejudge.RankReport{
 		Source: "/tmp/" + evil + ".json",
@@ -55,8 +55,8 @@ func TestOutputsKeepReorderingCharactersOff(t *testing.T) {
 		Warnings: []string{evil},
 	}
 	for _, write := range []func(*bytes.Buffer) error{
-		func(b *bytes.Buffer) error { return Text(b, Result{Reports: []*tracejudge.RankReport{r}}) },
-		func(b *bytes.Buffer) error { return JSON(b, Result{Reports: []*tracejudge.RankReport{r}}) },
+		func(b *bytes.Buffer) error { return TraceText(b, TraceResult{Reports: []*tracejudge.RankReport{r}}) },
+		func(b *bytes.Buffer) error { return TraceJSON(b, TraceResult{Reports: []*tracejudge.RankReport{r}}) },
 	} {
 		var out bytes.Buffer
 		if err := write(&out); err != nil {

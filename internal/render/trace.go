@@ -1,5 +1,7 @@
-// Package render writes trace analysis reports as text for people and JSON
-// for programs. It computes nothing: every number comes from the reports.
+// The output of gpufeed trace: trace analysis reports as text for people
+// and JSON for programs. It computes nothing: every number comes from the
+// reports.
+
 package render
 
 import (
@@ -18,26 +20,26 @@ import (
 	"github.com/gpufeed/gpufeed/internal/finding"
 )
 
-// Result is everything `gpufeed trace` reports: one report per rank and,
+// TraceResult is everything `gpufeed trace` reports: one report per rank and,
 // with several ranks, their comparison.
-type Result struct {
+type TraceResult struct {
 	Reports []*tracejudge.RankReport `json:"reports"`
 	Multi   *tracejudge.MultiRank    `json:"multi_rank,omitempty"`
 	// Skipped are the files named (or found in a directory) that were not
 	// read, each with the reason.
-	Skipped []Skipped `json:"skipped,omitempty"`
+	Skipped []TraceSkipped `json:"skipped,omitempty"`
 }
 
-// Skipped is a file that was not read and why.
-type Skipped struct {
+// TraceSkipped is a file that was not read and why.
+type TraceSkipped struct {
 	File   string `json:"file"`
 	Reason string `json:"reason"`
 }
 
-// JSON writes the result as indented JSON.
+// TraceJSON writes the result as indented JSON.
 // Bidirectional controls in names are escaped (safetext.EscapeJSON), which
 // leaves every value as it was.
-func JSON(w io.Writer, res Result) error {
+func TraceJSON(w io.Writer, res TraceResult) error {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetIndent("", "  ")
@@ -51,11 +53,10 @@ func JSON(w io.Writer, res Result) error {
 // clean makes attacker-controlled text (kernel, operator and thread names
 // from a trace file) safe for a terminal: control characters, line
 // separators and bidirectional controls become '?' (safetext.Clean).
-func clean(s string) string { return safetext.Clean(s) }
 
 // short trims a long name (C++ kernel signatures) for tables.
 func short(s string, n int) string {
-	s = clean(s)
+	s = Clean(s)
 	if len([]rune(s)) <= n {
 		return s
 	}
@@ -63,19 +64,19 @@ func short(s string, n int) string {
 	return string(r[:n-1]) + "…"
 }
 
-func ms(ns int64) float64 { return float64(ns) / 1e6 }
+func nsToMS(ns int64) float64 { return float64(ns) / 1e6 }
 
-func pct(part, whole int64) float64 {
+func sharePct(part, whole int64) float64 {
 	if whole == 0 {
 		return 0
 	}
 	return 100 * float64(part) / float64(whole)
 }
 
-// Text writes the human report: for each rank the verdict and its evidence
+// TraceText writes the human report: for each rank the verdict and its evidence
 // first, then the decision, the other findings, and the HTA-style and
 // Nsight-style tables; then the cross-rank comparison.
-func Text(w io.Writer, res Result) error {
+func TraceText(w io.Writer, res TraceResult) error {
 	p := &printer{w: w}
 	for i, r := range res.Reports {
 		if i > 0 {
@@ -93,7 +94,7 @@ func Text(w io.Writer, res Result) error {
 		p.line("")
 		p.line("NOT READ: %d file(s); the report above covers the others:", len(res.Skipped))
 		for _, s := range res.Skipped {
-			p.line("  %s: %s", clean(s.File), clean(s.Reason))
+			p.line("  %s: %s", Clean(s.File), Clean(s.Reason))
 		}
 	}
 	return p.err
@@ -135,12 +136,12 @@ func (p *printer) report(r *tracejudge.RankReport) {
 		}
 	}
 	p.window = window
-	head := fmt.Sprintf("VERDICT: %s (confidence %.0f%%) — %s, %s", v.Class, v.Confidence*100, clean(filepath.Base(r.Source)), rankText(r.Rank))
+	head := fmt.Sprintf("VERDICT: %s (confidence %.0f%%) — %s, %s", v.Class, v.Confidence*100, Clean(filepath.Base(r.Source)), rankText(r.Rank))
 	if window != "" {
-		head += ", " + clean(window)
+		head += ", " + Clean(window)
 	}
 	p.line("%s", head)
-	p.line("  %s", clean(v.Summary))
+	p.line("  %s", Clean(v.Summary))
 	// The verdict's evidence: its first two numbers, then the decision, then the rest.
 	var ev []finding.Evidence
 	shown := map[string]bool{}
@@ -154,13 +155,13 @@ func (p *printer) report(r *tracejudge.RankReport) {
 		p.evidence("  ", e)
 	}
 	if v.Decision != "" {
-		p.line("DECISION: %s", clean(v.Decision))
+		p.line("DECISION: %s", Clean(v.Decision))
 	}
 	if v.Missing != "" {
-		p.line("MISSING: %s", clean(v.Missing))
+		p.line("MISSING: %s", Clean(v.Missing))
 	}
 	if r.Confidence.Text != "" {
-		p.line("CONFIDENCE: %s", clean(r.Confidence.Text))
+		p.line("CONFIDENCE: %s", Clean(r.Confidence.Text))
 	}
 	if len(ev) > 2 {
 		p.line("  more evidence (%s):", strings.Join(v.Because, ", "))
@@ -182,14 +183,14 @@ func (p *printer) report(r *tracejudge.RankReport) {
 				mark = " (shown above)"
 			}
 		}
-		p.line("  [%s] %s%s: %s", f.Severity, f.ID, mark, clean(f.Claim))
+		p.line("  [%s] %s%s: %s", f.Severity, f.ID, mark, Clean(f.Claim))
 		if !shown[f.ID] {
 			for _, e := range f.Evidence {
 				p.evidence("      ", e)
 			}
 		}
 		if f.Decision != "" && (!shown[f.ID] || v.Decision == "") {
-			p.line("      → %s", clean(f.Decision))
+			p.line("      → %s", Clean(f.Decision))
 		}
 	}
 	p.attribution(r)
@@ -210,7 +211,7 @@ func (p *printer) report(r *tracejudge.RankReport) {
 	}
 	p.line("%s", read)
 	for _, w := range r.Warnings {
-		p.line("WARNING: %s", clean(w))
+		p.line("WARNING: %s", Clean(w))
 	}
 	p.window = ""
 }
@@ -220,11 +221,11 @@ func (p *printer) evidence(indent string, e finding.Evidence) {
 	if val == "" {
 		val = strings.TrimSpace(fmt.Sprintf("%g %s", e.Value, e.Unit))
 	}
-	where := clean(e.Source)
+	where := Clean(e.Source)
 	if e.Window != "" && e.Window != p.window {
-		where = clean(e.Window) + "; " + where
+		where = Clean(e.Window) + "; " + where
 	}
-	p.line("%s- %s: %s  [%s]", indent, clean(e.What), clean(val), where)
+	p.line("%s- %s: %s  [%s]", indent, Clean(e.What), Clean(val), where)
 }
 
 func (p *printer) attribution(r *tracejudge.RankReport) {
@@ -234,7 +235,7 @@ func (p *printer) attribution(r *tracejudge.RankReport) {
 	}
 	p.line("")
 	p.line("GPU IDLE ATTRIBUTION: %.1f ms idle of %.1f ms (%.1f %%) in %d gaps; what the launching thread did meanwhile:",
-		ms(at.IdleNs), ms(at.SpanNs), pct(at.IdleNs, at.SpanNs), at.Gaps)
+		nsToMS(at.IdleNs), nsToMS(at.SpanNs), sharePct(at.IdleNs, at.SpanNs), at.Gaps)
 	p.line("  %-18s %12s %10s %12s", "cause", "idle ms", "% of span", "after a sync")
 	for _, c := range tracestats.Causes() {
 		if at.ByCause[c] == 0 {
@@ -242,25 +243,25 @@ func (p *printer) attribution(r *tracejudge.RankReport) {
 		}
 		as := ""
 		if at.AfterSync[c] > 0 {
-			as = fmt.Sprintf("%.3f", ms(at.AfterSync[c]))
+			as = fmt.Sprintf("%.3f", nsToMS(at.AfterSync[c]))
 		}
-		p.line("  %-18s %12.3f %10.2f %12s", c, ms(at.ByCause[c]), pct(at.ByCause[c], at.SpanNs), as)
+		p.line("  %-18s %12.3f %10.2f %12s", c, nsToMS(at.ByCause[c]), sharePct(at.ByCause[c], at.SpanNs), as)
 	}
 	if len(at.Threads) > 0 {
 		var parts []string
 		for _, t := range at.Threads[:min(3, len(at.Threads))] {
 			name := ""
 			if t.Name != "" {
-				name = " " + clean(t.Name)
+				name = " " + Clean(t.Name)
 			}
-			parts = append(parts, fmt.Sprintf("tid %d%s %.1f ms", t.TID, name, ms(t.Ns)))
+			parts = append(parts, fmt.Sprintf("tid %d%s %.1f ms", t.TID, name, nsToMS(t.Ns)))
 		}
 		p.line("  launching threads: %s", strings.Join(parts, "; "))
 	}
 	if len(at.TopOps) > 0 {
 		var parts []string
 		for _, o := range at.TopOps {
-			parts = append(parts, fmt.Sprintf("%s %.1f ms", short(o.Name, 48), ms(o.Ns)))
+			parts = append(parts, fmt.Sprintf("%s %.1f ms", short(o.Name, 48), nsToMS(o.Ns)))
 		}
 		p.line("  CPU ranges during host-wait gaps: %s", strings.Join(parts, "; "))
 	}
@@ -270,7 +271,7 @@ func (p *printer) attribution(r *tracejudge.RankReport) {
 			var parts []string
 			for _, c := range tracestats.Causes() {
 				if g.ByCause[c] > 0 {
-					parts = append(parts, fmt.Sprintf("%s %.3f", c, ms(g.ByCause[c])))
+					parts = append(parts, fmt.Sprintf("%s %.3f", c, nsToMS(g.ByCause[c])))
 				}
 			}
 			step := ""
@@ -281,7 +282,7 @@ func (p *printer) attribution(r *tracejudge.RankReport) {
 			if g.AfterSync {
 				after = " [began inside a sync]"
 			}
-			p.line("    %.3f ms at +%.3f ms,%s before %s: %s%s", ms(g.DurNs), ms(g.StartNs-r.Scope.StartNs), step, short(g.Next, 40), strings.Join(parts, ", "), after)
+			p.line("    %.3f ms at +%.3f ms,%s before %s: %s%s", nsToMS(g.DurNs), nsToMS(g.StartNs-r.Scope.StartNs), step, short(g.Next, 40), strings.Join(parts, ", "), after)
 		}
 	}
 }
@@ -300,7 +301,7 @@ func (p *printer) steps(r *tracejudge.RankReport) {
 				top, topNs = c.String(), s.ByCause[c]
 			}
 		}
-		p.line("  %-8d %10.3f %8.1f %10.3f %12.1f %6d  %s", s.Number, ms(s.DurNs), pct(s.GPUBusyNs, s.DurNs), ms(s.IdleNs), pct(s.DataLoaderNs, s.DurNs), s.Syncs, top)
+		p.line("  %-8d %10.3f %8.1f %10.3f %12.1f %6d  %s", s.Number, nsToMS(s.DurNs), sharePct(s.GPUBusyNs, s.DurNs), nsToMS(s.IdleNs), sharePct(s.DataLoaderNs, s.DurNs), s.Syncs, top)
 	}
 }
 
@@ -312,12 +313,12 @@ func (p *printer) hta(r *tracejudge.RankReport) {
 	p.line("")
 	p.line("HTA-COMPATIBLE NUMBERS")
 	p.line("  temporal breakdown over %.3f ms: idle %.3f ms (%.2f %%), compute %.3f ms (%.2f %%), non-compute %.3f ms (%.2f %%)",
-		ms(tb.SpanNs), ms(tb.IdleNs), tb.Pct(tb.IdleNs), ms(tb.ComputeNs), tb.Pct(tb.ComputeNs), ms(tb.NonComputeNs), tb.Pct(tb.NonComputeNs))
+		nsToMS(tb.SpanNs), nsToMS(tb.IdleNs), tb.Pct(tb.IdleNs), nsToMS(tb.ComputeNs), tb.Pct(tb.ComputeNs), nsToMS(tb.NonComputeNs), tb.Pct(tb.NonComputeNs))
 	p.line("  idle time per stream (consecutive-kernel delay %g us):", float64(thresholds.ConsecutiveKernelDelay.Microseconds()))
 	p.line("    %-6s %-8s %6s %14s %14s %14s", "device", "stream", "ops", "host_wait ms", "kernel_wait ms", "other ms")
 	for _, s := range r.Idle {
 		p.line("    %-6d %-8d %6d %8.3f (%3.0f%%) %8.3f (%3.0f%%) %8.3f (%3.0f%%)", s.Device, s.Stream, s.Ops,
-			ms(s.HostWait), 100*s.Ratio(s.HostWait), ms(s.KernelWait), 100*s.Ratio(s.KernelWait), ms(s.Other), 100*s.Ratio(s.Other))
+			nsToMS(s.HostWait), 100*s.Ratio(s.HostWait), nsToMS(s.KernelWait), 100*s.Ratio(s.KernelWait), nsToMS(s.Other), 100*s.Ratio(s.Other))
 	}
 	l := r.Launch
 	if l.Launches > 0 {
@@ -349,7 +350,7 @@ func (p *printer) nsight(r *tracejudge.RankReport) {
 		if c.Bytes > 0 {
 			extra = fmt.Sprintf(", %d bytes", c.Bytes)
 		}
-		p.line("  %-30s %6d calls, %10.3f ms host time, longest %.3f ms%s", name, c.Count, ms(c.HostNs), ms(c.MaxNs), extra)
+		p.line("  %-30s %6d calls, %10.3f ms host time, longest %.3f ms%s", name, c.Count, nsToMS(c.HostNs), nsToMS(c.MaxNs), extra)
 	}
 	row("async copies, pageable memory", ru.PageableCopies)
 	row("synchronous copies", ru.SyncCopies)
@@ -357,13 +358,13 @@ func (p *printer) nsight(r *tracejudge.RankReport) {
 	row("stream synchronizations", ru.StreamSyncs)
 	row("device synchronizations", ru.DeviceSyncs)
 	row("event synchronizations", ru.EventSyncs)
-	p.line("  GPU gaps >= %.0f ms: %d", ms(ru.GapThresholdNs), len(ru.Gaps))
+	p.line("  GPU gaps >= %.0f ms: %d", nsToMS(ru.GapThresholdNs), len(ru.Gaps))
 	for _, g := range ru.Gaps[:min(5, len(ru.Gaps))] {
-		p.line("    device %d: %.3f ms at +%.3f ms", g.Device, ms(g.DurNs), ms(g.StartNs-r.Scope.StartNs))
+		p.line("    device %d: %.3f ms at +%.3f ms", g.Device, nsToMS(g.DurNs), nsToMS(g.StartNs-r.Scope.StartNs))
 	}
 	p.line("  low-use windows (< %.0f %% GPU time, %d chunks): %d", ru.LowUsePct, tracejudge.NsightLowUseChunks, len(ru.LowUse))
 	for _, w := range ru.LowUse[:min(5, len(ru.LowUse))] {
-		p.line("    device %d: %.3f ms at +%.3f ms, %.1f %% in use", w.Device, ms(w.DurNs), ms(w.StartNs-r.Scope.StartNs), w.UsePct)
+		p.line("    device %d: %.3f ms at +%.3f ms, %.1f %% in use", w.Device, nsToMS(w.DurNs), nsToMS(w.StartNs-r.Scope.StartNs), w.UsePct)
 	}
 }
 
@@ -371,18 +372,18 @@ func (p *printer) multi(m *tracejudge.MultiRank) {
 	p.line("RANKS: %d compared", len(m.Ranks))
 	p.line("  %-6s %-20s %6s %10s %10s %10s %10s  %s", "rank", "verdict", "conf", "idle %", "input %", "sync %", "step ms", "file")
 	for _, r := range m.Ranks {
-		p.line("  %-6d %-20s %6.2f %10.1f %10.1f %10.1f %10.3f  %s", r.Rank, r.Verdict.Class, r.Verdict.Confidence, r.Shares.IdlePct, r.Shares.Input, r.Shares.Sync, ms(r.StepMedianNs), clean(filepath.Base(r.Source)))
+		p.line("  %-6d %-20s %6.2f %10.1f %10.1f %10.1f %10.3f  %s", r.Rank, r.Verdict.Class, r.Verdict.Confidence, r.Shares.IdlePct, r.Shares.Input, r.Shares.Sync, nsToMS(r.StepMedianNs), Clean(filepath.Base(r.Source)))
 	}
 	if len(m.Stragglers) == 0 {
 		p.line("  no straggler: no rank enters collectives late by %.0f %% of the median step time", tracejudge.StragglerLagPct)
 	}
 	for _, f := range m.Findings {
-		p.line("  [%s] %s: %s", f.Severity, f.ID, clean(f.Claim))
+		p.line("  [%s] %s: %s", f.Severity, f.ID, Clean(f.Claim))
 		for _, e := range f.Evidence {
 			p.evidence("      ", e)
 		}
 		if f.Decision != "" {
-			p.line("      → %s", clean(f.Decision))
+			p.line("      → %s", Clean(f.Decision))
 		}
 	}
 }
