@@ -11,12 +11,12 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpufeed/gpufeed/internal/demo"
+	"github.com/gpufeed/gpufeed/internal/diagnose"
 	"github.com/gpufeed/gpufeed/internal/gpu"
 	"github.com/gpufeed/gpufeed/internal/gpu/sim"
 	"github.com/gpufeed/gpufeed/internal/kmsg"
 	"github.com/gpufeed/gpufeed/internal/procfs"
 	"github.com/gpufeed/gpufeed/internal/sample"
-	"github.com/gpufeed/gpufeed/internal/triage"
 )
 
 func init() { subcommands = append(subcommands, newDemoCmd) }
@@ -129,13 +129,17 @@ func runDemo(cmd *cobra.Command, sc demo.Scenario, duration, interval time.Durat
 	if err != nil {
 		return fmt.Errorf("demo %s: the workload cannot be watched: %w (%s)", sc.Name, err, run.Stderr())
 	}
-	tc := triage.Config{FS: fs, Kmsg: kmsg.Reader{Path: kmsg.DefaultPath}}
-	tl, err := observe(ctx, s, fs, src, tc, record, nil)
+	obs := diagnose.Observation{GPU: src, Record: record, Warn: func(m string) { warn("%s", m) },
+		EndOfWindow: diagnose.EndOfWindow{FS: fs, Kmsg: kmsg.Reader{Path: kmsg.DefaultPath}}}
+	if isTerminal(os.Stderr) {
+		obs.Progress, obs.ProgressDone = progress, progressDone
+	}
+	tl, err := diagnose.Observe(ctx, s, obs, nil)
 	if tl == nil {
 		return err
 	}
 	run.Stop()
-	rep := judgeTimeline(tl, nil)
+	rep := diagnose.Judge(tl, nil)
 	if err := writeReport(cmd.OutOrStdout(), rep, format); err != nil {
 		return err
 	}

@@ -1,4 +1,4 @@
-package main
+package diagnose
 
 import (
 	"context"
@@ -15,9 +15,9 @@ import (
 //
 //   - each live process's device channels (procfs.ChannelProber), so the
 //     rules can tell a thread waiting on the GPU from one waiting on input;
-//   - gpufeed check's results for the target, with the same GPU source
-//     (issue 5: diagnose runs the same checks), kept in the timeline so
-//     gpufeed report reproduces them without re-running them.
+//   - gpufeed check's outcomes for the target, with the same GPU source
+//     (diagnose runs the same checks), kept in the timeline so gpufeed
+//     report reproduces them without re-running them.
 func afterWindow(ctx context.Context, tl *timeline.Timeline, fs procfs.FS, src gpu.Source) {
 	var simPaths []string
 	if s, ok := src.(interface{ Path() string }); ok {

@@ -1,4 +1,4 @@
-package triage_test
+package diagnose_test
 
 import (
 	"errors"
@@ -8,13 +8,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpufeed/gpufeed/internal/diagnose"
 	"github.com/gpufeed/gpufeed/internal/finding"
 	"github.com/gpufeed/gpufeed/internal/judge/frozen"
 	"github.com/gpufeed/gpufeed/internal/procfs"
 	"github.com/gpufeed/gpufeed/internal/sample"
 	"github.com/gpufeed/gpufeed/internal/scenario"
 	"github.com/gpufeed/gpufeed/internal/timeline"
-	"github.com/gpufeed/gpufeed/internal/triage"
 )
 
 // These tests run the real workloads of internal/scenario under the real
@@ -38,7 +38,7 @@ func observe(t *testing.T, pid int, window time.Duration) (*timeline.Timeline, f
 	if err != nil {
 		t.Fatal(err)
 	}
-	triage.EndOfWindow(t.Context(), triage.Config{FS: procfs.At("", "")}, tl, nil)
+	diagnose.EndOfWindow{FS: procfs.At("", "")}.Read(t.Context(), tl, nil)
 	return tl, frozen.Analyze(tl, nil)
 }
 

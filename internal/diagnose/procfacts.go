@@ -1,9 +1,4 @@
-// Package procfacts reads, once near the end of a window, the facts about a
-// job's processes that frozen-job triage needs and the per-tick sampler does
-// not keep: what the open descriptors are, what of CUDA and of the
-// collective-communication libraries each process maps or holds open, the
-// memory cgroup limit each lives under, and the sockets it listens on.
-package procfacts
+package diagnose
 
 import (
 	"errors"
@@ -13,18 +8,23 @@ import (
 	"github.com/gpufeed/gpufeed/internal/timeline"
 )
 
-// Counts says what Fill did.
-type Counts struct {
+// procFactsCounts says what fillProcFacts did.
+type procFactsCounts struct {
 	Read int // processes whose facts were read
 	Gone int // processes gone (or their pid reused) before they could be read
 }
 
-// Fill reads the facts of every process of tl not seen to exit, under
-// procRoot and sysRoot, stamping them with t (nanoseconds since
-// Meta.Started). A fact that may not be read is recorded in the process's
-// NotVisible map with the privilege that would show it.
-func Fill(fs procfs.FS, tl *timeline.Timeline, t int64) Counts {
-	var c Counts
+// fillProcFacts reads, once near the end of a window, the facts about a
+// job's processes that frozen-job judgement needs and the per-tick sampler
+// does not keep: what the open descriptors are, what of CUDA and of the
+// collective-communication libraries each process maps or holds open, the
+// memory cgroup limit each lives under, and the sockets it listens on. It
+// reads them for every process of tl not seen to exit, under fs, stamping
+// them with t (nanoseconds since Meta.Started). A fact that may not be read
+// is recorded in the process's NotVisible map with the privilege that would
+// show it.
+func fillProcFacts(fs procfs.FS, tl *timeline.Timeline, t int64) procFactsCounts {
+	var c procFactsCounts
 	keys := make([]timeline.ProcKey, 0, len(tl.Procs))
 	for k, p := range tl.Procs {
 		if !p.Exited {

@@ -1,4 +1,4 @@
-package procfacts
+package diagnose
 
 import (
 	"os"
@@ -10,7 +10,7 @@ import (
 	"github.com/gpufeed/gpufeed/internal/timeline"
 )
 
-func TestFillLive(t *testing.T) {
+func TestProcFactsLive(t *testing.T) {
 	cmd := exec.Command("sleep", "30")
 	if err := cmd.Start(); err != nil {
 		t.Skip(err)
@@ -27,7 +27,7 @@ func TestFillLive(t *testing.T) {
 		{PID: 1 << 30, StartTime: 5}:            {}, // gone
 		{PID: 2, StartTime: 1}:                  {Exited: true},
 	}}
-	c := Fill(procfs.At("", ""), tl, 42)
+	c := fillProcFacts(procfs.At("", ""), tl, 42)
 	if c.Read != 1 || c.Gone != 2 {
 		t.Errorf("counts %+v", c)
 	}

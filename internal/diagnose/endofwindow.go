@@ -1,10 +1,4 @@
-// Package triage reads, once at the end of a sampling window, what
-// frozen-job triage needs besides the samples: per-process facts (descriptor
-// kinds, CUDA use, memory cgroup limits), the kernel log over the job's life
-// and, when asked, the Python stacks of its processes. Everything read is
-// added to the timeline (and to its recording), so `gpufeed report` judges a
-// recording exactly as diagnose judged it live.
-package triage
+package diagnose
 
 import (
 	"context"
@@ -15,14 +9,19 @@ import (
 
 	"github.com/gpufeed/gpufeed/internal/judge/frozen"
 	"github.com/gpufeed/gpufeed/internal/kmsg"
-	"github.com/gpufeed/gpufeed/internal/probe/procfacts"
 	"github.com/gpufeed/gpufeed/internal/procfs"
 	"github.com/gpufeed/gpufeed/internal/profile/pyspy"
 	"github.com/gpufeed/gpufeed/internal/timeline"
 )
 
-// Config says where to read and what to add.
-type Config struct {
+// EndOfWindow reads, once at the end of a sampling window, what frozen-job
+// judgement needs besides the samples: per-process facts (descriptor kinds,
+// CUDA use, memory cgroup limits, listening sockets), the kernel log over
+// the job's life and, when asked, the Python stacks of its processes.
+// Everything read is added to the timeline (and to its recording), so
+// `gpufeed report` judges a recording exactly as diagnose judged it live.
+// It only reads: what is read is judged later, from the timeline.
+type EndOfWindow struct {
 	// FS is where /proc and /sys are read.
 	FS procfs.FS
 	// Kmsg reads the kernel log (its Since is set here from the job's age).
@@ -48,16 +47,16 @@ const DefaultMaxPyStacks = 16
 // maxDumpText bounds one dump kept in the timeline.
 const maxDumpText = 256 << 10
 
-// EndOfWindow adds the end-of-window facts and events to tl, writing the
-// events to rec when rec is not nil. What could not be read is recorded as
-// events too (frozen turns them into findings), so a recording judged later
-// says the same.
-func EndOfWindow(ctx context.Context, cfg Config, tl *timeline.Timeline, rec EventWriter) {
+// Read adds the end-of-window facts and events to tl, writing the events to
+// rec when rec is not nil. What could not be read is recorded as events too
+// (frozen-job judgement turns them into findings), so a recording judged
+// later says the same.
+func (cfg EndOfWindow) Read(ctx context.Context, tl *timeline.Timeline, rec EventWriter) {
 	var last int64
 	if n := len(tl.Ticks); n > 0 {
 		last = tl.Ticks[n-1].T
 	}
-	procfacts.Fill(cfg.FS, tl, last)
+	fillProcFacts(cfg.FS, tl, last)
 	add := func(e timeline.Event) {
 		tl.Events = append(tl.Events, e)
 		if rec != nil {
