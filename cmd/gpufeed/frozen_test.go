@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/gpufeed/gpufeed/internal/finding"
-	"github.com/gpufeed/gpufeed/internal/scenario"
+	"github.com/gpufeed/gpufeed/internal/testjob"
 )
 
 // TestDiagnoseFrozenJob runs the binary over a real hang (two processes each
@@ -18,8 +18,8 @@ import (
 // reports lead with the stalled verdict and say where each thread waits,
 // and the report of the recording equals the live one.
 func TestDiagnoseFrozenJob(t *testing.T) {
-	r, err := scenario.Start(t.Context(), scenario.PipeHang, nil)
-	if errors.Is(err, scenario.ErrUnavailable) {
+	r, err := testjob.Start(t.Context(), testjob.PipeHang, nil)
+	if errors.Is(err, testjob.ErrUnavailable) {
 		t.Skip(err)
 	}
 	if err != nil {
@@ -71,8 +71,8 @@ func TestDeadRankNamedAfterAttach(t *testing.T) {
 		{"reaped", false, "likely"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			o, err := scenario.StartOOMRanksWith(t.Context(), scenario.RanksOptions{Victim: 2, Rounds: 20, WaitInOrder: tc.inOrder, NoLocalWorldSize: true})
-			if errors.Is(err, scenario.ErrUnavailable) {
+			o, err := testjob.StartOOMRanksWith(t.Context(), testjob.RanksOptions{Victim: 2, Rounds: 20, WaitInOrder: tc.inOrder, NoLocalWorldSize: true})
+			if errors.Is(err, testjob.ErrUnavailable) {
 				t.Skip(err)
 			}
 			if err != nil {

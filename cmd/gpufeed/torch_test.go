@@ -17,7 +17,7 @@ import (
 
 	"github.com/gpufeed/gpufeed/internal/finding"
 	"github.com/gpufeed/gpufeed/internal/render"
-	"github.com/gpufeed/gpufeed/internal/scenario"
+	"github.com/gpufeed/gpufeed/internal/testjob"
 )
 
 // These tests run the binary over real PyTorch jobs: Debian's python3-torch
@@ -26,8 +26,8 @@ import (
 
 func requireTorch(t *testing.T) string {
 	t.Helper()
-	py, err := scenario.TorchPython()
-	if errors.Is(err, scenario.ErrUnavailable) {
+	py, err := testjob.TorchPython()
+	if errors.Is(err, testjob.ErrUnavailable) {
 		t.Skip(err)
 	}
 	if err != nil {
@@ -36,10 +36,10 @@ func requireTorch(t *testing.T) string {
 	return py
 }
 
-func startScenario(t *testing.T, w scenario.Workload, args ...string) *scenario.Run {
+func startScenario(t *testing.T, w testjob.Script, args ...string) *testjob.Run {
 	t.Helper()
-	r, err := scenario.Start(t.Context(), w, nil, args...)
-	if errors.Is(err, scenario.ErrUnavailable) {
+	r, err := testjob.Start(t.Context(), w, nil, args...)
+	if errors.Is(err, testjob.ErrUnavailable) {
 		t.Skip(err)
 	}
 	if err != nil {
@@ -49,7 +49,7 @@ func startScenario(t *testing.T, w scenario.Workload, args ...string) *scenario.
 	return r
 }
 
-func awaitEvent(t *testing.T, r *scenario.Run, event string, timeout time.Duration) scenario.Message {
+func awaitEvent(t *testing.T, r *testjob.Run, event string, timeout time.Duration) testjob.Message {
 	t.Helper()
 	m, err := r.Await(t.Context(), event, timeout)
 	if err != nil {
@@ -165,7 +165,7 @@ func checkGlooJob(t *testing.T, r render.Report, launcher int) {
 // gpufeed attaches to the launcher.
 func TestGlooRanksAttached(t *testing.T) {
 	requireTorch(t)
-	job := startScenario(t, scenario.TorchRanks, "--world", "3", "--hang", "1")
+	job := startScenario(t, testjob.TorchRanks, "--world", "3", "--hang", "1")
 	awaitEvent(t, job, "ranks", 30*time.Second)
 	awaitEvent(t, job, "hung", 120*time.Second)
 	for _, window := range []string{"3s", "4s"} {
@@ -181,10 +181,10 @@ func TestGlooRanksAttached(t *testing.T) {
 func TestGlooRanksLaunched(t *testing.T) {
 	py := requireTorch(t)
 	dir := t.TempDir()
-	if err := scenario.WriteScripts(dir); err != nil {
+	if err := testjob.WriteScripts(dir); err != nil {
 		t.Fatal(err)
 	}
-	script := filepath.Join(dir, string(scenario.TorchRanks))
+	script := filepath.Join(dir, string(testjob.TorchRanks))
 	r := diagnoseLaunched(t, 8*time.Second, py, "-u", script, "--world", "3", "--preexec-delay", "0.3")
 	checkGlooJob(t, r, r.Target.PID)
 }
@@ -233,19 +233,19 @@ func checkCOW(t *testing.T, r render.Report, storage string, trainer int) {
 func TestDataLoaderCopyOnWrite(t *testing.T) {
 	py := requireTorch(t)
 	dir := t.TempDir()
-	if err := scenario.WriteScripts(dir); err != nil {
+	if err := testjob.WriteScripts(dir); err != nil {
 		t.Fatal(err)
 	}
 	for _, storage := range []string{"list", "numpy"} {
 		t.Run(storage, func(t *testing.T) {
-			job := startScenario(t, scenario.TorchDataLoader, "--storage", storage, "--workers", "4", "--items", "3000000")
+			job := startScenario(t, testjob.TorchDataLoader, "--storage", storage, "--workers", "4", "--items", "3000000")
 			awaitEvent(t, job, "workers", 120*time.Second)
 			time.Sleep(2 * time.Second) // attach to a loader already running
 			for _, window := range []string{"4s", "5s"} {
 				checkCOW(t, diagnoseJSON(t, "--pid", strconv.Itoa(job.PID), "--duration", window), storage, job.PID)
 			}
 			job.Stop()
-			r := diagnoseLaunched(t, 20*time.Second, py, "-u", filepath.Join(dir, string(scenario.TorchDataLoader)),
+			r := diagnoseLaunched(t, 20*time.Second, py, "-u", filepath.Join(dir, string(testjob.TorchDataLoader)),
 				"--storage", storage, "--workers", "4", "--items", "3000000")
 			checkCOW(t, r, storage, r.Target.PID)
 		})

@@ -322,7 +322,7 @@ func TestTraceNotATrace(t *testing.T) {
 // generated trace from its real length to over 1000 s.
 func TestTraceNegativeTimestamp(t *testing.T) {
 	var buf bytes.Buffer
-	if _, err := tracegen.Generate(&buf, tracegen.Config{Scenario: tracegen.Sync, Steps: 3, Seed: 2, Rank: -1}); err != nil {
+	if _, err := tracegen.Generate(&buf, tracegen.Config{Pattern: tracegen.Sync, Steps: 3, Seed: 2, Rank: -1}); err != nil {
 		t.Fatal(err)
 	}
 	good := buf.String()
@@ -365,7 +365,7 @@ func TestTraceNegativeTimestamp(t *testing.T) {
 // verdict does not judge from them.
 func TestTraceSharedCorrelationIDs(t *testing.T) {
 	var buf bytes.Buffer
-	if _, err := tracegen.Generate(&buf, tracegen.Config{Scenario: tracegen.DataLoader, Steps: 3, Seed: 5, Rank: -1}); err != nil {
+	if _, err := tracegen.Generate(&buf, tracegen.Config{Pattern: tracegen.DataLoader, Steps: 3, Seed: 5, Rank: -1}); err != nil {
 		t.Fatal(err)
 	}
 	shared := regexp.MustCompile(`"correlation": ?\d+`).ReplaceAllString(buf.String(), `"correlation": 1`)

@@ -42,9 +42,9 @@ func want(t *testing.T, rs []Outcome, id, subject string, st Status) Outcome {
 	return r
 }
 
-// TestScenarios runs every check over the fixture trees and checks the
-// conclusions each scenario exists for, and that the rest stay quiet.
-func TestScenarios(t *testing.T) {
+// TestFixtureMachines runs every check over the fixture trees and checks the
+// conclusions each fixture machine exists for, and that the rest stay quiet.
+func TestFixtureMachines(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		pid    int

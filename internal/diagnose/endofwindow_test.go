@@ -13,11 +13,11 @@ import (
 	"github.com/gpufeed/gpufeed/internal/judge/frozen"
 	"github.com/gpufeed/gpufeed/internal/procfs"
 	"github.com/gpufeed/gpufeed/internal/sample"
-	"github.com/gpufeed/gpufeed/internal/scenario"
+	"github.com/gpufeed/gpufeed/internal/testjob"
 	"github.com/gpufeed/gpufeed/internal/timeline"
 )
 
-// These tests run the real workloads of internal/scenario under the real
+// These tests run the real jobs of internal/testjob under the real
 // sampler, add the end-of-window facts (kernel log, descriptor kinds, memory
 // limits) and check what frozen-job triage concludes.
 
@@ -42,10 +42,10 @@ func observe(t *testing.T, pid int, window time.Duration) (*timeline.Timeline, f
 	return tl, frozen.Analyze(tl, nil)
 }
 
-func start(t *testing.T, w scenario.Workload, env []string, args ...string) *scenario.Run {
+func start(t *testing.T, w testjob.Script, env []string, args ...string) *testjob.Run {
 	t.Helper()
-	r, err := scenario.Start(t.Context(), w, env, args...)
-	if errors.Is(err, scenario.ErrUnavailable) {
+	r, err := testjob.Start(t.Context(), w, env, args...)
+	if errors.Is(err, testjob.ErrUnavailable) {
 		t.Skip(err)
 	}
 	if err != nil {
@@ -55,7 +55,7 @@ func start(t *testing.T, w scenario.Workload, env []string, args ...string) *sce
 	return r
 }
 
-func await(t *testing.T, r *scenario.Run, event string) scenario.Message {
+func await(t *testing.T, r *testjob.Run, event string) testjob.Message {
 	t.Helper()
 	m, err := r.Await(t.Context(), event, 60*time.Second)
 	if err != nil {
@@ -108,8 +108,8 @@ func requireKernelLog(t *testing.T, tl *timeline.Timeline) {
 // TestOOMRankWhileWatched: gpufeed watches a three-rank job when rank 2 is
 // OOM-killed in its 64 MiB memory cgroup; ranks 0-1 then wait for it.
 func TestOOMRankWhileWatched(t *testing.T) {
-	o, err := scenario.StartRanks(t.Context(), 2, 150, "NCCL_ASYNC_ERROR_HANDLING=1")
-	if errors.Is(err, scenario.ErrUnavailable) {
+	o, err := testjob.StartRanks(t.Context(), 2, 150, "NCCL_ASYNC_ERROR_HANDLING=1")
+	if errors.Is(err, testjob.ErrUnavailable) {
 		t.Skip(err)
 	}
 	if err != nil {
@@ -159,8 +159,8 @@ func TestOOMRankWhileWatched(t *testing.T) {
 // TestOOMRankBeforeAttach: gpufeed attaches after rank 2 was killed; the
 // kernel log since the job started still names it.
 func TestOOMRankBeforeAttach(t *testing.T) {
-	o, err := scenario.StartOOMRanks(t.Context(), 2)
-	if errors.Is(err, scenario.ErrUnavailable) {
+	o, err := testjob.StartOOMRanks(t.Context(), 2)
+	if errors.Is(err, testjob.ErrUnavailable) {
 		t.Skip(err)
 	}
 	if err != nil {
@@ -185,7 +185,7 @@ func TestOOMRankBeforeAttach(t *testing.T) {
 func TestCOWObjectsVersusArray(t *testing.T) {
 	for _, storage := range []string{"objects", "array"} {
 		t.Run(storage, func(t *testing.T) {
-			r := start(t, scenario.COW, nil, "--storage", storage, "--workers", "2", "--items", "1500000", "--seconds", "8")
+			r := start(t, testjob.COW, nil, "--storage", storage, "--workers", "2", "--items", "1500000", "--seconds", "8")
 			m := await(t, r, "workers")
 			// a worker's first 3 s are its start-up: 6 s leave three readings over 3 s
 			_, res := observe(t, r.PID, 6*time.Second)
@@ -219,7 +219,7 @@ func TestCOWObjectsVersusArray(t *testing.T) {
 }
 
 func TestFDLeakTimeToExhaustion(t *testing.T) {
-	r := start(t, scenario.FDLeak, nil, "--soft", "400", "--rate", "25")
+	r := start(t, testjob.FDLeak, nil, "--soft", "400", "--rate", "25")
 	await(t, r, "limit")
 	_, res := observe(t, r.PID, 4*time.Second)
 	f := one(t, res, "fd-exhaustion")
@@ -230,7 +230,7 @@ func TestFDLeakTimeToExhaustion(t *testing.T) {
 }
 
 func TestPipeHangStalled(t *testing.T) {
-	r := start(t, scenario.PipeHang, nil)
+	r := start(t, testjob.PipeHang, nil)
 	await(t, r, "waiting")
 	_, res := observe(t, r.PID, 2500*time.Millisecond)
 	stalled(t, res)
@@ -246,7 +246,7 @@ func TestPipeHangStalled(t *testing.T) {
 }
 
 func TestFutexHangStalled(t *testing.T) {
-	r := start(t, scenario.FutexHang, nil, "--waiters", "3")
+	r := start(t, testjob.FutexHang, nil, "--waiters", "3")
 	await(t, r, "waiting")
 	_, res := observe(t, r.PID, 2500*time.Millisecond)
 	stalled(t, res)
@@ -264,7 +264,7 @@ func TestFutexHangStalled(t *testing.T) {
 }
 
 func TestGILThreads(t *testing.T) {
-	r := start(t, scenario.GILThreads, nil, "--threads", "3")
+	r := start(t, testjob.GILThreads, nil, "--threads", "3")
 	await(t, r, "spinning")
 	_, res := observe(t, r.PID, 3*time.Second)
 	f := one(t, res, "gil-contention")

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gpufeed/gpufeed/internal/scenario"
+	"github.com/gpufeed/gpufeed/internal/testjob"
 )
 
 // tree writes files under a temporary root.
@@ -90,8 +90,8 @@ func TestMemCgroupMalformedCgroupFile(t *testing.T) {
 // TestLiveMemoryCgroup reads the limit of a real process placed in a real
 // memory cgroup with a known limit.
 func TestMemCgroupLive(t *testing.T) {
-	cg, err := scenario.NewMemoryCgroup("gpufeed-memlimit-test-"+strconv.Itoa(os.Getpid()), 96<<20)
-	if errors.Is(err, scenario.ErrUnavailable) {
+	cg, err := testjob.NewMemoryCgroup("gpufeed-memlimit-test-"+strconv.Itoa(os.Getpid()), 96<<20)
+	if errors.Is(err, testjob.ErrUnavailable) {
 		t.Skip(err)
 	}
 	if err != nil {

@@ -13,7 +13,7 @@ import (
 //	go test ./internal/judge/tracejudge -run '^$' -bench Analyze -benchtime 5x
 func BenchmarkAnalyze(b *testing.B) {
 	var buf bytes.Buffer
-	truth, err := tracegen.Generate(&buf, tracegen.Config{Scenario: tracegen.Mixed, TargetBytes: 64 << 20, Seed: 1, Rank: 0, WorldSize: 1})
+	truth, err := tracegen.Generate(&buf, tracegen.Config{Pattern: tracegen.Mixed, TargetBytes: 64 << 20, Seed: 1, Rank: 0, WorldSize: 1})
 	if err != nil {
 		b.Fatal(err)
 	}

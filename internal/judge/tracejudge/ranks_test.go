@@ -17,7 +17,7 @@ func TestStraggler(t *testing.T) {
 	const late, delay = 2, int64(3_000_000)
 	var sums []tracejudge.RankSummary
 	for rank := range 4 {
-		cfg := tracegen.Config{Scenario: tracegen.Healthy, Steps: 6, Seed: 7, Rank: rank, WorldSize: 4,
+		cfg := tracegen.Config{Pattern: tracegen.Healthy, Steps: 6, Seed: 7, Rank: rank, WorldSize: 4,
 			AllReduceNs: 1_000_000, SlowestDelayNs: delay}
 		if rank == late {
 			cfg.StepDelayNs = delay

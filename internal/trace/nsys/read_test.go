@@ -16,10 +16,10 @@ import (
 )
 
 // generated returns a Kineto trace of the scenario, decoded.
-func generated(t testing.TB, sc tracegen.Scenario, steps int) *trace.Trace {
+func generated(t testing.TB, sc tracegen.Pattern, steps int) *trace.Trace {
 	t.Helper()
 	var buf bytes.Buffer
-	if _, err := tracegen.Generate(&buf, tracegen.Config{Scenario: sc, Steps: steps, Seed: 3, Rank: -1, NsResolution: true}); err != nil {
+	if _, err := tracegen.Generate(&buf, tracegen.Config{Pattern: sc, Steps: steps, Seed: 3, Rank: -1, NsResolution: true}); err != nil {
 		t.Fatal(err)
 	}
 	tr, err := kineto.Decode(&buf, "gen.json", kineto.Options{})
@@ -34,7 +34,7 @@ var current = fixtureOpts{metaTable: "META_DATA_EXPORT", version: "3.16.1"}
 // TestReadMatchesKineto writes the same events as a Kineto file and as an
 // Nsight export: both readers must lead to the same numbers and verdict.
 func TestReadMatchesKineto(t *testing.T) {
-	for _, sc := range []tracegen.Scenario{tracegen.Sync, tracegen.Pageable, tracegen.DataLoader, tracegen.Mixed} {
+	for _, sc := range []tracegen.Pattern{tracegen.Sync, tracegen.Pageable, tracegen.DataLoader, tracegen.Mixed} {
 		t.Run(string(sc), func(t *testing.T) {
 			kt := generated(t, sc, 5)
 			path := filepath.Join(t.TempDir(), "report.sqlite")
@@ -77,7 +77,7 @@ func TestReadMatchesKineto(t *testing.T) {
 // TestSQLSummariesMatchEvents checks the rule totals computed in SQL against
 // the same totals computed from the loaded events.
 func TestSQLSummariesMatchEvents(t *testing.T) {
-	for _, sc := range []tracegen.Scenario{tracegen.Sync, tracegen.Pageable, tracegen.Mixed} {
+	for _, sc := range []tracegen.Pattern{tracegen.Sync, tracegen.Pageable, tracegen.Mixed} {
 		kt := generated(t, sc, 5)
 		path := filepath.Join(t.TempDir(), "report.sqlite")
 		writeFixture(t, path, map[int64]*trace.Trace{4242: kt}, current)

@@ -1,4 +1,4 @@
-package scenario
+package testjob
 
 import (
 	"errors"
@@ -17,7 +17,7 @@ import (
 // These tests check that each workload really puts the machine in the state
 // it claims, reading /proc and the kernel log directly.
 
-func start(t *testing.T, w Workload, args ...string) *Run {
+func start(t *testing.T, w Script, args ...string) *Run {
 	t.Helper()
 	r, err := Start(t.Context(), w, nil, args...)
 	if errors.Is(err, ErrUnavailable) {

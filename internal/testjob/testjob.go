@@ -1,4 +1,4 @@
-// Package scenario runs workloads that really produce the situations gpufeed
+// Package testjob runs real jobs that really produce the situations gpufeed
 // must recognise: a rank OOM-killed in a memory cgroup while its peers wait,
 // copy-on-write growth in forked workers (and its absence with flat
 // storage), a file-descriptor leak toward a low limit, a hang on a pipe, a
@@ -6,13 +6,13 @@
 // python3-torch, a real DataLoader over a list or a numpy array and a real
 // torch.distributed (gloo) job.
 //
-// The workloads are Python scripts (standard library only, but for the torch
+// The jobs are Python scripts (standard library only, but for the torch
 // ones) embedded in this package; Start writes them to a temporary
-// directory and runs one. Each
-// script reports what it did as JSON lines on its standard output (pids,
-// ranks, phases), which Await reads. Tests of any package use these to put
-// the machine in a known state and check what gpufeed concludes.
-package scenario
+// directory and runs one. Each script reports what it did as JSON lines on
+// its standard output (pids, ranks, phases), which Await reads. Tests of any
+// package use these to put the machine in a known state and check what
+// gpufeed concludes. (The scenarios of gpufeed demo are internal/demo's.)
+package testjob
 
 import (
 	"bufio"
@@ -34,42 +34,42 @@ import (
 //go:embed py/*.py
 var scripts embed.FS
 
-// Workload names one embedded script.
-type Workload string
+// Script names one embedded job script.
+type Script string
 
 const (
 	// Ranks is a three-rank job passing values around a ring of pipes; with
 	// a memory cgroup (RanksOptions) one rank is OOM-killed and the others
 	// block in read().
-	Ranks Workload = "ranks.py"
+	Ranks Script = "ranks.py"
 	// COW forks workers that walk a dataset held by the parent
 	// (--storage objects|array, --start fork|spawn|forkserver).
-	COW Workload = "cow.py"
+	COW Script = "cow.py"
 	// FDLeak opens files, sockets and pipes at a steady rate under a lowered
 	// soft RLIMIT_NOFILE (--soft N --rate R).
-	FDLeak Workload = "fdleak.py"
+	FDLeak Script = "fdleak.py"
 	// PipeHang is two processes each blocked in read() on an empty pipe.
-	PipeHang Workload = "pipehang.py"
+	PipeHang Script = "pipehang.py"
 	// FutexHang is threads blocked on a lock held by a sleeping thread.
-	FutexHang Workload = "futexhang.py"
+	FutexHang Script = "futexhang.py"
 	// GILThreads is several threads running pure-Python loops.
-	GILThreads Workload = "gilthreads.py"
+	GILThreads Script = "gilthreads.py"
 
 	// TorchDataLoader is a real torch DataLoader whose forked workers read a
 	// dataset held as a Python list (--storage list: copy-on-write) or a
 	// numpy array (--storage numpy: flat). Runs under TorchPython.
-	TorchDataLoader Workload = "torch_dataloader.py"
+	TorchDataLoader Script = "torch_dataloader.py"
 	// TorchRanks is a real torch.distributed job on the CPU (gloo): a plain
 	// launcher runs its own command line once per rank (fork and exec, as
 	// srun starts tasks) with RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR and
 	// a free loopback MASTER_PORT; the ranks all_reduce in a loop, and with
 	// --hang R rank R deadlocks on a lock while the others wait in
 	// all_reduce. Runs under TorchPython.
-	TorchRanks Workload = "torch_ranks.py"
+	TorchRanks Script = "torch_ranks.py"
 )
 
 // needsTorch says a workload imports torch.
-func (w Workload) needsTorch() bool { return w == TorchDataLoader || w == TorchRanks }
+func (w Script) needsTorch() bool { return w == TorchDataLoader || w == TorchRanks }
 
 // DebianPython is Debian's own interpreter, the one python3-torch and
 // python3-numpy install into (the python3 on PATH may be another, pyenv's).
@@ -111,7 +111,7 @@ func lastLine(b []byte) string {
 
 // ErrUnavailable is wrapped when a workload cannot run on this machine (no
 // python3, not root, no cgroup v1 memory controller); tests skip on it.
-var ErrUnavailable = errors.New("scenario unavailable")
+var ErrUnavailable = errors.New("test job unavailable")
 
 // Python returns the python3 interpreter to run workloads with.
 func Python() (string, error) {
@@ -179,7 +179,7 @@ type Run struct {
 // Start runs a workload with the given arguments and extra environment
 // ("KEY=VALUE"). The workload runs in its own process group, so Stop ends
 // it and every process it started.
-func Start(ctx context.Context, w Workload, env []string, args ...string) (*Run, error) {
+func Start(ctx context.Context, w Script, env []string, args ...string) (*Run, error) {
 	py, err := Python()
 	if w.needsTorch() {
 		py, err = TorchPython()
@@ -187,7 +187,7 @@ func Start(ctx context.Context, w Workload, env []string, args ...string) (*Run,
 	if err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "gpufeed-scenario-")
+	dir, err := os.MkdirTemp("", "gpufeed-testjob-")
 	if err != nil {
 		return nil, err
 	}

@@ -1,4 +1,4 @@
-package scenario
+package testjob
 
 import (
 	"context"
@@ -74,7 +74,7 @@ func StartRanks(ctx context.Context, victim, rounds int, env ...string) (*OOMRan
 
 // StartRanksWith is StartRanks with options.
 func StartRanksWith(ctx context.Context, opt RanksOptions) (*OOMRanks, error) {
-	cg, err := NewMemoryCgroup("gpufeed-scenario-"+strconv.Itoa(os.Getpid())+"-"+strconv.FormatInt(time.Now().UnixNano(), 36), OOMRanksLimit)
+	cg, err := NewMemoryCgroup("gpufeed-testjob-"+strconv.Itoa(os.Getpid())+"-"+strconv.FormatInt(time.Now().UnixNano(), 36), OOMRanksLimit)
 	if err != nil {
 		return nil, err
 	}

@@ -1,4 +1,4 @@
-package scenario
+package testjob
 
 import (
 	"bufio"
@@ -17,7 +17,7 @@ type MemoryCgroup struct {
 	// Dir is its directory under /sys/fs/cgroup/memory.
 	Dir string
 	// Path is its path as the kernel names it in /proc/PID/cgroup and in
-	// OOM reports ("/a/b/gpufeed-scenario-123").
+	// OOM reports ("/a/b/gpufeed-testjob-123").
 	Path string
 }
 
