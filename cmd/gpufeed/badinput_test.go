@@ -211,7 +211,7 @@ func TestObserverIsNotPartOfTheJob(t *testing.T) {
 	}
 	script := `timeout 60 "$GPUFEED" diagnose --pid $$ --duration 1s --device none -o json; true`
 	cmd := exec.Command("bash", "-c", script)
-	cmd.Env = append(os.Environ(), "GPUFEED="+gpufeedBin)
+	cmd.Env = append(os.Environ(), "GPUFEED="+gpufeed(t))
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

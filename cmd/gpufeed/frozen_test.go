@@ -29,9 +29,8 @@ func TestDiagnoseFrozenJob(t *testing.T) {
 	if _, err := r.Await(t.Context(), "waiting", 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	bin := buildGpufeed(t)
 	rec := filepath.Join(t.TempDir(), "hang.gpufeed")
-	live, stderr, code := runGpufeed(t, bin, "diagnose", "--pid", strconv.Itoa(r.PID), "--duration", "2500ms", "--device", "none",
+	live, stderr, code := run(t, "diagnose", "--pid", strconv.Itoa(r.PID), "--duration", "2500ms", "--device", "none",
 		"--record", rec, "--py-stacks")
 	if code != 0 {
 		t.Fatalf("diagnose exited %d: %s", code, stderr)
@@ -45,7 +44,7 @@ func TestDiagnoseFrozenJob(t *testing.T) {
 			t.Errorf("the report lacks %q:\n%s", want, live)
 		}
 	}
-	replayed, stderr, code := runGpufeed(t, bin, "report", rec)
+	replayed, stderr, code := run(t, "report", rec)
 	if code != 0 {
 		t.Fatalf("report exited %d: %s", code, stderr)
 	}

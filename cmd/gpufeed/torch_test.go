@@ -81,7 +81,7 @@ func diagnoseLaunched(t *testing.T, window time.Duration, command ...string) ren
 	t.Helper()
 	args := append([]string{"diagnose", "--device", "none", "-o", "json", "--duration", window.String(), "--",
 		"sh", "-c", `exec "$@" >/dev/null 2>&1`, "sh"}, command...)
-	cmd := exec.Command(gpufeedBin, args...)
+	cmd := exec.Command(gpufeed(t), args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr

@@ -1,7 +1,6 @@
 package kmsg
 
 import (
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -9,10 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpufeed/gpufeed/internal/golden"
 	"github.com/gpufeed/gpufeed/internal/kernlog"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files under testdata/kmsg/golden")
 
 // fixtureEntries reads a fixture: raw kmsg records (.kmsg) or text lines.
 func fixtureEntries(t *testing.T, path string) []kernlog.Entry {
@@ -131,23 +129,7 @@ func TestFixturesGolden(t *testing.T) {
 				b.WriteString(describeKill(k))
 				b.WriteByte('\n')
 			}
-			golden := filepath.Join("testdata/kmsg/golden", strings.TrimSuffix(filepath.Base(f), filepath.Ext(f))+".golden")
-			if *update {
-				if err := os.MkdirAll(filepath.Dir(golden), 0o755); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(golden, []byte(b.String()), 0o644); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("%v (run go test -run TestFixturesGolden -update to create it)", err)
-			}
-			if got := b.String(); got != string(want) {
-				t.Errorf("%s: recognised events differ from %s\n--- got\n%s--- want\n%s", f, golden, got, want)
-			}
+			golden.Check(t, filepath.Join("testdata/kmsg/golden", strings.TrimSuffix(filepath.Base(f), filepath.Ext(f))+".golden"), b.String())
 		})
 	}
 }

@@ -1,9 +1,7 @@
 package tracejudge
 
 import (
-	"bytes"
 	"encoding/json"
-	"flag"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,10 +9,9 @@ import (
 
 	"github.com/gpufeed/gpufeed/internal/derive/tracestats"
 	"github.com/gpufeed/gpufeed/internal/finding"
+	"github.com/gpufeed/gpufeed/internal/golden"
 	"github.com/gpufeed/gpufeed/internal/trace/kineto"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files")
 
 // pinned is what the golden files hold for each real trace: our idle
 // breakdown per stream and temporal breakdown (exact nanoseconds), the
@@ -45,7 +42,7 @@ func TestGoldenRealTraces(t *testing.T) {
 	}
 	for _, f := range files {
 		rel, _ := filepath.Rel(root, f)
-		golden := filepath.Join(repoRoot, "testdata", "golden", "trace", strings.NewReplacer("/", "__", ".json.gz", ".json").Replace(rel))
+		goldenPath := filepath.Join(repoRoot, "testdata", "golden", "trace", strings.NewReplacer("/", "__", ".json.gz", ".json").Replace(rel))
 		tr, err := kineto.DecodeFile(f, kineto.Options{})
 		if err != nil {
 			t.Fatal(err)
@@ -58,20 +55,7 @@ func TestGoldenRealTraces(t *testing.T) {
 		}
 		got, _ := json.MarshalIndent(p, "", "  ")
 		got = append(got, '\n')
-		if *update {
-			os.MkdirAll(filepath.Dir(golden), 0o755)
-			if err := os.WriteFile(golden, got, 0o644); err != nil {
-				t.Fatal(err)
-			}
-			continue
-		}
-		want, err := os.ReadFile(golden)
-		if err != nil {
-			t.Fatalf("%s: %v (run go test -update)", rel, err)
-		}
-		if !bytes.Equal(got, want) {
-			t.Errorf("%s: result differs from %s (go test ./internal/judge/tracejudge -update to accept)\n got: %s", rel, golden, got)
-		}
+		golden.Check(t, goldenPath, string(got))
 		// Invariants any report must keep.
 		if r.Verdict.Class == "" || r.Verdict.Confidence < 0 || r.Verdict.Confidence > 1 {
 			t.Errorf("%s: bad verdict %+v", rel, r.Verdict)
