@@ -19,10 +19,14 @@ import (
 var Update = flag.Bool("update", false, "rewrite the golden files with the output the tests produce")
 
 // Check compares got with the golden file at path. With -update it writes
-// got there instead. A difference fails the test with a unified diff of
+// got there instead. Output that names an internal reference (a source
+// document, an issue, a repository path) fails either way. A difference fails the test with a unified diff of
 // the file against got; a missing file fails it saying how to create it.
 func Check(t testing.TB, path, got string) {
 	t.Helper()
+	for _, r := range InternalReferences(got) {
+		t.Errorf("%s: an internal reference no user can follow: %s", path, r)
+	}
 	if *Update {
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 			t.Fatal(err)

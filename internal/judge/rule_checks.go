@@ -4,7 +4,8 @@ import "github.com/gpufeed/gpufeed/internal/finding"
 
 func init() {
 	register(Rule{ID: "platform-checks", Title: "gpufeed check's warnings and failures for the target",
-		Seed: "issue 5 (gpufeed check)", Run: runChecks})
+		// Sources: the platform checks of gpufeed check, each with its own
+		Run: runChecks})
 }
 
 // measuredOverWindow lists check IDs whose fact diagnose measures itself

@@ -4,7 +4,8 @@ import "github.com/gpufeed/gpufeed/internal/finding"
 
 func init() {
 	register(Rule{ID: "frozen", Title: "Frozen-job triage and memory/limit findings (internal/judge/frozen)",
-		Seed: "004; 000 §5 (fork after CUDA init), §7 (COW)", Run: runFrozen})
+		// Sources: 004; 000 §5 (fork after CUDA init), §7 (COW)
+		Run: runFrozen})
 }
 
 // runFrozen returns frozen-job triage's findings: whether the job progresses

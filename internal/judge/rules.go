@@ -30,8 +30,6 @@ type Rule struct {
 	ID string
 	// Title says in a few words what it looks at.
 	Title string
-	// Seed is the seed section the rule comes from.
-	Seed string
 	// Run returns the rule's findings (none when it has nothing to say).
 	Run func(in *Input) []finding.Finding
 }

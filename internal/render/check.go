@@ -168,7 +168,6 @@ func writeDetailed(b *strings.Builder, r finding.CheckOutcome) {
 	if r.Need != "" {
 		fmt.Fprintf(b, "      needs: %s\n", Clean(r.Need))
 	}
-	fmt.Fprintf(b, "      seed: %s\n", r.Seed)
 }
 
 func evidenceLine(ev finding.Evidence) string {

@@ -121,9 +121,6 @@ func (t *textWriter) finding(f finding.Finding, mark string) {
 	if f.Decision != "" {
 		t.printf("      change: %s\n", Clean(f.Decision))
 	}
-	if f.Seed != "" {
-		t.printf("      seed: %s\n", Clean(f.Seed))
-	}
 }
 
 func evidence(e finding.Evidence) string {

@@ -182,8 +182,7 @@ func cowFindings(v *view, a *derive.View, groups []WorkerGroup) []finding.Findin
 		sort.Slice(grows, func(i, j int) bool { return grows[i].PID < grows[j].PID })
 		name := v.procName(g.Parent)
 		excess := max(0, held-float64(len(all))*baseline)
-		f := finding.Finding{ID: "worker-cow-growth", Severity: finding.Warning, Subject: name,
-			Seed: "000 §5 (COW drill: list of objects vs flat storage)"}
+		f := finding.Finding{ID: "worker-cow-growth", Severity: finding.Warning, Subject: name} // Sources: 000 §5 (COW drill: list of objects vs flat storage)
 		for _, gr := range grows {
 			f.Evidence = append(f.Evidence, finding.Evidence{What: fmt.Sprintf("unique memory (USS) of worker pid %d: %s -> %s", gr.PID, fmtBytes(float64(gr.USSFirst)), fmtBytes(float64(gr.USSLast))),
 				Value: round(gr.USSRate/(1<<20), 2), Unit: "MiB/s", Window: fmt.Sprintf("least-squares slope of %d samples over %s", gr.Samples, fmtSeconds(gr.Span)), Source: "/proc/" + strconv.Itoa(gr.PID) + "/smaps_rollup (Private_*)"})

@@ -52,7 +52,8 @@ func fdFindings(v *view, a *derive.View) []finding.Finding {
 			continue
 		}
 		name := v.procName(pid)
-		f := finding.Finding{ID: "fd-exhaustion", Severity: finding.Warning, Subject: name, Seed: "004 (File descriptor exhaustion)"}
+		// Sources: 004 (File descriptor exhaustion)
+		f := finding.Finding{ID: "fd-exhaustion", Severity: finding.Warning, Subject: name}
 		f.Evidence = []finding.Evidence{
 			{What: "open file descriptors", Value: current, Window: "at the end of the window", Source: "/proc/" + strconv.Itoa(pid) + "/fd"},
 			{What: "soft limit (RLIMIT_NOFILE)", Value: soft, Source: "/proc/" + strconv.Itoa(pid) + "/limits"},

@@ -44,7 +44,8 @@ func gilFindings(v *view, cpus map[int]*threadCPU) []finding.Finding {
 		}
 		sort.SliceStable(busy, func(i, j int) bool { return busy[i].RunNS > busy[j].RunNS })
 		name := v.procName(pid)
-		f := finding.Finding{ID: "gil-contention", Severity: finding.Warning, Subject: name, Seed: "004 (The GIL); 000 §3",
+		// Sources: 004 (The GIL); 000 §3
+		f := finding.Finding{ID: "gil-contention", Severity: finding.Warning, Subject: name,
 			Claim: fmt.Sprintf("%s shows GIL contention: %d busy Python threads ran %.2f cores together and wanted only %.2f CPUs (threads free of the GIL would want %d): one runs Python at a time",
 				name, len(busy), run, demand, len(busy)),
 			Decision: "Find the thread holding the GIL (`py-spy top --pid " + strconv.Itoa(pid) + " --gil`, or `gpufeed diagnose --py-stacks`), then move its CPU work out of Python threads: into DataLoader worker processes, or into calls that release the GIL (NumPy, torch operations on whole tensors)."}

@@ -49,7 +49,7 @@ func stalledFinding(v *view, p Progress) finding.Finding {
 			p.Threads, p.CPUCores*100, io, gpu, fmtSeconds(p.Span)+sinceText(p)),
 		Evidence: ev,
 		Decision: "Nothing moves, so profiling cannot help: read the findings that follow (a member that died, where each thread waits). A frozen job is usually a dead rank whose peers wait in a collective forever: check the kernel log for kills (`dmesg -T | grep -i 'killed process'`), and set TORCH_NCCL_ASYNC_ERROR_HANDLING so survivors fail loudly next time.",
-		Seed:     "004 (The OOM killer; The NCCL hang)",
+		// Sources: 004 (The OOM killer; The NCCL hang)
 		Supports: finding.Stalled,
 		Subject:  "job",
 	}

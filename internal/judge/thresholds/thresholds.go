@@ -167,7 +167,7 @@ const (
 	// Anchor: HTA get_idle_time_breakdown consecutive_kernel_delay (30 us).
 	ConsecutiveKernelDelay = 30 * time.Microsecond
 	// SyncsPerStepMax: more host synchronisations per training step than
-	// this is "over and over" (issue 4's sync-bound): a well-written loop
+	// this is synchronising "over and over" (sync-bound): a well-written loop
 	// needs at most one (reading the loss) per step.
 	SyncsPerStepMax = 2
 	// TooLittleWorkBlocksPerSM: kernels that give each SM less than one

@@ -101,7 +101,7 @@ func buildFindings(r *RankReport, sh Shares, v *vocab) ([]finding.Finding, map[s
 				ctx.ev("GPU-side wait idle (launched in time, started late)", ms(b[tracestats.CauseGPUWait]), "ms", ""),
 				ctx.ev("launch latency idle", ms(b[tracestats.CauseLaunchLatency]), "ms", ""),
 			},
-			Seed: "002 Task 1",
+			// Sources: 002 Task 1
 		})
 	}
 
@@ -116,7 +116,7 @@ func buildFindings(r *RankReport, sh Shares, v *vocab) ([]finding.Finding, map[s
 				ctx.ev("non-compute share (copies, memsets, communication)", tb.Pct(tb.NonComputeNs), "%", v.nonComputeEvents()),
 			},
 			Decision: "Look at kernel efficiency (Nsight Compute), precision and batch size, and at GPU clocks and throttling (gpufeed check).",
-			Seed:     "002 Checklist E",
+			// Sources: 002 Checklist E
 			Supports: finding.GPUBound,
 		})
 	}
@@ -131,7 +131,7 @@ func buildFindings(r *RankReport, sh Shares, v *vocab) ([]finding.Finding, map[s
 				ctx.ev("idle while the launching thread waited in DataLoader __next__", ms(b[tracestats.CauseDataLoader]), "ms", "enumerate(DataLoader)#…__next__"),
 			},
 			Decision: "Feed the loader faster: raise DataLoader num_workers (until cores or storage saturate), persistent_workers=True, prefetch_factor, pin_memory=True; cache decoded samples. A trace cannot tell CPU preprocessing from storage reads: run gpufeed diagnose live to see which.",
-			Seed:     "002 Checklist C; FAQ 2",
+			// Sources: 002 Checklist C; FAQ 2
 			Supports: finding.Preprocessing,
 		})
 	}
@@ -148,7 +148,7 @@ func buildFindings(r *RankReport, sh Shares, v *vocab) ([]finding.Finding, map[s
 				ctx.ev("steps measured", float64(n), "", "ProfilerStep#N"),
 			},
 			Decision: "More DataLoader workers, prefetching and pinned memory; overlap loading with the previous step.",
-			Seed:     "002 Checklist C",
+			// Sources: 002 Checklist C
 			Supports: finding.Preprocessing,
 		})
 	}
@@ -168,7 +168,7 @@ func buildFindings(r *RankReport, sh Shares, v *vocab) ([]finding.Finding, map[s
 				ctx.ev("gaps that began inside a sync", float64(at.AfterSyncGaps), "", ""),
 			},
 			Decision: "Remove per-step host synchronisations: no .item(), .cpu(), print(tensor) or torch.cuda.synchronize() in the hot loop; accumulate metrics on the GPU and read them every N steps; copy results with non_blocking=True into pinned memory.",
-			Seed:     "002 symptom 1; Checklist B step 3",
+			// Sources: 002 symptom 1; Checklist B step 3
 			Supports: finding.SyncBound,
 		})
 	}
@@ -195,7 +195,7 @@ func buildFindings(r *RankReport, sh Shares, v *vocab) ([]finding.Finding, map[s
 		add(finding.Finding{
 			ID: "sync-calls", Severity: sevc, Claim: claim, Evidence: ev,
 			Decision: fmt.Sprintf("Use events (%s) to order streams instead of blocking the host; keep at most one sync per step.", v.call(trace.StreamWaitEvent)),
-			Seed:     "002 Checklist B step 3",
+			// Sources: 002 Checklist B step 3
 			Supports: finding.SyncBound,
 		})
 	}
@@ -209,7 +209,7 @@ func buildFindings(r *RankReport, sh Shares, v *vocab) ([]finding.Finding, map[s
 				ctx.ev("bytes copied", float64(c.Bytes), "B", v.copyEvents()),
 			},
 			Decision: fmt.Sprintf("Use %s from pinned memory (tensor.to(device, non_blocking=True) on pinned tensors).", v.call(trace.MemcpyAsync)),
-			Seed:     "002 symptom 4",
+			// Sources: 002 symptom 4
 			Supports: finding.SyncBound,
 		})
 	}
@@ -239,7 +239,7 @@ func buildFindings(r *RankReport, sh Shares, v *vocab) ([]finding.Finding, map[s
 				ctx.ev("GPU idle while the launching thread was inside them", ms(b[tracestats.CausePageableCopy]), "ms", ""),
 			},
 			Decision: "Pin host memory: DataLoader(pin_memory=True) or tensor.pin_memory(), then .to(device, non_blocking=True); keep results on the GPU instead of copying them back to pageable tensors.",
-			Seed:     "002 symptom 4; FAQ 5",
+			// Sources: 002 symptom 4; FAQ 5
 			Supports: finding.TransferBound,
 		})
 	}
@@ -251,7 +251,7 @@ func buildFindings(r *RankReport, sh Shares, v *vocab) ([]finding.Finding, map[s
 				ctx.ev("host-device copy time as share of GPU busy time", sh.CopyBusyPct, "%", v.copyOps()),
 			},
 			Decision: "Move less data: keep tensors on the GPU, copy once per batch, use pinned memory and overlap copies with compute on a side stream; check the PCIe link (gpufeed check).",
-			Seed:     "002 symptom 4",
+			// Sources: 002 symptom 4
 			Supports: finding.TransferBound,
 		})
 	}
@@ -285,7 +285,7 @@ func buildFindings(r *RankReport, sh Shares, v *vocab) ([]finding.Finding, map[s
 			Claim:    fmt.Sprintf("The CPU cannot launch fast enough: %.1f %% of the time the GPU was idle while the launching thread was busy in operators and launch calls.", sh.Submission),
 			Evidence: ev,
 			Decision: v.launchAdvice(),
-			Seed:     "002 Checklist B; Task 12; symptom 3",
+			// Sources: 002 Checklist B; Task 12; symptom 3
 			Supports: finding.SubmissionBound,
 		})
 	}
@@ -329,7 +329,7 @@ func buildFindings(r *RankReport, sh Shares, v *vocab) ([]finding.Finding, map[s
 				ctx.ev("GPU time of those operations", ms(l.ShortKernelGPUNs), "ms", v.kernelEvents()),
 			},
 			Decision: "Fuse tiny kernels or batch the work so each launch carries more.",
-			Seed:     "002 Task 12",
+			// Sources: 002 Task 12
 			Supports: finding.SubmissionBound,
 		})
 	}
@@ -347,7 +347,7 @@ func buildFindings(r *RankReport, sh Shares, v *vocab) ([]finding.Finding, map[s
 				ctx.ev("p95 launch call", l.RuntimeUs.P95, "us", ""),
 			},
 			Decision: "Slow launch calls come from a descheduled launch thread, driver contention or allocation inside the call: pin the launch thread and check it with gpufeed diagnose.",
-			Seed:     "000 §7",
+			// Sources: 000 §7
 			Supports: finding.SubmissionBound,
 		})
 	}
@@ -425,8 +425,8 @@ func buildFindings(r *RankReport, sh Shares, v *vocab) ([]finding.Finding, map[s
 			Evidence: []finding.Evidence{
 				ctx.ev("kernel time in kernels with blocks per SM below 1", sh.SmallKernelPct, "%", "kernel args \"blocks per SM\""),
 			},
-			Decision: "Bigger batches or fused kernels; for latency-bound inference accept it (seed 002 FAQ 1).",
-			Seed:     "002 symptom 8",
+			Decision: "Bigger batches or fused kernels; for latency-bound inference accept it.",
+			// Sources: 002 symptom 8
 			Supports: finding.TooLittleWork,
 		})
 	}

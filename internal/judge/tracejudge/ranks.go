@@ -224,7 +224,7 @@ func CompareRanks(ranks []RankSummary) MultiRank {
 					{What: "median step start lag behind the earliest rank", Value: float64(s.MedianStepStartLagNs) / 1e3, Unit: "us", Window: "per ProfilerStep (assumes aligned host clocks)", Source: src + ": ProfilerStep#N"},
 				},
 				Decision: fmt.Sprintf("Check that the hosts' clocks agree (chrony/NTP); if they do, find what delays rank %d between steps: its own verdict (%s) says what it waits for.", s.Rank, r0class(m.Ranks, s.Rank)),
-				Seed:     "004 NCCL hangs",
+				// Sources: 004 NCCL hangs
 			})
 			continue
 		}
@@ -240,7 +240,7 @@ func CompareRanks(ranks []RankSummary) MultiRank {
 				{What: "median step start lag behind the earliest rank", Value: float64(s.MedianStepStartLagNs) / 1e3, Unit: "us", Window: "per ProfilerStep (assumes aligned host clocks)", Source: src + ": ProfilerStep#N"},
 			},
 			Decision: fmt.Sprintf("Find what slows rank %d before its collectives: its own verdict (%s) says what it waits for; check its host (gpufeed diagnose there) for a slower input pipeline, a throttled GPU or a noisy neighbour.", s.Rank, r0class(m.Ranks, s.Rank)),
-			Seed:     "004 NCCL hangs",
+			// Sources: 004 NCCL hangs
 		})
 	}
 	return m

@@ -14,8 +14,8 @@ const (
 	NsightLowUseChunks = 30
 )
 
-// Below these, a trace is too short for a verdict (issue 4: "inconclusive,
-// with what would make it conclusive (too short a window)"): a handful of
+// Below these, a trace is too short for a verdict (inconclusive,
+// saying that a longer trace would make it conclusive): a handful of
 // operations or a millisecond of activity shows an accident, not a pattern.
 const (
 	MinGPUOps = 10
