@@ -362,7 +362,7 @@ func (p *printer) nsight(r *tracejudge.RankReport) {
 	for _, g := range ru.Gaps[:min(5, len(ru.Gaps))] {
 		p.line("    device %d: %.3f ms at +%.3f ms", g.Device, nsToMS(g.DurNs), nsToMS(g.StartNs-r.Scope.StartNs))
 	}
-	p.line("  low-use windows (< %.0f %% GPU time, %d chunks): %d", ru.LowUsePct, tracejudge.NsightLowUseChunks, len(ru.LowUse))
+	p.line("  low-use windows (< %.0f %% GPU time, %d chunks): %d", ru.LowUsePct, thresholds.NsightLowUseChunks, len(ru.LowUse))
 	for _, w := range ru.LowUse[:min(5, len(ru.LowUse))] {
 		p.line("    device %d: %.3f ms at +%.3f ms, %.1f %% in use", w.Device, nsToMS(w.DurNs), nsToMS(w.StartNs-r.Scope.StartNs), w.UsePct)
 	}

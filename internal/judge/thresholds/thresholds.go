@@ -178,3 +178,44 @@ const (
 	// kernel time runs such under-filled kernels.
 	TooLittleWorkKernelTimePct = 50.0
 )
+
+// Trace judgement: the Nsight Systems rules it reproduces, the least a
+// trace must hold for a verdict, and how much evidence makes one sure.
+const (
+	// NsightGapThresholdNs is the smallest GPU idle gap the gaps rule lists.
+	// Anchor: Nsight Systems' gpu_gaps rule default (gap=500 ms).
+	NsightGapThresholdNs = int64(500e6)
+	// NsightLowUsePct and NsightLowUseChunks: the low-use rule splits each
+	// device's active span into equal chunks and lists those whose GPU time
+	// is below the percentage. Anchor: Nsight Systems' gpu_time_util rule
+	// defaults (threshold=50, chunks=30).
+	NsightLowUsePct    = 50.0
+	NsightLowUseChunks = 30
+
+	// CopiesDominatePct: host-device copies filling at least half the GPU's
+	// busy time make the job transfer-bound even without idle time (copy
+	// engines busy while the SMs wait).
+	CopiesDominatePct = 50.0
+
+	// TraceMinGPUOps and TraceMinSpanNs: below these a trace is too short
+	// for a verdict (inconclusive, saying that a longer trace would make it
+	// conclusive): a handful of operations or a millisecond of activity
+	// shows an accident, not a pattern.
+	TraceMinGPUOps = 10
+	TraceMinSpanNs = int64(1e6)
+
+	// The evidence a trace verdict needs before its confidence is full. A
+	// cause seen in TraceEvidenceFullGaps comparable gaps, spread over
+	// TraceEvidenceFullSteps steps, in TraceEvidenceFullSpanNs of GPU
+	// activity is a pattern; below, each term scales down (gaps and steps
+	// linearly, time logarithmically from TraceMinSpanNs), and the smallest
+	// term bounds the confidence. Two steps is what the profiling schedule
+	// the reports recommend (wait=1, warmup=1, active=3) leaves once the
+	// last step, in which the profiler stops, is dropped. Below
+	// TraceEvidenceMin the verdict is inconclusive: the leading cause is
+	// named, not concluded.
+	TraceEvidenceFullGaps   = 5.0
+	TraceEvidenceFullSteps  = 2.0
+	TraceEvidenceFullSpanNs = int64(100e6)
+	TraceEvidenceMin        = 0.3
+)
