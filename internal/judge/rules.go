@@ -56,20 +56,7 @@ func Judge(tl *timeline.Timeline, a *derive.View) (*finding.Verdict, []finding.F
 	}
 	v := Classify(in, fs)
 	fs = settle(v, fs)
-	because := map[string]int{}
-	for i, id := range v.Because {
-		because[id] = i + 1
-	}
-	sort.SliceStable(fs, func(i, j int) bool {
-		bi, bj := because[fs[i].ID], because[fs[j].ID]
-		switch {
-		case bi != 0 && bj != 0:
-			return bi < bj
-		case bi != 0 || bj != 0:
-			return bi != 0
-		}
-		return fs[i].Severity > fs[j].Severity
-	})
+	finding.VerdictFirst(&v, fs)
 	return &v, fs
 }
 

@@ -116,5 +116,6 @@ func Analyze(t *trace.Trace, opt Options) *RankReport {
 	vo := newVocab(t, d.InScope)
 	r.Findings, byID = judgeRules(r, r.Shares, vo)
 	r.Verdict, r.Confidence = decide(r.Shares, r.Scope.GPUOps, r.Attribution.SpanNs, byID, ev, vo)
+	finding.VerdictFirst(&r.Verdict, r.Findings)
 	return r
 }
