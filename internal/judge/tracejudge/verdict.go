@@ -149,22 +149,22 @@ func decideClass(sh Shares, ops int, spanNs int64, byID map[string]*finding.Find
 	}
 	if sh.IdlePct < thresholds.GPUBoundIdleMaxPct && sh.Transfer < thresholds.ModerateSharePct {
 		if sh.SmallKernelPct >= thresholds.TooLittleWorkKernelTimePct {
-			return verdictFor(finding.TooLittleWork, math.Min(0.5+0.4*sh.SmallKernelPct/100, 0.9), byID, "small-kernels",
+			return verdictFor(finding.TooLittleWork, math.Min(0.5+0.4*sh.SmallKernelPct/100, 0.9), byID, CauseID[finding.TooLittleWork],
 					fmt.Sprintf("The GPU is busy %.0f %% of the time, but %.0f %% of kernel time runs kernels with fewer thread blocks than SMs: too little parallel work per kernel.", 100-sh.IdlePct, sh.SmallKernelPct),
 					"Give each kernel more work: a bigger batch, fused operations (torch.compile), fewer tiny per-sample kernels."),
 				fmt.Sprintf("%.0f %% of kernel time in kernels with fewer thread blocks than SMs", sh.SmallKernelPct)
 		}
 		conf := 0.6 + 0.4*(1-sh.IdlePct/thresholds.GPUBoundIdleMaxPct)
-		return verdictFor(finding.GPUBound, conf, byID, "gpu-bound",
+		return verdictFor(finding.GPUBound, conf, byID, CauseID[finding.GPUBound],
 				fmt.Sprintf("The GPU is busy %.1f %% of the time: the CPU keeps it fed.", 100-sh.IdlePct),
 				"The CPU is not the problem: look at kernel efficiency (Nsight Compute), precision and batch size, and at GPU clocks and throttling."),
 			fmt.Sprintf("idle %.1f %% of the span, below %.0f %%", sh.IdlePct, thresholds.GPUBoundIdleMaxPct)
 	}
 	cands := []candidate{
-		{finding.Preprocessing, sh.Input, "host-wait-dataloader"},
-		{finding.SyncBound, sh.Sync, "host-wait-sync"},
-		{finding.TransferBound, sh.Transfer, "pageable-copies"},
-		{finding.SubmissionBound, sh.Submission, "host-wait-submission"},
+		{finding.Preprocessing, sh.Input, CauseID[finding.Preprocessing]},
+		{finding.SyncBound, sh.Sync, CauseID[finding.SyncBound]},
+		{finding.TransferBound, sh.Transfer, CauseID[finding.TransferBound]},
+		{finding.SubmissionBound, sh.Submission, CauseID[finding.SubmissionBound]},
 	}
 	slices.SortStableFunc(cands, func(a, b candidate) int {
 		switch {
@@ -250,4 +250,23 @@ var supporting = map[finding.Class][]string{
 	finding.TransferBound:   {"copies-dominate"},
 	finding.Preprocessing:   {"input-bound-steps"},
 	finding.GPUBound:        {"launch-queue-full"},
+}
+
+// CauseID is, for each class a trace can conclude, the ID of the finding
+// that states it. Where the cause is the one a live rule finds, the ID is
+// the live one (internal/judge's CauseID): the launch thread waiting on the
+// GPU, the launch thread with no time left, copies filling the GPU's time,
+// too little work, a busy GPU. Two differ because a trace sees a narrower
+// or a different thing: host-wait-dataloader is a wait in DataLoader
+// __next__ that a trace cannot split into CPU preprocessing and storage
+// reads (live: input-pipeline-busy, input-waits-on-storage), and
+// pageable-copies is a copy from pageable memory, which only a trace shows
+// (copies-dominate, the live transfer cause, is its fallback).
+var CauseID = map[finding.Class]string{
+	finding.Preprocessing:   "host-wait-dataloader",
+	finding.SyncBound:       "launch-thread-waits-on-gpu",
+	finding.TransferBound:   "pageable-copies",
+	finding.SubmissionBound: "launch-thread-saturated",
+	finding.TooLittleWork:   "gpu-underfed",
+	finding.GPUBound:        "gpu-busy",
 }
