@@ -26,7 +26,7 @@ var internalReferences = []internalReference{
 	{"a checklist", regexp.MustCompile(`(?i)\bchecklist\b`)},
 	{"an FAQ or symptom-table entry", regexp.MustCompile(`\b(FAQ|symptom) \d`)},
 	{"an issue number", regexp.MustCompile(`(?i)\bissue #?\d`)},
-	{"a repository path", regexp.MustCompile(`\bdocs/|\binternal/[a-z]`)},
+	{"a repository path", regexp.MustCompile("(^|[\\s(\"',`\\[])(docs|internal)/[A-Za-z]")},
 }
 
 // InternalReferences returns, line by line, every internal reference in

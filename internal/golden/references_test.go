@@ -68,7 +68,7 @@ func TestInternalReferencesFound(t *testing.T) {
 	}
 	for _, s := range []string{
 		"GPU 0000:81:00.0", "0.002 s", "p95 launch call: 1.002 ms", "1002 retransmissions", "tasks blocked", "the checking thread",
-		"/proc/27431/task/27431/schedstat", "2026-12-01 11:28:00.002 UTC",
+		"/proc/27431/task/27431/schedstat", "2026-12-01 11:28:00.002 UTC", "https://pytorch.org/docs/stable/data.html",
 	} {
 		if r := InternalReferences(s); len(r) != 0 {
 			t.Errorf("%q: false positive %v", s, r)

@@ -11,7 +11,7 @@ import (
 func init() {
 	register(Rule{ID: "gpu-clocks", Title: "GPU clocks: dropping between bursts, or low under load",
 		// Sources: 002 Task 1, Task 11, erreur courante 5
-		Run: runClocks})
+		Run: runClocks, Emits: []string{"gpu-clocks-drop-between-bursts", "gpu-clocks-low-under-load"}})
 }
 
 // runClocks reads each used GPU's SM clock per interval against its maximum:

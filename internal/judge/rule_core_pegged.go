@@ -12,7 +12,7 @@ import (
 func init() {
 	register(Rule{ID: "one-core-pegged", Title: "One CPU saturated while the others idle, by the job's own threads (or by a neighbour)",
 		// Sources: 002 Task 6, erreur courante 3
-		Run: runCorePegged})
+		Run: runCorePegged, Emits: []string{"one-core-pegged", "core-pegged-by-neighbour"}})
 }
 
 // runCorePegged: the busiest CPU was at least PeggedCorePct busy on average

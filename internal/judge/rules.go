@@ -17,10 +17,12 @@
 package judge
 
 import (
+	_ "embed"
 	"sort"
 
 	"github.com/gpufeed/gpufeed/internal/derive"
 	"github.com/gpufeed/gpufeed/internal/finding"
+	"github.com/gpufeed/gpufeed/internal/judge/frozen"
 	"github.com/gpufeed/gpufeed/internal/timeline"
 )
 
@@ -32,6 +34,33 @@ type Rule struct {
 	Title string
 	// Run returns the rule's findings (none when it has nothing to say).
 	Run func(in *Input) []finding.Finding
+	// Emits lists the finding IDs the rule's findings carry; nil means
+	// just ID. Every one is explained (Docs).
+	Emits []string
+	// EmitsChecks: the rule's findings are gpufeed check's outcomes,
+	// carrying the checks' IDs.
+	EmitsChecks bool
+}
+
+// IDs returns the finding IDs a rule's findings carry (none for the
+// platform checks' rule: those are the checks').
+func (r Rule) IDs() []string {
+	switch {
+	case r.EmitsChecks:
+		return nil
+	case r.Emits != nil:
+		return r.Emits
+	}
+	return []string{r.ID}
+}
+
+//go:embed explain.txt
+var explainText string
+
+// Docs explains every finding ID the live rules emit (frozen-job triage's
+// too), and those trace findings whose cause is a live one's.
+func Docs() []finding.Doc {
+	return append(finding.MustParseDocs("internal/judge/explain.txt", explainText), frozen.Docs()...)
 }
 
 var registry []Rule

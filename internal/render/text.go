@@ -31,6 +31,7 @@ func Text(w io.Writer, r *Report) error {
 		}
 	}
 	tw.facts(r)
+	tw.printf("\n%s\n", ExplainHint)
 	return tw.err
 }
 

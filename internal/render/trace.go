@@ -97,6 +97,8 @@ func TraceText(w io.Writer, res TraceResult) error {
 			p.line("  %s: %s", Clean(s.File), Clean(s.Reason))
 		}
 	}
+	p.line("")
+	p.line("%s", ExplainHint)
 	return p.err
 }
 

@@ -214,7 +214,7 @@ func CompareRanks(ranks []RankSummary) MultiRank {
 		src := filepath.Base(m.Ranks[slices.IndexFunc(m.Ranks, func(r RankSummary) bool { return r.Rank == s.Rank })].Source)
 		if s.ByStepStart {
 			m.Findings = append(m.Findings, finding.Finding{
-				ID:       "straggler-rank",
+				ID:       StragglerID,
 				Severity: finding.Warning,
 				Subject:  fmt.Sprintf("rank %d", s.Rank),
 				Claim: fmt.Sprintf("Rank %d starts its steps late: last in %d of %d steps, a median %.2f ms after the first rank (no collectives to compare; this assumes the hosts' clocks agree).",
@@ -229,7 +229,7 @@ func CompareRanks(ranks []RankSummary) MultiRank {
 			continue
 		}
 		m.Findings = append(m.Findings, finding.Finding{
-			ID:       "straggler-rank",
+			ID:       StragglerID,
 			Severity: finding.Warning,
 			Subject:  fmt.Sprintf("rank %d", s.Rank),
 			Claim: fmt.Sprintf("Rank %d enters collectives late: last in %d of %d, a median %.2f ms after the first rank; every other rank waits for it.",
