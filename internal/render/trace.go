@@ -377,7 +377,7 @@ func (p *printer) multi(m *tracejudge.MultiRank) {
 		p.line("  %-6d %-20s %6.2f %10.1f %10.1f %10.1f %10.3f  %s", r.Rank, r.Verdict.Class, r.Verdict.Confidence, r.Shares.IdlePct, r.Shares.Input, r.Shares.Sync, nsToMS(r.StepMedianNs), Clean(filepath.Base(r.Source)))
 	}
 	if len(m.Stragglers) == 0 {
-		p.line("  no straggler: no rank enters collectives late by %.0f %% of the median step time", tracejudge.StragglerLagPct)
+		p.line("  no straggler: no rank enters collectives late by %.0f %% of the median step time", thresholds.StragglerLagPct)
 	}
 	for _, f := range m.Findings {
 		p.line("  [%s] %s: %s", f.Severity, f.ID, Clean(f.Claim))

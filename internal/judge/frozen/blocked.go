@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gpufeed/gpufeed/internal/finding"
+	"github.com/gpufeed/gpufeed/internal/judge/thresholds"
 )
 
 // BlockedThread is where one thread of the job is at the end of the window.
@@ -175,7 +176,7 @@ func blockedTable(v *view, threads []BlockedThread, severity finding.Severity) (
 	}
 	at := "at " + fmtSeconds(time.Duration(v.t1-v.t0)) + " into the window"
 	for i, g := range groups {
-		if i == MaxBlockedRows {
+		if i == thresholds.MaxBlockedRows {
 			f.Evidence = append(f.Evidence, finding.Evidence{What: "more waits not listed", Value: float64(len(groups) - i), Unit: "groups"})
 			break
 		}
@@ -211,7 +212,7 @@ func uninterruptible(v *view, threads []BlockedThread) (finding.Finding, bool) {
 	var rows []finding.Evidence
 	longest := time.Duration(0)
 	for _, b := range threads {
-		if b.MaxD < DStateWarn {
+		if b.MaxD < thresholds.DStateWarn {
 			continue
 		}
 		longest = max(longest, b.MaxD)

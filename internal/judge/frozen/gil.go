@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/gpufeed/gpufeed/internal/finding"
+	"github.com/gpufeed/gpufeed/internal/judge/thresholds"
 )
 
 // gilFindings reports Python processes whose busy threads show the GIL's
@@ -32,14 +33,14 @@ func gilFindings(v *view, cpus map[int]*threadCPU) []finding.Finding {
 			}
 			secs := c.Span.Seconds()
 			cores := float64(c.RunNS) / 1e9 / secs
-			if cores < GILBusyCores {
+			if cores < thresholds.GILBusyCores {
 				continue
 			}
 			busy = append(busy, c)
 			run += cores
 			demand += float64(c.RunNS+c.WaitNS) / 1e9 / secs
 		}
-		if len(busy) < 2 || run > GILMaxRunCores || demand/float64(len(busy)) > GILMaxDemandPerThread {
+		if len(busy) < 2 || run > thresholds.GILMaxRunCores || demand/float64(len(busy)) > thresholds.GILMaxDemandPerThread {
 			continue
 		}
 		sort.SliceStable(busy, func(i, j int) bool { return busy[i].RunNS > busy[j].RunNS })

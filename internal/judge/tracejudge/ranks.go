@@ -109,11 +109,6 @@ type MultiRank struct {
 	Findings   []finding.Finding `json:"findings,omitempty"`
 }
 
-// StragglerLagPct: a rank is a straggler when it enters collectives at
-// least this share of the median step time after the first rank.
-// Anchor: the shared ModerateSharePct (XProf's 5 %), applied to step time.
-const StragglerLagPct = thresholds.ModerateSharePct
-
 // CompareRanks builds the per-rank table and finds stragglers.
 func CompareRanks(ranks []RankSummary) MultiRank {
 	m := MultiRank{Ranks: ranks}
@@ -188,7 +183,7 @@ func CompareRanks(ranks []RankSummary) MultiRank {
 	slices.Sort(stepMed)
 	var threshold int64
 	if len(stepMed) > 0 {
-		threshold = int64(float64(stepMed[len(stepMed)/2]) * StragglerLagPct / 100)
+		threshold = int64(float64(stepMed[len(stepMed)/2]) * thresholds.StragglerLagPct / 100)
 	}
 	anyCollectives := false
 	for ri := range m.Ranks {

@@ -96,7 +96,7 @@ func ruleSetupLaunches(in *Input) *finding.Finding {
 // Task 12.
 func ruleShortKernels(in *Input) *finding.Finding {
 	l, v := in.R.Launch, in.v
-	if l.Launches == 0 || l.ShortKernels*2 < l.Launches {
+	if l.Launches == 0 || float64(l.ShortKernels) < thresholds.ShortKernelsShare*float64(l.Launches) {
 		return nil
 	}
 	launches := v.calls(trace.Launch, trace.MemcpyAsync, trace.MemsetAsync)
@@ -161,7 +161,7 @@ func ruleLaunchDelayOutliers(in *Input) *finding.Finding {
 // queue near CUDA's capacity means the CPU ran ahead until launches blocked.
 func ruleLaunchQueueFull(in *Input) *finding.Finding {
 	q := maxQueue(in.R.QueueLength)
-	if q.Max < 0.9*tracestats.LaunchQueueCapacity {
+	if q.Max < thresholds.LaunchQueueFullShare*tracestats.LaunchQueueCapacity {
 		return nil
 	}
 	return &finding.Finding{
