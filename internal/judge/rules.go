@@ -9,8 +9,10 @@
 // anything but the timeline (the platform checks' results travel in it).
 //
 // Adding a rule: a new file with a Rule value registered from its init
-// function. A rule that supports a class sets Finding.Supports; the class's
-// cause finding (CauseID) states the verdict. Frozen-job triage
+// function, its sources in a comment beside it, and an entry in
+// explain.txt for every ID it emits (Rule.Emits; `gpufeed explain ID`
+// prints it). A rule that supports a class sets Finding.Supports; the
+// class's cause finding (CauseID) states the verdict. Frozen-job triage
 // (internal/judge/frozen) runs as one rule and decides the stalled class.
 // The judgement of profiler traces is internal/judge/tracejudge, with the
 // same classes and thresholds.

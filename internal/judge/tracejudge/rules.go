@@ -12,7 +12,8 @@ import (
 // (internal/judge): one finding ID and the function that draws that
 // finding from the rank's derived numbers, nil when it has nothing to say.
 // A finding whose cause is the same as a live finding's carries the live
-// ID (docs/RULES.md lists the mapping).
+// ID (CauseID; docs/RULES.md lists the mapping). A new rule's ID needs an
+// entry in explain.txt, or in internal/judge's when it is a live ID.
 type Rule struct {
 	ID  string
 	Run func(in *Input) *finding.Finding
