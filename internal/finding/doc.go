@@ -2,6 +2,7 @@ package finding
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 )
 
@@ -155,6 +156,46 @@ func (d *Doc) field(k string) *string {
 // text is a programming error, caught by every test that loads it.
 func MustParseDocs(name, text string) []Doc {
 	d, err := ParseDocs(name, text)
+	if err != nil {
+		panic(err)
+	}
+	return d
+}
+
+// placeholder is {Name} in an explanation: a value the caller fills in.
+var placeholder = regexp.MustCompile(`\{[A-Z][A-Za-z0-9]*\}`)
+
+// ExpandDocs replaces every {Name} in the docs' texts with values[Name]
+// (the judges' thresholds, written as people read them), so an explanation
+// quotes the value the code uses. A name values lacks is an error naming
+// the doc.
+func ExpandDocs(name string, docs []Doc, values map[string]string) ([]Doc, error) {
+	var bad []string
+	expand := func(id, s string) string {
+		return placeholder.ReplaceAllStringFunc(s, func(m string) string {
+			v, ok := values[m[1:len(m)-1]]
+			if !ok {
+				bad = append(bad, id+": "+m)
+				return m
+			}
+			return v
+		})
+	}
+	out := make([]Doc, len(docs))
+	for i, d := range docs {
+		d.Summary, d.Means, d.Measured = expand(d.ID, d.Summary), expand(d.ID, d.Means), expand(d.ID, d.Measured)
+		d.Thresholds, d.Change = expand(d.ID, d.Thresholds), expand(d.ID, d.Change)
+		out[i] = d
+	}
+	if len(bad) > 0 {
+		return nil, fmt.Errorf("%s: no value for %s", name, strings.Join(bad, ", "))
+	}
+	return out, nil
+}
+
+// MustExpandDocs is MustParseDocs then ExpandDocs, for embedded texts.
+func MustExpandDocs(name, text string, values map[string]string) []Doc {
+	d, err := ExpandDocs(name, MustParseDocs(name, text), values)
 	if err != nil {
 		panic(err)
 	}

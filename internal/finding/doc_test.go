@@ -51,3 +51,17 @@ change: c
 		}
 	}
 }
+
+func TestExpandDocs(t *testing.T) {
+	docs := []Doc{{ID: "a", Summary: "s", Means: "from {Share} of the window", Measured: "m", Thresholds: "{Share}, /proc/{stat,io}", Change: "c"}}
+	got, err := ExpandDocs("x.txt", docs, map[string]string{"Share": "5 %"})
+	if err != nil || got[0].Means != "from 5 % of the window" || got[0].Thresholds != "5 %, /proc/{stat,io}" {
+		t.Errorf("expanded %+v, %v", got, err)
+	}
+	if docs[0].Means != "from {Share} of the window" {
+		t.Error("ExpandDocs changed its input")
+	}
+	if _, err := ExpandDocs("x.txt", docs, nil); err == nil || !strings.Contains(err.Error(), "a: {Share}") {
+		t.Errorf("a missing value: error %v, want one naming the doc and the placeholder", err)
+	}
+}

@@ -25,6 +25,7 @@ import (
 	"github.com/gpufeed/gpufeed/internal/derive"
 	"github.com/gpufeed/gpufeed/internal/finding"
 	"github.com/gpufeed/gpufeed/internal/judge/frozen"
+	"github.com/gpufeed/gpufeed/internal/judge/thresholds"
 	"github.com/gpufeed/gpufeed/internal/timeline"
 )
 
@@ -62,7 +63,7 @@ var explainText string
 // Docs explains every finding ID the live rules emit (frozen-job triage's
 // too), and those trace findings whose cause is a live one's.
 func Docs() []finding.Doc {
-	return append(finding.MustParseDocs("internal/judge/explain.txt", explainText), frozen.Docs()...)
+	return append(finding.MustExpandDocs("internal/judge/explain.txt", explainText, thresholds.Text()), frozen.Docs()...)
 }
 
 var registry []Rule

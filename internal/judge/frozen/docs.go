@@ -4,6 +4,7 @@ import (
 	_ "embed"
 
 	"github.com/gpufeed/gpufeed/internal/finding"
+	"github.com/gpufeed/gpufeed/internal/judge/thresholds"
 )
 
 //go:embed explain.txt
@@ -11,7 +12,7 @@ var explainText string
 
 // Docs explains every finding ID frozen-job triage emits.
 func Docs() []finding.Doc {
-	return finding.MustParseDocs("internal/judge/frozen/explain.txt", explainText)
+	return finding.MustExpandDocs("internal/judge/frozen/explain.txt", explainText, thresholds.Text())
 }
 
 // IDs lists the finding IDs frozen-job triage emits: the ones it explains

@@ -4,6 +4,7 @@ import (
 	_ "embed"
 
 	"github.com/gpufeed/gpufeed/internal/finding"
+	"github.com/gpufeed/gpufeed/internal/judge/thresholds"
 )
 
 //go:embed explain.txt
@@ -15,7 +16,7 @@ const StragglerID = "straggler-rank"
 // Docs explains the finding IDs only the trace judgement emits; those that
 // carry a live cause's ID (CauseID) are explained with the live rules.
 func Docs() []finding.Doc {
-	return finding.MustParseDocs("internal/judge/tracejudge/explain.txt", explainText)
+	return finding.MustExpandDocs("internal/judge/tracejudge/explain.txt", explainText, thresholds.Text())
 }
 
 // IDs lists every finding ID the trace judgement can emit: one per rule,
