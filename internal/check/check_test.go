@@ -270,8 +270,8 @@ func TestGPUChecksWithFakeSource(t *testing.T) {
 		AppSMClockMHz: ptr(uint32(1410)), MaxSMClockMHz: ptr(uint32(1410)), LinkGenMax: ptr(4), LinkWidthMax: ptr(16)}
 	pending := gpu.DeviceInfo{Index: 2, RemappedRowsPending: ptr(true), RemappedRowsFailed: ptr(false)}
 	s0 := []gpu.Sample{
-		{Index: 0, UtilPercent: ptr(95.0), SMClockMHz: ptr(uint32(1410)), ClockEventReasons: ptr(uint64(reasonSWPowerCap)), LinkGen: ptr(4), LinkWidth: ptr(16), ReplayCounter: ptr(uint64(10))},
-		{Index: 1, UtilPercent: ptr(95.0), SMClockMHz: ptr(uint32(705)), ClockEventReasons: ptr(uint64(reasonHWThermal | reasonSWPowerCap)), LinkGen: ptr(3), LinkWidth: ptr(8), ReplayCounter: ptr(uint64(0))},
+		{Index: 0, UtilPercent: ptr(95.0), SMClockMHz: ptr(uint32(1410)), ClockEventReasons: ptr(gpu.ClockEventSWPowerCap), LinkGen: ptr(4), LinkWidth: ptr(16), ReplayCounter: ptr(uint64(10))},
+		{Index: 1, UtilPercent: ptr(95.0), SMClockMHz: ptr(uint32(705)), ClockEventReasons: ptr(gpu.ClockEventHWThermal | gpu.ClockEventSWPowerCap), LinkGen: ptr(3), LinkWidth: ptr(8), ReplayCounter: ptr(uint64(0))},
 		{Index: 2},
 	}
 	s1 := []gpu.Sample{s0[0], s0[1], s0[2]}
@@ -295,12 +295,12 @@ func TestGPUChecksWithFakeSource(t *testing.T) {
 	want(t, rs, "gpu-memory-health", "GPU2", Warn)
 	want(t, rs, "gpu-persistence", "GPU2", Absent)
 	r, _ := find(rs, "gpu-throttle", "GPU1 0000:92:00.0")
-	if !strings.Contains(r.Claim, "hardware thermal slowdown") {
+	if !strings.Contains(r.Claim, "HW thermal slowdown") {
 		t.Errorf("throttle claim: %s", r.Claim)
 	}
 
 	// An idle GPU at low clocks and a slower link is normal.
-	idle := []gpu.Sample{{Index: 0, UtilPercent: ptr(2.0), SMClockMHz: ptr(uint32(210)), LinkGen: ptr(1), LinkWidth: ptr(16), ClockEventReasons: ptr(uint64(reasonGPUIdle))}}
+	idle := []gpu.Sample{{Index: 0, UtilPercent: ptr(2.0), SMClockMHz: ptr(uint32(210)), LinkGen: ptr(1), LinkWidth: ptr(16), ClockEventReasons: ptr(gpu.ClockEventGPUIdle)}}
 	rs = Run(context.Background(), Options{ProcRoot: filepath.Join(proc, "proc"), SysRoot: filepath.Join(proc, "sys"),
 		GPU: &fakeSource{devs: []gpu.DeviceInfo{healthy}, samples: [][]gpu.Sample{idle}}})
 	want(t, rs, "gpu-clocks", "GPU0 0000:03:00.0", OK)
