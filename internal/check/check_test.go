@@ -52,28 +52,33 @@ func TestFixtureMachines(t *testing.T) {
 		expect map[[2]string]Status // {id, subject} -> status
 	}{
 		{"server", 0, "", map[[2]string]Status{
+			{"gpu-driver", ""}:                Warn, // NVIDIA GPUs on the PCI bus, no driver source
 			{"pcie-link", "GPU 0000:92:00.0"}: OK, {"gpu-numa", ""}: OK, {"cpu-governor", ""}: OK,
 			{"numa-affinity", ""}: Absent, {"dev-shm", ""}: OK, {"nfs-client", ""}: Absent, {"gpu-throttle", ""}: Absent,
 		}},
 		{"server-downgraded", 0, "", map[[2]string]Status{
+			{"gpu-driver", ""}:                Warn, // NVIDIA GPUs on the PCI bus, no driver source
 			{"pcie-link", "GPU 0000:92:00.0"}: Fail, {"pcie-link", "GPU 0000:93:00.0"}: OK, {"pcie-link", "NVMe 0000:85:00.0"}: OK,
 		}},
 		{"wrong-numa", 4242, "", map[[2]string]Status{
+			{"gpu-driver", ""}:            Warn, // NVIDIA GPUs on the PCI bus, no driver source
 			{"numa-affinity", "pid 4242"}: Fail, {"numa-memory", "pid 4242"}: Warn, {"cpu-smt", "pid 4242"}: OK,
 		}},
-		{"powersave", 0, "", map[[2]string]Status{{"cpu-governor", ""}: Warn, {"cpu-frequency", ""}: OK}},
+		{"powersave", 0, "", map[[2]string]Status{{"cpu-governor", ""}: Warn, {"cpu-frequency", ""}: OK, {"gpu-driver", ""}: Warn}},
 		{"container-shm", 4242, "/data/imagenet", map[[2]string]Status{
+			{"gpu-driver", ""}:                  Warn, // NVIDIA GPUs on the PCI bus, no driver source
 			{"dev-shm", "/dev/shm of pid 4242"}: Fail, {"limit-memlock", "pid 4242"}: Warn, {"numa-affinity", "pid 4242"}: OK,
 			{"data-filesystem", "data /data/imagenet"}: OK, {"nfs-mount", "pid 4242"}: Absent,
 		}},
 		{"nfs-retrans", 4242, "/datasets/imagenet", map[[2]string]Status{
+			{"gpu-driver", ""}: Warn, // NVIDIA GPUs on the PCI bus, no driver source
 			{"data-filesystem", "data /datasets/imagenet"}: Warn, {"nfs-client", ""}: Warn,
 			{"nfs-mount", "NFS /datasets (holds --data)"}: Warn, {"numa-memory", "pid 4242"}: OK,
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			proc, sysRoot := fixture(tc.name)
-			rs := Run(context.Background(), Options{ProcRoot: proc, SysRoot: sysRoot, PID: tc.pid, DataPath: tc.data})
+			rs := Run(context.Background(), Options{ProcRoot: proc, SysRoot: sysRoot, DevRoot: filepath.Join(filepath.Dir(proc), "dev"), PID: tc.pid, DataPath: tc.data})
 			expected := 0
 			for key, st := range tc.expect {
 				want(t, rs, key[0], key[1], st)
