@@ -2,15 +2,14 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 
+	"github.com/gpufeed/gpufeed/internal/clitest"
 	"github.com/gpufeed/gpufeed/internal/golden"
 )
 
@@ -121,19 +120,13 @@ func TestCheckUnprivileged(t *testing.T) {
 		t.Skip("needs root to drop to nobody")
 	}
 	bin := gpufeed(t) // in a directory nobody may read
-	cmd := exec.Command(bin, "check", "-o", "json", "--duration", "0", "--pid", strconv.Itoa(os.Getpid()))
-	cmd.Dir = filepath.Dir(bin)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
-	out, err := cmd.Output()
-	var ee *exec.ExitError
-	if err != nil && !errors.As(err, &ee) {
-		t.Skipf("cannot run as nobody here: %v", err)
-	}
+	r := clitest.Run(t, bin, clitest.Cmd{Args: []string{"check", "-o", "json", "--duration", "0", "--pid", strconv.Itoa(os.Getpid())},
+		Dir: filepath.Dir(bin), SysProcAttr: &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}})
 	var rep struct {
 		Results []struct{ ID, Status, Need string } `json:"results"`
 	}
-	if err := json.Unmarshal(out, &rep); err != nil {
-		t.Fatalf("json: %v\n%s", err, out)
+	if err := json.Unmarshal([]byte(r.Stdout), &rep); err != nil {
+		t.Fatalf("json: %v (exit %d)\n%s%s", err, r.Code, r.Stdout, r.Stderr)
 	}
 	got := map[string]string{}
 	for _, r := range rep.Results {
