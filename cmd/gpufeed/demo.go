@@ -143,7 +143,7 @@ func runDemo(cmd *cobra.Command, sc demo.Scenario, duration, interval time.Durat
 	}
 	if problem := sc.Check(rep.Verdict, rep.Findings); problem != "" {
 		fmt.Fprintf(os.Stderr, "gpufeed demo %s: %s\n", sc.Name, problem)
-		return exitCode(1)
+		return exitCode(exitFound)
 	}
 	fmt.Fprintf(os.Stderr, "gpufeed demo %s: verdict %s, as this scenario produces\n", sc.Name, rep.Verdict.Class)
 	return nil

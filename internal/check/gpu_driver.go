@@ -17,11 +17,15 @@ import (
 // kernel module creates (/dev/nvidiaN) and the PCI functions of vendor
 // 0x10de, class 0x03 (display or 3D controller).
 // A GPU passed through to virtual machines (bound to vfio-pci or
-// pci-stub) is not this host's to use.
+// pci-stub) is not this host's to use. Sources: NVML's nvmlInit return
+// codes (NVML API reference: NVML_ERROR_LIBRARY_NOT_FOUND,
+// NVML_ERROR_DRIVER_NOT_LOADED), the kernel's PCI class codes (0x03:
+// display controller) and NVIDIA's device nodes (/dev/nvidiaN, one per GPU
+// minor, created by the nvidia kernel module). It cites no seed, so it
+// prints none.
 var gpuDriverCheck = Check{
 	ID:    "gpu-driver",
 	Title: "A GPU driver source that answers (NVML), where the host has NVIDIA GPUs",
-	Seed:  "002 Task 1",
 	run:   runGPUDriver,
 }
 

@@ -168,7 +168,9 @@ func writeDetailed(b *strings.Builder, r finding.CheckOutcome) {
 	if r.Need != "" {
 		fmt.Fprintf(b, "      needs: %s\n", Clean(r.Need))
 	}
-	fmt.Fprintf(b, "      seed: %s\n", r.Seed)
+	if r.Seed != "" { // checks added since cite their sources in code comments only
+		fmt.Fprintf(b, "      seed: %s\n", r.Seed)
+	}
 }
 
 func evidenceLine(ev finding.Evidence) string {
