@@ -132,7 +132,7 @@ names no process or a kernel thread), 3 when gpufeed could not do its work
 		},
 	}
 	f := cmd.Flags()
-	f.Var(&pid, "pid", "target process (a training or inference job); without it, per-process facts are gpufeed's own")
+	f.Var(&pid, "pid", "the target process `PID` (a training or inference job); without it, per-process facts are gpufeed's own")
 	f.StringVar(&data, "data", "", "dataset directory, as the target names it")
 	f.StringVar(&root, "root", "", "read `DIR`/proc, DIR/sys and DIR/dev instead of /proc, /sys and /dev (a container with the host's / mounted at DIR, e.g. /host)")
 	addOutputFlag(f, &output)

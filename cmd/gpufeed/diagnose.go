@@ -98,7 +98,7 @@ it watches.`,
 		},
 	}
 	f := cmd.Flags()
-	f.Var(&o.pid, "pid", "attach to this running process (and its descendants)")
+	f.Var(&o.pid, "pid", "attach to the running process `PID` (and its descendants)")
 	addDurationFlag(f, &o.duration, "duration", sample.DefaultDuration, "how long to observe")
 	addDurationFlag(f, &o.interval, "interval", sample.DefaultInterval, "per-thread sampling interval")
 	addOutputFlag(f, &o.format)
