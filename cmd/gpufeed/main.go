@@ -65,7 +65,7 @@ const exitStatusHelp = `Exit status:
        demo: the verdict is not the one the scenario produces
   2    usage: a flag, argument or value gpufeed cannot use; nothing ran
   3    gpufeed could not do its work (a source failed, a file could not be
-       written, a tool it needs is missing)
+       written, a tool it needs is missing); explain: no finding has the ID
   diagnose -- COMMAND exits with the command's own status (its code; 128+N
   when signal N ended it; 127 not found, 126 not executable, as a shell
   does), so wrapping a job never changes its outcome; gpufeed's own failure

@@ -120,7 +120,7 @@ func TestFixtureMachines(t *testing.T) {
 func TestChecksRegistryIsComplete(t *testing.T) {
 	seen := map[string]bool{}
 	for _, c := range Checks() {
-		if c.ID == "" || c.Title == "" || c.run == nil || seen[c.ID] { // new checks cite their sources in comments, not Seed
+		if c.ID == "" || c.Title == "" || c.run == nil || seen[c.ID] {
 			t.Errorf("bad or duplicate check %+v", c.ID)
 		}
 		seen[c.ID] = true

@@ -147,6 +147,7 @@ func (r CheckReport) WriteText(w io.Writer) error {
 	if r.ExitStatus == CheckExitFailed {
 		fmt.Fprintf(&b, "\nexit status %d: a check failed\n", CheckExitFailed)
 	}
+	fmt.Fprintf(&b, "\n%s\n", ExplainHint)
 	_, err := io.WriteString(w, b.String())
 	return err
 }
@@ -167,9 +168,6 @@ func writeDetailed(b *strings.Builder, r finding.CheckOutcome) {
 	}
 	if r.Need != "" {
 		fmt.Fprintf(b, "      needs: %s\n", Clean(r.Need))
-	}
-	if r.Seed != "" { // checks added since cite their sources in code comments only
-		fmt.Fprintf(b, "      seed: %s\n", r.Seed)
 	}
 }
 
