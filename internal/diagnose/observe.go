@@ -6,6 +6,7 @@ import (
 	"os"
 
 	"github.com/gpufeed/gpufeed/internal/gpu"
+	"github.com/gpufeed/gpufeed/internal/profile"
 	"github.com/gpufeed/gpufeed/internal/sample"
 	"github.com/gpufeed/gpufeed/internal/timeline"
 )
@@ -27,6 +28,10 @@ type Observation struct {
 	// Warn, when set, is told what went wrong without stopping the run
 	// (the sampler's last error, a recording that could not be finished).
 	Warn func(string)
+	// Profile, when set, starts the CPU profile as the window starts; what
+	// it returns stops it and gives the profile (or says why there is none)
+	// once the window is over.
+	Profile func() (stop func() *profile.CPUProfile)
 }
 
 // Observe runs a prepared sampler for its window (recording it when asked),
@@ -53,7 +58,20 @@ func Observe(ctx context.Context, s *sample.Sampler, o Observation, finish func(
 	if o.Progress != nil {
 		s.SetProgress(o.Progress)
 	}
+	var stopProfile func() *profile.CPUProfile
+	if o.Profile != nil {
+		stopProfile = o.Profile()
+	}
 	tl, runErr := s.Run(ctx)
+	if stopProfile != nil {
+		prof := stopProfile()
+		if tl != nil {
+			tl.Meta.CPUProfile = prof
+			if prof.State == profile.StateUnavailable {
+				tl.Meta.Notes = append(tl.Meta.Notes, "CPU profile not taken: "+prof.Missing+". Without it, "+prof.CannotTell+".")
+			}
+		}
+	}
 	if o.ProgressDone != nil {
 		o.ProgressDone()
 	}

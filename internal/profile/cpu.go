@@ -25,6 +25,13 @@ const (
 // Categories lists them in the order reports show them.
 var Categories = []Category{DriverLaunch, DriverSync, DriverOther, Interpreter, Framework, Decode, Memcpy, Locks, Kernel, Other}
 
+// The states of a CPU profile.
+const (
+	StateOn          = "on"
+	StateOff         = "off"
+	StateUnavailable = "unavailable"
+)
+
 // CPUProfile is what CPU sampling saw of a job's threads in one window.
 type CPUProfile struct {
 	// State is "on" (sampled), "off" (not asked) or "unavailable"; Missing

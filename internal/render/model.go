@@ -7,6 +7,7 @@ package render
 
 import (
 	"github.com/gpufeed/gpufeed/internal/finding"
+	"github.com/gpufeed/gpufeed/internal/profile"
 	"github.com/gpufeed/gpufeed/internal/timeline"
 )
 
@@ -40,6 +41,9 @@ type Report struct {
 	KernelLinesOther int `json:"kernel_lines_other"`
 	// Notes are warnings about the data itself (a truncated recording).
 	Notes []string `json:"notes"`
+	// CPUProfile is where the job's threads spent their CPU (absent when
+	// not taken: the notes say why).
+	CPUProfile *profile.CPUProfile `json:"cpu_profile,omitempty"`
 }
 
 // Target is what was observed.

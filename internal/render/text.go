@@ -23,6 +23,7 @@ func Text(w io.Writer, r *Report) error {
 	tw.header(r)
 	tw.processes(r)
 	tw.threads(r)
+	tw.cpuProfile(r.CPUProfile)
 	tw.host(r)
 	tw.gpus(r)
 	if r.Verdict == nil && len(r.Findings) > 0 {
