@@ -141,9 +141,18 @@ func TestKnownProgramEveryVersion(t *testing.T) {
 			if tg.Version() != k.version {
 				t.Errorf("version %q, the interpreter says %q", tg.Version(), k.version)
 			}
-			p, err := tg.Dump()
-			if err != nil {
-				t.Fatal(err)
+			// The program prints its thread ids just before its main thread
+			// calls main_wait: read until it got there (a reader that reads
+			// wrong never gets there).
+			var p profile.Process
+			for i := 0; i < 100; i++ {
+				if p, err = tg.Dump(); err != nil {
+					t.Fatal(err)
+				}
+				if len(p.Threads) > 0 && len(p.Threads[0].Frames) > 0 && p.Threads[0].Frames[0].Function == "main_wait" {
+					break
+				}
+				time.Sleep(20 * time.Millisecond)
 			}
 			byTID := map[int]profile.Thread{}
 			for _, th := range p.Threads {
@@ -216,5 +225,56 @@ func TestNotPython(t *testing.T) {
 	var np *NotPythonError
 	if !errors.As(err, &np) {
 		t.Fatalf("got %v, want a NotPythonError", err)
+	}
+}
+
+// An interpreter whose layout the reader does not know is said to be
+// unreadable by version; none is guessed at.
+func TestUnknownVersionIsNotReadable(t *testing.T) {
+	root := os.Getenv("PYENV_ROOT")
+	if root == "" {
+		root = "/root/.pyenv"
+	}
+	ms, _ := filepath.Glob(filepath.Join(root, "versions", "3.7.*", "bin", "python3.7"))
+	if len(ms) == 0 {
+		t.Skip("CPython 3.7 (a version without a layout here) is not installed on this machine")
+	}
+	k := startKnown(t, ms[0])
+	_, err := Open(procfs.At("/proc", "/sys"), k.cmd.Process.Pid)
+	var le *LayoutError
+	if !errors.As(err, &le) || err.Error() != "not readable: CPython 3.7 layout unknown" {
+		t.Fatalf("got %v, want \"not readable: CPython 3.7 layout unknown\"", err)
+	}
+}
+
+// A layout that does not match the interpreter (one offset off) yields a
+// layout error, never a stack.
+func TestWrongLayoutIsNotAStack(t *testing.T) {
+	python := interpreters(t)["pyenv-3.11"]
+	if python == "" {
+		t.Skip("pyenv-3.11 is not installed on this machine")
+	}
+	for _, c := range []struct {
+		name   string
+		break_ func(l *layout)
+	}{
+		{"code name", func(l *layout) { l.coName += 4 }},
+		{"frame code", func(l *layout) { l.fCode += 8 }},
+		{"thread interp", func(l *layout) { l.tsInterp += 8 }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			k := startKnown(t, python)
+			tg, err := Open(procfs.At("/proc", "/sys"), k.cmd.Process.Pid)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.break_(&tg.w.l)
+			tg.w.l.finalize()
+			p, err := tg.Dump()
+			var le *LayoutError
+			if !errors.As(err, &le) || !strings.HasPrefix(err.Error(), "not readable: CPython 3.11 layout unknown") {
+				t.Fatalf("got %v (%+v), want a layout error", err, p.Threads)
+			}
+		})
 	}
 }

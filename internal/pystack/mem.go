@@ -70,9 +70,23 @@ func procError(path string, err error) error {
 type reader struct {
 	mem   Memory
 	reads int // read calls made, for the cost accounting
+	// left is how many reads the current pass may still make: a corrupt
+	// or hostile target cannot make one pass read without end.
+	left int
 }
 
+// maxReadsPerPass bounds the reads of one pass over every thread: a real
+// process of a hundred threads fifty frames deep needs a few thousand.
+const maxReadsPerPass = 100000
+
+// errBudget says a pass stopped at its read bound.
+var errBudget = errors.New("read bound reached")
+
 func (r *reader) read(p []byte, addr uint64) error {
+	if r.left <= 0 {
+		return errBudget
+	}
+	r.left--
 	r.reads++
 	if addr == 0 {
 		return fmt.Errorf("%w: NULL", ErrFault)

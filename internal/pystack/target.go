@@ -46,9 +46,9 @@ func open(fs procfs.FS, pid int, mem Memory) (*Target, error) {
 func openBinary(fs procfs.FS, pid int, mem Memory, b *pyBinary) (*Target, error) {
 	l, err := layoutFor(b.major, b.minor)
 	if err != nil {
-		return nil, &LayoutError{Version: b.version}
+		return nil, &LayoutError{Version: fmt.Sprintf("%d.%d", b.major, b.minor)}
 	}
-	r := &reader{mem: mem}
+	r := &reader{mem: mem, left: maxReadsPerPass}
 	if b.major == 3 && b.minor == 13 {
 		hdr := make([]byte, doSize)
 		if err := r.read(hdr, b.runtime); err != nil {
@@ -65,6 +65,7 @@ func openBinary(fs procfs.FS, pid int, mem Memory, b *pyBinary) (*Target, error)
 	t := &Target{fs: fs, pid: pid, w: walker{r: r, l: l, b: b, codes: map[uint64]*codeInfo{}}, pthreadTID: -1}
 	// One read of the runtime proves the memory is readable (and the
 	// privilege held) before any stack is promised.
+	r.left = maxReadsPerPass
 	if _, err := t.w.interpreters(); err != nil {
 		return nil, err
 	}
@@ -90,6 +91,7 @@ type Stack struct {
 // stack changed under the read is retried, then left out (counted in
 // skipped); a layout error fails the whole read.
 func (t *Target) Stacks() (stacks []Stack, skipped int, err error) {
+	t.w.r.left = maxReadsPerPass
 	interps, err := t.w.interpreters()
 	if err != nil {
 		return nil, 0, err
@@ -111,6 +113,7 @@ func (t *Target) Stacks() (stacks []Stack, skipped int, err error) {
 		}
 	}
 	tids := t.mapTIDs(all)
+	notCode := 0
 	for _, ts := range all {
 		var frames []rawFrame
 		var cut bool
@@ -125,10 +128,17 @@ func (t *Target) Stacks() (stacks []Stack, skipped int, err error) {
 				ts.frame = fresh
 			}
 		}
+		if errors.Is(ferr, errBudget) {
+			skipped += len(all) - len(stacks) - skipped
+			break
+		}
 		if ferr != nil {
 			var le *LayoutError
 			if errors.As(ferr, &le) {
 				return nil, 0, ferr
+			}
+			if errors.Is(ferr, errNotCode) {
+				notCode++
 			}
 			skipped++
 			continue
@@ -138,6 +148,15 @@ func (t *Target) Stacks() (stacks []Stack, skipped int, err error) {
 			s.Frames = append(s.Frames, profile.Frame{Function: f.code.Function, File: f.code.File, Line: max(f.line, 0)})
 		}
 		stacks = append(stacks, s)
+	}
+	if len(stacks) == 0 && len(all) > 0 {
+		// not one thread's frames could be followed, each retried: the
+		// frame layout is wrong, not the timing
+		why := "no thread's frames could be followed"
+		if notCode > 0 {
+			why = "frames do not point at code objects"
+		}
+		return nil, 0, t.w.layoutErr("%s", why)
 	}
 	return stacks, skipped, nil
 }

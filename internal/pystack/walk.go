@@ -56,7 +56,7 @@ type walker struct {
 }
 
 func (w *walker) layoutErr(why string, args ...any) error {
-	return &LayoutError{Version: w.b.version, Why: fmt.Sprintf(why, args...)}
+	return &LayoutError{Version: fmt.Sprintf("%d.%d", w.b.major, w.b.minor), Why: fmt.Sprintf(why, args...)}
 }
 
 // finalize sizes the frame and code reads from the fields they hold.

@@ -2,7 +2,6 @@ package frozen
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
 
 	"github.com/gpufeed/gpufeed/internal/finding"
@@ -21,9 +20,13 @@ func pyStackFindings(v *view) []finding.Finding {
 	for _, ev := range v.tl.Events {
 		switch ev.Kind {
 		case timeline.EventPyStacksError:
-			out = append(out, finding.Finding{ID: "python-stacks-unavailable", Severity: finding.Info, Subject: "py-spy",
+			subject := "python stacks"
+			if ev.PID > 0 {
+				subject = v.procName(ev.PID)
+			}
+			out = append(out, finding.Finding{ID: "python-stacks-unavailable", Severity: finding.Info, Subject: subject,
 				Claim:    "Python stacks were asked for but could not be taken: " + safe(ev.Text),
-				Decision: "To see each Python thread's stack and the GIL holder, " + profile.PySpyInstallHint + ", then run `gpufeed diagnose --py-stacks` again.",
+				Decision: stacksUnavailableDecision(ev.Text),
 				Seed:     "004 (The GIL: py-spy reads the process from outside)"})
 		case timeline.EventPyStacks:
 			procs, err := profile.ParsePySpy(strings.NewReader(ev.Text))
@@ -70,7 +73,7 @@ func stackFinding(v *view, p profile.Process) finding.Finding {
 		if text == "" {
 			text = "no Python frame (native code or idle)"
 		}
-		f.Evidence = append(f.Evidence, finding.Evidence{What: who + ", " + th.Status, Text: text, Source: "py-spy dump --pid " + strconv.Itoa(p.PID)})
+		f.Evidence = append(f.Evidence, finding.Evidence{What: who + ", " + th.Status, Text: text, Source: p.Source()})
 	}
 	f.Claim = fmt.Sprintf("Python stacks of %s: %s, %d active", name, plural(len(p.Threads), "thread", "threads"), active)
 	if holder != "" {

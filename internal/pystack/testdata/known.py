@@ -55,11 +55,12 @@ def start(name, target, *args):
 
 
 if __name__ == "__main__":
-    tids = {"main": threading.get_native_id()}
+    native = getattr(threading, "get_native_id", lambda: 0)  # 3.8+
+    tids = {"main": native()}
     for name, fn, args in [("nested", outer, ()), ("gen", consume, ())] + (
             [("spin", Spinner().spin, ([],))] if "--spin" in sys.argv else []):
         t = start(name, fn, *args)
-        tids[name] = t.native_id
+        tids[name] = getattr(t, "native_id", 0)
     time.sleep(0.2)  # let every thread reach its wait
     print(json.dumps({"ready": tids, "version": sys.version.split()[0]}), flush=True)
     main_wait()  # @module-call
