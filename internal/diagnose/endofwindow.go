@@ -83,7 +83,6 @@ type builtinError struct{ err error }
 func (e *builtinError) Error() string { return e.err.Error() }
 func (e *builtinError) Unwrap() error { return e.err }
 
-
 // EventWriter records events as they are added (timeline.Writer does).
 type EventWriter interface {
 	WriteEvent(timeline.Event) error
