@@ -1,0 +1,90 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpufeed/gpufeed/internal/testjob"
+)
+
+// lineOf is the 1-based line of the first line of the embedded script
+// holding marker.
+func lineOf(t *testing.T, script testjob.Script, marker string) int {
+	t.Helper()
+	dir := t.TempDir()
+	if err := testjob.WriteScripts(dir); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, string(script)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, l := range strings.Split(string(b), "\n") {
+		if strings.Contains(l, marker) {
+			return i + 1
+		}
+	}
+	t.Fatalf("%s holds no %q", script, marker)
+	return 0
+}
+
+// TestGlooStuckRankNamedByStacks: a real torch.distributed job (gloo, three
+// ranks from a plain launcher) whose rank 2 deadlocks on a lock while ranks
+// 0-1 wait in all_reduce. From /proc alone the ranks look alike (every main
+// thread in a futex); with --py-stacks the stalled verdict's first line
+// names rank 2 as the member the others wait for, at the line of its
+// lock.acquire(), and the others in all_reduce. Attached twice, with
+// different windows, in text and in JSON.
+func TestGlooStuckRankNamedByStacks(t *testing.T) {
+	requireTorch(t)
+	stuck := lineOf(t, testjob.TorchRanks, "lock.acquire()  # never returns")
+	call := lineOf(t, testjob.TorchRanks, "dist.all_reduce(t)")
+	job := startScenario(t, testjob.TorchRanks, "--world", "3", "--hang", "2")
+	awaitEvent(t, job, "ranks", 30*time.Second)
+	awaitEvent(t, job, "hung", 120*time.Second)
+	wantStuck := "rank 2 is the member the others wait for: rank 2 (pid "
+	wantAt := "is at rank_main (" // then the script's path
+	wantLine := "torch_ranks.py:" + strconv.Itoa(stuck) + "), outside any collective"
+	wantOthers := "ranks 0-1 wait in all_reduce ("
+	wantCaller := "called from rank_main ("
+	for _, window := range []string{"3s", "4s"} {
+		r := diagnoseJSON(t, "--pid", strconv.Itoa(job.PID), "--duration", window, "--py-stacks")
+		if r.Verdict == nil || r.Verdict.Class != "stalled" {
+			t.Fatalf("want a stalled verdict; got %+v\n%s", r.Verdict, claims(r))
+		}
+		s := r.Verdict.Summary
+		for _, w := range []string{wantStuck, wantAt, wantLine, wantOthers, "distributed_c10d.py:", wantCaller, "torch_ranks.py:" + strconv.Itoa(call) + ")"} {
+			if !strings.Contains(s, w) {
+				t.Errorf("window %s: the verdict %q does not say %q", window, s, w)
+			}
+		}
+		if p := findingsWith(r, "rank-positions"); len(p) != 1 || len(p[0].Evidence) != 3 {
+			t.Errorf("want one rank-positions finding with each rank's position; findings:\n%s", claims(r))
+		}
+	}
+	out, stderr, code := run(t, "diagnose", "--device", "none", "--pid", strconv.Itoa(job.PID), "--duration", "3s", "--py-stacks")
+	if code == 2 || code > 3 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	first := strings.SplitN(out, "\n", 2)[0]
+	if !strings.HasPrefix(first, "VERDICT: stalled") || !strings.Contains(first, wantStuck) || !strings.Contains(first, wantLine) || !strings.Contains(first, wantOthers) {
+		t.Errorf("the report's first line does not name rank 2 and its line: %q", first)
+	}
+}
+
+// Without --py-stacks the same job's verdict cannot name the member: the
+// position finding comes only from the stacks.
+func TestGlooStuckRankWithoutStacks(t *testing.T) {
+	requireTorch(t)
+	job := startScenario(t, testjob.TorchRanks, "--world", "3", "--hang", "2")
+	awaitEvent(t, job, "ranks", 30*time.Second)
+	awaitEvent(t, job, "hung", 120*time.Second)
+	r := diagnoseJSON(t, "--pid", strconv.Itoa(job.PID), "--duration", "3s")
+	if p := findingsWith(r, "rank-positions"); len(p) != 0 {
+		t.Errorf("no stacks were read, yet: %+v", p)
+	}
+}
