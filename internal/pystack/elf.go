@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/gpufeed/gpufeed/internal/procfs"
 )
@@ -123,14 +124,74 @@ func (e *NotPythonError) Unwrap() error { return e.Err }
 // maxSymbols bounds the symbol tables read of one object.
 const maxSymbols = 1 << 20
 
+// elfFacts is what is read of one interpreter file, the same for every
+// process that maps it (the load bias is each process's own).
+type elfFacts struct {
+	syms                map[string]uint64
+	typ                 elf.Type
+	progs               []elf.ProgHeader
+	major, minor, patch int
+	version             string
+}
+
+// factsCache keeps elfFacts by file identity (path, size, mtime): the
+// ranks and workers of a job share one interpreter file, read once.
+var factsCache = struct {
+	sync.Mutex
+	m map[string]*elfFacts
+}{m: map[string]*elfFacts{}}
+
+const maxFactsCache = 32
+
 func readBinary(file, mapped string, maps []mapping) (*pyBinary, error) {
+	st, err := os.Stat(file)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", mapped, err)
+	}
+	key := fmt.Sprintf("%s\x00%d\x00%d", file, st.Size(), st.ModTime().UnixNano())
+	factsCache.Lock()
+	facts := factsCache.m[key]
+	factsCache.Unlock()
+	if facts == nil {
+		if facts, err = readFacts(file, mapped); err != nil {
+			return nil, err
+		}
+		factsCache.Lock()
+		if len(factsCache.m) >= maxFactsCache {
+			clear(factsCache.m)
+		}
+		factsCache.m[key] = facts
+		factsCache.Unlock()
+	}
+	bias, err := loadBias(facts.typ, facts.progs, facts.syms["_PyRuntime"], mapped, maps)
+	if err != nil {
+		return nil, err
+	}
+	b := &pyBinary{path: mapped, runtime: facts.syms["_PyRuntime"] + bias, major: facts.major, minor: facts.minor, patch: facts.patch, version: facts.version}
+	for name, dst := range map[string]*uint64{"PyCode_Type": &b.codeType, "PyUnicode_Type": &b.unicodeTyp, "PyBytes_Type": &b.bytesType} {
+		if v, ok := facts.syms[name]; ok {
+			*dst = v + bias
+		}
+	}
+	return b, nil
+}
+
+// wantedSymbols are the symbols the reader looks up.
+var wantedSymbols = []string{"_PyRuntime", "Py_Version", "PyCode_Type", "PyUnicode_Type", "PyBytes_Type"}
+
+func readFacts(file, mapped string) (*elfFacts, error) {
 	f, err := elf.Open(file)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", mapped, err)
 	}
 	defer f.Close()
 	want := map[string]elf.Symbol{}
+	// The dynamic symbols hold them all in every build that exports its
+	// C API (shared or static); the full table only when they do not.
 	for _, get := range []func() ([]elf.Symbol, error){f.DynamicSymbols, f.Symbols} {
+		if len(want) == len(wantedSymbols) {
+			break
+		}
 		syms, err := get()
 		if err != nil || len(syms) > maxSymbols {
 			continue
@@ -144,37 +205,35 @@ func readBinary(file, mapped string, maps []mapping) (*pyBinary, error) {
 			}
 		}
 	}
-	rt, ok := want["_PyRuntime"]
-	if !ok {
+	if _, ok := want["_PyRuntime"]; !ok {
 		return nil, fmt.Errorf("%s: no _PyRuntime symbol", mapped)
 	}
-	bias, err := loadBias(f, rt.Value, mapped, maps)
-	if err != nil {
-		return nil, err
+	facts := &elfFacts{syms: map[string]uint64{}, typ: f.Type}
+	for name, s := range want {
+		facts.syms[name] = s.Value
 	}
-	b := &pyBinary{path: mapped, runtime: rt.Value + bias}
-	for name, dst := range map[string]*uint64{"PyCode_Type": &b.codeType, "PyUnicode_Type": &b.unicodeTyp, "PyBytes_Type": &b.bytesType} {
-		if s, ok := want[name]; ok {
-			*dst = s.Value + bias
-		}
+	for _, p := range f.Progs {
+		facts.progs = append(facts.progs, p.ProgHeader)
 	}
+	b := &pyBinary{path: mapped}
 	if err := b.readVersion(f, want); err != nil {
 		return nil, fmt.Errorf("%s: %w", mapped, err)
 	}
-	return b, nil
+	facts.major, facts.minor, facts.patch, facts.version = b.major, b.minor, b.patch, b.version
+	return facts, nil
 }
 
 // loadBias is where the object was loaded relative to its link-time
 // addresses: the mapping of the segment holding vaddr, at that segment's
 // file offset, starts at its page-aligned address plus the bias (0 for a
 // non-PIE executable).
-func loadBias(f *elf.File, vaddr uint64, mapped string, maps []mapping) (uint64, error) {
+func loadBias(typ elf.Type, progs []elf.ProgHeader, vaddr uint64, mapped string, maps []mapping) (uint64, error) {
 	const page = 4096
-	for _, p := range f.Progs {
+	for _, p := range progs {
 		if p.Type != elf.PT_LOAD || vaddr < p.Vaddr || vaddr >= p.Vaddr+p.Memsz {
 			continue
 		}
-		if f.Type == elf.ET_EXEC {
+		if typ == elf.ET_EXEC {
 			return 0, nil
 		}
 		off := p.Off &^ (page - 1)
@@ -185,7 +244,7 @@ func loadBias(f *elf.File, vaddr uint64, mapped string, maps []mapping) (uint64,
 		}
 		// A writable segment's tail (.bss) may have no file mapping of its
 		// own: use the first segment's mapping.
-		for _, q := range f.Progs {
+		for _, q := range progs {
 			if q.Type == elf.PT_LOAD {
 				for _, m := range maps {
 					if m.path == mapped && m.offset == q.Off&^(page-1) {

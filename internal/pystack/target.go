@@ -220,7 +220,6 @@ func (t *Target) Dump() (profile.Process, error) {
 // thread's struct holds a distinct tid of this process.
 func (t *Target) mapTIDs(states []threadState) map[uint64]int {
 	out := map[uint64]int{}
-	live := t.liveTIDs()
 	need := false
 	for _, ts := range states {
 		if ts.nativeID > 0 {
@@ -231,6 +230,25 @@ func (t *Target) mapTIDs(states []threadState) map[uint64]int {
 	}
 	if !need {
 		return out
+	}
+	live := t.liveTIDs()
+	if t.pthreadTID >= 0 {
+		// the offset is known: one small read per thread
+		okAll := true
+		for _, ts := range states {
+			if ts.nativeID > 0 || ts.threadID == 0 {
+				continue
+			}
+			var b [4]byte
+			if err := t.w.r.read(b[:], ts.threadID+uint64(t.pthreadTID)); err == nil && live[int(int32(u32(b[:], 0)))] {
+				out[ts.addr] = int(int32(u32(b[:], 0)))
+			} else {
+				okAll = false
+			}
+		}
+		if okAll {
+			return out
+		}
 	}
 	mainPthread, _ := t.w.r.ptr(t.w.b.runtime + t.w.l.rtMainThread)
 	const span = 2048
