@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpufeed/gpufeed/internal/finding"
 	"github.com/gpufeed/gpufeed/internal/testjob"
 )
 
@@ -86,5 +87,52 @@ func TestGlooStuckRankWithoutStacks(t *testing.T) {
 	r := diagnoseJSON(t, "--pid", strconv.Itoa(job.PID), "--duration", "3s")
 	if p := findingsWith(r, "rank-positions"); len(p) != 0 {
 		t.Errorf("no stacks were read, yet: %+v", p)
+	}
+}
+
+// TestPythonTimeShares: a real CPU training loop whose Python time has one
+// known home; attached with --py-stacks, the python-time finding names
+// that home as the training thread's lead stage, with its change.
+func TestPythonTimeShares(t *testing.T) {
+	requireTorch(t)
+	for _, c := range []struct{ mode, stage, change string }{
+		{"loader", "waiting on the DataLoader's __next__", "raise num_workers"},
+		{"item", "at a line copying a value back to the host", "call .item() every N steps"},
+		{"optim", "in the optimizer step", "foreach=True"},
+	} {
+		t.Run(c.mode, func(t *testing.T) {
+			job := startScenario(t, testjob.TorchPyTime, "--mode", c.mode)
+			awaitEvent(t, job, "steady", 120*time.Second)
+			r := diagnoseJSON(t, "--pid", strconv.Itoa(job.PID), "--duration", "3s", "--py-stacks")
+			fs := findingsWith(r, "python-time")
+			if len(fs) != 1 {
+				t.Fatalf("want one python-time finding; findings:\n%s", claims(r))
+			}
+			f := fs[0]
+			if f.Severity != finding.Warning || !strings.HasPrefix(f.Decision, "The thread spends ") || !strings.Contains(f.Decision, "% of its time "+c.stage) || !strings.Contains(f.Decision, c.change) {
+				t.Errorf("%s %q\n%q", f.Severity, f.Claim, f.Decision)
+			}
+			if !strings.Contains(f.Subject, "thread "+strconv.Itoa(job.PID)+" ") {
+				t.Errorf("the training loop's thread is the main thread of pid %d: %q", job.PID, f.Subject)
+			}
+		})
+	}
+}
+
+// TestPythonTimeLaunched: the same loop under diagnose --py-stacks -- CMD:
+// the sampler follows the job from its start, through its imports.
+func TestPythonTimeLaunched(t *testing.T) {
+	py := requireTorch(t)
+	dir := t.TempDir()
+	if err := testjob.WriteScripts(dir); err != nil {
+		t.Fatal(err)
+	}
+	out, stderr, code := run(t, "diagnose", "--device", "none", "-o", "json", "--duration", "12s", "--py-stacks", "--",
+		py, filepath.Join(dir, string(testjob.TorchPyTime)), "--mode", "loader", "--seconds", "16")
+	if code != 0 && code != 1 && code != 3 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if !strings.Contains(out, `"id": "python-time"`) || !strings.Contains(out, "waiting on the DataLoader's __next__") {
+		t.Errorf("no python-time finding naming the DataLoader:\n%s", out)
 	}
 }

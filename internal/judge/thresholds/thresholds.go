@@ -178,3 +178,15 @@ const (
 	// kernel time runs such under-filled kernels.
 	TooLittleWorkKernelTimePct = 50.0
 )
+
+// Python time shares (diagnose --py-stacks sampling).
+const (
+	// PythonStageSharePct: a feeding thread that spends this share of its
+	// samples in one stage (the DataLoader's __next__, transforms, a
+	// copy back to the host, the optimizer) has found its bottleneck;
+	// under it, the shares are reported as information.
+	PythonStageSharePct = 30.0
+	// GILHolderSharePct: another thread holding the GIL in this share of
+	// its samples is named as the holder.
+	GILHolderSharePct = 50.0
+)
