@@ -35,11 +35,13 @@ func FormatDump(w io.Writer, procs []Process) error {
 			}
 			sb.WriteString("\n")
 			for _, f := range t.Frames {
-				fn := oneLine(f.Function)
+				// names are trimmed: a frame line that starts with more
+				// spaces reads as a --locals line
+				fn := strings.TrimSpace(oneLine(f.Function))
 				if fn == "" {
 					fn = "?"
 				}
-				loc := oneLine(f.File)
+				loc := strings.TrimSpace(oneLine(f.File))
 				if f.Line > 0 {
 					loc += ":" + strconv.Itoa(f.Line)
 				}

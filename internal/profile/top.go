@@ -101,9 +101,10 @@ func ParseTop(s string) (Top, error) {
 		if len(th.Stacks) > MaxTopStacks || len(th.Lines) > MaxTopLines {
 			return Top{}, fmt.Errorf("%w: thread %d: %d stacks, %d lines: more than %d, %d", ErrTop, th.TID, len(th.Stacks), len(th.Lines), MaxTopStacks, MaxTopLines)
 		}
-		sum := th.Other
+		sum, active := th.Other, 0
 		for _, st := range th.Stacks {
 			sum += st.Samples
+			active += st.Active
 			if st.Samples <= 0 || st.Active < 0 || st.Active > st.Samples || len(st.Frames) > MaxTopStackFrames {
 				return Top{}, fmt.Errorf("%w: thread %d: a stack of %d frames seen %d times (%d active): expected 1 or more, at most %d frames", ErrTop, th.TID, len(st.Frames), st.Samples, st.Active, MaxTopStackFrames)
 			}
@@ -113,8 +114,8 @@ func ParseTop(s string) (Top, error) {
 				}
 			}
 		}
-		if sum > th.Samples {
-			return Top{}, fmt.Errorf("%w: thread %d: its stacks were seen %d times, more than its %d samples", ErrTop, th.TID, sum, th.Samples)
+		if sum > th.Samples || active > th.Active {
+			return Top{}, fmt.Errorf("%w: thread %d: its stacks were seen %d times (%d running), more than its %d samples (%d running)", ErrTop, th.TID, sum, active, th.Samples, th.Active)
 		}
 		for _, l := range th.Lines {
 			if l.Samples < 0 || l.Samples > th.Samples || l.Active < 0 || l.Active > l.Samples || l.Line < 0 ||
