@@ -136,3 +136,21 @@ func TestPythonTimeLaunched(t *testing.T) {
 		t.Errorf("no python-time finding naming the DataLoader:\n%s", out)
 	}
 }
+
+// TestGILHoldersNamed: three Python threads spinning in pure-Python loops
+// pass the GIL between them; with --py-stacks the gil-contention finding
+// names the threads that held it and the function they held it in.
+func TestGILHoldersNamed(t *testing.T) {
+	job := startScenario(t, testjob.GILThreads, "--threads", "3")
+	awaitEvent(t, job, "spinning", 30*time.Second)
+	for _, window := range []string{"3s", "4s"} {
+		r := diagnoseJSON(t, "--pid", strconv.Itoa(job.PID), "--duration", window, "--py-stacks")
+		fs := findingsWith(r, "gil-contention")
+		if len(fs) != 1 {
+			t.Fatalf("want one gil-contention finding; findings:\n%s", claims(r))
+		}
+		if c := fs[0].Claim; !strings.Contains(c, "; the GIL was held by tid ") || !strings.Contains(c, "in spin (") || !strings.Contains(fs[0].Decision, "The GIL holders are tid ") {
+			t.Errorf("window %s: %q / %q", window, c, fs[0].Decision)
+		}
+	}
+}
