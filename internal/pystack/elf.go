@@ -2,7 +2,6 @@ package pystack
 
 import (
 	"bufio"
-	"bytes"
 	"debug/elf"
 	"errors"
 	"fmt"
@@ -343,12 +342,4 @@ func readConst(f *elf.File, vaddr uint64, n int) ([]byte, error) {
 		return buf, nil
 	}
 	return nil, errors.New("address in no section with data")
-}
-
-// cstring cuts b at its first NUL.
-func cstring(b []byte) string {
-	if i := bytes.IndexByte(b, 0); i >= 0 {
-		b = b[:i]
-	}
-	return string(b)
 }

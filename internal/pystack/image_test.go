@@ -76,7 +76,7 @@ func (b *builder) code(name, file string, first int) uint64 {
 	case linetable:
 		table = []byte{2, 0, 100, 1} // bytes 0-1 on first, 2-101 on first+1
 	default:
-		table = []byte{0x80 | locNoCols<<3 | 0, 0, 0x80 | locNoCols<<3 | 7, 2} // 1 unit on first, 8 on first+1
+		table = []byte{0x80 | locNoCols<<3, 0, 0x80 | locNoCols<<3 | 7, 2} // 1 unit on first, 8 on first+1
 	}
 	size := max(b.l.codeSize, b.l.coCode) + 64
 	a := b.alloc(int(size))

@@ -153,6 +153,12 @@ func (s Sampler) discover(root int, procs map[int]*sampled, tried map[int]string
 		if err != nil {
 			continue
 		}
+		// A first pass, not counted: it finds the thread-id offset (before
+		// 3.11) and fills the code cache, one-off costs kept out of the
+		// rounds' pacing.
+		if _, _, err := t.Stacks(); err != nil {
+			continue
+		}
 		if p, ok := procs[pid]; ok {
 			p.t = t // exec'd into another Python: keep counting under the pid
 			continue
