@@ -67,13 +67,20 @@ func TestGlooStuckRankNamedByStacks(t *testing.T) {
 			t.Errorf("want one rank-positions finding with each rank's position; findings:\n%s", claims(r))
 		}
 	}
-	out, stderr, code := run(t, "diagnose", "--device", "none", "--pid", strconv.Itoa(job.PID), "--duration", "3s", "--py-stacks")
+	rec := filepath.Join(t.TempDir(), "stuck.gpufeed")
+	out, stderr, code := run(t, "diagnose", "--device", "none", "--pid", strconv.Itoa(job.PID), "--duration", "3s", "--py-stacks", "--record", rec)
 	if code == 2 || code > 3 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	first := strings.SplitN(out, "\n", 2)[0]
 	if !strings.HasPrefix(first, "VERDICT: stalled") || !strings.Contains(first, wantStuck) || !strings.Contains(first, wantLine) || !strings.Contains(first, wantOthers) {
 		t.Errorf("the report's first line does not name rank 2 and its line: %q", first)
+	}
+	// the recording keeps the stacks: judged later, with no process left,
+	// it names the same rank at the same line
+	again, stderr, _ := run(t, "report", rec)
+	if got := strings.SplitN(again, "\n", 2)[0]; got != first {
+		t.Errorf("report of the recording: %q, live: %q (%s)", got, first, stderr)
 	}
 }
 
