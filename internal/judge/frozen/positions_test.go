@@ -77,3 +77,20 @@ func TestRankPositionsOnlyWhenStalled(t *testing.T) {
 		}
 	}
 }
+
+// Threads the reader left out (their stacks changed while read) are said
+// to be missing, not silently dropped.
+func TestPythonStacksSaySkipped(t *testing.T) {
+	tl := glooStuck(t, func(s string) string {
+		return strings.Replace(s, "Read by gpufeed's CPython reader (process_vm_readv)\n", "Read by gpufeed's CPython reader (process_vm_readv)\nSkipped 2 threads (their stacks changed while read)\n", 1)
+	})
+	for _, f := range Analyze(tl, nil).Findings {
+		if f.ID == "python-stacks" && strings.Contains(f.Subject, "13428") {
+			if !strings.HasSuffix(f.Claim, "; 2 threads left out (their stacks changed while read)") || !strings.Contains(f.Evidence[0].Source, "gpufeed's CPython reader") {
+				t.Errorf("%q %+v", f.Claim, f.Evidence)
+			}
+			return
+		}
+	}
+	t.Error("no python-stacks finding for the launcher")
+}

@@ -79,5 +79,8 @@ func stackFinding(v *view, p profile.Process) finding.Finding {
 	if holder != "" {
 		f.Claim += "; " + holder + " holds the GIL"
 	}
+	if p.Skipped > 0 {
+		f.Claim += fmt.Sprintf("; %s left out (their stacks changed while read)", plural(p.Skipped, "thread", "threads"))
+	}
 	return f
 }
