@@ -16,9 +16,10 @@ const (
 	// MaxFrames is the deepest stack kept per thread (innermost frames);
 	// deeper ones are cut and say so.
 	MaxFrames     = 512
-	maxStringLen  = 4096    // characters of a function or file name
-	maxLineTable  = 1 << 20 // bytes of one code object's line table
-	maxCodeCache  = 16384   // code objects remembered between samples
+	maxStringLen  = 4096     // characters of a function or file name
+	maxLineTable  = 1 << 20  // bytes of one code object's line table
+	maxCodeCache  = 16384    // code objects remembered between samples
+	maxCacheBytes = 64 << 20 // their line tables and names together
 	maxStringByte = maxStringLen * 4
 )
 
@@ -51,6 +52,8 @@ type walker struct {
 	l     layout
 	b     *pyBinary
 	codes map[uint64]*codeInfo
+	// cached is the bytes the code cache holds (line tables and names)
+	cached int
 	// buffers reused between reads
 	fbuf, cbuf []byte
 }
@@ -216,10 +219,13 @@ func (w *walker) code(addr uint64) (*codeInfo, error) {
 	if ci.table, err = w.bytes(table); err != nil {
 		return nil, err
 	}
-	if len(w.codes) >= maxCodeCache {
+	size := len(ci.table) + len(ci.File) + len(ci.Function)
+	if len(w.codes) >= maxCodeCache || w.cached+size > maxCacheBytes {
 		clear(w.codes)
+		w.cached = 0
 	}
 	w.codes[addr] = ci
+	w.cached += size
 	return ci, nil
 }
 
