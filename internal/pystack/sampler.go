@@ -3,6 +3,7 @@ package pystack
 import (
 	"bufio"
 	"context"
+	"hash/maphash"
 	"os"
 	"regexp"
 	"sort"
@@ -43,7 +44,11 @@ const (
 var libraryFile = regexp.MustCompile(`/(site|dist)-packages/|/lib/python\d\.\d+/|^<`)
 
 type sampled struct {
-	t       *Target
+	t *Target
+	// frames is how many frames the kept stacks hold, against
+	// maxKeptFrames: names come from the target, so what is kept is
+	// bounded in count and in length.
+	frames  int
 	top     profile.Top
 	threads map[int]*threadAgg
 	stats   map[int]*procfs.Kept
@@ -53,7 +58,7 @@ type sampled struct {
 
 type threadAgg struct {
 	th     profile.TopThread
-	stacks map[string]*profile.TopStack
+	stacks map[uint64]*profile.TopStack // by a hash of the frames' names
 	lines  map[lineKey]*profile.TopLine
 }
 
@@ -62,8 +67,21 @@ type lineKey struct {
 	line     int
 }
 
-// maxLineKeys bounds the distinct lines counted per thread.
-const maxLineKeys = 4096
+// maxLineKeys bounds the distinct lines counted per thread; maxKeptFrames
+// the frames kept in one process's stacks; maxKeptName a name's length in
+// a kept stack.
+const (
+	maxLineKeys   = 4096
+	maxKeptFrames = 1 << 16
+	maxKeptName   = 512
+)
+
+func clipName(s string) string {
+	if len(s) <= maxKeptName {
+		return s
+	}
+	return strings.ToValidUTF8(s[:maxKeptName], "") + "..."
+}
 
 // Run samples the tree under root until ctx is done and returns one Top
 // per Python process sampled, by pid. Processes that are not CPython, or
@@ -193,7 +211,7 @@ func (p *sampled) round(fs procfs.FS, now time.Time) bool {
 			if len(p.threads) >= profile.MaxTopThreads {
 				continue
 			}
-			a = &threadAgg{th: profile.TopThread{TID: st.TID}, stacks: map[string]*profile.TopStack{}, lines: map[lineKey]*profile.TopLine{}}
+			a = &threadAgg{th: profile.TopThread{TID: st.TID}, stacks: map[uint64]*profile.TopStack{}, lines: map[lineKey]*profile.TopLine{}}
 			p.threads[st.TID] = a
 		}
 		active := false
@@ -214,12 +232,14 @@ func (p *sampled) round(fs procfs.FS, now time.Time) bool {
 				}
 			}
 		}
-		a.add(st, active)
+		p.frames += a.add(st, active, maxKeptFrames-p.frames)
 	}
 	return true
 }
 
-func (a *threadAgg) add(st Stack, active bool) {
+// add counts one sample; room is how many frames a new stack may keep.
+// It returns the frames it kept.
+func (a *threadAgg) add(st Stack, active bool, room int) (kept int) {
 	a.th.Samples++
 	if active {
 		a.th.Active++
@@ -231,23 +251,26 @@ func (a *threadAgg) add(st Stack, active bool) {
 	if len(frames) > profile.MaxTopStackFrames {
 		frames = frames[:profile.MaxTopStackFrames]
 	}
-	var key strings.Builder
+	var h maphash.Hash
+	h.SetSeed(stackSeed)
 	for _, f := range frames {
-		key.WriteString(f.Function)
-		key.WriteByte(0)
-		key.WriteString(f.File)
-		key.WriteByte(0)
+		h.WriteString(f.Function)
+		h.WriteByte(0)
+		h.WriteString(f.File)
+		h.WriteByte(0)
 	}
-	ts := a.stacks[key.String()]
+	key := h.Sum64()
+	ts := a.stacks[key]
 	if ts == nil {
-		if len(a.stacks) >= profile.MaxTopStacks {
+		if len(a.stacks) >= profile.MaxTopStacks || len(frames) > room {
 			a.th.Other++
 		} else {
 			ts = &profile.TopStack{}
 			for _, f := range frames {
-				ts.Frames = append(ts.Frames, profile.Frame{Function: f.Function, File: f.File})
+				ts.Frames = append(ts.Frames, profile.Frame{Function: clipName(f.Function), File: clipName(f.File)})
 			}
-			a.stacks[key.String()] = ts
+			a.stacks[key] = ts
+			kept = len(frames)
 		}
 	}
 	if ts != nil {
@@ -266,7 +289,7 @@ func (a *threadAgg) add(st Stack, active bool) {
 			if len(a.lines) >= maxLineKeys {
 				break
 			}
-			l = &profile.TopLine{Function: f.Function, File: f.File, Line: f.Line}
+			l = &profile.TopLine{Function: clipName(f.Function), File: f.File, Line: f.Line}
 			a.lines[k] = l
 		}
 		l.Samples++
@@ -275,7 +298,12 @@ func (a *threadAgg) add(st Stack, active bool) {
 		}
 		break
 	}
+	return kept
 }
+
+// stackSeed keys the stacks of one run (a hash of the names, so that a key
+// costs 8 bytes whatever the names' length).
+var stackSeed = maphash.MakeSeed()
 
 // finish turns the counts into Tops, reading the source text of each
 // thread's most frequent lines through the process's root.
