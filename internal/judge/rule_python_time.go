@@ -14,7 +14,8 @@ import (
 
 func init() {
 	register(Rule{ID: "python-time", Title: "Where the launch (or busiest) thread's Python time goes: DataLoader, transforms, .item(), optimizer, GIL",
-		Seed: "004 (The GIL: py-spy top --pid PID --gil)", Run: runPythonTime})
+		// Sources: 004 (The GIL: py-spy top --pid PID --gil)
+		Run: runPythonTime})
 }
 
 // The Python-side stages a feeding thread spends its time in, told from
@@ -155,7 +156,8 @@ func runPythonTime(in *Input) []finding.Finding {
 	}{"at a line copying a value back to the host (.item(), .cpu(), .tolist(), .numpy())", item,
 		"each such call waits for the GPU to finish everything queued: accumulate on the GPU and call .item() every N steps, or log asynchronously"})
 
-	f := finding.Finding{ID: "python-time", Severity: finding.Info, Subject: who, Seed: "004 (The GIL: py-spy top --pid PID --gil)"}
+	// Sources: 004 (The GIL: py-spy top --pid PID --gil)
+	f := finding.Finding{ID: "python-time", Severity: finding.Info, Subject: who}
 	f.Evidence = append(f.Evidence, evText("sampled thread", who+": "+how, window, src))
 	var parts []string
 	lead, leadPct := -1, 0.0

@@ -6,13 +6,10 @@ import (
 	"strings"
 
 	"github.com/gpufeed/gpufeed/internal/finding"
+	"github.com/gpufeed/gpufeed/internal/judge/thresholds"
 	"github.com/gpufeed/gpufeed/internal/profile"
 	"github.com/gpufeed/gpufeed/internal/timeline"
 )
-
-// GILHolderMinShare: a thread seen holding the GIL in at least this share
-// of the process's sampling rounds is named among the holders.
-const GILHolderMinShare = 0.10
 
 // nameGILHolders adds to a gil-contention finding which threads held the
 // GIL, from the Python stacks sampled over the window (diagnose
@@ -36,7 +33,7 @@ func nameGILHolders(v *view, pid int, f *finding.Finding) {
 	}
 	var hs []holder
 	for _, th := range top.Threads {
-		if s := float64(th.GIL) / float64(top.Rounds); s >= GILHolderMinShare {
+		if s := float64(th.GIL) / float64(top.Rounds); 100*s >= thresholds.GILHolderRoundsPct {
 			hs = append(hs, holder{th, s})
 		}
 	}

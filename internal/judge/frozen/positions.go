@@ -152,7 +152,8 @@ func rankPositions(v *view, stalled bool) []finding.Finding {
 		names = append(names, name)
 	}
 	sort.Slice(names, func(i, j int) bool { return groups[names[i]][0].rank < groups[names[j]][0].rank })
-	f := finding.Finding{ID: "rank-positions", Severity: finding.Info, Subject: "job", Evidence: ev, Seed: "004 (The NCCL hang)"}
+	// Sources: 004 (The NCCL hang)
+	f := finding.Finding{ID: "rank-positions", Severity: finding.Info, Subject: "job", Evidence: ev}
 	switch {
 	case len(outside) > 0 && len(groups) > 0:
 		// Some wait in a collective; the ranks outside are what they wait for.

@@ -27,12 +27,13 @@ func pyStackFindings(v *view) []finding.Finding {
 			out = append(out, finding.Finding{ID: "python-stacks-unavailable", Severity: finding.Info, Subject: subject,
 				Claim:    "Python stacks were asked for but could not be taken: " + safe(ev.Text),
 				Decision: stacksUnavailableDecision(ev.Text),
-				Seed:     "004 (The GIL: py-spy reads the process from outside)"})
+				// Sources: 004 (The GIL: py-spy reads the process from outside)
+			})
 		case timeline.EventPyStacks:
 			procs, err := profile.ParsePySpy(strings.NewReader(ev.Text))
 			if err != nil {
 				out = append(out, finding.Finding{ID: "python-stacks-unavailable", Severity: finding.Info, Subject: v.procName(ev.PID),
-					Claim: "py-spy's dump of " + v.procName(ev.PID) + " could not be read: " + safe(err.Error())})
+					Claim: "The Python stacks of " + v.procName(ev.PID) + " could not be read: " + safe(err.Error())})
 				continue
 			}
 			for _, p := range procs {
@@ -45,7 +46,8 @@ func pyStackFindings(v *view) []finding.Finding {
 
 func stackFinding(v *view, p profile.Process) finding.Finding {
 	name := v.procName(p.PID)
-	f := finding.Finding{ID: "python-stacks", Severity: finding.Info, Subject: name, Seed: "004 (The GIL)"}
+	// Sources: 004 (The GIL)
+	f := finding.Finding{ID: "python-stacks", Severity: finding.Info, Subject: name}
 	holder, active := "", 0
 	for _, th := range p.Threads {
 		if th.Active() {
