@@ -8,6 +8,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -34,7 +35,8 @@ func newCheckCmd() *cobra.Command {
 		pid    int
 		data   string
 		root   string
-		output string
+		out    outputFlags
+		quiet  bool
 		device string
 		window time.Duration
 	)
@@ -53,8 +55,9 @@ change it), 2 when gpufeed itself failed or was given what it cannot check
 to gate a Slurm prolog.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if output != "text" && output != "json" {
-				return fmt.Errorf("-o %q: want text or json", output)
+			format, err := out.parse()
+			if err != nil {
+				return err
 			}
 			opts := check.Options{PID: pid, DataPath: data, Window: window}
 			if root != "" {
@@ -98,19 +101,17 @@ to gate a Slurm prolog.`,
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt)
 			defer stop()
 			rep := render.NewCheckReport(check.Run(ctx, opts))
-			rep.Root, rep.PID, rep.DataPath, rep.WindowSec = root, pid, data, window.Seconds()
+			rep.Root, rep.PID, rep.DataPath, rep.Window = root, pid, data, window
+			rep.Header = render.NewHeader("check", version, checkedHostname(procRoot))
 			if src != nil {
 				rep.GPUSource = note
 			} else {
 				rep.GPUNote = note
 			}
-			out := cmd.OutOrStdout()
-			if output == "json" {
-				err = rep.WriteJSON(out)
-			} else {
-				err = rep.WriteText(out)
-			}
-			if err != nil {
+			w := cmd.OutOrStdout()
+			ro := out.options(w)
+			ro.Quiet = quiet
+			if err := render.Write(w, format, rep, ro); err != nil {
 				return err
 			}
 			if rep.ExitStatus != render.CheckExitOK {
@@ -123,7 +124,8 @@ to gate a Slurm prolog.`,
 	f.IntVar(&pid, "pid", 0, "target process (a training or inference job); without it, per-process facts are gpufeed's own")
 	f.StringVar(&data, "data", "", "dataset directory, as the target names it")
 	f.StringVar(&root, "root", "", "read DIR/proc and DIR/sys (a container with the host mounted at DIR)")
-	f.StringVarP(&output, "output", "o", "text", "output format: text or json")
+	out.add(cmd)
+	f.BoolVarP(&quiet, "quiet", "q", false, "print failed checks only (text)")
 	f.StringVar(&device, "device", "", "GPU driver source (e.g. nvml); none: driver checks report absent")
 	f.DurationVar(&window, "window", time.Second, "time between the two readings of interrupt and PCIe replay counters (0: counts since boot)")
 	return cmd
@@ -201,4 +203,14 @@ func checkDataPath(data, root, procRoot string, pid int) (string, error) {
 // notExist: no such file, or a component of the path is not a directory.
 func notExist(err error) bool {
 	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR)
+}
+
+// checkedHostname is the checked host's name: its proc/sys/kernel/hostname
+// (under --root, the host's), "" when it cannot be read.
+func checkedHostname(procRoot string) string {
+	b, err := os.ReadFile(filepath.Join(procRoot, "sys", "kernel", "hostname"))
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
 }

@@ -26,7 +26,7 @@ func newDemoCmd() *cobra.Command {
 		list     bool
 		duration time.Duration
 		interval time.Duration
-		format   string
+		out      outputFlags
 		record   string
 		launch   bool
 	)
@@ -47,7 +47,7 @@ is not, 2 when the scenario could not run.`,
 			if list {
 				return listScenarios(cmd)
 			}
-			if err := checkFormat(format); err != nil {
+			if _, err := out.parse(); err != nil {
 				return err
 			}
 			if err := checkWindow(duration, interval); err != nil {
@@ -61,14 +61,14 @@ is not, 2 when the scenario could not run.`,
 			if err != nil {
 				return err
 			}
-			return runDemo(cmd, sc, duration, interval, format, record, launch)
+			return runDemo(cmd, sc, duration, interval, out, record, launch)
 		},
 	}
 	f := cmd.Flags()
 	f.BoolVar(&list, "list", false, "list the scenarios")
 	f.DurationVar(&duration, "duration", sample.DefaultDuration, "sampling window")
 	f.DurationVar(&interval, "interval", sample.DefaultInterval, "per-thread sampling interval")
-	f.StringVarP(&format, "output", "o", "text", "output format: text or json")
+	out.add(cmd)
 	f.StringVar(&record, "record", "", "also save the raw samples to `FILE` (judge it later with gpufeed report)")
 	f.BoolVar(&launch, "launch", false, "observe from the workload's start, as diagnose -- COMMAND does (default: attach once it is working, as diagnose --pid does)")
 	return cmd
@@ -87,7 +87,7 @@ func listScenarios(cmd *cobra.Command) error {
 	return tw.Flush()
 }
 
-func runDemo(cmd *cobra.Command, sc demo.Scenario, duration, interval time.Duration, format, record string, launch bool) error {
+func runDemo(cmd *cobra.Command, sc demo.Scenario, duration, interval time.Duration, out outputFlags, record string, launch bool) error {
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	exe, err := os.Executable()
@@ -140,7 +140,7 @@ func runDemo(cmd *cobra.Command, sc demo.Scenario, duration, interval time.Durat
 	}
 	run.Stop()
 	rep := diagnose.Judge(tl, nil)
-	if err := writeReport(cmd.OutOrStdout(), rep, format); err != nil {
+	if err := writeReport(cmd, "demo", rep, out); err != nil {
 		return err
 	}
 	if problem := sc.Check(rep.Verdict, rep.Findings); problem != "" {

@@ -40,7 +40,7 @@ type diagnoseOpts struct {
 	pid      int
 	duration time.Duration
 	interval time.Duration
-	format   string
+	out      outputFlags
 	record   string
 	procRoot string
 	sysRoot  string
@@ -79,7 +79,7 @@ output is the report's: the command's output goes to standard error, or to
 			if o.cmdOutput != "" && len(args) == 0 {
 				return errors.New("--cmd-output is where a launched command's output goes: give -- COMMAND [ARGS...], not --pid")
 			}
-			if err := checkFormat(o.format); err != nil {
+			if _, err := o.out.parse(); err != nil {
 				return err
 			}
 			if err := checkWindow(o.duration, o.interval); err != nil {
@@ -92,7 +92,7 @@ output is the report's: the command's output goes to standard error, or to
 	f.IntVar(&o.pid, "pid", 0, "attach to this running process (and its descendants)")
 	f.DurationVar(&o.duration, "duration", sample.DefaultDuration, "sampling window")
 	f.DurationVar(&o.interval, "interval", sample.DefaultInterval, "per-thread sampling interval")
-	f.StringVarP(&o.format, "output", "o", "text", "output format: text or json")
+	o.out.add(cmd)
 	f.StringVar(&o.record, "record", "", "also save the raw samples to `FILE` (judge it later with gpufeed report)")
 	f.StringVar(&o.procRoot, "proc-root", procfs.DefaultProc, "where procfs is mounted (e.g. /host/proc in a container)")
 	f.StringVar(&o.sysRoot, "sys-root", procfs.DefaultSys, "where sysfs is mounted")
@@ -148,7 +148,7 @@ func runDiagnose(cmd *cobra.Command, o diagnoseOpts, args []string) error {
 	case err != nil:
 		return err
 	}
-	if err := writeReport(cmd.OutOrStdout(), res.Report, o.format); err != nil {
+	if err := writeReport(cmd, "diagnose", res.Report, o.out); err != nil {
 		return err
 	}
 	if res.Command != nil {

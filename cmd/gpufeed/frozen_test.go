@@ -31,7 +31,7 @@ func TestDiagnoseFrozenJob(t *testing.T) {
 	}
 	rec := filepath.Join(t.TempDir(), "hang.gpufeed")
 	live, stderr, code := run(t, "diagnose", "--pid", strconv.Itoa(r.PID), "--duration", "2500ms", "--device", "none",
-		"--record", rec, "--py-stacks")
+		"--record", rec, "--py-stacks", "-v")
 	if code != 0 {
 		t.Fatalf("diagnose exited %d: %s", code, stderr)
 	}
@@ -44,7 +44,7 @@ func TestDiagnoseFrozenJob(t *testing.T) {
 			t.Errorf("the report lacks %q:\n%s", want, live)
 		}
 	}
-	replayed, stderr, code := run(t, "report", rec)
+	replayed, stderr, code := run(t, "report", "-v", rec)
 	if code != 0 {
 		t.Fatalf("report exited %d: %s", code, stderr)
 	}

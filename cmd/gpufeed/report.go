@@ -12,7 +12,7 @@ import (
 func init() { subcommands = append(subcommands, newReportCmd) }
 
 func newReportCmd() *cobra.Command {
-	var format string
+	var out outputFlags
 	cmd := &cobra.Command{
 		Use:   "report FILE",
 		Short: "Judge a recording made with diagnose --record, with no process present",
@@ -22,7 +22,7 @@ A truncated recording (a crash, a full disk) is judged on what it holds, with
 a note saying so.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkFormat(format); err != nil {
+			if _, err := out.parse(); err != nil {
 				return err
 			}
 			f, err := os.Open(args[0])
@@ -37,9 +37,9 @@ a note saying so.`,
 			for _, w := range warnings {
 				warn("warning: %s", w)
 			}
-			return writeReport(cmd.OutOrStdout(), diagnose.Judge(tl, warnings), format)
+			return writeReport(cmd, "report", diagnose.Judge(tl, warnings), out)
 		},
 	}
-	cmd.Flags().StringVarP(&format, "output", "o", "text", "output format: text or json")
+	out.add(cmd)
 	return cmd
 }

@@ -22,7 +22,8 @@ func init() { subcommands = append(subcommands, newTraceCmd) }
 
 func newTraceCmd() *cobra.Command {
 	var (
-		output   string
+		out      outputFlags
+		rank     int
 		lastStep bool
 		workers  int
 	)
@@ -42,8 +43,9 @@ at the end of the report and the others are reported; the exit status is 2
 only when nothing could be read.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if output != "text" && output != "json" {
-				return fmt.Errorf("-o %q: want text or json", output)
+			format, err := out.parse()
+			if err != nil {
+				return err
 			}
 			files, skipped, err := load.Expand(args)
 			if err != nil {
@@ -92,12 +94,13 @@ only when nothing could be read.`,
 				m := tracejudge.CompareRanks(summaries)
 				res.Multi = &m
 			}
-			out := cmd.OutOrStdout()
-			if output == "json" {
-				err = render.TraceJSON(out, res)
-			} else {
-				err = render.TraceText(out, res)
+			res.Header = render.NewHeader("trace", version, hostname())
+			w := cmd.OutOrStdout()
+			ro := out.options(w)
+			if cmd.Flags().Changed("rank") {
+				ro.Rank = &rank
 			}
+			err = render.Write(w, format, &res, ro)
 			if err == nil && len(skipped) > 0 {
 				fmt.Fprintf(cmd.ErrOrStderr(), "gpufeed: %d of %d files not read (listed at the end of the report); the report covers the others\n",
 					len(skipped), len(skipped)+len(files)-failed)
@@ -105,7 +108,8 @@ only when nothing could be read.`,
 			return err
 		},
 	}
-	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
+	out.add(cmd)
+	cmd.Flags().IntVar(&rank, "rank", 0, "with a directory of rank files: this rank's verdict and findings (-v: its tables too)")
 	cmd.Flags().BoolVar(&lastStep, "include-last-step", false, "keep the last ProfilerStep (HTA leaves it out by default)")
 	cmd.Flags().IntVar(&workers, "workers", 0, "decoder threads (0: one per CPU)")
 	return cmd

@@ -28,6 +28,16 @@ func (c evidenceCtx) ev(what string, v float64, unit, events string) finding.Evi
 	return finding.Evidence{What: what, Value: round3(v), Unit: unit, Window: c.window, Source: src}
 }
 
+// bytesCopied is the bytes the copies moved, or "not recorded" when the
+// trace holds no byte counts for them (0 bytes for copies that ran is not
+// a measurement).
+func (c evidenceCtx) bytesCopied(n int64, events string) finding.Evidence {
+	if n <= 0 {
+		return c.text("bytes copied", "not recorded", events)
+	}
+	return c.ev("bytes copied", float64(n), "B", events)
+}
+
 func (c evidenceCtx) text(what, text, events string) finding.Evidence {
 	src := c.file
 	if events != "" {
@@ -206,7 +216,7 @@ func buildFindings(r *RankReport, sh Shares, v *vocab) ([]finding.Finding, map[s
 			Evidence: []finding.Evidence{
 				ctx.ev("blocking copies", float64(c.Count), "", v.calls(trace.MemcpySync)),
 				ctx.ev("host time in blocking copies", ms(c.HostNs), "ms", v.calls(trace.MemcpySync)),
-				ctx.ev("bytes copied", float64(c.Bytes), "B", v.copyEvents()),
+				ctx.bytesCopied(c.Bytes, v.copyEvents()),
 			},
 			Decision: fmt.Sprintf("Use %s from pinned memory (tensor.to(device, non_blocking=True) on pinned tensors).", v.call(trace.MemcpyAsync)),
 			Seed:     "002 symptom 4",
@@ -235,7 +245,7 @@ func buildFindings(r *RankReport, sh Shares, v *vocab) ([]finding.Finding, map[s
 				ctx.ev("share of GPU time lost to pageable copies", sh.Transfer, "%", ""),
 				ctx.ev("async copies from or to pageable memory", float64(c.Count), "", v.calls(trace.MemcpyAsync)+", Memcpy … (Pageable -> Device)/(Device -> Pageable)"),
 				ctx.ev("host time in those copies", ms(c.HostNs), "ms", v.calls(trace.MemcpyAsync)),
-				ctx.ev("bytes copied", float64(c.Bytes), "B", v.copyEvents()),
+				ctx.bytesCopied(c.Bytes, v.copyEvents()),
 				ctx.ev("GPU idle while the launching thread was inside them", ms(b[tracestats.CausePageableCopy]), "ms", ""),
 			},
 			Decision: "Pin host memory: DataLoader(pin_memory=True) or tensor.pin_memory(), then .to(device, non_blocking=True); keep results on the GPU instead of copying them back to pageable tensors.",
