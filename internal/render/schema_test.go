@@ -101,6 +101,16 @@ func TestJSONGoldensFollowTheContract(t *testing.T) {
 				commands[c]++
 			}
 			checkKeys(t, f, m, "")
+			if res, ok := m["results"].([]any); ok {
+				seen := map[string]bool{}
+				for _, r := range res {
+					id, _ := r.(map[string]any)["id"].(string)
+					if seen[id] {
+						t.Errorf("%s: result id %q is not unique", f, id)
+					}
+					seen[id] = true
+				}
+			}
 		}
 	}
 	for _, c := range []string{"report", "check", "trace"} {
