@@ -46,8 +46,8 @@ func newCheckCmd() *cobra.Command {
 		Long: `check reads /proc, /sys and (with a driver) the GPUs once, and reports
 what starves a GPU without any code at fault: a downgraded PCIe link, a process
 bound to the far NUMA node, a powersave governor, a 64 MiB /dev/shm, a dataset
-on NFS that retransmits. Failures and warnings come first, with their evidence
-and the change to make.
+on NFS that retransmits. Failures and warnings come one line each (-v: with
+their evidence and the change to make; --quiet: failures only).
 
 Exit status: 0 when no check failed, 1 when a check failed (warnings do not
 change it), 2 when gpufeed itself failed or was given what it cannot check

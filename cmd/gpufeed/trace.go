@@ -35,7 +35,9 @@ file or a directory of rank files, and Nsight Systems SQLite exports
 (nsys export --type sqlite). For each rank it attributes every GPU idle gap to
 what the launching CPU thread was doing instead (DataLoader, synchronisation,
 pageable copy, CPU operators, launch calls), gives the verdict live diagnose
-gives, and prints HTA-compatible and Nsight-style numbers to check it against.
+gives, and (-v) prints HTA-compatible and Nsight-style numbers to check it
+against. With a directory of ranks the ranks table comes first; --rank N
+shows one rank.
 
 "-" reads a Kineto trace from standard input (so do /dev/stdin and
 <(zcat trace.json.gz)). A file that cannot be read is listed with the reason
