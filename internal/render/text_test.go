@@ -52,3 +52,14 @@ func TestWrap(t *testing.T) {
 		}
 	}
 }
+
+func TestParseFormat(t *testing.T) {
+	for in, want := range map[string]Format{"text": FormatText, "JSON": FormatJSON, " Json ": FormatJSON} {
+		if got, err := ParseFormat(in); err != nil || got != want {
+			t.Errorf("ParseFormat(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	if _, err := ParseFormat("xml"); err == nil || err.Error() != `-o "xml": want text or json` {
+		t.Errorf("ParseFormat(xml): %v", err)
+	}
+}
