@@ -235,6 +235,8 @@ func runSummary(r *Report) string {
 		parts = append(parts, fmt.Sprintf("target exited with status %d", *r.Target.ExitCode))
 	}
 	switch {
+	case len(r.GPUs) == 0 && strings.Contains(strings.ToLower(r.GPUSource), "gpu"):
+		parts = append(parts, r.GPUSource) // it says why no GPU was sampled
 	case len(r.GPUs) == 0:
 		parts = append(parts, "no GPU sampled ("+dash(r.GPUSource)+")")
 	default:
