@@ -27,7 +27,7 @@ type traceRank struct {
 	Launch        traceLaunch              `json:"kernel_launch_stats"`
 	QueueLength   []tracestats.QueueLength `json:"queue_length"`
 	Rules         traceRules               `json:"rules"`
-	Attribution   tracestats.Attribution   `json:"attribution"`
+	Attribution   traceAttribution         `json:"attribution"`
 	SetupLaunches traceSetup               `json:"setup_launches"`
 	Confidence    traceConfidenceJSON      `json:"confidence"`
 	Shares        traceShares              `json:"shares"`
@@ -147,13 +147,57 @@ type traceShares struct {
 	GPUWait      float64 `json:"gpu_wait_percent"`
 	Unattributed float64 `json:"unattributed_percent"`
 	CopyBusy     float64 `json:"copy_busy_percent"`
-	SmallKernel  float64 `json:"small_kernel_percent"`
+	// SmallKernel is null when the trace does not say how many blocks
+	// each kernel ran (Kineto's "blocks per SM").
+	SmallKernel *float64 `json:"small_kernel_percent"`
 }
 
 func shares(s tracejudge.Shares) traceShares {
 	return traceShares{Idle: s.IdlePct, Input: s.Input, Sync: s.Sync, Transfer: s.Transfer, Submission: s.Submission,
 		OtherAPI: s.OtherAPI, Setup: s.Setup, Untraced: s.Untraced, GPUWait: s.GPUWait, Unattributed: s.Unattributed,
-		CopyBusy: s.CopyBusyPct, SmallKernel: s.SmallKernelPct}
+		CopyBusy: s.CopyBusyPct, SmallKernel: effective(s.SmallKernelPct)}
+}
+
+// traceAttribution is tracestats.Attribution with a gap's step null when
+// the gap began in no ProfilerStep.
+type traceAttribution struct {
+	SpanNs        int64                   `json:"span_ns"`
+	IdleNs        int64                   `json:"idle_ns"`
+	Gaps          int                     `json:"gaps"`
+	ByCause       tracestats.ByCause      `json:"by_cause_ns"`
+	AfterSyncNs   int64                   `json:"after_sync_ns"`
+	AfterSyncGaps int                     `json:"after_sync_gaps"`
+	AfterSync     tracestats.ByCause      `json:"after_sync_by_cause_ns"`
+	DuringGPUWait tracestats.ByCause      `json:"during_gpu_wait_ns"`
+	TopOps        []tracestats.NamedTime  `json:"top_cpu_ranges"`
+	TopAPIs       []tracestats.NamedTime  `json:"top_api_calls"`
+	Threads       []tracestats.ThreadTime `json:"threads"`
+	Longest       []traceGap              `json:"longest_gaps"`
+}
+
+type traceGap struct {
+	Device    int32              `json:"device"`
+	StartNs   int64              `json:"start_ns"`
+	DurNs     int64              `json:"dur_ns"`
+	ByCause   tracestats.ByCause `json:"by_cause_ns"`
+	Next      string             `json:"next_op"`
+	AfterSync bool               `json:"after_sync"`
+	Step      *int               `json:"step"`
+}
+
+func attribution(a tracestats.Attribution) traceAttribution {
+	out := traceAttribution{SpanNs: a.SpanNs, IdleNs: a.IdleNs, Gaps: a.Gaps, ByCause: a.ByCause, AfterSyncNs: a.AfterSyncNs,
+		AfterSyncGaps: a.AfterSyncGaps, AfterSync: a.AfterSync, DuringGPUWait: a.DuringGPUWait,
+		TopOps: nonNil(a.TopOps), TopAPIs: nonNil(a.TopAPIs), Threads: nonNil(a.Threads), Longest: []traceGap{}}
+	for _, g := range a.Longest {
+		tg := traceGap{Device: g.Device, StartNs: g.StartNs, DurNs: g.DurNs, ByCause: g.ByCause, Next: g.Next, AfterSync: g.AfterSync}
+		if g.Step >= 0 {
+			step := g.Step
+			tg.Step = &step
+		}
+		out.Longest = append(out.Longest, tg)
+	}
+	return out
 }
 
 // traceCounts tallies the events read by fate; every count is present.
@@ -211,7 +255,7 @@ func traceJSON(res *TraceResult) traceDoc {
 			Rules: traceRules{PageableCopies: calls(ru.PageableCopies), SyncCopies: calls(ru.SyncCopies), SyncMemsets: calls(ru.SyncMemsets),
 				StreamSyncs: calls(ru.StreamSyncs), DeviceSyncs: calls(ru.DeviceSyncs), EventSyncs: calls(ru.EventSyncs),
 				GapThresholdNs: ru.GapThresholdNs, Gaps: nonNil(ru.Gaps), LowUsePercent: ru.LowUsePct, LowUse: []lowUse{}, FromSQL: ru.FromSQL},
-			Attribution: r.Attribution,
+			Attribution: attribution(r.Attribution),
 			SetupLaunches: traceSetup{Calls: nonNil(r.SetupLaunches.Calls), TotalNs: r.SetupLaunches.TotalNs,
 				MedianLaunch: r.SetupLaunches.MedianUs * 1e3, MADLaunch: r.SetupLaunches.MADUs * 1e3,
 				ThresholdNs: r.SetupLaunches.ThresholdUs * 1e3, Launches: r.SetupLaunches.Launches},
