@@ -94,7 +94,7 @@ func (t *textWriter) short(r *Report) {
 				if i == verdictEvidenceShown {
 					break
 				}
-				evidence = append(evidence, clip("  - "+evidenceLine(e, "", false), width))
+				evidence = append(evidence, numberLine("  - ", e, width))
 			}
 		}
 		if v.Decision != "" {

@@ -231,6 +231,20 @@ func evidenceLine(e finding.Evidence, sharedWindow string, withSource bool) stri
 	return s
 }
 
+// numberLine is a piece of evidence on one line of at most width columns:
+// when it is too long the description is shortened, not the number.
+func numberLine(prefix string, e finding.Evidence, width int) string {
+	what, val := safetext.Clean(e.What), safetext.Clean(evidenceValue(e))
+	line := prefix + what + ": " + val
+	if n := utf8.RuneCountInString(line); n > width {
+		room := utf8.RuneCountInString(what) - (n - width)
+		if room >= 20 {
+			line = prefix + clip(what, room) + ": " + val
+		}
+	}
+	return clip(line, width)
+}
+
 // wrap breaks s into lines of at most width columns at spaces: the first
 // line starts with first, the others with rest. At most maxLines lines
 // (0: any number); the last kept one ends with "…" when text was left out.

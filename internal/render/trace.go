@@ -156,7 +156,7 @@ func (p *printer) report(r *tracejudge.RankReport) {
 			p.line("%s", l)
 		}
 		for _, e := range ev[:min(verdictEvidenceShown, len(ev))] {
-			p.line("%s", clip("  - "+evidenceLine(e, "", false), width))
+			p.line("%s", numberLine("  - ", e, width))
 		}
 		if v.Decision != "" {
 			for _, l := range wrap("DECISION: "+v.Decision, width, "", "  ", 3) {
