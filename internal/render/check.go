@@ -227,6 +227,10 @@ func (textRenderer) Check(w io.Writer, r *CheckReport, o Options) error {
 		}
 		t.line("exit status %d: a check failed", CheckExitFailed)
 	}
+	if o.Verbose {
+		t.line("")
+	}
+	t.line("%s", ExplainHint)
 	return t.flush(w)
 }
 

@@ -10,10 +10,10 @@ import (
 
 func TestReportText(t *testing.T) {
 	rep := NewCheckReport([]finding.CheckOutcome{
-		{ID: "a", Status: finding.CheckFail, Severity: finding.Critical, Subject: "x\x1b[31m", Claim: "bad\nline", Seed: "002 Task 4",
+		{ID: "a", Status: finding.CheckFail, Severity: finding.Critical, Subject: "x\x1b[31m", Claim: "bad\nline",
 			Evidence: []finding.Evidence{{What: "speed", Value: 8, Unit: "GT/s", Source: "/sys/x"}}, Decision: "fix"},
-		{ID: "b", Status: finding.CheckOK, Claim: "fine", Seed: "s"},
-		{ID: "c", Status: finding.CheckAbsent, Claim: "none", Need: "more", Seed: "s"},
+		{ID: "b", Status: finding.CheckOK, Claim: "fine"},
+		{ID: "c", Status: finding.CheckAbsent, Claim: "none", Need: "more"},
 	})
 	out := textOf(t, rep, verbose)
 	if strings.ContainsAny(out, "\x1b") || !strings.Contains(out, "x?[31m") || !strings.Contains(out, "bad?line") {
@@ -31,7 +31,7 @@ func TestReportText(t *testing.T) {
 	lines := strings.Split(strings.TrimSuffix(textOf(t, rep, Options{}), "\n"), "\n")
 	want := []string{"gpufeed check: no GPU driver source", "FAIL  a [x?[31m]: bad?line",
 		"1 failed, 0 warnings, 0 errors; 1 ok, 1 absent or not applicable, 0 not visible (-v lists them)",
-		"exit status 1: a check failed"}
+		"exit status 1: a check failed", ExplainHint}
 	if strings.Join(lines, "\n") != strings.Join(want, "\n") {
 		t.Errorf("default:\n%s\nwant:\n%s", strings.Join(lines, "\n"), strings.Join(want, "\n"))
 	}
@@ -49,9 +49,9 @@ func TestReportKeepsHostileTextOffTheTerminal(t *testing.T) {
 	evil := "src\u202eexe.txt\u2028forged\u2066\u2029"
 	garbage := strings.Repeat("}{garbage", 600)
 	rep := NewCheckReport([]finding.CheckOutcome{
-		{ID: "a", Status: finding.CheckWarn, Subject: evil, Claim: evil, Seed: "s", Evidence: []finding.Evidence{{What: evil, Text: evil, Source: evil}}, Decision: evil},
-		{ID: "b", Status: finding.CheckError, Claim: "memory: /proc/meminfo:1: malformed line " + garbage, Need: "a well-formed /proc/meminfo", Seed: "s"},
-		{ID: "c", Status: finding.CheckOK, Subject: evil, Claim: garbage, Seed: "s"},
+		{ID: "a", Status: finding.CheckWarn, Subject: evil, Claim: evil, Evidence: []finding.Evidence{{What: evil, Text: evil, Source: evil}}, Decision: evil},
+		{ID: "b", Status: finding.CheckError, Claim: "memory: /proc/meminfo:1: malformed line " + garbage, Need: "a well-formed /proc/meminfo"},
+		{ID: "c", Status: finding.CheckOK, Subject: evil, Claim: garbage},
 	})
 	rep.DataPath = evil
 	text, js := textOf(t, rep, verbose), string(jsonOf(t, rep))

@@ -113,7 +113,7 @@ func (t *textWriter) short(r *Report) {
 		tail = append(tail, clip("note: "+n, width))
 	}
 	tail = append(tail, wrap(runSummary(r), width, "", "  ", 2)...)
-	tail = append(tail, clip("-v: every finding's evidence and the tables", width))
+	tail = append(tail, clip(moreHint, width))
 	var others []finding.Finding
 	for _, f := range r.Findings {
 		if f.ID != first {
@@ -307,6 +307,8 @@ func (t *textWriter) verbose(r *Report) {
 		}
 	}
 	t.facts(r)
+	t.line("")
+	t.line("%s", ExplainHint)
 }
 
 // finding writes one finding: its line, its evidence, the change it calls

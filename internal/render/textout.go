@@ -71,6 +71,10 @@ func (t *textOut) flush(w io.Writer) error {
 	return err
 }
 
+// moreHint is the last line of a short text report: how to see more, and
+// where to read what a finding means (ExplainHint, shortened to fit).
+const moreHint = "-v: every finding's evidence and the tables; gpufeed explain ID: what a finding means"
+
 // Number writes a value with the precision a reader needs: whole numbers
 // as they are, others to about three significant digits, trailing zeros
 // dropped.

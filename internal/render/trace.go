@@ -79,7 +79,7 @@ func (textRenderer) Trace(w io.Writer, res *TraceResult, o Options) error {
 				p.report(r)
 			}
 		} else {
-			p.line("--rank N: one rank's verdict and findings; -v: every rank's evidence and tables")
+			p.line("%s", clip("--rank N: one rank's verdict and findings; "+moreHint, p.o.width()))
 		}
 	default:
 		for i, r := range reports {
@@ -96,6 +96,10 @@ func (textRenderer) Trace(w io.Writer, res *TraceResult, o Options) error {
 		for _, s := range res.Skipped {
 			p.line("  %s: %s", s.File, s.Reason)
 		}
+	}
+	if o.Verbose {
+		p.line("")
+		p.line("%s", ExplainHint)
 	}
 	return p.flush(w)
 }
@@ -182,7 +186,7 @@ func (p *printer) report(r *tracejudge.RankReport) {
 				p.line("%s", l)
 			}
 		}
-		p.line("%s", clip("-v: every finding's evidence, the attribution, HTA- and Nsight-style tables", width))
+		p.line("%s", clip(moreHint, width))
 		return
 	}
 	p.line("%s", head)
@@ -378,7 +382,7 @@ func (p *printer) nsight(r *tracejudge.RankReport) {
 	for _, g := range ru.Gaps[:min(5, len(ru.Gaps))] {
 		p.line("    device %d: %.3f ms at +%.3f ms", g.Device, nsToMS(g.DurNs), nsToMS(g.StartNs-r.Scope.StartNs))
 	}
-	p.line("  low-use windows (< %.0f %% GPU time, %d chunks): %d", ru.LowUsePct, tracejudge.NsightLowUseChunks, len(ru.LowUse))
+	p.line("  low-use windows (< %.0f %% GPU time, %d chunks): %d", ru.LowUsePct, thresholds.NsightLowUseChunks, len(ru.LowUse))
 	for _, w := range ru.LowUse[:min(5, len(ru.LowUse))] {
 		p.line("    device %d: %.3f ms at +%.3f ms, %.1f %% in use", w.Device, nsToMS(w.DurNs), nsToMS(w.StartNs-r.Scope.StartNs), w.UsePct)
 	}
@@ -392,7 +396,7 @@ func (p *printer) multi(m *tracejudge.MultiRank) {
 			r.Shares.IdlePct, r.Shares.Input, r.Shares.Sync, nsToMS(r.StepMedianNs), filepath.Base(r.Source))
 	}
 	if len(m.Stragglers) == 0 {
-		p.line("  no straggler: no rank enters collectives late by %.0f %% of the median step time", tracejudge.StragglerLagPct)
+		p.line("  no straggler: no rank enters collectives late by %.0f %% of the median step time", thresholds.StragglerLagPct)
 	}
 	for _, f := range m.Findings {
 		if !p.o.Verbose {
