@@ -189,7 +189,7 @@ func TestGlooRanksLaunched(t *testing.T) {
 	checkGlooJob(t, r, r.Target.PID)
 }
 
-var cowClaim = regexp.MustCompile(`^\d forked workers? of pid (\d+) \(python3\) copy its memory at (\d+\.\d) MiB/s together, copy-on-write: their unique memory rises while their resident memory stays flat`)
+var cowClaim = regexp.MustCompile(`^\d forked workers? of pid (\d+) \(python3\) copy its memory at (\d+\.\d) [KM]iB/s together, copy-on-write: their unique memory rises while their resident memory stays flat`)
 
 // checkCOW: over a list, the DataLoader's forked workers are found copying
 // the trainer's memory, with the fix; over a numpy array they are not.
