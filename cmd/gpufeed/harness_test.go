@@ -64,3 +64,24 @@ func validateSchema(t testing.TB, out string) {
 		t.Errorf("the output does not follow docs/gpufeed.schema.json:\n%v", err)
 	}
 }
+
+// hostRoot lays out a directory as --root wants it: proc and sys (either
+// may be "": then absent) linked from fixture trees, as a container sees
+// the host's / mounted at /host.
+func hostRoot(t testing.TB, proc, sys string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for name, target := range map[string]string{"proc": proc, "sys": sys} {
+		if target == "" {
+			continue
+		}
+		abs, err := filepath.Abs(target)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(abs, filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}

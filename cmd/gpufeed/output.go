@@ -20,7 +20,7 @@ type outputFlags struct {
 
 func (o *outputFlags) add(cmd *cobra.Command) {
 	f := cmd.Flags()
-	f.StringVarP(&o.format, "output", "o", "text", "output format: text or json")
+	addOutputFlag(f, &o.format)
 	f.BoolVarP(&o.verbose, "verbose", "v", false, "show every finding's evidence and the tables (text)")
 }
 

@@ -43,7 +43,7 @@ shows one rank.
 <(zcat trace.json.gz)). A file that cannot be read is listed with the reason
 at the end of the report and the others are reported; the exit status is 2
 only when nothing could be read.`,
-		Args: cobra.MinimumNArgs(1),
+		Args: wrapArgs(cobra.MinimumNArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			format, err := out.parse()
 			if err != nil {
@@ -51,7 +51,7 @@ only when nothing could be read.`,
 			}
 			files, skipped, err := load.Expand(args)
 			if err != nil {
-				return err
+				return asUsage(err)
 			}
 			// Traces are large, short-lived and pointer-free: collecting more
 			// often costs little and keeps the peak near the live data.
@@ -87,7 +87,7 @@ only when nothing could be read.`,
 			}
 			slices.SortStableFunc(skipped, func(a, b load.Skipped) int { return strings.Compare(a.File, b.File) })
 			if len(res.Reports) == 0 {
-				return nothingRead(skipped, readErr)
+				return asUsage(nothingRead(skipped, readErr)) // nothing given was a trace gpufeed can read
 			}
 			for _, s := range skipped {
 				res.Skipped = append(res.Skipped, render.TraceSkipped{File: s.File, Reason: s.Reason})
