@@ -22,11 +22,9 @@ import (
 	"github.com/gpufeed/gpufeed/internal/safetext"
 )
 
-// demoReport is the part of the JSON report the scenario tests read.
-type demoReport struct {
-	Verdict  *finding.Verdict  `json:"verdict"`
-	Findings []finding.Finding `json:"findings"`
-}
+// demoReport is the JSON report the scenario tests read (its verdict and
+// findings, decoded back by render.Report).
+type demoReport = render.Report
 
 // TestDemoScenarios runs every built-in scenario through the binary, one
 // after the other (they measure the machine; running them side by side
