@@ -45,7 +45,7 @@ scenario, code = sys.argv[1], sys.argv[2]
 try:
     r = json.load(sys.stdin)
     v = r["verdict"]
-    print(scenario, v["class"], v["confidence"], code)
+    print(scenario, v["class"], v["confidence_percent"] / 100, code)
     if code != "0":  # say why in the log (stderr), not in the rows
         print("  %s: %s %s" % (scenario, v.get("summary", ""), v.get("missing", "")), file=sys.stderr)
 except Exception as e:

@@ -44,7 +44,7 @@ type diagnoseOpts struct {
 	pid      pidValue
 	duration time.Duration
 	interval time.Duration
-	format   string
+	out      outputFlags
 	record   string
 	// root is --root (the host's / seen from a container); procRoot and
 	// sysRoot the deprecated --proc-root and --sys-root, which name /proc
@@ -101,7 +101,7 @@ it watches.`,
 	f.Var(&o.pid, "pid", "attach to the running process `PID` (and its descendants)")
 	addDurationFlag(f, &o.duration, "duration", sample.DefaultDuration, "how long to observe")
 	addDurationFlag(f, &o.interval, "interval", sample.DefaultInterval, "per-thread sampling interval")
-	addOutputFlag(f, &o.format)
+	o.out.add(cmd)
 	f.StringVar(&o.record, "record", "", "also save the raw samples to `FILE` (judge it later with gpufeed report)")
 	addRootFlag(f, &o.root)
 	deprecatedAlias(f, stringValue(&o.procRoot), "proc-root", "use --root DIR, which reads DIR/proc and DIR/sys (e.g. --root /host)")
@@ -174,7 +174,7 @@ func runDiagnose(cmd *cobra.Command, o diagnoseOpts, args []string) error {
 	case err != nil:
 		return err
 	}
-	if err := writeReport(cmd.OutOrStdout(), res.Report, o.format); err != nil {
+	if err := writeReport(cmd, "diagnose", res.Report, o.out); err != nil {
 		return err
 	}
 	if res.Command != nil {

@@ -10,6 +10,8 @@
 package profile
 
 import (
+	"github.com/gpufeed/gpufeed/internal/safetext"
+
 	"bufio"
 	"errors"
 	"fmt"
@@ -202,12 +204,9 @@ func parseFrame(s string) (Frame, error) {
 	return f, nil
 }
 
-func clip(s string) string {
-	if len(s) > 80 {
-		return s[:80] + "..."
-	}
-	return s
-}
+// clip shortens a string quoted in an error message (at a character
+// boundary, saying how much was cut).
+func clip(s string) string { return safetext.Cap(s, 80) }
 
 // PySpyInstallHint says how to get py-spy.
 const PySpyInstallHint = "install py-spy (`pip install py-spy`, a self-contained binary, or a release from github.com/benfred/py-spy/releases); reading another user's process needs root or CAP_SYS_PTRACE"
