@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -138,9 +139,10 @@ loop:
 	for _, w := range windows {
 		want := 100 * float64(busyIn(w.from, w.to)) / float64(w.to-w.from)
 		got := *w.s.UtilPercent
-		// Launches are stamped just before the call, the model stamps inside
-		// it: microseconds apart. A few percent covers that and the sampling.
-		if d := got - want; d > 3 || d < -3 {
+		// Launches are stamped just before the call, the library places the
+		// kernel after its launch cost: microseconds apart, against windows
+		// of 100 ms.
+		if d := got - want; d > 1 || d < -1 {
 			t.Errorf("window %v-%v: device says %.2f %%, the model %.2f %%", time.Duration(w.from-first), time.Duration(w.to-first), got, want)
 		}
 		if w.from >= first && w.to <= lastEnd {
@@ -167,10 +169,11 @@ loop:
 
 // pythonBlocking checks the Python client's blocking calls from a real
 // process: a full stream blocks the launching thread, streams are shared by
-// the process's threads, and one thread's synchronize does not hold another
-// thread's launches.
+// the process's threads, one thread's synchronize does not hold another
+// thread's launches, a graph launch costs one launch, a forked child is a
+// process of its own, and every sync mode returns no earlier than the work.
 const pythonBlocking = `
-import json, sys, threading, time
+import json, os, sys, threading, time
 sys.path.insert(0, sys.argv[1])
 import gpufeed_simdev
 
@@ -209,7 +212,40 @@ try:
     dev.memcpy(10, kind="sideways")
 except ValueError:
     out["bad_kind"] = "ValueError"
+
+# A graph of twenty 1 ms kernels: one launch, twenty milliseconds of work.
+t = time.monotonic_ns()
+dev.graph_launch([1000] * 20, stream=2)
+out["graph_launch_ns"] = time.monotonic_ns() - t
+out["graph_done_at_once"] = dev.query(2)
+dev.synchronize(2)
+out["graph_ns"] = time.monotonic_ns() - t
+
+# A forked child uses a context of its own, as a process of its own.
+r, w = os.pipe()
+pid = os.fork()
+if pid == 0:
+    dev.launch(1000)
+    dev.synchronize()
+    os.write(w, json.dumps({"pid": dev.pid, "os": os.getpid()}).encode())
+    os._exit(0)
+os.waitpid(pid, 0)
+out["child"] = json.loads(os.read(r, 4096))
+out["pid"], out["os_pid"] = dev.pid, os.getpid()
 dev.close()
+
+out["modes"] = {}
+for mode in ("spin", "yield", "block"):
+    d = gpufeed_simdev.connect(sync=mode)
+    t = time.monotonic_ns()
+    d.launch(20000)
+    d.synchronize()
+    out["modes"][mode] = [d.sync, time.monotonic_ns() - t]
+    d.close()
+try:
+    gpufeed_simdev.connect(sync="sometimes")
+except gpufeed_simdev.SimdevError as e:
+    out["bad_sync"] = str(e)
 json.dump(out, sys.stdout)
 `
 
@@ -236,6 +272,16 @@ func TestPythonClientBlockingCalls(t *testing.T) {
 		OtherStreamNS int64  `json:"other_stream_launch_ns"`
 		ThreadSyncNS  int64  `json:"thread_sync_ns"`
 		BadKind       string `json:"bad_kind"`
+		GraphLaunchNS int64  `json:"graph_launch_ns"`
+		GraphAtOnce   bool   `json:"graph_done_at_once"`
+		GraphNS       int64  `json:"graph_ns"`
+		Child         struct {
+			PID, OS int
+		} `json:"child"`
+		PID     int               `json:"pid"`
+		OSPID   int               `json:"os_pid"`
+		Modes   map[string][2]any `json:"modes"`
+		BadSync string            `json:"bad_sync"`
 	}
 	if err := json.Unmarshal(b, &got); err != nil {
 		t.Fatalf("output %q: %v", b, err)
@@ -253,5 +299,26 @@ func TestPythonClientBlockingCalls(t *testing.T) {
 	}
 	if got.BadKind != "ValueError" {
 		t.Errorf("memcpy with an unknown kind: %q, want ValueError", got.BadKind)
+	}
+	if d := time.Duration(got.GraphLaunchNS); d > 5*time.Millisecond || got.GraphAtOnce {
+		t.Errorf("graph_launch of twenty 1 ms kernels took %v (done at once: %v): one launch, work still queued", d, got.GraphAtOnce)
+	}
+	if d := time.Duration(got.GraphNS); d < 20*time.Millisecond {
+		t.Errorf("the graph's kernels were done after %v, want >= 20ms", d)
+	}
+	if got.Child.PID != got.Child.OS || got.Child.PID == got.PID || got.PID != got.OSPID {
+		t.Errorf("the device saw the child as %d (it is %d), the parent as %d (it is %d)", got.Child.PID, got.Child.OS, got.PID, got.OSPID)
+	}
+	for _, mode := range []string{"spin", "yield", "block"} {
+		m := got.Modes[mode]
+		if m[0] != mode {
+			t.Errorf("connect(sync=%q) waits by %v", mode, m[0])
+		}
+		if d := time.Duration(m[1].(float64)); d < 20*time.Millisecond {
+			t.Errorf("sync=%s: a 20 ms kernel was synchronised after %v", mode, d)
+		}
+	}
+	if !strings.Contains(got.BadSync, "sometimes") {
+		t.Errorf("connect(sync=\"sometimes\"): %q", got.BadSync)
 	}
 }
