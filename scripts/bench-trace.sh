@@ -69,7 +69,7 @@ echo "go: $(go version | cut -d' ' -f3), python: $(/usr/bin/python3 --version 2>
 for size in "${sizes[@]}"; do
 	dir="$work/trace-$size"
 	mkdir -p "$dir"
-	"$work/tracegen" -scenario mixed -size "$size" -steps "${STEPS:-10}" -rank 0 -o "$dir/rank-0.json" 2>"$work/gen.txt"
+	"$work/tracegen" -pattern mixed -size "$size" -steps "${STEPS:-10}" -rank 0 -o "$dir/rank-0.json" 2>"$work/gen.txt"
 	bytes=$(stat -c %s "$dir/rank-0.json")
 	echo
 	echo "== trace $size: $bytes bytes, $(grep -o '[0-9]* steps, [0-9]* events' "$work/gen.txt")"

@@ -16,7 +16,7 @@ import (
 
 	"github.com/gpufeed/gpufeed/internal/finding"
 	"github.com/gpufeed/gpufeed/internal/gpu/sim"
-	"github.com/gpufeed/gpufeed/internal/report"
+	"github.com/gpufeed/gpufeed/internal/render"
 )
 
 // Live verdicts in attach mode: `gpufeed diagnose --pid` on a job already
@@ -117,7 +117,7 @@ func startWorkload(t *testing.T, env []string, ready bool, name string, args ...
 // attachRun is one diagnose --pid of a window.
 type attachRun struct {
 	window time.Duration
-	rep    report.Report
+	rep    render.Report
 	text   string
 	err    string
 }
@@ -129,6 +129,7 @@ type attachRun struct {
 func attachRepeatedly(t *testing.T, pid int, runs int, windows []time.Duration, extra ...string) []attachRun {
 	t.Helper()
 	var out []attachRun
+	bin := gpufeed(t)
 	for _, w := range windows {
 		res := make([]attachRun, runs)
 		var wg sync.WaitGroup
@@ -137,7 +138,7 @@ func attachRepeatedly(t *testing.T, pid int, runs int, windows []time.Duration, 
 			go func() {
 				defer wg.Done()
 				args := append([]string{"diagnose", "--pid", strconv.Itoa(pid), "--duration", w.String(), "-o", "json"}, extra...)
-				cmd := exec.Command(gpufeedBin, args...)
+				cmd := exec.Command(bin, args...)
 				var stderr strings.Builder
 				cmd.Stderr = &stderr
 				b, err := cmd.Output()
@@ -263,7 +264,7 @@ func TestLaunchedIdleServerIsIdle(t *testing.T) {
 	sock := startSimdev(t)
 	// diagnose waits for the command it started to end: the server never
 	// does, so the test reads the report and then ends them both.
-	cmd := exec.Command(gpufeedBin, "diagnose", "--duration", "4s", "-o", "json", "--", python, "-c", idleServerWorkload, pydir)
+	cmd := exec.Command(gpufeed(t), "diagnose", "--duration", "4s", "-o", "json", "--", python, "-c", idleServerWorkload, pydir)
 	cmd.Env = append(cmd.Environ(), "GPUFEED_SIMDEV="+sock)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	var stderr strings.Builder
@@ -280,7 +281,7 @@ func TestLaunchedIdleServerIsIdle(t *testing.T) {
 		_ = cmd.Wait()
 	}()
 	// stdout is the report's; the command's own output goes to stderr.
-	var rep report.Report
+	var rep render.Report
 	if err := json.NewDecoder(out).Decode(&rep); err != nil {
 		t.Fatalf("report: %v\n%s", err, stderr.String())
 	}
@@ -333,7 +334,7 @@ func TestAttachIdleBesideABusyNeighbour(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: live attach runs")
 	}
-	hog := startWorkload(t, []string{"GPUFEED_DEMO_SECONDS=60"}, false, gpufeedBin, "__workload", "hog", "--cpu", "0")
+	hog := startWorkload(t, []string{"GPUFEED_DEMO_SECONDS=60"}, false, gpufeed(t), "__workload", "hog", "--cpu", "0")
 	_ = hog
 	w := startWorkload(t, nil, false, "sleep", "30")
 	time.Sleep(300 * time.Millisecond)

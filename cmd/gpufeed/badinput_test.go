@@ -11,16 +11,16 @@ import (
 	"time"
 
 	"github.com/gpufeed/gpufeed/internal/check"
-	"github.com/gpufeed/gpufeed/internal/report"
+	"github.com/gpufeed/gpufeed/internal/render"
 )
 
 // Broken input and hostile processes against every command, run as a user
 // would run them: the binary, real processes, real files.
 
 // decodeReport parses diagnose's stdout, which must be the report alone.
-func decodeReport(t *testing.T, stdout string) report.Report {
+func decodeReport(t *testing.T, stdout string) render.Report {
 	t.Helper()
-	var r report.Report
+	var r render.Report
 	if err := json.Unmarshal([]byte(stdout), &r); err != nil {
 		t.Fatalf("stdout is not the JSON report (%v):\n%.300s", err, stdout)
 	}
@@ -185,7 +185,7 @@ func TestZombieIsDiagnosedAsFarAsItCanBe(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("check: exit %d, %s", code, stderr)
 	}
-	var rep check.Report
+	var rep render.CheckReport
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatal(err)
 	}
@@ -211,7 +211,7 @@ func TestObserverIsNotPartOfTheJob(t *testing.T) {
 	}
 	script := `timeout 60 "$GPUFEED" diagnose --pid $$ --duration 1s --device none -o json; true`
 	cmd := exec.Command("bash", "-c", script)
-	cmd.Env = append(os.Environ(), "GPUFEED="+gpufeedBin)
+	cmd.Env = append(os.Environ(), "GPUFEED="+gpufeed(t))
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

@@ -16,7 +16,8 @@ import (
 	"github.com/gpufeed/gpufeed/internal/check"
 	"github.com/gpufeed/gpufeed/internal/gpu"
 	"github.com/gpufeed/gpufeed/internal/gpu/gpusource"
-	"github.com/gpufeed/gpufeed/internal/probe/proc"
+	"github.com/gpufeed/gpufeed/internal/procfs"
+	"github.com/gpufeed/gpufeed/internal/render"
 )
 
 func init() { subcommands = append(subcommands, newCheckCmd) }
@@ -96,7 +97,7 @@ to gate a Slurm prolog.`,
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt)
 			defer stop()
-			rep := check.NewReport(check.Run(ctx, opts))
+			rep := render.NewCheckReport(check.Run(ctx, opts))
 			rep.Root, rep.PID, rep.DataPath, rep.WindowSec = root, pid, data, window.Seconds()
 			if src != nil {
 				rep.GPUSource = note
@@ -112,7 +113,7 @@ to gate a Slurm prolog.`,
 			if err != nil {
 				return err
 			}
-			if rep.ExitStatus != check.ExitOK {
+			if rep.ExitStatus != render.CheckExitOK {
 				return exitCode(rep.ExitStatus)
 			}
 			return nil
@@ -133,7 +134,7 @@ to gate a Slurm prolog.`,
 // A target that cannot be described (a fixture tree without stat, a denied
 // read) is checked as given.
 func describeCheckTarget(procRoot string, pid int) (exited string, err error) {
-	fs, err := proc.NewFS(procRoot)
+	fs, err := procfs.NewFS(procRoot, "")
 	if err != nil {
 		return "", nil
 	}

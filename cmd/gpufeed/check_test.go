@@ -1,10 +1,8 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
-	"flag"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,43 +10,14 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/gpufeed/gpufeed/internal/golden"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden outputs of gpufeed check")
-
-// buildGpufeed builds the binary once per test binary run.
-func buildGpufeed(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "gpufeed")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
-
-func runGpufeed(t *testing.T, bin string, args ...string) (stdout, stderr string, code int) {
-	t.Helper()
-	cmd := exec.Command(bin, args...)
-	var o, e bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &o, &e
-	err := cmd.Run()
-	var ee *exec.ExitError
-	switch {
-	case err == nil:
-	case errors.As(err, &ee):
-		code = ee.ExitCode()
-	default:
-		t.Fatalf("run %v: %v", args, err)
-	}
-	return o.String(), e.String(), code
-}
 
 // TestCheckGolden runs gpufeed check over each fixture tree and compares
 // text and JSON with the golden files (go test -run TestCheckGolden -update
 // rewrites them).
 func TestCheckGolden(t *testing.T) {
-	bin := buildGpufeed(t)
 	for _, tc := range []struct {
 		name     string
 		args     []string
@@ -66,7 +35,7 @@ func TestCheckGolden(t *testing.T) {
 			root := filepath.Join("..", "..", "testdata", "check", tc.name)
 			for _, format := range []string{"text", "json"} {
 				args := append([]string{"check", "--root", root, "--device", "none", "--window", "0", "-o", format}, tc.args...)
-				out, errOut, code := runGpufeed(t, bin, args...)
+				out, errOut, code := run(t, args...)
 				if code != tc.wantCode {
 					t.Errorf("%s: exit %d, want %d; stderr: %s", format, code, tc.wantCode, errOut)
 				}
@@ -91,43 +60,10 @@ func TestCheckGolden(t *testing.T) {
 					}
 				}
 				ext := map[string]string{"text": ".txt", "json": ".json"}[format]
-				golden := filepath.Join("..", "..", "testdata", "check", "golden", tc.name+ext)
-				if *update {
-					if err := os.MkdirAll(filepath.Dir(golden), 0o755); err != nil {
-						t.Fatal(err)
-					}
-					if err := os.WriteFile(golden, []byte(out), 0o644); err != nil {
-						t.Fatal(err)
-					}
-					continue
-				}
-				want, err := os.ReadFile(golden)
-				if err != nil {
-					t.Fatalf("%v (run with -update to create)", err)
-				}
-				if out != string(want) {
-					t.Errorf("%s output differs from %s (run with -update after checking the change):\n%s", format, golden, firstDiff(string(want), out))
-				}
+				golden.Check(t, filepath.Join("..", "..", "testdata", "check", "golden", tc.name+ext), out)
 			}
 		})
 	}
-}
-
-func firstDiff(want, got string) string {
-	wl, gl := strings.Split(want, "\n"), strings.Split(got, "\n")
-	for i := 0; i < len(wl) || i < len(gl); i++ {
-		var w, g string
-		if i < len(wl) {
-			w = wl[i]
-		}
-		if i < len(gl) {
-			g = gl[i]
-		}
-		if w != g {
-			return "line " + strconv.Itoa(i+1) + ":\n  want: " + w + "\n  got:  " + g
-		}
-	}
-	return ""
 }
 
 // TestCheckLiveMachine runs gpufeed check on the machine the tests run on,
@@ -137,12 +73,11 @@ func TestCheckLiveMachine(t *testing.T) {
 	if _, err := os.Stat("/proc/self/status"); err != nil {
 		t.Skip("no /proc on this machine")
 	}
-	bin := buildGpufeed(t)
 	for _, args := range [][]string{
 		{"check", "-o", "json", "--window", "0"},
 		{"check", "-o", "json", "--window", "0", "--pid", strconv.Itoa(os.Getpid()), "--data", t.TempDir()},
 	} {
-		out, errOut, code := runGpufeed(t, bin, args...)
+		out, errOut, code := run(t, args...)
 		if code != 0 && code != 1 {
 			t.Fatalf("%v: exit %d, stderr %s", args, code, errOut)
 		}
@@ -166,13 +101,12 @@ func TestCheckLiveMachine(t *testing.T) {
 }
 
 func TestCheckBadInvocations(t *testing.T) {
-	bin := buildGpufeed(t)
 	for _, args := range [][]string{
 		{"check", "-o", "yaml"},
 		{"check", "--root", t.TempDir()},
 		{"check", "--root", filepath.Join("..", "..", "testdata", "check", "server"), "--pid", "999999"},
 	} {
-		_, errOut, code := runGpufeed(t, bin, args...)
+		_, errOut, code := run(t, args...)
 		if code != 2 || !strings.HasPrefix(errOut, "gpufeed: ") {
 			t.Errorf("%v: exit %d, stderr %q; want 2 and a gpufeed: message", args, code, errOut)
 		}
@@ -186,20 +120,9 @@ func TestCheckUnprivileged(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to drop to nobody")
 	}
-	dir, err := os.MkdirTemp("", "gpufeed-nobody")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(dir, "gpufeed")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := gpufeed(t) // in a directory nobody may read
 	cmd := exec.Command(bin, "check", "-o", "json", "--window", "0", "--pid", strconv.Itoa(os.Getpid()))
-	cmd.Dir = dir
+	cmd.Dir = filepath.Dir(bin)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
 	out, err := cmd.Output()
 	var ee *exec.ExitError

@@ -11,12 +11,12 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpufeed/gpufeed/internal/demo"
+	"github.com/gpufeed/gpufeed/internal/diagnose"
 	"github.com/gpufeed/gpufeed/internal/gpu"
 	"github.com/gpufeed/gpufeed/internal/gpu/sim"
-	"github.com/gpufeed/gpufeed/internal/probe/kmsg"
-	"github.com/gpufeed/gpufeed/internal/probe/proc"
+	"github.com/gpufeed/gpufeed/internal/kmsg"
+	"github.com/gpufeed/gpufeed/internal/procfs"
 	"github.com/gpufeed/gpufeed/internal/sample"
-	"github.com/gpufeed/gpufeed/internal/triage"
 )
 
 func init() { subcommands = append(subcommands, newDemoCmd) }
@@ -106,11 +106,11 @@ func runDemo(cmd *cobra.Command, sc demo.Scenario, duration, interval time.Durat
 	}
 	fmt.Fprintf(os.Stderr, "gpufeed demo %s: workload pid %d on a simulated GPU at %s; diagnosing for %v\n", sc.Name, run.PID, run.Socket, duration)
 
-	fs, err := proc.NewFS("")
+	fs, err := procfs.NewFS("", "")
 	if err != nil {
 		return err
 	}
-	cfg := sample.Config{Proc: fs, PID: run.PID, Interval: interval, Duration: duration, Tool: "gpufeed " + version}
+	cfg := sample.Config{FS: fs, PID: run.PID, Interval: interval, Duration: duration, Tool: "gpufeed " + version}
 	if launch {
 		cfg.Command, cfg.Launched = run.Command, true
 	}
@@ -129,14 +129,18 @@ func runDemo(cmd *cobra.Command, sc demo.Scenario, duration, interval time.Durat
 	if err != nil {
 		return fmt.Errorf("demo %s: the workload cannot be watched: %w (%s)", sc.Name, err, run.Stderr())
 	}
-	tc := triage.Config{ProcRoot: fs.Root, SysRoot: "/sys", Kmsg: kmsg.Reader{Path: kmsg.DefaultPath}}
-	tl, err := observe(ctx, s, fs, src, tc, record, nil)
+	obs := diagnose.Observation{GPU: src, Record: record, Warn: func(m string) { warn("%s", m) },
+		EndOfWindow: diagnose.EndOfWindow{FS: fs, Kmsg: kmsg.Reader{Path: kmsg.DefaultPath}}}
+	if isTerminal(os.Stderr) {
+		obs.Progress, obs.ProgressDone = progress, progressDone
+	}
+	tl, err := diagnose.Observe(ctx, s, obs, nil)
 	if tl == nil {
 		return err
 	}
 	run.Stop()
-	rep := judge(tl, nil)
-	if err := render(cmd.OutOrStdout(), rep, format); err != nil {
+	rep := diagnose.Judge(tl, nil)
+	if err := writeReport(cmd.OutOrStdout(), rep, format); err != nil {
 		return err
 	}
 	if problem := sc.Check(rep.Verdict, rep.Findings); problem != "" {

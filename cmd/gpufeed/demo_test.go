@@ -11,6 +11,7 @@ import (
 	"github.com/gpufeed/gpufeed/internal/check"
 	"github.com/gpufeed/gpufeed/internal/demo"
 	"github.com/gpufeed/gpufeed/internal/finding"
+	"github.com/gpufeed/gpufeed/internal/golden"
 )
 
 // demoReport is the part of the JSON report the scenario tests read.
@@ -136,7 +137,7 @@ func TestDemoRecordingsGolden(t *testing.T) {
 				!strings.HasPrefix(lines[4], "DECISION: ") {
 				t.Errorf("the first five lines are not verdict, three evidence lines, decision:\n%s", strings.Join(lines[:min(6, len(lines))], "\n"))
 			}
-			golden(t, tc.name+".text", out)
+			golden.Check(t, filepath.Join("testdata", tc.name+".text"), out)
 		})
 	}
 }

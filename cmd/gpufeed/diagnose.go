@@ -1,28 +1,23 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
-	"os/exec"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpufeed/gpufeed/internal/diagnose"
 	"github.com/gpufeed/gpufeed/internal/gpu"
 	"github.com/gpufeed/gpufeed/internal/gpu/gpusource"
 	"github.com/gpufeed/gpufeed/internal/gpu/nvml"
-	"github.com/gpufeed/gpufeed/internal/probe/kmsg"
-	"github.com/gpufeed/gpufeed/internal/probe/proc"
+	"github.com/gpufeed/gpufeed/internal/kmsg"
+	"github.com/gpufeed/gpufeed/internal/procfs"
 	"github.com/gpufeed/gpufeed/internal/safetext"
 	"github.com/gpufeed/gpufeed/internal/sample"
-	"github.com/gpufeed/gpufeed/internal/timeline"
-	"github.com/gpufeed/gpufeed/internal/triage"
 )
 
 func init() { subcommands = append(subcommands, newDiagnoseCmd) }
@@ -99,8 +94,8 @@ output is the report's: the command's output goes to standard error, or to
 	f.DurationVar(&o.interval, "interval", sample.DefaultInterval, "per-thread sampling interval")
 	f.StringVarP(&o.format, "output", "o", "text", "output format: text or json")
 	f.StringVar(&o.record, "record", "", "also save the raw samples to `FILE` (judge it later with gpufeed report)")
-	f.StringVar(&o.procRoot, "proc-root", proc.DefaultRoot, "where procfs is mounted (e.g. /host/proc in a container)")
-	f.StringVar(&o.sysRoot, "sys-root", "/sys", "where sysfs is mounted")
+	f.StringVar(&o.procRoot, "proc-root", procfs.DefaultProc, "where procfs is mounted (e.g. /host/proc in a container)")
+	f.StringVar(&o.sysRoot, "sys-root", procfs.DefaultSys, "where sysfs is mounted")
 	f.StringVar(&o.device, "device", "auto", "GPU source: auto, none, nvml or sim:PATH")
 	f.StringVar(&o.kmsgPath, "kmsg", kmsg.DefaultPath, "the kernel log device (falls back to dmesg, then journalctl -k)")
 	f.StringVar(&o.cmdOutput, "cmd-output", "", "write the launched command's stdout and stderr to `FILE` (default: gpufeed's stderr; stdout is the report's)")
@@ -109,192 +104,58 @@ output is the report's: the command's output goes to standard error, or to
 }
 
 func runDiagnose(cmd *cobra.Command, o diagnoseOpts, args []string) error {
-	fs, err := proc.NewFS(o.procRoot)
+	fs, err := procfs.NewFS(o.procRoot, o.sysRoot)
 	if err != nil {
 		return err
 	}
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-
-	// The target's allowlisted environment chooses the GPU source under auto.
-	var targetEnv map[string]string
-	var notes []string
-	var zombie *proc.Task
+	opts := diagnose.Options{FS: fs, PID: o.pid, Command: args, Interval: o.interval, Duration: o.duration,
+		OpenGPU: func(env map[string]string) (gpu.Source, string, error) {
+			src, name, err := openGPU(o.device, env, fs.Proc)
+			if err != nil {
+				return nil, "", fmt.Errorf("--device %s: %w", o.device, err)
+			}
+			return src, name, nil
+		},
+		Kmsg: kmsg.Reader{Path: o.kmsgPath}, PyStacks: o.pyStacks, Record: o.record, Warn: func(m string) { warn("%s", m) },
+		Tool: "gpufeed " + version}
 	if len(args) > 0 {
-		targetEnv = proc.FilterEnv([]byte(strings.Join(os.Environ(), "\x00")))
-	} else {
-		task, err := fs.Describe(o.pid)
-		switch {
-		case proc.IsVanished(err):
-			return fmt.Errorf("no process %d under %s", o.pid, fs.Root)
-		case err != nil && proc.AsDenied(err) == nil:
-			return err
-		case task.KernelThread:
-			return task.KernelThreadError()
-		case task.Zombie:
-			// Nothing of it runs; what is left (how it ended, the kernel
-			// log since it started, the platform) is still read and judged.
-			zombie = &task
-			notes = append(notes, task.ZombieNote(fs.Name(task.PPID)))
-		}
-		// A zombie, or a process whose main thread exited, has no
-		// environment left to read: the GPU source is then gpufeed's own.
-		if targetEnv, err = fs.ReadEnv(o.pid); err != nil && proc.AsDenied(err) == nil && !proc.IsVanished(err) {
-			return err
-		}
-	}
-	src, srcName, err := openGPU(o.device, targetEnv, fs.Root)
-	if err != nil {
-		return fmt.Errorf("--device %s: %w", o.device, err)
-	}
-	if src != nil {
-		defer src.Close()
-	}
-
-	cfg := sample.Config{Proc: fs, SysRoot: o.sysRoot, PID: o.pid, Interval: o.interval, Duration: o.duration,
-		GPU: src, GPUSource: srcName, Tool: "gpufeed " + version}
-
-	var child *exec.Cmd
-	var childDone chan struct{}
-	var childCode int
-	if len(args) > 0 {
-		child = exec.Command(args[0], args[1:]...)
 		// Standard output is the report's: the command writes elsewhere.
-		child.Stdin, child.Stdout, child.Stderr = os.Stdin, os.Stderr, os.Stderr
+		opts.CommandStdin, opts.CommandOutput = os.Stdin, os.Stderr
 		if o.cmdOutput != "" {
 			out, err := os.Create(o.cmdOutput)
 			if err != nil {
 				return fmt.Errorf("--cmd-output: %w", err)
 			}
 			defer out.Close()
-			child.Stdout, child.Stderr = out, out
+			opts.CommandOutput = out
 		}
-		if err := child.Start(); err != nil {
-			return startFailure(args[0], err)
-		}
-		childDone = make(chan struct{})
-		go func() {
-			childCode = exitStatus(child.Wait())
-			close(childDone)
-		}()
-		cfg.PID, cfg.Command, cfg.Launched, cfg.TargetDone = child.Process.Pid, args, true, childDone
 	}
-
-	s, err := sample.New(cfg)
-	if err != nil {
-		if child != nil {
-			<-childDone // it ended before it could be watched
-			warn("%v", err)
-			return exitCode(childCode)
-		}
+	if isTerminal(os.Stderr) {
+		opts.Progress, opts.ProgressDone = progress, progressDone
+	}
+	res, err := diagnose.Run(ctx, opts)
+	var start *diagnose.StartError
+	var early *diagnose.EndedEarlyError
+	switch {
+	case errors.As(err, &start):
+		warn("%v", start)
+		return exitCode(start.ExitCode)
+	case errors.As(err, &early):
+		warn("%v", early)
+		return exitCode(early.ExitCode)
+	case err != nil:
 		return err
 	}
-	tc := triage.Config{ProcRoot: o.procRoot, SysRoot: o.sysRoot, Kmsg: kmsg.Reader{Path: o.kmsgPath}, PyStacks: o.pyStacks}
-	tl, err := observe(ctx, s, fs, src, tc, o.record, func(tl *timeline.Timeline) {
-		tl.Meta.Notes = append(tl.Meta.Notes, notes...)
-		if zombie != nil && zombie.HasExit {
-			code := zombie.ShellStatus()
-			tl.Meta.Target.ExitCode = &code
-		}
-		if child == nil {
-			return
-		}
-		if tl.Meta.Ended == "target exited" {
-			<-childDone // the tree is gone; the reaper is about to report
-		}
-		select {
-		case <-childDone:
-			code := childCode
-			tl.Meta.Target.ExitCode = &code
-		default:
-		}
-	})
-	if tl == nil {
+	if err := writeReport(cmd.OutOrStdout(), res.Report, o.format); err != nil {
 		return err
 	}
-	if err := render(cmd.OutOrStdout(), judge(tl, nil), o.format); err != nil {
-		return err
-	}
-	if child != nil {
-		<-childDone // gpufeed only watches: the command runs to its end
-		return exitCode(childCode)
+	if res.Command != nil {
+		// gpufeed only watches: the command runs to its end.
+		return exitCode(res.Command.Wait())
 	}
 	return nil
-}
-
-// observe runs a prepared sampler for its window (recording to record when
-// set, with a progress line on a terminal), adds the facts read once per run
-// (afterWindow, frozen-job triage's end of window), lets finish complete the
-// timeline, then closes the recording. A nil timeline comes with the error
-// that prevented sampling; other problems are warnings on stderr.
-func observe(ctx context.Context, s *sample.Sampler, fs proc.FS, src gpu.Source, tc triage.Config, record string, finish func(*timeline.Timeline)) (*timeline.Timeline, error) {
-	var rec *timeline.Writer
-	var recFile *os.File
-	if record != "" {
-		var err error
-		if recFile, err = os.Create(record); err != nil {
-			return nil, err
-		}
-		rec = timeline.NewWriter(recFile)
-		s.SetRecorder(rec)
-	}
-	if isTerminal(os.Stderr) {
-		s.SetProgress(progress)
-	}
-	tl, runErr := s.Run(ctx)
-	if isTerminal(os.Stderr) {
-		fmt.Fprint(os.Stderr, "\r\033[K")
-	}
-	if tl == nil {
-		if recFile != nil {
-			recFile.Close()
-		}
-		return nil, runErr
-	}
-	if runErr != nil {
-		warn("warning: %v", runErr)
-	}
-	afterWindow(ctx, tl, fs, tc.SysRoot, src)
-	if finish != nil {
-		finish(tl)
-	}
-	// What frozen-job triage reads once at the end: descriptor kinds, CUDA
-	// use and memory limits of each process, the kernel log over the job's
-	// life, Python stacks when asked. Recorded too, so report judges alike.
-	var events triage.EventWriter
-	if rec != nil {
-		events = rec
-	}
-	triage.EndOfWindow(ctx, tc, tl, events)
-	if rec != nil {
-		err := rec.Close(tl)
-		if cerr := recFile.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			warn("warning: recording %s: %v", record, err)
-		}
-	}
-	return tl, nil
-}
-
-// Shells' statuses for a command that could not be run (POSIX, "Exit
-// Status for Commands"): not found, or found but not executable.
-const (
-	exitNotFound      = 127
-	exitNotExecutable = 126
-)
-
-// startFailure says why a command could not be started and exits as a shell
-// would: 127 when it is not found, 126 when it is found but cannot be run
-// (no execute permission, a directory, not a program this kernel runs).
-func startFailure(name string, err error) error {
-	if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
-		warn("cannot run %s: command not found (%v)", name, err)
-		return exitCode(exitNotFound)
-	}
-	warn("cannot run %s: not executable (%v)", name, err)
-	return exitCode(exitNotExecutable)
 }
 
 // MinInterval is the shortest --interval: user and system times advance in
@@ -325,22 +186,6 @@ func warn(format string, args ...any) {
 	fmt.Fprintln(os.Stderr, "gpufeed: "+safetext.Escape(fmt.Sprintf(format, args...)))
 }
 
-// exitStatus maps a command's end to a shell-style exit status: its own
-// code, or 128+signal when a signal killed it.
-func exitStatus(err error) int {
-	if err == nil {
-		return 0
-	}
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			return 128 + int(ws.Signal())
-		}
-		return ee.ExitCode()
-	}
-	return 1
-}
-
 func isTerminal(f *os.File) bool {
 	fi, err := f.Stat()
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
@@ -350,3 +195,6 @@ func progress(elapsed, window time.Duration, procs, threads int) {
 	fmt.Fprintf(os.Stderr, "\r\033[Kgpufeed: sampling %.1f/%.1f s: %d processes, %d threads",
 		elapsed.Seconds(), window.Seconds(), procs, threads)
 }
+
+// progressDone clears the progress line.
+func progressDone() { fmt.Fprint(os.Stderr, "\r\033[K") }

@@ -1,72 +1,14 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
-	"flag"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/gpufeed/gpufeed/internal/report"
+	"github.com/gpufeed/gpufeed/internal/golden"
+	"github.com/gpufeed/gpufeed/internal/render"
 )
-
-// update (-update) is declared in check_test.go: it rewrites the golden files here too.
-
-// gpufeedBin is the binary under test, built once by TestMain.
-var gpufeedBin string
-
-func TestMain(m *testing.M) {
-	flag.Parse()
-	dir, err := os.MkdirTemp("", "gpufeed-e2e")
-	if err != nil {
-		panic(err)
-	}
-	gpufeedBin = filepath.Join(dir, "gpufeed")
-	if out, err := exec.Command("go", "build", "-o", gpufeedBin, ".").CombinedOutput(); err != nil {
-		os.Stderr.Write(out)
-		panic(err)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
-
-// run executes gpufeed and returns stdout, stderr and the exit status.
-func run(t *testing.T, args ...string) (string, string, int) {
-	t.Helper()
-	cmd := exec.Command(gpufeedBin, args...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	return stdout.String(), stderr.String(), code
-}
-
-func golden(t *testing.T, name, got string) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	if string(want) != got {
-		t.Errorf("%s differs from the output (go test -update rewrites it):\n--- got\n%s", path, got)
-	}
-}
 
 // A committed recording (scripts/capture-proc-fixture.py --run 2.5 under
 // diagnose --record) judged by report: golden text and JSON.
@@ -76,7 +18,7 @@ func TestReportGolden(t *testing.T) {
 		if code != 0 || stderr != "" {
 			t.Fatalf("report -o %s: exit %d, stderr %q", format, code, stderr)
 		}
-		golden(t, "trainer-report."+format, out)
+		golden.Check(t, filepath.Join("testdata", "trainer-report."+format), out)
 	}
 }
 
@@ -110,14 +52,14 @@ func TestDiagnoseExitsWithCommandStatus(t *testing.T) {
 	if code != 7 {
 		t.Fatalf("exit status %d, want the command's 7", code)
 	}
-	var r report.Report
+	var r render.Report
 	if err := json.Unmarshal([]byte(out), &r); err != nil {
 		t.Fatal(err)
 	}
 	if r.Window.Ended != "target exited" || r.Window.Seconds > 3 || r.Target.ExitCode == nil || *r.Target.ExitCode != 7 {
 		t.Errorf("window %+v exit %v", r.Window, r.Target.ExitCode)
 	}
-	if r.SchemaVersion != report.SchemaVersion || len(r.Processes) == 0 || r.Observer == nil {
+	if r.SchemaVersion != render.SchemaVersion || len(r.Processes) == 0 || r.Observer == nil {
 		t.Errorf("report incomplete: %+v", r)
 	}
 }
@@ -130,7 +72,7 @@ func TestDiagnoseFixtureRoot(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
-	var r report.Report
+	var r render.Report
 	if err := json.Unmarshal([]byte(out), &r); err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/gpufeed/gpufeed/internal/finding"
-	"github.com/gpufeed/gpufeed/internal/scenario"
+	"github.com/gpufeed/gpufeed/internal/testjob"
 )
 
 // TestDiagnoseFrozenJob runs the binary over a real hang (two processes each
@@ -18,8 +18,8 @@ import (
 // reports lead with the stalled verdict and say where each thread waits,
 // and the report of the recording equals the live one.
 func TestDiagnoseFrozenJob(t *testing.T) {
-	r, err := scenario.Start(t.Context(), scenario.PipeHang, nil)
-	if errors.Is(err, scenario.ErrUnavailable) {
+	r, err := testjob.Start(t.Context(), testjob.PipeHang, nil)
+	if errors.Is(err, testjob.ErrUnavailable) {
 		t.Skip(err)
 	}
 	if err != nil {
@@ -29,9 +29,8 @@ func TestDiagnoseFrozenJob(t *testing.T) {
 	if _, err := r.Await(t.Context(), "waiting", 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	bin := buildGpufeed(t)
 	rec := filepath.Join(t.TempDir(), "hang.gpufeed")
-	live, stderr, code := runGpufeed(t, bin, "diagnose", "--pid", strconv.Itoa(r.PID), "--duration", "2500ms", "--device", "none",
+	live, stderr, code := run(t, "diagnose", "--pid", strconv.Itoa(r.PID), "--duration", "2500ms", "--device", "none",
 		"--record", rec, "--py-stacks")
 	if code != 0 {
 		t.Fatalf("diagnose exited %d: %s", code, stderr)
@@ -45,7 +44,7 @@ func TestDiagnoseFrozenJob(t *testing.T) {
 			t.Errorf("the report lacks %q:\n%s", want, live)
 		}
 	}
-	replayed, stderr, code := runGpufeed(t, bin, "report", rec)
+	replayed, stderr, code := run(t, "report", rec)
 	if code != 0 {
 		t.Fatalf("report exited %d: %s", code, stderr)
 	}
@@ -71,8 +70,8 @@ func TestDeadRankNamedAfterAttach(t *testing.T) {
 		{"reaped", false, "likely"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			o, err := scenario.StartOOMRanksWith(t.Context(), scenario.RanksOptions{Victim: 2, Rounds: 20, WaitInOrder: tc.inOrder, NoLocalWorldSize: true})
-			if errors.Is(err, scenario.ErrUnavailable) {
+			o, err := testjob.StartOOMRanksWith(t.Context(), testjob.RanksOptions{Victim: 2, Rounds: 20, WaitInOrder: tc.inOrder, NoLocalWorldSize: true})
+			if errors.Is(err, testjob.ErrUnavailable) {
 				t.Skip(err)
 			}
 			if err != nil {

@@ -5,6 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpufeed/gpufeed/internal/diagnose"
 	"github.com/gpufeed/gpufeed/internal/timeline"
 )
 
@@ -36,7 +37,7 @@ a note saying so.`,
 			for _, w := range warnings {
 				warn("warning: %s", w)
 			}
-			return render(cmd.OutOrStdout(), judge(tl, warnings), format)
+			return writeReport(cmd.OutOrStdout(), diagnose.Judge(tl, warnings), format)
 		},
 	}
 	cmd.Flags().StringVarP(&format, "output", "o", "text", "output format: text or json")

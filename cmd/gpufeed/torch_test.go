@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/gpufeed/gpufeed/internal/finding"
-	"github.com/gpufeed/gpufeed/internal/report"
-	"github.com/gpufeed/gpufeed/internal/scenario"
+	"github.com/gpufeed/gpufeed/internal/render"
+	"github.com/gpufeed/gpufeed/internal/testjob"
 )
 
 // These tests run the binary over real PyTorch jobs: Debian's python3-torch
@@ -26,8 +26,8 @@ import (
 
 func requireTorch(t *testing.T) string {
 	t.Helper()
-	py, err := scenario.TorchPython()
-	if errors.Is(err, scenario.ErrUnavailable) {
+	py, err := testjob.TorchPython()
+	if errors.Is(err, testjob.ErrUnavailable) {
 		t.Skip(err)
 	}
 	if err != nil {
@@ -36,10 +36,10 @@ func requireTorch(t *testing.T) string {
 	return py
 }
 
-func startScenario(t *testing.T, w scenario.Workload, args ...string) *scenario.Run {
+func startScenario(t *testing.T, w testjob.Script, args ...string) *testjob.Run {
 	t.Helper()
-	r, err := scenario.Start(t.Context(), w, nil, args...)
-	if errors.Is(err, scenario.ErrUnavailable) {
+	r, err := testjob.Start(t.Context(), w, nil, args...)
+	if errors.Is(err, testjob.ErrUnavailable) {
 		t.Skip(err)
 	}
 	if err != nil {
@@ -49,7 +49,7 @@ func startScenario(t *testing.T, w scenario.Workload, args ...string) *scenario.
 	return r
 }
 
-func awaitEvent(t *testing.T, r *scenario.Run, event string, timeout time.Duration) scenario.Message {
+func awaitEvent(t *testing.T, r *testjob.Run, event string, timeout time.Duration) testjob.Message {
 	t.Helper()
 	m, err := r.Await(t.Context(), event, timeout)
 	if err != nil {
@@ -59,13 +59,13 @@ func awaitEvent(t *testing.T, r *scenario.Run, event string, timeout time.Durati
 }
 
 // diagnoseJSON runs gpufeed diagnose with args and -o json, and decodes it.
-func diagnoseJSON(t *testing.T, args ...string) report.Report {
+func diagnoseJSON(t *testing.T, args ...string) render.Report {
 	t.Helper()
 	out, stderr, code := run(t, append([]string{"diagnose", "--device", "none", "-o", "json"}, args...)...)
 	if code != 0 {
 		t.Fatalf("diagnose %v: exit %d: %s", args, code, stderr)
 	}
-	var r report.Report
+	var r render.Report
 	if err := json.Unmarshal([]byte(out), &r); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
@@ -77,11 +77,11 @@ func diagnoseJSON(t *testing.T, args ...string) report.Report {
 // /dev/null by a shell that then execs it), reads the report once the
 // window is over, then kills gpufeed, the command and everything it
 // started (one process group).
-func diagnoseLaunched(t *testing.T, window time.Duration, command ...string) report.Report {
+func diagnoseLaunched(t *testing.T, window time.Duration, command ...string) render.Report {
 	t.Helper()
 	args := append([]string{"diagnose", "--device", "none", "-o", "json", "--duration", window.String(), "--",
 		"sh", "-c", `exec "$@" >/dev/null 2>&1`, "sh"}, command...)
-	cmd := exec.Command(gpufeedBin, args...)
+	cmd := exec.Command(gpufeed(t), args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -97,7 +97,7 @@ func diagnoseLaunched(t *testing.T, window time.Duration, command ...string) rep
 		_ = cmd.Wait()
 	}()
 	got := make(chan error, 1)
-	var r report.Report
+	var r render.Report
 	go func() { got <- json.NewDecoder(bufio.NewReader(out)).Decode(&r) }()
 	select {
 	case err := <-got:
@@ -110,7 +110,7 @@ func diagnoseLaunched(t *testing.T, window time.Duration, command ...string) rep
 	return r
 }
 
-func findingsWith(r report.Report, id string) []finding.Finding {
+func findingsWith(r render.Report, id string) []finding.Finding {
 	var out []finding.Finding
 	for _, f := range r.Findings {
 		if f.ID == id || strings.HasSuffix(id, "*") && strings.HasPrefix(f.ID, strings.TrimSuffix(id, "*")) {
@@ -120,7 +120,7 @@ func findingsWith(r report.Report, id string) []finding.Finding {
 	return out
 }
 
-func claims(r report.Report) string {
+func claims(r render.Report) string {
 	var b strings.Builder
 	for _, f := range r.Findings {
 		fmt.Fprintf(&b, "  %s %s: %s\n", f.Severity, f.ID, f.Claim)
@@ -130,7 +130,7 @@ func claims(r report.Report) string {
 
 // checkGlooJob: the launcher's three children are ranks started by exec,
 // not forked workers, and the job gets no NCCL advice: its backend is gloo.
-func checkGlooJob(t *testing.T, r report.Report, launcher int) {
+func checkGlooJob(t *testing.T, r render.Report, launcher int) {
 	t.Helper()
 	ranks := map[string]bool{}
 	for _, p := range r.Processes {
@@ -165,7 +165,7 @@ func checkGlooJob(t *testing.T, r report.Report, launcher int) {
 // gpufeed attaches to the launcher.
 func TestGlooRanksAttached(t *testing.T) {
 	requireTorch(t)
-	job := startScenario(t, scenario.TorchRanks, "--world", "3", "--hang", "1")
+	job := startScenario(t, testjob.TorchRanks, "--world", "3", "--hang", "1")
 	awaitEvent(t, job, "ranks", 30*time.Second)
 	awaitEvent(t, job, "hung", 120*time.Second)
 	for _, window := range []string{"3s", "4s"} {
@@ -181,10 +181,10 @@ func TestGlooRanksAttached(t *testing.T) {
 func TestGlooRanksLaunched(t *testing.T) {
 	py := requireTorch(t)
 	dir := t.TempDir()
-	if err := scenario.WriteScripts(dir); err != nil {
+	if err := testjob.WriteScripts(dir); err != nil {
 		t.Fatal(err)
 	}
-	script := filepath.Join(dir, string(scenario.TorchRanks))
+	script := filepath.Join(dir, string(testjob.TorchRanks))
 	r := diagnoseLaunched(t, 8*time.Second, py, "-u", script, "--world", "3", "--preexec-delay", "0.3")
 	checkGlooJob(t, r, r.Target.PID)
 }
@@ -193,7 +193,7 @@ var cowClaim = regexp.MustCompile(`^\d forked workers? of pid (\d+) \(python3\) 
 
 // checkCOW: over a list, the DataLoader's forked workers are found copying
 // the trainer's memory, with the fix; over a numpy array they are not.
-func checkCOW(t *testing.T, r report.Report, storage string, trainer int) {
+func checkCOW(t *testing.T, r render.Report, storage string, trainer int) {
 	t.Helper()
 	if ws := findingsWith(r, "worker-start-method"); len(ws) != 1 || !strings.Contains(ws[0].Claim, "started 4 worker processes by fork") {
 		t.Errorf("want the 4 DataLoader workers found forked; findings:\n%s", claims(r))
@@ -233,19 +233,19 @@ func checkCOW(t *testing.T, r report.Report, storage string, trainer int) {
 func TestDataLoaderCopyOnWrite(t *testing.T) {
 	py := requireTorch(t)
 	dir := t.TempDir()
-	if err := scenario.WriteScripts(dir); err != nil {
+	if err := testjob.WriteScripts(dir); err != nil {
 		t.Fatal(err)
 	}
 	for _, storage := range []string{"list", "numpy"} {
 		t.Run(storage, func(t *testing.T) {
-			job := startScenario(t, scenario.TorchDataLoader, "--storage", storage, "--workers", "4", "--items", "3000000")
+			job := startScenario(t, testjob.TorchDataLoader, "--storage", storage, "--workers", "4", "--items", "3000000")
 			awaitEvent(t, job, "workers", 120*time.Second)
 			time.Sleep(2 * time.Second) // attach to a loader already running
 			for _, window := range []string{"4s", "5s"} {
 				checkCOW(t, diagnoseJSON(t, "--pid", strconv.Itoa(job.PID), "--duration", window), storage, job.PID)
 			}
 			job.Stop()
-			r := diagnoseLaunched(t, 20*time.Second, py, "-u", filepath.Join(dir, string(scenario.TorchDataLoader)),
+			r := diagnoseLaunched(t, 20*time.Second, py, "-u", filepath.Join(dir, string(testjob.TorchDataLoader)),
 				"--storage", storage, "--workers", "4", "--items", "3000000")
 			checkCOW(t, r, storage, r.Target.PID)
 		})

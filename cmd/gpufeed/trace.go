@@ -11,11 +11,11 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpufeed/gpufeed/internal/judge/tracejudge"
+	"github.com/gpufeed/gpufeed/internal/render"
 	"github.com/gpufeed/gpufeed/internal/trace"
-	"github.com/gpufeed/gpufeed/internal/trace/analysis"
 	"github.com/gpufeed/gpufeed/internal/trace/kineto"
 	"github.com/gpufeed/gpufeed/internal/trace/load"
-	tracerender "github.com/gpufeed/gpufeed/internal/trace/render"
 )
 
 func init() { subcommands = append(subcommands, newTraceCmd) }
@@ -52,8 +52,8 @@ only when nothing could be read.`,
 			// Traces are large, short-lived and pointer-free: collecting more
 			// often costs little and keeps the peak near the live data.
 			debug.SetGCPercent(40)
-			var res tracerender.Result
-			var summaries []analysis.RankSummary
+			var res render.TraceResult
+			var summaries []tracejudge.RankSummary
 			// readErr keeps each unreadable file's error, to return as is
 			// when it is the only file.
 			readErr := map[string]error{}
@@ -76,9 +76,9 @@ only when nothing could be read.`,
 					continue
 				}
 				for _, t := range traces {
-					r := analysis.Analyze(t, analysis.Options{IncludeLastStep: lastStep})
+					r := tracejudge.Analyze(t, tracejudge.Options{IncludeLastStep: lastStep})
 					res.Reports = append(res.Reports, r)
-					summaries = append(summaries, analysis.Summarize(r, t))
+					summaries = append(summaries, tracejudge.Summarize(r, t))
 				}
 			}
 			slices.SortStableFunc(skipped, func(a, b load.Skipped) int { return strings.Compare(a.File, b.File) })
@@ -86,17 +86,17 @@ only when nothing could be read.`,
 				return nothingRead(skipped, readErr)
 			}
 			for _, s := range skipped {
-				res.Skipped = append(res.Skipped, tracerender.Skipped{File: s.File, Reason: s.Reason})
+				res.Skipped = append(res.Skipped, render.TraceSkipped{File: s.File, Reason: s.Reason})
 			}
 			if len(summaries) > 1 {
-				m := analysis.CompareRanks(summaries)
+				m := tracejudge.CompareRanks(summaries)
 				res.Multi = &m
 			}
 			out := cmd.OutOrStdout()
 			if output == "json" {
-				err = tracerender.JSON(out, res)
+				err = render.TraceJSON(out, res)
 			} else {
-				err = tracerender.Text(out, res)
+				err = render.TraceText(out, res)
 			}
 			if err == nil && len(skipped) > 0 {
 				fmt.Fprintf(cmd.ErrOrStderr(), "gpufeed: %d of %d files not read (listed at the end of the report); the report covers the others\n",

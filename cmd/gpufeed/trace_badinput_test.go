@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"compress/gzip"
-	"context"
 	"database/sql"
 	"encoding/json"
 	"os"
@@ -15,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpufeed/gpufeed/internal/clitest"
 	"github.com/gpufeed/gpufeed/internal/trace/tracegen"
 
 	_ "modernc.org/sqlite"
@@ -30,34 +30,13 @@ var (
 	alexnetTrace = "../../testdata/traces/critical_path/alexnet/benchmark_result_2869224_1695835535_trace.json.gz"
 )
 
-// runIn executes gpufeed with stdin and returns stdout, stderr, the exit
-// status and the peak resident memory in bytes.
+// runIn runs gpufeed with stdin and returns stdout, stderr, the exit
+// status and the peak resident memory in bytes. A named pipe in a
+// directory used to block gpufeed forever: two minutes end any run.
 func runIn(t *testing.T, stdin []byte, args ...string) (string, string, int, int64) {
 	t.Helper()
-	// A named pipe in a directory used to block gpufeed forever.
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, gpufeedBin, args...)
-	if stdin != nil {
-		cmd.Stdin = bytes.NewReader(stdin)
-	}
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	if ctx.Err() != nil {
-		t.Fatalf("gpufeed %v did not finish in 2 minutes", args)
-	}
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	var rss int64
-	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-		rss = ru.Maxrss << 10 // kilobytes on Linux
-	}
-	return stdout.String(), stderr.String(), code, rss
+	r := clitest.Run(t, gpufeed(t), clitest.Cmd{Args: args, Stdin: stdin, Timeout: 2 * time.Minute})
+	return r.Stdout, r.Stderr, r.Code, r.MaxRSS
 }
 
 // readCounts decodes the counts of each rank from `trace -o json`.
@@ -238,7 +217,7 @@ func TestTraceFromPipe(t *testing.T) {
 	}{
 		{"- (gzip)", b, []string{"trace", "-o", "json", "-"}},
 		{"/dev/stdin", b, []string{"trace", "-o", "json", "/dev/stdin"}},
-		{"process substitution", nil, []string{"bash", "-c", `"$0" trace -o json <(zcat "$1")`, gpufeedBin, alexnetTrace}},
+		{"process substitution", nil, []string{"bash", "-c", `"$0" trace -o json <(zcat "$1")`, gpufeed(t), alexnetTrace}},
 	} {
 		var out string
 		if tc.args[0] == "bash" {
@@ -263,7 +242,7 @@ func TestTraceFromPipe(t *testing.T) {
 		}
 	}
 	// A pipe is named as one.
-	cmd := exec.Command("bash", "-c", `"$0" trace <(zcat "$1")`, gpufeedBin, alexnetTrace)
+	cmd := exec.Command("bash", "-c", `"$0" trace <(zcat "$1")`, gpufeed(t), alexnetTrace)
 	if o, err := cmd.Output(); err != nil || !strings.Contains(string(o), "— pipe (fd ") {
 		t.Errorf("process substitution: %v, report %.120q", err, o)
 	}
@@ -322,7 +301,7 @@ func TestTraceNotATrace(t *testing.T) {
 // generated trace from its real length to over 1000 s.
 func TestTraceNegativeTimestamp(t *testing.T) {
 	var buf bytes.Buffer
-	if _, err := tracegen.Generate(&buf, tracegen.Config{Scenario: tracegen.Sync, Steps: 3, Seed: 2, Rank: -1}); err != nil {
+	if _, err := tracegen.Generate(&buf, tracegen.Config{Pattern: tracegen.Sync, Steps: 3, Seed: 2, Rank: -1}); err != nil {
 		t.Fatal(err)
 	}
 	good := buf.String()
@@ -365,7 +344,7 @@ func TestTraceNegativeTimestamp(t *testing.T) {
 // verdict does not judge from them.
 func TestTraceSharedCorrelationIDs(t *testing.T) {
 	var buf bytes.Buffer
-	if _, err := tracegen.Generate(&buf, tracegen.Config{Scenario: tracegen.DataLoader, Steps: 3, Seed: 5, Rank: -1}); err != nil {
+	if _, err := tracegen.Generate(&buf, tracegen.Config{Pattern: tracegen.DataLoader, Steps: 3, Seed: 5, Rank: -1}); err != nil {
 		t.Fatal(err)
 	}
 	shared := regexp.MustCompile(`"correlation": ?\d+`).ReplaceAllString(buf.String(), `"correlation": 1`)

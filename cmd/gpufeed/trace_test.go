@@ -1,24 +1,26 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/gpufeed/gpufeed/internal/golden"
 )
 
-func runTraceCmd(t *testing.T, args ...string) (string, error) {
+// runTrace runs gpufeed with args: what it wrote (standard output, then
+// standard error), and the error it ended with.
+func runTrace(t *testing.T, args ...string) (string, error) {
 	t.Helper()
-	root := newRootCmd()
-	var out bytes.Buffer
-	root.SetOut(&out)
-	root.SetErr(&out)
-	root.SetArgs(args)
-	err := root.Execute()
-	return out.String(), err
+	out, stderr, code := run(t, args...)
+	if code != 0 {
+		return out + stderr, fmt.Errorf("exit status %d: %s", code, stderr)
+	}
+	return out + stderr, nil
 }
 
 // TestTraceGolden runs `gpufeed trace` end to end on real and edge-case
@@ -36,7 +38,7 @@ func TestTraceGolden(t *testing.T) {
 		{"mtia", "../../testdata/mtia/mtia_fixture.json", "text"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			out, err := runTraceCmd(t, "trace", "-o", tc.format, tc.path)
+			out, err := runTrace(t, "trace", "-o", tc.format, tc.path)
 			if err != nil {
 				t.Fatalf("gpufeed trace: %v\n%s", err, out)
 			}
@@ -50,31 +52,17 @@ func TestTraceGolden(t *testing.T) {
 			} else if !strings.HasPrefix(out, "VERDICT: ") {
 				t.Errorf("text output does not lead with the verdict: %.80q", out)
 			}
-			golden := filepath.Join("..", "..", "testdata", "golden", "cli", tc.name+ext)
-			if *update {
-				os.MkdirAll(filepath.Dir(golden), 0o755)
-				if err := os.WriteFile(golden, []byte(out), 0o644); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("%v (go test ./cmd/gpufeed -run TraceGolden -update)", err)
-			}
-			if out != string(want) {
-				t.Errorf("output differs from %s (go test ./cmd/gpufeed -run TraceGolden -update to accept):\n%s", golden, out)
-			}
+			golden.Check(t, filepath.Join("..", "..", "testdata", "golden", "cli", tc.name+ext), out)
 		})
 	}
 }
 
 func TestTraceEdgeWarnings(t *testing.T) {
-	out, _ := runTraceCmd(t, "trace", "../../testdata/trace-edge/truncated.json")
+	out, _ := runTrace(t, "trace", "../../testdata/trace-edge/truncated.json")
 	if !strings.Contains(out, "WARNING: ../../testdata/trace-edge/truncated.json: byte offset ") || !strings.Contains(out, "truncated") {
 		t.Errorf("truncated trace: no warning with the file and byte offset:\n%s", out)
 	}
-	out, _ = runTraceCmd(t, "trace", "../../testdata/trace-edge/nan.json")
+	out, _ = runTrace(t, "trace", "../../testdata/trace-edge/nan.json")
 	if !strings.Contains(out, "NaN") || !strings.Contains(out, "byte offset") {
 		t.Errorf("NaN trace: no warning naming NaN and the byte offset:\n%s", out)
 	}
@@ -97,7 +85,7 @@ func TestTraceErrors(t *testing.T) {
 		{[]string{"trace", "-o", "xml", bad}, `-o "xml": want text or json`},
 		{[]string{"trace", dir + "/"}, "bad.json"},
 	} {
-		out, err := runTraceCmd(t, tc.args...)
+		out, err := runTrace(t, tc.args...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("gpufeed %v: err = %v (out %q), want %q", tc.args, err, out, tc.want)
 		}
@@ -119,7 +107,7 @@ func TestTraceVerdictWording(t *testing.T) {
 		if st, err := os.Stat(p); err != nil || (st.IsDir() && strings.HasSuffix(p, "critical_path")) || strings.Contains(p, "LICENSE") || strings.HasSuffix(p, ".md") {
 			continue
 		}
-		out, err := runTraceCmd(t, "trace", p)
+		out, err := runTrace(t, "trace", p)
 		if err != nil {
 			t.Errorf("%s: %v", p, err)
 			continue

@@ -1,7 +1,7 @@
 // Command tracegen writes a synthetic Kineto trace with known GPU idle
 // causes (internal/trace/tracegen), for tests and benchmarks:
 //
-//	tracegen -scenario mixed -steps 20 -o trace.json
+//	tracegen -pattern mixed -steps 20 -o trace.json
 //	tracegen -size 1GB -o big.json      # as many steps as fit in 1 GB
 //
 // It prints the ground truth (idle time per cause) on stderr.
@@ -20,17 +20,18 @@ import (
 
 func main() {
 	var (
-		out      = flag.String("o", "-", "output file (- for stdout)")
-		scenario = flag.String("scenario", "mixed", "healthy, dataloader, sync, pageable, launch or mixed")
-		steps    = flag.Int("steps", 0, "number of ProfilerSteps (default 8, or as many as -size allows)")
-		size     = flag.String("size", "", "stop at about this size: 500MB, 1GB (with -steps: make the steps that large)")
-		repeat   = flag.Int("repeat", 0, "repeat each step's work this many times (default 1, or sized by -size with -steps)")
-		ns       = flag.Bool("ns", false, "nanosecond-resolution timestamps (three decimals of us)")
-		seed     = flag.Uint64("seed", 1, "random seed")
-		rank     = flag.Int("rank", -1, "rank to write in distributedInfo (-1: none)")
+		out     = flag.String("o", "-", "output file (- for stdout)")
+		pattern = flag.String("pattern", "mixed", "the steps' pattern: healthy, dataloader, sync, pageable, launch or mixed")
+		steps   = flag.Int("steps", 0, "number of ProfilerSteps (default 8, or as many as -size allows)")
+		size    = flag.String("size", "", "stop at about this size: 500MB, 1GB (with -steps: make the steps that large)")
+		repeat  = flag.Int("repeat", 0, "repeat each step's work this many times (default 1, or sized by -size with -steps)")
+		ns      = flag.Bool("ns", false, "nanosecond-resolution timestamps (three decimals of us)")
+		seed    = flag.Uint64("seed", 1, "random seed")
+		rank    = flag.Int("rank", -1, "rank to write in distributedInfo (-1: none)")
 	)
+	flag.StringVar(pattern, "scenario", "mixed", "the former name of -pattern")
 	flag.Parse()
-	cfg := tracegen.Config{Scenario: tracegen.Scenario(*scenario), Steps: *steps, Repeat: *repeat, NsResolution: *ns, Seed: *seed, Rank: *rank, WorldSize: 1}
+	cfg := tracegen.Config{Pattern: tracegen.Pattern(*pattern), Steps: *steps, Repeat: *repeat, NsResolution: *ns, Seed: *seed, Rank: *rank, WorldSize: 1}
 	if *size != "" {
 		n, err := parseSize(*size)
 		if err != nil {

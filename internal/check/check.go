@@ -2,11 +2,11 @@
 // link that negotiated less than it can, a process bound to the far NUMA
 // node, a powersave governor, a 64 MiB /dev/shm, a dataset on NFS that
 // retransmits. Each check is one small unit (one per file) that yields
-// Results: an id, a status, the evidence with units and the file it came
+// Outcomes: an id, a status, the evidence with units and the file it came
 // from, the decision, and the seed task it comes from.
 //
 // Run runs them all over an injectable /proc and /sys; diagnose folds the
-// failed and warned results into its findings with Findings.
+// failed and warned outcomes into its findings with Findings.
 package check
 
 import (
@@ -17,61 +17,31 @@ import (
 
 	"github.com/gpufeed/gpufeed/internal/finding"
 	"github.com/gpufeed/gpufeed/internal/gpu"
-	"github.com/gpufeed/gpufeed/internal/probe/sys"
+	"github.com/gpufeed/gpufeed/internal/procfs"
 )
 
-// Status is what a check concluded.
-type Status string
+// Outcome is one check's conclusion about one subject, Status what it
+// concluded: the shared vocabulary's (internal/finding), so that renderers
+// and diagnose read them without importing the checks.
+type (
+	Outcome = finding.CheckOutcome
+	Status  = finding.CheckStatus
+)
 
+// The statuses, as the checks name them.
 const (
-	// OK: the fact was read and is as it should be.
-	OK Status = "ok"
-	// Warn: costs throughput now or may; worth changing.
-	Warn Status = "warn"
-	// Fail: starves the GPU or breaks the job; gpufeed check exits 1.
-	Fail Status = "fail"
-	// Absent: the fact does not exist here (no cpufreq in a VM, no GPU, no
-	// target given); nothing is wrong.
-	Absent Status = "absent"
-	// NotVisible: the fact exists but this user may not read it; Need says
-	// what would show it.
-	NotVisible Status = "not-visible"
-	// Error: the source was there but did not parse; the result says where.
-	Error Status = "error"
+	OK         = finding.CheckOK
+	Warn       = finding.CheckWarn
+	Fail       = finding.CheckFail
+	Absent     = finding.CheckAbsent
+	NotVisible = finding.CheckNotVisible
+	Error      = finding.CheckError
 )
 
-// Result is one conclusion of one check about one subject.
-type Result struct {
-	ID       string           `json:"id"`
-	Status   Status           `json:"status"`
-	Severity finding.Severity `json:"severity"`
-	// Subject is what the result is about ("GPU 0000:81:00.0", "pid 4242", "/dev/shm").
-	Subject string `json:"subject,omitempty"`
-	// Claim is the one line a person reads first.
-	Claim    string             `json:"claim"`
-	Evidence []finding.Evidence `json:"evidence,omitempty"`
-	// Decision is what to change (or, for ok, nothing).
-	Decision string `json:"decision,omitempty"`
-	// Need says, for absent, not-visible and error results, what would let
-	// the check see.
-	Need string `json:"need,omitempty"`
-	// Seed names the seed section or playbook task the check comes from.
-	Seed     string        `json:"seed"`
-	Supports finding.Class `json:"supports,omitempty"`
-}
-
-// Finding converts the result to the shared vocabulary.
-func (r Result) Finding() finding.Finding {
-	return finding.Finding{
-		ID: r.ID, Severity: r.Severity, Claim: r.Claim, Evidence: r.Evidence,
-		Decision: r.Decision, Seed: r.Seed, Supports: r.Supports, Subject: r.Subject,
-	}
-}
-
-// Findings returns the failed and warned results as findings, for diagnose.
-func Findings(results []Result) []finding.Finding {
+// Findings returns the failed and warned outcomes as findings, for diagnose.
+func Findings(outcomes []Outcome) []finding.Finding {
 	var out []finding.Finding
-	for _, r := range results {
+	for _, r := range outcomes {
 		if r.Status == Fail || r.Status == Warn {
 			out = append(out, r.Finding())
 		}
@@ -80,8 +50,8 @@ func Findings(results []Result) []finding.Finding {
 }
 
 // Failed reports whether any result failed.
-func Failed(results []Result) bool {
-	for _, r := range results {
+func Failed(outcomes []Outcome) bool {
+	for _, r := range outcomes {
 		if r.Status == Fail {
 			return true
 		}
@@ -91,7 +61,7 @@ func Failed(results []Result) bool {
 
 // Options say where and what to check.
 type Options struct {
-	// ProcRoot and SysRoot default to /proc and /sys.
+	// ProcRoot and SysRoot default to /proc and /procfs.
 	ProcRoot string
 	SysRoot  string
 	// PID is the target process (a training or inference job); 0 checks
@@ -107,7 +77,7 @@ type Options struct {
 	// (interrupts, PCIe replays). Zero reads once and uses counts since boot.
 	Window time.Duration
 	// Statfs reads filesystem statistics; nil is the real statfs(2).
-	Statfs sys.StatfsFunc
+	Statfs procfs.StatfsFunc
 	// TargetExited, when set, says the target (PID) has exited and only
 	// its zombie is left: the per-process checks are absent with this
 	// claim, the others look at the platform.
@@ -120,7 +90,7 @@ type Check struct {
 	// Title says in a few words what the check looks at.
 	Title string
 	Seed  string
-	run   func(*env) []Result
+	run   func(*env) []Outcome
 }
 
 // Checks lists every check in report order.
@@ -148,7 +118,7 @@ var processChecks = map[string]bool{
 // Run runs every check. It reads the counters that need a rate, waits
 // Window (or until ctx ends), reads them again, then judges. It never
 // fails: a check that cannot read says so in its own result.
-func Run(ctx context.Context, opts Options) []Result {
+func Run(ctx context.Context, opts Options) []Outcome {
 	exited, exitedPID := opts.TargetExited, opts.PID
 	if exited != "" {
 		opts.PID = 0 // what is left to check is the platform
@@ -164,21 +134,21 @@ func Run(ctx context.Context, opts Options) []Result {
 		t.Stop()
 	}
 	e.secondReadings()
-	var out []Result
+	var out []Outcome
 	for _, c := range registry {
 		if exited != "" && processChecks[c.ID] {
-			out = append(out, Result{ID: c.ID, Status: Absent, Seed: c.Seed, Severity: finding.Info,
+			out = append(out, Outcome{ID: c.ID, Status: Absent, Seed: c.Seed, Severity: finding.Info,
 				Subject: "pid " + strconv.Itoa(exitedPID), Claim: exited, Need: "a running process: --pid of the job itself"})
 			continue
 		}
-		out = append(out, c.results(e)...)
+		out = append(out, c.outcomes(e)...)
 	}
 	return out
 }
 
-// results runs the check and fills what its results leave to it: the id,
+// outcomes runs the check and fills what its outcomes leave to it: the id,
 // the seed, and the severity that goes with the status.
-func (c Check) results(e *env) []Result {
+func (c Check) outcomes(e *env) []Outcome {
 	rs := c.run(e)
 	for i := range rs {
 		if rs[i].ID == "" {
@@ -206,14 +176,14 @@ func defaultSeverity(s Status) finding.Severity {
 
 // readFailure turns a read error into an absent, not-visible or error
 // result. absentNeed and deniedNeed say what would let the check see.
-func readFailure(subject, what, source string, err error, absentNeed, deniedNeed string) Result {
+func readFailure(subject, what, source string, err error, absentNeed, deniedNeed string) Outcome {
 	switch {
-	case sys.IsAbsent(err):
-		return Result{Status: Absent, Subject: subject, Claim: what + ": " + source + " absent", Need: absentNeed}
-	case sys.IsDenied(err):
-		return Result{Status: NotVisible, Subject: subject, Claim: what + ": " + source + " not readable", Need: deniedNeed}
+	case procfs.IsAbsent(err):
+		return Outcome{Status: Absent, Subject: subject, Claim: what + ": " + source + " absent", Need: absentNeed}
+	case procfs.IsDenied(err):
+		return Outcome{Status: NotVisible, Subject: subject, Claim: what + ": " + source + " not readable", Need: deniedNeed}
 	}
-	return Result{Status: Error, Subject: subject, Claim: fmt.Sprintf("%s: %v", what, err),
+	return Outcome{Status: Error, Subject: subject, Claim: fmt.Sprintf("%s: %v", what, err),
 		Need: "a well-formed " + source + "; report this to gpufeed with the file attached"}
 }
 

@@ -2,7 +2,6 @@ package check
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"io/fs"
 	"os"
@@ -14,7 +13,7 @@ import (
 
 	"github.com/gpufeed/gpufeed/internal/finding"
 	"github.com/gpufeed/gpufeed/internal/gpu"
-	"github.com/gpufeed/gpufeed/internal/probe/sys"
+	"github.com/gpufeed/gpufeed/internal/procfs"
 )
 
 func fixture(name string) (proc, sysRoot string) {
@@ -22,16 +21,16 @@ func fixture(name string) (proc, sysRoot string) {
 	return filepath.Join(root, "proc"), filepath.Join(root, "sys")
 }
 
-func find(rs []Result, id, subject string) (Result, bool) {
+func find(rs []Outcome, id, subject string) (Outcome, bool) {
 	for _, r := range rs {
 		if r.ID == id && (subject == "" || r.Subject == subject) {
 			return r, true
 		}
 	}
-	return Result{}, false
+	return Outcome{}, false
 }
 
-func want(t *testing.T, rs []Result, id, subject string, st Status) Result {
+func want(t *testing.T, rs []Outcome, id, subject string, st Status) Outcome {
 	t.Helper()
 	r, ok := find(rs, id, subject)
 	if !ok {
@@ -43,9 +42,9 @@ func want(t *testing.T, rs []Result, id, subject string, st Status) Result {
 	return r
 }
 
-// TestScenarios runs every check over the fixture trees and checks the
-// conclusions each scenario exists for, and that the rest stay quiet.
-func TestScenarios(t *testing.T) {
+// TestFixtureMachines runs every check over the fixture trees and checks the
+// conclusions each fixture machine exists for, and that the rest stay quiet.
+func TestFixtureMachines(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		pid    int
@@ -139,7 +138,7 @@ func TestReadFailureKinds(t *testing.T) {
 	if r := readFailure("s", "x", "/proc/x", &fs.PathError{Op: "open", Path: "/p", Err: fs.ErrNotExist}, "a", "root"); r.Status != Absent || r.Need != "a" {
 		t.Errorf("absent: %+v", r)
 	}
-	if r := readFailure("s", "x", "/proc/x", &sys.ParseError{Path: "/proc/x", Line: 3, Msg: "bad"}, "a", "root"); r.Status != Error || !strings.Contains(r.Claim, ":3:") {
+	if r := readFailure("s", "x", "/proc/x", &procfs.ParseError{File: "/proc/x", Line: 3, Want: "good"}, "a", "root"); r.Status != Error || !strings.Contains(r.Claim, "/proc/x: line 3: expected good") {
 		t.Errorf("malformed: %+v", r)
 	}
 }
@@ -170,13 +169,13 @@ func tree(t *testing.T, files, links map[string]string) string {
 	return root
 }
 
-func runOne(t *testing.T, c Check, root string, opts Options) []Result {
+func runOne(t *testing.T, c Check, root string, opts Options) []Outcome {
 	t.Helper()
 	opts.ProcRoot, opts.SysRoot = filepath.Join(root, "proc"), filepath.Join(root, "sys")
 	e := newEnv(context.Background(), opts)
 	e.firstReadings()
 	e.secondReadings()
-	return c.results(e)
+	return c.outcomes(e)
 }
 
 func pciFiles(files map[string]string, links map[string]string, path, class, vendor, cur string, curW int, max string, maxW int, node string) {
@@ -372,18 +371,18 @@ func TestDevShmWithStatfs(t *testing.T) {
 		"proc/meminfo":        "MemTotal: 1000000 kB\n",
 	}
 	root := tree(t, files, nil)
-	full := func(string) (sys.FSStat, error) {
-		return sys.FSStat{Type: sys.TmpfsMagic, TotalBytes: 8 << 30, FreeBytes: 200 << 20}, nil
+	full := func(string) (procfs.FSStat, error) {
+		return procfs.FSStat{Type: procfs.TmpfsMagic, TotalBytes: 8 << 30, FreeBytes: 200 << 20}, nil
 	}
 	r := want(t, runOne(t, devShmCheck, root, Options{Statfs: full}), "dev-shm", "", Warn)
 	if !strings.Contains(r.Claim, "98% full") {
 		t.Errorf("claim: %s", r.Claim)
 	}
-	denied := func(p string) (sys.FSStat, error) {
-		return sys.FSStat{}, &fs.PathError{Op: "statfs", Path: p, Err: fs.ErrPermission}
+	denied := func(p string) (procfs.FSStat, error) {
+		return procfs.FSStat{}, &fs.PathError{Op: "statfs", Path: p, Err: fs.ErrPermission}
 	}
 	r = want(t, runOne(t, devShmCheck, root, Options{Statfs: denied}), "dev-shm", "", OK) // 8 GiB from size=, use not visible
-	if !strings.Contains(evidenceLine(r.Evidence[len(r.Evidence)-1]), "not visible") {
+	if !strings.Contains(evidenceText(r.Evidence[len(r.Evidence)-1:]), "not visible") {
 		t.Errorf("use should be reported not visible: %+v", r.Evidence)
 	}
 	files["proc/self/mountinfo"] = "22 1 8:1 / / rw - ext4 /dev/sda1 rw\n"
@@ -456,34 +455,6 @@ func evidenceText(ev []finding.Evidence) string {
 	return b.String()
 }
 
-func TestReportText(t *testing.T) {
-	rep := NewReport([]Result{
-		{ID: "a", Status: Fail, Severity: finding.Critical, Subject: "x\x1b[31m", Claim: "bad\nline", Seed: "002 Task 4",
-			Evidence: []finding.Evidence{{What: "speed", Value: 8, Unit: "GT/s", Source: "/sys/x"}}, Decision: "fix"},
-		{ID: "b", Status: OK, Claim: "fine", Seed: "s"},
-		{ID: "c", Status: Absent, Claim: "none", Need: "more", Seed: "s"},
-	})
-	var b strings.Builder
-	if err := rep.WriteText(&b); err != nil {
-		t.Fatal(err)
-	}
-	out := b.String()
-	if strings.ContainsAny(out, "\x1b") || !strings.Contains(out, "x?[31m") || !strings.Contains(out, "bad?line") {
-		t.Errorf("control characters not stripped:\n%s", out)
-	}
-	if rep.ExitStatus != ExitFailed || !strings.Contains(out, "speed: 8 GT/s  [/sys/x]") || !strings.Contains(out, "— needs more") {
-		t.Errorf("report:\n%s", out)
-	}
-	if strings.Index(out, "FAIL") > strings.Index(out, "ok:") {
-		t.Error("failures must come before the ok list")
-	}
-	for v, s := range map[float64]string{8: "8", 7.875: "7.88", 31.5: "31.5", 1203: "1203", 0.48: "0.48", 92.06: "92.1"} {
-		if got := formatNumber(v); got != s {
-			t.Errorf("formatNumber(%v) = %s, want %s", v, got, s)
-		}
-	}
-}
-
 func TestCPUFrequencyCapAndScheduler(t *testing.T) {
 	files := map[string]string{
 		"proc/sys/kernel/osrelease":  "5.15.0-105-generic",
@@ -507,44 +478,6 @@ func TestCPUFrequencyCapAndScheduler(t *testing.T) {
 		t.Errorf("claim: %s", r.Claim)
 	}
 	want(t, runOne(t, kernelSchedulerCheck, tree(t, map[string]string{"proc/sys/kernel/osrelease": "linux"}, nil), Options{}), "kernel-scheduler", "", Error)
-}
-
-// Mount sources, device names and files quoted in errors come from the
-// machine: line separators and bidirectional controls reach neither output
-// as they are, and 5 KB of garbage in a malformed file prints as one capped
-// line.
-func TestReportKeepsHostileTextOffTheTerminal(t *testing.T) {
-	evil := "src\u202eexe.txt\u2028forged\u2066\u2029"
-	garbage := strings.Repeat("}{garbage", 600)
-	rep := NewReport([]Result{
-		{ID: "a", Status: Warn, Subject: evil, Claim: evil, Seed: "s", Evidence: []finding.Evidence{{What: evil, Text: evil, Source: evil}}, Decision: evil},
-		{ID: "b", Status: Error, Claim: "memory: /proc/meminfo:1: malformed line " + garbage, Need: "a well-formed /proc/meminfo", Seed: "s"},
-		{ID: "c", Status: OK, Subject: evil, Claim: garbage, Seed: "s"},
-	})
-	rep.DataPath = evil
-	var text, js strings.Builder
-	if err := rep.WriteText(&text); err != nil {
-		t.Fatal(err)
-	}
-	if err := rep.WriteJSON(&js); err != nil {
-		t.Fatal(err)
-	}
-	for _, out := range []string{text.String(), js.String()} {
-		for _, c := range []string{"\u202e", "\u2028", "\u2029", "\u2066"} {
-			if strings.Contains(out, c) {
-				t.Errorf("output holds %U", []rune(c)[0])
-			}
-		}
-	}
-	for _, line := range strings.Split(text.String(), "\n") {
-		if len(line) > 1200 {
-			t.Errorf("a %d-byte line: %.80s...", len(line), line)
-		}
-	}
-	var back Report
-	if err := json.Unmarshal([]byte(js.String()), &back); err != nil || back.Results[0].Claim != evil {
-		t.Errorf("JSON must keep the value (escaped): %v %q", err, back.Results[0].Claim)
-	}
 }
 
 // The checks left absent for a zombie target are registered checks.

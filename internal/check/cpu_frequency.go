@@ -4,8 +4,9 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/gpufeed/gpufeed/internal/cpuset"
 	"github.com/gpufeed/gpufeed/internal/finding"
-	"github.com/gpufeed/gpufeed/internal/probe/sys"
+	"github.com/gpufeed/gpufeed/internal/procfs"
 )
 
 // freqCapTolerance: a scaling_max_freq more than 5% under cpuinfo_max_freq
@@ -19,15 +20,15 @@ var cpuFrequencyCheck = Check{
 	run:   runCPUFrequency,
 }
 
-func runCPUFrequency(e *env) []Result {
+func runCPUFrequency(e *env) []Outcome {
 	cpus, err := e.cpuList()
 	if err != nil {
-		return []Result{readFailure("", "CPU list", sysFile("devices/system/cpu"), err, "a sysfs", "read access to /sys")}
+		return []Outcome{readFailure("", "CPU list", sysFile("devices/system/cpu"), err, "a sysfs", "read access to /sys")}
 	}
-	return []Result{judgeFrequency(cpus)}
+	return []Outcome{judgeFrequency(cpus)}
 }
 
-func judgeFrequency(cpus []sys.CPU) Result {
+func judgeFrequency(cpus []procfs.CPU) Outcome {
 	var ratios []float64
 	var capped []int
 	var capKHz, maxKHz uint64
@@ -58,10 +59,10 @@ func judgeFrequency(cpus []sys.CPU) Result {
 	}
 	if len(capped) > 0 {
 		ev = append(ev, num("scaling_max_freq on capped CPUs", float64(capKHz)/1000, "MHz", src+"/scaling_max_freq"))
-		return Result{Status: Warn, Evidence: ev, Supports: finding.Preprocessing,
-			Claim: fmt.Sprintf("maximum frequency capped on CPUs %s: %.0f of %.0f MHz", sys.CPUSet(capped), float64(capKHz)/1000, float64(maxKHz)/1000),
+		return Outcome{Status: Warn, Evidence: ev, Supports: finding.Preprocessing,
+			Claim: fmt.Sprintf("maximum frequency capped on CPUs %s: %.0f of %.0f MHz", cpuset.Set(capped), float64(capKHz)/1000, float64(maxKHz)/1000),
 			Decision: "Find what caps scaling_max_freq (tuned/power profile, thermald, an admin script, BIOS power limits) " +
 				"and lift it on training nodes; compare with an identical node (002 Erreurs courantes 7)."}
 	}
-	return Result{Status: OK, Evidence: ev, Claim: "no cap on the maximum frequency (current frequency is a snapshot: idle cores run low)"}
+	return Outcome{Status: OK, Evidence: ev, Claim: "no cap on the maximum frequency (current frequency is a snapshot: idle cores run low)"}
 }

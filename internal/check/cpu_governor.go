@@ -5,8 +5,9 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/gpufeed/gpufeed/internal/cpuset"
 	"github.com/gpufeed/gpufeed/internal/finding"
-	"github.com/gpufeed/gpufeed/internal/probe/sys"
+	"github.com/gpufeed/gpufeed/internal/procfs"
 )
 
 // performanceGovernor is the governor 002 Task 9 asks for on dedicated
@@ -21,20 +22,20 @@ var cpuGovernorCheck = Check{
 }
 
 // noCPUFreq is the absent result of the cpufreq checks.
-func noCPUFreq() Result {
-	return Result{Status: Absent, Claim: "no cpufreq policy under /sys/devices/system/cpu/cpu*/cpufreq (a VM, or frequency under firmware control)",
+func noCPUFreq() Outcome {
+	return Outcome{Status: Absent, Claim: "no cpufreq policy under /sys/devices/system/cpu/cpu*/cpufreq (a VM, or frequency under firmware control)",
 		Need: "a bare-metal host with a cpufreq driver (intel_pstate, amd-pstate, acpi-cpufreq, cppc)"}
 }
 
-func runCPUGovernor(e *env) []Result {
+func runCPUGovernor(e *env) []Outcome {
 	cpus, err := e.cpuList()
 	if err != nil {
-		return []Result{readFailure("", "CPU list", sysFile("devices/system/cpu"), err, "a sysfs", "read access to /sys")}
+		return []Outcome{readFailure("", "CPU list", sysFile("devices/system/cpu"), err, "a sysfs", "read access to /sys")}
 	}
-	return []Result{judgeGovernors(cpus)}
+	return []Outcome{judgeGovernors(cpus)}
 }
 
-func judgeGovernors(cpus []sys.CPU) Result {
+func judgeGovernors(cpus []procfs.CPU) Outcome {
 	byGov := map[string][]int{}
 	drivers, epps := map[string]bool{}, map[string]bool{}
 	total := 0
@@ -61,7 +62,7 @@ func judgeGovernors(cpus []sys.CPU) Result {
 	sort.Strings(govs)
 	var ev []finding.Evidence
 	for _, g := range govs {
-		ev = append(ev, text("governor "+g, "CPUs "+sys.CPUSet(byGov[g]).String(), sysFile("devices/system/cpu/cpu*/cpufreq/scaling_governor")))
+		ev = append(ev, text("governor "+g, "CPUs "+cpuset.Set(byGov[g]).String(), sysFile("devices/system/cpu/cpu*/cpufreq/scaling_governor")))
 	}
 	if len(drivers) > 0 {
 		ev = append(ev, text("cpufreq driver", strings.Join(sortedKeys(drivers), ", "), sysFile("devices/system/cpu/cpu*/cpufreq/scaling_driver")))
@@ -71,7 +72,7 @@ func judgeGovernors(cpus []sys.CPU) Result {
 	}
 	slow := total - len(byGov[performanceGovernor])
 	if slow == 0 {
-		return Result{Status: OK, Claim: fmt.Sprintf("governor performance on all %d CPUs", total), Evidence: ev}
+		return Outcome{Status: OK, Claim: fmt.Sprintf("governor performance on all %d CPUs", total), Evidence: ev}
 	}
 	var others []string
 	for _, g := range govs {
@@ -79,7 +80,7 @@ func judgeGovernors(cpus []sys.CPU) Result {
 			others = append(others, g)
 		}
 	}
-	return Result{Status: Warn, Evidence: ev, Supports: finding.Preprocessing,
+	return Outcome{Status: Warn, Evidence: ev, Supports: finding.Preprocessing,
 		Claim: fmt.Sprintf("governor %s on %d of %d CPUs: the CPU may drop its clock between bursts", strings.Join(others, "/"), slow, total),
 		Decision: "On dedicated training nodes set the performance governor (cpupower frequency-set -g performance, " +
 			"or the BIOS/tuned profile), then measure again (002 Task 9)."}

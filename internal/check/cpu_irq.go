@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/gpufeed/gpufeed/internal/finding"
-	"github.com/gpufeed/gpufeed/internal/probe/sys"
+	"github.com/gpufeed/gpufeed/internal/procfs"
 )
 
 const (
@@ -36,9 +36,9 @@ type irqShare struct {
 	share float64
 }
 
-func runCPUIRQ(e *env) []Result {
+func runCPUIRQ(e *env) []Outcome {
 	if e.irqErr != nil {
-		return []Result{readFailure("", "interrupt counts", procFile("interrupts"), e.irqErr, "a procfs", "read access to /proc")}
+		return []Outcome{readFailure("", "interrupt counts", procFile("interrupts"), e.irqErr, "a procfs", "read access to /proc")}
 	}
 	before, after := e.irq0.DevicePerCPU(), e.irq1.DevicePerCPU()
 	window := e.irqAt1.Sub(e.irqAt0)
@@ -61,12 +61,12 @@ func runCPUIRQ(e *env) []Result {
 	}
 	shares, total := rankIRQ(counts)
 	if total == 0 {
-		return []Result{{Status: OK, Claim: "no device interrupts counted", Evidence: []finding.Evidence{num("device interrupts", 0, "", procFile("interrupts"))}}}
+		return []Outcome{{Status: OK, Claim: "no device interrupts counted", Evidence: []finding.Evidence{num("device interrupts", 0, "", procFile("interrupts"))}}}
 	}
 	src := procFile("interrupts")
 	ev := []finding.Evidence{{What: "device interrupts, all CPUs", Value: float64(total), Window: since(window), Source: src}}
 	if e.irqTruncated {
-		ev = append(ev, text("note", fmt.Sprintf("larger than %d MiB: counted the first part only", sys.DefaultMaxRead>>20), src))
+		ev = append(ev, text("note", fmt.Sprintf("larger than %d MiB: counted the first part only", procfs.DefaultMaxRead>>20), src))
 	}
 	for i, s := range shares {
 		if i == 3 {
@@ -78,8 +78,8 @@ func runCPUIRQ(e *env) []Result {
 	fair := 1 / float64(len(shares))
 	top := shares[0]
 	if e.opts.PID > 0 {
-		if th, err := e.mainThreadStatus(); err == nil && th.CPUsAllowed != nil {
-			allowed := *th.CPUsAllowed
+		th, err := e.mainThreadStatus()
+		if allowed, have := th.CPUsAllowed(); err == nil && have {
 			ev = append(ev, text("launch (main) thread allowed CPUs", allowed.String(), procFile(pidDir(e.opts.PID), "task", pidDir(e.opts.PID), "status")))
 			if last, err := e.fs.LastCPU(e.opts.PID, e.opts.PID); err == nil {
 				ev = append(ev, num("launch (main) thread last ran on CPU", float64(last), "", procFile(pidDir(e.opts.PID), "task", pidDir(e.opts.PID), "stat")))
@@ -87,20 +87,20 @@ func runCPUIRQ(e *env) []Result {
 			if len(allowed) <= pinnedCPUsMax {
 				for _, s := range shares {
 					if allowed.Contains(s.cpu) && s.share > irqHotFactor*fair {
-						return []Result{{Status: Warn, Subject: e.subjectPID(), Evidence: ev, Supports: finding.SubmissionBound,
+						return []Outcome{{Status: Warn, Subject: e.subjectPID(), Evidence: ev, Supports: finding.SubmissionBound,
 							Claim: fmt.Sprintf("launch thread is pinned to CPU %d, which takes %.0f%% of device interrupts (%.1fx its fair share)", s.cpu, s.share*100, s.share/fair),
 							Decision: fmt.Sprintf("Steer device IRQs off the launch thread's CPUs (/proc/irq/N/smp_affinity_list, irqbalance "+
 								"--banirq or IRQBALANCE_BANNED_CPULIST=%s), to a housekeeping core on the device's NUMA node (000 §9).", allowed)}}
 					}
 				}
-				return []Result{{Status: OK, Subject: e.subjectPID(), Evidence: ev,
+				return []Outcome{{Status: OK, Subject: e.subjectPID(), Evidence: ev,
 					Claim: fmt.Sprintf("launch thread pinned to CPUs %s, none of which takes more than %.0fx its fair share of device interrupts (the busiest, CPU %d, takes %.0f%%)",
 						allowed, irqHotFactor, top.cpu, top.share*100)}}
 			}
 		}
 	}
 	if len(shares) >= irqConcentrationMinCPUs && top.share > irqConcentrationWarn {
-		return []Result{{Status: Warn, Evidence: ev,
+		return []Outcome{{Status: Warn, Evidence: ev,
 			Claim:    fmt.Sprintf("CPU %d takes %.0f%% of all device interrupts", top.cpu, top.share*100),
 			Decision: "Spread interrupts (irqbalance, or per-queue IRQ affinity) and keep launch threads off that CPU (000 §9)."}}
 	}
@@ -108,7 +108,7 @@ func runCPUIRQ(e *env) []Result {
 	if len(shares) < irqConcentrationMinCPUs {
 		claim = fmt.Sprintf("the busiest CPU (%d) takes %.0f%% of device interrupts; with %d CPUs there is nowhere else to put them", top.cpu, top.share*100, len(shares))
 	}
-	return []Result{{Status: OK, Evidence: ev, Subject: subjectIf(e), Claim: claim}}
+	return []Outcome{{Status: OK, Evidence: ev, Subject: subjectIf(e), Claim: claim}}
 }
 
 func subjectIf(e *env) string {
@@ -141,7 +141,7 @@ func rankIRQ(counts map[int]uint64) ([]irqShare, uint64) {
 }
 
 // topDevices names the two device lines with the most interrupts on cpu.
-func topDevices(irq sys.Interrupts, cpu int) string {
+func topDevices(irq procfs.Interrupts, cpu int) string {
 	col := -1
 	for i, c := range irq.CPUs {
 		if c == cpu {

@@ -5,7 +5,7 @@ import (
 	"strings"
 
 	"github.com/gpufeed/gpufeed/internal/finding"
-	"github.com/gpufeed/gpufeed/internal/probe/sys"
+	"github.com/gpufeed/gpufeed/internal/procfs"
 )
 
 var cpuIsolationCheck = Check{
@@ -15,17 +15,17 @@ var cpuIsolationCheck = Check{
 	run:   runCPUIsolation,
 }
 
-func runCPUIsolation(e *env) []Result {
+func runCPUIsolation(e *env) []Outcome {
 	isoSrc := sysFile("devices/system/cpu/isolated")
-	isolated, err := sys.CPUListFile(e.fs.SysPath("devices/system/cpu/isolated"))
-	if err != nil && !sys.IsAbsent(err) {
-		return []Result{readFailure("", "isolated CPUs", isoSrc, err, "", "read access to /sys")}
+	isolated, err := procfs.CPUListFile(e.fs.SysPath("devices/system/cpu/isolated"))
+	if err != nil && !procfs.IsAbsent(err) {
+		return []Outcome{readFailure("", "isolated CPUs", isoSrc, err, "", "read access to /sys")}
 	}
 	ev := []finding.Evidence{}
 	if err == nil {
 		ev = append(ev, text("isolated CPUs", orNone(isolated.String()), isoSrc))
 	}
-	nohz, nerr := sys.CPUListFile(e.fs.SysPath("devices/system/cpu/nohz_full"))
+	nohz, nerr := procfs.CPUListFile(e.fs.SysPath("devices/system/cpu/nohz_full"))
 	if nerr == nil {
 		ev = append(ev, text("nohz_full CPUs", orNone(nohz.String()), sysFile("devices/system/cpu/nohz_full")))
 	}
@@ -33,11 +33,11 @@ func runCPUIsolation(e *env) []Result {
 	if cerr == nil {
 		var seen []string
 		for _, name := range []string{"isolcpus", "nohz_full", "rcu_nocbs", "irqaffinity"} {
-			if p, ok := sys.Param(params, name); ok {
+			if p, ok := procfs.Param(params, name); ok {
 				seen = append(seen, name+"="+p.Value)
 				if name == "isolcpus" && err != nil {
 					// Older kernels lack the isolated file; the command line still says.
-					if set, _, perr := sys.IsolcpusList(p.Value); perr == nil {
+					if set, _, perr := procfs.IsolcpusList(p.Value); perr == nil {
 						isolated, err = set, nil
 					}
 				}
@@ -46,29 +46,29 @@ func runCPUIsolation(e *env) []Result {
 		ev = append(ev, text("boot parameters", orNone(strings.Join(seen, " ")), procFile("cmdline")))
 	}
 	if err != nil && cerr != nil {
-		return []Result{{Status: Absent, Claim: "neither " + isoSrc + " nor /proc/cmdline readable", Need: "a sysfs and procfs"}}
+		return []Outcome{{Status: Absent, Claim: "neither " + isoSrc + " nor /proc/cmdline readable", Need: "a sysfs and procfs"}}
 	}
 	if len(isolated) == 0 {
-		return []Result{{Status: OK, Evidence: ev, Claim: "no isolated CPUs: every CPU is shared by the scheduler"}}
+		return []Outcome{{Status: OK, Evidence: ev, Claim: "no isolated CPUs: every CPU is shared by the scheduler"}}
 	}
 	if e.opts.PID <= 0 {
-		return []Result{{Status: OK, Evidence: ev, Claim: fmt.Sprintf("CPUs %s are isolated from the scheduler", isolated),
+		return []Outcome{{Status: OK, Evidence: ev, Claim: fmt.Sprintf("CPUs %s are isolated from the scheduler", isolated),
 			Decision: "Pin each latency-critical thread to one isolated CPU of its own; nothing else will run there (000 §9)."}}
 	}
 	st, serr := e.targetStatus()
-	if serr != nil || st.CPUsAllowed == nil {
-		return []Result{{Status: OK, Evidence: ev, Subject: e.subjectPID(), Claim: fmt.Sprintf("CPUs %s are isolated (target's affinity unreadable)", isolated)}}
+	allowed, have := st.CPUsAllowed()
+	if serr != nil || !have {
+		return []Outcome{{Status: OK, Evidence: ev, Subject: e.subjectPID(), Claim: fmt.Sprintf("CPUs %s are isolated (target's affinity unreadable)", isolated)}}
 	}
-	allowed := *st.CPUsAllowed
 	ev = append(ev, text("target allowed CPUs", allowed.String(), procFile(pidDir(e.opts.PID), "status")))
 	onIso := allowed.Intersect(isolated)
 	if len(onIso) > 1 {
-		return []Result{{Status: Warn, Subject: e.subjectPID(), Evidence: ev, Supports: finding.SubmissionBound,
+		return []Outcome{{Status: Warn, Subject: e.subjectPID(), Evidence: ev, Supports: finding.SubmissionBound,
 			Claim: fmt.Sprintf("process may run on %d isolated CPUs (%s), where the scheduler does not balance load: its threads can pile onto one CPU", len(onIso), onIso),
 			Decision: "Pin each thread to its own isolated CPU (the launch thread alone on one), and run helpers (DataLoader workers, " +
 				"OpenMP pools) on the housekeeping CPUs (000 §9)."}}
 	}
-	return []Result{{Status: OK, Subject: e.subjectPID(), Evidence: ev,
+	return []Outcome{{Status: OK, Subject: e.subjectPID(), Evidence: ev,
 		Claim: fmt.Sprintf("CPUs %s are isolated; the process runs on %d of them", isolated, len(onIso))}}
 }
 

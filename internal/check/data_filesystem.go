@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/gpufeed/gpufeed/internal/finding"
-	"github.com/gpufeed/gpufeed/internal/probe/sys"
+	"github.com/gpufeed/gpufeed/internal/procfs"
 )
 
 var dataFilesystemCheck = Check{
@@ -16,24 +16,24 @@ var dataFilesystemCheck = Check{
 	run:   runDataFilesystem,
 }
 
-func runDataFilesystem(e *env) []Result {
+func runDataFilesystem(e *env) []Outcome {
 	if e.opts.DataPath == "" {
-		return []Result{{Status: Absent, Claim: "no dataset path given", Need: "--data PATH (the directory the job reads its dataset from)"}}
+		return []Outcome{{Status: Absent, Claim: "no dataset path given", Need: "--data PATH (the directory the job reads its dataset from)"}}
 	}
 	subj := "data " + e.opts.DataPath
 	src := procFile(pidDir(e.opts.PID), "mountinfo")
 	mounts, err := e.targetMounts()
 	if err != nil {
-		return []Result{readFailure(subj, "mount table", src, err, "a running process: check the PID", "read access to "+src)}
+		return []Outcome{readFailure(subj, "mount table", src, err, "a running process: check the PID", "read access to "+src)}
 	}
-	m, ok := sys.MountFor(mounts, e.opts.DataPath)
+	m, ok := procfs.MountFor(mounts, e.opts.DataPath)
 	if !ok {
-		return []Result{{Status: Absent, Subject: subj, Claim: "no mount holds " + e.opts.DataPath, Need: "an absolute path in the target's mount namespace"}}
+		return []Outcome{{Status: Absent, Subject: subj, Claim: "no mount holds " + e.opts.DataPath, Need: "an absolute path in the target's mount namespace"}}
 	}
-	return []Result{judgeDataMount(subj, m, src)}
+	return []Outcome{judgeDataMount(subj, m, src)}
 }
 
-func judgeDataMount(subj string, m sys.Mount, src string) Result {
+func judgeDataMount(subj string, m procfs.Mount, src string) Outcome {
 	ev := []finding.Evidence{
 		text("mount point", m.MountPoint, src),
 		text("filesystem", m.FSType, src),
@@ -42,17 +42,17 @@ func judgeDataMount(subj string, m sys.Mount, src string) Result {
 	if opts := interestingOptions(m); opts != "" {
 		ev = append(ev, text("options", opts, src))
 	}
-	if sys.NetworkFilesystems[m.FSType] {
-		return Result{Status: Warn, Subject: subj, Evidence: ev, Supports: finding.StorageBound,
+	if procfs.NetworkFilesystems[m.FSType] {
+		return Outcome{Status: Warn, Subject: subj, Evidence: ev, Supports: finding.StorageBound,
 			Claim: fmt.Sprintf("dataset on a network filesystem (%s from %s): every read that misses the page cache crosses the network", m.FSType, m.Source),
 			Decision: "Stage the dataset on local NVMe for high-throughput runs, pack small files into shards, and prefetch; " +
 				"watch retransmissions and metadata calls (nfs-client, nfs-mount) (002 Task 13, Checklist D)."}
 	}
-	return Result{Status: OK, Subject: subj, Evidence: ev, Claim: fmt.Sprintf("dataset on a local filesystem (%s at %s)", m.FSType, m.MountPoint)}
+	return Outcome{Status: OK, Subject: subj, Evidence: ev, Claim: fmt.Sprintf("dataset on a local filesystem (%s at %s)", m.FSType, m.MountPoint)}
 }
 
 // interestingOptions keeps the mount options that change read throughput.
-func interestingOptions(m sys.Mount) string {
+func interestingOptions(m procfs.Mount) string {
 	keep := map[string]bool{"vers": true, "proto": true, "rsize": true, "wsize": true, "nconnect": true, "actimeo": true,
 		"timeo": true, "retrans": true, "hard": true, "soft": true, "noatime": true, "ro": true, "lookupcache": true}
 	var parts []string

@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/gpufeed/gpufeed/internal/finding"
-	"github.com/gpufeed/gpufeed/internal/probe/sys"
+	"github.com/gpufeed/gpufeed/internal/procfs"
 )
 
 const (
@@ -30,14 +30,14 @@ var devShmCheck = Check{
 	run:   runDevShm,
 }
 
-func runDevShm(e *env) []Result {
+func runDevShm(e *env) []Outcome {
 	subj := "/dev/shm of " + e.subjectPID()
 	mountSrc := procFile(pidDir(e.opts.PID), "mountinfo")
 	mounts, err := e.targetMounts()
 	if err != nil {
-		return []Result{readFailure(subj, "mount table", mountSrc, err, "a running process: check the PID", "read access to "+mountSrc)}
+		return []Outcome{readFailure(subj, "mount table", mountSrc, err, "a running process: check the PID", "read access to "+mountSrc)}
 	}
-	var m sys.Mount
+	var m procfs.Mount
 	found := false
 	for _, mm := range mounts {
 		if mm.MountPoint == "/dev/shm" {
@@ -45,7 +45,7 @@ func runDevShm(e *env) []Result {
 		}
 	}
 	if !found {
-		return []Result{{Status: Warn, Subject: subj, Evidence: []finding.Evidence{text("/dev/shm mount", "none", mountSrc)},
+		return []Outcome{{Status: Warn, Subject: subj, Evidence: []finding.Evidence{text("/dev/shm mount", "none", mountSrc)},
 			Claim:    "no filesystem mounted at /dev/shm: shared-memory tensors land on whatever /dev is, or fail",
 			Decision: "Mount a tmpfs at /dev/shm (docker --shm-size=8g or --ipc=host; Kubernetes: an emptyDir with medium Memory)."}}
 	}
@@ -62,12 +62,12 @@ func runDevShm(e *env) []Result {
 	statSrc := "statfs " + procFile(pidDir(e.opts.PID), "root/dev/shm")
 	st, serr := e.opts.Statfs(statPath)
 	switch {
-	case serr == nil && st.Type == sys.TmpfsMagic:
+	case serr == nil && st.Type == procfs.TmpfsMagic:
 		size, used, haveSize, haveUse = st.TotalBytes, st.UsedBytes(), true, true
 		ev = append(ev, bytesEv("size", st.TotalBytes, statSrc), bytesEv("used", st.UsedBytes(), statSrc))
 	case serr == nil:
 		ev = append(ev, text("use", "not read: the path is not a tmpfs here (a copied /proc tree)", statSrc))
-	case sys.IsDenied(serr):
+	case procfs.IsDenied(serr):
 		ev = append(ev, text("use", "not visible: "+needPtrace, statSrc))
 	default:
 		ev = append(ev, text("use", "not read: "+errnoText(serr), statSrc))
@@ -81,7 +81,7 @@ func runDevShm(e *env) []Result {
 			}
 		}
 		if !haveSize {
-			return []Result{{Status: Absent, Subject: subj, Evidence: ev, Claim: "cannot tell the size of /dev/shm",
+			return []Outcome{{Status: Absent, Subject: subj, Evidence: ev, Claim: "cannot tell the size of /dev/shm",
 				Need: "a size= mount option or statfs access (" + needPtrace + ")"}}
 		}
 	}
@@ -89,20 +89,20 @@ func runDevShm(e *env) []Result {
 		"with a sizeLimit), or lower num_workers/prefetch_factor."
 	switch {
 	case size <= shmFailAtOrBelow:
-		return []Result{{Status: Fail, Subject: subj, Evidence: ev, Decision: decision, Supports: finding.Preprocessing,
+		return []Outcome{{Status: Fail, Subject: subj, Evidence: ev, Decision: decision, Supports: finding.Preprocessing,
 			Claim: fmt.Sprintf("/dev/shm is %s: DataLoader workers die with \"Bus error: insufficient shared memory\"", human(size))}}
 	case haveUse && size > 0 && float64(used) >= shmUsedWarnFraction*float64(size):
-		return []Result{{Status: Warn, Subject: subj, Evidence: ev, Decision: decision, Supports: finding.Preprocessing,
+		return []Outcome{{Status: Warn, Subject: subj, Evidence: ev, Decision: decision, Supports: finding.Preprocessing,
 			Claim: fmt.Sprintf("/dev/shm %.0f%% full (%s of %s)", 100*float64(used)/float64(size), human(used), human(size))}}
 	case size < shmWarnBelow:
-		return []Result{{Status: Warn, Subject: subj, Evidence: ev, Decision: decision, Supports: finding.Preprocessing,
+		return []Outcome{{Status: Warn, Subject: subj, Evidence: ev, Decision: decision, Supports: finding.Preprocessing,
 			Claim: fmt.Sprintf("/dev/shm is %s: small for several DataLoader workers", human(size))}}
 	}
 	claim := fmt.Sprintf("/dev/shm is %s", human(size))
 	if haveUse {
 		claim += fmt.Sprintf(", %s used", human(used))
 	}
-	return []Result{{Status: OK, Subject: subj, Evidence: ev, Claim: claim}}
+	return []Outcome{{Status: OK, Subject: subj, Evidence: ev, Claim: claim}}
 }
 
 // tmpfsSize reads a tmpfs size= option: bytes, with a k/m/g/t suffix, or a

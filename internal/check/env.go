@@ -9,7 +9,7 @@ import (
 
 	"github.com/gpufeed/gpufeed/internal/finding"
 	"github.com/gpufeed/gpufeed/internal/gpu"
-	"github.com/gpufeed/gpufeed/internal/probe/sys"
+	"github.com/gpufeed/gpufeed/internal/procfs"
 )
 
 // env holds one run's options and the facts several checks share, each
@@ -17,22 +17,22 @@ import (
 type env struct {
 	ctx  context.Context
 	opts Options
-	fs   sys.FS
+	fs   procfs.FS
 
 	pci        memo[pciListing]
-	cpus       memo[[]sys.CPU]
-	nodes      memo[[]sys.Node]
-	target     memo[sys.Status]
-	mainThread memo[sys.Status]
-	fds        memo[sys.FDs]
-	limits     memo[map[string]sys.Limit]
-	mounts     memo[[]sys.Mount]
-	meminfo    memo[sys.Meminfo]
-	cmdline    memo[[]sys.KernelParam]
+	cpus       memo[[]procfs.CPU]
+	nodes      memo[[]procfs.Node]
+	target     memo[procfs.Status]
+	mainThread memo[procfs.Status]
+	fds        memo[procfs.FDKinds]
+	limits     memo[map[string]procfs.Limit]
+	mounts     memo[[]procfs.Mount]
+	meminfo    memo[procfs.Meminfo]
+	cmdline    memo[[]procfs.KernelParam]
 	nvMinors   memo[map[int]string]
 
 	// Counters read twice, Window apart.
-	irq0, irq1     sys.Interrupts
+	irq0, irq1     procfs.Interrupts
 	irqErr         error
 	irqTruncated   bool
 	irqAt0, irqAt1 time.Time
@@ -45,7 +45,7 @@ type env struct {
 }
 
 type pciListing struct {
-	devs    []sys.PCIDevice
+	devs    []procfs.PCIDevice
 	skipped []error
 }
 
@@ -65,15 +65,14 @@ func (m *memo[T]) get(load func() (T, error)) (T, error) {
 
 func newEnv(ctx context.Context, opts Options) *env {
 	if opts.Statfs == nil {
-		opts.Statfs = sys.Statfs
+		opts.Statfs = procfs.Statfs
 	}
-	return &env{ctx: ctx, opts: opts, fs: sys.New(opts.ProcRoot, opts.SysRoot)}
+	return &env{ctx: ctx, opts: opts, fs: procfs.At(opts.ProcRoot, opts.SysRoot)}
 }
 
 func (e *env) firstReadings() {
 	e.irq0, e.irqErr = e.fs.Interrupts()
-	var trunc *sys.TruncatedError
-	if errors.As(e.irqErr, &trunc) {
+	if errors.Is(e.irqErr, procfs.ErrTooLarge) {
 		// What was read still counts; the check says it was cut.
 		e.irqTruncated, e.irqErr = true, nil
 	}
@@ -115,9 +114,9 @@ func (e *env) pciDevices() (pciListing, error) {
 	})
 }
 
-func (e *env) cpuList() ([]sys.CPU, error) { return e.cpus.get(e.fs.CPUs) }
+func (e *env) cpuList() ([]procfs.CPU, error) { return e.cpus.get(e.fs.CPUs) }
 
-func (e *env) nodeList() ([]sys.Node, error) { return e.nodes.get(e.fs.Nodes) }
+func (e *env) nodeList() ([]procfs.Node, error) { return e.nodes.get(e.fs.Nodes) }
 
 // subjectPID names the process per-process checks look at.
 func (e *env) subjectPID() string {
@@ -127,31 +126,31 @@ func (e *env) subjectPID() string {
 	return "gpufeed's own process (no --pid)"
 }
 
-func (e *env) targetStatus() (sys.Status, error) {
-	return e.target.get(func() (sys.Status, error) { return e.fs.ProcStatus(e.opts.PID) })
+func (e *env) targetStatus() (procfs.Status, error) {
+	return e.target.get(func() (procfs.Status, error) { return e.fs.ProcStatus(e.opts.PID) })
 }
 
 // mainThreadStatus reads the target's main thread, which in PyTorch is the
 // Python thread that launches kernels.
-func (e *env) mainThreadStatus() (sys.Status, error) {
-	return e.mainThread.get(func() (sys.Status, error) { return e.fs.ThreadStatus(e.opts.PID, e.opts.PID) })
+func (e *env) mainThreadStatus() (procfs.Status, error) {
+	return e.mainThread.get(func() (procfs.Status, error) { return e.fs.ThreadStatus(e.opts.PID, e.opts.PID) })
 }
 
-func (e *env) targetFDs() (sys.FDs, error) {
-	return e.fds.get(func() (sys.FDs, error) { return e.fs.FDs(e.opts.PID) })
+func (e *env) targetFDs() (procfs.FDKinds, error) {
+	return e.fds.get(func() (procfs.FDKinds, error) { return e.fs.FDKinds(e.opts.PID, -1) })
 }
 
-func (e *env) targetLimits() (map[string]sys.Limit, error) {
-	return e.limits.get(func() (map[string]sys.Limit, error) { return e.fs.Limits(e.opts.PID) })
+func (e *env) targetLimits() (map[string]procfs.Limit, error) {
+	return e.limits.get(func() (map[string]procfs.Limit, error) { return e.fs.Limits(e.opts.PID) })
 }
 
-func (e *env) targetMounts() ([]sys.Mount, error) {
-	return e.mounts.get(func() ([]sys.Mount, error) { return e.fs.Mounts(e.opts.PID) })
+func (e *env) targetMounts() ([]procfs.Mount, error) {
+	return e.mounts.get(func() ([]procfs.Mount, error) { return e.fs.Mounts(e.opts.PID) })
 }
 
-func (e *env) memInfo() (sys.Meminfo, error) { return e.meminfo.get(e.fs.Meminfo) }
+func (e *env) memInfo() (procfs.Meminfo, error) { return e.meminfo.get(e.fs.Meminfo) }
 
-func (e *env) kernelCmdline() ([]sys.KernelParam, error) { return e.cmdline.get(e.fs.KernelCmdline) }
+func (e *env) kernelCmdline() ([]procfs.KernelParam, error) { return e.cmdline.get(e.fs.KernelCmdline) }
 
 func (e *env) nvidiaMinors() (map[int]string, error) { return e.nvMinors.get(e.fs.NVIDIADriverGPUs) }
 
@@ -171,7 +170,7 @@ func joinPath(elem []string) string {
 	return out
 }
 
-func pidDir(pid int) string { return sys.PIDDir(pid) }
+func pidDir(pid int) string { return procfs.PIDDir(pid) }
 
 // Evidence helpers.
 

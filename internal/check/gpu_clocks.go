@@ -18,7 +18,7 @@ var gpuClocksCheck = Check{
 	run:   forEachGPU(judgeClocks),
 }
 
-func judgeClocks(d gpu.DeviceInfo, s gpu.Sample) Result {
+func judgeClocks(d gpu.DeviceInfo, s gpu.Sample) Outcome {
 	ref, refName, refCall := d.AppSMClockMHz, "application SM clock", "nvmlDeviceGetApplicationsClock"
 	if ref == nil {
 		ref, refName, refCall = d.MaxSMClockMHz, "max SM clock", "nvmlDeviceGetMaxClockInfo"
@@ -34,18 +34,18 @@ func judgeClocks(d gpu.DeviceInfo, s gpu.Sample) Result {
 		ev = append(ev, num("max SM clock", float64(*d.MaxSMClockMHz), "MHz", nvmlSource("nvmlDeviceGetMaxClockInfo")))
 	}
 	if s.UtilPercent == nil {
-		return Result{Status: OK, Evidence: ev, Claim: fmt.Sprintf("SM clock %d MHz of %d (utilisation unknown: not judged)", *s.SMClockMHz, *ref)}
+		return Outcome{Status: OK, Evidence: ev, Claim: fmt.Sprintf("SM clock %d MHz of %d (utilisation unknown: not judged)", *s.SMClockMHz, *ref)}
 	}
 	ev = append(ev, num("GPU utilisation", *s.UtilPercent, "%", nvmlSource("nvmlDeviceGetUtilizationRates")))
 	low := float64(*s.SMClockMHz) < clockLowFraction*float64(*ref)
 	switch {
 	case low && *s.UtilPercent >= busyUtilPercent:
-		return Result{Status: Warn, Evidence: ev, Supports: finding.GPUBound,
+		return Outcome{Status: Warn, Evidence: ev, Supports: finding.GPUBound,
 			Claim:    fmt.Sprintf("SM clock %d MHz of %d while %.0f%% busy: throttled", *s.SMClockMHz, *ref, *s.UtilPercent),
 			Decision: "Look at the throttle reasons (gpu-throttle): power limit, cooling and chassis airflow (002 Task 11, Erreurs courantes 5)."}
 	case low:
-		return Result{Status: OK, Evidence: ev,
+		return Outcome{Status: OK, Evidence: ev,
 			Claim: fmt.Sprintf("SM clock %d MHz of %d at %.0f%% utilisation: an idle GPU clocks down; look upstream for what it waits on", *s.SMClockMHz, *ref, *s.UtilPercent)}
 	}
-	return Result{Status: OK, Evidence: ev, Claim: fmt.Sprintf("SM clock %d MHz of %d", *s.SMClockMHz, *ref)}
+	return Outcome{Status: OK, Evidence: ev, Claim: fmt.Sprintf("SM clock %d MHz of %d", *s.SMClockMHz, *ref)}
 }

@@ -12,15 +12,15 @@ var gpuECCCheck = Check{
 	run:   forEachGPU(judgeECC),
 }
 
-func judgeECC(d gpu.DeviceInfo, _ gpu.Sample) Result {
+func judgeECC(d gpu.DeviceInfo, _ gpu.Sample) Outcome {
 	if d.ECCEnabled == nil {
 		return unsupported("ECC mode (consumer GPUs have none)", "nvmlDeviceGetEccMode")
 	}
 	ev := []finding.Evidence{text("ECC mode", onOff(*d.ECCEnabled), nvmlSource("nvmlDeviceGetEccMode"))}
 	if !*d.ECCEnabled {
-		return Result{Status: Warn, Evidence: ev,
+		return Outcome{Status: Warn, Evidence: ev,
 			Claim:    "ECC off: memory errors go undetected, and page retirement and row remapping cannot protect the job",
 			Decision: "Enable ECC (nvidia-smi -e 1, then reset the GPU) unless the fleet chose otherwise on purpose; nodes should match."}
 	}
-	return Result{Status: OK, Evidence: ev, Claim: "ECC on"}
+	return Outcome{Status: OK, Evidence: ev, Claim: "ECC on"}
 }

@@ -21,7 +21,7 @@ var gpuMemoryHealthCheck = Check{
 	run:   forEachGPU(judgeMemoryHealth),
 }
 
-func judgeMemoryHealth(d gpu.DeviceInfo, _ gpu.Sample) Result {
+func judgeMemoryHealth(d gpu.DeviceInfo, _ gpu.Sample) Outcome {
 	var ev []finding.Evidence
 	if d.RemappedRowsPending != nil {
 		ev = append(ev, text("row remap pending", yesNo(*d.RemappedRowsPending), nvmlSource("nvmlDeviceGetRemappedRows")))
@@ -38,17 +38,17 @@ func judgeMemoryHealth(d gpu.DeviceInfo, _ gpu.Sample) Result {
 	drain := "Drain the node and have the GPU serviced (RMA); run dcgmi diag -r 3 to confirm."
 	switch {
 	case d.RemappedRowsFailed != nil && *d.RemappedRowsFailed:
-		return Result{Status: Fail, Evidence: ev, Claim: "a memory row could not be remapped: the GPU's memory is degraded", Decision: drain}
+		return Outcome{Status: Fail, Evidence: ev, Claim: "a memory row could not be remapped: the GPU's memory is degraded", Decision: drain}
 	case d.RetiredPages != nil && *d.RetiredPages >= retiredPagesFailAt:
-		return Result{Status: Fail, Evidence: ev, Claim: fmt.Sprintf("%d pages retired, at DCGM's limit of %d", *d.RetiredPages, retiredPagesFailAt), Decision: drain}
+		return Outcome{Status: Fail, Evidence: ev, Claim: fmt.Sprintf("%d pages retired, at DCGM's limit of %d", *d.RetiredPages, retiredPagesFailAt), Decision: drain}
 	case d.RemappedRowsPending != nil && *d.RemappedRowsPending:
-		return Result{Status: Warn, Evidence: ev, Claim: "a row remap is pending: it takes effect only after a GPU reset",
+		return Outcome{Status: Warn, Evidence: ev, Claim: "a row remap is pending: it takes effect only after a GPU reset",
 			Decision: "Reset the GPU (nvidia-smi -r, or reboot) when the node is idle."}
 	case d.RetiredPages != nil && *d.RetiredPages >= retiredPagesWarnAt:
-		return Result{Status: Warn, Evidence: ev, Claim: fmt.Sprintf("%d pages retired, past DCGM's soft limit of %d", *d.RetiredPages, retiredPagesWarnAt),
+		return Outcome{Status: Warn, Evidence: ev, Claim: fmt.Sprintf("%d pages retired, past DCGM's soft limit of %d", *d.RetiredPages, retiredPagesWarnAt),
 			Decision: "Watch the count; schedule service before it reaches " + fmt.Sprint(retiredPagesFailAt) + "."}
 	}
-	return Result{Status: OK, Evidence: ev, Claim: "no pending or failed remaps, retired pages below DCGM's limits"}
+	return Outcome{Status: OK, Evidence: ev, Claim: "no pending or failed remaps, retired pages below DCGM's limits"}
 }
 
 func yesNo(b bool) string {

@@ -14,10 +14,10 @@ var gpuNUMACheck = Check{
 	run:   runGPUNUMA,
 }
 
-func runGPUNUMA(e *env) []Result {
+func runGPUNUMA(e *env) []Outcome {
 	listing, err := e.pciDevices()
 	if err != nil {
-		return []Result{readFailure("", "PCI devices", sysFile("bus/pci/devices"), err, "a sysfs with PCI devices", "read access to /sys")}
+		return []Outcome{readFailure("", "PCI devices", sysFile("bus/pci/devices"), err, "a sysfs with PCI devices", "read access to /sys")}
 	}
 	nodes, _ := e.nodeList()
 	var ev []finding.Evidence
@@ -43,17 +43,17 @@ func runGPUNUMA(e *env) []Result {
 		ev = append(ev, text("GPU "+d.Address+" NUMA node", fmt.Sprintf("%d%s", *d.NUMANode, local), src))
 	}
 	if gpus == 0 {
-		return []Result{{Status: Absent, Claim: "no NVIDIA GPU under /sys/bus/pci/devices", Need: "a host with an NVIDIA GPU"}}
+		return []Outcome{{Status: Absent, Claim: "no NVIDIA GPU under /sys/bus/pci/devices", Need: "a host with an NVIDIA GPU"}}
 	}
 	ev = append(ev, num("NUMA nodes", float64(len(nodes)), "", sysFile("devices/system/node")))
 	if len(unknown) > 0 && len(nodes) > 1 {
-		return []Result{{Status: Warn, Claim: fmt.Sprintf("firmware does not say which NUMA node %d of %d GPUs hang off (numa_node -1) on a %d-node machine",
+		return []Outcome{{Status: Warn, Claim: fmt.Sprintf("firmware does not say which NUMA node %d of %d GPUs hang off (numa_node -1) on a %d-node machine",
 			len(unknown), gpus, len(nodes)), Evidence: ev,
 			Decision: "Placement cannot be checked or pinned by node: enable the BIOS's NUMA/SRAT reporting, " +
 				"or take the affinity from nvidia-smi topo -m."}}
 	}
 	if len(nodes) <= 1 {
-		return []Result{{Status: OK, Claim: fmt.Sprintf("%d GPU(s) on a single NUMA node: nothing to misplace", gpus), Evidence: ev}}
+		return []Outcome{{Status: OK, Claim: fmt.Sprintf("%d GPU(s) on a single NUMA node: nothing to misplace", gpus), Evidence: ev}}
 	}
 	var parts []string
 	for _, n := range nodes {
@@ -61,6 +61,6 @@ func runGPUNUMA(e *env) []Result {
 			parts = append(parts, fmt.Sprintf("node %d: %d GPU(s)", n.ID, len(g)))
 		}
 	}
-	return []Result{{Status: OK, Claim: "GPUs by NUMA node: " + strings.Join(parts, ", "), Evidence: ev,
+	return []Outcome{{Status: OK, Claim: "GPUs by NUMA node: " + strings.Join(parts, ", "), Evidence: ev,
 		Decision: "Run each rank on its GPU's node (numactl --cpunodebind=N --membind=N, Slurm --cpu-bind, torchrun with numactl)."}}
 }

@@ -20,13 +20,13 @@ var gpuPCIeLinkCheck = Check{
 }
 
 // noDriver is the one result a GPU check gives without a driver source.
-func noDriver(e *env) ([]Result, bool) {
+func noDriver(e *env) ([]Outcome, bool) {
 	if e.opts.GPU == nil {
-		return []Result{{Status: Absent, Claim: "no GPU driver source",
+		return []Outcome{{Status: Absent, Claim: "no GPU driver source",
 			Need: "an NVIDIA driver and --device nvml (the sysfs checks above run without one)"}}, true
 	}
 	if e.gpuErr != nil {
-		return []Result{{Status: Error, Claim: "GPU source " + e.opts.GPU.Name() + " failed to sample: " + e.gpuErr.Error(),
+		return []Outcome{{Status: Error, Claim: "GPU source " + e.opts.GPU.Name() + " failed to sample: " + e.gpuErr.Error(),
 			Need: "a working driver (nvidia-smi must answer)"}}, true
 	}
 	return nil, false
@@ -51,11 +51,11 @@ func sampleFor(samples []gpu.Sample, index int) (gpu.Sample, bool) {
 
 func nvmlSource(call string) string { return "NVML " + call }
 
-func runGPUPCIeLink(e *env) []Result {
+func runGPUPCIeLink(e *env) []Outcome {
 	if r, stop := noDriver(e); stop {
 		return r
 	}
-	var out []Result
+	var out []Outcome
 	for _, d := range e.gpuInfo {
 		s, _ := sampleFor(e.gpu1, d.Index)
 		out = append(out, judgeGPUPCIeLink(d, s))
@@ -63,14 +63,14 @@ func runGPUPCIeLink(e *env) []Result {
 	return out
 }
 
-func judgeGPUPCIeLink(d gpu.DeviceInfo, s gpu.Sample) Result {
+func judgeGPUPCIeLink(d gpu.DeviceInfo, s gpu.Sample) Outcome {
 	subj := gpuSubject(d)
 	if s.Lost != "" {
-		return Result{Status: Fail, Subject: subj, Claim: "GPU stopped answering: " + s.Lost,
+		return Outcome{Status: Fail, Subject: subj, Claim: "GPU stopped answering: " + s.Lost,
 			Decision: "Check dmesg for Xid 79 (fell off the bus) and AER errors; drain the node."}
 	}
 	if d.LinkGenMax == nil || d.LinkWidthMax == nil || s.LinkGen == nil || s.LinkWidth == nil {
-		return Result{Status: Absent, Subject: subj, Claim: "driver does not report the PCIe link generation and width",
+		return Outcome{Status: Absent, Subject: subj, Claim: "driver does not report the PCIe link generation and width",
 			Need: "a driver that supports nvmlDeviceGetCurrPcieLinkGeneration/Width"}
 	}
 	ev := []finding.Evidence{
@@ -87,14 +87,14 @@ func judgeGPUPCIeLink(d gpu.DeviceInfo, s gpu.Sample) Result {
 	full := fmt.Sprintf("Gen%d x%d", *d.LinkGenMax, *d.LinkWidthMax)
 	switch {
 	case *s.LinkWidth < *d.LinkWidthMax:
-		return Result{Status: Fail, Subject: subj, Claim: "driver reports a narrower PCIe link: " + now + ", capable of " + full,
+		return Outcome{Status: Fail, Subject: subj, Claim: "driver reports a narrower PCIe link: " + now + ", capable of " + full,
 			Evidence: ev, Decision: pcieLinkDecision, Supports: finding.TransferBound}
 	case *s.LinkGen < *d.LinkGenMax && busy:
-		return Result{Status: Fail, Subject: subj, Claim: "driver reports a slower PCIe link under load: " + now + ", capable of " + full,
+		return Outcome{Status: Fail, Subject: subj, Claim: "driver reports a slower PCIe link under load: " + now + ", capable of " + full,
 			Evidence: ev, Decision: pcieLinkDecision, Supports: finding.TransferBound}
 	case *s.LinkGen < *d.LinkGenMax:
-		return Result{Status: OK, Subject: subj, Claim: "PCIe link " + now + " while idle (capable of " + full + "); an idle GPU lowers its link speed",
+		return Outcome{Status: OK, Subject: subj, Claim: "PCIe link " + now + " while idle (capable of " + full + "); an idle GPU lowers its link speed",
 			Evidence: ev}
 	}
-	return Result{Status: OK, Subject: subj, Claim: "PCIe link " + now + ", as capable", Evidence: ev}
+	return Outcome{Status: OK, Subject: subj, Claim: "PCIe link " + now + ", as capable", Evidence: ev}
 }

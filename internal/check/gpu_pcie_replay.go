@@ -7,7 +7,7 @@ import (
 
 	"github.com/gpufeed/gpufeed/internal/finding"
 	"github.com/gpufeed/gpufeed/internal/gpu"
-	"github.com/gpufeed/gpufeed/internal/probe/sys"
+	"github.com/gpufeed/gpufeed/internal/procfs"
 )
 
 // pcieBitErrorRate is the bit error rate the PCIe specification allows
@@ -21,7 +21,7 @@ func replayAllowancePerMinute(gen, lanes int) float64 {
 	if gen > 6 {
 		gen = 6 // DCGM caps the generation at the highest it knows
 	}
-	rate := sys.PCIeRate(gen)
+	rate := procfs.PCIeRate(gen)
 	return math.Ceil(rate * 1e9 * pcieBitErrorRate * 60 * float64(lanes))
 }
 
@@ -32,11 +32,11 @@ var gpuPCIeReplayCheck = Check{
 	run:   runGPUPCIeReplay,
 }
 
-func runGPUPCIeReplay(e *env) []Result {
+func runGPUPCIeReplay(e *env) []Outcome {
 	if r, stop := noDriver(e); stop {
 		return r
 	}
-	var out []Result
+	var out []Outcome
 	window := e.gpuAt1.Sub(e.gpuAt0)
 	for _, d := range e.gpuInfo {
 		s0, _ := sampleFor(e.gpu0, d.Index)
@@ -46,10 +46,10 @@ func runGPUPCIeReplay(e *env) []Result {
 	return out
 }
 
-func judgeReplays(d gpu.DeviceInfo, s0, s1 gpu.Sample, window time.Duration, uptimeSec float64, uptimeErr error) Result {
+func judgeReplays(d gpu.DeviceInfo, s0, s1 gpu.Sample, window time.Duration, uptimeSec float64, uptimeErr error) Outcome {
 	subj := gpuSubject(d)
 	if s1.ReplayCounter == nil || s1.LinkGen == nil || s1.LinkWidth == nil {
-		return Result{Status: Absent, Subject: subj, Claim: "driver does not report the PCIe replay counter or link",
+		return Outcome{Status: Absent, Subject: subj, Claim: "driver does not report the PCIe replay counter or link",
 			Need: "a driver that supports nvmlDeviceGetPcieReplayCounter"}
 	}
 	allow := replayAllowancePerMinute(*s1.LinkGen, *s1.LinkWidth)
@@ -71,11 +71,11 @@ func judgeReplays(d gpu.DeviceInfo, s0, s1 gpu.Sample, window time.Duration, upt
 		worst = math.Max(worst, perMin)
 	}
 	if worst > allow {
-		return Result{Status: Warn, Subject: subj,
+		return Outcome{Status: Warn, Subject: subj,
 			Claim:    fmt.Sprintf("PCIe replays at %.1f/min exceed the %.0f/min a healthy Gen%d x%d link allows", worst, allow, *s1.LinkGen, *s1.LinkWidth),
 			Evidence: ev, Supports: finding.TransferBound,
 			Decision: "Replays retransmit corrupted packets and eat link bandwidth: check the riser, cable and slot, " +
 				"look for AER errors in dmesg, and have the node serviced if the rate persists."}
 	}
-	return Result{Status: OK, Subject: subj, Claim: fmt.Sprintf("PCIe replays within the %.0f/min allowance", allow), Evidence: ev}
+	return Outcome{Status: OK, Subject: subj, Claim: fmt.Sprintf("PCIe replays within the %.0f/min allowance", allow), Evidence: ev}
 }

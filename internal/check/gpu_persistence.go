@@ -13,12 +13,12 @@ var gpuPersistenceCheck = Check{
 }
 
 // forEachGPU runs a per-device judgement over every device of the source.
-func forEachGPU(judge func(d gpu.DeviceInfo, s gpu.Sample) Result) func(*env) []Result {
-	return func(e *env) []Result {
+func forEachGPU(judge func(d gpu.DeviceInfo, s gpu.Sample) Outcome) func(*env) []Outcome {
+	return func(e *env) []Outcome {
 		if r, stop := noDriver(e); stop {
 			return r
 		}
-		var out []Result
+		var out []Outcome
 		for _, d := range e.gpuInfo {
 			s, _ := sampleFor(e.gpu1, d.Index)
 			r := judge(d, s)
@@ -31,24 +31,24 @@ func forEachGPU(judge func(d gpu.DeviceInfo, s gpu.Sample) Result) func(*env) []
 	}
 }
 
-func unsupported(what, call string) Result {
-	return Result{Status: Absent, Claim: "driver does not report " + what, Need: "a driver and GPU that support " + call}
+func unsupported(what, call string) Outcome {
+	return Outcome{Status: Absent, Claim: "driver does not report " + what, Need: "a driver and GPU that support " + call}
 }
 
 // Without persistence mode the driver tears the GPU state down when the last
 // client exits, so every job start pays seconds of initialisation and
 // application clock settings are lost.
-func judgePersistence(d gpu.DeviceInfo, _ gpu.Sample) Result {
+func judgePersistence(d gpu.DeviceInfo, _ gpu.Sample) Outcome {
 	if d.PersistenceMode == nil {
 		return unsupported("persistence mode", "nvmlDeviceGetPersistenceMode")
 	}
 	ev := []finding.Evidence{text("persistence mode", onOff(*d.PersistenceMode), nvmlSource("nvmlDeviceGetPersistenceMode"))}
 	if !*d.PersistenceMode {
-		return Result{Status: Warn, Evidence: ev,
+		return Outcome{Status: Warn, Evidence: ev,
 			Claim:    "persistence mode off: the driver re-initialises the GPU for every job and forgets its clock settings",
 			Decision: "Run nvidia-persistenced on the node (the supported way; nvidia-smi -pm 1 is the legacy one)."}
 	}
-	return Result{Status: OK, Evidence: ev, Claim: "persistence mode on"}
+	return Outcome{Status: OK, Evidence: ev, Claim: "persistence mode on"}
 }
 
 func onOff(b bool) string {

@@ -19,7 +19,7 @@ var gpuPowerLimitCheck = Check{
 	run:   forEachGPU(judgePowerLimit),
 }
 
-func judgePowerLimit(d gpu.DeviceInfo, s gpu.Sample) Result {
+func judgePowerLimit(d gpu.DeviceInfo, s gpu.Sample) Outcome {
 	if d.PowerLimitW == nil || d.DefaultPowerLimitW == nil || *d.DefaultPowerLimitW <= 0 {
 		return unsupported("its power limit and default", "nvmlDeviceGetPowerManagementLimit and ...DefaultLimit")
 	}
@@ -31,9 +31,9 @@ func judgePowerLimit(d gpu.DeviceInfo, s gpu.Sample) Result {
 		ev = append(ev, num("power draw", *s.PowerW, "W", nvmlSource("nvmlDeviceGetPowerUsage")))
 	}
 	if *d.PowerLimitW < *d.DefaultPowerLimitW*powerLimitWarnFraction {
-		return Result{Status: Warn, Evidence: ev, Supports: finding.GPUBound,
+		return Outcome{Status: Warn, Evidence: ev, Supports: finding.GPUBound,
 			Claim:    fmt.Sprintf("power limit %.0f W, below the %.0f W default: the GPU lowers its clocks under load", *d.PowerLimitW, *d.DefaultPowerLimitW),
 			Decision: "Restore the default (nvidia-smi -pl) unless the cap is a deliberate site policy; compare with an identical node (002 Erreurs courantes 5, 7)."}
 	}
-	return Result{Status: OK, Evidence: ev, Claim: fmt.Sprintf("power limit %.0f W (default %.0f W)", *d.PowerLimitW, *d.DefaultPowerLimitW)}
+	return Outcome{Status: OK, Evidence: ev, Claim: fmt.Sprintf("power limit %.0f W (default %.0f W)", *d.PowerLimitW, *d.DefaultPowerLimitW)}
 }

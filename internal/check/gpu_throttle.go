@@ -51,7 +51,7 @@ var gpuThrottleCheck = Check{
 	run:   forEachGPU(judgeThrottle),
 }
 
-func judgeThrottle(_ gpu.DeviceInfo, s gpu.Sample) Result {
+func judgeThrottle(_ gpu.DeviceInfo, s gpu.Sample) Outcome {
 	if s.ClockEventReasons == nil {
 		return unsupported("clock event reasons", "nvmlDeviceGetCurrentClocksEventReasons")
 	}
@@ -62,17 +62,17 @@ func judgeThrottle(_ gpu.DeviceInfo, s gpu.Sample) Result {
 	}
 	switch {
 	case mask&hardwareReasons != 0:
-		return Result{Status: Fail, Evidence: ev, Supports: finding.GPUBound,
+		return Outcome{Status: Fail, Evidence: ev, Supports: finding.GPUBound,
 			Claim: "hardware is holding the clocks down: " + reasonList(mask&hardwareReasons),
 			Decision: "Hardware slowdown halves clocks or worse: check cooling, chassis airflow and the power supply; " +
 				"an external power-brake signal comes from the chassis (002 Erreurs courantes 5)."}
 	case mask&reasonSWThermal != 0:
-		return Result{Status: Warn, Evidence: ev, Supports: finding.GPUBound,
+		return Outcome{Status: Warn, Evidence: ev, Supports: finding.GPUBound,
 			Claim:    "the driver is slowing the GPU for temperature",
 			Decision: "Check cooling and airflow; the GPU is near its thermal limit (002 Task 11)."}
 	case mask&reasonSWPowerCap != 0:
-		return Result{Status: OK, Evidence: ev,
+		return Outcome{Status: OK, Evidence: ev,
 			Claim: "clocks limited by the power cap: normal at full load (see gpu-power-limit for whether the cap is lowered)"}
 	}
-	return Result{Status: OK, Evidence: ev, Claim: "no thermal or hardware slowdown (" + reasonList(mask) + ")"}
+	return Outcome{Status: OK, Evidence: ev, Claim: "no thermal or hardware slowdown (" + reasonList(mask) + ")"}
 }

@@ -13,10 +13,10 @@ var kernelSchedulerCheck = Check{
 	run:   runKernelScheduler,
 }
 
-func runKernelScheduler(e *env) []Result {
+func runKernelScheduler(e *env) []Outcome {
 	k, err := e.fs.KernelRelease()
 	if err != nil {
-		return []Result{readFailure("", "kernel release", procFile("sys/kernel/osrelease"), err, "a procfs", "read access to /proc")}
+		return []Outcome{readFailure("", "kernel release", procFile("sys/kernel/osrelease"), err, "a procfs", "read access to /proc")}
 	}
 	sched := "CFS"
 	if k.AtLeast(6, 6) {
@@ -31,5 +31,5 @@ func runKernelScheduler(e *env) []Result {
 			ev = append(ev, text("sched_ext scheduler", orNone(ext.Ops), sysFile("kernel/sched_ext/root/ops")))
 		}
 	}
-	return []Result{{Status: OK, Claim: claim, Evidence: ev}}
+	return []Outcome{{Status: OK, Claim: claim, Evidence: ev}}
 }

@@ -5,7 +5,7 @@ import (
 	"strings"
 
 	"github.com/gpufeed/gpufeed/internal/finding"
-	"github.com/gpufeed/gpufeed/internal/probe/sys"
+	"github.com/gpufeed/gpufeed/internal/procfs"
 )
 
 // memlockWarnBelow: RDMA memory registration (ibv_reg_mr: NCCL over
@@ -23,21 +23,21 @@ var limitMemlockCheck = Check{
 	run:   runLimitMemlock,
 }
 
-func runLimitMemlock(e *env) []Result {
-	return limitResult(e, sys.LimitLockedMemory, func(l sys.Limit, ev []finding.Evidence) Result {
+func runLimitMemlock(e *env) []Outcome {
+	return limitResult(e, procfs.LimitLockedMemory, func(l procfs.Limit, ev []finding.Evidence) Outcome {
 		if e.opts.PID > 0 {
 			if st, err := e.targetStatus(); err == nil {
 				src := procFile(pidDir(e.opts.PID), "status")
-				if st.VmLckKB != nil {
-					ev = append(ev, num("locked memory now (VmLck)", float64(*st.VmLckKB)/1024, "MiB", src))
+				if st.HaveVmLck {
+					ev = append(ev, num("locked memory now (VmLck)", float64(st.VmLckKB)/1024, "MiB", src))
 				}
-				if st.VmPinKB != nil {
-					ev = append(ev, num("pinned memory now (VmPin)", float64(*st.VmPinKB)/1024, "MiB", src))
+				if st.HaveVmPin {
+					ev = append(ev, num("pinned memory now (VmPin)", float64(st.VmPinKB)/1024, "MiB", src))
 				}
 			}
 		}
-		if l.Soft == sys.Unlimited || l.Soft >= memlockWarnBelow {
-			return Result{Status: OK, Evidence: ev, Claim: "locked memory limit " + memlockString(l.Soft)}
+		if l.Soft == procfs.Unlimited || l.Soft >= memlockWarnBelow {
+			return Outcome{Status: OK, Evidence: ev, Claim: "locked memory limit " + memlockString(l.Soft)}
 		}
 		rdma, err := e.fs.RDMADevices()
 		rdmaSrc := "/sys/class/infiniband"
@@ -46,12 +46,12 @@ func runLimitMemlock(e *env) []Result {
 			ev = append(ev, text("RDMA devices", "not visible: "+err.Error(), rdmaSrc))
 		case len(rdma) == 0:
 			ev = append(ev, text("RDMA devices", "none", rdmaSrc))
-			return Result{Status: OK, Evidence: ev,
+			return Outcome{Status: OK, Evidence: ev,
 				Claim: fmt.Sprintf("locked memory limit %s; no RDMA device, so no memory registration is charged to it", memlockString(l.Soft))}
 		default:
 			ev = append(ev, text("RDMA devices", strings.Join(rdma, ", "), rdmaSrc))
 		}
-		return Result{Status: Warn, Evidence: ev, Supports: finding.TransferBound,
+		return Outcome{Status: Warn, Evidence: ev, Supports: finding.TransferBound,
 			Claim: fmt.Sprintf("locked memory limit %s: RDMA registration (NCCL over InfiniBand/RoCE, GPUDirect RDMA) fails or falls back beyond it", memlockString(l.Soft)),
 			Decision: "Run the job with an unlimited memlock limit (docker --ulimit memlock=-1, LimitMEMLOCK=infinity, " +
 				"limits.conf memlock unlimited), and pin only what transfers need (002 Fait 5)."}
@@ -59,7 +59,7 @@ func runLimitMemlock(e *env) []Result {
 }
 
 func memlockString(v uint64) string {
-	if v == sys.Unlimited {
+	if v == procfs.Unlimited {
 		return "unlimited"
 	}
 	return human(v)

@@ -4,7 +4,7 @@ import (
 	"fmt"
 
 	"github.com/gpufeed/gpufeed/internal/finding"
-	"github.com/gpufeed/gpufeed/internal/probe/sys"
+	"github.com/gpufeed/gpufeed/internal/procfs"
 )
 
 const (
@@ -26,32 +26,32 @@ var limitNofileCheck = Check{
 	run:   runLimitNofile,
 }
 
-func runLimitNofile(e *env) []Result {
-	return limitResult(e, sys.LimitOpenFiles, func(l sys.Limit, ev []finding.Evidence) Result {
+func runLimitNofile(e *env) []Outcome {
+	return limitResult(e, procfs.LimitOpenFiles, func(l procfs.Limit, ev []finding.Evidence) Outcome {
 		used := -1
 		fdSrc := procFile(pidDir(e.opts.PID), "fd")
 		if fds, err := e.targetFDs(); err == nil {
-			used = fds.Count
-			ev = append(ev, num("open descriptors", float64(fds.Count), "files", fdSrc))
-		} else if sys.IsDenied(err) {
+			used = fds.Total
+			ev = append(ev, num("open descriptors", float64(fds.Total), "files", fdSrc))
+		} else if procfs.IsDenied(err) {
 			ev = append(ev, text("open descriptors", "not visible: "+needPtrace, fdSrc))
 		}
 		return judgeNofile(l, used, ev)
 	})
 }
 
-func judgeNofile(l sys.Limit, used int, ev []finding.Evidence) Result {
+func judgeNofile(l procfs.Limit, used int, ev []finding.Evidence) Outcome {
 	const fix = "Raise the soft limit before launch (ulimit -n 65536, LimitNOFILE= in the unit, /etc/security/limits.conf) and " +
 		"read data through mmap/Arrow/shards rather than one descriptor per sample (004)."
-	if used >= 0 && l.Soft != sys.Unlimited && float64(used) >= nofileUsedFailFraction*float64(l.Soft) {
-		return Result{Status: Fail, Evidence: ev, Supports: finding.Stalled,
+	if used >= 0 && l.Soft != procfs.Unlimited && float64(used) >= nofileUsedFailFraction*float64(l.Soft) {
+		return Outcome{Status: Fail, Evidence: ev, Supports: finding.Stalled,
 			Claim:    fmt.Sprintf("%d descriptors open of a soft limit of %d: the next opens fail with EMFILE", used, l.Soft),
 			Decision: fix}
 	}
 	if l.Soft < nofileSoftWarnBelow {
-		return Result{Status: Warn, Evidence: ev,
+		return Outcome{Status: Warn, Evidence: ev,
 			Claim:    fmt.Sprintf("open files soft limit %d (hard %s): DataLoader workers hit \"Too many open files\" at this size", l.Soft, limitString(l.Hard)),
 			Decision: fix}
 	}
-	return Result{Status: OK, Evidence: ev, Claim: fmt.Sprintf("open files soft limit %s", limitString(l.Soft))}
+	return Outcome{Status: OK, Evidence: ev, Claim: fmt.Sprintf("open files soft limit %s", limitString(l.Soft))}
 }

@@ -4,7 +4,7 @@ import (
 	"fmt"
 
 	"github.com/gpufeed/gpufeed/internal/finding"
-	"github.com/gpufeed/gpufeed/internal/probe/sys"
+	"github.com/gpufeed/gpufeed/internal/procfs"
 )
 
 // nprocWarnBelow: RLIMIT_NPROC counts every thread of the user. One
@@ -21,19 +21,19 @@ var limitNprocCheck = Check{
 	run:   runLimitNproc,
 }
 
-func runLimitNproc(e *env) []Result {
-	return limitResult(e, sys.LimitProcesses, func(l sys.Limit, ev []finding.Evidence) Result {
+func runLimitNproc(e *env) []Outcome {
+	return limitResult(e, procfs.LimitProcesses, func(l procfs.Limit, ev []finding.Evidence) Outcome {
 		if e.opts.PID > 0 {
-			if st, err := e.targetStatus(); err == nil && st.Threads != nil {
-				ev = append(ev, num("threads of the target", float64(*st.Threads), "", procFile(pidDir(e.opts.PID), "status")))
+			if st, err := e.targetStatus(); err == nil && st.HaveThreads {
+				ev = append(ev, num("threads of the target", float64(st.Threads), "", procFile(pidDir(e.opts.PID), "status")))
 			}
 		}
 		if l.Soft < nprocWarnBelow {
-			return Result{Status: Warn, Evidence: ev, Supports: finding.Stalled,
+			return Outcome{Status: Warn, Evidence: ev, Supports: finding.Stalled,
 				Claim: fmt.Sprintf("process/thread limit %d for the user: ranks, DataLoader workers and their thread pools can exhaust it", l.Soft),
 				Decision: "Raise nproc (ulimit -u, LimitNPROC=, limits.conf) or cap thread pools (OMP_NUM_THREADS per rank, " +
 					"fewer workers) (000 §3)."}
 		}
-		return Result{Status: OK, Evidence: ev, Claim: "process/thread limit " + limitString(l.Soft)}
+		return Outcome{Status: OK, Evidence: ev, Claim: "process/thread limit " + limitString(l.Soft)}
 	})
 }

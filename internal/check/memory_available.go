@@ -18,23 +18,23 @@ var memoryAvailableCheck = Check{
 	run:   runMemoryAvailable,
 }
 
-func runMemoryAvailable(e *env) []Result {
+func runMemoryAvailable(e *env) []Outcome {
 	src := procFile("meminfo")
 	mi, err := e.memInfo()
 	if err != nil {
-		return []Result{readFailure("", "memory", src, err, "a procfs", "read access to /proc")}
+		return []Outcome{readFailure("", "memory", src, err, "a procfs", "read access to /proc")}
 	}
 	if mi.MemTotal == nil || mi.MemAvailable == nil || *mi.MemTotal == 0 {
-		return []Result{{Status: Absent, Claim: "MemTotal or MemAvailable absent from " + src, Need: "Linux 3.14 or later (MemAvailable)"}}
+		return []Outcome{{Status: Absent, Claim: "MemTotal or MemAvailable absent from " + src, Need: "Linux 3.14 or later (MemAvailable)"}}
 	}
 	frac := float64(*mi.MemAvailable) / float64(*mi.MemTotal)
 	ev := []finding.Evidence{bytesEv("MemTotal", *mi.MemTotal, src), bytesEv("MemAvailable", *mi.MemAvailable, src),
 		num("available", frac*100, "%", src)}
 	if frac < memAvailableWarnFraction {
-		return []Result{{Status: Warn, Evidence: ev, Supports: finding.Preprocessing,
+		return []Outcome{{Status: Warn, Evidence: ev, Supports: finding.Preprocessing,
 			Claim: fmt.Sprintf("only %s of %s available (%.0f%%): the page cache and pinned buffers compete", human(*mi.MemAvailable), human(*mi.MemTotal), frac*100),
 			Decision: "Reduce pinned memory and in-application caching, size DataLoader workers down, or give the node more RAM / " +
 				"isolate noisy neighbours (002 Task 14)."}}
 	}
-	return []Result{{Status: OK, Evidence: ev, Claim: fmt.Sprintf("%s of %s available (%.0f%%)", human(*mi.MemAvailable), human(*mi.MemTotal), frac*100)}}
+	return []Outcome{{Status: OK, Evidence: ev, Claim: fmt.Sprintf("%s of %s available (%.0f%%)", human(*mi.MemAvailable), human(*mi.MemTotal), frac*100)}}
 }

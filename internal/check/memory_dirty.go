@@ -17,20 +17,20 @@ var memoryDirtyCheck = Check{
 // background and the hard dirty thresholds (mm/page-writeback.c,
 // dirty_freerun_ceiling); above it, balance_dirty_pages puts every writer
 // (checkpoints, logs, the DataLoader's cache files) to sleep.
-func runMemoryDirty(e *env) []Result {
+func runMemoryDirty(e *env) []Outcome {
 	src := procFile("meminfo")
 	mi, err := e.memInfo()
 	if err != nil {
-		return []Result{readFailure("", "memory", src, err, "a procfs", "read access to /proc")}
+		return []Outcome{readFailure("", "memory", src, err, "a procfs", "read access to /proc")}
 	}
 	if mi.Dirty == nil || mi.Writeback == nil || mi.MemAvailable == nil {
-		return []Result{{Status: Absent, Claim: "Dirty, Writeback or MemAvailable absent from " + src, Need: "Linux 3.14 or later"}}
+		return []Outcome{{Status: Absent, Claim: "Dirty, Writeback or MemAvailable absent from " + src, Need: "Linux 3.14 or later"}}
 	}
 	dirty := *mi.Dirty + *mi.Writeback
 	ev := []finding.Evidence{bytesEv("Dirty", *mi.Dirty, src), bytesEv("Writeback", *mi.Writeback, src)}
 	ds, err := e.fs.Dirty()
 	if err != nil {
-		return []Result{readFailure("", "dirty thresholds", procFile("sys/vm/dirty_ratio"), err, "a procfs", "read access to /proc/sys/vm")}
+		return []Outcome{readFailure("", "dirty thresholds", procFile("sys/vm/dirty_ratio"), err, "a procfs", "read access to /proc/sys/vm")}
 	}
 	// The kernel's base is dirtyable memory (free + file cache), which MemAvailable approximates.
 	base := float64(*mi.MemAvailable)
@@ -47,12 +47,12 @@ func runMemoryDirty(e *env) []Result {
 		Window: fmt.Sprintf("midpoint of dirty_background (%s) and dirty (%s) thresholds of MemAvailable", dirtySetting(ds.BackgroundRatio, ds.BackgroundBytes), dirtySetting(ds.Ratio, ds.Bytes)),
 		Source: procFile("sys/vm/dirty_*")})
 	if float64(dirty) >= freerun && freerun > 0 {
-		return []Result{{Status: Warn, Evidence: ev, Supports: finding.StorageBound,
+		return []Outcome{{Status: Warn, Evidence: ev, Supports: finding.StorageBound,
 			Claim: fmt.Sprintf("%s dirty or under writeback, past the %s where the kernel throttles writers", human(dirty), human(uint64(freerun))),
 			Decision: "Writes (checkpoints, logs, cache files) outrun the disk: spread checkpoints out, write them to faster storage, " +
 				"or lower vm.dirty_background_bytes so writeback starts earlier (002 Task 14)."}}
 	}
-	return []Result{{Status: OK, Evidence: ev, Claim: fmt.Sprintf("%s dirty or under writeback, below the throttling threshold", human(dirty))}}
+	return []Outcome{{Status: OK, Evidence: ev, Claim: fmt.Sprintf("%s dirty or under writeback, below the throttling threshold", human(dirty))}}
 }
 
 func dirtySetting(ratio, bytes uint64) string {

@@ -17,24 +17,24 @@ var memorySwapCheck = Check{
 	run:   runMemorySwap,
 }
 
-func runMemorySwap(e *env) []Result {
+func runMemorySwap(e *env) []Outcome {
 	src := procFile("meminfo")
 	mi, err := e.memInfo()
 	if err != nil {
-		return []Result{readFailure("", "memory", src, err, "a procfs", "read access to /proc")}
+		return []Outcome{readFailure("", "memory", src, err, "a procfs", "read access to /proc")}
 	}
 	if mi.SwapTotal == nil || mi.SwapFree == nil || mi.MemTotal == nil {
-		return []Result{{Status: Absent, Claim: "SwapTotal or SwapFree absent from " + src, Need: "a procfs meminfo"}}
+		return []Outcome{{Status: Absent, Claim: "SwapTotal or SwapFree absent from " + src, Need: "a procfs meminfo"}}
 	}
 	if *mi.SwapTotal == 0 {
-		return []Result{{Status: OK, Claim: "no swap configured", Evidence: []finding.Evidence{bytesEv("SwapTotal", 0, src)}}}
+		return []Outcome{{Status: OK, Claim: "no swap configured", Evidence: []finding.Evidence{bytesEv("SwapTotal", 0, src)}}}
 	}
 	used := *mi.SwapTotal - min(*mi.SwapFree, *mi.SwapTotal)
 	ev := []finding.Evidence{bytesEv("SwapTotal", *mi.SwapTotal, src), bytesEv("swap used", used, src)}
 	if float64(used) >= swapUsedWarnFraction*float64(*mi.MemTotal) {
-		return []Result{{Status: Warn, Evidence: ev, Supports: finding.Preprocessing,
+		return []Outcome{{Status: Warn, Evidence: ev, Supports: finding.Preprocessing,
 			Claim:    fmt.Sprintf("%s on swap (%.0f%% of RAM): pages of the job or its neighbours were pushed out", human(used), 100*float64(used)/float64(*mi.MemTotal)),
 			Decision: "Find who was pushed out (grep VmSwap /proc/*/status), cut pinned memory and cache sizes, or add RAM (002 Task 14)."}}
 	}
-	return []Result{{Status: OK, Evidence: ev, Claim: fmt.Sprintf("%s on swap", human(used))}}
+	return []Outcome{{Status: OK, Evidence: ev, Claim: fmt.Sprintf("%s on swap", human(used))}}
 }

@@ -24,14 +24,14 @@ var nfsClientCheck = Check{
 	run:   runNFSClient,
 }
 
-func runNFSClient(e *env) []Result {
+func runNFSClient(e *env) []Outcome {
 	src := procFile("net/rpc/nfs")
 	c, err := e.fs.NFSClient()
 	if err != nil {
-		return []Result{readFailure("", "NFS client statistics", src, err, "an NFS client (the nfs module is not loaded here)", "read access to /proc/net")}
+		return []Outcome{readFailure("", "NFS client statistics", src, err, "an NFS client (the nfs module is not loaded here)", "read access to /proc/net")}
 	}
 	if c.Calls == 0 {
-		return []Result{{Status: OK, Claim: "no NFS client calls", Evidence: []finding.Evidence{num("RPC calls", 0, "", src)}}}
+		return []Outcome{{Status: OK, Claim: "no NFS client calls", Evidence: []finding.Evidence{num("RPC calls", 0, "", src)}}}
 	}
 	ratio := float64(c.Retransmissions) / float64(c.Calls)
 	ev := []finding.Evidence{
@@ -60,9 +60,9 @@ func runNFSClient(e *env) []Result {
 		if len(problems) > 1 {
 			claim += ", " + problems[1]
 		}
-		return []Result{{Status: Warn, Evidence: ev, Supports: finding.StorageBound, Claim: claim,
+		return []Outcome{{Status: Warn, Evidence: ev, Supports: finding.StorageBound, Claim: claim,
 			Decision: "Stage the dataset on local NVMe, cut the file count (shards instead of one file per sample), raise " +
 				"client attribute caching where safe (actimeo), and have the network checked for the retransmissions (002 Task 13)."}}
 	}
-	return []Result{{Status: OK, Evidence: ev, Claim: fmt.Sprintf("NFS client: %.3f%% retransmitted, metadata calls in proportion", ratio*100)}}
+	return []Outcome{{Status: OK, Evidence: ev, Claim: fmt.Sprintf("NFS client: %.3f%% retransmitted, metadata calls in proportion", ratio*100)}}
 }

@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/gpufeed/gpufeed/internal/finding"
-	"github.com/gpufeed/gpufeed/internal/probe/sys"
+	"github.com/gpufeed/gpufeed/internal/procfs"
 )
 
 var nfsMountCheck = Check{
@@ -17,23 +17,23 @@ var nfsMountCheck = Check{
 	run:   runNFSMount,
 }
 
-func runNFSMount(e *env) []Result {
+func runNFSMount(e *env) []Outcome {
 	src := procFile(pidDir(e.opts.PID), "mountstats")
 	mounts, err := e.fs.NFSMounts(e.opts.PID)
 	if err != nil {
-		return []Result{readFailure(e.subjectPID(), "NFS mount statistics", src, err, "a running process: check the PID", needPtrace)}
+		return []Outcome{readFailure(e.subjectPID(), "NFS mount statistics", src, err, "a running process: check the PID", needPtrace)}
 	}
 	if len(mounts) == 0 {
-		return []Result{{Status: Absent, Subject: e.subjectPID(), Claim: "no NFS mount in the mount table", Need: "an NFS mount"}}
+		return []Outcome{{Status: Absent, Subject: e.subjectPID(), Claim: "no NFS mount in the mount table", Need: "an NFS mount"}}
 	}
-	var out []Result
+	var out []Outcome
 	for _, m := range mounts {
 		out = append(out, judgeNFSMount(m, e.opts.DataPath, src))
 	}
 	return out
 }
 
-func judgeNFSMount(m sys.NFSMount, dataPath, src string) Result {
+func judgeNFSMount(m procfs.NFSMount, dataPath, src string) Outcome {
 	subj := "NFS " + m.MountPoint
 	if dataPath != "" {
 		p := path.Clean("/" + dataPath)
@@ -42,7 +42,7 @@ func judgeNFSMount(m sys.NFSMount, dataPath, src string) Result {
 		}
 	}
 	var req, retrans, timeouts, rtt uint64
-	ops := append([]sys.NFSOp(nil), m.Ops...)
+	ops := append([]procfs.NFSOp(nil), m.Ops...)
 	for _, op := range ops {
 		req += op.Requests
 		retrans += op.Retransmissions()
@@ -76,10 +76,10 @@ func judgeNFSMount(m sys.NFSMount, dataPath, src string) Result {
 		ev = append(ev, text("busiest operations", strings.Join(top, ", "), src))
 	}
 	if req > 0 && (float64(retrans)/float64(req) >= nfsRetransWarnFraction || timeouts > 0) {
-		return Result{Status: Warn, Subject: subj, Evidence: ev, Supports: finding.StorageBound,
+		return Outcome{Status: Warn, Subject: subj, Evidence: ev, Supports: finding.StorageBound,
 			Claim: fmt.Sprintf("%d retransmissions (%.2f%%) and %d major timeouts in %d operations", retrans, 100*float64(retrans)/float64(req), timeouts, req),
 			Decision: "Requests to this server are being lost or answered late: check the network path and server load, " +
 				"and stage hot data locally (002 Task 13)."}
 	}
-	return Result{Status: OK, Subject: subj, Evidence: ev, Claim: fmt.Sprintf("%d operations, %d retransmitted", req, retrans)}
+	return Outcome{Status: OK, Subject: subj, Evidence: ev, Claim: fmt.Sprintf("%d operations, %d retransmitted", req, retrans)}
 }

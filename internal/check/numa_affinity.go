@@ -5,8 +5,9 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/gpufeed/gpufeed/internal/cpuset"
 	"github.com/gpufeed/gpufeed/internal/finding"
-	"github.com/gpufeed/gpufeed/internal/probe/sys"
+	"github.com/gpufeed/gpufeed/internal/procfs"
 )
 
 var numaAffinityCheck = Check{
@@ -19,7 +20,7 @@ var numaAffinityCheck = Check{
 const numaRebindDecision = "Re-pin to the GPU's node (numactl --cpunodebind=%d --membind=%d, or the matching Slurm --cpu-bind/" +
 	"Kubernetes topology policy), or move the job to a GPU on the node it is bound to (002 Task 10)."
 
-func runNUMAAffinity(e *env) []Result {
+func runNUMAAffinity(e *env) []Outcome {
 	if e.opts.PID <= 0 {
 		return noTarget()
 	}
@@ -29,41 +30,43 @@ func runNUMAAffinity(e *env) []Result {
 	}
 	subj := e.subjectPID()
 	statusSrc := procFile(strconv.Itoa(e.opts.PID), "status")
-	if st.CPUsAllowed == nil || st.MemsAllowed == nil {
-		return []Result{{Status: Absent, Subject: subj, Claim: "Cpus_allowed_list or Mems_allowed_list absent from " + statusSrc,
+	cpus, haveCPUs := st.CPUsAllowed()
+	mems, haveMems := st.MemsAllowed()
+	if !haveCPUs || !haveMems {
+		return []Outcome{{Status: Absent, Subject: subj, Claim: "Cpus_allowed_list or Mems_allowed_list absent from " + statusSrc,
 			Need: "a kernel that writes them (2.6.26+, CONFIG_CPUSETS)"}}
 	}
 	nodes, err := e.nodeList()
 	if err != nil || len(nodes) == 0 {
 		r := readFailure(subj, "NUMA nodes", sysFile("devices/system/node"), err, "a kernel with NUMA support", "read access to /sys")
 		if err == nil {
-			r = Result{Status: Absent, Subject: subj, Claim: "no NUMA nodes listed", Need: "a kernel with NUMA support"}
+			r = Outcome{Status: Absent, Subject: subj, Claim: "no NUMA nodes listed", Need: "a kernel with NUMA support"}
 		}
-		return []Result{r}
+		return []Outcome{r}
 	}
 	ev := []finding.Evidence{
-		text("allowed CPUs", st.CPUsAllowed.String(), statusSrc+" Cpus_allowed_list"),
-		text("allowed memory nodes", st.MemsAllowed.String(), statusSrc+" Mems_allowed_list"),
-		text("nodes of the allowed CPUs", nodesOf(nodes, *st.CPUsAllowed).String(), sysFile("devices/system/node/node*/cpulist")),
+		text("allowed CPUs", cpus.String(), statusSrc+" Cpus_allowed_list"),
+		text("allowed memory nodes", mems.String(), statusSrc+" Mems_allowed_list"),
+		text("nodes of the allowed CPUs", nodesOf(nodes, cpus).String(), sysFile("devices/system/node/node*/cpulist")),
 	}
 	if len(nodes) == 1 {
-		return []Result{{Status: OK, Subject: subj, Claim: "single NUMA node: nothing to misplace", Evidence: ev}}
+		return []Outcome{{Status: OK, Subject: subj, Claim: "single NUMA node: nothing to misplace", Evidence: ev}}
 	}
 	use, err := e.targetGPUs()
 	if err != nil {
-		return []Result{unknownGPU(subj, ev, err)}
+		return []Outcome{unknownGPU(subj, ev, err)}
 	}
 	ev = append(ev, text("GPUs used", strings.Join(use.addrs, ", "), use.source+" ("+use.how+")"))
-	return []Result{judgeNUMAAffinity(e, subj, *st.CPUsAllowed, *st.MemsAllowed, nodes, use, ev)}
+	return []Outcome{judgeNUMAAffinity(e, subj, cpus, mems, nodes, use, ev)}
 }
 
-func judgeNUMAAffinity(e *env, subj string, cpus, mems sys.CPUSet, nodes []sys.Node, use gpuUse, ev []finding.Evidence) Result {
-	gpuNodes := sys.CPUSet{}
+func judgeNUMAAffinity(e *env, subj string, cpus, mems cpuset.Set, nodes []procfs.Node, use gpuUse, ev []finding.Evidence) Outcome {
+	gpuNodes := cpuset.Set{}
 	for _, a := range use.addrs {
 		n, local := e.gpuNode(a)
 		src := sysFile("bus/pci/devices", a, "numa_node")
 		if n < 0 {
-			return Result{Status: Absent, Subject: subj, Evidence: ev, Claim: "firmware does not report GPU " + a + "'s NUMA node",
+			return Outcome{Status: Absent, Subject: subj, Evidence: ev, Claim: "firmware does not report GPU " + a + "'s NUMA node",
 				Need: "BIOS NUMA/SRAT reporting (numa_node is -1)"}
 		}
 		localTxt := ""
@@ -76,7 +79,7 @@ func judgeNUMAAffinity(e *env, subj string, cpus, mems sys.CPUSet, nodes []sys.N
 		}
 	}
 	if len(gpuNodes) > 1 {
-		return Result{Status: OK, Subject: subj, Evidence: ev,
+		return Outcome{Status: OK, Subject: subj, Evidence: ev,
 			Claim:    fmt.Sprintf("uses GPUs on nodes %s: no single placement is local to all", gpuNodes),
 			Decision: "Run one process per GPU (torchrun) and bind each to its GPU's node."}
 	}
@@ -85,18 +88,18 @@ func judgeNUMAAffinity(e *env, subj string, cpus, mems sys.CPUSet, nodes []sys.N
 	onNode := cpus.Intersect(local)
 	switch {
 	case len(onNode) == 0:
-		return Result{Status: Fail, Subject: subj, Evidence: ev, Supports: finding.TransferBound,
+		return Outcome{Status: Fail, Subject: subj, Evidence: ev, Supports: finding.TransferBound,
 			Claim: fmt.Sprintf("bound to the far NUMA node: its CPUs %s are on node %s, its GPU on node %d",
 				cpus, nodesOf(nodes, cpus), n),
 			Decision: fmt.Sprintf(numaRebindDecision, n, n)}
 	case !mems.Contains(n):
-		return Result{Status: Fail, Subject: subj, Evidence: ev, Supports: finding.TransferBound,
+		return Outcome{Status: Fail, Subject: subj, Evidence: ev, Supports: finding.TransferBound,
 			Claim:    fmt.Sprintf("memory bound to node %s, its GPU on node %d: every DMA buffer crosses the socket", mems, n),
 			Decision: fmt.Sprintf(numaRebindDecision, n, n)}
 	case cpus.SubsetOf(local):
-		return Result{Status: OK, Subject: subj, Evidence: ev, Claim: fmt.Sprintf("pinned to node %d, its GPU's node", n)}
+		return Outcome{Status: OK, Subject: subj, Evidence: ev, Claim: fmt.Sprintf("pinned to node %d, its GPU's node", n)}
 	}
-	return Result{Status: OK, Subject: subj, Evidence: ev,
+	return Outcome{Status: OK, Subject: subj, Evidence: ev,
 		Claim: fmt.Sprintf("not pinned: may run on nodes %s; its GPU is on node %d", nodesOf(nodes, cpus), n),
 		Decision: fmt.Sprintf("If it preprocesses heavily or copies much host-to-device, pin it to node %d (CPUs %s) (002 Task 5).",
 			n, local)}
@@ -104,11 +107,11 @@ func judgeNUMAAffinity(e *env, subj string, cpus, mems sys.CPUSet, nodes []sys.N
 
 // unknownGPU is the result when the target's GPU cannot be told: not
 // visible when its descriptors were denied, absent otherwise.
-func unknownGPU(subj string, ev []finding.Evidence, err error) Result {
+func unknownGPU(subj string, ev []finding.Evidence, err error) Outcome {
 	st := Absent
-	if sys.IsDenied(err) {
+	if procfs.IsDenied(err) {
 		st = NotVisible
 	}
-	return Result{Status: st, Subject: subj, Evidence: ev, Claim: "cannot tell which GPU the target uses: " + errnoText(err),
+	return Outcome{Status: st, Subject: subj, Evidence: ev, Claim: "cannot tell which GPU the target uses: " + errnoText(err),
 		Need: "the job's GPU open (CUDA initialised) and its descriptors readable (" + needPtrace + "), or a driver source (--device)"}
 }

@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/gpufeed/gpufeed/internal/finding"
-	"github.com/gpufeed/gpufeed/internal/probe/sys"
+	"github.com/gpufeed/gpufeed/internal/procfs"
 )
 
 // farMemoryWarnFraction: when more than half of the target's resident
@@ -22,7 +22,7 @@ var numaMemoryCheck = Check{
 	run:   runNUMAMemory,
 }
 
-func runNUMAMemory(e *env) []Result {
+func runNUMAMemory(e *env) []Outcome {
 	if e.opts.PID <= 0 {
 		return noTarget()
 	}
@@ -30,10 +30,10 @@ func runNUMAMemory(e *env) []Result {
 	src := procFile(strconv.Itoa(e.opts.PID), "numa_maps")
 	m, err := e.fs.NUMAMaps(e.opts.PID)
 	if err != nil {
-		return []Result{readFailure(subj, "memory placement", src, err, "a kernel with CONFIG_NUMA (numa_maps)", needPtrace)}
+		return []Outcome{readFailure(subj, "memory placement", src, err, "a kernel with CONFIG_NUMA (numa_maps)", needPtrace)}
 	}
 	if m.Total() == 0 {
-		return []Result{{Status: Absent, Subject: subj, Claim: "numa_maps lists no resident pages", Need: "a process with resident memory"}}
+		return []Outcome{{Status: Absent, Subject: subj, Claim: "numa_maps lists no resident pages", Need: "a process with resident memory"}}
 	}
 	var ev []finding.Evidence
 	nodes := m.Nodes()
@@ -42,15 +42,15 @@ func runNUMAMemory(e *env) []Result {
 	}
 	ev = append(ev, text("memory policies", policySummary(m.Policies), src))
 	if m.Truncated {
-		ev = append(ev, text("note", fmt.Sprintf("numa_maps larger than %d MiB; counted the first part only", sys.DefaultMaxRead>>20), src))
+		ev = append(ev, text("note", fmt.Sprintf("numa_maps larger than %d MiB; counted the first part only", procfs.DefaultMaxRead>>20), src))
 	}
 	sysNodes, _ := e.nodeList()
 	if len(sysNodes) <= 1 {
-		return []Result{{Status: OK, Subject: subj, Claim: "single NUMA node: all memory is local", Evidence: ev}}
+		return []Outcome{{Status: OK, Subject: subj, Claim: "single NUMA node: all memory is local", Evidence: ev}}
 	}
 	use, err := e.targetGPUs()
 	if err != nil {
-		return []Result{unknownGPU(subj, ev, err)}
+		return []Outcome{unknownGPU(subj, ev, err)}
 	}
 	gpuNodes := map[int]bool{}
 	for _, a := range use.addrs {
@@ -59,7 +59,7 @@ func runNUMAMemory(e *env) []Result {
 		}
 	}
 	if len(gpuNodes) != 1 {
-		return []Result{{Status: OK, Subject: subj, Evidence: ev, Claim: "uses GPUs on several or unknown nodes: memory placement not judged"}}
+		return []Outcome{{Status: OK, Subject: subj, Evidence: ev, Claim: "uses GPUs on several or unknown nodes: memory placement not judged"}}
 	}
 	var gn int
 	for n := range gpuNodes {
@@ -70,12 +70,12 @@ func runNUMAMemory(e *env) []Result {
 	frac := float64(far) / float64(m.Total())
 	ev = append(ev, finding.Evidence{What: "resident memory off the GPU's node", Value: frac * 100, Unit: "%", Source: src})
 	if frac > farMemoryWarnFraction {
-		return []Result{{Status: Warn, Subject: subj, Evidence: ev, Supports: finding.TransferBound,
+		return []Outcome{{Status: Warn, Subject: subj, Evidence: ev, Supports: finding.TransferBound,
 			Claim: fmt.Sprintf("%.0f%% of its resident memory (%s) lives off node %d, where its GPU is", frac*100, human(far), gn),
 			Decision: fmt.Sprintf("Bind memory to node %d (numactl --membind=%d or --preferred=%d) and start the job there; "+
 				"pages already placed stay until migrated (migratepages).", gn, gn, gn)}}
 	}
-	return []Result{{Status: OK, Subject: subj, Evidence: ev,
+	return []Outcome{{Status: OK, Subject: subj, Evidence: ev,
 		Claim: fmt.Sprintf("%.0f%% of its resident memory is on node %d, its GPU's node", (1-frac)*100, gn)}}
 }
 

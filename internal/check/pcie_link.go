@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/gpufeed/gpufeed/internal/finding"
-	"github.com/gpufeed/gpufeed/internal/probe/sys"
+	"github.com/gpufeed/gpufeed/internal/procfs"
 )
 
 // pcieLaneGBps is the usable bandwidth of one lane per direction after line
@@ -24,28 +24,28 @@ var pcieLinkCheck = Check{
 const pcieLinkDecision = "Treat it as a platform fault: reseat or move the card, check the riser and the slot's wiring, " +
 	"and the BIOS PCIe generation setting; no DataLoader or code change widens a downgraded link (002 Task 4)."
 
-func runPCIeLink(e *env) []Result {
+func runPCIeLink(e *env) []Outcome {
 	listing, err := e.pciDevices()
 	if err != nil {
-		return []Result{readFailure("", "PCI devices", sysFile("bus/pci/devices"), err,
+		return []Outcome{readFailure("", "PCI devices", sysFile("bus/pci/devices"), err,
 			"a sysfs with PCI devices (--root pointing at the host's /sys in a container)", "read access to /sys")}
 	}
-	byAddr := map[string]sys.PCIDevice{}
+	byAddr := map[string]procfs.PCIDevice{}
 	for _, d := range listing.devs {
 		byAddr[d.Address] = d
 	}
-	var out []Result
+	var out []Outcome
 	for _, s := range listing.skipped {
-		out = append(out, Result{Status: Error, Claim: "PCI device skipped: " + s.Error(), Need: "readable class, vendor and device files"})
+		out = append(out, Outcome{Status: Error, Claim: "PCI device skipped: " + s.Error(), Need: "readable class, vendor and device files"})
 	}
-	var gpus []sys.PCIDevice
+	var gpus []procfs.PCIDevice
 	for _, d := range listing.devs {
 		if d.IsNVIDIAGPU() {
 			gpus = append(gpus, d)
 		}
 	}
 	if len(gpus) == 0 {
-		return append(out, Result{Status: Absent, Claim: "no NVIDIA GPU (vendor 0x10de, class 0x03xx) under /sys/bus/pci/devices",
+		return append(out, Outcome{Status: Absent, Claim: "no NVIDIA GPU (vendor 0x10de, class 0x03xx) under /sys/bus/pci/devices",
 			Need: "a host with an NVIDIA GPU, or --root pointing at that host's /proc and /sys"})
 	}
 	gpuBridges := map[string][]string{} // bridge -> GPUs below it
@@ -91,13 +91,13 @@ func (l linkState) String() string {
 }
 
 func genName(gts float64) string {
-	if g := sys.PCIeGen(gts); g > 0 {
+	if g := procfs.PCIeGen(gts); g > 0 {
 		return fmt.Sprintf("Gen%d", g)
 	}
 	return fmt.Sprintf("%.1f GT/s", gts)
 }
 
-func linkOf(d sys.PCIDevice) (linkState, bool) {
+func linkOf(d procfs.PCIDevice) (linkState, bool) {
 	if d.CurrentLinkSpeed == nil || d.MaxLinkSpeed == nil || d.CurrentLinkWidth == nil || d.MaxLinkWidth == nil {
 		return linkState{}, false
 	}
@@ -107,19 +107,19 @@ func linkOf(d sys.PCIDevice) (linkState, bool) {
 // linkBandwidthGBps is the per-direction bandwidth of a link; 0 when the
 // generation is not a standard one.
 func linkBandwidthGBps(gts float64, width int) float64 {
-	return pcieLaneGBps[sys.PCIeGen(gts)] * float64(width)
+	return pcieLaneGBps[procfs.PCIeGen(gts)] * float64(width)
 }
 
 // judgeDeviceLink compares a device's negotiated link with what it can do,
 // and looks at every bridge above it. A narrower link fails: width does not
 // drop to save power. A slower link with full width warns: GPUs drop link
 // speed when idle, so it needs a second look under load.
-func judgeDeviceLink(kind string, d sys.PCIDevice, byAddr map[string]sys.PCIDevice) Result {
+func judgeDeviceLink(kind string, d procfs.PCIDevice, byAddr map[string]procfs.PCIDevice) Outcome {
 	subject := kind + " " + d.Address
 	src := func(f string) string { return sysFile("bus/pci/devices", d.Address, f) }
 	l, ok := linkOf(d)
 	if !ok {
-		return Result{Status: Absent, Subject: subject,
+		return Outcome{Status: Absent, Subject: subject,
 			Claim: "link speed and width files absent (a virtual machine's passthrough device often has none)",
 			Need:  "the host's /sys (run on the host, or --root pointing at it); nvidia-smi -q shows the link too"}
 	}
@@ -202,7 +202,7 @@ func judgeDeviceLink(kind string, d sys.PCIDevice, byAddr map[string]sys.PCIDevi
 		ev = append(ev, text("upstream bridges", strings.Join(path, " > "), sysFile("bus/pci/devices", d.Address)+" (link target)"))
 	}
 	sev := defaultSeverity(status)
-	return Result{Status: status, Severity: sev, Subject: subject, Claim: claim, Evidence: ev, Decision: decision,
+	return Outcome{Status: status, Severity: sev, Subject: subject, Claim: claim, Evidence: ev, Decision: decision,
 		Supports: supportsIf(status, finding.TransferBound)}
 }
 

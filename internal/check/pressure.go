@@ -27,8 +27,8 @@ var pressureCheck = Check{
 	run:   runPressure,
 }
 
-func runPressure(e *env) []Result {
-	var out []Result
+func runPressure(e *env) []Outcome {
+	var out []Outcome
 	for _, p := range []struct {
 		res      string
 		warn     float64
@@ -48,7 +48,7 @@ func runPressure(e *env) []Result {
 			continue
 		}
 		if ps.Some == nil {
-			out = append(out, Result{Status: Absent, Subject: subj, Claim: "no \"some\" line in " + src, Need: "a kernel with CONFIG_PSI"})
+			out = append(out, Outcome{Status: Absent, Subject: subj, Claim: "no \"some\" line in " + src, Need: "a kernel with CONFIG_PSI"})
 			continue
 		}
 		ev := []finding.Evidence{
@@ -60,11 +60,11 @@ func runPressure(e *env) []Result {
 			ev = append(ev, finding.Evidence{What: "all tasks stalled", Value: ps.Full.Avg60, Unit: "%", Window: "avg over 60 s", Source: src})
 		}
 		if ps.Some.Avg60 >= p.warn {
-			out = append(out, Result{Status: Warn, Subject: subj, Evidence: ev, Supports: p.class, Decision: p.decision,
+			out = append(out, Outcome{Status: Warn, Subject: subj, Evidence: ev, Supports: p.class, Decision: p.decision,
 				Claim: fmt.Sprintf("tasks waited for %s %.0f%% of the last minute (warn at %.0f%%)", p.res, ps.Some.Avg60, p.warn)})
 			continue
 		}
-		out = append(out, Result{Status: OK, Subject: subj, Evidence: ev,
+		out = append(out, Outcome{Status: OK, Subject: subj, Evidence: ev,
 			Claim: fmt.Sprintf("tasks waited for %s %.1f%% of the last minute", p.res, ps.Some.Avg60)})
 	}
 	return out

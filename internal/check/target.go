@@ -6,17 +6,18 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/gpufeed/gpufeed/internal/probe/sys"
+	"github.com/gpufeed/gpufeed/internal/cpuset"
+	"github.com/gpufeed/gpufeed/internal/procfs"
 )
 
 // noTarget is the result of a per-process check run without --pid.
-func noTarget() []Result {
-	return []Result{{Status: Absent, Claim: "no target process", Need: "--pid PID of the training or inference process"}}
+func noTarget() []Outcome {
+	return []Outcome{{Status: Absent, Claim: "no target process", Need: "--pid PID of the training or inference process"}}
 }
 
 // targetGone turns a failed read of the target's status into a result.
-func targetGone(e *env, err error) []Result {
-	return []Result{readFailure(e.subjectPID(), "target process", procFile(strconv.Itoa(e.opts.PID), "status"), err,
+func targetGone(e *env, err error) []Outcome {
+	return []Outcome{readFailure(e.subjectPID(), "target process", procFile(strconv.Itoa(e.opts.PID), "status"), err,
 		"a running process: check the PID", "read access to /proc/PID/status (hidepid= mount option hides other users' processes)")}
 }
 
@@ -55,28 +56,28 @@ func (e *env) targetGPUs() (gpuUse, error) {
 	if err != nil {
 		return gpuUse{}, err
 	}
-	if len(fds.NVIDIAMinors) == 0 {
+	if len(fds.NVIDIAMinors()) == 0 {
 		return gpuUse{}, fmt.Errorf("pid %d holds no /dev/nvidiaN open", e.opts.PID)
 	}
 	minors, err := e.nvidiaMinors()
 	if err != nil {
-		return gpuUse{}, fmt.Errorf("pid %d holds /dev/nvidia%v open, but %s is unreadable: %w", e.opts.PID, fds.NVIDIAMinors, procFile("driver/nvidia/gpus"), err)
+		return gpuUse{}, fmt.Errorf("pid %d holds /dev/nvidia%v open, but %s is unreadable: %w", e.opts.PID, fds.NVIDIAMinors(), procFile("driver/nvidia/gpus"), err)
 	}
 	var addrs []string
-	for _, m := range fds.NVIDIAMinors {
+	for _, m := range fds.NVIDIAMinors() {
 		if a, ok := minors[m]; ok {
 			addrs = append(addrs, a)
 		}
 	}
 	if len(addrs) == 0 {
-		return gpuUse{}, fmt.Errorf("pid %d holds /dev/nvidia%v open, which the driver does not list", e.opts.PID, fds.NVIDIAMinors)
+		return gpuUse{}, fmt.Errorf("pid %d holds /dev/nvidia%v open, which the driver does not list", e.opts.PID, fds.NVIDIAMinors())
 	}
 	slices.Sort(addrs)
 	return gpuUse{addrs, "its open /dev/nvidiaN device nodes", procFile(strconv.Itoa(e.opts.PID), "fd") + " + " + procFile("driver/nvidia/gpus/*/information")}, nil
 }
 
 // gpuNode returns a GPU's NUMA node from sysfs, -1 when unknown.
-func (e *env) gpuNode(addr string) (int, *sys.CPUSet) {
+func (e *env) gpuNode(addr string) (int, *cpuset.Set) {
 	listing, err := e.pciDevices()
 	if err != nil {
 		return -1, nil
@@ -89,7 +90,7 @@ func (e *env) gpuNode(addr string) (int, *sys.CPUSet) {
 	return -1, nil
 }
 
-func nodeCPUs(nodes []sys.Node, id int) sys.CPUSet {
+func nodeCPUs(nodes []procfs.Node, id int) cpuset.Set {
 	for _, n := range nodes {
 		if n.ID == id {
 			return n.CPUs
@@ -99,8 +100,8 @@ func nodeCPUs(nodes []sys.Node, id int) sys.CPUSet {
 }
 
 // nodesOf lists the nodes whose CPUs meet set.
-func nodesOf(nodes []sys.Node, set sys.CPUSet) sys.CPUSet {
-	out := sys.CPUSet{}
+func nodesOf(nodes []procfs.Node, set cpuset.Set) cpuset.Set {
+	out := cpuset.Set{}
 	for _, n := range nodes {
 		if len(n.CPUs.Intersect(set)) > 0 {
 			out = append(out, n.ID)

@@ -9,7 +9,7 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/gpufeed/gpufeed/internal/probe/proc"
+	"github.com/gpufeed/gpufeed/internal/procfs"
 )
 
 // benchTarget is the process the benchmarks sample: GPUFEED_BENCH_PID when
@@ -33,14 +33,14 @@ func prepared(b *testing.B, pid int) *Sampler {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if s.procRoot, err = proc.OpenDir(s.fs.Root); err != nil {
+	if s.procRoot, err = procfs.OpenDir(s.fs.Proc); err != nil {
 		b.Fatal(err)
 	}
-	if s.host, err = proc.OpenHost(s.fs, "/sys"); err != nil {
+	if s.host, err = procfs.OpenHost(s.fs); err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { s.closeAll(); s.host.Close(); s.procRoot.Close() })
-	st, err := proc.ReadStatOnce(s.fs.PidPath(pid, "stat"))
+	st, err := procfs.ReadStatOnce(s.fs.PidPath(pid, "stat"))
 	if err != nil {
 		b.Fatal(err)
 	}

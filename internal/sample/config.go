@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/gpufeed/gpufeed/internal/gpu"
-	"github.com/gpufeed/gpufeed/internal/probe/proc"
+	"github.com/gpufeed/gpufeed/internal/procfs"
 	"github.com/gpufeed/gpufeed/internal/timeline"
 )
 
@@ -57,8 +57,8 @@ type Progress func(elapsed, window time.Duration, procs, threads int)
 
 // Config says what to sample and how.
 type Config struct {
-	Proc    proc.FS
-	SysRoot string
+	// FS is where /proc and /sys are read (the zero value: /proc and /sys).
+	FS procfs.FS
 	// PID is the target; its descendants are followed.
 	PID int
 	// Command and Launched describe a target gpufeed started itself.
@@ -111,8 +111,5 @@ func (c *Config) defaults() {
 	}
 	if c.RollupBudget <= 0 {
 		c.RollupBudget = DefaultRollupBudget
-	}
-	if c.SysRoot == "" {
-		c.SysRoot = "/sys"
 	}
 }

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpufeed/gpufeed/internal/probe/proc"
+	"github.com/gpufeed/gpufeed/internal/procfs"
 	"github.com/gpufeed/gpufeed/internal/timeline"
 )
 
@@ -60,11 +60,11 @@ func copyTree(t *testing.T, src, dst string) {
 
 func sampleFixture(t *testing.T, root string) *timeline.Timeline {
 	t.Helper()
-	fs, err := proc.NewFS(root)
+	fs, err := procfs.NewFS(root, filepath.Join(root, "no-sys"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := New(Config{Proc: fs, SysRoot: filepath.Join(root, "no-sys"), PID: fixturePID,
+	s, err := New(Config{FS: fs, PID: fixturePID,
 		Interval: 50 * time.Millisecond, Duration: 120 * time.Millisecond, Tool: "test"})
 	if err != nil {
 		t.Fatal(err)
@@ -248,7 +248,7 @@ func TestFixtureDeniedEnviron(t *testing.T) {
 	if p.Env != nil {
 		t.Errorf("denied environ read anyway: %v", p.Env)
 	}
-	if got := p.NotVisible["env"]; got != "not visible: "+proc.PrivPtraceRead {
+	if got := p.NotVisible["env"]; got != "not visible: "+procfs.PrivPtraceRead {
 		t.Errorf("NotVisible[env] = %q", got)
 	}
 }
@@ -256,11 +256,11 @@ func TestFixtureDeniedEnviron(t *testing.T) {
 // Past the descriptor budget threads are read by opening their files each
 // tick: every thread is still sampled, and nothing is reported as an error.
 func TestDescriptorBudgetFallsBackToOneShotReads(t *testing.T) {
-	fs, err := proc.NewFS(fixtureRoot)
+	fs, err := procfs.NewFS(fixtureRoot, filepath.Join(fixtureRoot, "no-sys"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := New(Config{Proc: fs, SysRoot: filepath.Join(fixtureRoot, "no-sys"), PID: fixturePID,
+	s, err := New(Config{FS: fs, PID: fixturePID,
 		Interval: 50 * time.Millisecond, Duration: 120 * time.Millisecond, MaxKeptFiles: 10})
 	if err != nil {
 		t.Fatal(err)

@@ -14,7 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/gpufeed/gpufeed/internal/analysis"
+	"github.com/gpufeed/gpufeed/internal/derive"
 	"github.com/gpufeed/gpufeed/internal/timeline"
 )
 
@@ -121,7 +121,7 @@ func startLoad(t testing.TB, mode string) (int, map[string][]int) {
 	return 0, nil
 }
 
-func sampleLive(t *testing.T, pid int, d time.Duration) (*timeline.Timeline, *analysis.Analysis) {
+func sampleLive(t *testing.T, pid int, d time.Duration) (*timeline.Timeline, *derive.View) {
 	t.Helper()
 	s, err := New(Config{PID: pid, Duration: d, Interval: 100 * time.Millisecond, Tool: "test"})
 	if err != nil {
@@ -131,10 +131,10 @@ func sampleLive(t *testing.T, pid int, d time.Duration) (*timeline.Timeline, *an
 	if err != nil {
 		t.Fatal(err)
 	}
-	return tl, analysis.New(tl)
+	return tl, derive.New(tl)
 }
 
-func threadByTID(t *testing.T, a *analysis.Analysis, tid int) *analysis.Thread {
+func threadByTID(t *testing.T, a *derive.View, tid int) *derive.Thread {
 	t.Helper()
 	for _, th := range a.Threads {
 		if th.Key.TID == tid {

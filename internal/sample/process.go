@@ -7,7 +7,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/gpufeed/gpufeed/internal/probe/proc"
+	"github.com/gpufeed/gpufeed/internal/procfs"
 	"github.com/gpufeed/gpufeed/internal/timeline"
 )
 
@@ -15,8 +15,8 @@ import (
 type trackedProc struct {
 	pid   int
 	info  *timeline.ProcInfo
-	statm *proc.Kept
-	task  *proc.Dir
+	statm *procfs.Kept
+	task  *procfs.Dir
 	// threads by tid, and their sampling order (sorted by tid).
 	threads map[int]*trackedThread
 	order   []*trackedThread
@@ -58,7 +58,7 @@ func (s *Sampler) discover(t int64) {
 			s.notDesc[pid] = gen
 			return
 		}
-		st, err := proc.ReadStatOnce(s.fs.PidPath(pid, "stat"))
+		st, err := procfs.ReadStatOnce(s.fs.PidPath(pid, "stat"))
 		if err != nil {
 			return // vanished before it could be read: not ours to count
 		}
@@ -102,7 +102,7 @@ func (s *Sampler) discover(t int64) {
 
 // addProc starts tracking a process: kept files for the fast tier, and the
 // facts read once (command line, allowlisted environment, limits, affinity).
-func (s *Sampler) addProc(pid int, st proc.Stat, t int64) {
+func (s *Sampler) addProc(pid int, st procfs.Stat, t int64) {
 	key := timeline.ProcKey{PID: pid, StartTime: st.StartTime}
 	if _, seen := s.tl.Procs[key]; seen {
 		return
@@ -111,17 +111,17 @@ func (s *Sampler) addProc(pid int, st proc.Stat, t int64) {
 	p := &trackedProc{pid: pid, info: info, threads: map[int]*trackedThread{}, mainComm: slices.Clone(st.Comm),
 		factChecks: execRecheckSlowTicks}
 	var err error
-	if p.statm, err = proc.OpenKept(s.fs.PidPath(pid, "statm"), proc.PrivProcMount); err != nil {
-		if proc.IsVanished(err) {
+	if p.statm, err = procfs.OpenKept(s.fs.PidPath(pid, "statm"), procfs.PrivProcMount); err != nil {
+		if procfs.IsVanished(err) {
 			s.tl.Counts.VanishedProcs++
 			return
 		}
 		s.readError(t, pid, err)
 		return
 	}
-	if p.task, err = proc.OpenDir(s.fs.PidPath(pid, "task")); err != nil {
+	if p.task, err = procfs.OpenDir(s.fs.PidPath(pid, "task")); err != nil {
 		p.statm.Close()
-		if proc.IsVanished(err) {
+		if procfs.IsVanished(err) {
 			s.tl.Counts.VanishedProcs++
 			return
 		}
@@ -134,7 +134,7 @@ func (s *Sampler) addProc(pid int, st proc.Stat, t int64) {
 	s.procs[pid] = p
 	s.record(func(r Recorder) error { return r.WriteProc(info) })
 	if t > 0 {
-		s.event(timeline.Event{T: t, Kind: "proc-start", PID: pid, Text: info.Comm})
+		s.event(timeline.Event{T: t, Kind: timeline.EventProcStart, PID: pid, Text: info.Comm})
 	}
 	s.scanThreads(p, t)
 }
@@ -157,9 +157,9 @@ func (s *Sampler) cmdlineChanged(p *trackedProc) bool {
 // same program with the same command line (a launcher re-running its own
 // script for each rank) that neither the name nor the command line shows.
 func (s *Sampler) readLayout(p *trackedProc, t int64) (execd bool) {
-	l, err := proc.ReadLayout(s.fs.PidPath(p.pid, "stat"))
+	l, err := procfs.ReadLayout(s.fs.PidPath(p.pid, "stat"))
 	if err != nil {
-		if !proc.IsVanished(err) && proc.AsDenied(err) == nil {
+		if !procfs.IsVanished(err) && procfs.AsDenied(err) == nil {
 			s.readError(t, p.pid, err)
 		}
 		return false
@@ -192,12 +192,12 @@ func (s *Sampler) readOnceFacts(p *trackedProc, t int64) {
 	} else {
 		s.fieldError(p, t, "env", err)
 	}
-	if nf, err := s.fs.ReadNoFile(p.pid); err == nil {
+	if nf, err := s.fs.NoFile(p.pid); err == nil {
 		info.NoFileSoft, info.NoFileHard = &nf.Soft, &nf.Hard
 	} else {
 		s.fieldError(p, t, "nofile", err)
 	}
-	if st, err := proc.ReadStatus(s.fs.PidPath(p.pid, "status")); err == nil {
+	if st, err := procfs.ReadStatus(s.fs.PidPath(p.pid, "status")); err == nil {
 		info.CPUsAllowed, info.MemsAllowed = st.CPUsAllowedList, st.MemsAllowedList
 	} else {
 		s.fieldError(p, t, "status", err)
@@ -207,14 +207,14 @@ func (s *Sampler) readOnceFacts(p *trackedProc, t int64) {
 // fieldError records why a per-process field could not be read: denied
 // becomes NotVisible[field]; vanished is left to the fast tier to notice.
 func (s *Sampler) fieldError(p *trackedProc, t int64, field string, err error) {
-	if d := proc.AsDenied(err); d != nil {
+	if d := procfs.AsDenied(err); d != nil {
 		if p.info.NotVisible == nil {
 			p.info.NotVisible = map[string]string{}
 		}
 		p.info.NotVisible[field] = d.NotVisible()
 		return
 	}
-	if proc.IsVanished(err) {
+	if procfs.IsVanished(err) {
 		return
 	}
 	s.readError(t, p.pid, err)
@@ -238,7 +238,7 @@ func (s *Sampler) scanThreads(p *trackedProc, t int64) {
 		}
 	}
 	if err != nil {
-		if !proc.IsVanished(err) {
+		if !procfs.IsVanished(err) {
 			s.readError(t, p.pid, err)
 		}
 		return
@@ -249,7 +249,7 @@ func (s *Sampler) scanThreads(p *trackedProc, t int64) {
 	for _, tid := range fresh {
 		th, err := s.openThread(p, tid, t)
 		if err != nil {
-			if proc.IsVanished(err) || errors.Is(err, errGone) {
+			if procfs.IsVanished(err) || errors.Is(err, errGone) {
 				s.tl.Counts.VanishedThreads++
 			} else {
 				s.readError(t, p.pid, err)
@@ -277,12 +277,12 @@ func (s *Sampler) sampleProc(p *trackedProc, tk *timeline.Tick, t int64, slow, f
 		s.scanThreads(p, t)
 	}
 	b, err := p.statm.ReadInto(s.buf)
-	var sm proc.Statm
+	var sm procfs.Statm
 	if err == nil {
-		err = proc.ParseStatm(b, &sm)
+		err = procfs.ParseStatm(b, &sm)
 	}
 	if err != nil {
-		if proc.IsVanished(err) {
+		if procfs.IsVanished(err) {
 			p.gone = true
 			return
 		}
@@ -294,7 +294,7 @@ func (s *Sampler) sampleProc(p *trackedProc, tk *timeline.Tick, t int64, slow, f
 		th := p.order[i]
 		ts, err := s.sampleThread(p, th, full || slow && th.state != 'S')
 		if err != nil {
-			if !proc.IsVanished(err) && !errors.Is(err, errGone) {
+			if !procfs.IsVanished(err) && !errors.Is(err, errGone) {
 				s.readError(t, p.pid, err)
 			}
 			s.threadExit(p, th, t)
@@ -351,7 +351,7 @@ func (s *Sampler) slowProc(p *trackedProc, ps *timeline.ProcSample, t int64) {
 		// are the new program's (a rank's RANK, where the parent had none).
 		s.readOnceFacts(p, t)
 	}
-	if st, err := proc.ReadStatus(s.fs.PidPath(p.pid, "status")); err == nil {
+	if st, err := procfs.ReadStatus(s.fs.PidPath(p.pid, "status")); err == nil {
 		if st.CPUsAllowedList != "" {
 			p.info.CPUsAllowed = st.CPUsAllowedList
 		}
@@ -406,7 +406,7 @@ func (s *Sampler) procExit(p *trackedProc, t int64) {
 	p.close()
 	p.info.Exited = true
 	delete(s.procs, p.pid)
-	s.event(timeline.Event{T: t, Kind: "proc-exit", PID: p.pid, Text: p.info.Comm})
+	s.event(timeline.Event{T: t, Kind: timeline.EventProcExit, PID: p.pid, Text: p.info.Comm})
 }
 
 func (s *Sampler) threadExit(p *trackedProc, th *trackedThread, t int64) {
@@ -414,7 +414,7 @@ func (s *Sampler) threadExit(p *trackedProc, th *trackedThread, t int64) {
 	th.info.Exited = true
 	delete(p.threads, th.tid)
 	s.tl.Counts.VanishedThreads++
-	s.event(timeline.Event{T: t, Kind: "thread-exit", PID: p.pid, TID: th.tid, Text: th.info.Comm})
+	s.event(timeline.Event{T: t, Kind: timeline.EventThreadExit, PID: p.pid, TID: th.tid, Text: th.info.Comm})
 }
 
 func (p *trackedProc) String() string { return fmt.Sprintf("pid %d (%s)", p.pid, p.info.Comm) }

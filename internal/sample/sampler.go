@@ -11,7 +11,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/gpufeed/gpufeed/internal/probe/proc"
+	"github.com/gpufeed/gpufeed/internal/procfs"
 	"github.com/gpufeed/gpufeed/internal/timeline"
 )
 
@@ -24,12 +24,12 @@ const clockTick = 100
 type Sampler struct {
 	cfg   Config
 	tl    *timeline.Timeline
-	fs    proc.FS
+	fs    procfs.FS
 	arch  string
 	start time.Time
 
-	procRoot *proc.Dir
-	host     *proc.Host
+	procRoot *procfs.Dir
+	host     *procfs.Host
 	procs    map[int]*trackedProc
 	// notDesc caches pids seen in /proc that are not in the tree, with the
 	// generation of the last listing that showed them (pruned when gone, so
@@ -57,7 +57,7 @@ type Sampler struct {
 
 type candidate struct {
 	pid int
-	st  proc.Stat
+	st  procfs.Stat
 }
 
 // New prepares a sampler; it fails when the target does not exist, except
@@ -65,32 +65,32 @@ type candidate struct {
 // run to report (it ended at once), not a mistyped pid.
 func New(cfg Config) (*Sampler, error) {
 	cfg.defaults()
-	if cfg.Proc.Root == "" {
-		fs, err := proc.NewFS("")
+	if cfg.FS.Proc == "" {
+		fs, err := procfs.NewFS("", "")
 		if err != nil {
 			return nil, err
 		}
-		cfg.Proc = fs
+		cfg.FS = fs
 	}
-	st, err := proc.ReadStatOnce(cfg.Proc.PidPath(cfg.PID, "stat"))
-	if err != nil && cfg.Launched && proc.IsVanished(err) {
-		st, err = proc.Stat{}, nil
+	st, err := procfs.ReadStatOnce(cfg.FS.PidPath(cfg.PID, "stat"))
+	if err != nil && cfg.Launched && procfs.IsVanished(err) {
+		st, err = procfs.Stat{}, nil
 	}
 	if err != nil {
-		if proc.IsVanished(err) {
-			return nil, fmt.Errorf("no process %d under %s", cfg.PID, cfg.Proc.Root)
+		if procfs.IsVanished(err) {
+			return nil, fmt.Errorf("no process %d under %s", cfg.PID, cfg.FS.Proc)
 		}
 		return nil, fmt.Errorf("target %d: %w", cfg.PID, err)
 	}
-	self, chain, inTree := observerChain(cfg.Proc, cfg.PID)
+	self, chain, inTree := observerChain(cfg.FS, cfg.PID)
 	if self == cfg.PID {
 		return nil, fmt.Errorf("pid %d is this gpufeed process itself (a shell that runs its last command in its own place gives it the shell's $$): point --pid at the job, or use -- COMMAND", cfg.PID)
 	}
 	s := &Sampler{
 		observer: map[int]uint64{},
 		cfg:      cfg,
-		fs:       cfg.Proc,
-		arch:     proc.HostArch(),
+		fs:       cfg.FS,
+		arch:     procfs.HostArch(),
 		procs:    map[int]*trackedProc{},
 		notDesc:  map[int]uint32{},
 		gpuLost:  map[int]bool{},
@@ -112,14 +112,14 @@ func New(cfg Config) (*Sampler, error) {
 	if syscall.Uname(&uts) == nil {
 		m.Kernel = utsString(uts.Release[:])
 	}
-	m.NumCPU = numCPU(cfg.Proc)
+	m.NumCPU = numCPU(cfg.FS)
 	m.ClockTick = clockTick
 	m.PageSize = os.Getpagesize()
 	m.Interval = timeline.Duration(cfg.Interval)
 	m.Duration = timeline.Duration(cfg.Duration)
 	m.Target = timeline.Target{PID: cfg.PID, StartTime: st.StartTime, Command: cfg.Command, Launched: cfg.Launched}
-	m.ProcRoot = cfg.Proc.Root
-	m.SysRoot = cfg.SysRoot
+	m.ProcRoot = cfg.FS.Proc
+	m.SysRoot = cfg.FS.Sys
 	m.GPUSource = cfg.GPUSource
 	m.Arch = s.arch
 	m.Tiers = timeline.Tiers{Slow: timeline.Duration(cfg.SlowEvery), Rollup: timeline.Duration(cfg.RollupEvery)}
@@ -135,8 +135,8 @@ func New(cfg Config) (*Sampler, error) {
 // uptimeNS reads PROC/uptime (seconds since boot, in hundredths): with it a
 // process's start time (clock ticks since boot) becomes an age. 0 when not
 // readable (a fixture root without it).
-func uptimeNS(fs proc.FS) int64 {
-	b, err := os.ReadFile(fs.Path("uptime"))
+func uptimeNS(fs procfs.FS) int64 {
+	b, err := os.ReadFile(fs.ProcPath("uptime"))
 	if err != nil {
 		return 0
 	}
@@ -160,8 +160,8 @@ type observed struct {
 // timeout or sudo) is a descendant of the target, and it and the processes
 // between them are the observer, not the job. inTree says the chain reached
 // the target. A fixture tree has no self link: no chain.
-func observerChain(fs proc.FS, target int) (self int, chain []observed, inTree bool) {
-	link, err := os.Readlink(fs.Path("self"))
+func observerChain(fs procfs.FS, target int) (self int, chain []observed, inTree bool) {
+	link, err := os.Readlink(fs.ProcPath("self"))
 	if err != nil {
 		return 0, nil, false
 	}
@@ -176,7 +176,7 @@ func observerChain(fs proc.FS, target int) (self int, chain []observed, inTree b
 		if pid == 1 {
 			break // init: the target is not an ancestor
 		}
-		st, err := proc.ReadStatOnce(fs.PidPath(pid, "stat"))
+		st, err := procfs.ReadStatOnce(fs.PidPath(pid, "stat"))
 		if err != nil {
 			break
 		}
@@ -211,11 +211,11 @@ func utsString(b []int8) string {
 
 // numCPU counts the cpuN lines of ROOT/stat (the CPUs the kernel reports,
 // not this process's affinity), falling back to the runtime's count.
-func numCPU(fs proc.FS) int {
-	b, err := os.ReadFile(fs.Path("stat"))
+func numCPU(fs procfs.FS) int {
+	b, err := os.ReadFile(fs.ProcPath("stat"))
 	if err == nil {
-		var hs proc.HostStat
-		if proc.ParseProcStat(fs.Path("stat"), b, &hs) == nil {
+		var hs procfs.HostStat
+		if procfs.ParseProcStat(fs.ProcPath("stat"), b, &hs) == nil {
 			return len(hs.CPUs)
 		}
 	}
@@ -228,11 +228,11 @@ func numCPU(fs proc.FS) int {
 func (s *Sampler) Run(ctx context.Context) (*timeline.Timeline, error) {
 	cfg := s.cfg
 	var err error
-	if s.procRoot, err = proc.OpenDir(s.fs.Root); err != nil {
+	if s.procRoot, err = procfs.OpenDir(s.fs.Proc); err != nil {
 		return nil, err
 	}
 	defer s.procRoot.Close()
-	if s.host, err = proc.OpenHost(s.fs, cfg.SysRoot); err != nil {
+	if s.host, err = procfs.OpenHost(s.fs); err != nil {
 		return nil, err
 	}
 	defer s.host.Close()
@@ -259,7 +259,7 @@ func (s *Sampler) Run(ctx context.Context) (*timeline.Timeline, error) {
 	}
 
 	// The target itself is tracked first; everything else is found by its parent.
-	if st, err := proc.ReadStatOnce(s.fs.PidPath(cfg.PID, "stat")); err == nil && st.StartTime == s.tl.Meta.Target.StartTime {
+	if st, err := procfs.ReadStatOnce(s.fs.PidPath(cfg.PID, "stat")); err == nil && st.StartTime == s.tl.Meta.Target.StartTime {
 		s.addProc(cfg.PID, st, 0)
 	}
 
@@ -406,11 +406,11 @@ func (s *Sampler) readError(t int64, pid int, err error) {
 	s.tl.Counts.ReadErrors++
 	msg := err.Error()
 	for _, e := range s.tl.Events {
-		if e.Kind == "read-error" && e.Text == msg {
+		if e.Kind == timeline.EventReadError && e.Text == msg {
 			return
 		}
 	}
-	s.event(timeline.Event{T: t, Kind: "read-error", PID: pid, Text: msg})
+	s.event(timeline.Event{T: t, Kind: timeline.EventReadError, PID: pid, Text: msg})
 }
 
 // tick takes one sample of everything; full forces every tier (the last tick).
@@ -470,14 +470,14 @@ func (s *Sampler) sampleGPU(tk *timeline.Tick, t int64) {
 	if err != nil {
 		if msg := err.Error(); msg != s.gpuErr {
 			s.gpuErr = msg
-			s.event(timeline.Event{T: t, Kind: "gpu-error", Text: msg})
+			s.event(timeline.Event{T: t, Kind: timeline.EventGPUError, Text: msg})
 		}
 		return
 	}
 	for _, g := range gs {
 		if g.Lost != "" && !s.gpuLost[g.Index] {
 			s.gpuLost[g.Index] = true
-			s.event(timeline.Event{T: t, Kind: "gpu-lost", Text: fmt.Sprintf("GPU%d: %s", g.Index, g.Lost)})
+			s.event(timeline.Event{T: t, Kind: timeline.EventGPULost, Text: fmt.Sprintf("GPU%d: %s", g.Index, g.Lost)})
 		}
 	}
 	tk.GPUs = gs

@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"syscall"
 
-	"github.com/gpufeed/gpufeed/internal/probe/proc"
+	"github.com/gpufeed/gpufeed/internal/procfs"
 	"github.com/gpufeed/gpufeed/internal/timeline"
 )
 
@@ -15,8 +15,8 @@ import (
 type trackedThread struct {
 	tid   int
 	info  *timeline.ThreadInfo
-	stat  *proc.Kept
-	sched *proc.Kept
+	stat  *procfs.Kept
+	sched *procfs.Kept
 	comm  []byte
 	// Last stat fields and the schedstat they were read with.
 	state    byte
@@ -26,7 +26,7 @@ type trackedThread struct {
 	haveStat bool
 	// statJustRead: openThread read stat a moment ago; the first sample uses it.
 	statJustRead bool
-	lastSched    proc.Schedstat
+	lastSched    procfs.Schedstat
 	// The last slow-tier readings, carried forward while the thread has not
 	// run since: a thread that did not run cannot have switched context,
 	// changed system call or moved to another wait.
@@ -81,19 +81,19 @@ func (s *Sampler) openThread(p *trackedProc, tid int, t int64) (*trackedThread, 
 	// read by opening its files each tick: slower, never dropped.
 	if s.kept+2 <= s.keptBudget {
 		var err error
-		if th.stat, err = proc.OpenKept(s.fs.TaskPath(p.pid, tid, "stat"), proc.PrivProcMount); err != nil && !isEMFILE(err) {
+		if th.stat, err = procfs.OpenKept(s.fs.TaskPath(p.pid, tid, "stat"), procfs.PrivProcMount); err != nil && !isEMFILE(err) {
 			return nil, err
 		}
-		if th.sched, err = proc.OpenKept(s.fs.TaskPath(p.pid, tid, "schedstat"), proc.PrivProcMount); err != nil && !isEMFILE(err) {
+		if th.sched, err = procfs.OpenKept(s.fs.TaskPath(p.pid, tid, "schedstat"), procfs.PrivProcMount); err != nil && !isEMFILE(err) {
 			th.close()
 			return nil, err
 		}
 	}
 	s.kept += th.keptFiles()
-	var st proc.Stat
+	var st procfs.Stat
 	b, err := s.readStat(p, th)
 	if err == nil {
-		err = proc.ParseStat(b, &st)
+		err = procfs.ParseStat(b, &st)
 	}
 	if err != nil {
 		s.release(th)
@@ -141,7 +141,7 @@ func (s *Sampler) readSched(p *trackedProc, th *trackedThread) ([]byte, error) {
 
 // readOnce is the fallback when no descriptor could be kept.
 func readOnce(path string, buf []byte) ([]byte, error) {
-	k, err := proc.OpenKept(path, proc.PrivProcMount)
+	k, err := procfs.OpenKept(path, procfs.PrivProcMount)
 	if err != nil {
 		return nil, err
 	}
@@ -165,8 +165,8 @@ func (s *Sampler) sampleThread(p *trackedProc, th *trackedThread, fresh bool) (t
 	if err != nil {
 		return out, err
 	}
-	var ss proc.Schedstat
-	if err := proc.ParseSchedstat(b, &ss); err != nil {
+	var ss procfs.Schedstat
+	if err := procfs.ParseSchedstat(b, &ss); err != nil {
 		return out, err
 	}
 	if th.statJustRead {
@@ -176,8 +176,8 @@ func (s *Sampler) sampleThread(p *trackedProc, th *trackedThread, fresh bool) (t
 		if err != nil {
 			return out, err
 		}
-		var st proc.Stat
-		if err := proc.ParseStat(b, &st); err != nil {
+		var st procfs.Stat
+		if err := procfs.ParseStat(b, &st); err != nil {
 			return out, err
 		}
 		if st.State == 'Z' || st.State == 'X' {
@@ -215,12 +215,12 @@ func (s *Sampler) slowThread(p *trackedProc, th *trackedThread, ts *timeline.Thr
 	if th.sw != nil && ts.Slices == th.swSlices {
 		ts.Switches = th.sw
 	} else {
-		st, err := proc.ReadStatus(s.fs.TaskPath(p.pid, th.tid, "status"))
+		st, err := procfs.ReadStatus(s.fs.TaskPath(p.pid, th.tid, "status"))
 		if err == nil && st.HaveCtxt {
 			th.sw = &timeline.Switches{Voluntary: st.VoluntaryCtxt, Involuntary: st.NonvoluntaryCtxt}
 			th.swSlices = ts.Slices
 			ts.Switches = th.sw
-		} else if err != nil && !proc.IsVanished(err) && proc.AsDenied(err) == nil {
+		} else if err != nil && !procfs.IsVanished(err) && procfs.AsDenied(err) == nil {
 			s.readError(t, p.pid, err)
 		}
 	}
@@ -249,7 +249,7 @@ func (s *Sampler) blocked(pid, tid int) *timeline.Blocked {
 	var denied []string
 	if w, err := s.fs.ReadWchan(pid, tid); err == nil {
 		b.Wchan = w
-	} else if d := proc.AsDenied(err); d != nil {
+	} else if d := procfs.AsDenied(err); d != nil {
 		denied = append(denied, "wchan "+d.NotVisible())
 	}
 	sc, err := s.fs.ReadSyscall(pid, tid, s.arch)
@@ -263,14 +263,14 @@ func (s *Sampler) blocked(pid, tid int) *timeline.Blocked {
 		if fd, ok := sc.FDArg(); ok {
 			if target, err := s.fs.FDTarget(pid, fd); err == nil {
 				b.On = target
-			} else if d := proc.AsDenied(err); d != nil {
+			} else if d := procfs.AsDenied(err); d != nil {
 				denied = append(denied, "fd "+d.NotVisible())
 			}
 		} else if sc.Name == "futex" || sc.Name == "futex_waitv" {
 			b.On = "futex 0x" + strconv.FormatUint(sc.Args[0], 16)
 		}
 	case err != nil:
-		if d := proc.AsDenied(err); d != nil {
+		if d := procfs.AsDenied(err); d != nil {
 			denied = append(denied, "syscall "+d.NotVisible())
 		}
 	}

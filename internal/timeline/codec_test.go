@@ -34,7 +34,7 @@ func sampleTimeline() *Timeline {
 			CPUsAllowed: "0-1", MemsAllowed: "0", FirstSeen: 0, LastSeen: 100, NotVisible: map[string]string{"io": "not visible"}}},
 		Threads: map[ThreadKey]*ThreadInfo{tk: {Key: tk, PID: 100, Comm: "pt_autograd_0", Role: "autograd", FirstSeen: 0, LastSeen: 100, Exited: true}},
 		Devices: []gpu.DeviceInfo{{Index: 0, Name: "sim", Simulated: true, MaxSMClockMHz: u32(1980)}},
-		Events:  []Event{{T: 50, Kind: "proc-start", PID: 100, Text: "python3"}},
+		Events:  []Event{{T: 50, Kind: EventProcStart, PID: 100, Text: "python3"}},
 		Counts:  Counts{VanishedThreads: 1, Overruns: 2},
 	}
 	for i := 0; i < 3; i++ {

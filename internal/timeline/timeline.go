@@ -479,7 +479,7 @@ type DiskStat struct {
 // Event is something that happened once.
 type Event struct {
 	T    int64  `json:"t"`
-	Kind string `json:"kind"` // "proc-start", "proc-exit", "thread-exit", "gpu-lost", "kmsg"
+	Kind string `json:"kind"` // one of the Event* kinds (vocab.go)
 	PID  int    `json:"pid,omitempty"`
 	TID  int    `json:"tid,omitempty"`
 	Text string `json:"text,omitempty"`

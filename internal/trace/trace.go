@@ -1,7 +1,8 @@
 // Package trace is the one event model both profiler readers fill: the
 // Kineto (PyTorch profiler) Chrome-trace decoder in internal/trace/kineto and
-// the Nsight Systems SQLite reader in internal/trace/nsys. The analyses in
-// internal/trace/analysis read only this model.
+// the Nsight Systems SQLite reader in internal/trace/nsys. What is derived
+// from it (internal/derive/tracestats) and judged of it
+// (internal/judge/tracejudge) reads only this model.
 //
 // A Trace holds one profiled process (one rank): GPU operations (kernels,
 // copies with their memory kinds, memsets, device-side synchronisation

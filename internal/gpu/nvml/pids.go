@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/gpufeed/gpufeed/internal/probe/proc"
+	"github.com/gpufeed/gpufeed/internal/procfs"
 )
 
 // NVML reports PIDs of the host's PID namespace: the driver does not
@@ -74,7 +74,7 @@ func (m *pidMapper) nspid(pid int) ([]int, bool) {
 // with the sampler's status parser; a malformed or non-positive PID is no
 // answer.
 func parseNSpid(status []byte) ([]int, bool) {
-	st, err := proc.ParseStatus("status", status)
+	st, err := procfs.ParseStatus("status", status)
 	if err != nil || len(st.NSpid) == 0 {
 		return nil, false
 	}

@@ -21,7 +21,7 @@ var (
 func benchData(b *testing.B) ([]byte, tracegen.Truth) {
 	benchOnce.Do(func() {
 		var buf bytes.Buffer
-		truth, err := tracegen.Generate(&buf, tracegen.Config{Scenario: tracegen.Mixed, TargetBytes: 64 << 20, NsResolution: true, Seed: 1, Rank: 0, WorldSize: 1})
+		truth, err := tracegen.Generate(&buf, tracegen.Config{Pattern: tracegen.Mixed, TargetBytes: 64 << 20, NsResolution: true, Seed: 1, Rank: 0, WorldSize: 1})
 		if err != nil {
 			panic(err)
 		}

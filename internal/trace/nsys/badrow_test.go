@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpufeed/gpufeed/internal/judge/tracejudge"
 	"github.com/gpufeed/gpufeed/internal/trace"
-	"github.com/gpufeed/gpufeed/internal/trace/analysis"
 	"github.com/gpufeed/gpufeed/internal/trace/tracegen"
 )
 
@@ -61,10 +61,10 @@ func TestBadRowsSkipped(t *testing.T) {
 		t.Errorf("bad rows %d, want 6", tr.Counts.BadRows)
 	}
 	// The totals computed in SQL leave the same rows out.
-	sqlRules := analysis.Analyze(tr, analysis.Options{}).Rules
+	sqlRules := tracejudge.Analyze(tr, tracejudge.Options{}).Rules
 	plain := *tr
 	plain.Summaries = nil
-	goRules := analysis.Analyze(&plain, analysis.Options{}).Rules
+	goRules := tracejudge.Analyze(&plain, tracejudge.Options{}).Rules
 	goRules.FromSQL = true
 	if !reflect.DeepEqual(sqlRules, goRules) {
 		t.Errorf("SQL totals differ from event totals:\n sql %+v\n go  %+v", sqlRules, goRules)

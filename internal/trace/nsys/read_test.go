@@ -9,17 +9,17 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpufeed/gpufeed/internal/judge/tracejudge"
 	"github.com/gpufeed/gpufeed/internal/trace"
-	"github.com/gpufeed/gpufeed/internal/trace/analysis"
 	"github.com/gpufeed/gpufeed/internal/trace/kineto"
 	"github.com/gpufeed/gpufeed/internal/trace/tracegen"
 )
 
 // generated returns a Kineto trace of the scenario, decoded.
-func generated(t testing.TB, sc tracegen.Scenario, steps int) *trace.Trace {
+func generated(t testing.TB, sc tracegen.Pattern, steps int) *trace.Trace {
 	t.Helper()
 	var buf bytes.Buffer
-	if _, err := tracegen.Generate(&buf, tracegen.Config{Scenario: sc, Steps: steps, Seed: 3, Rank: -1, NsResolution: true}); err != nil {
+	if _, err := tracegen.Generate(&buf, tracegen.Config{Pattern: sc, Steps: steps, Seed: 3, Rank: -1, NsResolution: true}); err != nil {
 		t.Fatal(err)
 	}
 	tr, err := kineto.Decode(&buf, "gen.json", kineto.Options{})
@@ -34,7 +34,7 @@ var current = fixtureOpts{metaTable: "META_DATA_EXPORT", version: "3.16.1"}
 // TestReadMatchesKineto writes the same events as a Kineto file and as an
 // Nsight export: both readers must lead to the same numbers and verdict.
 func TestReadMatchesKineto(t *testing.T) {
-	for _, sc := range []tracegen.Scenario{tracegen.Sync, tracegen.Pageable, tracegen.DataLoader, tracegen.Mixed} {
+	for _, sc := range []tracegen.Pattern{tracegen.Sync, tracegen.Pageable, tracegen.DataLoader, tracegen.Mixed} {
 		t.Run(string(sc), func(t *testing.T) {
 			kt := generated(t, sc, 5)
 			path := filepath.Join(t.TempDir(), "report.sqlite")
@@ -56,8 +56,8 @@ func TestReadMatchesKineto(t *testing.T) {
 			if nt.Counts.RuntimeCalls != kt.Counts.RuntimeCalls || nt.Counts.CPUOps != kt.Counts.CPUOps {
 				t.Errorf("counts %+v, Kineto %+v", nt.Counts, kt.Counts)
 			}
-			nsys := analysis.Analyze(nt, analysis.Options{})
-			kin := analysis.Analyze(kt, analysis.Options{IncludeLastStep: true})
+			nsys := tracejudge.Analyze(nt, tracejudge.Options{})
+			kin := tracejudge.Analyze(kt, tracejudge.Options{IncludeLastStep: true})
 			if nsys.Attribution.ByCause != kin.Attribution.ByCause || nsys.Attribution.SpanNs != kin.Attribution.SpanNs {
 				t.Errorf("attribution differs:\n nsys   %+v span %d\n kineto %+v span %d", nsys.Attribution.ByCause, nsys.Attribution.SpanNs, kin.Attribution.ByCause, kin.Attribution.SpanNs)
 			}
@@ -77,7 +77,7 @@ func TestReadMatchesKineto(t *testing.T) {
 // TestSQLSummariesMatchEvents checks the rule totals computed in SQL against
 // the same totals computed from the loaded events.
 func TestSQLSummariesMatchEvents(t *testing.T) {
-	for _, sc := range []tracegen.Scenario{tracegen.Sync, tracegen.Pageable, tracegen.Mixed} {
+	for _, sc := range []tracegen.Pattern{tracegen.Sync, tracegen.Pageable, tracegen.Mixed} {
 		kt := generated(t, sc, 5)
 		path := filepath.Join(t.TempDir(), "report.sqlite")
 		writeFixture(t, path, map[int64]*trace.Trace{4242: kt}, current)
@@ -85,13 +85,13 @@ func TestSQLSummariesMatchEvents(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		sqlRules := analysis.Analyze(got[0], analysis.Options{}).Rules
+		sqlRules := tracejudge.Analyze(got[0], tracejudge.Options{}).Rules
 		if !sqlRules.FromSQL {
 			t.Fatal("rules not from SQL")
 		}
 		plain := *got[0]
 		plain.Summaries = nil
-		goRules := analysis.Analyze(&plain, analysis.Options{}).Rules
+		goRules := tracejudge.Analyze(&plain, tracejudge.Options{}).Rules
 		goRules.FromSQL = true
 		if !reflect.DeepEqual(sqlRules, goRules) {
 			t.Errorf("%s: SQL totals differ from event totals:\n sql %+v\n go  %+v", sc, sqlRules, goRules)

@@ -19,37 +19,38 @@ import (
 	"math/rand/v2"
 )
 
-// Scenario is the kind of step the generator writes.
-type Scenario string
+// Pattern is the kind of step the generator writes: which cause its GPU
+// idle gaps have.
+type Pattern string
 
 const (
 	// Healthy: big kernels launched well ahead; one loss.item() sync per step.
-	Healthy Scenario = "healthy"
+	Healthy Pattern = "healthy"
 	// DataLoader: each step waits long for the next batch.
-	DataLoader Scenario = "dataloader"
+	DataLoader Pattern = "dataloader"
 	// Sync: many .item()-style synchronisations per step, each followed by
 	// CPU work while the GPU is empty.
-	Sync Scenario = "sync"
+	Sync Pattern = "sync"
 	// Pageable: a large input copy from pageable memory per step.
-	Pageable Scenario = "pageable"
+	Pageable Pattern = "pageable"
 	// Launch: thousands of tiny kernels, each behind CPU operator overhead.
-	Launch Scenario = "launch"
-	// Mixed cycles through the scenarios above, one per step.
-	Mixed Scenario = "mixed"
+	Launch Pattern = "launch"
+	// Mixed cycles through the patterns above, one per step.
+	Mixed Pattern = "mixed"
 )
 
-// Scenarios lists the single-cause scenarios.
-var Scenarios = []Scenario{Healthy, DataLoader, Sync, Pageable, Launch}
+// Patterns lists the single-cause patterns.
+var Patterns = []Pattern{Healthy, DataLoader, Sync, Pageable, Launch}
 
 // Config says what to generate.
 type Config struct {
-	Scenario Scenario
+	Pattern Pattern
 	// Steps is the number of ProfilerSteps; 0 with TargetBytes > 0 means as
 	// many as fit in TargetBytes.
 	Steps int
 	// TargetBytes stops the trace once it reaches this size (benchmarks).
 	// With Steps also set, the steps are made larger instead (each repeats
-	// its scenario's work Repeat times) so that Steps steps fill about
+	// its pattern's work Repeat times) so that Steps steps fill about
 	// TargetBytes: few long steps, as a profiler schedule records them.
 	TargetBytes int64
 	// Repeat runs each step's work this many times (0 means once).
@@ -168,8 +169,8 @@ func Generate(w io.Writer, cfg Config) (Truth, error) {
 	if cfg.Steps <= 0 && cfg.TargetBytes <= 0 {
 		cfg.Steps = 8
 	}
-	if cfg.Scenario == "" {
-		cfg.Scenario = Mixed
+	if cfg.Pattern == "" {
+		cfg.Pattern = Mixed
 	}
 	if cfg.Steps > 0 && cfg.TargetBytes > 0 && cfg.Repeat == 0 {
 		cfg.Repeat = repeatFor(cfg)
@@ -215,12 +216,12 @@ func Generate(w io.Writer, cfg Config) (Truth, error) {
 }
 
 // repeatFor measures the size of the steps the configuration writes (on a
-// dry run of up to five steps, one per scenario) and returns the repeat
+// dry run of up to five steps, one per pattern) and returns the repeat
 // count that makes Steps steps about TargetBytes.
 func repeatFor(cfg Config) int {
 	dry := cfg
 	dry.TargetBytes, dry.Repeat = 0, 1
-	dry.Steps = min(cfg.Steps, len(Scenarios))
+	dry.Steps = min(cfg.Steps, len(Patterns))
 	t, err := Generate(io.Discard, dry)
 	if err != nil || t.Bytes == 0 {
 		return 1
@@ -229,12 +230,12 @@ func repeatFor(cfg Config) int {
 	return max(1, int(float64(cfg.TargetBytes)/(perStep*float64(cfg.Steps))+0.5))
 }
 
-// scenarioFor returns the scenario of step i.
-func (g *gen) scenarioFor(i int) Scenario {
-	if g.cfg.Scenario == Mixed {
-		return Scenarios[i%len(Scenarios)]
+// patternFor returns the pattern of step i.
+func (g *gen) patternFor(i int) Pattern {
+	if g.cfg.Pattern == Mixed {
+		return Patterns[i%len(Patterns)]
 	}
-	return g.cfg.Scenario
+	return g.cfg.Pattern
 }
 
 // dur draws a duration between lo and hi nanoseconds, whole microseconds
@@ -302,7 +303,7 @@ func (g *gen) step(i int, last bool) {
 		g.hostSeg(CauseUntraced, g.cfg.StepDelayNs)
 	}
 	stepStart := g.host
-	sc := g.scenarioFor(i)
+	sc := g.patternFor(i)
 	// Next batch.
 	dl := g.dur(40_000, 80_000)
 	if sc == DataLoader {
@@ -324,8 +325,8 @@ func (g *gen) step(i int, last bool) {
 	g.annotationStep(i, stepStart, g.host)
 }
 
-// work writes one unit of a scenario's step: its copies, operators and syncs.
-func (g *gen) work(sc Scenario) {
+// work writes one unit of a pattern's step: its copies, operators and syncs.
+func (g *gen) work(sc Pattern) {
 	switch sc {
 	case Healthy, DataLoader:
 		g.copyIn(false, 4<<20)

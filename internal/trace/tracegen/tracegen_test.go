@@ -5,30 +5,31 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/gpufeed/gpufeed/internal/derive/tracestats"
 	"github.com/gpufeed/gpufeed/internal/finding"
-	"github.com/gpufeed/gpufeed/internal/trace/analysis"
+	"github.com/gpufeed/gpufeed/internal/judge/tracejudge"
 	"github.com/gpufeed/gpufeed/internal/trace/kineto"
 	"github.com/gpufeed/gpufeed/internal/trace/tracegen"
 )
 
 // causeOf maps the generator's host activities to the attribution's causes.
-var causeOf = map[tracegen.Cause]analysis.Cause{
-	tracegen.CauseSync:       analysis.CauseSync,
-	tracegen.CausePageable:   analysis.CausePageableCopy,
-	tracegen.CauseDataLoader: analysis.CauseDataLoader,
-	tracegen.CauseLaunchAPI:  analysis.CauseLaunchAPI,
-	tracegen.CauseCPUOps:     analysis.CauseCPUOps,
-	tracegen.CauseUntraced:   analysis.CauseUntraced,
-	tracegen.CauseLatency:    analysis.CauseLaunchLatency,
-	tracegen.CauseSetup:      analysis.CauseSetup,
+var causeOf = map[tracegen.Cause]tracestats.Cause{
+	tracegen.CauseSync:       tracestats.CauseSync,
+	tracegen.CausePageable:   tracestats.CausePageableCopy,
+	tracegen.CauseDataLoader: tracestats.CauseDataLoader,
+	tracegen.CauseLaunchAPI:  tracestats.CauseLaunchAPI,
+	tracegen.CauseCPUOps:     tracestats.CauseCPUOps,
+	tracegen.CauseUntraced:   tracestats.CauseUntraced,
+	tracegen.CauseLatency:    tracestats.CauseLaunchLatency,
+	tracegen.CauseSetup:      tracestats.CauseSetup,
 }
 
 // TestAttributionMatchesGroundTruth generates traces whose gap causes are
 // known by construction and checks that the analysis attributes every
 // nanosecond of GPU idle time to the right cause, and reaches the class the
-// scenario was built to produce.
+// pattern was built to produce.
 func TestAttributionMatchesGroundTruth(t *testing.T) {
-	want := map[tracegen.Scenario]finding.Class{
+	want := map[tracegen.Pattern]finding.Class{
 		tracegen.Healthy:    finding.GPUBound,
 		tracegen.DataLoader: finding.Preprocessing,
 		tracegen.Sync:       finding.SyncBound,
@@ -41,7 +42,7 @@ func TestAttributionMatchesGroundTruth(t *testing.T) {
 			for _, seed := range []uint64{1, 2} {
 				t.Run(fmt.Sprintf("%s/ns=%v/seed=%d", sc, ns, seed), func(t *testing.T) {
 					var buf bytes.Buffer
-					truth, err := tracegen.Generate(&buf, tracegen.Config{Scenario: sc, Steps: 6, NsResolution: ns, Seed: seed, Rank: -1})
+					truth, err := tracegen.Generate(&buf, tracegen.Config{Pattern: sc, Steps: 6, NsResolution: ns, Seed: seed, Rank: -1})
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -52,7 +53,7 @@ func TestAttributionMatchesGroundTruth(t *testing.T) {
 					if len(tr.Warnings) > 0 {
 						t.Fatalf("warnings: %q", tr.Warnings)
 					}
-					r := analysis.Analyze(tr, analysis.Options{})
+					r := tracejudge.Analyze(tr, tracejudge.Options{})
 					at := r.Attribution
 					if at.SpanNs != truth.SpanNs {
 						t.Errorf("span = %d ns, generator says %d", at.SpanNs, truth.SpanNs)
@@ -82,7 +83,7 @@ func TestAttributionMatchesGroundTruth(t *testing.T) {
 // TargetBytes sizes the steps to fill about that many bytes.
 func TestRepeatAndTargetBytes(t *testing.T) {
 	var buf bytes.Buffer
-	truth, err := tracegen.Generate(&buf, tracegen.Config{Scenario: tracegen.Mixed, Steps: 6, TargetBytes: 8 << 20, Seed: 5, Rank: -1})
+	truth, err := tracegen.Generate(&buf, tracegen.Config{Pattern: tracegen.Mixed, Steps: 6, TargetBytes: 8 << 20, Seed: 5, Rank: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +94,7 @@ func TestRepeatAndTargetBytes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	at := analysis.Analyze(tr, analysis.Options{}).Attribution
+	at := tracejudge.Analyze(tr, tracejudge.Options{}).Attribution
 	for gc, ac := range causeOf {
 		if got, w := at.ByCause[ac], truth.IdleByCause[gc]; got != w {
 			t.Errorf("%s: attributed %d ns, generator says %d", ac, got, w)
@@ -102,18 +103,18 @@ func TestRepeatAndTargetBytes(t *testing.T) {
 }
 
 // TestSetupLaunchGroundTruth adds one 20 ms first launch of a new kernel
-// (module loading) to scenarios whose class it must not change: its idle is
+// (module loading) to patterns whose class it must not change: its idle is
 // attributed to set-up to the nanosecond and stays out of every share that
 // decides the class.
 func TestSetupLaunchGroundTruth(t *testing.T) {
-	for sc, class := range map[tracegen.Scenario]finding.Class{
+	for sc, class := range map[tracegen.Pattern]finding.Class{
 		tracegen.Launch:     finding.SubmissionBound,
 		tracegen.Sync:       finding.SyncBound,
 		tracegen.DataLoader: finding.Preprocessing,
 	} {
 		t.Run(string(sc), func(t *testing.T) {
 			var buf bytes.Buffer
-			truth, err := tracegen.Generate(&buf, tracegen.Config{Scenario: sc, Steps: 6, Seed: 3, Rank: -1, SetupLaunchNs: 20_000_000})
+			truth, err := tracegen.Generate(&buf, tracegen.Config{Pattern: sc, Steps: 6, Seed: 3, Rank: -1, SetupLaunchNs: 20_000_000})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -124,7 +125,7 @@ func TestSetupLaunchGroundTruth(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			r := analysis.Analyze(tr, analysis.Options{})
+			r := tracejudge.Analyze(tr, tracejudge.Options{})
 			for gc, ac := range causeOf {
 				if got, w := r.Attribution.ByCause[ac], truth.IdleByCause[gc]; got != w {
 					t.Errorf("%s: attributed %d ns, generator says %d", ac, got, w)
@@ -149,18 +150,18 @@ func TestSetupLaunchGroundTruth(t *testing.T) {
 // but the short trace's confidence is at most half; a cause seen in a
 // single gap is no verdict at all.
 func TestConfidenceFallsWithEvidence(t *testing.T) {
-	conf := func(sc tracegen.Scenario, steps int) finding.Verdict {
+	conf := func(sc tracegen.Pattern, steps int) finding.Verdict {
 		var buf bytes.Buffer
-		if _, err := tracegen.Generate(&buf, tracegen.Config{Scenario: sc, Steps: steps, Seed: 1, Rank: -1}); err != nil {
+		if _, err := tracegen.Generate(&buf, tracegen.Config{Pattern: sc, Steps: steps, Seed: 1, Rank: -1}); err != nil {
 			t.Fatal(err)
 		}
 		tr, err := kineto.Decode(&buf, "gen.json", kineto.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		return analysis.Analyze(tr, analysis.Options{}).Verdict
+		return tracejudge.Analyze(tr, tracejudge.Options{}).Verdict
 	}
-	for _, sc := range []tracegen.Scenario{tracegen.Launch, tracegen.Sync, tracegen.Healthy} {
+	for _, sc := range []tracegen.Pattern{tracegen.Launch, tracegen.Sync, tracegen.Healthy} {
 		short, long := conf(sc, 2), conf(sc, 8)
 		if short.Class != long.Class {
 			t.Errorf("%s: %s from one step, %s from seven", sc, short.Class, long.Class)

@@ -1,0 +1,155 @@
+// Package clitest runs a command under test as a user would: built once per
+// test binary, run with its output, exit status and memory captured.
+// Golden files are internal/golden's.
+//
+// A package whose tests run its binary calls Main from its TestMain (so the
+// build is removed at the end) and Build wherever it needs the path.
+package clitest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+var (
+	mu     sync.Mutex
+	dir    string
+	builds = map[string]*build{}
+)
+
+type build struct {
+	once sync.Once
+	path string
+	err  error
+	out  []byte
+}
+
+// Build builds the main package pkg ("." for the package under test) the
+// first time it is asked for and returns the binary's path; every later
+// call, from any test of the binary, gets the same one. The binary lies in
+// a directory every user may read, so a test that drops its privileges can
+// run it.
+func Build(t testing.TB, pkg string) string {
+	t.Helper()
+	mu.Lock()
+	b := builds[pkg]
+	if b == nil {
+		b = &build{}
+		builds[pkg] = b
+	}
+	mu.Unlock()
+	b.once.Do(func() {
+		d, err := buildDir()
+		if err != nil {
+			b.err = err
+			return
+		}
+		name := filepath.Base(pkg)
+		if name == "." {
+			wd, _ := os.Getwd()
+			name = filepath.Base(wd)
+		}
+		b.path = filepath.Join(d, name)
+		b.out, b.err = exec.Command("go", "build", "-o", b.path, pkg).CombinedOutput()
+	})
+	if b.err != nil {
+		t.Fatalf("go build %s: %v\n%s", pkg, b.err, b.out)
+	}
+	return b.path
+}
+
+func buildDir() (string, error) {
+	mu.Lock()
+	defer mu.Unlock()
+	if dir != "" {
+		return dir, nil
+	}
+	d, err := os.MkdirTemp("", "gpufeed-clitest-")
+	if err != nil {
+		return "", err
+	}
+	if err := os.Chmod(d, 0o755); err != nil {
+		return "", err
+	}
+	dir = d
+	return d, nil
+}
+
+// Main runs the tests of m and removes what Build built. Call it from
+// TestMain: func TestMain(m *testing.M) { os.Exit(clitest.Main(m)) }.
+func Main(m *testing.M) int {
+	code := m.Run()
+	mu.Lock()
+	if dir != "" {
+		os.RemoveAll(dir)
+	}
+	mu.Unlock()
+	return code
+}
+
+// Cmd is one run of a binary.
+type Cmd struct {
+	Args []string
+	// Stdin is the standard input (nil: none).
+	Stdin []byte
+	// Env is added to the test's environment.
+	Env []string
+	// Dir is the working directory ("": the test's).
+	Dir string
+	// Timeout ends a run that hangs, failing the test (0: 5 minutes).
+	Timeout time.Duration
+	// SysProcAttr sets credentials, process groups...
+	SysProcAttr *syscall.SysProcAttr
+}
+
+// Result is what a run gave.
+type Result struct {
+	Stdout, Stderr string
+	// Code is the exit status (-1 when a signal ended it).
+	Code int
+	// MaxRSS is the peak resident memory in bytes.
+	MaxRSS int64
+}
+
+// Run runs bin as c says and waits for it. Only a run that cannot start or
+// does not end in time fails the test; any exit status is a result.
+func Run(t testing.TB, bin string, c Cmd) Result {
+	t.Helper()
+	timeout := c.Timeout
+	if timeout <= 0 {
+		timeout = 5 * time.Minute
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, c.Args...)
+	if c.Stdin != nil {
+		cmd.Stdin = bytes.NewReader(c.Stdin)
+	}
+	if c.Env != nil {
+		cmd.Env = append(os.Environ(), c.Env...)
+	}
+	cmd.Dir, cmd.SysProcAttr = c.Dir, c.SysProcAttr
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	if ctx.Err() != nil {
+		t.Fatalf("%s %v did not finish in %v; stderr: %s", filepath.Base(bin), c.Args, timeout, stderr.String())
+	}
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		t.Fatalf("%s %v: %v", filepath.Base(bin), c.Args, err)
+	}
+	r := Result{Stdout: stdout.String(), Stderr: stderr.String(), Code: cmd.ProcessState.ExitCode()}
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		r.MaxRSS = ru.Maxrss << 10 // kilobytes on Linux
+	}
+	return r
+}

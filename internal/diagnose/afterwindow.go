@@ -1,0 +1,55 @@
+package diagnose
+
+import (
+	"context"
+	"time"
+
+	"github.com/gpufeed/gpufeed/internal/check"
+	"github.com/gpufeed/gpufeed/internal/gpu"
+	"github.com/gpufeed/gpufeed/internal/procfs"
+	"github.com/gpufeed/gpufeed/internal/timeline"
+)
+
+// afterWindow adds to a live timeline, once sampling has ended and before it
+// is judged or its recording closed, the facts read once per run:
+//
+//   - each live process's device channels (procfs.ChannelProber), so the
+//     rules can tell a thread waiting on the GPU from one waiting on input;
+//   - gpufeed check's outcomes for the target, with the same GPU source
+//     (diagnose runs the same checks), kept in the timeline so gpufeed
+//     report reproduces them without re-running them.
+func afterWindow(ctx context.Context, tl *timeline.Timeline, fs procfs.FS, src gpu.Source) {
+	var simPaths []string
+	if s, ok := src.(interface{ Path() string }); ok {
+		simPaths = append(simPaths, s.Path())
+	}
+	dc := procfs.NewChannelProber(fs, simPaths...)
+	for _, p := range tl.Procs {
+		if p.Exited {
+			continue
+		}
+		res, err := dc.Channels(p.Key.PID)
+		if err != nil {
+			continue // gone since its last sample
+		}
+		p.DeviceChannels = &timeline.DeviceChannels{T: sinceStart(tl), Channels: res.Channels, NotVisible: res.NotVisible}
+	}
+
+	opts := check.Options{ProcRoot: fs.Proc, SysRoot: fs.Sys, PID: tl.Meta.Target.PID, GPU: src}
+	if tl.Meta.Ended == "target exited" {
+		opts.PID = 0 // nothing left to check per process; the platform still is
+	}
+	results := check.Run(ctx, opts)
+	c := &timeline.Checks{T: sinceStart(tl), Statuses: map[string]int{}, Findings: check.Findings(results)}
+	for _, r := range results {
+		c.Statuses[string(r.Status)]++
+	}
+	tl.Meta.Checks = c
+}
+
+func sinceStart(tl *timeline.Timeline) int64 {
+	if tl.Meta.Started.IsZero() {
+		return 0
+	}
+	return time.Since(tl.Meta.Started).Nanoseconds()
+}

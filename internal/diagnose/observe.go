@@ -1,0 +1,92 @@
+package diagnose
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"github.com/gpufeed/gpufeed/internal/gpu"
+	"github.com/gpufeed/gpufeed/internal/sample"
+	"github.com/gpufeed/gpufeed/internal/timeline"
+)
+
+// Observation says how a prepared sampler's window is observed.
+type Observation struct {
+	// GPU is the source the sampler reads (nil: none); the platform checks
+	// at the end of the window read it too.
+	GPU gpu.Source
+	// EndOfWindow is what is read once the window is over.
+	EndOfWindow EndOfWindow
+	// Record, when set, is the file the samples are recorded to while they
+	// are taken (judge it later with gpufeed report).
+	Record string
+	// Progress, when set, is told after each tick how far sampling is;
+	// ProgressDone once it is over.
+	Progress     sample.Progress
+	ProgressDone func()
+	// Warn, when set, is told what went wrong without stopping the run
+	// (the sampler's last error, a recording that could not be finished).
+	Warn func(string)
+}
+
+// Observe runs a prepared sampler for its window (recording it when asked),
+// adds the facts read once per run (device channels and platform checks,
+// then the end-of-window reads), lets finish complete the timeline in
+// between, then closes the recording. A nil timeline comes with the error
+// that prevented sampling; other problems go to o.Warn.
+func Observe(ctx context.Context, s *sample.Sampler, o Observation, finish func(*timeline.Timeline)) (*timeline.Timeline, error) {
+	warn := func(format string, args ...any) {
+		if o.Warn != nil {
+			o.Warn(fmt.Sprintf(format, args...))
+		}
+	}
+	var rec *timeline.Writer
+	var recFile *os.File
+	if o.Record != "" {
+		var err error
+		if recFile, err = os.Create(o.Record); err != nil {
+			return nil, err
+		}
+		rec = timeline.NewWriter(recFile)
+		s.SetRecorder(rec)
+	}
+	if o.Progress != nil {
+		s.SetProgress(o.Progress)
+	}
+	tl, runErr := s.Run(ctx)
+	if o.ProgressDone != nil {
+		o.ProgressDone()
+	}
+	if tl == nil {
+		if recFile != nil {
+			recFile.Close()
+		}
+		return nil, runErr
+	}
+	if runErr != nil {
+		warn("warning: %v", runErr)
+	}
+	afterWindow(ctx, tl, o.EndOfWindow.FS, o.GPU)
+	if finish != nil {
+		finish(tl)
+	}
+	// What frozen-job judgement reads once at the end: descriptor kinds,
+	// CUDA use and memory limits of each process, the kernel log over the
+	// job's life, Python stacks when asked. Recorded too, so report judges
+	// alike.
+	var events EventWriter
+	if rec != nil {
+		events = rec
+	}
+	o.EndOfWindow.Read(ctx, tl, events)
+	if rec != nil {
+		err := rec.Close(tl)
+		if cerr := recFile.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			warn("warning: recording %s: %v", o.Record, err)
+		}
+	}
+	return tl, nil
+}

@@ -1,0 +1,91 @@
+package diagnose
+
+import (
+	"errors"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpufeed/gpufeed/internal/finding"
+	"github.com/gpufeed/gpufeed/internal/procfs"
+)
+
+// The pipeline runs here without the binary: attached to a running
+// process, and launching a command, as gpufeed diagnose does.
+
+func fsOrSkip(t *testing.T) procfs.FS {
+	t.Helper()
+	fs, err := procfs.NewFS("", "")
+	if err != nil {
+		t.Skip(err)
+	}
+	return fs
+}
+
+func TestRunAttachedJudgesTheWindow(t *testing.T) {
+	job := exec.Command("sh", "-c", "while :; do :; done")
+	if err := job.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { job.Process.Kill(); job.Wait() })
+	res, err := Run(t.Context(), Options{FS: fsOrSkip(t), PID: job.Process.Pid, Interval: 50 * time.Millisecond, Duration: 1500 * time.Millisecond, Tool: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Command != nil || res.Timeline == nil || res.Report == nil {
+		t.Fatalf("result %+v", res)
+	}
+	if res.Report.Target.PID != job.Process.Pid || len(res.Timeline.Ticks) < 20 {
+		t.Errorf("target %+v, %d ticks", res.Report.Target, len(res.Timeline.Ticks))
+	}
+	if res.Report.Verdict == nil || res.Report.Verdict.Class == finding.Stalled {
+		t.Errorf("a busy loop is judged, and it is not stalled: %+v", res.Report.Verdict)
+	}
+	if res.Timeline.Meta.Checks == nil {
+		t.Error("the platform checks run at the end of the window")
+	}
+}
+
+func TestRunLaunchedGivesTheCommandsStatus(t *testing.T) {
+	var out strings.Builder
+	res, err := Run(t.Context(), Options{FS: fsOrSkip(t), Command: []string{"sh", "-c", "echo hello; sleep 1; exit 3"},
+		CommandOutput: &out, Interval: 50 * time.Millisecond, Duration: 3 * time.Second, Tool: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Command == nil || res.Report == nil {
+		t.Fatalf("result %+v", res)
+	}
+	if code := res.Command.Wait(); code != 3 {
+		t.Errorf("exit status %d, want 3", code)
+	}
+	if ec := res.Timeline.Meta.Target.ExitCode; ec == nil || *ec != 3 || res.Timeline.Meta.Ended != "target exited" {
+		t.Errorf("the command ended inside the window, with 3: ended %q, exit %v", res.Timeline.Meta.Ended, ec)
+	}
+	if out.String() != "hello\n" {
+		t.Errorf("the command's output went elsewhere: %q", out.String())
+	}
+}
+
+func TestRunCommandThatCannotStart(t *testing.T) {
+	_, err := Run(t.Context(), Options{FS: fsOrSkip(t), Command: []string{"/nonexistent/gpufeed-test"}, Interval: 50 * time.Millisecond, Duration: time.Second})
+	var se *StartError
+	if !errors.As(err, &se) || se.ExitCode != ExitNotFound || !strings.Contains(se.Error(), "command not found") {
+		t.Errorf("got %v, want a StartError with status %d", err, ExitNotFound)
+	}
+	_, err = Run(t.Context(), Options{FS: fsOrSkip(t), Command: []string{t.TempDir()}, Interval: 50 * time.Millisecond, Duration: time.Second})
+	if !errors.As(err, &se) || se.ExitCode != ExitNotExecutable {
+		t.Errorf("a directory: got %v, want a StartError with status %d", err, ExitNotExecutable)
+	}
+}
+
+func TestRunNoSuchProcess(t *testing.T) {
+	_, err := Run(t.Context(), Options{FS: fsOrSkip(t), PID: 1 << 30, Interval: 50 * time.Millisecond, Duration: time.Second})
+	if err == nil || !strings.Contains(err.Error(), "no process") {
+		t.Errorf("got %v", err)
+	}
+	if _, err := Run(t.Context(), Options{FS: fsOrSkip(t), Interval: 50 * time.Millisecond, Duration: time.Second}); err == nil {
+		t.Error("neither a PID nor a command: want an error")
+	}
+}

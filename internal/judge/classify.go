@@ -1,0 +1,309 @@
+package judge
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gpufeed/gpufeed/internal/finding"
+	"github.com/gpufeed/gpufeed/internal/judge/frozen"
+	"github.com/gpufeed/gpufeed/internal/judge/thresholds"
+)
+
+// CauseID is, for each class, the ID of the finding that states it: the
+// verdict's first finding.
+var CauseID = map[finding.Class]string{
+	finding.SubmissionBound: "launch-thread-saturated",
+	finding.SyncBound:       "launch-thread-waits-on-gpu",
+	finding.Preprocessing:   "input-pipeline-busy",
+	finding.StorageBound:    "input-waits-on-storage",
+	finding.TransferBound:   "copies-dominate",
+	finding.TooLittleWork:   "gpu-underfed",
+	finding.GPUBound:        "gpu-busy",
+	finding.Stalled:         "job-stalled",
+	finding.Idle:            "job-idle",
+}
+
+// Classify picks the one verdict from the attribution and the findings, in
+// this order:
+//
+//  1. a window too short to tell a pattern from noise: inconclusive;
+//  2. a job that does not progress (frozen-job triage, internal/judge/frozen,
+//     decides and leads with the member that died when one did): stalled;
+//  3. no GPU utilisation read (no device visible, or lost early): inconclusive;
+//  4. GPU idle under GPUBoundIdleMaxPct: GPU-bound;
+//  5. no launch thread found: inconclusive;
+//  6. otherwise the class that took the largest share of the GPU's idle time,
+//     if it took at least ModerateSharePct of the window and more than the
+//     unexplained share; else inconclusive, saying what was missing.
+//
+// Confidence is the share of the evidence that points to the class: for a
+// cause, the share of all idle time it explains times the share of the
+// window the GPU was read; for GPU-bound, the share of intervals the GPU was
+// busy; for stalled and idle, frozen-job triage's own (higher when a dead
+// member explains the stall, lower without a GPU in view). It then falls
+// with the amount of evidence: times the judged time over
+// ConfidenceFullWindow (at most 1). Verdict.Basis says so in words.
+func Classify(in *Input, fs []finding.Finding) finding.Verdict {
+	a, at := in.View, in.Attr
+	window := time.Duration(a.WindowNS)
+	if window+windowSlack(in) < thresholds.MinWindow || sampledIntervals(in) < thresholds.MinIntervals {
+		return inconclusive(shortWindow(in), nil)
+	}
+	if v := frozen.Verdict(in.Frozen); v != nil {
+		if v.Because == nil {
+			v.Because = []string{}
+		}
+		judged := in.Frozen.Progress.Span
+		if v.Class == finding.Idle && in.Frozen.Progress.Idle != nil {
+			judged = in.Frozen.Progress.Idle.Span
+		}
+		withEvidence(v, judged)
+		return *v
+	}
+	if at.Measured == 0 {
+		return inconclusive(noDevice(in), nil)
+	}
+	if at.Measured+sampledIntervals(in)-len(a.Intervals) < thresholds.MinIntervals { // slots lost to overruns were not the device's fault
+		return inconclusive(fmt.Sprintf("the GPU was read in only %d of %d intervals (%s); observe a window in which the device answers throughout",
+			at.Measured, at.Intervals, deviceState(in)), nil)
+	}
+	if at.IdlePct < thresholds.GPUBoundIdleMaxPct {
+		busy := 0
+		for _, g := range in.Job.GPUUtil {
+			if !math.IsNaN(g) && 100-g < thresholds.GPUBoundIdleMaxPct {
+				busy++
+			}
+		}
+		v := verdictFor(finding.GPUBound, float64(busy)/float64(at.Intervals), fs, "")
+		v.Basis = fmt.Sprintf("%d of %d intervals had the GPU idle under %.0f%%", busy, at.Intervals, thresholds.GPUBoundIdleMaxPct)
+		withEvidence(&v, window)
+		return v
+	}
+	if in.Job.Launch == nil {
+		return inconclusive(fmt.Sprintf("the GPU was idle %.0f%% of the window, but no thread of the observed job was seen (did the job start, or is the work done by a process outside the tree?); point --pid at the process that uses the GPU", at.IdlePct), nil)
+	}
+	top, share := at.Top()
+	unexplained := at.Share[Unexplained]
+	if top == "" || share < thresholds.ModerateSharePct || unexplained > share {
+		return inconclusive(unexplainedIdle(in), idleSplit(at))
+	}
+	conf := share / at.IdlePct * at.Coverage()
+	note := ""
+	if share/at.IdlePct*100 < thresholds.DominantCausePct {
+		var rest []string
+		for _, x := range idleSplit(at) {
+			if !strings.HasPrefix(x, string(top)+" ") {
+				rest = append(rest, x)
+			}
+		}
+		note = fmt.Sprintf("; other causes of idle time: %s", strings.Join(rest, ", "))
+	}
+	v := verdictFor(top, conf, fs, note)
+	v.Basis = fmt.Sprintf("this cause explains %.0f%% of the GPU's idle time, × %.0f%% of the intervals with the GPU read",
+		share/at.IdlePct*100, at.Coverage()*100)
+	withEvidence(&v, window)
+	return v
+}
+
+// withEvidence lowers a verdict's confidence with the amount of evidence
+// behind it: times the judged time over ConfidenceFullWindow, at most 1. A
+// short attach cannot tell a pattern from a passing phase (a checkpoint, a
+// slow step) as well as a long one; the basis says by how much it counted.
+func withEvidence(v *finding.Verdict, judged time.Duration) {
+	f := math.Min(1, float64(judged)/float64(thresholds.ConfidenceFullWindow))
+	if f < 0 {
+		f = 0
+	}
+	base := v.Confidence
+	v.Confidence = round2(math.Max(0, math.Min(1, base*f)))
+	v.Basis = fmt.Sprintf("%.0f%% = %.0f%% (%s) × %.0f%% for the evidence held (%.1f s judged; %.0f s or more count in full)",
+		v.Confidence*100, base*100, v.Basis, f*100, judged.Seconds(), thresholds.ConfidenceFullWindow.Seconds())
+}
+
+// verdictFor states a class from its cause finding and the findings that
+// support it.
+func verdictFor(c finding.Class, conf float64, fs []finding.Finding, note string) finding.Verdict {
+	v := finding.Verdict{Class: c, Confidence: round2(math.Max(0, math.Min(1, conf)))}
+	var cause *finding.Finding
+	var support []finding.Finding
+	for i := range fs {
+		f := &fs[i]
+		switch {
+		case f.ID == CauseID[c] && cause == nil:
+			cause = f
+		case f.Supports == c:
+			support = append(support, *f)
+		}
+	}
+	sort.SliceStable(support, func(i, j int) bool { return support[i].Severity > support[j].Severity })
+	if cause != nil {
+		v.Because = append(v.Because, cause.ID)
+		v.Summary = cause.Claim + note
+		v.Decision = cause.Decision
+	} else {
+		v.Summary = string(c) + note
+	}
+	for _, f := range support {
+		if !containsID(v.Because, f.ID) {
+			v.Because = append(v.Because, f.ID)
+		}
+	}
+	if v.Because == nil {
+		v.Because = []string{}
+	}
+	return v
+}
+
+// inconclusive names no class: no finding carries it (none is marked as the
+// verdict's), and its confidence is 0.
+func inconclusive(missing string, split []string) finding.Verdict {
+	v := finding.Verdict{Class: finding.Inconclusive, Because: []string{}, Missing: missing,
+		Summary: "no bottleneck can be named from this window",
+		Basis:   "0%: no class is named, so nothing points to one"}
+	if len(split) > 0 {
+		v.Summary += " (GPU idle time: " + strings.Join(split, ", ") + ")"
+	}
+	return v
+}
+
+// windowSlack is how far short of its planned length a complete window can
+// be: its ends are ticks, the first lands a little after the start and the
+// sampler takes the last within a quarter interval of the end (see
+// internal/sample). A requested 2 s window is judged, whether its ticks span
+// 1.998 s or 2.0008 s.
+func windowSlack(in *Input) time.Duration { return time.Duration(in.Timeline.Meta.Interval) / 4 }
+
+// sampledIntervals is how many intervals of its grid the window was
+// sampled at: the intervals it holds, plus the slots late ticks skipped (the
+// sampler skips a slot only when a tick overran), as many as the window's
+// span holds, provided at least MinIntervalsSampled were sampled. Under load
+// a requested 2 s window at 100 ms holds 17 intervals and a few overruns; it
+// was still sampled at 20.
+func sampledIntervals(in *Input) int {
+	n := len(in.View.Intervals)
+	iv := time.Duration(in.Timeline.Meta.Interval)
+	if iv <= 0 || in.Timeline.Counts.Overruns == 0 || n < thresholds.MinIntervalsSampled {
+		return n
+	}
+	slots := int(math.Round(float64(in.View.WindowNS) / float64(iv)))
+	return max(n, slots)
+}
+
+func shortWindow(in *Input) string {
+	sec := floorSeconds(in.View.WindowNS)
+	if in.Timeline.Meta.Ended == "target exited" {
+		return fmt.Sprintf("the target exited after %s s (%d intervals): gpufeed needs at least %v of a running job; attach to a long-running job with --pid, or run the command for longer",
+			sec, len(in.View.Intervals), thresholds.MinWindow)
+	}
+	if time.Duration(in.View.WindowNS)+windowSlack(in) >= thresholds.MinWindow {
+		late := ""
+		if o := in.Timeline.Counts.Overruns; o > 0 {
+			late = fmt.Sprintf(", %d late (a loaded host delays the sampler, and a late tick skips its slot)", o)
+			if o == 1 {
+				late = ", a tick late (a loaded host delays the sampler, and a late tick skips its slot)"
+			}
+		}
+		return fmt.Sprintf("the window held %s s but only %d intervals were sampled%s; observe at least %d intervals (a longer --duration, or a shorter --interval)",
+			sec, len(in.View.Intervals), late, thresholds.MinIntervals)
+	}
+	return fmt.Sprintf("the window held %s s (%d intervals); observe at least %v and %d intervals (--duration, --interval)",
+		sec, len(in.View.Intervals), thresholds.MinWindow, thresholds.MinIntervals)
+}
+
+// floorSeconds writes a window rounded down to hundredths of a second, so a
+// window short of the minimum never reads as the minimum ("1.99", not "2.0").
+func floorSeconds(ns int64) string {
+	return strconv.FormatFloat(math.Floor(float64(ns)/1e7)/100, 'f', -1, 64)
+}
+
+func noDevice(in *Input) string {
+	src := in.Timeline.Meta.GPUSource
+	if src == "" {
+		src = "no GPU source"
+	}
+	if len(in.View.GPUs) > 0 {
+		return fmt.Sprintf("no GPU utilisation was read (%s: %s); gpufeed must see whether the GPU waits or works", src, deviceState(in))
+	}
+	return fmt.Sprintf("no GPU was visible (%s): gpufeed must see whether the GPU waits or works; run on the GPU host with the NVIDIA driver loaded (NVML), or point --device at a simulated device (--device sim:PATH)", src)
+}
+
+func deviceState(in *Input) string {
+	for _, g := range in.View.GPUs {
+		if g.Lost != "" {
+			return fmt.Sprintf("GPU %d stopped answering: %s", g.Index, g.Lost)
+		}
+		if len(g.Unsupported) > 0 {
+			return fmt.Sprintf("GPU %d does not support: %s", g.Index, strings.Join(g.Unsupported, ", "))
+		}
+	}
+	return "the device gave no utilisation"
+}
+
+// unexplainedIdle says why the idle time could not be attributed.
+func unexplainedIdle(in *Input) string {
+	at := in.Attr
+	L := in.Job.Launch
+	msg := fmt.Sprintf("the GPU was idle %.0f%% of the window, and %.0f%% of it could not be tied to what the launch thread %s did",
+		at.IdlePct, at.Share[Unexplained], threadName(L.T))
+	var reasons []string
+	seen := map[string]bool{}
+	for _, w := range L.Waits.Top {
+		if strings.HasPrefix(w.What, "not visible") && !seen[w.What] {
+			seen[w.What] = true
+			reasons = append(reasons, w.What)
+		}
+	}
+	if dc := L.Proc.Info.DeviceChannels; dc == nil {
+		reasons = append(reasons, "its process's device channels were not read (a recording made without them)")
+	} else if dc.NotVisible != "" {
+		reasons = append(reasons, "device channels: "+dc.NotVisible)
+	}
+	if len(reasons) > 0 {
+		msg += " (" + strings.Join(reasons, "; ") + ")"
+	}
+	return msg + "; run gpufeed as the job's user or as root so where it sleeps is visible, observe a longer window, or profile it (gpufeed trace on a PyTorch profiler or Nsight Systems trace shows what the launching thread did in each gap)"
+}
+
+// idleSplit lists the idle shares by class, largest first: "submission-bound 31%".
+func idleSplit(at Attribution) []string {
+	type kv struct {
+		c finding.Class
+		v float64
+	}
+	var all []kv
+	for c, v := range at.Share {
+		if v >= 0.5 {
+			all = append(all, kv{c, v})
+		}
+	}
+	sort.Slice(all, func(i, j int) bool {
+		if all[i].v != all[j].v {
+			return all[i].v > all[j].v
+		}
+		return all[i].c < all[j].c
+	})
+	var out []string
+	for _, x := range all {
+		name := string(x.c)
+		if x.c == Unexplained {
+			name = "unexplained"
+		}
+		out = append(out, fmt.Sprintf("%s %.0f%%", name, x.v))
+	}
+	return out
+}
+
+func containsID(ids []string, id string) bool {
+	for _, x := range ids {
+		if x == id {
+			return true
+		}
+	}
+	return false
+}
+
+func round2(x float64) float64 { return math.Round(x*100) / 100 }

@@ -1,0 +1,168 @@
+package judge
+
+import (
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/gpufeed/gpufeed/internal/derive"
+	"github.com/gpufeed/gpufeed/internal/finding"
+	"github.com/gpufeed/gpufeed/internal/judge/thresholds"
+)
+
+// Evidence helpers shared by the rules. Every number carries its unit, the
+// window it covers and where it was read.
+
+func ev(what string, v float64, unit, window, source string) finding.Evidence {
+	return finding.Evidence{What: what, Value: round1(v), Unit: unit, Window: window, Source: source}
+}
+
+func evText(what, text, window, source string) finding.Evidence {
+	return finding.Evidence{What: what, Text: text, Window: window, Source: source}
+}
+
+func round1(x float64) float64 {
+	if math.IsNaN(x) || math.IsInf(x, 0) {
+		return 0
+	}
+	if math.Abs(x) >= 100 {
+		return math.Round(x)
+	}
+	return math.Round(x*10) / 10
+}
+
+// starved reports whether the GPU waited enough for CPU-side findings to
+// cost throughput: measured, and idle at least GPUBoundIdleMaxPct.
+func (in *Input) starved() bool {
+	return in.Attr.Measured > 0 && in.Attr.IdlePct >= thresholds.GPUBoundIdleMaxPct
+}
+
+// impact is the severity of a CPU-side finding: a warning when the GPU
+// waits, information when it is busy anyway (the launch queue absorbs it:
+// 000 §7).
+func (in *Input) impact() finding.Severity {
+	if in.starved() {
+		return finding.Warning
+	}
+	return finding.Info
+}
+
+// gpuUtilEvidence is the GPU's mean utilisation over the measured intervals.
+func (in *Input) gpuUtilEvidence() finding.Evidence {
+	s := in.Job.GPUUtil.Stats()
+	return ev("GPU utilisation (time a kernel ran), mean", s.Mean, "%", in.window(s.N), in.utilSource())
+}
+
+// shareEvidence is the share of the window whose GPU idle time went to c.
+func (in *Input) shareEvidence(c finding.Class, because string) finding.Evidence {
+	at := in.Attr
+	return ev(fmt.Sprintf("GPU idle time attributed to %s (%s)", c, because), at.Share[c], "% of the window",
+		fmt.Sprintf("mostly so in %d of %d measured intervals; all causes: %s", at.Mostly[c], at.Measured, strings.Join(idleSplit(at), ", ")),
+		"interval by interval attribution, docs/RULES.md")
+}
+
+// launchCPUEvidence is the launch thread's time on a CPU and waiting for one.
+func (in *Input) launchCPUEvidence() []finding.Evidence {
+	th := in.Job.Launch.T
+	return []finding.Evidence{
+		ev("launch thread "+threadName(th)+" running", th.CPU.Mean, "% of wall time", in.window(th.CPU.N), schedstatSource(th)),
+		ev("launch thread waiting for a CPU (run queue)", th.Wait.Mean, "% of wall time", in.window(th.Wait.N), schedstatSource(th)),
+	}
+}
+
+// launchWhoEvidence says how the launch thread was recognised.
+func (in *Input) launchWhoEvidence() finding.Evidence {
+	L := in.Job.Launch
+	return evText("launch thread", threadName(L.T)+": "+L.How, "", "thread roles, GPU process list, /proc/PID/fd")
+}
+
+// launchWaitsEvidence says where the launch thread slept.
+func (in *Input) launchWaitsEvidence() finding.Evidence {
+	L := in.Job.Launch
+	return evText("where the launch thread slept", L.Waits.topWaits(3),
+		fmt.Sprintf("%d readings, about one per %v", L.Waits.Readings(), in.slowTier()),
+		fmt.Sprintf("/proc/%d/task/%d/{stat,syscall,wchan}, /proc/%d/fd", L.T.PID, L.T.Key.TID, L.T.PID))
+}
+
+func (in *Input) slowTier() string {
+	return fmt.Sprint(durationOf(in.Timeline.Meta.Tiers.Slow))
+}
+
+// producerMeans averages the producers' load over the measured intervals.
+func (in *Input) producerMeans() (busy, disk float64, n int) {
+	for i := range in.View.Intervals {
+		if math.IsNaN(in.Job.GPUUtil[i]) {
+			continue
+		}
+		l := producerLoad(&in.Job, i)
+		busy += l.BusyPct
+		disk += l.DiskPct
+		n++
+	}
+	if n > 0 {
+		busy /= float64(n)
+		disk /= float64(n)
+	}
+	return busy, disk, n
+}
+
+// workerProcs are the job's processes that do not use the GPU and are
+// neither launchers, ranks nor the trainer: DataLoader workers, readers,
+// multiprocessing children. A rank of a CPU-only job (gloo) runs its own
+// training loop; it is no worker even with no GPU in view.
+func (in *Input) workerProcs() []*derive.Proc {
+	gpu := map[*derive.Proc]bool{}
+	for _, p := range in.Job.GPUProcs {
+		gpu[p] = true
+	}
+	var out []*derive.Proc
+	for _, p := range in.Job.Procs {
+		if gpu[p] || p.Info.Exited {
+			continue
+		}
+		switch p.Role {
+		case "torchrun", "launcher", "rank", "trainer":
+			continue
+		}
+		if p.CPU.N == 0 {
+			continue
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// hostBusyEvidence is all CPUs' mean busy share.
+func (in *Input) hostBusyEvidence() (finding.Evidence, bool) {
+	h := in.View.Host
+	if h == nil || h.Busy.N == 0 {
+		return finding.Evidence{}, false
+	}
+	return ev(fmt.Sprintf("all %d CPUs busy, mean (host-wide: the job and any neighbours)", h.NumCPU), h.Busy.Mean, "%", in.window(h.Busy.N), "/proc/stat"), true
+}
+
+// idleBecause ends a cause's claim with the GPU's idle share and the part of
+// it the cause explains: ": the GPU idled 57% of the window, 33% because of it".
+func (in *Input) idleBecause(share float64) string {
+	return fmt.Sprintf(": the GPU idled %.0f%% of the window, %.0f%% because of it", in.Attr.IdlePct, share)
+}
+
+// causeSeverity is a cause finding's severity: a warning from HighSharePct
+// of the window (XProf's "highly" bound), information below (a moderate cause).
+func (in *Input) causeSeverity(share float64) finding.Severity {
+	if share >= thresholds.HighSharePct {
+		return finding.Warning
+	}
+	return finding.Info
+}
+
+// workerCount says "2 worker processes" (or "no worker process").
+func workerCount(n int) string {
+	switch n {
+	case 0:
+		return "no worker process"
+	case 1:
+		return "1 worker process"
+	}
+	return fmt.Sprintf("%d worker processes", n)
+}

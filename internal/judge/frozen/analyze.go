@@ -1,0 +1,65 @@
+package frozen
+
+import (
+	"github.com/gpufeed/gpufeed/internal/derive"
+	"github.com/gpufeed/gpufeed/internal/finding"
+	"github.com/gpufeed/gpufeed/internal/timeline"
+)
+
+// Result is everything this package concluded about one timeline.
+type Result struct {
+	Progress Progress
+	Blocked  []BlockedThread
+	Deaths   []Death
+	Workers  []WorkerGroup
+	Findings []finding.Finding
+}
+
+// Analyze runs every frozen-job and memory/limit analysis over a timeline
+// and its analysis (built here when a is nil). Findings come most important
+// first: the stall, who died, what is missing, the kernel's reports, where
+// threads wait, then the settings and limits.
+func Analyze(tl *timeline.Timeline, a *derive.View) Result {
+	if a == nil {
+		a = derive.New(tl)
+	}
+	v := newView(tl)
+	cpus := v.threadCPUs()
+	r := Result{Blocked: BlockedThreads(v), Deaths: Deaths(v)}
+	r.Progress = measureProgress(v, r.Deaths)
+	stalled := r.Progress.Stalled()
+	r.Workers = WorkerGroups(v)
+	add := func(fs ...finding.Finding) { r.Findings = append(r.Findings, fs...) }
+	switch {
+	case stalled:
+		add(stalledFinding(v, r.Progress))
+	case r.Progress.Idle != nil:
+		add(idleFinding(v, r.Progress))
+	}
+	add(deathFindings(v, r.Deaths, r.Blocked)...)
+	add(missingRanks(v, r.Deaths)...)
+	add(kernelFindings(v, r.Deaths)...)
+	if stalled || len(r.Deaths) > 0 {
+		if f, ok := blockedTable(v, r.Blocked, finding.Info); ok {
+			add(f)
+		}
+	}
+	if f, ok := uninterruptible(v, r.Blocked); ok {
+		add(f)
+	}
+	add(ncclFindings(v, stalled || len(r.Deaths) > 0)...)
+	add(cowFindings(v, a, r.Workers)...)
+	add(fdFindings(v, a)...)
+	add(gilFindings(v, cpus)...)
+	add(workerFindings(v, r.Workers)...)
+	add(pyStackFindings(v)...)
+	add(kernelLogNotes(v)...)
+	return r
+}
+
+// MeasureProgress says what the job did over the window, for a classifier
+// deciding the stalled and idle classes.
+func MeasureProgress(tl *timeline.Timeline) Progress {
+	v := newView(tl)
+	return measureProgress(v, Deaths(v))
+}

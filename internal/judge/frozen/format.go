@@ -1,0 +1,72 @@
+package frozen
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gpufeed/gpufeed/internal/kernlog"
+)
+
+// safe strips control characters from attacker-controlled text (process
+// names, command lines, kernel lines) before it enters a claim.
+func safe(s string) string { return kernlog.Sanitize(s) }
+
+// fmtBytes writes a byte count in binary units: "80.3 GiB".
+func fmtBytes(b float64) string {
+	units := []string{"B", "KiB", "MiB", "GiB", "TiB"}
+	i := 0
+	for b >= 1024 && i < len(units)-1 {
+		b /= 1024
+		i++
+	}
+	if i == 0 {
+		return strconv.FormatFloat(b, 'f', 0, 64) + " B"
+	}
+	return strconv.FormatFloat(b, 'f', 1, 64) + " " + units[i]
+}
+
+// fmtSeconds writes a window length: "10.0 s".
+func fmtSeconds(d time.Duration) string { return strconv.FormatFloat(d.Seconds(), 'f', 1, 64) + " s" }
+
+// fmtDuration writes a projected time: "42 s", "17 min", "3.5 h", "2.1 days".
+func fmtDuration(d time.Duration) string {
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%.0f s", d.Seconds())
+	case d < time.Hour:
+		return fmt.Sprintf("%.0f min", d.Minutes())
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%.1f h", d.Hours())
+	}
+	return fmt.Sprintf("%.1f days", d.Hours()/24)
+}
+
+// rankRanges writes a set of ranks compactly: "0-2,5".
+func rankRanges(ranks []int) string {
+	sort.Ints(ranks)
+	var parts []string
+	for i := 0; i < len(ranks); {
+		j := i
+		for j+1 < len(ranks) && ranks[j+1] == ranks[j]+1 {
+			j++
+		}
+		if j == i {
+			parts = append(parts, strconv.Itoa(ranks[i]))
+		} else {
+			parts = append(parts, strconv.Itoa(ranks[i])+"-"+strconv.Itoa(ranks[j]))
+		}
+		i = j + 1
+	}
+	return strings.Join(parts, ",")
+}
+
+// plural writes "1 thread" / "3 threads".
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return strconv.Itoa(n) + " " + many
+}

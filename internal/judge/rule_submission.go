@@ -1,0 +1,50 @@
+package judge
+
+import (
+	"fmt"
+
+	"github.com/gpufeed/gpufeed/internal/finding"
+	"github.com/gpufeed/gpufeed/internal/judge/thresholds"
+)
+
+func init() {
+	register(Rule{ID: "launch-thread-saturated", Title: "GPU idle while the launch thread has no time left (submission-bound)",
+		Seed: "002 « Goulot de soumission CPU (launch-bound) », Task 6, Task 12; 000 §7", Run: runSubmission})
+}
+
+// runSubmission: the GPU idles in intervals where the launch thread ran or
+// waited to run at least LaunchSaturatedPct: it could not submit faster.
+func runSubmission(in *Input) []finding.Finding {
+	share := in.Attr.Share[finding.SubmissionBound]
+	L := in.Job.Launch
+	if L == nil || share < thresholds.ModerateSharePct {
+		return nil
+	}
+	th := L.T
+	cpu, wait := nanZero(th.CPU.Mean), nanZero(th.Wait.Mean)
+	f := finding.Finding{
+		ID: "launch-thread-saturated", Severity: in.causeSeverity(share), Supports: finding.SubmissionBound, Subject: threadSubject(th),
+		Seed: "002 « Goulot de soumission CPU (launch-bound) », Task 6, Task 12, Checklist B; 000 §7-8",
+		Claim: fmt.Sprintf("the launch thread %s has no time left to submit work (it ran %.0f%% of the time and waited for a CPU %.0f%%)%s",
+			threadName(th), cpu, wait, in.idleBecause(share)),
+	}
+	f.Evidence = append(f.Evidence, in.gpuUtilEvidence())
+	f.Evidence = append(f.Evidence, in.launchCPUEvidence()...)
+	f.Evidence = append(f.Evidence, in.shareEvidence(finding.SubmissionBound,
+		fmt.Sprintf("launch thread running or runnable ≥ %.0f%% of the interval", thresholds.LaunchSaturatedPct)))
+	if us := th.UserShare; us == us {
+		f.Evidence = append(f.Evidence, ev("launch thread time in the kernel (system share of its CPU)", 100-us, "%",
+			fmt.Sprintf("%.1f s user, %.1f s system over the window", th.UserSec, th.SysSec), fmt.Sprintf("/proc/%d/task/%d/stat utime, stime", th.PID, th.Key.TID)))
+	}
+	f.Evidence = append(f.Evidence, in.launchWhoEvidence())
+	if wait >= thresholds.LaunchWaitPct && wait >= cpu/2 {
+		f.Decision = fmt.Sprintf("Give the launch thread a CPU of its own first: it waited for one %.0f%% of the time (see launch-thread-descheduled). "+
+			"Pin it to a core no other busy thread uses (taskset, cgroup cpuset, Slurm --cpu-bind), size thread pools and workers to the cores, move neighbours away; "+
+			"then cut its work per step with CUDA graphs or fused kernels (000 §6-9).", wait)
+	} else {
+		f.Decision = "Cut the launch thread's work per unit of GPU work: fuse kernels (torch.compile), capture the step in a CUDA graph " +
+			"(torch.compile mode=\"reduce-overhead\", torch.cuda.graph), raise the batch size so each launch carries more work, " +
+			"and move per-sample Python and device calls out of the hot loop (002 launch-bound fixes, Checklist B; 000 §8)."
+	}
+	return []finding.Finding{f}
+}

@@ -1,0 +1,101 @@
+// Package judge judges a timeline: rules are pure functions from a timeline
+// and its derived view (through the shared Input) to findings, one rule per
+// file, their thresholds named constants in internal/judge/thresholds; the
+// classifier (Classify) then picks one verdict: a bottleneck class, a
+// confidence, the findings that carry it and the change to make first, or
+// "inconclusive" with what would make it conclusive.
+//
+// A live run and its recording give the same verdict: nothing here reads
+// anything but the timeline (the platform checks' results travel in it).
+//
+// Adding a rule: a new file with a Rule value registered from its init
+// function. A rule that supports a class sets Finding.Supports; the class's
+// cause finding (CauseID) states the verdict. Frozen-job triage
+// (internal/judge/frozen) runs as one rule and decides the stalled class.
+// The judgement of profiler traces is internal/judge/tracejudge, with the
+// same classes and thresholds.
+package judge
+
+import (
+	"sort"
+
+	"github.com/gpufeed/gpufeed/internal/derive"
+	"github.com/gpufeed/gpufeed/internal/finding"
+	"github.com/gpufeed/gpufeed/internal/timeline"
+)
+
+// Rule is one judgement.
+type Rule struct {
+	// ID is the rule's name; its findings carry IDs it documents (usually the same).
+	ID string
+	// Title says in a few words what it looks at.
+	Title string
+	// Seed is the seed section the rule comes from.
+	Seed string
+	// Run returns the rule's findings (none when it has nothing to say).
+	Run func(in *Input) []finding.Finding
+}
+
+var registry []Rule
+
+// register adds a rule; each rule file calls it from init.
+func register(r Rule) { registry = append(registry, r) }
+
+// Rules lists every rule, by ID.
+func Rules() []Rule {
+	out := append([]Rule(nil), registry...)
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// Judge runs every rule over a timeline and classifies: the verdict and all
+// findings (the verdict's own first).
+func Judge(tl *timeline.Timeline, a *derive.View) (*finding.Verdict, []finding.Finding) {
+	in := NewInput(tl, a)
+	var fs []finding.Finding
+	for _, r := range Rules() {
+		fs = append(fs, r.Run(in)...)
+	}
+	v := Classify(in, fs)
+	fs = settle(v, fs)
+	because := map[string]int{}
+	for i, id := range v.Because {
+		because[id] = i + 1
+	}
+	sort.SliceStable(fs, func(i, j int) bool {
+		bi, bj := because[fs[i].ID], because[fs[j].ID]
+		switch {
+		case bi != 0 && bj != 0:
+			return bi < bj
+		case bi != 0 || bj != 0:
+			return bi != 0
+		}
+		return fs[i].Severity > fs[j].Severity
+	})
+	return &v, fs
+}
+
+// settle makes the findings agree with the verdict: when the job is stalled
+// or idle, other classes' cause findings describe its symptoms (an idle GPU,
+// a sleeping thread) as if the job were running, so they are dropped; when
+// the GPU is busy (GPU-bound), a minor cause of its little idle time is
+// information, not a warning.
+func settle(v finding.Verdict, fs []finding.Finding) []finding.Finding {
+	causeOf := map[string]finding.Class{}
+	for c, id := range CauseID {
+		causeOf[id] = c
+	}
+	out := fs[:0]
+	for _, f := range fs {
+		if c, ok := causeOf[f.ID]; ok && c != v.Class {
+			switch v.Class {
+			case finding.Stalled, finding.Idle:
+				continue
+			case finding.GPUBound:
+				f.Severity = finding.Info
+			}
+		}
+		out = append(out, f)
+	}
+	return out
+}

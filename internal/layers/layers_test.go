@@ -1,0 +1,255 @@
+package layers
+
+import (
+	"errors"
+	"fmt"
+	"go/build"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/gpufeed/gpufeed/internal/golden"
+)
+
+const module = "github.com/gpufeed/gpufeed"
+
+// Layers, bottom up, and the layers each may import (its own included).
+var layers = []struct {
+	name    string
+	imports []string
+	pkgs    []string
+}{
+	{"vocabulary", []string{"vocabulary"}, []string{
+		"internal/finding", "internal/timeline", "internal/cpuset", "internal/safetext", "internal/gpu",
+		"internal/trace", "internal/kernlog", "internal/profile", "internal/gpu/sim/wire", "python"}},
+	{"sources", []string{"vocabulary", "sources"}, []string{
+		"internal/procfs", "internal/kmsg", "internal/profile/pyspy", "internal/sample", "internal/gpu/nvml",
+		"internal/gpu/sim", "internal/gpu/sim/simclient", "internal/gpu/gpusource", "internal/trace/kineto",
+		"internal/trace/nsys", "internal/trace/load", "internal/trace/tracegen", "internal/check", "internal/demo"}},
+	{"derive", []string{"vocabulary", "derive"}, []string{"internal/derive", "internal/derive/tracestats"}},
+	{"judge", []string{"vocabulary", "derive", "judge"}, []string{
+		"internal/judge", "internal/judge/frozen", "internal/judge/thresholds", "internal/judge/tracejudge"}},
+	{"render", []string{"vocabulary", "derive", "judge", "render"}, []string{"internal/render"}},
+	{"pipeline", []string{"vocabulary", "sources", "derive", "judge", "render", "pipeline"}, []string{"internal/diagnose"}},
+	{"commands", []string{"vocabulary", "sources", "derive", "judge", "render", "pipeline"}, []string{"cmd/gpufeed", "cmd/tracegen"}},
+	{"testing", []string{"vocabulary", "testing"}, []string{"internal/golden", "internal/clitest", "internal/testjob", "internal/layers"}},
+}
+
+// graph lists the module's packages and their direct imports within it
+// (test files left out: a test may use any package to build its fixture).
+// It reads the sources with go/build, in this process, so that go test's
+// cache knows which files the result depends on.
+func graph(t *testing.T) map[string][]string {
+	t.Helper()
+	root := filepath.Join("..", "..")
+	g := map[string][]string{}
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || !d.IsDir() {
+			return err
+		}
+		name := d.Name()
+		if path != root && (name == "testdata" || name == "vendor" || strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_")) {
+			return filepath.SkipDir
+		}
+		p, err := build.Default.ImportDir(path, 0)
+		if err != nil {
+			var noGo *build.NoGoError
+			if errors.As(err, &noGo) {
+				return nil
+			}
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		rel = filepath.ToSlash(rel)
+		g[rel] = []string{}
+		for _, imp := range p.Imports {
+			if r, ok := strings.CutPrefix(imp, module+"/"); ok {
+				g[rel] = append(g[rel], r)
+			}
+		}
+		slices.Sort(g[rel])
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+func layerOf() map[string]string {
+	m := map[string]string{}
+	for _, l := range layers {
+		for _, p := range l.pkgs {
+			m[p] = l.name
+		}
+	}
+	return m
+}
+
+// TestImportsRunOneWay fails when a package imports one of a layer its own
+// may not use: a source imports a derive, judge or render package, a
+// renderer or a judge a source, or a package imports one above it.
+func TestImportsRunOneWay(t *testing.T) {
+	g := graph(t)
+	of := layerOf()
+	allowed := map[string][]string{}
+	for _, l := range layers {
+		allowed[l.name] = l.imports
+	}
+	for p := range g {
+		if of[p] == "" {
+			t.Errorf("package %s belongs to no layer: add it to the table in layers_test.go and to docs/ARCHITECTURE.md", p)
+		}
+	}
+	for p := range of {
+		if _, ok := g[p]; !ok {
+			t.Errorf("the layer table names %s, which no longer exists", p)
+		}
+	}
+	for p, imps := range g {
+		for _, imp := range imps {
+			lp, li := of[p], of[imp]
+			if lp == "" || li == "" {
+				continue
+			}
+			if !slices.Contains(allowed[lp], li) {
+				t.Errorf("%s (%s) imports %s (%s): %s may import only %s", p, lp, imp, li, lp, strings.Join(allowed[lp], ", "))
+			}
+		}
+	}
+}
+
+// TestNoLayerReachesAForbiddenOne checks the closure too, with the
+// sentences the design states: probes import no judge, renderers import no
+// probe, judgement imports no reader.
+func TestNoLayerReachesAForbiddenOne(t *testing.T) {
+	g := graph(t)
+	of := layerOf()
+	for p := range g {
+		deps := closure(g, p)
+		for _, d := range deps {
+			switch lp, ld := of[p], of[d]; {
+			case lp == "sources" && (ld == "derive" || ld == "judge" || ld == "render" || ld == "pipeline"):
+				t.Errorf("source %s reaches %s (%s)", p, d, ld)
+			case (lp == "render" || lp == "judge" || lp == "derive") && ld == "sources":
+				t.Errorf("%s %s reaches the source %s", lp, p, d)
+			case lp != "testing" && ld == "testing":
+				t.Errorf("%s reaches the test helper %s", p, d)
+			}
+		}
+	}
+}
+
+func closure(g map[string][]string, p string) []string {
+	seen := map[string]bool{}
+	var walk func(string)
+	walk = func(q string) {
+		for _, d := range g[q] {
+			if !seen[d] {
+				seen[d] = true
+				walk(d)
+			}
+		}
+	}
+	walk(p)
+	var out []string
+	for d := range seen {
+		out = append(out, d)
+	}
+	slices.Sort(out)
+	return out
+}
+
+var (
+	archPath  = filepath.Join("..", "..", "docs", "ARCHITECTURE.md")
+	tableRow  = regexp.MustCompile("(?m)^\\| `([^`]+)` \\|")
+	beginMark = "<!-- import graph: generated by go test ./internal/layers -update; do not edit -->\n"
+	endMark   = "<!-- end of import graph -->\n"
+)
+
+// TestArchitectureDocIsTheCode checks that docs/ARCHITECTURE.md's package
+// table names every package and nothing else, and that its import graph is
+// the one the code has (go test ./internal/layers -update rewrites it).
+func TestArchitectureDocIsTheCode(t *testing.T) {
+	g := graph(t)
+	b, err := os.ReadFile(archPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	listed := map[string]bool{}
+	for _, m := range tableRow.FindAllStringSubmatch(doc, -1) {
+		listed[m[1]] = true
+		if _, ok := g[m[1]]; !ok {
+			t.Errorf("docs/ARCHITECTURE.md lists %s, which is not a package", m[1])
+		}
+	}
+	for p := range g {
+		if !listed[p] {
+			t.Errorf("docs/ARCHITECTURE.md's package table does not list %s", p)
+		}
+	}
+	i, j := strings.Index(doc, beginMark), strings.Index(doc, endMark)
+	if i < 0 || j < i {
+		t.Fatalf("docs/ARCHITECTURE.md has no generated import graph between %q and %q", beginMark, endMark)
+	}
+	want := doc[:i+len(beginMark)] + render(g) + doc[j:]
+	golden.Check(t, archPath, want)
+}
+
+// render writes the graph: which layers each layer imports, then each
+// package's direct imports, layer by layer, top down.
+func render(g map[string][]string) string {
+	of := layerOf()
+	var b strings.Builder
+	b.WriteString("```\n")
+	for i := len(layers) - 1; i >= 0; i-- {
+		l := layers[i]
+		uses := map[string]bool{}
+		for _, p := range l.pkgs {
+			for _, d := range g[p] {
+				if of[d] != l.name {
+					uses[of[d]] = true
+				}
+			}
+		}
+		var u []string
+		for _, o := range layers {
+			if uses[o.name] {
+				u = append(u, o.name)
+			}
+		}
+		fmt.Fprintf(&b, "%-10s -> %s\n", l.name, strings.Join(orNone(u), ", "))
+	}
+	b.WriteString("\n")
+	for i := len(layers) - 1; i >= 0; i-- {
+		l := layers[i]
+		fmt.Fprintf(&b, "%s:\n", l.name)
+		pkgs := append([]string(nil), l.pkgs...)
+		slices.Sort(pkgs)
+		for _, p := range pkgs {
+			fmt.Fprintf(&b, "  %-27s -> %s\n", p, strings.Join(orNone(short(g[p])), " "))
+		}
+	}
+	b.WriteString("```\n")
+	return b.String()
+}
+
+func short(ps []string) []string {
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = strings.TrimPrefix(p, "internal/")
+	}
+	return out
+}
+
+func orNone(s []string) []string {
+	if len(s) == 0 {
+		return []string{"(nothing of gpufeed)"}
+	}
+	return s
+}

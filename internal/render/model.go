@@ -1,0 +1,257 @@
+// The diagnose and report commands' report model, built from a timeline,
+// its derived view and (when rules ran) a verdict and findings, and its
+// renderers (text, json). Build decides everything that is shown; renderers
+// only format, so every output says the same thing.
+
+package render
+
+import (
+	"github.com/gpufeed/gpufeed/internal/finding"
+	"github.com/gpufeed/gpufeed/internal/timeline"
+)
+
+// SchemaVersion is the version of the JSON report (docs/JSON.md). Bump it on
+// any incompatible change.
+const SchemaVersion = 1
+
+// Report is what diagnose and report print.
+type Report struct {
+	SchemaVersion int     `json:"schema_version"`
+	Tool          string  `json:"tool"`
+	Target        Target  `json:"target"`
+	Window        Window  `json:"window"`
+	Machine       Machine `json:"machine"`
+
+	// Verdict is nil when no rules ran.
+	Verdict  *finding.Verdict  `json:"verdict,omitempty"`
+	Findings []finding.Finding `json:"findings"`
+
+	Processes []Process `json:"processes"`
+	Host      *Host     `json:"host,omitempty"`
+	GPUSource string    `json:"gpu_source"`
+	GPUs      []GPU     `json:"gpus"`
+
+	Observer   *Observer       `json:"observer,omitempty"`
+	Counts     timeline.Counts `json:"counts"`
+	NotVisible []NotVisible    `json:"not_visible"`
+	Events     []Event         `json:"events"`
+	// KernelLinesOther counts the kernel log lines read for triage that
+	// concern neither the job's processes nor a GPU, left out of Events.
+	KernelLinesOther int `json:"kernel_lines_other"`
+	// Notes are warnings about the data itself (a truncated recording).
+	Notes []string `json:"notes"`
+}
+
+// Target is what was observed.
+type Target struct {
+	PID      int      `json:"pid"`
+	Comm     string   `json:"comm"`
+	Command  []string `json:"command,omitempty"`
+	Launched bool     `json:"launched"`
+	ExitCode *int     `json:"exit_code,omitempty"`
+}
+
+// Window is when and how long.
+type Window struct {
+	Started string `json:"started"` // RFC 3339, UTC
+	// Seconds is the time from the first sample to the last.
+	Seconds     float64 `json:"seconds"`
+	PlannedSecs float64 `json:"planned_seconds"`
+	Interval    string  `json:"interval"`
+	SlowTier    string  `json:"slow_tier"`
+	RollupTier  string  `json:"rollup_tier"`
+	Samples     int     `json:"samples"`
+	Ended       string  `json:"ended"`
+}
+
+// Machine describes the host.
+type Machine struct {
+	Hostname string `json:"hostname"`
+	Kernel   string `json:"kernel"`
+	Arch     string `json:"arch,omitempty"`
+	NumCPU   int    `json:"num_cpu"`
+}
+
+// Stat is p50/p95/max of a per-interval series; nil fields were not measured.
+type Stat struct {
+	P50 *float64 `json:"p50"`
+	P95 *float64 `json:"p95"`
+	Max *float64 `json:"max"`
+	N   int      `json:"n"`
+}
+
+// Process is one process of the tree with its threads.
+type Process struct {
+	PID int `json:"pid"`
+	// StartTime is the process's start in clock ticks since boot (stat
+	// field 22): with the pid, its identity across pid reuse.
+	StartTime uint64 `json:"start_time"`
+	PPID      int    `json:"ppid"`
+	Comm      string `json:"comm"`
+	Role      string `json:"role,omitempty"`
+	Rank      string `json:"rank,omitempty"`
+	// Start is how it came from its parent: "fork" (its parent's memory
+	// layout: no exec) or "exec"; empty when not known.
+	Start   string   `json:"start,omitempty"`
+	Cmdline []string `json:"cmdline,omitempty"`
+	Exited  bool     `json:"exited,omitempty"`
+	// Env holds only allowlisted variables.
+	Env         map[string]string `json:"env,omitempty"`
+	CPUsAllowed string            `json:"cpus_allowed,omitempty"`
+	MemsAllowed string            `json:"mems_allowed,omitempty"`
+
+	ThreadCount int `json:"thread_count"`
+	// CPUPercent is the process's CPU in percent of one core per interval.
+	CPUPercent Stat `json:"cpu_percent"`
+
+	RSSBytes       *float64 `json:"rss_bytes"`
+	PSSBytes       *float64 `json:"pss_bytes"`
+	USSBytes       *float64 `json:"uss_bytes"`
+	USSGrowthBps   *float64 `json:"uss_growth_bytes_per_sec"`
+	RSSGrowthBps   *float64 `json:"rss_growth_bytes_per_sec"`
+	FDs            *float64 `json:"fds"`
+	FDLimit        *uint64  `json:"fd_soft_limit,omitempty"`
+	FDLimitHard    *uint64  `json:"fd_hard_limit,omitempty"`
+	FDGrowthPerSec *float64 `json:"fd_growth_per_sec"`
+
+	ReadBytesPerSec     *float64 `json:"read_bytes_per_sec"`      // rchar: read-like calls
+	DiskReadBytesPerSec *float64 `json:"disk_read_bytes_per_sec"` // read_bytes: from storage
+	ReadCallsPerSec     *float64 `json:"read_calls_per_sec"`
+	MeanReadBytes       *float64 `json:"mean_read_bytes"`
+
+	// Threads are sorted busiest first (p95 CPU). Text shows the first
+	// ShownThreads; HiddenThreads summarises the rest.
+	Threads       []Thread       `json:"threads"`
+	ShownThreads  int            `json:"-"`
+	HiddenThreads *HiddenThreads `json:"-"`
+	// NotVisible maps a field to why it could not be read.
+	NotVisible map[string]string `json:"not_visible,omitempty"`
+}
+
+// HiddenThreads summarises the threads the text report does not list.
+type HiddenThreads struct {
+	Count     int     `json:"count"`
+	MaxCPUP95 float64 `json:"max_cpu_p95"`
+}
+
+// Thread is one thread's line.
+type Thread struct {
+	TID    int    `json:"tid"`
+	Comm   string `json:"comm"`
+	Role   string `json:"role,omitempty"`
+	Exited bool   `json:"exited,omitempty"`
+	// CPUPercent: share of one core per interval (schedstat).
+	CPUPercent Stat `json:"cpu_percent"`
+	// UserPercent: user share of its CPU time (utime / (utime+stime)).
+	UserPercent *float64 `json:"user_percent"`
+	// RunQueueWaitPercent: share of wall time runnable but not running, mean and p95.
+	RunQueueWaitPercent    *float64 `json:"runqueue_wait_percent"`
+	RunQueueWaitPercentP95 *float64 `json:"runqueue_wait_percent_p95"`
+	VoluntaryPerSec        *float64 `json:"voluntary_switches_per_sec"`
+	InvoluntaryPerSec      *float64 `json:"involuntary_switches_per_sec"`
+	// State is the last state read ("R", "S", "D"...).
+	State string `json:"state"`
+	// Blocked is where it last waited (slow tier), when it was asleep.
+	Blocked *timeline.Blocked `json:"blocked,omitempty"`
+}
+
+// Host is the machine during the window.
+type Host struct {
+	NumCPU      int        `json:"num_cpu"`
+	BusyPercent Stat       `json:"busy_percent"`
+	IOWaitPct   *float64   `json:"iowait_percent"`
+	Busiest     []CPUShare `json:"busiest_cpus"`
+	// RunQueue is procs_running (host-wide runnable tasks) per tick.
+	RunQueue       Stat     `json:"procs_running"`
+	RunQueuePerCPU *float64 `json:"procs_running_per_cpu_p95"`
+	ProcsBlocked   *float64 `json:"procs_blocked_max"`
+	PSI            *PSI     `json:"psi,omitempty"`
+	MemAvailable   *float64 `json:"mem_available_bytes"`
+	MemTotal       *float64 `json:"mem_total_bytes"`
+	Dirty          *float64 `json:"dirty_bytes"`
+	Disks          []Disk   `json:"disks"`
+}
+
+// CPUShare is one CPU's mean shares over the window, in percent.
+type CPUShare struct {
+	CPU    int      `json:"cpu"`
+	Busy   *float64 `json:"busy"`
+	User   *float64 `json:"user"`
+	System *float64 `json:"system"`
+	IOWait *float64 `json:"iowait"`
+	IRQ    *float64 `json:"irq"`
+	Steal  *float64 `json:"steal"`
+}
+
+// PSI holds mean stall shares in percent over the window.
+type PSI struct {
+	CPUSome *float64 `json:"cpu_some"`
+	MemSome *float64 `json:"memory_some"`
+	MemFull *float64 `json:"memory_full"`
+	IOSome  *float64 `json:"io_some"`
+	IOFull  *float64 `json:"io_full"`
+}
+
+// Disk is one block device's rates over the window.
+type Disk struct {
+	Name          string   `json:"name"`
+	ReadsPerSec   *float64 `json:"reads_per_sec"`
+	ReadKBPerSec  *float64 `json:"read_kb_per_sec"`
+	WritesPerSec  *float64 `json:"writes_per_sec"`
+	WriteKBPerSec *float64 `json:"write_kb_per_sec"`
+	AwaitMS       *float64 `json:"await_ms"`
+	UtilPercent   *float64 `json:"util_percent"`
+}
+
+// GPU is one device over the window.
+type GPU struct {
+	Index int    `json:"index"`
+	Name  string `json:"name"`
+	UUID  string `json:"uuid,omitempty"`
+	// UtilPercent is per-interval utilisation: p10/p50/p90 show burstiness.
+	UtilP10    *float64 `json:"util_p10"`
+	UtilP50    *float64 `json:"util_p50"`
+	UtilP90    *float64 `json:"util_p90"`
+	UtilMean   *float64 `json:"util_mean"`
+	UtilN      int      `json:"util_n"`
+	MemUtilP50 *float64 `json:"mem_util_p50"`
+	SMClockP50 *float64 `json:"sm_clock_mhz_p50"`
+	SMClockMin *float64 `json:"sm_clock_mhz_min"`
+	MaxSMClock *uint32  `json:"max_sm_clock_mhz,omitempty"`
+	PowerP50   *float64 `json:"power_w_p50"`
+	PowerLimit *float64 `json:"power_limit_w,omitempty"`
+	TempMax    *float64 `json:"temp_c_max"`
+	PCIeTxP50  *float64 `json:"pcie_tx_bytes_per_sec_p50"`
+	PCIeRxP50  *float64 `json:"pcie_rx_bytes_per_sec_p50"`
+	// ClockEventReasons is the OR of NVML throttle reasons seen.
+	ClockEventReasons uint64   `json:"clock_event_reasons"`
+	Lost              string   `json:"lost,omitempty"`
+	Unsupported       []string `json:"unsupported,omitempty"`
+}
+
+// Observer is gpufeed's own cost while sampling.
+type Observer struct {
+	CPUPercentOfCore  *float64 `json:"cpu_percent_of_core"`
+	CPUSeconds        float64  `json:"cpu_seconds"`
+	USPerThreadSample *float64 `json:"us_per_thread_sample"`
+	ThreadSamples     int      `json:"thread_samples"`
+	TickP50MS         float64  `json:"tick_p50_ms"`
+	TickMaxMS         float64  `json:"tick_max_ms"`
+	Overruns          int      `json:"overruns"`
+}
+
+// NotVisible is a fact that could not be read, and the privilege that would show it.
+type NotVisible struct {
+	Subject string `json:"subject"` // "host", "pid 123 (python3)"
+	Field   string `json:"field"`
+	Why     string `json:"why"`
+}
+
+// Event is something that happened once during the window.
+type Event struct {
+	AtSec float64 `json:"at_sec"`
+	Kind  string  `json:"kind"`
+	PID   int     `json:"pid,omitempty"`
+	TID   int     `json:"tid,omitempty"`
+	Text  string  `json:"text,omitempty"`
+}
