@@ -12,6 +12,14 @@ import (
 // (the launch thread's waits not read, or no launch thread).
 const Unexplained finding.Class = ""
 
+// SpinOrSubmit is the attribution key of GPU idle time that passed while the
+// launch thread was on a CPU but that /proc cannot give to one class: it was
+// either submitting work (submission-bound) or spinning in a synchronisation
+// (sync-bound), which CUDA does by default and which looks the same from
+// outside the thread (running, user time, no system call). It is not a
+// class: the verdict names neither and says what would separate them.
+const SpinOrSubmit finding.Class = "submission-bound or sync-bound (spinning)"
+
 // Attribution is where the GPU's idle time went. Interval by interval, the
 // idle share (100 % minus utilisation) is attributed to what the CPU side
 // was doing in that interval, following the playbook of seed 002 ("first,
@@ -114,7 +122,7 @@ func attribute(in *Input) Attribution {
 			r, q := L.T.CPUPct[i], nanZero(L.T.WaitPct[i])
 			if r+q >= thresholds.LaunchSaturatedPct {
 				at.LaunchSaturated++
-				w[finding.SubmissionBound] = 1
+				splitSaturated(w, r+q, g, c, idle)
 				break
 			}
 			attributeSpare(w, j, i, mix, r, q, g, c, idle)
@@ -140,6 +148,49 @@ func attribute(in *Input) Attribution {
 		at.IdlePct = math.NaN()
 	}
 	return at
+}
+
+// splitSaturated splits the idle time of an interval in which the launch
+// thread was on a CPU (running or runnable) busy% of it. Its time on a CPU is
+// submission work, or a synchronisation that spins: CUDA waits by spinning
+// (cudaDeviceScheduleAuto spins while a process has fewer active contexts
+// than the host has CPUs; CUDA Runtime API, cudaSetDeviceFlags), and a
+// spinning wait is a running thread in user mode with no system call, as a
+// launch loop is. A spin lasts only while work it waits for is unfinished,
+// so at most while the device was busy (kernels or copies, g + c): the
+// thread's work was at least busy - min(busy, g + c). If that work exceeds
+// the GPU's own (g), the CPU could not keep the GPU fed even with no
+// synchronisation at all: the GPU would still idle 1 - g/work of the time,
+// and that much of the idle time is submission whatever the thread did. The
+// rest could be either: it goes to SpinOrSubmit.
+//
+// When the copy engines were busier than the kernels (at least
+// TransferMinCopyPct and at least g), that bound does not hold: a copy from
+// pageable memory keeps the thread on the CPU staging it through a bounce
+// buffer (CUDA Driver API, "API synchronization behavior"), and runs below
+// the link's rate for longer than its throughput says, so a wait on it can
+// outlast c. The thread was then moving data or waiting for it, as a
+// thread asleep on the device while copies dominate is (attributeSpare):
+// transfer-bound.
+func splitSaturated(w map[finding.Class]float64, busy, g, c, idle float64) {
+	if idle <= 0 {
+		w[finding.SubmissionBound] = 1
+		return
+	}
+	if c >= thresholds.TransferMinCopyPct && c >= g {
+		w[finding.TransferBound] = 1
+		return
+	}
+	spin := math.Min(busy, math.Min(100, g+c))
+	work := busy - spin
+	sure := 0.0
+	if work > g && work > 0 {
+		sure = math.Min(idle, 100*(1-g/work))
+	}
+	w[finding.SubmissionBound] = sure / idle
+	if sure < idle {
+		w[SpinOrSubmit] = 1 - sure/idle
+	}
 }
 
 // attributeSpare splits an interval's GPU idle time when the launch thread
