@@ -41,6 +41,12 @@ type Scenario struct {
 	// NoGPU: the workload uses no GPU and is diagnosed with none in view
 	// (as diagnose --device none); its simulated device is still started.
 	NoGPU bool
+	// Sync is how the workload's CUDA waits behave when the scenario is
+	// about them: "spin", "yield" or "block" (GPUFEED_SIMDEV_SYNC, the
+	// simulated driver's CU_CTX_SCHED_* flags). Empty: the environment's
+	// GPUFEED_SIMDEV_SYNC, else CUDA's default (auto: spin while the process
+	// has fewer active contexts than the host has CPUs).
+	Sync string
 }
 
 // Default is the scenario `gpufeed demo` runs without a name.
@@ -49,8 +55,15 @@ const Default = "launch-bound"
 var scenarios = []Scenario{
 	{Name: "launch-bound", Expect: finding.SubmissionBound, Python: "launch_bound.py",
 		Title: "one Python thread launching 2 us kernels: the GPU idles between launches"},
-	{Name: "sync-bound", Expect: finding.SyncBound, Python: "sync_bound.py",
-		Title: "a synchronisation (loss.item()) after every four 1 ms kernels, then 1 ms of CPU: the CPU never runs ahead"},
+	{Name: "sync-bound", Expect: finding.SyncBound, Python: "sync_bound.py", Sync: "block",
+		Title: "a synchronisation (loss.item()) after every four 1 ms kernels, then 1 ms of CPU, with blocking synchronisation: the CPU never runs ahead"},
+	// The same job with CUDA's spinning wait reads as a launch thread always
+	// on a CPU, as a launch loop does: the verdict must name neither class
+	// and say what would separate them.
+	{Name: "sync-bound-spin", Expect: finding.Inconclusive, Python: "sync_bound.py", Sync: "spin", MustFind: []string{"launch-thread-spins-or-submits"},
+		Title: "the sync-bound job with spinning synchronisation (CUDA's default): from outside the thread, spinning and launching look the same"},
+	{Name: "preprocessing-main-thread", Expect: finding.SubmissionBound, Python: "preprocessing_main_thread.py",
+		Title: "a DataLoader with num_workers=0: the training thread decompresses each batch itself (20 ms of CPU), then 1 ms of kernels and a loss read"},
 	{Name: "preprocessing-bound", Expect: finding.Preprocessing, Python: "preprocessing.py", MustFind: []string{"dataloader-workers-vs-cores"},
 		Title: "one worker process per CPU decompressing zlib records for the trainer: the GPU waits for batches"},
 	{Name: "storage-bound", Expect: finding.StorageBound, Python: "storage.py", Storage: true,
@@ -102,10 +115,19 @@ func Lookup(name string) (Scenario, error) {
 }
 
 // Check compares a verdict and findings with what the scenario must
-// produce; it returns what is wrong, or "" when all is as expected.
+// produce; it returns what is wrong, or "" when all is as expected. No
+// finding of a scenario may be critical unless it is stalled: a false
+// "CRITICAL" about a job that runs costs more than a missed finding.
 func (s Scenario) Check(v *finding.Verdict, fs []finding.Finding) string {
 	if v == nil {
 		return "no verdict"
+	}
+	if s.Expect != finding.Stalled {
+		for _, f := range fs {
+			if f.Severity == finding.Critical {
+				return fmt.Sprintf("verdict %s, but a critical %s finding about a job that runs", v.Class, f.ID)
+			}
+		}
 	}
 	if v.Class != s.Expect {
 		return fmt.Sprintf("verdict %s, expected %s", v.Class, s.Expect)

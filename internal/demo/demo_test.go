@@ -62,6 +62,33 @@ func TestCheck(t *testing.T) {
 	if p := s.Check(nil, nil); p == "" {
 		t.Error("no verdict accepted")
 	}
+	// A critical finding about a job that runs fails the scenario, even with
+	// the right class.
+	if p := s.Check(v, []finding.Finding{{ID: "launch-thread-descheduled"}, {ID: "job-stalled", Severity: finding.Critical}}); !strings.Contains(p, "critical job-stalled") {
+		t.Errorf("critical finding on a running job: %q", p)
+	}
+	st, _ := Lookup("stalled")
+	if p := st.Check(&finding.Verdict{Class: finding.Stalled}, []finding.Finding{{ID: "job-stalled", Severity: finding.Critical}}); p != "" {
+		t.Errorf("stalled scenario with its critical finding: %q", p)
+	}
+}
+
+// TestSyncVariants: the synchronisation-bound job runs twice, once with
+// blocking waits (sync-bound) and once with CUDA's spinning ones, where the
+// verdict must name neither class; the runner's environment says which.
+func TestSyncVariants(t *testing.T) {
+	block, _ := Lookup("sync-bound")
+	spin, err := Lookup("sync-bound-spin")
+	if err != nil || block.Python != spin.Python || block.Sync != "block" || spin.Sync != "spin" ||
+		spin.Expect != finding.Inconclusive || len(spin.MustFind) == 0 {
+		t.Fatalf("sync-bound %+v, sync-bound-spin %+v (%v)", block, spin, err)
+	}
+	if m := syncMode([]string{"GPUFEED_SIMDEV_SYNC=spin", "PATH=/bin", "GPUFEED_SIMDEV_SYNC=block"}); m != "block" {
+		t.Errorf("the last GPUFEED_SIMDEV_SYNC counts: got %q", m)
+	}
+	if m := syncMode([]string{"PATH=/bin"}); m != "" {
+		t.Errorf("no GPUFEED_SIMDEV_SYNC: got %q", m)
+	}
 }
 
 // TestPythonWorkloadsCompile byte-compiles every embedded script with the
