@@ -47,6 +47,10 @@ type Scenario struct {
 	// GPUFEED_SIMDEV_SYNC, else CUDA's default (auto: spin while the process
 	// has fewer active contexts than the host has CPUs).
 	Sync string
+	// UnderLoad is a verdict also accepted when the host's other load made
+	// the launch thread wait for a CPU: with launch-thread-descheduled among
+	// the findings, it holds whatever the thread did while it ran.
+	UnderLoad finding.Class
 }
 
 // Default is the scenario `gpufeed demo` runs without a name.
@@ -60,7 +64,11 @@ var scenarios = []Scenario{
 	// The same job with CUDA's spinning wait reads as a launch thread always
 	// on a CPU, as a launch loop does: the verdict must name neither class
 	// and say what would separate them.
-	{Name: "sync-bound-spin", Expect: finding.Inconclusive, Python: "sync_bound.py", Sync: "spin", MustFind: []string{"launch-thread-spins-or-submits"},
+	// On a crowded host its waits for a CPU (which hold it from noticing
+	// that the GPU finished as much as from launching) can be the larger
+	// cause: submission-bound with launch-thread-descheduled, a CPU of its
+	// own first.
+	{Name: "sync-bound-spin", Expect: finding.Inconclusive, UnderLoad: finding.SubmissionBound, Python: "sync_bound.py", Sync: "spin", MustFind: []string{"launch-thread-spins-or-submits"},
 		Title: "the sync-bound job with spinning synchronisation (CUDA's default): from outside the thread, spinning and launching look the same"},
 	{Name: "preprocessing-main-thread", Expect: finding.SubmissionBound, Python: "preprocessing_main_thread.py",
 		Title: "a DataLoader with num_workers=0: the training thread decompresses each batch itself (20 ms of CPU), then 1 ms of kernels and a loss read"},
@@ -129,12 +137,12 @@ func (s Scenario) Check(v *finding.Verdict, fs []finding.Finding) string {
 			}
 		}
 	}
-	if v.Class != s.Expect {
-		return fmt.Sprintf("verdict %s, expected %s", v.Class, s.Expect)
-	}
 	have := map[string]bool{}
 	for _, f := range fs {
 		have[f.ID] = true
+	}
+	if v.Class != s.Expect && !(v.Class == s.UnderLoad && have["launch-thread-descheduled"]) {
+		return fmt.Sprintf("verdict %s, expected %s", v.Class, s.Expect)
 	}
 	for _, id := range s.MustFind {
 		if !have[id] {

@@ -83,6 +83,19 @@ func TestSyncVariants(t *testing.T) {
 		spin.Expect != finding.Inconclusive || len(spin.MustFind) == 0 {
 		t.Fatalf("sync-bound %+v, sync-bound-spin %+v (%v)", block, spin, err)
 	}
+	spinFound := []finding.Finding{{ID: "launch-thread-spins-or-submits"}}
+	if p := spin.Check(&finding.Verdict{Class: finding.Inconclusive}, spinFound); p != "" {
+		t.Errorf("spinning, inconclusive: %q", p)
+	}
+	if p := spin.Check(&finding.Verdict{Class: finding.SubmissionBound}, spinFound); !strings.Contains(p, "expected inconclusive") {
+		t.Errorf("spinning, submission-bound without waiting for a CPU: %q", p)
+	}
+	if p := spin.Check(&finding.Verdict{Class: finding.SubmissionBound}, append(spinFound, finding.Finding{ID: "launch-thread-descheduled"})); p != "" {
+		t.Errorf("spinning on a crowded host, submission-bound with the launch thread descheduled: %q", p)
+	}
+	if p := spin.Check(&finding.Verdict{Class: finding.SyncBound}, spinFound); p == "" {
+		t.Error("spinning judged sync-bound accepted")
+	}
 	if m := syncMode([]string{"GPUFEED_SIMDEV_SYNC=spin", "PATH=/bin", "GPUFEED_SIMDEV_SYNC=block"}); m != "block" {
 		t.Errorf("the last GPUFEED_SIMDEV_SYNC counts: got %q", m)
 	}

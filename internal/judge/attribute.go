@@ -122,7 +122,7 @@ func attribute(in *Input) Attribution {
 			r, q := L.T.CPUPct[i], nanZero(L.T.WaitPct[i])
 			if r+q >= thresholds.LaunchSaturatedPct {
 				at.LaunchSaturated++
-				splitSaturated(w, r+q, g, c, idle)
+				splitSaturated(w, r, q, g, c, idle)
 				break
 			}
 			attributeSpare(w, j, i, mix, r, q, g, c, idle)
@@ -151,28 +151,34 @@ func attribute(in *Input) Attribution {
 }
 
 // splitSaturated splits the idle time of an interval in which the launch
-// thread was on a CPU (running or runnable) busy% of it. Its time on a CPU is
-// submission work, or a synchronisation that spins: CUDA waits by spinning
-// (cudaDeviceScheduleAuto spins while a process has fewer active contexts
-// than the host has CPUs; CUDA Runtime API, cudaSetDeviceFlags), and a
-// spinning wait is a running thread in user mode with no system call, as a
-// launch loop is. A spin lasts only while work it waits for is unfinished,
-// so at most while the device was busy (kernels or copies, g + c): the
-// thread's work was at least busy - min(busy, g + c). If that work exceeds
-// the GPU's own (g), the CPU could not keep the GPU fed even with no
-// synchronisation at all: the GPU would still idle 1 - g/work of the time,
-// and that much of the idle time is submission whatever the thread did. The
-// rest could be either: it goes to SpinOrSubmit.
+// thread ran r% of it and waited for a CPU q% (r + q at least
+// LaunchSaturatedPct). Its running time is submission work, or a
+// synchronisation that spins: CUDA waits by spinning (cudaDeviceScheduleAuto
+// spins while a process has fewer active contexts than the host has CPUs;
+// CUDA Runtime API, cudaSetDeviceFlags), and a spinning wait is a running
+// thread in user mode with no system call, as a launch loop is. A spin lasts
+// only while work it waits for is unfinished, so at most while the device
+// was busy (kernels or copies, g + c): the thread ran at least
+// r - min(r, g + c) of real work. At the same share of a CPU as it got
+// (r of r + q), that work needs wall = work * (r + q) / r of the interval;
+// if that exceeds the GPU's own time g, the CPU could not keep the GPU fed
+// even with no synchronisation at all: the GPU would still idle 1 - g/wall
+// of the time, and that much of the idle is submission whatever the thread
+// did. Of the rest, the share the thread spent waiting for a CPU (q of
+// r + q) is submission too under either reading: a thread waiting to run
+// cannot launch, nor notice that the GPU finished and queue the next step
+// (the launch thread descheduled). What remains could be either: it goes
+// to SpinOrSubmit.
 //
 // When the copy engines were busier than the kernels (at least
-// TransferMinCopyPct and at least g), that bound does not hold: a copy from
+// TransferMinCopyPct and at least g), the bound does not hold: a copy from
 // pageable memory keeps the thread on the CPU staging it through a bounce
 // buffer (CUDA Driver API, "API synchronization behavior"), and runs below
 // the link's rate for longer than its throughput says, so a wait on it can
 // outlast c. The thread was then moving data or waiting for it, as a
 // thread asleep on the device while copies dominate is (attributeSpare):
 // transfer-bound.
-func splitSaturated(w map[finding.Class]float64, busy, g, c, idle float64) {
+func splitSaturated(w map[finding.Class]float64, r, q, g, c, idle float64) {
 	if idle <= 0 {
 		w[finding.SubmissionBound] = 1
 		return
@@ -181,15 +187,17 @@ func splitSaturated(w map[finding.Class]float64, busy, g, c, idle float64) {
 		w[finding.TransferBound] = 1
 		return
 	}
-	spin := math.Min(busy, math.Min(100, g+c))
-	work := busy - spin
 	sure := 0.0
-	if work > g && work > 0 {
-		sure = math.Min(idle, 100*(1-g/work))
+	if work := r - math.Min(r, math.Min(100, g+c)); work > 0 {
+		if wall := work * (r + q) / r; wall > g {
+			sure = math.Min(idle, 100*(1-g/wall))
+		}
 	}
-	w[finding.SubmissionBound] = sure / idle
-	if sure < idle {
-		w[SpinOrSubmit] = 1 - sure/idle
+	rest := idle - sure
+	desched := rest * q / (r + q)
+	w[finding.SubmissionBound] = (sure + desched) / idle
+	if spin := rest - desched; spin > 0 {
+		w[SpinOrSubmit] = spin / idle
 	}
 }
 

@@ -646,7 +646,7 @@ func TestMinimumWindowIsJudgedAtTheRequestedDuration(t *testing.T) {
 // synchronisation sleeps on the device and is sync-bound; a launch loop
 // whose work provably exceeds the GPU's is submission-bound.
 func TestSpinningSyncAndLaunchLoopReadTheSame(t *testing.T) {
-	spinning := &synth{n: 50, util: constF(80), procs: []*sProc{trainer(&sThread{cpu: constF(99), wait: constF(1), user: 99})}}
+	spinning := &synth{n: 50, util: constF(80), procs: []*sProc{trainer(&sThread{cpu: constF(99), wait: constF(0), user: 99})}}
 	v, fs, in := spinning.judge()
 	if v.Class != finding.Inconclusive || len(v.Because) != 0 || v.Confidence != 0 {
 		t.Fatalf("saturated thread, GPU busy 80 %%: %s %v (%v), want inconclusive naming no finding", v.Class, v.Because, in.Attr.Share)
@@ -672,7 +672,7 @@ func TestSpinningSyncAndLaunchLoopReadTheSame(t *testing.T) {
 	}
 	// A launch loop that happens to give the same readings gets the same
 	// verdict: nothing in /proc separates it.
-	loop := &synth{n: 50, util: constF(80), procs: []*sProc{trainer(&sThread{cpu: constF(99), wait: constF(1), user: 99})}}
+	loop := &synth{n: 50, util: constF(80), procs: []*sProc{trainer(&sThread{cpu: constF(99), wait: constF(0), user: 99})}}
 	if v2, _, _ := loop.judge(); v2.Class != v.Class || v2.Summary != v.Summary {
 		t.Errorf("the same readings, another verdict: %+v", v2)
 	}
@@ -681,6 +681,18 @@ func TestSpinningSyncAndLaunchLoopReadTheSame(t *testing.T) {
 	blocking := &synth{n: 50, util: constF(80), procs: []*sProc{trainer(&sThread{cpu: constF(20), wait: constF(0), blocked: blockedOn("recvmsg", "socket:[7]")})}}
 	if v, _, _ := blocking.judge(); v.Class != finding.SyncBound {
 		t.Errorf("blocking synchronisation: %s, want sync-bound", v.Class)
+	}
+	// The spinning job on a crowded CPU: it runs 36 % and waits for a CPU
+	// 64 %, the GPU busy 40 %. All its running time could be a spin, but
+	// whichever it did, while it waited to run it could neither launch nor
+	// notice that the GPU had finished: 64 % of the 60 idle points are the
+	// launch thread descheduled (submission-bound, a CPU of its own first),
+	// the other 21.6 stay either.
+	crowded := &synth{n: 50, util: constF(40), procs: []*sProc{trainer(&sThread{cpu: constF(36), wait: constF(64), user: 99})}}
+	v, fs, in = crowded.judge()
+	if f := findingByID(fs, "launch-thread-saturated"); v.Class != finding.SubmissionBound || f == nil || !strings.Contains(f.Decision, "CPU of its own") ||
+		math.Abs(in.Attr.Share[finding.SubmissionBound]-38.4) > 0.01 || math.Abs(in.Attr.Share[SpinOrSubmit]-21.6) > 0.01 {
+		t.Errorf("descheduled spinner: %s shares %v, finding %+v; want submission-bound 38.4 (a CPU of its own first) and 21.6 either", v.Class, in.Attr.Share, f)
 	}
 	// A launch loop with the GPU busy 27 %: a spin could have taken 27 of
 	// its 100 points; its work (73) is 2.7 times the GPU's, so at least
