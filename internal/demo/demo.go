@@ -88,8 +88,16 @@ var scenarios = []Scenario{
 		Title: "a launch thread among spinning intra-op pool threads, twice as many as CPUs (OMP_NUM_THREADS unset)"},
 	{Name: "stalled", Expect: finding.Stalled, Python: "stalled.py",
 		Title: "a job whose threads block on a lock held by a thread reading a pipe nobody writes"},
-	{Name: "gpu-bound-sync", Expect: finding.GPUBound, Python: "gpu_bound_sync.py",
-		Title: "fifty 1 ms kernels then a synchronise, repeated: the GPU busy, the host asleep in the synchronise, woken 20 times a second"},
+	{Name: "gpu-bound-sync", Expect: finding.GPUBound, Python: "gpu_bound_sync.py", Sync: "block",
+		Title: "fifty 1 ms kernels then a synchronise, repeated, with blocking synchronisation: the GPU busy, the host asleep in the synchronise, woken 20 times a second"},
+	// The same loop with CUDA's spinning wait: the thread is on a CPU
+	// throughout. On a crowded host a thread that spins through its time
+	// slices is preempted more than one woken from a sleep, and each
+	// relaunch after a synchronise can wait for a CPU: the GPU then idles
+	// more than a tenth of the time because of it (submission-bound with
+	// launch-thread-descheduled).
+	{Name: "gpu-bound-sync-spin", Expect: finding.GPUBound, UnderLoad: finding.SubmissionBound, Python: "gpu_bound_sync.py", Sync: "spin",
+		Title: "the same loop with spinning synchronisation (CUDA's default): the GPU busy, the host thread on a CPU throughout"},
 	{Name: "idle-server", Expect: finding.Idle, Python: "idle_server.py", MustFind: []string{"job-idle"},
 		Title: "an inference server waiting in accept() on a listening socket that nobody calls: the GPU idle"},
 	{Name: "idle-sleep", Expect: finding.Idle, Python: "idle_sleep.py", NoGPU: true, MustFind: []string{"job-idle"},
