@@ -194,7 +194,10 @@ func splitSaturated(w map[finding.Class]float64, r, q, g, c, idle float64) {
 		}
 	}
 	rest := idle - sure
-	desched := rest * q / (r + q)
+	desched := 0.0
+	if r+q > 0 {
+		desched = rest * q / (r + q)
+	}
 	w[finding.SubmissionBound] = (sure + desched) / idle
 	if spin := rest - desched; spin > 0 {
 		w[SpinOrSubmit] = spin / idle
@@ -206,7 +209,8 @@ func splitSaturated(w map[finding.Class]float64, r, q, g, c, idle float64) {
 // most its own length of the idle time: that part goes to what it slept
 // on, weighted by how long it slept on each kind of wait. The rest of the
 // idle time passed while it ran or waited for a CPU: the CPU side could not
-// produce work faster, which is submission.
+// produce work faster, which is submission, or a spin or a copy's staging,
+// split as splitSaturated splits a saturated interval.
 //
 // Its share in D comes from the two ticks around the interval; the rest of
 // its sleep is split by the window's mix of its sleep readings. A wait on
@@ -261,7 +265,13 @@ func attributeSpare(w map[finding.Class]float64, j *Job, i int, mix [numWaitKind
 		}
 	}
 	if cover < 1 {
-		w[finding.SubmissionBound] += 1 - cover
+		// The rest passed while it ran or waited for a CPU: split as a
+		// saturated interval's idle is (a spin, a pageable copy's staging).
+		onCPU := map[finding.Class]float64{}
+		splitSaturated(onCPU, r, q, g, c, idle)
+		for cls, v := range onCPU {
+			w[cls] += (1 - cover) * v
+		}
 	}
 }
 

@@ -228,6 +228,15 @@ func TestTransferBound(t *testing.T) {
 	if v, _, in := spin.judge(); v.Class != finding.TransferBound || in.Attr.Share[finding.SubmissionBound] > 0 {
 		t.Errorf("pageable copies, thread on a CPU: verdict %s (%v), want transfer-bound", v.Class, in.Attr.Share)
 	}
+	// Staging on a crowded CPU: it runs 48 %, waits for a CPU 34 % and
+	// sleeps on the device the rest. The idle its sleep does not cover
+	// passed while it staged copies or waited to: transfer-bound too (it
+	// was called submission-bound, 49 of 93 idle points, in a scenario run).
+	crowded := &synth{n: 50, util: constF(7), rxBps: constF(0.3 * link), procs: []*sProc{trainer(&sThread{cpu: constF(48), wait: constF(34),
+		blocked: blockedOn("recvmsg", "socket:[7]")})}}
+	if v, _, in := crowded.judge(); v.Class != finding.TransferBound || in.Attr.Share[finding.SubmissionBound] > 0 {
+		t.Errorf("pageable copies on a crowded CPU: verdict %s (%v), want transfer-bound", v.Class, in.Attr.Share)
+	}
 	// Copies under the kernels' time: the waits are synchronisations.
 	s.rxBps, s.util = constF(0.04*link), constF(50)
 	if v, _, _ := s.judge(); v.Class != finding.SyncBound {
