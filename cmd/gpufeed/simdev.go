@@ -31,7 +31,7 @@ names; launches go through shared memory with no system call, waits spin,
 yield or block as CUDA's), from C, Go or python/gpufeed_simdev.py; kernels
 carry their durations, copies their bytes over a PCIe link. diagnose observes it with
 --device sim:PATH, or by itself when the target's environment has
-GPUFEED_SIMDEV=PATH. It runs until interrupted. See docs/SIMDEV.md.`,
+GPUFEED_SIMDEV=PATH. It runs until interrupted.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if socket == "" {

@@ -7,12 +7,12 @@ import (
 	"github.com/gpufeed/gpufeed/internal/judge/thresholds"
 )
 
-// spinSource is where the ambiguity comes from: CUDA's default wait policy.
-const spinSource = "CUDA Runtime API, cudaSetDeviceFlags: cudaDeviceScheduleAuto spins while the process has fewer active contexts than the host has CPUs; CUDA Driver API, CU_CTX_SCHED_SPIN"
-
 func init() {
 	register(Rule{ID: "launch-thread-spins-or-submits", Title: "GPU idle while the launch thread is on a CPU that may be submitting or spinning in a synchronisation (submission-bound or sync-bound)",
-		Seed: spinSource, Run: runSpinOrSubmit})
+		// Sources: CUDA Runtime API, cudaSetDeviceFlags (cudaDeviceScheduleAuto
+		// spins while the process has fewer active contexts than the host has
+		// CPUs); CUDA Driver API, CU_CTX_SCHED_SPIN.
+		Run: runSpinOrSubmit})
 }
 
 // runSpinOrSubmit: part of the GPU's idle time passed while the launch
@@ -30,7 +30,7 @@ func runSpinOrSubmit(in *Input) []finding.Finding {
 	th := L.T
 	cpu, wait := nanZero(th.CPU.Mean), nanZero(th.Wait.Mean)
 	f := finding.Finding{
-		ID: "launch-thread-spins-or-submits", Severity: in.causeSeverity(share), Subject: threadSubject(th), Seed: spinSource,
+		ID: "launch-thread-spins-or-submits", Severity: in.causeSeverity(share), Subject: threadSubject(th),
 		Claim: fmt.Sprintf("the launch thread %s was on a CPU (it ran %.0f%% of the time and waited for a CPU %.0f%%) while the GPU was busy %.0f%% of the window: "+
 			"it was either submitting work or spinning in a synchronisation, which looks the same from outside the thread (running, in user mode, no system call): "+
 			"%.0f%% of the window's GPU idle time is one or the other",
