@@ -178,14 +178,45 @@ func TestLaunchLoopMakesNoSystemCalls(t *testing.T) {
 	c0 := sample1(t, src)
 	start := time.Now()
 	cmd := exec.Command(strace, "-c", "-f", "-o", out, "-p", strconv.Itoa(pid))
-	var serr bytes.Buffer
-	cmd.Stderr = &serr
+	serrR, serrW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = serrW
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	serrW.Close()
+	// The window starts once strace has attached: on a loaded host an
+	// interrupt before that ends it with no summary.
+	var serr bytes.Buffer
+	attached, scanned := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(scanned)
+		sc := bufio.NewScanner(serrR)
+		once := false
+		for sc.Scan() {
+			serr.WriteString(sc.Text() + "\n")
+			if !once && strings.Contains(sc.Text(), "attached") {
+				once = true
+				close(attached)
+			}
+		}
+		if !once {
+			close(attached)
+		}
+	}()
+	select {
+	case <-attached:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("strace did not attach to %d in 20 s", pid)
+	}
+	c0 = sample1(t, src)
+	start = time.Now()
 	time.Sleep(2 * time.Second)
 	cmd.Process.Signal(os.Interrupt)
 	cmd.Wait() // strace reports an interrupt as its own way out
+	<-scanned
 	window := time.Since(start)
 	c1 := sample1(t, src)
 	report, _ := os.ReadFile(out)
@@ -193,7 +224,7 @@ func TestLaunchLoopMakesNoSystemCalls(t *testing.T) {
 	if m := straceTotal.FindSubmatch(report); m != nil {
 		calls, _ = strconv.Atoi(string(m[1]))
 	} else if !bytes.Contains(report, []byte("total")) {
-		t.Fatalf("strace summary not understood:\n%s", report)
+		t.Fatalf("strace summary not understood:\n%s\nstrace said: %s", report, serr.String())
 	}
 	traced := completedBy(t, c1, pid) - completedBy(t, c0, pid)
 	t.Logf("under strace: %d system calls and %d launches in %v\n%s", calls, traced, window.Round(time.Millisecond), report)
@@ -249,14 +280,24 @@ func TestSyncThreadSpinsOrSleepsAsItsMode(t *testing.T) {
 			job := pythonJob(t, path, syncLoop, simclient.EnvSync+"="+mode)
 			pid := job.Process.Pid
 			time.Sleep(200 * time.Millisecond)
-			sample1(t, src)
-			a := readThread(t, pid, pid)
-			time.Sleep(2 * time.Second)
-			b := readThread(t, pid, pid)
-			s := sample1(t, src)
-			u := between(a, b)
-			busy := *s.UtilPercent
-			t.Logf("sync=%s: thread %s; device %.1f %% busy", mode, u, busy)
+			// The device is busy only as much as the thread gets a CPU to
+			// relaunch: on a crowded host (other tests, other users) a window
+			// in which it waited for one more than half the time measures the
+			// host; up to three windows are taken for one that measures it.
+			var u usage
+			var busy float64
+			for try := 1; ; try++ {
+				sample1(t, src)
+				a := readThread(t, pid, pid)
+				time.Sleep(2 * time.Second)
+				b := readThread(t, pid, pid)
+				s := sample1(t, src)
+				u, busy = between(a, b), *s.UtilPercent
+				t.Logf("sync=%s: thread %s; device %.1f %% busy", mode, u, busy)
+				if u.wait < u.wall/2 || try == 3 {
+					break
+				}
+			}
 			if busy < 40 {
 				t.Errorf("device %.1f %% busy, want >= 40 %%", busy)
 			}
