@@ -25,7 +25,7 @@ import gpufeed_simdev
 
 dev = gpufeed_simdev.connect()
 kernel_us, period_ns, run_ns = 1000, 3333333, 1200 * 1000 * 1000
-launches = []
+launches, returned = [], []
 t0 = time.monotonic_ns()
 k = 0
 while True:
@@ -37,6 +37,7 @@ while True:
         time.sleep((due - now) / 1e9)
     launches.append(time.monotonic_ns())
     dev.launch(kernel_us)
+    returned.append(time.monotonic_ns())
     k += 1
 dev.synchronize(0)
 before = time.monotonic_ns()
@@ -44,7 +45,7 @@ dev.memcpy(64 << 20, kind="h2d", pinned=False)
 copy_ns = time.monotonic_ns() - before
 dev.synchronize()
 json.dump({"pid": os.getpid(), "dev_pid": dev.pid, "kernel_ns": kernel_us * 1000,
-           "launches": launches, "copy_ns": copy_ns}, sys.stdout)
+           "launches": launches, "returned": returned, "copy_ns": copy_ns}, sys.stdout)
 `
 
 type pythonReport struct {
@@ -52,6 +53,7 @@ type pythonReport struct {
 	DevPID   int     `json:"dev_pid"`
 	KernelNS int64   `json:"kernel_ns"`
 	Launches []int64 `json:"launches"`
+	Returned []int64 `json:"returned"`
 	CopyNS   int64   `json:"copy_ns"`
 }
 
@@ -116,15 +118,27 @@ loop:
 	}
 
 	// The model, recomputed from what the workload did: kernels run back to
-	// back on stream 0 from their launch times.
-	var spans [][2]int64
-	var end int64
-	for _, ts := range rep.Launches {
-		start := max(ts, end)
-		end = start + rep.KernelNS
-		spans = append(spans, [2]int64{start, end})
+	// back on stream 0, each placed by the library between the call's start
+	// and its return (both stamped by the workload): the device's figure
+	// must lie between the two schedules, within a point. (A thread
+	// preempted inside the call on a loaded host places its kernel up to
+	// milliseconds after the first stamp: against a 57 ms window, the
+	// before-stamps alone were 1.7 points off.)
+	schedule := func(stamps []int64) [][2]int64 {
+		var spans [][2]int64
+		var end int64
+		for _, ts := range stamps {
+			start := max(ts, end)
+			end = start + rep.KernelNS
+			spans = append(spans, [2]int64{start, end})
+		}
+		return spans
 	}
-	busyIn := func(a, b int64) int64 {
+	if len(rep.Returned) != len(rep.Launches) {
+		t.Fatalf("%d launches, %d returns", len(rep.Launches), len(rep.Returned))
+	}
+	spans, late := schedule(rep.Launches), schedule(rep.Returned)
+	busyOf := func(spans [][2]int64, a, b int64) int64 {
 		var total int64
 		for _, s := range spans {
 			if s[1] > a && s[0] < b {
@@ -133,17 +147,16 @@ loop:
 		}
 		return total
 	}
+	busyIn := func(a, b int64) int64 { return busyOf(spans, a, b) }
 	var measured, model float64
 	var steady int
 	first, lastEnd := spans[0][0], spans[len(spans)-1][1]
 	for _, w := range windows {
 		want := 100 * float64(busyIn(w.from, w.to)) / float64(w.to-w.from)
+		alt := 100 * float64(busyOf(late, w.from, w.to)) / float64(w.to-w.from)
 		got := *w.s.UtilPercent
-		// Launches are stamped just before the call, the library places the
-		// kernel after its launch cost: microseconds apart, against windows
-		// of 100 ms.
-		if d := got - want; d > 1 || d < -1 {
-			t.Errorf("window %v-%v: device says %.2f %%, the model %.2f %%", time.Duration(w.from-first), time.Duration(w.to-first), got, want)
+		if got < min(want, alt)-1 || got > max(want, alt)+1 {
+			t.Errorf("window %v-%v: device says %.2f %%, the model %.2f %% to %.2f %%", time.Duration(w.from-first), time.Duration(w.to-first), got, want, alt)
 		}
 		if w.from >= first && w.to <= lastEnd {
 			measured += got
