@@ -175,8 +175,6 @@ func TestLaunchLoopMakesNoSystemCalls(t *testing.T) {
 		t.Skip("strace not installed (scripts/test.sh installs it): the system calls were not counted")
 	}
 	out := filepath.Join(t.TempDir(), "strace.txt")
-	c0 := sample1(t, src)
-	start := time.Now()
 	cmd := exec.Command(strace, "-c", "-f", "-o", out, "-p", strconv.Itoa(pid))
 	serrR, serrW, err := os.Pipe()
 	if err != nil {
@@ -211,8 +209,8 @@ func TestLaunchLoopMakesNoSystemCalls(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatalf("strace did not attach to %d in 20 s", pid)
 	}
-	c0 = sample1(t, src)
-	start = time.Now()
+	c0 := sample1(t, src)
+	start := time.Now()
 	time.Sleep(2 * time.Second)
 	cmd.Process.Signal(os.Interrupt)
 	cmd.Wait() // strace reports an interrupt as its own way out

@@ -118,6 +118,7 @@ import "C"
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"unsafe"
 )
@@ -250,6 +251,15 @@ func Open(path string) (*Lib, error) {
 // Simulated says whether the library is gpufeed's simulated driver.
 func (l *Lib) Simulated() bool { return l.f["gpufeedSimDeviceGet"] != nil }
 
+// do makes one driver call and reads why it failed on the same OS thread:
+// the simulated driver keeps the reason per thread (gpufeedSimLastError),
+// and a goroutine may move to another thread between two cgo calls.
+func (l *Lib) do(call string, f func() C.CUresult) error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	return l.check(call, f())
+}
+
 func (l *Lib) check(call string, r C.CUresult) error {
 	if r == 0 {
 		return nil
@@ -273,19 +283,21 @@ func IsCode(err error, c Result) bool {
 }
 
 // Init is cuInit(0).
-func (l *Lib) Init() error { return l.check("cuInit", C.gf_init(l.f["cuInit"])) }
+func (l *Lib) Init() error {
+	return l.do("cuInit", func() C.CUresult { return C.gf_init(l.f["cuInit"]) })
+}
 
 // DeviceCount is cuDeviceGetCount.
 func (l *Lib) DeviceCount() (int, error) {
 	var n C.int
-	err := l.check("cuDeviceGetCount", C.gf_count(l.f["cuDeviceGetCount"], &n))
+	err := l.do("cuDeviceGetCount", func() C.CUresult { return C.gf_count(l.f["cuDeviceGetCount"], &n) })
 	return int(n), err
 }
 
 // DeviceGet is cuDeviceGet.
 func (l *Lib) DeviceGet(ordinal int) (Device, error) {
 	var d C.int
-	err := l.check("cuDeviceGet", C.gf_devget(l.f["cuDeviceGet"], &d, C.int(ordinal)))
+	err := l.do("cuDeviceGet", func() C.CUresult { return C.gf_devget(l.f["cuDeviceGet"], &d, C.int(ordinal)) })
 	return Device(d), err
 }
 
@@ -299,42 +311,46 @@ func (l *Lib) SimDeviceGet(socket string, ordinal int) (Device, error) {
 	cs := C.CString(socket)
 	defer C.free(unsafe.Pointer(cs))
 	var d C.int
-	err := l.check("gpufeedSimDeviceGet", C.gf_simdevget(f, &d, cs, C.int(ordinal)))
+	err := l.do("gpufeedSimDeviceGet", func() C.CUresult { return C.gf_simdevget(f, &d, cs, C.int(ordinal)) })
 	return Device(d), err
 }
 
 // PrimaryCtxSetFlags is cuDevicePrimaryCtxSetFlags_v2.
 func (l *Lib) PrimaryCtxSetFlags(d Device, flags uint32) error {
-	return l.check("cuDevicePrimaryCtxSetFlags", C.gf_devu(l.f["cuDevicePrimaryCtxSetFlags_v2"], C.int(d), C.uint(flags)))
+	return l.do("cuDevicePrimaryCtxSetFlags", func() C.CUresult { return C.gf_devu(l.f["cuDevicePrimaryCtxSetFlags_v2"], C.int(d), C.uint(flags)) })
 }
 
 // PrimaryCtxRetain is cuDevicePrimaryCtxRetain.
 func (l *Lib) PrimaryCtxRetain(d Device) (Context, error) {
 	var c unsafe.Pointer
-	err := l.check("cuDevicePrimaryCtxRetain", C.gf_retain(l.f["cuDevicePrimaryCtxRetain"], &c, C.int(d)))
+	err := l.do("cuDevicePrimaryCtxRetain", func() C.CUresult { return C.gf_retain(l.f["cuDevicePrimaryCtxRetain"], &c, C.int(d)) })
 	return Context(c), err
 }
 
 // PrimaryCtxRelease is cuDevicePrimaryCtxRelease_v2.
 func (l *Lib) PrimaryCtxRelease(d Device) error {
-	return l.check("cuDevicePrimaryCtxRelease", C.gf_dev(l.f["cuDevicePrimaryCtxRelease_v2"], C.int(d)))
+	return l.do("cuDevicePrimaryCtxRelease", func() C.CUresult { return C.gf_dev(l.f["cuDevicePrimaryCtxRelease_v2"], C.int(d)) })
 }
 
 // CtxCreate is cuCtxCreate_v2 (the new context is not left current).
 func (l *Lib) CtxCreate(flags uint32, d Device) (Context, error) {
 	var c unsafe.Pointer
-	err := l.check("cuCtxCreate", C.gf_ctxcreate(l.f["cuCtxCreate_v2"], l.f["cuCtxPopCurrent_v2"], &c, C.uint(flags), C.int(d)))
+	err := l.do("cuCtxCreate", func() C.CUresult {
+		return C.gf_ctxcreate(l.f["cuCtxCreate_v2"], l.f["cuCtxPopCurrent_v2"], &c, C.uint(flags), C.int(d))
+	})
 	return Context(c), err
 }
 
 // CtxDestroy is cuCtxDestroy_v2.
 func (l *Lib) CtxDestroy(c Context) error {
-	return l.check("cuCtxDestroy", C.gf_p(l.f["cuCtxDestroy_v2"], unsafe.Pointer(c)))
+	return l.do("cuCtxDestroy", func() C.CUresult { return C.gf_p(l.f["cuCtxDestroy_v2"], unsafe.Pointer(c)) })
 }
 
 // CtxSynchronize is cuCtxSynchronize on c.
 func (l *Lib) CtxSynchronize(c Context) error {
-	return l.check("cuCtxSynchronize", C.gf_ctx_v(l.f["cuCtxSetCurrent"], unsafe.Pointer(c), l.f["cuCtxSynchronize"]))
+	return l.do("cuCtxSynchronize", func() C.CUresult {
+		return C.gf_ctx_v(l.f["cuCtxSetCurrent"], unsafe.Pointer(c), l.f["cuCtxSynchronize"])
+	})
 }
 
 // ModuleLoadData is cuModuleLoadData of PTX text in c.
@@ -342,7 +358,9 @@ func (l *Lib) ModuleLoadData(c Context, ptx string) (Module, error) {
 	cs := C.CString(ptx)
 	defer C.free(unsafe.Pointer(cs))
 	var m unsafe.Pointer
-	err := l.check("cuModuleLoadData", C.gf_modload(l.f["cuCtxSetCurrent"], unsafe.Pointer(c), l.f["cuModuleLoadData"], &m, cs))
+	err := l.do("cuModuleLoadData", func() C.CUresult {
+		return C.gf_modload(l.f["cuCtxSetCurrent"], unsafe.Pointer(c), l.f["cuModuleLoadData"], &m, cs)
+	})
 	return Module(m), err
 }
 
@@ -351,25 +369,31 @@ func (l *Lib) ModuleGetFunction(m Module, name string) (Function, error) {
 	cs := C.CString(name)
 	defer C.free(unsafe.Pointer(cs))
 	var f unsafe.Pointer
-	err := l.check("cuModuleGetFunction", C.gf_getfunc(l.f["cuModuleGetFunction"], &f, unsafe.Pointer(m), cs))
+	err := l.do("cuModuleGetFunction", func() C.CUresult { return C.gf_getfunc(l.f["cuModuleGetFunction"], &f, unsafe.Pointer(m), cs) })
 	return Function(f), err
 }
 
 // StreamCreate is cuStreamCreate in c.
 func (l *Lib) StreamCreate(c Context, flags uint32) (Stream, error) {
 	var s unsafe.Pointer
-	err := l.check("cuStreamCreate", C.gf_ctx_ppu(l.f["cuCtxSetCurrent"], unsafe.Pointer(c), l.f["cuStreamCreate"], &s, C.uint(flags)))
+	err := l.do("cuStreamCreate", func() C.CUresult {
+		return C.gf_ctx_ppu(l.f["cuCtxSetCurrent"], unsafe.Pointer(c), l.f["cuStreamCreate"], &s, C.uint(flags))
+	})
 	return Stream(s), err
 }
 
 // StreamDestroy is cuStreamDestroy_v2.
 func (l *Lib) StreamDestroy(c Context, s Stream) error {
-	return l.check("cuStreamDestroy", C.gf_ctx_p(l.f["cuCtxSetCurrent"], unsafe.Pointer(c), l.f["cuStreamDestroy_v2"], unsafe.Pointer(s)))
+	return l.do("cuStreamDestroy", func() C.CUresult {
+		return C.gf_ctx_p(l.f["cuCtxSetCurrent"], unsafe.Pointer(c), l.f["cuStreamDestroy_v2"], unsafe.Pointer(s))
+	})
 }
 
 // StreamSynchronize is cuStreamSynchronize (nil: the default stream).
 func (l *Lib) StreamSynchronize(c Context, s Stream) error {
-	return l.check("cuStreamSynchronize", C.gf_ctx_p(l.f["cuCtxSetCurrent"], unsafe.Pointer(c), l.f["cuStreamSynchronize"], unsafe.Pointer(s)))
+	return l.do("cuStreamSynchronize", func() C.CUresult {
+		return C.gf_ctx_p(l.f["cuCtxSetCurrent"], unsafe.Pointer(c), l.f["cuStreamSynchronize"], unsafe.Pointer(s))
+	})
 }
 
 // StreamQuery is cuStreamQuery: true when the stream's work is done.
@@ -378,81 +402,107 @@ func (l *Lib) StreamQuery(c Context, s Stream) (bool, error) {
 	if Result(r) == ErrorNotReady {
 		return false, nil
 	}
-	return true, l.check("cuStreamQuery", r)
+	return true, l.do("cuStreamQuery", func() C.CUresult { return r })
 }
 
 // StreamWaitEvent is cuStreamWaitEvent.
 func (l *Lib) StreamWaitEvent(c Context, s Stream, e Event) error {
-	return l.check("cuStreamWaitEvent", C.gf_waitev(l.f["cuCtxSetCurrent"], unsafe.Pointer(c), l.f["cuStreamWaitEvent"], unsafe.Pointer(s), unsafe.Pointer(e)))
+	return l.do("cuStreamWaitEvent", func() C.CUresult {
+		return C.gf_waitev(l.f["cuCtxSetCurrent"], unsafe.Pointer(c), l.f["cuStreamWaitEvent"], unsafe.Pointer(s), unsafe.Pointer(e))
+	})
 }
 
 // Launch launches f on one thread of one block with one 64-bit parameter
 // (the simulator's kernel: its duration in nanoseconds).
 func (l *Lib) Launch(c Context, f Function, s Stream, arg uint64) error {
-	return l.check("cuLaunchKernel", C.gf_launch1(l.f["cuCtxSetCurrent"], unsafe.Pointer(c), l.f["cuLaunchKernel"], unsafe.Pointer(f), unsafe.Pointer(s), C.uint64_t(arg)))
+	return l.do("cuLaunchKernel", func() C.CUresult {
+		return C.gf_launch1(l.f["cuCtxSetCurrent"], unsafe.Pointer(c), l.f["cuLaunchKernel"], unsafe.Pointer(f), unsafe.Pointer(s), C.uint64_t(arg))
+	})
 }
 
 // MemAlloc is cuMemAlloc_v2.
 func (l *Lib) MemAlloc(c Context, n uint64) (DevicePtr, error) {
 	var p C.CUdeviceptr
-	err := l.check("cuMemAlloc", C.gf_memalloc(l.f["cuCtxSetCurrent"], unsafe.Pointer(c), l.f["cuMemAlloc_v2"], &p, C.size_t(n)))
+	err := l.do("cuMemAlloc", func() C.CUresult {
+		return C.gf_memalloc(l.f["cuCtxSetCurrent"], unsafe.Pointer(c), l.f["cuMemAlloc_v2"], &p, C.size_t(n))
+	})
 	return DevicePtr(p), err
 }
 
 // MemFree is cuMemFree_v2.
 func (l *Lib) MemFree(c Context, p DevicePtr) error {
-	return l.check("cuMemFree", C.gf_memfree(l.f["cuCtxSetCurrent"], unsafe.Pointer(c), l.f["cuMemFree_v2"], C.CUdeviceptr(p)))
+	return l.do("cuMemFree", func() C.CUresult {
+		return C.gf_memfree(l.f["cuCtxSetCurrent"], unsafe.Pointer(c), l.f["cuMemFree_v2"], C.CUdeviceptr(p))
+	})
 }
 
 // MemHostAlloc is cuMemHostAlloc: page-locked host memory.
 func (l *Lib) MemHostAlloc(c Context, n uint64) (HostPtr, error) {
 	var p unsafe.Pointer
-	err := l.check("cuMemHostAlloc", C.gf_hostalloc(l.f["cuCtxSetCurrent"], unsafe.Pointer(c), l.f["cuMemHostAlloc"], &p, C.size_t(n)))
+	err := l.do("cuMemHostAlloc", func() C.CUresult {
+		return C.gf_hostalloc(l.f["cuCtxSetCurrent"], unsafe.Pointer(c), l.f["cuMemHostAlloc"], &p, C.size_t(n))
+	})
 	return HostPtr(uintptr(p)), err
 }
 
 // MemFreeHost is cuMemFreeHost.
 func (l *Lib) MemFreeHost(p HostPtr) error {
-	return l.check("cuMemFreeHost", C.gf_freehost(l.f["cuMemFreeHost"], C.uintptr_t(p)))
+	return l.do("cuMemFreeHost", func() C.CUresult { return C.gf_freehost(l.f["cuMemFreeHost"], C.uintptr_t(p)) })
 }
 
 // MemcpyHtoD copies n bytes from host memory at h (which must not be Go
 // memory) to d: on stream s when async, else synchronously.
 func (l *Lib) MemcpyHtoD(c Context, d DevicePtr, h HostPtr, n uint64, s Stream, async bool) error {
 	if !async {
-		return l.check("cuMemcpyHtoD", C.gf_htod_sync(l.f["cuCtxSetCurrent"], unsafe.Pointer(c), l.f["cuMemcpyHtoD_v2"], C.CUdeviceptr(d), C.uintptr_t(h), C.size_t(n)))
+		return l.do("cuMemcpyHtoD", func() C.CUresult {
+			return C.gf_htod_sync(l.f["cuCtxSetCurrent"], unsafe.Pointer(c), l.f["cuMemcpyHtoD_v2"], C.CUdeviceptr(d), C.uintptr_t(h), C.size_t(n))
+		})
 	}
-	return l.check("cuMemcpyHtoDAsync", C.gf_htod(l.f["cuCtxSetCurrent"], unsafe.Pointer(c), l.f["cuMemcpyHtoDAsync_v2"], C.CUdeviceptr(d), C.uintptr_t(h), C.size_t(n), unsafe.Pointer(s)))
+	return l.do("cuMemcpyHtoDAsync", func() C.CUresult {
+		return C.gf_htod(l.f["cuCtxSetCurrent"], unsafe.Pointer(c), l.f["cuMemcpyHtoDAsync_v2"], C.CUdeviceptr(d), C.uintptr_t(h), C.size_t(n), unsafe.Pointer(s))
+	})
 }
 
 // MemcpyDtoH copies n bytes from d to host memory at h.
 func (l *Lib) MemcpyDtoH(c Context, h HostPtr, d DevicePtr, n uint64, s Stream, async bool) error {
 	if !async {
-		return l.check("cuMemcpyDtoH", C.gf_dtoh_sync(l.f["cuCtxSetCurrent"], unsafe.Pointer(c), l.f["cuMemcpyDtoH_v2"], C.uintptr_t(h), C.CUdeviceptr(d), C.size_t(n)))
+		return l.do("cuMemcpyDtoH", func() C.CUresult {
+			return C.gf_dtoh_sync(l.f["cuCtxSetCurrent"], unsafe.Pointer(c), l.f["cuMemcpyDtoH_v2"], C.uintptr_t(h), C.CUdeviceptr(d), C.size_t(n))
+		})
 	}
-	return l.check("cuMemcpyDtoHAsync", C.gf_dtoh(l.f["cuCtxSetCurrent"], unsafe.Pointer(c), l.f["cuMemcpyDtoHAsync_v2"], C.uintptr_t(h), C.CUdeviceptr(d), C.size_t(n), unsafe.Pointer(s)))
+	return l.do("cuMemcpyDtoHAsync", func() C.CUresult {
+		return C.gf_dtoh(l.f["cuCtxSetCurrent"], unsafe.Pointer(c), l.f["cuMemcpyDtoHAsync_v2"], C.uintptr_t(h), C.CUdeviceptr(d), C.size_t(n), unsafe.Pointer(s))
+	})
 }
 
 // MemcpyDtoD copies n bytes between device buffers on stream s.
 func (l *Lib) MemcpyDtoD(c Context, dst, src DevicePtr, n uint64, s Stream) error {
-	return l.check("cuMemcpyDtoDAsync", C.gf_dtod(l.f["cuCtxSetCurrent"], unsafe.Pointer(c), l.f["cuMemcpyDtoDAsync_v2"], C.CUdeviceptr(dst), C.CUdeviceptr(src), C.size_t(n), unsafe.Pointer(s)))
+	return l.do("cuMemcpyDtoDAsync", func() C.CUresult {
+		return C.gf_dtod(l.f["cuCtxSetCurrent"], unsafe.Pointer(c), l.f["cuMemcpyDtoDAsync_v2"], C.CUdeviceptr(dst), C.CUdeviceptr(src), C.size_t(n), unsafe.Pointer(s))
+	})
 }
 
 // EventCreate is cuEventCreate.
 func (l *Lib) EventCreate(c Context, flags uint32) (Event, error) {
 	var e unsafe.Pointer
-	err := l.check("cuEventCreate", C.gf_ctx_ppu(l.f["cuCtxSetCurrent"], unsafe.Pointer(c), l.f["cuEventCreate"], &e, C.uint(flags)))
+	err := l.do("cuEventCreate", func() C.CUresult {
+		return C.gf_ctx_ppu(l.f["cuCtxSetCurrent"], unsafe.Pointer(c), l.f["cuEventCreate"], &e, C.uint(flags))
+	})
 	return Event(e), err
 }
 
 // EventRecord is cuEventRecord.
 func (l *Lib) EventRecord(c Context, e Event, s Stream) error {
-	return l.check("cuEventRecord", C.gf_ctx_pp2(l.f["cuCtxSetCurrent"], unsafe.Pointer(c), l.f["cuEventRecord"], unsafe.Pointer(e), unsafe.Pointer(s)))
+	return l.do("cuEventRecord", func() C.CUresult {
+		return C.gf_ctx_pp2(l.f["cuCtxSetCurrent"], unsafe.Pointer(c), l.f["cuEventRecord"], unsafe.Pointer(e), unsafe.Pointer(s))
+	})
 }
 
 // EventSynchronize is cuEventSynchronize.
 func (l *Lib) EventSynchronize(c Context, e Event) error {
-	return l.check("cuEventSynchronize", C.gf_ctx_p(l.f["cuCtxSetCurrent"], unsafe.Pointer(c), l.f["cuEventSynchronize"], unsafe.Pointer(e)))
+	return l.do("cuEventSynchronize", func() C.CUresult {
+		return C.gf_ctx_p(l.f["cuCtxSetCurrent"], unsafe.Pointer(c), l.f["cuEventSynchronize"], unsafe.Pointer(e))
+	})
 }
 
 // EventQuery is cuEventQuery: true when the event has completed.
@@ -461,13 +511,15 @@ func (l *Lib) EventQuery(c Context, e Event) (bool, error) {
 	if Result(r) == ErrorNotReady {
 		return false, nil
 	}
-	return true, l.check("cuEventQuery", r)
+	return true, l.do("cuEventQuery", func() C.CUresult { return r })
 }
 
 // EventElapsed is cuEventElapsedTime, in milliseconds.
 func (l *Lib) EventElapsed(a, b Event) (float32, error) {
 	var ms C.float
-	err := l.check("cuEventElapsedTime", C.gf_elapsed(l.f["cuEventElapsedTime"], &ms, unsafe.Pointer(a), unsafe.Pointer(b)))
+	err := l.do("cuEventElapsedTime", func() C.CUresult {
+		return C.gf_elapsed(l.f["cuEventElapsedTime"], &ms, unsafe.Pointer(a), unsafe.Pointer(b))
+	})
 	return float32(ms), err
 }
 
@@ -479,47 +531,55 @@ func (l *Lib) SimEventTime(e Event) (int64, error) {
 		return 0, fmt.Errorf("%s is not gpufeed's simulated driver", l.Path)
 	}
 	var ns C.ulonglong
-	err := l.check("gpufeedSimEventTime", C.gf_evtime(f, unsafe.Pointer(e), &ns))
+	err := l.do("gpufeedSimEventTime", func() C.CUresult { return C.gf_evtime(f, unsafe.Pointer(e), &ns) })
 	return int64(ns), err
 }
 
 // EventDestroy is cuEventDestroy_v2.
 func (l *Lib) EventDestroy(e Event) error {
-	return l.check("cuEventDestroy", C.gf_p(l.f["cuEventDestroy_v2"], unsafe.Pointer(e)))
+	return l.do("cuEventDestroy", func() C.CUresult { return C.gf_p(l.f["cuEventDestroy_v2"], unsafe.Pointer(e)) })
 }
 
 // BeginCapture is cuStreamBeginCapture_v2.
 func (l *Lib) BeginCapture(c Context, s Stream, mode CaptureMode) error {
-	return l.check("cuStreamBeginCapture", C.gf_capture(l.f["cuCtxSetCurrent"], unsafe.Pointer(c), l.f["cuStreamBeginCapture_v2"], unsafe.Pointer(s), C.int(mode)))
+	return l.do("cuStreamBeginCapture", func() C.CUresult {
+		return C.gf_capture(l.f["cuCtxSetCurrent"], unsafe.Pointer(c), l.f["cuStreamBeginCapture_v2"], unsafe.Pointer(s), C.int(mode))
+	})
 }
 
 // EndCapture is cuStreamEndCapture.
 func (l *Lib) EndCapture(c Context, s Stream) (Graph, error) {
 	var g unsafe.Pointer
-	err := l.check("cuStreamEndCapture", C.gf_ctx_pp2(l.f["cuCtxSetCurrent"], unsafe.Pointer(c), l.f["cuStreamEndCapture"], unsafe.Pointer(s), unsafe.Pointer(&g)))
+	err := l.do("cuStreamEndCapture", func() C.CUresult {
+		return C.gf_ctx_pp2(l.f["cuCtxSetCurrent"], unsafe.Pointer(c), l.f["cuStreamEndCapture"], unsafe.Pointer(s), unsafe.Pointer(&g))
+	})
 	return Graph(g), err
 }
 
 // GraphInstantiate is cuGraphInstantiateWithFlags(…, 0).
 func (l *Lib) GraphInstantiate(c Context, g Graph) (GraphExec, error) {
 	var e unsafe.Pointer
-	err := l.check("cuGraphInstantiate", C.gf_instantiate(l.f["cuCtxSetCurrent"], unsafe.Pointer(c), l.f["cuGraphInstantiateWithFlags"], &e, unsafe.Pointer(g)))
+	err := l.do("cuGraphInstantiate", func() C.CUresult {
+		return C.gf_instantiate(l.f["cuCtxSetCurrent"], unsafe.Pointer(c), l.f["cuGraphInstantiateWithFlags"], &e, unsafe.Pointer(g))
+	})
 	return GraphExec(e), err
 }
 
 // GraphLaunch is cuGraphLaunch.
 func (l *Lib) GraphLaunch(c Context, e GraphExec, s Stream) error {
-	return l.check("cuGraphLaunch", C.gf_ctx_pp2(l.f["cuCtxSetCurrent"], unsafe.Pointer(c), l.f["cuGraphLaunch"], unsafe.Pointer(e), unsafe.Pointer(s)))
+	return l.do("cuGraphLaunch", func() C.CUresult {
+		return C.gf_ctx_pp2(l.f["cuCtxSetCurrent"], unsafe.Pointer(c), l.f["cuGraphLaunch"], unsafe.Pointer(e), unsafe.Pointer(s))
+	})
 }
 
 // GraphDestroy is cuGraphDestroy; GraphExecDestroy is cuGraphExecDestroy.
 func (l *Lib) GraphDestroy(g Graph) error {
-	return l.check("cuGraphDestroy", C.gf_p(l.f["cuGraphDestroy"], unsafe.Pointer(g)))
+	return l.do("cuGraphDestroy", func() C.CUresult { return C.gf_p(l.f["cuGraphDestroy"], unsafe.Pointer(g)) })
 }
 
 // GraphExecDestroy is cuGraphExecDestroy.
 func (l *Lib) GraphExecDestroy(e GraphExec) error {
-	return l.check("cuGraphExecDestroy", C.gf_p(l.f["cuGraphExecDestroy"], unsafe.Pointer(e)))
+	return l.do("cuGraphExecDestroy", func() C.CUresult { return C.gf_p(l.f["cuGraphExecDestroy"], unsafe.Pointer(e)) })
 }
 
 // SimInfo describes a simulated context (gpufeedSimCtxGetInfo).
@@ -541,7 +601,7 @@ func (l *Lib) SimCtxInfo(c Context) (SimInfo, error) {
 		return SimInfo{}, fmt.Errorf("%s is not gpufeed's simulated driver", l.Path)
 	}
 	var in C.gf_siminfo_t
-	if err := l.check("gpufeedSimCtxGetInfo", C.gf_siminfo(f, unsafe.Pointer(c), &in)); err != nil {
+	if err := l.do("gpufeedSimCtxGetInfo", func() C.CUresult { return C.gf_siminfo(f, unsafe.Pointer(c), &in) }); err != nil {
 		return SimInfo{}, err
 	}
 	return SimInfo{
