@@ -150,13 +150,26 @@ func TestLaunchLoopMakesNoSystemCalls(t *testing.T) {
 	pid := job.Process.Pid
 	time.Sleep(200 * time.Millisecond) // past start-up
 
-	s0 := sample1(t, src)
-	a := readThread(t, pid, pid)
-	time.Sleep(2 * time.Second)
-	b := readThread(t, pid, pid)
-	s1 := sample1(t, src)
-	u := between(a, b)
-	launched := completedBy(t, s1, pid) - completedBy(t, s0, pid)
+	// A window in which the thread waited for a CPU more than half the
+	// time measures the host, not the driver: up to three are taken, and
+	// the test says so and skips when none let the thread run.
+	var u usage
+	var launched uint64
+	for try := 1; ; try++ {
+		s0 := sample1(t, src)
+		a := readThread(t, pid, pid)
+		time.Sleep(2 * time.Second)
+		b := readThread(t, pid, pid)
+		s1 := sample1(t, src)
+		u, launched = between(a, b), completedBy(t, s1, pid)-completedBy(t, s0, pid)
+		if u.wait < u.wall/2 {
+			break
+		}
+		t.Logf("launch thread %s: the host is crowded", u)
+		if try == 3 {
+			t.Skipf("in three 2 s windows the launch thread waited for a CPU more than half the time (last: %s): the host is too loaded to measure the driver", u)
+		}
+	}
 	perSec := float64(launched) / u.wall.Seconds()
 	perAvailSec := float64(launched) / u.available().Seconds()
 	t.Logf("launch thread %s; %d kernels: %.0f/s, %.0f per second it could run", u, launched, perSec, perAvailSec)
@@ -221,6 +234,8 @@ func TestLaunchLoopMakesNoSystemCalls(t *testing.T) {
 	calls := 0
 	if m := straceTotal.FindSubmatch(report); m != nil {
 		calls, _ = strconv.Atoi(string(m[1]))
+	} else if len(bytes.TrimSpace(report)) == 0 && strings.Contains(serr.String(), "detached") {
+		calls = 0 // attached and detached, and not one system call to list
 	} else if !bytes.Contains(report, []byte("total")) {
 		t.Fatalf("strace summary not understood:\n%s\nstrace said: %s", report, serr.String())
 	}
@@ -292,8 +307,13 @@ func TestSyncThreadSpinsOrSleepsAsItsMode(t *testing.T) {
 				s := sample1(t, src)
 				u, busy = between(a, b), *s.UtilPercent
 				t.Logf("sync=%s: thread %s; device %.1f %% busy", mode, u, busy)
-				if u.wait < u.wall/2 || try == 3 {
+				if u.wait < u.wall/2 {
 					break
+				}
+				if try == 3 {
+					// A thread that slept instead of spinning would not wait
+					// for a CPU: only a crowded host gets here.
+					t.Skipf("in three 2 s windows the thread waited for a CPU more than half the time (last: %s): the host is too loaded to measure the device's busy share", u)
 				}
 			}
 			if busy < 40 {
