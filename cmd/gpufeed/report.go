@@ -12,7 +12,7 @@ import (
 func init() { subcommands = append(subcommands, newReportCmd) }
 
 func newReportCmd() *cobra.Command {
-	var format string
+	var out outputFlags
 	cmd := &cobra.Command{
 		Use:   "report FILE",
 		Short: "Judge a recording made with diagnose --record, with no process present",
@@ -34,9 +34,9 @@ a note saying so.`,
 			for _, w := range warnings {
 				warn("warning: %s", w)
 			}
-			return writeReport(cmd.OutOrStdout(), diagnose.Judge(tl, warnings), format)
+			return writeReport(cmd, "report", diagnose.Judge(tl, warnings), out)
 		},
 	}
-	addOutputFlag(cmd.Flags(), &format)
+	out.add(cmd)
 	return cmd
 }
