@@ -15,7 +15,10 @@ var (
 	interpreterFile = regexp.MustCompile(`^(python\d(\.\d+)?[dmu]?|libpython\d\.\d+[dmu]?\.so)`)
 	frameworkFile   = regexp.MustCompile(`^(libtorch_cpu\.so|libtorch\.so|libtorch_python\.so|libc10\.so|libshm\.so|libdnnl|libmkl_|libopenblas|libblas\.so|liblapack\.so|libgomp\.so|libiomp5\.so)`)
 	decodeFile      = regexp.MustCompile(`^(libz\.so|libzstd\.so|liblzma\.so|libbz2\.so|liblz4\.so|libsnappy\.so|libjpeg|libturbojpeg|libpng|libwebp|libtiff|libopenjp2|libavcodec|libavformat|libavutil|libswscale|libswresample|libopencv_imgcodecs|libopencv_imgproc|_imaging\.|_imagingft\.|_webp\.|cv2\.)`)
-	libcFile        = regexp.MustCompile(`^(libc\.so|libc-2\.\d+\.so|libpthread\.so|libpthread-2\.\d+\.so|ld-linux)`)
+	// The C library and the foreign-function glue (libffi, Python's
+	// _ctypes) settle nothing: the code they run for or call is what the
+	// time was for.
+	libcFile = regexp.MustCompile(`^(libc\.so|libc-2\.\d+\.so|libpthread\.so|libpthread-2\.\d+\.so|ld-linux|libffi\.so|_ctypes\.)`)
 )
 
 // classify says what a user frame is, and whether that settles the sample.
