@@ -43,7 +43,7 @@ func TestCPUSplitByProfile(t *testing.T) {
 		}
 		tl.Meta.CPUProfile = &profile.CPUProfile{State: profile.StateOn, FrequencyHz: 99, CPUs: 2, WindowNS: 5e9,
 			Threads: []profile.ThreadCPU{{PID: th.PID, TID: th.Key.TID, Samples: n, Categories: tc.cats, Top: []profile.SymbolSamples{tc.top}}}}
-		_, fs := Judge(tl, derive.New(tl))
+		v, fs := Judge(tl, derive.New(tl))
 		f := findingByID(fs, "launch-thread-cpu-split")
 		if tc.want == "" {
 			if f != nil {
@@ -53,6 +53,11 @@ func TestCPUSplitByProfile(t *testing.T) {
 		}
 		if f == nil || f.Supports != tc.want || !strings.Contains(f.Claim, tc.claim) {
 			t.Errorf("want %s with %q, got %+v", tc.want, tc.claim, f)
+		}
+		// The verdict takes the class the profile names, and says why (a
+		// submission-bound one with its own /proc cause, the split beside).
+		if v.Class != tc.want || (tc.want != finding.SubmissionBound && !strings.Contains(v.Summary, tc.claim)) {
+			t.Errorf("verdict %s %q, want %s from the profile", v.Class, v.Summary, tc.want)
 		}
 	}
 	// Without a profile (not allowed, or an older recording) nothing changes.
