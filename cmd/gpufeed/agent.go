@@ -125,6 +125,7 @@ configuration file). It only reads: nothing it watches is changed.`,
 	f.DurationVar(&cfg.Ring, "ring", agent.DefaultRing, "how much of each job's past is kept for /report and /recording")
 	f.DurationVar(&cfg.DiscoverEvery, "discover-every", agent.DefaultDiscoverEvery, "look for new GPU processes every")
 	f.DurationVar(&cfg.ChecksEvery, "checks-every", agent.DefaultChecksEvery, "run the platform checks every")
+	f.IntSliceVar(&cfg.PIDs, "pid", nil, "also watch this process tree, whether or not a GPU lists it (repeatable)")
 	f.BoolVarP(&verbose, "verbose", "v", false, "log every judged window")
 	f.IntVar(&cfg.MaxJobs, "max-jobs", agent.DefaultMaxJobs, "watch at most this many GPU process trees")
 	return cmd

@@ -65,6 +65,9 @@ type Config struct {
 	// past is kept per job.
 	Window, Ring               time.Duration
 	DiscoverEvery, ChecksEvery time.Duration
+	// PIDs are process trees to watch whether or not a device lists
+	// them (a job on a host whose GPU is not in view, a CPU-side stage).
+	PIDs []int
 	MaxRingBytes               int
 	MaxJobs                    int
 
@@ -235,6 +238,16 @@ func (a *Agent) discoverOnce(ctx context.Context) {
 	})
 	if err != nil {
 		return
+	}
+	for _, pid := range a.cfg.PIDs {
+		st, err := procfs.ReadStatOnce(a.cfg.FS.PidPath(pid, "stat"))
+		if err != nil {
+			continue // not (or no longer) there: its job, if any, has ended
+		}
+		k := timeline.ProcKey{PID: pid, StartTime: st.StartTime}
+		if f.roots[k] == nil {
+			f.roots[k] = &gpuProc{key: k, ppid: st.PPID, comm: string(st.Comm)}
+		}
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
