@@ -67,9 +67,9 @@ type Config struct {
 	DiscoverEvery, ChecksEvery time.Duration
 	// PIDs are process trees to watch whether or not a device lists
 	// them (a job on a host whose GPU is not in view, a CPU-side stage).
-	PIDs []int
-	MaxRingBytes               int
-	MaxJobs                    int
+	PIDs         []int
+	MaxRingBytes int
+	MaxJobs      int
 
 	Tool string
 	Log  *slog.Logger
