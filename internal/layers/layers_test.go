@@ -34,7 +34,7 @@ var layers = []struct {
 	{"judge", []string{"vocabulary", "derive", "judge"}, []string{
 		"internal/judge", "internal/judge/frozen", "internal/judge/thresholds", "internal/judge/tracejudge"}},
 	{"render", []string{"vocabulary", "derive", "judge", "render"}, []string{"internal/render"}},
-	{"pipeline", []string{"vocabulary", "sources", "derive", "judge", "render", "pipeline"}, []string{"internal/diagnose"}},
+	{"pipeline", []string{"vocabulary", "sources", "derive", "judge", "render", "pipeline"}, []string{"internal/agent", "internal/diagnose"}},
 	{"commands", []string{"vocabulary", "sources", "derive", "judge", "render", "pipeline"}, []string{"cmd/gpufeed", "cmd/tracegen"}},
 	{"testing", []string{"vocabulary", "testing"}, []string{"internal/golden", "internal/clitest", "internal/testjob", "internal/layers"}},
 }
