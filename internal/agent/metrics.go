@@ -4,7 +4,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -120,7 +119,7 @@ func (a *Agent) Collect(ch chan<- prometheus.Metric) {
 			for _, c := range sortedKeys(j.starved) {
 				counter(descStarved, j.starved[c], c)
 			}
-			for _, c := range sortedKeys(j.deaths) {
+			for _, c := range deathCauses(j.deaths) {
 				counter(descDeaths, j.deaths[c], c)
 			}
 			if j.verdict != nil && !j.done {
@@ -205,6 +204,20 @@ func dcgmBusID(bus string) string {
 	return strings.ToUpper(dom + ":" + rest)
 }
 
+// knownDeathCauses are exported from a job's start at 0, so that the
+// first death is an increase a rule sees (a counter born at 1 is not).
+var knownDeathCauses = []string{"exited", "oom-kill", "segfault", "trap"}
+
+func deathCauses(m map[string]float64) []string {
+	out := append([]string(nil), knownDeathCauses...)
+	for _, k := range sortedKeys(m) {
+		if !containsString(out, k) {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
 func sortedKeys(m map[string]float64) []string {
 	out := make([]string, 0, len(m))
 	for k := range m {
@@ -216,6 +229,3 @@ func sortedKeys(m map[string]float64) []string {
 
 // ensure the agent is a collector
 var _ prometheus.Collector = (*Agent)(nil)
-
-// unixSeconds is for tests.
-func unixSeconds(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
