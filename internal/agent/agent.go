@@ -26,13 +26,14 @@ import (
 	"github.com/gpufeed/gpufeed/internal/timeline"
 )
 
-// Defaults for Config's zero values: the agent's low tier. A job is read
-// once a second (its threads' schedstat), its context switches and where
-// blocked threads wait every five seconds, and judged once a minute; ten
+// Defaults for Config's zero values: the agent's low tier. A job's threads
+// are read every two seconds (schedstat), their context switches, where
+// the sleeping ones wait and the tree's new processes every ten, and the
+// job is judged once a minute (30 intervals: the judgement wants 20); ten
 // minutes are kept (see docs/AGENT.md and the budget in docs/PERFORMANCE.md).
 const (
-	DefaultInterval      = time.Second
-	DefaultSlowEvery     = 5 * time.Second
+	DefaultInterval      = 2 * time.Second
+	DefaultSlowEvery     = 10 * time.Second
 	DefaultRollupEvery   = time.Minute
 	DefaultWindow        = time.Minute
 	DefaultRing          = 10 * time.Minute
@@ -120,6 +121,11 @@ type Agent struct {
 	deaths     map[deathKey]time.Time
 	notWatched int
 	found      string
+
+	// finishing lets one job at a time finish its window: judging and
+	// packing a window is the agent's peak of memory and CPU, and jobs
+	// found together end their windows together.
+	finishing sync.Mutex
 
 	wg sync.WaitGroup
 }

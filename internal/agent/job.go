@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -50,11 +49,11 @@ type job struct {
 	doneWhy            string
 }
 
-// chunk is one window's recording (timeline.Encode: gzip JSON lines).
+// chunk is one window kept in the ring.
 type chunk struct {
 	started time.Time
 	seconds float64
-	data    []byte
+	p       packed
 }
 
 func newJob(a *Agent, r *gpuProc) *job {
@@ -113,8 +112,11 @@ func (j *job) watch(ctx context.Context) {
 		if ctx.Err() != nil && len(tl.Ticks) < 2 {
 			return // the agent stops: a window cut at once says nothing
 		}
+		ended := tl.Meta.Ended
+		j.a.finishing.Lock()
 		j.finish(ctx, tl)
-		if tl.Meta.Ended == "target exited" {
+		j.a.finishing.Unlock()
+		if ended == "target exited" {
 			j.end("exited")
 			return
 		}
@@ -125,9 +127,9 @@ func (j *job) watch(ctx context.Context) {
 func (j *job) window(ctx context.Context) (*timeline.Timeline, error) {
 	c := j.a.cfg
 	cfg := sample.Config{FS: c.FS, PID: j.key.PID, Interval: c.Interval, Duration: c.Window,
-		SlowEvery: c.SlowEvery, RollupEvery: c.RollupEvery, GPUSource: c.GPUName, Tool: c.Tool}
+		SlowEvery: c.SlowEvery, RollupEvery: c.RollupEvery, DiscoverEvery: c.SlowEvery, GPUSource: c.GPUName, Tool: c.Tool}
 	if j.a.gpu != nil {
-		cfg.GPU = j.a.gpu
+		cfg.GPU = jobSource{j.a.gpu, j}
 	}
 	var tl *timeline.Timeline
 	err := j.a.probe("sample", func() error {
@@ -189,9 +191,6 @@ func (j *job) finish(ctx context.Context, tl *timeline.Timeline) {
 		return nil
 	})
 
-	var buf bytes.Buffer
-	encErr := j.a.probe("record", func() error { return timeline.Encode(&buf, tl) })
-
 	measured, runq := 0.0, 0.0
 	for i, iv := range v.Intervals {
 		if i < len(in.Job.GPUUtil) && !math.IsNaN(in.Job.GPUUtil[i]) {
@@ -208,8 +207,21 @@ func (j *job) finish(ctx context.Context, tl *timeline.Timeline) {
 		}
 	}
 
+	// Kept in the ring last: packing thins the timeline's ticks.
+	samples := 0
+	for _, tk := range tl.Ticks {
+		samples += len(tk.Threads)
+	}
+	var p packed
+	encErr := j.a.probe("record", func() error {
+		var err error
+		p, err = pack(tl)
+		return err
+	})
+
 	j.a.cfg.Log.Debug("window judged", "pid", j.key.PID, "verdict", verdict.Class, "confidence", verdict.Confidence,
-		"missing", verdict.Missing, "seconds", float64(v.WindowNS)/1e9)
+		"missing", verdict.Missing, "seconds", float64(v.WindowNS)/1e9, "thread_samples", samples,
+		"kept", keptSamples(tl), "recording_bytes", len(p.rec), "order_bytes", len(p.order))
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	j.verdict, j.judgedAt = verdict, time.Now()
@@ -237,8 +249,8 @@ func (j *job) finish(ctx context.Context, tl *timeline.Timeline) {
 		j.deaths[c]++
 	}
 	if encErr == nil {
-		j.ring = append(j.ring, chunk{started: tl.Meta.Started, seconds: float64(v.WindowNS) / 1e9, data: buf.Bytes()})
-		j.ringLen += buf.Len()
+		j.ring = append(j.ring, chunk{started: tl.Meta.Started, seconds: float64(v.WindowNS) / 1e9, p: p})
+		j.ringLen += p.size()
 	}
 	j.trim()
 }
@@ -250,7 +262,7 @@ func (j *job) trim() {
 	cut := time.Now().Add(-c.Ring)
 	n := 0
 	for n < len(j.ring) && (j.ring[n].started.Add(time.Duration(j.ring[n].seconds*1e9)).Before(cut) || j.ringLen > c.MaxRingBytes && n < len(j.ring)-1) {
-		j.ringLen -= len(j.ring[n].data)
+		j.ringLen -= j.ring[n].p.size()
 		n++
 	}
 	if n > 0 {
@@ -258,13 +270,21 @@ func (j *job) trim() {
 	}
 }
 
-// chunks returns the ring's recordings, oldest first.
-func (j *job) chunks() [][]byte {
+// chunks returns the ring's windows, oldest first.
+func (j *job) chunks() []packed {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	out := make([][]byte, len(j.ring))
+	out := make([]packed, len(j.ring))
 	for i, c := range j.ring {
-		out[i] = c.data
+		out[i] = c.p
 	}
 	return out
+}
+
+func keptSamples(tl *timeline.Timeline) int {
+	n := 0
+	for _, tk := range tl.Ticks {
+		n += len(tk.Threads)
+	}
+	return n
 }

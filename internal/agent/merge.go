@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 
@@ -18,7 +17,7 @@ var errEmptyRing = errors.New("no window of this job is complete yet")
 // a later window is kept once; the samplers' counts and costs add up.
 // Between two windows lie the end-of-window reads (milliseconds): the
 // interval across them is longer than the others, not missing.
-func merge(chunks [][]byte) (*timeline.Timeline, []string, error) {
+func merge(chunks []packed) (*timeline.Timeline, []string, error) {
 	if len(chunks) == 0 {
 		return nil, nil, errEmptyRing
 	}
@@ -27,7 +26,7 @@ func merge(chunks [][]byte) (*timeline.Timeline, []string, error) {
 	seenKernel := map[string]bool{}
 	var last int64 = -1
 	for i, b := range chunks {
-		tl, warns, err := timeline.Decode(bytes.NewReader(b), fmt.Sprintf("window %d of the ring", i+1))
+		tl, warns, err := unpack(b, fmt.Sprintf("window %d of the ring", i+1))
 		if err != nil {
 			return nil, nil, err
 		}

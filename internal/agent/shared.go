@@ -56,3 +56,42 @@ func (s *sharedSource) Path() string {
 	}
 	return ""
 }
+
+// jobSource is one job's view of the shared source: the devices the job
+// uses (all of them while none is known). A node's eight GPUs each
+// report their fine-grained utilisation every reading; a job keeps only
+// its own GPU's in its windows and its ring.
+type jobSource struct {
+	*sharedSource
+	j *job
+}
+
+func (s jobSource) keep(index int) bool {
+	s.j.mu.Lock()
+	defer s.j.mu.Unlock()
+	if len(s.j.devices) == 0 || s.j.byNode {
+		return true
+	}
+	return containsInt(s.j.devices, index)
+}
+
+func (s jobSource) Devices() []gpu.DeviceInfo {
+	var out []gpu.DeviceInfo
+	for _, d := range s.sharedSource.Devices() {
+		if s.keep(d.Index) {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+func (s jobSource) Sample() ([]gpu.Sample, error) {
+	all, err := s.sharedSource.Sample()
+	out := make([]gpu.Sample, 0, 1)
+	for _, x := range all {
+		if s.keep(x.Index) {
+			out = append(out, x)
+		}
+	}
+	return out, err
+}
