@@ -35,7 +35,7 @@ var layers = []struct {
 		"internal/judge", "internal/judge/frozen", "internal/judge/thresholds", "internal/judge/tracejudge"}},
 	{"render", []string{"vocabulary", "derive", "judge", "render"}, []string{"internal/render"}},
 	{"pipeline", []string{"vocabulary", "sources", "derive", "judge", "render", "pipeline"}, []string{"internal/agent", "internal/diagnose"}},
-	{"commands", []string{"vocabulary", "sources", "derive", "judge", "render", "pipeline"}, []string{"cmd/gpufeed", "cmd/tracegen"}},
+	{"commands", []string{"vocabulary", "sources", "derive", "judge", "render", "pipeline", "commands"}, []string{"cmd/gpufeed", "cmd/gpufeed-agent", "cmd/tracegen", "internal/agentcmd"}},
 	{"testing", []string{"vocabulary", "testing"}, []string{"internal/golden", "internal/clitest", "internal/testjob", "internal/layers"}},
 }
 

@@ -1,0 +1,27 @@
+// Command gpufeed-agent is gpufeed agent on its own: the node agent,
+// built without what only the other commands use (the trace readers, the
+// Nsight SQLite reader among them), so that its resident memory is the
+// agent's own. It takes the same flags as gpufeed agent.
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/gpufeed/gpufeed/internal/agentcmd"
+	"github.com/gpufeed/gpufeed/internal/safetext"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func main() {
+	cmd := agentcmd.New(version, nil)
+	cmd.Use = "gpufeed-agent"
+	cmd.Version = version
+	cmd.SilenceUsage, cmd.SilenceErrors = true, true
+	if err := cmd.Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "gpufeed-agent:", safetext.Escape(err.Error()))
+		os.Exit(2)
+	}
+}
