@@ -77,6 +77,12 @@ go build -o /dev/null ./cmd/gpufeed
 step "go test"
 go test -count=1 ./...
 
+# The deployment files, decoded strictly into the Kubernetes and Prometheus
+# Operator API types by a module of its own (those types stay out of
+# gpufeed's dependencies).
+step "deploy/validate"
+(cd deploy/validate && go vet ./... && go test -count=1 ./...)
+
 # The race detector runs on the packages where goroutines share state.
 race_pkgs=$(go list ./internal/... | grep -E '/(sample|gpu|trace/kineto|agent)($|/)' || true)
 if [ -n "$race_pkgs" ]; then

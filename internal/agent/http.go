@@ -34,12 +34,14 @@ func (a *Agent) Registry() *prometheus.Registry {
 //	/metrics            Prometheus exposition
 //	/recording?pid=PID  the job's ring as a recording (gpufeed report FILE)
 //	/report?pid=PID     the ring judged, as gpufeed report prints it (&format=json)
+//	/pids?slurm_job_id=N | ?pod_uid=U   the root pids of a scheduler job's trees, one a line
 //	/                   the jobs watched, with their last verdicts
 func (a *Agent) Handler(reg *prometheus.Registry) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}))
 	mux.HandleFunc("/recording", a.serveRecording)
 	mux.HandleFunc("/report", a.serveReport)
+	mux.HandleFunc("/pids", a.servePIDs)
 	mux.HandleFunc("/", a.serveIndex)
 	return mux
 }
@@ -150,6 +152,29 @@ func (a *Agent) serveIndex(w http.ResponseWriter, r *http.Request) {
 		j.mu.Unlock()
 	}
 	_ = tw.Flush()
+}
+
+// servePIDs lists the roots of the trees whose job matches every filter
+// given (slurm_job_id, pod_uid), one pid a line: what a Slurm epilog or a
+// collection script asks for.
+func (a *Agent) servePIDs(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	slurm, pod := q.Get("slurm_job_id"), q.Get("pod_uid")
+	a.mu.Lock()
+	var pids []int
+	for _, j := range a.jobs {
+		j.mu.Lock()
+		if (slurm == "" || j.id.SlurmJobID == slurm) && (pod == "" || j.id.PodUID == pod) {
+			pids = append(pids, j.key.PID)
+		}
+		j.mu.Unlock()
+	}
+	a.mu.Unlock()
+	sort.Ints(pids)
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	for _, p := range pids {
+		fmt.Fprintln(w, p)
+	}
 }
 
 func dash(s string) string {

@@ -227,6 +227,17 @@ func TestAgentLaunchBoundScenario(t *testing.T) {
 	if code != http.StatusOK || !strings.Contains(body, strconv.Itoa(run.PID)) {
 		t.Errorf("/: %d\n%s", code, body)
 	}
+	if code, body = get(t, srv.URL+"/pids"); code != http.StatusOK || body != strconv.Itoa(run.PID)+"\n" {
+		t.Errorf("/pids: %d %q, want the job's pid", code, body)
+	}
+	if code, body = get(t, srv.URL+"/pids?slurm_job_id=4242"); code != http.StatusOK || body != "" {
+		t.Errorf("/pids of another Slurm job: %d %q, want none", code, body)
+	}
+	for q, want := range map[string]int{"pid=x": http.StatusBadRequest, "pid=1": http.StatusNotFound} {
+		if code, body := get(t, srv.URL+"/report?"+q); code != want {
+			t.Errorf("/report?%s: %d %q, want %d", q, code, body, want)
+		}
+	}
 }
 
 // TestAgentCountsOOMKilledMemberOnce: rank 2 of a real three-rank job is
