@@ -26,7 +26,8 @@ type demoReport struct {
 // window must exit 0 with the scenario's verdict and findings, and
 // `gpufeed report` on the recording must give the same verdict and
 // findings. The healthy GPU-bound scenario must have no warning of gpufeed's
-// own rules (the platform checks report this machine as it is).
+// own rules (the platform checks report this machine as it is). Neither
+// report, text or JSON, may name an internal reference.
 func TestDemoScenarios(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the scenarios take about two minutes (ten 10 s windows): skipped with -short")
@@ -82,6 +83,16 @@ func TestDemoScenarios(t *testing.T) {
 			}
 			if a, b := findingLines(live.Findings), findingLines(replay.Findings); a != b {
 				t.Errorf("the recording judged later gives other findings:\nlive:\n%s\nreplay:\n%s", a, b)
+			}
+			// What a user reads, text and JSON, names nothing internal.
+			text, stderr, code := run(t, "report", rec)
+			if code != 0 {
+				t.Fatalf("report %s (text): exit %d\nstderr: %s", rec, code, stderr)
+			}
+			for name, o := range map[string]string{"JSON": out, "text": text} {
+				for _, r := range golden.InternalReferences(o) {
+					t.Errorf("demo %s, %s report: an internal reference no user can follow: %s", sc.Name, name, r)
+				}
 			}
 		})
 	}

@@ -28,7 +28,7 @@ func newSimdevCmd() *cobra.Command {
 kernels (durations), copies (bytes over a PCIe link) and synchronisations
 through the Go client or python/gpufeed_simdev.py; diagnose observes it with
 --device sim:PATH, or by itself when the target's environment has
-GPUFEED_SIMDEV=PATH. It runs until interrupted. See docs/SIMDEV.md.`,
+GPUFEED_SIMDEV=PATH. It runs until interrupted.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if socket == "" {

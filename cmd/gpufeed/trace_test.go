@@ -133,3 +133,37 @@ func TestTraceVerdictWording(t *testing.T) {
 		t.Errorf("ran on %d traces, want every testdata trace", n)
 	}
 }
+
+// TestTraceOutputsHaveNoInternalReferences runs gpufeed trace, text and
+// JSON, on every trace in testdata (each rank directory and edge case):
+// what it prints names no internal reference.
+func TestTraceOutputsHaveNoInternalReferences(t *testing.T) {
+	var paths []string
+	dirs, err := filepath.Glob(filepath.Join("..", "..", "testdata", "traces", "*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, _ := filepath.Glob(filepath.Join("..", "..", "testdata", "traces", "critical_path", "*"))
+	for _, d := range dirs {
+		if files, _ := filepath.Glob(filepath.Join(d, "*.json*")); len(files) > 0 {
+			paths = append(paths, d) // a rank directory (critical_path holds four)
+		}
+	}
+	edge, _ := filepath.Glob(filepath.Join("..", "..", "testdata", "trace-edge", "*.json"))
+	mtia, _ := filepath.Glob(filepath.Join("..", "..", "testdata", "mtia", "*.json"))
+	paths = append(append(append(paths, sub...), edge...), mtia...)
+	if len(paths) < 14 {
+		t.Fatalf("%d traces found: the globs missed them", len(paths))
+	}
+	for _, p := range paths {
+		for _, format := range []string{"text", "json"} {
+			out, _, _ := run(t, "trace", "-o", format, p)
+			if out == "" {
+				t.Errorf("%s (%s): no output", p, format)
+			}
+			for _, r := range golden.InternalReferences(out) {
+				t.Errorf("%s (%s): an internal reference no user can follow: %s", p, format, r)
+			}
+		}
+	}
+}

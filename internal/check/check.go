@@ -89,7 +89,6 @@ type Check struct {
 	ID string
 	// Title says in a few words what the check looks at.
 	Title string
-	Seed  string
 	run   func(*env) []Outcome
 }
 
@@ -137,7 +136,7 @@ func Run(ctx context.Context, opts Options) []Outcome {
 	var out []Outcome
 	for _, c := range registry {
 		if exited != "" && processChecks[c.ID] {
-			out = append(out, Outcome{ID: c.ID, Status: Absent, Seed: c.Seed, Severity: finding.Info,
+			out = append(out, Outcome{ID: c.ID, Status: Absent, Severity: finding.Info,
 				Subject: "pid " + strconv.Itoa(exitedPID), Claim: exited, Need: "a running process: --pid of the job itself"})
 			continue
 		}
@@ -153,9 +152,6 @@ func (c Check) outcomes(e *env) []Outcome {
 	for i := range rs {
 		if rs[i].ID == "" {
 			rs[i].ID = c.ID
-		}
-		if rs[i].Seed == "" {
-			rs[i].Seed = c.Seed
 		}
 		if rs[i].Severity == finding.Info {
 			rs[i].Severity = defaultSeverity(rs[i].Status)

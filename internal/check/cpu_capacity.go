@@ -11,8 +11,8 @@ import (
 var cpuCapacityCheck = Check{
 	ID:    "cpu-capacity",
 	Title: "Heterogeneous cores (cpu_capacity), and whether the launch thread may land on a small one",
-	Seed:  "000 §9",
-	run:   runCPUCapacity,
+	// Sources: 000 §9
+	run: runCPUCapacity,
 }
 
 func runCPUCapacity(e *env) []Outcome {
@@ -45,7 +45,7 @@ func runCPUCapacity(e *env) []Outcome {
 	big := byCap[caps[0]]
 	if e.opts.PID <= 0 {
 		return []Outcome{{Status: OK, Evidence: ev, Claim: fmt.Sprintf("heterogeneous cores: the biggest (capacity %d) are CPUs %s", caps[0], big),
-			Decision: "Pin launch threads to the biggest cores (000 §9: on the Spark, the X925 cores)."}}
+			Decision: "Pin launch threads to the biggest cores."}}
 	}
 	th, err := e.mainThreadStatus()
 	allowed, have := th.CPUsAllowed()
@@ -56,7 +56,7 @@ func runCPUCapacity(e *env) []Outcome {
 	if small := allowed.Minus(big); len(small) > 0 {
 		return []Outcome{{Status: Warn, Subject: e.subjectPID(), Evidence: ev, Supports: finding.SubmissionBound,
 			Claim:    fmt.Sprintf("launch thread may run on smaller cores (CPUs %s); the biggest are %s", small, big),
-			Decision: fmt.Sprintf("Pin the launch thread to the biggest cores (taskset -c %s); small cores launch kernels slower (000 §9).", big)}}
+			Decision: fmt.Sprintf("Pin the launch thread to the biggest cores (taskset -c %s); small cores launch kernels slower.", big)}}
 	}
 	return []Outcome{{Status: OK, Subject: e.subjectPID(), Evidence: ev, Claim: "launch thread confined to the biggest cores"}}
 }

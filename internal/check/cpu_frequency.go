@@ -16,8 +16,8 @@ const freqCapTolerance = 0.95
 var cpuFrequencyCheck = Check{
 	ID:    "cpu-frequency",
 	Title: "CPU current vs maximum frequency, and caps on the maximum",
-	Seed:  "002 Task 9, Erreurs courantes 2",
-	run:   runCPUFrequency,
+	// Sources: 002 Task 9, Erreurs courantes 2
+	run: runCPUFrequency,
 }
 
 func runCPUFrequency(e *env) []Outcome {
@@ -62,7 +62,7 @@ func judgeFrequency(cpus []procfs.CPU) Outcome {
 		return Outcome{Status: Warn, Evidence: ev, Supports: finding.Preprocessing,
 			Claim: fmt.Sprintf("maximum frequency capped on CPUs %s: %.0f of %.0f MHz", cpuset.Set(capped), float64(capKHz)/1000, float64(maxKHz)/1000),
 			Decision: "Find what caps scaling_max_freq (tuned/power profile, thermald, an admin script, BIOS power limits) " +
-				"and lift it on training nodes; compare with an identical node (002 Erreurs courantes 7)."}
+				"and lift it on training nodes; compare with an identical node."}
 	}
 	return Outcome{Status: OK, Evidence: ev, Claim: "no cap on the maximum frequency (current frequency is a snapshot: idle cores run low)"}
 }

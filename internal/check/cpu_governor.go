@@ -17,8 +17,8 @@ const performanceGovernor = "performance"
 var cpuGovernorCheck = Check{
 	ID:    "cpu-governor",
 	Title: "CPU frequency governor",
-	Seed:  "002 Task 9",
-	run:   runCPUGovernor,
+	// Sources: 002 Task 9
+	run: runCPUGovernor,
 }
 
 // noCPUFreq is the absent result of the cpufreq checks.
@@ -83,7 +83,7 @@ func judgeGovernors(cpus []procfs.CPU) Outcome {
 	return Outcome{Status: Warn, Evidence: ev, Supports: finding.Preprocessing,
 		Claim: fmt.Sprintf("governor %s on %d of %d CPUs: the CPU may drop its clock between bursts", strings.Join(others, "/"), slow, total),
 		Decision: "On dedicated training nodes set the performance governor (cpupower frequency-set -g performance, " +
-			"or the BIOS/tuned profile), then measure again (002 Task 9)."}
+			"or the BIOS/tuned profile), then measure again."}
 }
 
 func sortedKeys(m map[string]bool) []string {

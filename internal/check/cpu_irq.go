@@ -26,8 +26,8 @@ const (
 var cpuIRQCheck = Check{
 	ID:    "cpu-irq",
 	Title: "Which CPUs take the device interrupts, and whether the launch thread runs there",
-	Seed:  "000 §9",
-	run:   runCPUIRQ,
+	// Sources: 000 §9
+	run: runCPUIRQ,
 }
 
 type irqShare struct {
@@ -90,7 +90,7 @@ func runCPUIRQ(e *env) []Outcome {
 						return []Outcome{{Status: Warn, Subject: e.subjectPID(), Evidence: ev, Supports: finding.SubmissionBound,
 							Claim: fmt.Sprintf("launch thread is pinned to CPU %d, which takes %.0f%% of device interrupts (%.1fx its fair share)", s.cpu, s.share*100, s.share/fair),
 							Decision: fmt.Sprintf("Steer device IRQs off the launch thread's CPUs (/proc/irq/N/smp_affinity_list, irqbalance "+
-								"--banirq or IRQBALANCE_BANNED_CPULIST=%s), to a housekeeping core on the device's NUMA node (000 §9).", allowed)}}
+								"--banirq or IRQBALANCE_BANNED_CPULIST=%s), to a housekeeping core on the device's NUMA node.", allowed)}}
 					}
 				}
 				return []Outcome{{Status: OK, Subject: e.subjectPID(), Evidence: ev,
@@ -102,7 +102,7 @@ func runCPUIRQ(e *env) []Outcome {
 	if len(shares) >= irqConcentrationMinCPUs && top.share > irqConcentrationWarn {
 		return []Outcome{{Status: Warn, Evidence: ev,
 			Claim:    fmt.Sprintf("CPU %d takes %.0f%% of all device interrupts", top.cpu, top.share*100),
-			Decision: "Spread interrupts (irqbalance, or per-queue IRQ affinity) and keep launch threads off that CPU (000 §9)."}}
+			Decision: "Spread interrupts (irqbalance, or per-queue IRQ affinity) and keep launch threads off that CPU."}}
 	}
 	claim := fmt.Sprintf("device interrupts spread: the busiest CPU (%d) takes %.0f%%", top.cpu, top.share*100)
 	if len(shares) < irqConcentrationMinCPUs {

@@ -11,8 +11,8 @@ import (
 var cpuIsolationCheck = Check{
 	ID:    "cpu-isolation",
 	Title: "Isolated CPUs (isolcpus, nohz_full) and where the target runs against them",
-	Seed:  "000 §9",
-	run:   runCPUIsolation,
+	// Sources: 000 §9
+	run: runCPUIsolation,
 }
 
 func runCPUIsolation(e *env) []Outcome {
@@ -53,7 +53,7 @@ func runCPUIsolation(e *env) []Outcome {
 	}
 	if e.opts.PID <= 0 {
 		return []Outcome{{Status: OK, Evidence: ev, Claim: fmt.Sprintf("CPUs %s are isolated from the scheduler", isolated),
-			Decision: "Pin each latency-critical thread to one isolated CPU of its own; nothing else will run there (000 §9)."}}
+			Decision: "Pin each latency-critical thread to one isolated CPU of its own; nothing else will run there."}}
 	}
 	st, serr := e.targetStatus()
 	allowed, have := st.CPUsAllowed()
@@ -66,7 +66,7 @@ func runCPUIsolation(e *env) []Outcome {
 		return []Outcome{{Status: Warn, Subject: e.subjectPID(), Evidence: ev, Supports: finding.SubmissionBound,
 			Claim: fmt.Sprintf("process may run on %d isolated CPUs (%s), where the scheduler does not balance load: its threads can pile onto one CPU", len(onIso), onIso),
 			Decision: "Pin each thread to its own isolated CPU (the launch thread alone on one), and run helpers (DataLoader workers, " +
-				"OpenMP pools) on the housekeeping CPUs (000 §9)."}}
+				"OpenMP pools) on the housekeeping CPUs."}}
 	}
 	return []Outcome{{Status: OK, Subject: e.subjectPID(), Evidence: ev,
 		Claim: fmt.Sprintf("CPUs %s are isolated; the process runs on %d of them", isolated, len(onIso))}}

@@ -15,8 +15,8 @@ const pinnedCPUsMax = 4
 var cpuSMTCheck = Check{
 	ID:    "cpu-smt",
 	Title: "SMT siblings, and whether the launch thread shares a core",
-	Seed:  "000 §9",
-	run:   runCPUSMT,
+	// Sources: 000 §9
+	run: runCPUSMT,
 }
 
 func runCPUSMT(e *env) []Outcome {
@@ -44,7 +44,7 @@ func runCPUSMT(e *env) []Outcome {
 	}
 	if e.opts.PID <= 0 {
 		return []Outcome{{Status: OK, Claim: fmt.Sprintf("SMT on: %d threads per core", threadsPerCore), Evidence: ev,
-			Decision: "Pin a latency-critical launch thread to a core whose sibling stays idle (Slurm --hint=nomultithread) (000 §9)."}}
+			Decision: "Pin a latency-critical launch thread to a core whose sibling stays idle (Slurm --hint=nomultithread)."}}
 	}
 	th, err := e.mainThreadStatus()
 	allowed, have := th.CPUsAllowed()
@@ -56,8 +56,8 @@ func runCPUSMT(e *env) []Outcome {
 	if len(allowed) <= pinnedCPUsMax && sharesCore(cpus, allowed) {
 		return []Outcome{{Status: Warn, Subject: e.subjectPID(), Evidence: ev, Supports: finding.SubmissionBound,
 			Claim: fmt.Sprintf("launch thread pinned to SMT siblings of one core (CPUs %s): anything on the sibling slows its launches", allowed),
-			Decision: "Pin the launch thread to one CPU per physical core and keep its sibling idle; in the seed's drill a noisy " +
-				"sibling cost 8.9 ms per step vs 5.4 ms with the core quiet (000 §9)."}}
+			Decision: "Pin the launch thread to one CPU per physical core and keep its sibling idle; in one measured case a noisy " +
+				"sibling cost 8.9 ms per step vs 5.4 ms with the core quiet."}}
 	}
 	return []Outcome{{Status: OK, Subject: e.subjectPID(), Evidence: ev, Claim: fmt.Sprintf("SMT on: %d threads per core; launch thread not confined to one core's siblings", threadsPerCore)}}
 }

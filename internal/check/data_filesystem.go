@@ -12,8 +12,8 @@ import (
 var dataFilesystemCheck = Check{
 	ID:    "data-filesystem",
 	Title: "The filesystem under the dataset path, and whether it crosses a network",
-	Seed:  "002 Task 13, Mini-histoire 3",
-	run:   runDataFilesystem,
+	// Sources: 002 Task 13, Mini-histoire 3
+	run: runDataFilesystem,
 }
 
 func runDataFilesystem(e *env) []Outcome {
@@ -46,7 +46,7 @@ func judgeDataMount(subj string, m procfs.Mount, src string) Outcome {
 		return Outcome{Status: Warn, Subject: subj, Evidence: ev, Supports: finding.StorageBound,
 			Claim: fmt.Sprintf("dataset on a network filesystem (%s from %s): every read that misses the page cache crosses the network", m.FSType, m.Source),
 			Decision: "Stage the dataset on local NVMe for high-throughput runs, pack small files into shards, and prefetch; " +
-				"watch retransmissions and metadata calls (nfs-client, nfs-mount) (002 Task 13, Checklist D)."}
+				"watch retransmissions and metadata calls (nfs-client, nfs-mount)."}
 	}
 	return Outcome{Status: OK, Subject: subj, Evidence: ev, Claim: fmt.Sprintf("dataset on a local filesystem (%s at %s)", m.FSType, m.MountPoint)}
 }

@@ -26,8 +26,8 @@ const (
 var devShmCheck = Check{
 	ID:    "dev-shm",
 	Title: "/dev/shm size and use (DataLoader workers pass tensors through it)",
-	Seed:  "000 §5",
-	run:   runDevShm,
+	// Sources: 000 §5
+	run: runDevShm,
 }
 
 func runDevShm(e *env) []Outcome {

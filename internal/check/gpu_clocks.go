@@ -14,8 +14,8 @@ const clockLowFraction = 0.9
 var gpuClocksCheck = Check{
 	ID:    "gpu-clocks",
 	Title: "SM clock against the application clock, judged only when the GPU is busy",
-	Seed:  "002 Task 11",
-	run:   forEachGPU(judgeClocks),
+	// Sources: 002 Task 11
+	run: forEachGPU(judgeClocks),
 }
 
 func judgeClocks(d gpu.DeviceInfo, s gpu.Sample) Outcome {
@@ -42,7 +42,7 @@ func judgeClocks(d gpu.DeviceInfo, s gpu.Sample) Outcome {
 	case low && *s.UtilPercent >= busyUtilPercent:
 		return Outcome{Status: Warn, Evidence: ev, Supports: finding.GPUBound,
 			Claim:    fmt.Sprintf("SM clock %d MHz of %d while %.0f%% busy: throttled", *s.SMClockMHz, *ref, *s.UtilPercent),
-			Decision: "Look at the throttle reasons (gpu-throttle): power limit, cooling and chassis airflow (002 Task 11, Erreurs courantes 5)."}
+			Decision: "Look at the throttle reasons (gpu-throttle): power limit, cooling and chassis airflow."}
 	case low:
 		return Outcome{Status: OK, Evidence: ev,
 			Claim: fmt.Sprintf("SM clock %d MHz of %d at %.0f%% utilisation: an idle GPU clocks down; look upstream for what it waits on", *s.SMClockMHz, *ref, *s.UtilPercent)}

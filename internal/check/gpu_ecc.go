@@ -8,8 +8,8 @@ import (
 var gpuECCCheck = Check{
 	ID:    "gpu-ecc",
 	Title: "GPU ECC mode",
-	Seed:  "002 Checklist A",
-	run:   forEachGPU(judgeECC),
+	// Sources: 002 Checklist A
+	run: forEachGPU(judgeECC),
 }
 
 func judgeECC(d gpu.DeviceInfo, _ gpu.Sample) Outcome {

@@ -17,8 +17,8 @@ const (
 var gpuMemoryHealthCheck = Check{
 	ID:    "gpu-memory-health",
 	Title: "Remapped rows (pending, failed) and retired pages",
-	Seed:  "002 Checklist A",
-	run:   forEachGPU(judgeMemoryHealth),
+	// Sources: 002 Checklist A
+	run: forEachGPU(judgeMemoryHealth),
 }
 
 func judgeMemoryHealth(d gpu.DeviceInfo, _ gpu.Sample) Outcome {

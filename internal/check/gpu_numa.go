@@ -10,8 +10,8 @@ import (
 var gpuNUMACheck = Check{
 	ID:    "gpu-numa",
 	Title: "Each GPU's NUMA node and local CPUs",
-	Seed:  "002 Task 5",
-	run:   runGPUNUMA,
+	// Sources: 002 Task 5
+	run: runGPUNUMA,
 }
 
 func runGPUNUMA(e *env) []Outcome {

@@ -15,8 +15,8 @@ const busyUtilPercent = 50
 var gpuPCIeLinkCheck = Check{
 	ID:    "gpu-pcie-link",
 	Title: "PCIe link as the driver (NVML) sees it: current vs max generation and width",
-	Seed:  "002 Task 3",
-	run:   runGPUPCIeLink,
+	// Sources: 002 Task 3
+	run: runGPUPCIeLink,
 }
 
 // noDriver is the one result a GPU check gives without a driver source.

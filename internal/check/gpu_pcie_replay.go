@@ -28,8 +28,8 @@ func replayAllowancePerMinute(gen, lanes int) float64 {
 var gpuPCIeReplayCheck = Check{
 	ID:    "gpu-pcie-replay",
 	Title: "PCIe replays per minute against DCGM's allowance for the link",
-	Seed:  "002 Task 3",
-	run:   runGPUPCIeReplay,
+	// Sources: 002 Task 3
+	run: runGPUPCIeReplay,
 }
 
 func runGPUPCIeReplay(e *env) []Outcome {

@@ -8,8 +8,8 @@ import (
 var gpuPersistenceCheck = Check{
 	ID:    "gpu-persistence",
 	Title: "GPU persistence mode",
-	Seed:  "002 Checklist A",
-	run:   forEachGPU(judgePersistence),
+	// Sources: 002 Checklist A
+	run: forEachGPU(judgePersistence),
 }
 
 // forEachGPU runs a per-device judgement over every device of the source.

@@ -15,8 +15,8 @@ const powerLimitWarnFraction = 0.95
 var gpuPowerLimitCheck = Check{
 	ID:    "gpu-power-limit",
 	Title: "GPU power limit against its default",
-	Seed:  "002 Erreurs courantes 5",
-	run:   forEachGPU(judgePowerLimit),
+	// Sources: 002 Erreurs courantes 5
+	run: forEachGPU(judgePowerLimit),
 }
 
 func judgePowerLimit(d gpu.DeviceInfo, s gpu.Sample) Outcome {
@@ -33,7 +33,7 @@ func judgePowerLimit(d gpu.DeviceInfo, s gpu.Sample) Outcome {
 	if *d.PowerLimitW < *d.DefaultPowerLimitW*powerLimitWarnFraction {
 		return Outcome{Status: Warn, Evidence: ev, Supports: finding.GPUBound,
 			Claim:    fmt.Sprintf("power limit %.0f W, below the %.0f W default: the GPU lowers its clocks under load", *d.PowerLimitW, *d.DefaultPowerLimitW),
-			Decision: "Restore the default (nvidia-smi -pl) unless the cap is a deliberate site policy; compare with an identical node (002 Erreurs courantes 5, 7)."}
+			Decision: "Restore the default (nvidia-smi -pl) unless the cap is a deliberate site policy; compare with an identical node."}
 	}
 	return Outcome{Status: OK, Evidence: ev, Claim: fmt.Sprintf("power limit %.0f W (default %.0f W)", *d.PowerLimitW, *d.DefaultPowerLimitW)}
 }

@@ -47,8 +47,8 @@ func reasonList(mask uint64) string {
 var gpuThrottleCheck = Check{
 	ID:    "gpu-throttle",
 	Title: "Why the GPU clocks are held down (NVML clock event reasons)",
-	Seed:  "002 Task 11, Erreurs courantes 5",
-	run:   forEachGPU(judgeThrottle),
+	// Sources: 002 Task 11, Erreurs courantes 5
+	run: forEachGPU(judgeThrottle),
 }
 
 func judgeThrottle(_ gpu.DeviceInfo, s gpu.Sample) Outcome {
@@ -65,11 +65,11 @@ func judgeThrottle(_ gpu.DeviceInfo, s gpu.Sample) Outcome {
 		return Outcome{Status: Fail, Evidence: ev, Supports: finding.GPUBound,
 			Claim: "hardware is holding the clocks down: " + reasonList(mask&hardwareReasons),
 			Decision: "Hardware slowdown halves clocks or worse: check cooling, chassis airflow and the power supply; " +
-				"an external power-brake signal comes from the chassis (002 Erreurs courantes 5)."}
+				"an external power-brake signal comes from the chassis."}
 	case mask&reasonSWThermal != 0:
 		return Outcome{Status: Warn, Evidence: ev, Supports: finding.GPUBound,
 			Claim:    "the driver is slowing the GPU for temperature",
-			Decision: "Check cooling and airflow; the GPU is near its thermal limit (002 Task 11)."}
+			Decision: "Check cooling and airflow; the GPU is near its thermal limit."}
 	case mask&reasonSWPowerCap != 0:
 		return Outcome{Status: OK, Evidence: ev,
 			Claim: "clocks limited by the power cap: normal at full load (see gpu-power-limit for whether the cap is lowered)"}

@@ -9,8 +9,8 @@ import (
 var kernelSchedulerCheck = Check{
 	ID:    "kernel-scheduler",
 	Title: "Kernel version and CPU scheduler (EEVDF from 6.6, sched_ext from 6.12)",
-	Seed:  "000 §6",
-	run:   runKernelScheduler,
+	// Sources: 000 §6
+	run: runKernelScheduler,
 }
 
 func runKernelScheduler(e *env) []Outcome {

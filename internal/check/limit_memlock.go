@@ -19,8 +19,8 @@ const memlockWarnBelow = 64 << 30
 var limitMemlockCheck = Check{
 	ID:    "limit-memlock",
 	Title: "Locked memory limit: pinned and RDMA-registered memory needs it",
-	Seed:  "004 Pinned memory and mmap",
-	run:   runLimitMemlock,
+	// Sources: 004 Pinned memory and mmap
+	run: runLimitMemlock,
 }
 
 func runLimitMemlock(e *env) []Outcome {
@@ -54,7 +54,7 @@ func runLimitMemlock(e *env) []Outcome {
 		return Outcome{Status: Warn, Evidence: ev, Supports: finding.TransferBound,
 			Claim: fmt.Sprintf("locked memory limit %s: RDMA registration (NCCL over InfiniBand/RoCE, GPUDirect RDMA) fails or falls back beyond it", memlockString(l.Soft)),
 			Decision: "Run the job with an unlimited memlock limit (docker --ulimit memlock=-1, LimitMEMLOCK=infinity, " +
-				"limits.conf memlock unlimited), and pin only what transfers need (002 Fait 5)."}
+				"limits.conf memlock unlimited), and pin only what transfers need."}
 	})
 }
 

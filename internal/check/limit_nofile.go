@@ -22,8 +22,8 @@ const (
 var limitNofileCheck = Check{
 	ID:    "limit-nofile",
 	Title: "Open files limit (soft/hard) and descriptors in use",
-	Seed:  "004 File descriptor exhaustion",
-	run:   runLimitNofile,
+	// Sources: 004 File descriptor exhaustion
+	run: runLimitNofile,
 }
 
 func runLimitNofile(e *env) []Outcome {
@@ -42,7 +42,7 @@ func runLimitNofile(e *env) []Outcome {
 
 func judgeNofile(l procfs.Limit, used int, ev []finding.Evidence) Outcome {
 	const fix = "Raise the soft limit before launch (ulimit -n 65536, LimitNOFILE= in the unit, /etc/security/limits.conf) and " +
-		"read data through mmap/Arrow/shards rather than one descriptor per sample (004)."
+		"read data through mmap/Arrow/shards rather than one descriptor per sample."
 	if used >= 0 && l.Soft != procfs.Unlimited && float64(used) >= nofileUsedFailFraction*float64(l.Soft) {
 		return Outcome{Status: Fail, Evidence: ev, Supports: finding.Stalled,
 			Claim:    fmt.Sprintf("%d descriptors open of a soft limit of %d: the next opens fail with EMFILE", used, l.Soft),

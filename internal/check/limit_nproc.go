@@ -17,8 +17,8 @@ const nprocWarnBelow = 4096
 var limitNprocCheck = Check{
 	ID:    "limit-nproc",
 	Title: "Processes/threads limit",
-	Seed:  "000 §3",
-	run:   runLimitNproc,
+	// Sources: 000 §3
+	run: runLimitNproc,
 }
 
 func runLimitNproc(e *env) []Outcome {
@@ -32,7 +32,7 @@ func runLimitNproc(e *env) []Outcome {
 			return Outcome{Status: Warn, Evidence: ev, Supports: finding.Stalled,
 				Claim: fmt.Sprintf("process/thread limit %d for the user: ranks, DataLoader workers and their thread pools can exhaust it", l.Soft),
 				Decision: "Raise nproc (ulimit -u, LimitNPROC=, limits.conf) or cap thread pools (OMP_NUM_THREADS per rank, " +
-					"fewer workers) (000 §3)."}
+					"fewer workers)."}
 		}
 		return Outcome{Status: OK, Evidence: ev, Claim: "process/thread limit " + limitString(l.Soft)}
 	})

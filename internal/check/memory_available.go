@@ -14,8 +14,8 @@ const memAvailableWarnFraction = 0.10
 var memoryAvailableCheck = Check{
 	ID:    "memory-available",
 	Title: "MemAvailable against MemTotal",
-	Seed:  "002 Task 14",
-	run:   runMemoryAvailable,
+	// Sources: 002 Task 14
+	run: runMemoryAvailable,
 }
 
 func runMemoryAvailable(e *env) []Outcome {
@@ -34,7 +34,7 @@ func runMemoryAvailable(e *env) []Outcome {
 		return []Outcome{{Status: Warn, Evidence: ev, Supports: finding.Preprocessing,
 			Claim: fmt.Sprintf("only %s of %s available (%.0f%%): the page cache and pinned buffers compete", human(*mi.MemAvailable), human(*mi.MemTotal), frac*100),
 			Decision: "Reduce pinned memory and in-application caching, size DataLoader workers down, or give the node more RAM / " +
-				"isolate noisy neighbours (002 Task 14)."}}
+				"isolate noisy neighbours."}}
 	}
 	return []Outcome{{Status: OK, Evidence: ev, Claim: fmt.Sprintf("%s of %s available (%.0f%%)", human(*mi.MemAvailable), human(*mi.MemTotal), frac*100)}}
 }

@@ -9,8 +9,8 @@ import (
 var memoryDirtyCheck = Check{
 	ID:    "memory-dirty",
 	Title: "Dirty and Writeback memory against the kernel's throttling threshold",
-	Seed:  "002 Task 14",
-	run:   runMemoryDirty,
+	// Sources: 002 Task 14
+	run: runMemoryDirty,
 }
 
 // The kernel lets writers dirty pages freely up to the midpoint between the
@@ -50,7 +50,7 @@ func runMemoryDirty(e *env) []Outcome {
 		return []Outcome{{Status: Warn, Evidence: ev, Supports: finding.StorageBound,
 			Claim: fmt.Sprintf("%s dirty or under writeback, past the %s where the kernel throttles writers", human(dirty), human(uint64(freerun))),
 			Decision: "Writes (checkpoints, logs, cache files) outrun the disk: spread checkpoints out, write them to faster storage, " +
-				"or lower vm.dirty_background_bytes so writeback starts earlier (002 Task 14)."}}
+				"or lower vm.dirty_background_bytes so writeback starts earlier."}}
 	}
 	return []Outcome{{Status: OK, Evidence: ev, Claim: fmt.Sprintf("%s dirty or under writeback, below the throttling threshold", human(dirty))}}
 }

@@ -13,8 +13,8 @@ const swapUsedWarnFraction = 0.10
 var memorySwapCheck = Check{
 	ID:    "memory-swap",
 	Title: "Swap in use",
-	Seed:  "002 Task 14",
-	run:   runMemorySwap,
+	// Sources: 002 Task 14
+	run: runMemorySwap,
 }
 
 func runMemorySwap(e *env) []Outcome {
@@ -34,7 +34,7 @@ func runMemorySwap(e *env) []Outcome {
 	if float64(used) >= swapUsedWarnFraction*float64(*mi.MemTotal) {
 		return []Outcome{{Status: Warn, Evidence: ev, Supports: finding.Preprocessing,
 			Claim:    fmt.Sprintf("%s on swap (%.0f%% of RAM): pages of the job or its neighbours were pushed out", human(used), 100*float64(used)/float64(*mi.MemTotal)),
-			Decision: "Find who was pushed out (grep VmSwap /proc/*/status), cut pinned memory and cache sizes, or add RAM (002 Task 14)."}}
+			Decision: "Find who was pushed out (grep VmSwap /proc/*/status), cut pinned memory and cache sizes, or add RAM."}}
 	}
 	return []Outcome{{Status: OK, Evidence: ev, Claim: fmt.Sprintf("%s on swap", human(used))}}
 }

@@ -7,8 +7,8 @@ import (
 var memoryTHPCheck = Check{
 	ID:    "memory-thp",
 	Title: "Transparent huge pages mode and defrag",
-	Seed:  "002 Task 14",
-	run:   runMemoryTHP,
+	// Sources: 002 Task 14
+	run: runMemoryTHP,
 }
 
 // With defrag "always", a page fault that finds no free huge page compacts

@@ -20,8 +20,8 @@ const (
 var nfsClientCheck = Check{
 	ID:    "nfs-client",
 	Title: "NFS client RPC retransmissions and metadata chatter (/proc/net/rpc/nfs)",
-	Seed:  "002 Task 13",
-	run:   runNFSClient,
+	// Sources: 002 Task 13
+	run: runNFSClient,
 }
 
 func runNFSClient(e *env) []Outcome {
@@ -62,7 +62,7 @@ func runNFSClient(e *env) []Outcome {
 		}
 		return []Outcome{{Status: Warn, Evidence: ev, Supports: finding.StorageBound, Claim: claim,
 			Decision: "Stage the dataset on local NVMe, cut the file count (shards instead of one file per sample), raise " +
-				"client attribute caching where safe (actimeo), and have the network checked for the retransmissions (002 Task 13)."}}
+				"client attribute caching where safe (actimeo), and have the network checked for the retransmissions."}}
 	}
 	return []Outcome{{Status: OK, Evidence: ev, Claim: fmt.Sprintf("NFS client: %.3f%% retransmitted, metadata calls in proportion", ratio*100)}}
 }

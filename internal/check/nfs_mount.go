@@ -13,8 +13,8 @@ import (
 var nfsMountCheck = Check{
 	ID:    "nfs-mount",
 	Title: "Per-mount NFS operations, retransmissions and timeouts (mountstats)",
-	Seed:  "002 Task 13",
-	run:   runNFSMount,
+	// Sources: 002 Task 13
+	run: runNFSMount,
 }
 
 func runNFSMount(e *env) []Outcome {
@@ -79,7 +79,7 @@ func judgeNFSMount(m procfs.NFSMount, dataPath, src string) Outcome {
 		return Outcome{Status: Warn, Subject: subj, Evidence: ev, Supports: finding.StorageBound,
 			Claim: fmt.Sprintf("%d retransmissions (%.2f%%) and %d major timeouts in %d operations", retrans, 100*float64(retrans)/float64(req), timeouts, req),
 			Decision: "Requests to this server are being lost or answered late: check the network path and server load, " +
-				"and stage hot data locally (002 Task 13)."}
+				"and stage hot data locally."}
 	}
 	return Outcome{Status: OK, Subject: subj, Evidence: ev, Claim: fmt.Sprintf("%d operations, %d retransmitted", req, retrans)}
 }

@@ -13,12 +13,12 @@ import (
 var numaAffinityCheck = Check{
 	ID:    "numa-affinity",
 	Title: "The target's allowed CPUs and memory nodes against its GPU's NUMA node",
-	Seed:  "002 Task 10",
-	run:   runNUMAAffinity,
+	// Sources: 002 Task 10
+	run: runNUMAAffinity,
 }
 
 const numaRebindDecision = "Re-pin to the GPU's node (numactl --cpunodebind=%d --membind=%d, or the matching Slurm --cpu-bind/" +
-	"Kubernetes topology policy), or move the job to a GPU on the node it is bound to (002 Task 10)."
+	"Kubernetes topology policy), or move the job to a GPU on the node it is bound to."
 
 func runNUMAAffinity(e *env) []Outcome {
 	if e.opts.PID <= 0 {
@@ -101,7 +101,7 @@ func judgeNUMAAffinity(e *env, subj string, cpus, mems cpuset.Set, nodes []procf
 	}
 	return Outcome{Status: OK, Subject: subj, Evidence: ev,
 		Claim: fmt.Sprintf("not pinned: may run on nodes %s; its GPU is on node %d", nodesOf(nodes, cpus), n),
-		Decision: fmt.Sprintf("If it preprocesses heavily or copies much host-to-device, pin it to node %d (CPUs %s) (002 Task 5).",
+		Decision: fmt.Sprintf("If it preprocesses heavily or copies much host-to-device, pin it to node %d (CPUs %s).",
 			n, local)}
 }
 

@@ -18,8 +18,8 @@ const farMemoryWarnFraction = 0.5
 var numaMemoryCheck = Check{
 	ID:    "numa-memory",
 	Title: "Where the target's memory actually lives (numa_maps) against its GPU's node",
-	Seed:  "002 Task 10",
-	run:   runNUMAMemory,
+	// Sources: 002 Task 10
+	run: runNUMAMemory,
 }
 
 func runNUMAMemory(e *env) []Outcome {

@@ -17,12 +17,12 @@ var pcieLaneGBps = map[int]float64{1: 0.25, 2: 0.5, 3: 0.985, 4: 1.969, 5: 3.938
 var pcieLinkCheck = Check{
 	ID:    "pcie-link",
 	Title: "PCIe link of every NVIDIA GPU, its bridges and the NVMe/NICs beside it: negotiated vs capable speed and width",
-	Seed:  "002 Task 3, Task 4",
-	run:   runPCIeLink,
+	// Sources: 002 Task 3, Task 4
+	run: runPCIeLink,
 }
 
 const pcieLinkDecision = "Treat it as a platform fault: reseat or move the card, check the riser and the slot's wiring, " +
-	"and the BIOS PCIe generation setting; no DataLoader or code change widens a downgraded link (002 Task 4)."
+	"and the BIOS PCIe generation setting; no DataLoader or code change widens a downgraded link."
 
 func runPCIeLink(e *env) []Outcome {
 	listing, err := e.pciDevices()

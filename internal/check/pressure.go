@@ -23,8 +23,8 @@ const (
 var pressureCheck = Check{
 	ID:    "pressure",
 	Title: "Pressure stall information for memory, I/O and CPU",
-	Seed:  "002 Task 7, Task 14",
-	run:   runPressure,
+	// Sources: 002 Task 7, Task 14
+	run: runPressure,
 }
 
 func runPressure(e *env) []Outcome {
@@ -35,9 +35,9 @@ func runPressure(e *env) []Outcome {
 		class    finding.Class
 		decision string
 	}{
-		{"memory", memoryPressureWarnPct, finding.Preprocessing, "Cut memory use (pinned buffers, caches, workers) or add RAM (002 Task 14)."},
-		{"io", ioPressureWarnPct, finding.StorageBound, "Stage data locally, read bigger sequential chunks, prefetch (002 Task 7)."},
-		{"cpu", cpuPressureWarnPct, finding.Preprocessing, "Fewer threads than CPUs: size OMP_NUM_THREADS and num_workers to the cores (000 §6)."},
+		{"memory", memoryPressureWarnPct, finding.Preprocessing, "Cut memory use (pinned buffers, caches, workers) or add RAM."},
+		{"io", ioPressureWarnPct, finding.StorageBound, "Stage data locally, read bigger sequential chunks, prefetch."},
+		{"cpu", cpuPressureWarnPct, finding.Preprocessing, "Fewer threads than CPUs: size OMP_NUM_THREADS and num_workers to the cores."},
 	} {
 		src := procFile("pressure", p.res)
 		subj := p.res + " pressure"

@@ -39,9 +39,7 @@ type CheckOutcome struct {
 	Decision string `json:"decision,omitempty"`
 	// Need says, for absent, not-visible and error outcomes, what would let
 	// the check see.
-	Need string `json:"need,omitempty"`
-	// Seed names the seed section or playbook task the check comes from.
-	Seed     string `json:"seed"`
+	Need     string `json:"need,omitempty"`
 	Supports Class  `json:"supports,omitempty"`
 }
 
@@ -49,6 +47,6 @@ type CheckOutcome struct {
 func (o CheckOutcome) Finding() Finding {
 	return Finding{
 		ID: o.ID, Severity: o.Severity, Claim: o.Claim, Evidence: o.Evidence,
-		Decision: o.Decision, Seed: o.Seed, Supports: o.Supports, Subject: o.Subject,
+		Decision: o.Decision, Supports: o.Supports, Subject: o.Subject,
 	}
 }

@@ -98,10 +98,8 @@ type Finding struct {
 	// Claim is one line a person reads first.
 	Claim    string     `json:"claim"`
 	Evidence []Evidence `json:"evidence"`
-	// Decision is what to change, in the seeds' terms.
+	// Decision is what to change.
 	Decision string `json:"decision,omitempty"`
-	// Seed names the section or playbook task the finding comes from ("002 Task 6", "000 §7").
-	Seed string `json:"seed,omitempty"`
 	// Supports is the class this finding is evidence for, empty when none.
 	Supports Class `json:"supports,omitempty"`
 	// Subject names what the finding is about ("pid 27431 tid 27431 (pt_main_thread)", "GPU0").

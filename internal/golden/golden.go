@@ -19,10 +19,18 @@ import (
 var Update = flag.Bool("update", false, "rewrite the golden files with the output the tests produce")
 
 // Check compares got with the golden file at path. With -update it writes
-// got there instead. A difference fails the test with a unified diff of
+// got there instead. A pinned output (a golden file under testdata/) that
+// names an internal reference (a source document, an issue, a repository
+// path) fails either way; a document pinned to the code (the architecture's
+// import graph) may name packages. A difference fails the test with a unified diff of
 // the file against got; a missing file fails it saying how to create it.
 func Check(t testing.TB, path, got string) {
 	t.Helper()
+	if isOutput(path) {
+		for _, r := range InternalReferences(got) {
+			t.Errorf("%s: an internal reference no user can follow: %s", path, r)
+		}
+	}
 	if *Update {
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 			t.Fatal(err)
@@ -206,4 +214,10 @@ func backtrack(trace [][]int, last []int, off, x, y, d int) []op {
 		out[len(rev)-1-i] = o
 	}
 	return out
+}
+
+// isOutput: golden files of what gpufeed prints live under testdata/.
+func isOutput(path string) bool {
+	p := "/" + filepath.ToSlash(path)
+	return strings.Contains(p, "/testdata/")
 }

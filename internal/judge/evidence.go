@@ -58,7 +58,7 @@ func (in *Input) shareEvidence(c finding.Class, because string) finding.Evidence
 	at := in.Attr
 	return ev(fmt.Sprintf("GPU idle time attributed to %s (%s)", c, because), at.Share[c], "% of the window",
 		fmt.Sprintf("mostly so in %d of %d measured intervals; all causes: %s", at.Mostly[c], at.Measured, strings.Join(idleSplit(at), ", ")),
-		"interval by interval attribution, docs/RULES.md")
+		"interval by interval attribution of the GPU idle time")
 }
 
 // launchCPUEvidence is the launch thread's time on a CPU and waiting for one.

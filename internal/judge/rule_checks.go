@@ -4,7 +4,8 @@ import "github.com/gpufeed/gpufeed/internal/finding"
 
 func init() {
 	register(Rule{ID: "platform-checks", Title: "gpufeed check's warnings and failures for the target",
-		Seed: "issue 5 (gpufeed check)", Run: runChecks})
+		// Sources: the platform checks of gpufeed check, each with its own
+		Run: runChecks, EmitsChecks: true})
 }
 
 // measuredOverWindow lists check IDs whose fact diagnose measures itself
@@ -13,6 +14,11 @@ func init() {
 var measuredOverWindow = map[string]bool{
 	"pressure": true, // PSI avg60: diagnose samples /proc/pressure every second
 }
+
+// FoldsCheck reports whether diagnose reports check id's warnings and
+// failures among its findings (a fact it measures over its own window it
+// does not).
+func FoldsCheck(id string) bool { return !measuredOverWindow[id] }
 
 // runChecks folds the platform checks that ran at the end of the window
 // (recorded in the timeline, so a recording reproduces them) into the

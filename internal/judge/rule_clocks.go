@@ -10,7 +10,8 @@ import (
 
 func init() {
 	register(Rule{ID: "gpu-clocks", Title: "GPU clocks: dropping between bursts, or low under load",
-		Seed: "002 Task 1, Task 11, erreur courante 5", Run: runClocks})
+		// Sources: 002 Task 1, Task 11, erreur courante 5
+		Run: runClocks, Emits: []string{"gpu-clocks-drop-between-bursts", "gpu-clocks-low-under-load"}})
 }
 
 // runClocks reads each used GPU's SM clock per interval against its maximum:
@@ -58,13 +59,13 @@ func runClocks(in *Input) []finding.Finding {
 		if idleLow > 0 && idleLow*2 >= idleN {
 			out = append(out, finding.Finding{
 				ID: "gpu-clocks-drop-between-bursts", Severity: finding.Info, Subject: fmt.Sprintf("GPU %d", d.Index),
-				Seed:  "002 Task 1, erreur courante 5",
+				// Sources: 002 Task 1, erreur courante 5
 				Claim: fmt.Sprintf("GPU %d's SM clock fell below %.0f%% of its %0.f MHz maximum in %d of %d low-utilisation intervals: it idles long enough to downclock", d.Index, thresholds.ClockDropPct, maxClk, idleLow, idleN),
 				Evidence: []finding.Evidence{
 					ev("SM clock, lowest in low-utilisation intervals", idleMin, "% of maximum", in.window(idleN), src),
 					ev("low-utilisation intervals (under 50%) with the clock under "+fmt.Sprint(thresholds.ClockDropPct)+"%", float64(idleLow), fmt.Sprintf("of %d", idleN), in.window(idleN), src),
 				},
-				Decision: "Nothing to change on the GPU: it downclocks because it waits. Find what it waits for upstream (the verdict) (002 Task 1).",
+				Decision: "Nothing to change on the GPU: it downclocks because it waits. Find what it waits for upstream (the verdict).",
 			})
 		}
 		if busyLow > 0 && busyLow*2 >= busyN {
@@ -74,12 +75,12 @@ func runClocks(in *Input) []finding.Finding {
 			}
 			out = append(out, finding.Finding{
 				ID: "gpu-clocks-low-under-load", Severity: finding.Warning, Supports: finding.GPUBound, Subject: fmt.Sprintf("GPU %d", d.Index),
-				Seed:  "002 Task 11, erreur courante 5",
+				// Sources: 002 Task 11, erreur courante 5
 				Claim: fmt.Sprintf("GPU %d ran under %.0f%% of its maximum SM clock in %d of %d busy intervals%s: it is throttled", d.Index, thresholds.ClockThrottledPct, busyLow, busyN, reasons),
 				Evidence: []finding.Evidence{
 					ev("SM clock in busy intervals, mean", busyClk/float64(busyN), "% of maximum", in.window(busyN), src),
 				},
-				Decision: "Check power limits, cooling and chassis airflow (nvidia-smi -q -d CLOCK,POWER,TEMPERATURE; gpufeed check) (002 Task 11).",
+				Decision: "Check power limits, cooling and chassis airflow (nvidia-smi -q -d CLOCK,POWER,TEMPERATURE; gpufeed check).",
 			})
 		}
 	}

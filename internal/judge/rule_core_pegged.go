@@ -11,7 +11,8 @@ import (
 
 func init() {
 	register(Rule{ID: "one-core-pegged", Title: "One CPU saturated while the others idle, by the job's own threads (or by a neighbour)",
-		Seed: "002 Task 6, erreur courante 3", Run: runCorePegged})
+		// Sources: 002 Task 6, erreur courante 3
+		Run: runCorePegged, Emits: []string{"one-core-pegged", "core-pegged-by-neighbour"}})
 }
 
 // runCorePegged: the busiest CPU was at least PeggedCorePct busy on average
@@ -77,11 +78,11 @@ func runCorePegged(in *Input) []finding.Finding {
 	}
 	f := finding.Finding{
 		ID: "one-core-pegged", Severity: in.impact(), Subject: fmt.Sprintf("cpu%d", topCPU),
-		Seed:     "002 Task 6, erreur courante 3",
+		// Sources: 002 Task 6, erreur courante 3
 		Claim:    fmt.Sprintf("one CPU (cpu%d) was %.0f%% busy while the other %d averaged %.0f%%, %.0f%% of it the job's own threads: a single thread sets the pace", topCPU, top, k, rest, job),
 		Evidence: evs,
 		Decision: "Spread the single-threaded work: move preprocessing into DataLoader workers (num_workers > 0), cut Python overhead per step (CUDA graphs, " +
-			"fused ops), look for GIL contention between the job's Python threads (002 Task 6, erreur courante 3).",
+			"fused ops), look for GIL contention between the job's Python threads.",
 	}
 	if L := in.Job.Launch; L != nil && !math.IsNaN(L.T.CPU.Mean) && L.T.CPU.Mean >= thresholds.LaunchSaturatedPct {
 		f.Supports = finding.SubmissionBound

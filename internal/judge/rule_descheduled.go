@@ -10,7 +10,8 @@ import (
 
 func init() {
 	register(Rule{ID: "launch-thread-descheduled", Title: "The launch thread waits on a run queue",
-		Seed: "000 §6-9", Run: runDescheduled})
+		// Sources: 000 §6-9
+		Run: runDescheduled})
 }
 
 // runDescheduled: the launch thread was runnable but not running for at
@@ -26,7 +27,7 @@ func runDescheduled(in *Input) []finding.Finding {
 	outside := hostRunnable - jobRunnable
 	f := finding.Finding{
 		ID: "launch-thread-descheduled", Severity: finding.Info, Supports: finding.SubmissionBound, Subject: threadSubject(th),
-		Seed: "000 §2 (involuntary switches), §6 (EEVDF run queues), §7 (a descheduled launch thread starves the GPU), §9 (affinity)",
+		// Sources: 000 §2 (involuntary switches), §6 (EEVDF run queues), §7 (a descheduled launch thread starves the GPU), §9 (affinity)
 	}
 	who := "other runnable tasks on its CPUs"
 	switch {
@@ -63,7 +64,7 @@ func runDescheduled(in *Input) []finding.Finding {
 	}
 	f.Decision = "Give the launch thread a core nobody else runs on: pin it (taskset, numactl, Slurm --cpu-bind, a Kubernetes static CPU policy) and keep " +
 		"other busy threads off that core (size OMP_NUM_THREADS and DataLoader workers to the remaining cores, move noisy neighbours, isolcpus or a cpuset); " +
-		"CUDA graphs make it need the CPU far less often (000 §7-9)."
+		"CUDA graphs make it need the CPU far less often."
 	return []finding.Finding{f}
 }
 

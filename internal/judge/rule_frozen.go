@@ -1,10 +1,14 @@
 package judge
 
-import "github.com/gpufeed/gpufeed/internal/finding"
+import (
+	"github.com/gpufeed/gpufeed/internal/finding"
+	"github.com/gpufeed/gpufeed/internal/judge/frozen"
+)
 
 func init() {
 	register(Rule{ID: "frozen", Title: "Frozen-job triage and memory/limit findings (internal/judge/frozen)",
-		Seed: "004; 000 §5 (fork after CUDA init), §7 (COW)", Run: runFrozen})
+		// Sources: 004; 000 §5 (fork after CUDA init), §7 (COW)
+		Run: runFrozen, Emits: frozen.IDs()})
 }
 
 // runFrozen returns frozen-job triage's findings: whether the job progresses

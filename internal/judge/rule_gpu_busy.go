@@ -10,7 +10,8 @@ import (
 
 func init() {
 	register(Rule{ID: "gpu-busy", Title: "GPU busy and fed: the CPU is not the bottleneck (GPU-bound)",
-		Seed: "002 « Goulot côté GPU », Checklist E, Task 11", Run: runGPUBusy})
+		// Sources: 002 « Goulot côté GPU », Checklist E, Task 11
+		Run: runGPUBusy})
 }
 
 // runGPUBusy: the GPU idled less than GPUBoundIdleMaxPct of the window.
@@ -27,7 +28,7 @@ func runGPUBusy(in *Input) []finding.Finding {
 	}
 	f := finding.Finding{
 		ID: "gpu-busy", Severity: finding.Info, Supports: finding.GPUBound,
-		Seed:  "002 « Goulot côté GPU », Checklist E, Task 11",
+		// Sources: 002 « Goulot côté GPU », Checklist E, Task 11
 		Claim: fmt.Sprintf("the GPU was busy %.0f%% of the time and the CPU kept it fed: the CPU is not the bottleneck", 100-at.IdlePct),
 	}
 	s := in.Job.GPUUtil.Stats()
@@ -47,6 +48,6 @@ func runGPUBusy(in *Input) []finding.Finding {
 	}
 	f.Decision = "Leave the input pipeline alone: the GPU is the limit. Look at the GPU next: kernel efficiency in a profiler (occupancy, memory-bound kernels, " +
 		"idle tensor cores), mixed precision, fused or better library kernels, data layout; and check that clocks hold under load (no power or thermal " +
-		"throttling) (002 « Goulot côté GPU », Checklist E, Task 11)."
+		"throttling)."
 	return []finding.Finding{f}
 }

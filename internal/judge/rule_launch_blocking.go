@@ -9,7 +9,8 @@ import (
 
 func init() {
 	register(Rule{ID: "cuda-launch-blocking", Title: "CUDA_LAUNCH_BLOCKING=1: every launch waits for its kernel",
-		Seed: "002 « Synchronisations excessives »", Run: runLaunchBlocking})
+		// Sources: 002 « Synchronisations excessives »
+		Run: runLaunchBlocking})
 }
 
 // launchBlockingValue is CUDA_LAUNCH_BLOCKING's value when a process of the
@@ -44,7 +45,7 @@ func runLaunchBlocking(in *Input) []finding.Finding {
 		Claim:   fmt.Sprintf("CUDA_LAUNCH_BLOCKING=%s is set in %d process(es) of the job: every kernel launch waits for the kernel to finish", val, len(pids)),
 		Evidence: []finding.Evidence{evText("CUDA_LAUNCH_BLOCKING", val, "at the start of the window",
 			fmt.Sprintf("/proc/%d/environ (allowlisted variables only)", pids[0]))},
-		Decision: "Unset CUDA_LAUNCH_BLOCKING: it is a debugging switch that serialises the CPU and the GPU (002 « Synchronisations excessives »).",
-		Seed:     "002 « Synchronisations excessives »",
+		Decision: "Unset CUDA_LAUNCH_BLOCKING: it is a debugging switch that serialises the CPU and the GPU.",
+		// Sources: 002 « Synchronisations excessives »
 	}}
 }

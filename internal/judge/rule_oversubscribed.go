@@ -9,7 +9,8 @@ import (
 
 func init() {
 	register(Rule{ID: "cpu-oversubscribed", Title: "The job's runnable threads outnumber its CPUs",
-		Seed: "000 §3, §6", Run: runOversubscribed})
+		// Sources: 000 §3, §6
+		Run: runOversubscribed})
 }
 
 // runOversubscribed: in more than OversubscribedTicksPct of the samples, the
@@ -44,7 +45,7 @@ func runOversubscribed(in *Input) []finding.Finding {
 	}
 	f := finding.Finding{
 		ID: "cpu-oversubscribed", Severity: sev, Supports: finding.SubmissionBound,
-		Seed: "000 §3 (torchrun sets OMP_NUM_THREADS=1 to avoid this), §6 (33 CPU-hungry tasks on 32 CPUs)",
+		// Sources: 000 §3 (torchrun sets OMP_NUM_THREADS=1 to avoid this), §6 (33 CPU-hungry tasks on 32 CPUs)
 		Claim: fmt.Sprintf("the job had more runnable threads than its %d CPUs in %d of %d samples (%.1f on average, up to %d): they take turns, the launch thread among them",
 			cpus, over, n, float64(sumR)/float64(n), maxR),
 	}
@@ -67,6 +68,6 @@ func runOversubscribed(in *Input) []finding.Finding {
 		f.Evidence = append(f.Evidence, ev("launch thread waiting for a CPU", L.T.Wait.Mean, "% of wall time", in.window(L.T.Wait.N), schedstatSource(L.T)))
 	}
 	f.Decision = fmt.Sprintf("Size the thread pools to the cores: set OMP_NUM_THREADS (and MKL_NUM_THREADS, torch.set_num_threads) to about the cores per process "+
-		"(%d here, fewer with several ranks or workers), use fewer DataLoader workers, and leave a core for the launch thread (000 §3, §6).", max(1, cpus-1))
+		"(%d here, fewer with several ranks or workers), use fewer DataLoader workers, and leave a core for the launch thread.", max(1, cpus-1))
 	return []finding.Finding{f}
 }

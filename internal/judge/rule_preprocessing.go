@@ -10,7 +10,8 @@ import (
 
 func init() {
 	register(Rule{ID: "input-pipeline-busy", Title: "GPU idle while the launch thread waits for input that busy workers compute (preprocessing-bound)",
-		Seed: "002 « Goulot de prétraitement CPU », Checklist C, FAQ 2", Run: runPreprocessing})
+		// Sources: 002 « Goulot de prétraitement CPU », Checklist C, FAQ 2
+		Run: runPreprocessing})
 }
 
 // runPreprocessing: the launch thread had spare time and waited for input,
@@ -27,7 +28,7 @@ func runPreprocessing(in *Input) []finding.Finding {
 	cpus := in.Job.CPUs
 	f := finding.Finding{
 		ID: "input-pipeline-busy", Severity: in.causeSeverity(share), Supports: finding.Preprocessing, Subject: threadSubject(L.T),
-		Seed: "002 « Goulot de prétraitement CPU », Checklist C, FAQ 2; Task 6",
+		// Sources: 002 « Goulot de prétraitement CPU », Checklist C, FAQ 2; Task 6
 		Claim: fmt.Sprintf("the launch thread waits for batches that %s and the job's other threads prepare, keeping %.1f cores busy%s",
 			workerCount(len(workers)), busy/100, in.idleBecause(share)),
 	}
@@ -49,10 +50,10 @@ func runPreprocessing(in *Input) []finding.Finding {
 	f.Evidence = append(f.Evidence, in.launchWaitsEvidence())
 	if len(workers) < cpus-1 {
 		f.Decision = fmt.Sprintf("Parallelise the input pipeline: %d workers on %d CPUs; raise DataLoader num_workers toward %d and measure until throughput stops rising, "+
-			"then make each sample cheaper (faster codecs, vectorised transforms, cached decoded data, augmentation on the GPU) (002 Checklist C).", len(workers), cpus, cpus-1)
+			"then make each sample cheaper (faster codecs, vectorised transforms, cached decoded data, augmentation on the GPU).", len(workers), cpus, cpus-1)
 	} else {
 		f.Decision = "The CPUs are saturated by preprocessing: make each sample cheaper (faster codecs, vectorised transforms, SIMD libraries), cache decoded " +
-			"or transformed samples, move augmentation to the GPU, or give the job more cores; more workers than cores only adds contention (002 Checklist C, erreur courante 6)."
+			"or transformed samples, move augmentation to the GPU, or give the job more cores; more workers than cores only adds contention."
 	}
 	return []finding.Finding{f}
 }

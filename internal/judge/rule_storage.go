@@ -12,7 +12,8 @@ import (
 
 func init() {
 	register(Rule{ID: "input-waits-on-storage", Title: "GPU idle while its input waits on storage (storage-bound)",
-		Seed: "002 « Goulot I/O et stockage », Task 7, Task 8, Checklist D", Run: runStorage})
+		// Sources: 002 « Goulot I/O et stockage », Task 7, Task 8, Checklist D
+		Run: runStorage})
 }
 
 // runStorage: the launch thread waited for input (or read itself) while the
@@ -27,7 +28,7 @@ func runStorage(in *Input) []finding.Finding {
 	readers := diskWaiters(in)
 	f := finding.Finding{
 		ID: "input-waits-on-storage", Severity: in.causeSeverity(share), Supports: finding.StorageBound, Subject: threadSubject(L.T),
-		Seed: "002 « Goulot I/O et stockage », Task 7, Task 8, Checklist D",
+		// Sources: 002 « Goulot I/O et stockage », Task 7, Task 8, Checklist D
 		Claim: fmt.Sprintf("the job's input waits on storage: the threads that read it spent %.1f threads' worth of time blocked in disk I/O (state D)%s",
 			(disk+100*float64(L.Waits.Disk)/math.Max(1, float64(L.Waits.Ticks)))/100, in.idleBecause(share)),
 	}
@@ -66,7 +67,7 @@ func runStorage(in *Input) []finding.Finding {
 	f.Evidence = append(f.Evidence, in.launchWaitsEvidence())
 	do := "read less often and in bigger pieces: pack samples into large shards (tar/WebDataset, TFRecord, Parquet) read sequentially, " +
 		"prefetch ahead of the GPU (more workers or prefetch_factor only while the disk has headroom), cache or stage the dataset on local NVMe, " +
-		"and check that the storage is not throttled or shared (002 « Goulot I/O et stockage », Task 7-8, Checklist D)."
+		"and check that the storage is not throttled or shared."
 	if _, size, ok := jobReads(in); ok && size < 64*1024 {
 		f.Decision = fmt.Sprintf("Reads average %.1f KiB per call, so ", size/1024) + do
 	} else {

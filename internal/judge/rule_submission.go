@@ -9,7 +9,8 @@ import (
 
 func init() {
 	register(Rule{ID: "launch-thread-saturated", Title: "GPU idle while the launch thread has no time left (submission-bound)",
-		Seed: "002 « Goulot de soumission CPU (launch-bound) », Task 6, Task 12; 000 §7", Run: runSubmission})
+		// Sources: 002 « Goulot de soumission CPU (launch-bound) », Task 6, Task 12; 000 §7
+		Run: runSubmission})
 }
 
 // runSubmission: the GPU idles in intervals where the launch thread ran or
@@ -24,7 +25,7 @@ func runSubmission(in *Input) []finding.Finding {
 	cpu, wait := nanZero(th.CPU.Mean), nanZero(th.Wait.Mean)
 	f := finding.Finding{
 		ID: "launch-thread-saturated", Severity: in.causeSeverity(share), Supports: finding.SubmissionBound, Subject: threadSubject(th),
-		Seed: "002 « Goulot de soumission CPU (launch-bound) », Task 6, Task 12, Checklist B; 000 §7-8",
+		// Sources: 002 « Goulot de soumission CPU (launch-bound) », Task 6, Task 12, Checklist B; 000 §7-8
 		Claim: fmt.Sprintf("the launch thread %s has no time left to submit work (it ran %.0f%% of the time and waited for a CPU %.0f%%)%s",
 			threadName(th), cpu, wait, in.idleBecause(share)),
 	}
@@ -40,11 +41,11 @@ func runSubmission(in *Input) []finding.Finding {
 	if wait >= thresholds.LaunchWaitPct && wait >= cpu/2 {
 		f.Decision = fmt.Sprintf("Give the launch thread a CPU of its own first: it waited for one %.0f%% of the time (see launch-thread-descheduled). "+
 			"Pin it to a core no other busy thread uses (taskset, cgroup cpuset, Slurm --cpu-bind), size thread pools and workers to the cores, move neighbours away; "+
-			"then cut its work per step with CUDA graphs or fused kernels (000 §6-9).", wait)
+			"then cut its work per step with CUDA graphs or fused kernels.", wait)
 	} else {
 		f.Decision = "Cut the launch thread's work per unit of GPU work: fuse kernels (torch.compile), capture the step in a CUDA graph " +
 			"(torch.compile mode=\"reduce-overhead\", torch.cuda.graph), raise the batch size so each launch carries more work, " +
-			"and move per-sample Python and device calls out of the hot loop (002 launch-bound fixes, Checklist B; 000 §8)."
+			"and move per-sample Python and device calls out of the hot loop."
 	}
 	return []finding.Finding{f}
 }

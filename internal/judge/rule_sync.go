@@ -9,7 +9,8 @@ import (
 
 func init() {
 	register(Rule{ID: "launch-thread-waits-on-gpu", Title: "GPU idle because the launch thread keeps waiting for it (sync-bound)",
-		Seed: "002 « Synchronisations excessives », Checklist B.3", Run: runSync})
+		// Sources: 002 « Synchronisations excessives », Checklist B.3
+		Run: runSync})
 }
 
 // runSync: the launch thread had spare time and spent it asleep on the
@@ -25,7 +26,7 @@ func runSync(in *Input) []finding.Finding {
 	readings := L.Waits.Readings()
 	f := finding.Finding{
 		ID: "launch-thread-waits-on-gpu", Severity: in.causeSeverity(share), Supports: finding.SyncBound, Subject: threadSubject(th),
-		Seed: "002 « Synchronisations excessives », Checklist B.3, erreur courante 1; 000 §2",
+		// Sources: 002 « Synchronisations excessives », Checklist B.3, erreur courante 1; 000 §2
 		Claim: fmt.Sprintf("the launch thread %s keeps waiting for the GPU (asleep on the device in %d of %d readings), so it never queues work ahead%s",
 			threadName(th), L.Waits.Asleep[WaitDevice], readings, in.idleBecause(share)),
 	}
@@ -38,7 +39,7 @@ func runSync(in *Input) []finding.Finding {
 	f.Evidence = append(f.Evidence, in.launchWhoEvidence())
 	f.Decision = "Stop synchronising every few kernels: remove .item(), .cpu(), .numpy(), print() or Python if-tests on GPU tensors and explicit " +
 		"torch.cuda.synchronize() from the step; read losses and metrics every N steps, or copy them with non_blocking=True into pinned buffers, " +
-		"so the CPU queues work ahead of the GPU (002 « Synchronisations excessives », Checklist B.3)."
+		"so the CPU queues work ahead of the GPU."
 	if v := launchBlockingValue(in); v != "" {
 		f.Decision = "Unset CUDA_LAUNCH_BLOCKING=" + v + " first (it makes every launch wait for its kernel). Then: " + f.Decision
 	}

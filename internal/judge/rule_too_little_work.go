@@ -9,7 +9,8 @@ import (
 
 func init() {
 	register(Rule{ID: "gpu-underfed", Title: "GPU underused while nothing in the job is busy or waiting (too little work)",
-		Seed: "002 « Disponibilité de travail parallèle », erreur courante 8, FAQ 1", Run: runTooLittleWork})
+		// Sources: 002 « Disponibilité de travail parallèle », erreur courante 8, FAQ 1
+		Run: runTooLittleWork})
 }
 
 // runTooLittleWork: the launch thread had spare time and slept on a timer or
@@ -23,7 +24,7 @@ func runTooLittleWork(in *Input) []finding.Finding {
 	busy, disk, n := in.producerMeans()
 	f := finding.Finding{
 		ID: "gpu-underfed", Severity: in.causeSeverity(share), Supports: finding.TooLittleWork, Subject: threadSubject(L.T),
-		Seed: "002 « Disponibilité de travail parallèle », erreur courante 8, FAQ 1, Checklist E.3",
+		// Sources: 002 « Disponibilité de travail parallèle », erreur courante 8, FAQ 1, Checklist E.3
 		Claim: fmt.Sprintf("the work is too small: nothing in the job is busy or waiting (the launch thread %s ran %.0f%% of the time and slept the rest)%s",
 			threadName(L.T), nanZero(L.T.CPU.Mean), in.idleBecause(share)),
 	}
@@ -39,6 +40,6 @@ func runTooLittleWork(in *Input) []finding.Finding {
 	}
 	f.Decision = "Give the GPU more work per launch: larger batches (batch requests together in inference), fuse small kernels, keep several independent requests or " +
 		"micro-batches in flight on separate streams. For a latency-bound service low utilisation can be the right trade-off: optimise p95/p99 latency, not the " +
-		"utilisation graph (002 erreur courante 8, FAQ 1)."
+		"utilisation graph."
 	return []finding.Finding{f}
 }

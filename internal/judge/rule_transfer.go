@@ -10,7 +10,8 @@ import (
 
 func init() {
 	register(Rule{ID: "copies-dominate", Title: "GPU idle while host-device copies take the time (transfer-bound)",
-		Seed: "002 « Vous êtes limité par le PCIe », erreur courante 4, Task 3-4", Run: runTransfer})
+		// Sources: 002 « Vous êtes limité par le PCIe », erreur courante 4, Task 3-4
+		Run: runTransfer})
 }
 
 // runTransfer: copies kept the link near its ceiling, or the launch thread
@@ -25,7 +26,7 @@ func runTransfer(in *Input) []finding.Finding {
 	copyStats := j.CopyPct.Stats()
 	f := finding.Finding{
 		ID: "copies-dominate", Severity: in.causeSeverity(share), Supports: finding.TransferBound,
-		Seed: "002 « Vous êtes limité par le PCIe », erreur courante 4, FAQ 3, Task 3-4",
+		// Sources: 002 « Vous êtes limité par le PCIe », erreur courante 4, FAQ 3, Task 3-4
 	}
 	saturated := copyStats.P50 >= thresholds.LinkSaturatedPct
 	if saturated {
@@ -57,10 +58,10 @@ func runTransfer(in *Input) []finding.Finding {
 	f.Evidence = append(f.Evidence, share0)
 	if saturated {
 		f.Decision = "Move less data over the link: keep tensors resident on the GPU, send compact inputs (uint8 images, compressed or quantised features) and expand them on the GPU, " +
-			"overlap copies with compute on a side stream; and check the negotiated link (gpufeed check: pcie-link): a Gen3 x8 link caps far below x16 (002 Task 3-4)."
+			"overlap copies with compute on a side stream; and check the negotiated link (gpufeed check: pcie-link): a Gen3 x8 link caps far below x16."
 	} else {
 		f.Decision = "Make the copies asynchronous: copy from pinned memory (DataLoader(pin_memory=True), tensor.pin_memory()) with non_blocking=True on a side stream " +
-			"so they overlap with compute; copy fewer, larger buffers; keep data resident on the GPU between steps (002 erreur courante 4, Fait 5: pin only what transfers need)."
+			"so they overlap with compute; copy fewer, larger buffers; keep data resident on the GPU between steps."
 	}
 	return []finding.Finding{f}
 }

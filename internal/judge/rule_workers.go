@@ -8,7 +8,8 @@ import (
 
 func init() {
 	register(Rule{ID: "dataloader-workers-vs-cores", Title: "Worker processes against the CPUs they share",
-		Seed: "002 erreur courante 6, Checklist C.2; 000 §6", Run: runWorkers})
+		// Sources: 002 erreur courante 6, Checklist C.2; 000 §6
+		Run: runWorkers})
 }
 
 // runWorkers compares the job's worker processes (DataLoader workers,
@@ -27,7 +28,7 @@ func runWorkers(in *Input) []finding.Finding {
 	}
 	f := finding.Finding{
 		ID: "dataloader-workers-vs-cores", Severity: finding.Info, Supports: finding.Preprocessing,
-		Seed: "002 erreur courante 6, Checklist C.2; 000 §6",
+		// Sources: 002 erreur courante 6, Checklist C.2; 000 §6
 		Evidence: []finding.Evidence{
 			ev("worker processes (DataLoader workers, multiprocessing children)", float64(len(workers)), "processes", "alive at the end of the window", "the observed process tree"),
 			ev("CPUs the job may use", float64(cpus), "CPUs", "", in.Job.CPUsFrom),
@@ -38,6 +39,6 @@ func runWorkers(in *Input) []finding.Finding {
 		return nil // frozen-job triage's workers-exceed-cores warns about it
 	}
 	f.Claim = fmt.Sprintf("%d worker processes for %d CPUs", len(workers), cpus)
-	f.Decision = "Add workers only while throughput rises and a core stays free for the launch thread (002 Checklist C.2); more workers than cores adds contention, not throughput (002 erreur courante 6)."
+	f.Decision = "Add workers only while throughput rises and a core stays free for the launch thread; more workers than cores adds contention, not throughput."
 	return []finding.Finding{f}
 }

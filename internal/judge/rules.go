@@ -9,18 +9,23 @@
 // anything but the timeline (the platform checks' results travel in it).
 //
 // Adding a rule: a new file with a Rule value registered from its init
-// function. A rule that supports a class sets Finding.Supports; the class's
-// cause finding (CauseID) states the verdict. Frozen-job triage
+// function, its sources in a comment beside it, and an entry in
+// explain.txt for every ID it emits (Rule.Emits; `gpufeed explain ID`
+// prints it). A rule that supports a class sets Finding.Supports; the
+// class's cause finding (CauseID) states the verdict. Frozen-job triage
 // (internal/judge/frozen) runs as one rule and decides the stalled class.
 // The judgement of profiler traces is internal/judge/tracejudge, with the
 // same classes and thresholds.
 package judge
 
 import (
+	_ "embed"
 	"sort"
 
 	"github.com/gpufeed/gpufeed/internal/derive"
 	"github.com/gpufeed/gpufeed/internal/finding"
+	"github.com/gpufeed/gpufeed/internal/judge/frozen"
+	"github.com/gpufeed/gpufeed/internal/judge/thresholds"
 	"github.com/gpufeed/gpufeed/internal/timeline"
 )
 
@@ -30,10 +35,35 @@ type Rule struct {
 	ID string
 	// Title says in a few words what it looks at.
 	Title string
-	// Seed is the seed section the rule comes from.
-	Seed string
 	// Run returns the rule's findings (none when it has nothing to say).
 	Run func(in *Input) []finding.Finding
+	// Emits lists the finding IDs the rule's findings carry; nil means
+	// just ID. Every one is explained (Docs).
+	Emits []string
+	// EmitsChecks: the rule's findings are gpufeed check's outcomes,
+	// carrying the checks' IDs.
+	EmitsChecks bool
+}
+
+// IDs returns the finding IDs a rule's findings carry (none for the
+// platform checks' rule: those are the checks').
+func (r Rule) IDs() []string {
+	switch {
+	case r.EmitsChecks:
+		return nil
+	case r.Emits != nil:
+		return r.Emits
+	}
+	return []string{r.ID}
+}
+
+//go:embed explain.txt
+var explainText string
+
+// Docs explains every finding ID the live rules emit (frozen-job triage's
+// too), and those trace findings whose cause is a live one's.
+func Docs() []finding.Doc {
+	return append(finding.MustExpandDocs("internal/judge/explain.txt", explainText, thresholds.Text()), frozen.Docs()...)
 }
 
 var registry []Rule
@@ -58,20 +88,7 @@ func Judge(tl *timeline.Timeline, a *derive.View) (*finding.Verdict, []finding.F
 	}
 	v := Classify(in, fs)
 	fs = settle(v, fs)
-	because := map[string]int{}
-	for i, id := range v.Because {
-		because[id] = i + 1
-	}
-	sort.SliceStable(fs, func(i, j int) bool {
-		bi, bj := because[fs[i].ID], because[fs[j].ID]
-		switch {
-		case bi != 0 && bj != 0:
-			return bi < bj
-		case bi != 0 || bj != 0:
-			return bi != 0
-		}
-		return fs[i].Severity > fs[j].Severity
-	})
+	finding.VerdictFirst(&v, fs)
 	return &v, fs
 }
 

@@ -1,6 +1,8 @@
 package judge
 
 import (
+	"fmt"
+	"slices"
 	"time"
 
 	"github.com/gpufeed/gpufeed/internal/derive"
@@ -218,7 +220,26 @@ func (s *synth) judge() (*finding.Verdict, []finding.Finding, *Input) {
 	tl := s.timeline()
 	a := derive.New(tl)
 	v, fs := Judge(tl, a)
-	return v, fs, NewInput(tl, a)
+	in := NewInput(tl, a)
+	emitsOnlyItsIDs(in)
+	return v, fs, in
+}
+
+// emitsOnlyItsIDs runs every rule over in alone and panics (failing the
+// test that built in) when one emits an ID it does not declare: `gpufeed
+// explain` documents the declared IDs, so an undeclared one would go
+// unexplained.
+func emitsOnlyItsIDs(in *Input) {
+	for _, r := range Rules() {
+		if r.EmitsChecks {
+			continue
+		}
+		for _, f := range r.Run(in) {
+			if !slices.Contains(r.IDs(), f.ID) {
+				panic(fmt.Sprintf("rule %s emitted %s, which it does not declare (Rule.Emits)", r.ID, f.ID))
+			}
+		}
+	}
 }
 
 // trainer is a GPU process whose main thread (tid = pid 100) is the launch

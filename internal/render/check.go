@@ -147,6 +147,7 @@ func (r CheckReport) WriteText(w io.Writer) error {
 	if r.ExitStatus == CheckExitFailed {
 		fmt.Fprintf(&b, "\nexit status %d: a check failed\n", CheckExitFailed)
 	}
+	fmt.Fprintf(&b, "\n%s\n", ExplainHint)
 	_, err := io.WriteString(w, b.String())
 	return err
 }
@@ -168,7 +169,6 @@ func writeDetailed(b *strings.Builder, r finding.CheckOutcome) {
 	if r.Need != "" {
 		fmt.Fprintf(b, "      needs: %s\n", Clean(r.Need))
 	}
-	fmt.Fprintf(b, "      seed: %s\n", r.Seed)
 }
 
 func evidenceLine(ev finding.Evidence) string {

@@ -10,10 +10,10 @@ import (
 
 func TestReportText(t *testing.T) {
 	rep := NewCheckReport([]finding.CheckOutcome{
-		{ID: "a", Status: finding.CheckFail, Severity: finding.Critical, Subject: "x\x1b[31m", Claim: "bad\nline", Seed: "002 Task 4",
+		{ID: "a", Status: finding.CheckFail, Severity: finding.Critical, Subject: "x\x1b[31m", Claim: "bad\nline",
 			Evidence: []finding.Evidence{{What: "speed", Value: 8, Unit: "GT/s", Source: "/sys/x"}}, Decision: "fix"},
-		{ID: "b", Status: finding.CheckOK, Claim: "fine", Seed: "s"},
-		{ID: "c", Status: finding.CheckAbsent, Claim: "none", Need: "more", Seed: "s"},
+		{ID: "b", Status: finding.CheckOK, Claim: "fine"},
+		{ID: "c", Status: finding.CheckAbsent, Claim: "none", Need: "more"},
 	})
 	var b strings.Builder
 	if err := rep.WriteText(&b); err != nil {
@@ -44,9 +44,9 @@ func TestReportKeepsHostileTextOffTheTerminal(t *testing.T) {
 	evil := "src\u202eexe.txt\u2028forged\u2066\u2029"
 	garbage := strings.Repeat("}{garbage", 600)
 	rep := NewCheckReport([]finding.CheckOutcome{
-		{ID: "a", Status: finding.CheckWarn, Subject: evil, Claim: evil, Seed: "s", Evidence: []finding.Evidence{{What: evil, Text: evil, Source: evil}}, Decision: evil},
-		{ID: "b", Status: finding.CheckError, Claim: "memory: /proc/meminfo:1: malformed line " + garbage, Need: "a well-formed /proc/meminfo", Seed: "s"},
-		{ID: "c", Status: finding.CheckOK, Subject: evil, Claim: garbage, Seed: "s"},
+		{ID: "a", Status: finding.CheckWarn, Subject: evil, Claim: evil, Evidence: []finding.Evidence{{What: evil, Text: evil, Source: evil}}, Decision: evil},
+		{ID: "b", Status: finding.CheckError, Claim: "memory: /proc/meminfo:1: malformed line " + garbage, Need: "a well-formed /proc/meminfo"},
+		{ID: "c", Status: finding.CheckOK, Subject: evil, Claim: garbage},
 	})
 	rep.DataPath = evil
 	var text, js strings.Builder

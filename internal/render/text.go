@@ -31,6 +31,7 @@ func Text(w io.Writer, r *Report) error {
 		}
 	}
 	tw.facts(r)
+	tw.printf("\n%s\n", ExplainHint)
 	return tw.err
 }
 
@@ -120,9 +121,6 @@ func (t *textWriter) finding(f finding.Finding, mark string) {
 	}
 	if f.Decision != "" {
 		t.printf("      change: %s\n", Clean(f.Decision))
-	}
-	if f.Seed != "" {
-		t.printf("      seed: %s\n", Clean(f.Seed))
 	}
 }
 

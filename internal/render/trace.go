@@ -97,6 +97,8 @@ func TraceText(w io.Writer, res TraceResult) error {
 			p.line("  %s: %s", Clean(s.File), Clean(s.Reason))
 		}
 	}
+	p.line("")
+	p.line("%s", ExplainHint)
 	return p.err
 }
 
@@ -362,7 +364,7 @@ func (p *printer) nsight(r *tracejudge.RankReport) {
 	for _, g := range ru.Gaps[:min(5, len(ru.Gaps))] {
 		p.line("    device %d: %.3f ms at +%.3f ms", g.Device, nsToMS(g.DurNs), nsToMS(g.StartNs-r.Scope.StartNs))
 	}
-	p.line("  low-use windows (< %.0f %% GPU time, %d chunks): %d", ru.LowUsePct, tracejudge.NsightLowUseChunks, len(ru.LowUse))
+	p.line("  low-use windows (< %.0f %% GPU time, %d chunks): %d", ru.LowUsePct, thresholds.NsightLowUseChunks, len(ru.LowUse))
 	for _, w := range ru.LowUse[:min(5, len(ru.LowUse))] {
 		p.line("    device %d: %.3f ms at +%.3f ms, %.1f %% in use", w.Device, nsToMS(w.DurNs), nsToMS(w.StartNs-r.Scope.StartNs), w.UsePct)
 	}
@@ -375,7 +377,7 @@ func (p *printer) multi(m *tracejudge.MultiRank) {
 		p.line("  %-6d %-20s %6.2f %10.1f %10.1f %10.1f %10.3f  %s", r.Rank, r.Verdict.Class, r.Verdict.Confidence, r.Shares.IdlePct, r.Shares.Input, r.Shares.Sync, nsToMS(r.StepMedianNs), Clean(filepath.Base(r.Source)))
 	}
 	if len(m.Stragglers) == 0 {
-		p.line("  no straggler: no rank enters collectives late by %.0f %% of the median step time", tracejudge.StragglerLagPct)
+		p.line("  no straggler: no rank enters collectives late by %.0f %% of the median step time", thresholds.StragglerLagPct)
 	}
 	for _, f := range m.Findings {
 		p.line("  [%s] %s: %s", f.Severity, f.ID, Clean(f.Claim))

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gpufeed/gpufeed/internal/finding"
+	"github.com/gpufeed/gpufeed/internal/judge/thresholds"
 )
 
 // BlockedThread is where one thread of the job is at the end of the window.
@@ -168,14 +169,14 @@ func blockedTable(v *view, threads []BlockedThread, severity finding.Severity) (
 		ID:       "blocked-threads",
 		Severity: severity,
 		Claim:    fmt.Sprintf("Where the job's %s are: %s", plural(live, "thread", "threads"), strings.Join(summary, ", ")),
-		Decision: "Follow the wait: a read on a pipe or socket waits for the process at the other end (a peer rank, a DataLoader worker), a futex waits for a lock or condition held by another thread of the same process (seed 000 §4); `gpufeed diagnose --py-stacks` shows the Python line each thread waits on.",
-		Seed:     "000 §4",
+		Decision: "Follow the wait: a read on a pipe or socket waits for the process at the other end (a peer rank, a DataLoader worker), a futex waits for a lock or condition held by another thread of the same process; `gpufeed diagnose --py-stacks` shows the Python line each thread waits on.",
+		// Sources: 000 §4
 		Supports: finding.Stalled,
 		Subject:  "job",
 	}
 	at := "at " + fmtSeconds(time.Duration(v.t1-v.t0)) + " into the window"
 	for i, g := range groups {
-		if i == MaxBlockedRows {
+		if i == thresholds.MaxBlockedRows {
 			f.Evidence = append(f.Evidence, finding.Evidence{What: "more waits not listed", Value: float64(len(groups) - i), Unit: "groups"})
 			break
 		}
@@ -211,7 +212,7 @@ func uninterruptible(v *view, threads []BlockedThread) (finding.Finding, bool) {
 	var rows []finding.Evidence
 	longest := time.Duration(0)
 	for _, b := range threads {
-		if b.MaxD < DStateWarn {
+		if b.MaxD < thresholds.DStateWarn {
 			continue
 		}
 		longest = max(longest, b.MaxD)
@@ -240,7 +241,7 @@ func uninterruptible(v *view, threads []BlockedThread) (finding.Finding, bool) {
 		Claim:    fmt.Sprintf("%s in uninterruptible sleep (D) for up to %s: waiting on the kernel (storage, network file system or a driver), not on the program", plural(len(rows), "thread", "threads"), fmtSeconds(longest)),
 		Evidence: rows,
 		Decision: "A thread in D cannot be interrupted, not even killed: look at the device or file system named by its wchan (`cat /proc/PID/stack` as root), at `dmesg -T` for hung-task reports and I/O errors, and at the storage's own health.",
-		Seed:     "004 (frozen jobs: the evidence is in the kernel)",
+		// Sources: 004 (frozen jobs: the evidence is in the kernel)
 		Supports: finding.Stalled,
 		Subject:  "job",
 	}, true

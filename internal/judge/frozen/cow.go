@@ -9,6 +9,7 @@ import (
 
 	"github.com/gpufeed/gpufeed/internal/derive"
 	"github.com/gpufeed/gpufeed/internal/finding"
+	"github.com/gpufeed/gpufeed/internal/judge/thresholds"
 )
 
 // Growth is one worker's unique and resident memory over the window.
@@ -27,8 +28,8 @@ type Growth struct {
 }
 
 // settledFrom is the first instant (timeline T) from which a worker's
-// memory is judged: COWSettle after it started, when its age is known (the
-// window's uptime and its start time), else COWSettle after it was first
+// memory is judged: thresholds.COWSettle after it started, when its age is known (the
+// window's uptime and its start time), else thresholds.COWSettle after it was first
 // seen when it appeared during the window; the window's start otherwise.
 func (v *view) settledFrom(pid int) int64 {
 	p := v.procs[pid]
@@ -38,10 +39,10 @@ func (v *view) settledFrom(pid int) int64 {
 	m := v.tl.Meta
 	if m.UptimeNS > 0 && p.Key.StartTime > 0 {
 		started := int64(float64(p.Key.StartTime)*1e9/v.clockTick()) - m.UptimeNS // T of its start
-		return max(v.t0, started+int64(COWSettle))
+		return max(v.t0, started+int64(thresholds.COWSettle))
 	}
 	if p.FirstSeen > v.t0 {
-		return p.FirstSeen + int64(COWSettle)
+		return p.FirstSeen + int64(thresholds.COWSettle)
 	}
 	return v.t0
 }
@@ -89,7 +90,7 @@ func memGrowth(v *view, a *derive.View, pid int) (Growth, bool) {
 	if x, _ := p.RSSBytes.Last(); !math.IsNaN(x) {
 		g.RSSLast = x
 	}
-	return g, g.Samples >= COWMinSamples && g.Span >= COWMinSpan && !math.IsNaN(g.USSRate)
+	return g, g.Samples >= thresholds.COWMinSamples && g.Span >= thresholds.COWMinSpan && !math.IsNaN(g.USSRate)
 }
 
 // copyRate is the part of the worker's USS growth that is not new resident
@@ -158,7 +159,7 @@ func cowFindings(v *view, a *derive.View, groups []WorkerGroup) []finding.Findin
 		}
 		var all, grows []Growth
 		var usRate, cpRate, gained, held float64
-		baseline := float64(COWForkBaseline)
+		baseline := float64(thresholds.COWForkBaseline)
 		for _, w := range g.Workers {
 			gr, ok := memGrowth(v, a, w)
 			if !ok || !v.alive(w) {
@@ -176,14 +177,13 @@ func cowFindings(v *view, a *derive.View, groups []WorkerGroup) []finding.Findin
 			cpRate += gr.copyRate()
 			gained += gr.gained()
 		}
-		if cpRate < COWMinRate || gained < COWMinGrowth || cpRate < COWMinCopyShare*usRate {
+		if cpRate < thresholds.COWMinRate || gained < thresholds.COWMinGrowth || cpRate < thresholds.COWMinCopyShare*usRate {
 			continue
 		}
 		sort.Slice(grows, func(i, j int) bool { return grows[i].PID < grows[j].PID })
 		name := v.procName(g.Parent)
 		excess := max(0, held-float64(len(all))*baseline)
-		f := finding.Finding{ID: "worker-cow-growth", Severity: finding.Warning, Subject: name,
-			Seed: "000 §5 (COW drill: list of objects vs flat storage)"}
+		f := finding.Finding{ID: "worker-cow-growth", Severity: finding.Warning, Subject: name} // Sources: 000 §5 (COW drill: list of objects vs flat storage)
 		for _, gr := range grows {
 			f.Evidence = append(f.Evidence, finding.Evidence{What: fmt.Sprintf("unique memory (USS) of worker pid %d: %s -> %s", gr.PID, fmtBytes(float64(gr.USSFirst)), fmtBytes(float64(gr.USSLast))),
 				Value: round(gr.USSRate/(1<<20), 2), Unit: "MiB/s", Window: fmt.Sprintf("least-squares slope of %d samples over %s", gr.Samples, fmtSeconds(gr.Span)), Source: "/proc/" + strconv.Itoa(gr.PID) + "/smaps_rollup (Private_*)"})
@@ -217,7 +217,7 @@ func cowFindings(v *view, a *derive.View, groups []WorkerGroup) []finding.Findin
 			} else {
 				claim += "; at this rate " + h.what + " is reached in " + fmtDuration(eta)
 				f.Evidence = append(f.Evidence, finding.Evidence{What: "projected time until " + h.what + " is reached", Value: round(eta.Seconds(), 0), Unit: "s", Window: "linear projection of the window's rate", Source: "copy rate and the limit above"})
-				if eta > COWWarnHorizon {
+				if eta > thresholds.COWWarnHorizon {
 					f.Severity = finding.Info
 				}
 			}

@@ -208,7 +208,8 @@ func deathFindings(v *view, deaths []Death, threads []BlockedThread) []finding.F
 		}
 		peers := peersWait(v, threads, d.PID)
 		f := finding.Finding{ID: "member-died", Severity: finding.Critical, Supports: finding.Stalled,
-			Subject: name, Seed: "004 (The OOM killer)"}
+			// Sources: 004 (The OOM killer)
+			Subject: name}
 		when := ""
 		if !d.When.IsZero() {
 			when = " at " + d.When.Format("15:04:05")
@@ -233,7 +234,7 @@ func deathFindings(v *view, deaths []Death, threads []BlockedThread) []finding.F
 			f.Claim = name + " crashed (" + c.Trap + in + ")" + when
 			f.Evidence = append(f.Evidence, finding.Evidence{What: "kernel line", Text: safe(c.Raw), Source: "kernel log"})
 			f.Decision = "Find the crashing call: enable Python's faulthandler (PYTHONFAULTHANDLER=1) and core dumps (ulimit -c unlimited), and check that the native libraries (the object named) match the interpreter and driver. Restart the job: the other members wait for it forever."
-			f.Seed = "004 (Common mistakes: a silently killed process)"
+			// Sources: 004 (Common mistakes: a silently killed process)
 		default:
 			f.Claim = name + " exited during the window"
 			f.Severity = finding.Warning
@@ -244,7 +245,7 @@ func deathFindings(v *view, deaths []Death, threads []BlockedThread) []finding.F
 				f.Evidence = append(f.Evidence, finding.Evidence{What: "state when first seen", Text: "Z (zombie)", Source: "/proc/" + strconv.Itoa(d.PID) + "/stat"})
 			}
 			f.Decision = "Its exit status is not visible to an observer that did not start it: read its log for the exception; the kernel log shows no kill or crash for it. If peers wait for it, restart the job."
-			f.Seed = "004 (Common mistakes)"
+			// Sources: 004 (Common mistakes)
 		}
 		if peers != "" {
 			f.Claim += "; " + peers
@@ -292,7 +293,7 @@ func killEvidence(k *kernlog.Kill) []finding.Evidence {
 func mib(b uint64) float64 { return round(float64(b)/(1<<20), 1) }
 
 func oomDecision(k *kernlog.Kill) string {
-	shrink := "shrink what it holds: smaller batch or sequence length, fewer DataLoader workers, datasets in flat storage (numpy, Arrow, an mmap'd file) rather than lists of Python objects (seed 000 §5)"
+	shrink := "shrink what it holds: smaller batch or sequence length, fewer DataLoader workers, datasets in flat storage (numpy, Arrow, an mmap'd file) rather than lists of Python objects"
 	restart := " Restart the job: the surviving ranks never leave the collective on their own; with TORCH_NCCL_ASYNC_ERROR_HANDLING set they fail loudly instead."
 	if k.Constraint == "CONSTRAINT_MEMCG" {
 		limit := ""
@@ -348,7 +349,7 @@ func missingRanks(v *view, deaths []Death) []finding.Finding {
 			{What: "local ranks alive", Value: float64(len(present)), Window: "at the end of the window", Source: "/proc"},
 		},
 		Decision: "The missing rank died before gpufeed attached: search the kernel log over the job's whole life (`dmesg -T`, `journalctl -k --since`) for a kill or crash, and its own log for an exception; then restart the job.",
-		Seed:     "004 (The OOM killer: the kernel log has no concept of rank)",
+		// Sources: 004 (The OOM killer: the kernel log has no concept of rank)
 		Supports: finding.Stalled,
 		Subject:  "job",
 	}
@@ -379,7 +380,7 @@ func missingRanks(v *view, deaths []Death) []finding.Finding {
 	}
 	if len(likely) > 0 {
 		f.Claim += "; the kernel log since the job started has " + strings.Join(likely, ", ") + ": likely the missing rank (same command name; the log names no rank)"
-		f.Decision = "The OOM killer most likely took the missing rank: see the kill's memory figures, raise the memory limit or shrink what the rank holds, and restart the job (seed 000 §5 for datasets held as Python objects)."
+		f.Decision = "The OOM killer most likely took the missing rank: see the kill's memory figures, raise the memory limit or shrink what the rank holds, and restart the job."
 	}
 	return []finding.Finding{f}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/gpufeed/gpufeed/internal/derive"
 	"github.com/gpufeed/gpufeed/internal/finding"
+	"github.com/gpufeed/gpufeed/internal/judge/thresholds"
 	"github.com/gpufeed/gpufeed/internal/timeline"
 )
 
@@ -37,22 +38,23 @@ func fdFindings(v *view, a *derive.View) []finding.Finding {
 		}
 		span := time.Duration(a.TickT[li] - a.TickT[fi])
 		rate := 0.0
-		if n >= FDMinSamples && span >= FDMinSpan && !math.IsNaN(ap.FDGrowth) {
+		if n >= thresholds.FDMinSamples && span >= thresholds.FDMinSpan && !math.IsNaN(ap.FDGrowth) {
 			rate = ap.FDGrowth
 		}
 		left := soft - current
 		var eta time.Duration
-		leaking := rate >= FDMinRate && current-firstN >= FDMinGrowth
+		leaking := rate >= thresholds.FDMinRate && current-firstN >= thresholds.FDMinGrowth
 		if leaking {
 			eta = time.Duration(max(left, 0) / rate * float64(time.Second))
-			leaking = eta <= FDHorizon
+			leaking = eta <= thresholds.FDHorizon
 		}
-		near := current >= FDNearFraction*soft
+		near := current >= thresholds.FDNearFraction*soft
 		if !leaking && !near {
 			continue
 		}
 		name := v.procName(pid)
-		f := finding.Finding{ID: "fd-exhaustion", Severity: finding.Warning, Subject: name, Seed: "004 (File descriptor exhaustion)"}
+		// Sources: 004 (File descriptor exhaustion)
+		f := finding.Finding{ID: "fd-exhaustion", Severity: finding.Warning, Subject: name}
 		f.Evidence = []finding.Evidence{
 			{What: "open file descriptors", Value: current, Window: "at the end of the window", Source: "/proc/" + strconv.Itoa(pid) + "/fd"},
 			{What: "soft limit (RLIMIT_NOFILE)", Value: soft, Source: "/proc/" + strconv.Itoa(pid) + "/limits"},
@@ -66,7 +68,7 @@ func fdFindings(v *view, a *derive.View) []finding.Finding {
 		} else {
 			f.Claim = fmt.Sprintf("%s holds %.0f file descriptors of a soft limit of %.0f: one burst from EMFILE", name, current, soft)
 		}
-		if current >= FDCriticalFraction*soft || (leaking && eta <= FDCriticalHorizon) {
+		if current >= thresholds.FDCriticalFraction*soft || (leaking && eta <= thresholds.FDCriticalHorizon) {
 			f.Severity = finding.Critical
 		}
 		if kinds := describeKinds(p.FDKinds); kinds != "" {

@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/gpufeed/gpufeed/internal/finding"
+	"github.com/gpufeed/gpufeed/internal/judge/thresholds"
 )
 
 // gilFindings reports Python processes whose busy threads show the GIL's
@@ -32,19 +33,20 @@ func gilFindings(v *view, cpus map[int]*threadCPU) []finding.Finding {
 			}
 			secs := c.Span.Seconds()
 			cores := float64(c.RunNS) / 1e9 / secs
-			if cores < GILBusyCores {
+			if cores < thresholds.GILBusyCores {
 				continue
 			}
 			busy = append(busy, c)
 			run += cores
 			demand += float64(c.RunNS+c.WaitNS) / 1e9 / secs
 		}
-		if len(busy) < 2 || run > GILMaxRunCores || demand/float64(len(busy)) > GILMaxDemandPerThread {
+		if len(busy) < 2 || run > thresholds.GILMaxRunCores || demand/float64(len(busy)) > thresholds.GILMaxDemandPerThread {
 			continue
 		}
 		sort.SliceStable(busy, func(i, j int) bool { return busy[i].RunNS > busy[j].RunNS })
 		name := v.procName(pid)
-		f := finding.Finding{ID: "gil-contention", Severity: finding.Warning, Subject: name, Seed: "004 (The GIL); 000 §3",
+		// Sources: 004 (The GIL); 000 §3
+		f := finding.Finding{ID: "gil-contention", Severity: finding.Warning, Subject: name,
 			Claim: fmt.Sprintf("%s shows GIL contention: %d busy Python threads ran %.2f cores together and wanted only %.2f CPUs (threads free of the GIL would want %d): one runs Python at a time",
 				name, len(busy), run, demand, len(busy)),
 			Decision: "Find the thread holding the GIL (`py-spy top --pid " + strconv.Itoa(pid) + " --gil`, or `gpufeed diagnose --py-stacks`), then move its CPU work out of Python threads: into DataLoader worker processes, or into calls that release the GIL (NumPy, torch operations on whole tensors)."}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/gpufeed/gpufeed/internal/finding"
 	"github.com/gpufeed/gpufeed/internal/gpu"
+	"github.com/gpufeed/gpufeed/internal/judge/thresholds"
 	"github.com/gpufeed/gpufeed/internal/timeline"
 )
 
@@ -72,7 +73,7 @@ func (v *view) waitKind(tw ThreadWait) WaitKind {
 	// A timed wait that kept timing out is a timer, whatever it waits on
 	// (a watchdog's condition variable, a heartbeat's poll); a timed wait
 	// that never returned waits for its event (the timeout is a deadline).
-	if isTimer(b) && tw.TimerWakeups >= StallMinWakeups {
+	if isTimer(b) && tw.TimerWakeups >= thresholds.StallMinWakeups {
 		return WaitTimer
 	}
 	switch b.Syscall {

@@ -49,7 +49,8 @@ func kernelFindings(v *view, deaths []Death) []finding.Finding {
 			Claim:    "A GPU fell off the bus (Xid 79): the driver lost it, and every process using it is stuck or dead",
 			Evidence: eventRows(v, fell, 5),
 			Decision: "Drain the node: a GPU that fell off the bus needs a reset or a reboot; check its power, cooling and PCIe seating, and the node's `nvidia-smi -q` and BMC logs.",
-			Seed:     "004 (the evidence is in the kernel log)", Subject: "host",
+			// Sources: 004 (the evidence is in the kernel log)
+			Subject: "host",
 		})
 	}
 	if len(xids) > 0 {
@@ -74,7 +75,8 @@ func kernelFindings(v *view, deaths []Death) []finding.Finding {
 			Claim:    "The NVIDIA driver reported GPU errors: " + desc,
 			Evidence: eventRows(v, xids, 8),
 			Decision: "Look each Xid up in NVIDIA's Xid catalogue (docs.nvidia.com/deploy/xid-errors): some are the application's fault (13, 31, 43: bad memory access or an illegal instruction in a kernel), others the hardware's (48, 63, 64, 74, 79, 94, 95: ECC, NVLink, bus).",
-			Seed:     "004 (the evidence is in the kernel log)", Subject: "host",
+			// Sources: 004 (the evidence is in the kernel log)
+			Subject: "host",
 		})
 	}
 	for _, h := range hung {
@@ -84,7 +86,8 @@ func kernelFindings(v *view, deaths []Death) []finding.Finding {
 			Claim:    fmt.Sprintf("The kernel's hung-task detector reported %s blocked in uninterruptible sleep for more than %s", v.procName(pid)+" "+v.threadName(h.PID), fmtSeconds(h.Blocked)),
 			Evidence: eventRows(v, []kernlog.Event{h}, 1),
 			Decision: "The thread waits on the kernel, not on the program: the stack printed after this line in `dmesg` names the file system or driver; check that storage (NFS, a FUSE mount, a failing disk).",
-			Seed:     "004 (frozen jobs: the evidence is in the kernel)", Subject: v.procName(pid),
+			// Sources: 004 (frozen jobs: the evidence is in the kernel)
+			Subject: v.procName(pid),
 		})
 	}
 	if len(other) > 0 {
@@ -93,7 +96,8 @@ func kernelFindings(v *view, deaths []Death) []finding.Finding {
 			Claim:    fmt.Sprintf("The OOM killer killed %s outside the job during the window: the host is short of memory", plural(len(other), "process", "processes")),
 			Evidence: eventRows(v, other, 5),
 			Decision: "Memory pressure on the host can take a rank next: check what else runs there and the job's own memory growth.",
-			Seed:     "004 (The OOM killer)", Subject: "host",
+			// Sources: 004 (The OOM killer)
+			Subject: "host",
 		})
 	}
 	return out
@@ -136,13 +140,15 @@ func kernelLogNotes(v *view) []finding.Finding {
 			out = append(out, finding.Finding{ID: "kernel-log-capped", Severity: finding.Info, Subject: "host",
 				Claim:    "The kernel log read was capped, so the oldest lines since the job started were not matched: " + safe(ev.Text),
 				Decision: "If a member died long ago, search the full log yourself (`journalctl -k --since ...`).",
-				Seed:     "004 (the evidence is in the kernel log)"})
+				// Sources: 004 (the evidence is in the kernel log)
+			})
 		}
 		if ev.Kind == timeline.EventKernelLogUnavailable {
 			out = append(out, finding.Finding{ID: "kernel-log-not-visible", Severity: finding.Info, Subject: "host",
 				Claim:    "The kernel log was not visible, so OOM kills, crashes and GPU errors could not be matched to the job: " + safe(ev.Text),
 				Decision: "Run gpufeed as root or with CAP_SYSLOG (or set kernel.dmesg_restrict=0) to read the kernel log; meanwhile check `dmesg -T` yourself.",
-				Seed:     "004 (the evidence is in the kernel log)"})
+				// Sources: 004 (the evidence is in the kernel log)
+			})
 		}
 	}
 	return out

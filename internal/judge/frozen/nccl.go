@@ -298,7 +298,8 @@ func ncclFindings(v *view, stalled bool) []finding.Finding {
 		who := rankWho(g.label, g.ranks)
 		sort.Ints(g.pids)
 		f := finding.Finding{ID: g.c.id, Severity: g.c.severity, Claim: g.c.claim + " (" + who + ")", Decision: g.c.decision,
-			Seed: "004 (The NCCL hang)", Subject: who + " (pid " + ints(g.pids) + ")"}
+			// Sources: 004 (The NCCL hang)
+			Subject: who + " (pid " + ints(g.pids) + ")"}
 		for _, kv := range g.c.vars {
 			f.Evidence = append(f.Evidence, finding.Evidence{What: kv[0], Text: safe(kv[1]), Source: "/proc/PID/environ (allowlisted)"})
 		}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/gpufeed/gpufeed/internal/gpu"
+	"github.com/gpufeed/gpufeed/internal/judge/thresholds"
 	"github.com/gpufeed/gpufeed/internal/timeline"
 )
 
@@ -85,16 +86,16 @@ type ThreadWait struct {
 // words for evidence; empty when nothing does.
 func (m Measure) HostProgress() []string {
 	var out []string
-	if m.CPUCores > StallMaxCPUCores {
+	if m.CPUCores > thresholds.StallMaxCPUCores {
 		out = append(out, fmt.Sprintf("its threads gained %.2f %% of one core", m.CPUCores*100))
 	}
-	if m.WokenCount >= StallMinWakeups {
+	if m.WokenCount >= thresholds.StallMinWakeups {
 		out = append(out, fmt.Sprintf("tid %d was woken %d times out of a wait with no timeout", m.WokenTID, m.WokenCount))
 	}
 	if m.MovedTID != 0 {
 		out = append(out, fmt.Sprintf("tid %d moved from %s to %s", m.MovedTID, m.MovedFrom, m.MovedTo))
 	}
-	if m.IOVisible && m.IOBytesPerSec > StallMaxIOBytesPerSec {
+	if m.IOVisible && m.IOBytesPerSec > thresholds.StallMaxIOBytesPerSec {
 		out = append(out, fmt.Sprintf("it moved %.0f B/s of I/O", m.IOBytesPerSec))
 	}
 	return out
@@ -106,17 +107,17 @@ func (m Measure) Progressing() bool {
 	return len(m.HostProgress()) > 0 || (m.CompletionsVisible && m.Completions > 0)
 }
 
-// GPUIdle says the job's GPU work stayed under StallMaxGPUUtil and
+// GPUIdle says the job's GPU work stayed under thresholds.StallMaxGPUUtil and
 // completed nothing (true when no GPU was in view: nothing says otherwise).
 func (m Measure) GPUIdle() bool {
-	return !m.GPUVisible || (m.GPUMaxUtil <= StallMaxGPUUtil && !(m.CompletionsVisible && m.Completions > 0))
+	return !m.GPUVisible || (m.GPUMaxUtil <= thresholds.StallMaxGPUUtil && !(m.CompletionsVisible && m.Completions > 0))
 }
 
 // GPUSpinning says the GPUs stayed pinned busy while the job made no
 // progress: no host thread woke, and the device (where it says) completed
 // none of the job's work: a collective kernel waiting for a peer.
 func (m Measure) GPUSpinning() bool {
-	return m.GPUVisible && m.GPUMinUtil >= StallSpinGPUUtil && !m.Progressing()
+	return m.GPUVisible && m.GPUMinUtil >= thresholds.StallSpinGPUUtil && !m.Progressing()
 }
 
 // isTimer says whether a wait returns by itself: a sleep, a signal wait,
@@ -235,7 +236,7 @@ func scan(v *view, from int64) (Measure, int64) {
 			}
 			a.last, a.prevT, a.lastT = *s, tk.T, tk.T
 		}
-		if prevTickT >= 0 && cpuNS/1e9 > StallMaxCPUCores*time.Duration(tk.T-prevTickT).Seconds() {
+		if prevTickT >= 0 && cpuNS/1e9 > thresholds.StallMaxCPUCores*time.Duration(tk.T-prevTickT).Seconds() {
 			progress = true
 		}
 		// I/O: each live process's increments between its readings, leaving
@@ -256,7 +257,7 @@ func scan(v *view, from int64) (Measure, int64) {
 				if secs > 0 {
 					m.IOBytesPerSec += d / secs
 				}
-				if dt := time.Duration(tk.T - r.prevT).Seconds(); dt > 0 && d/dt > StallMaxIOBytesPerSec {
+				if dt := time.Duration(tk.T - r.prevT).Seconds(); dt > 0 && d/dt > thresholds.StallMaxIOBytesPerSec {
 					progress = true
 				}
 			}
@@ -280,7 +281,7 @@ func scan(v *view, from int64) (Measure, int64) {
 					m.GPUMaxUtil = max(m.GPUMaxUtil, pt.Percent)
 				}
 			}
-			if util > StallMaxGPUUtil {
+			if util > thresholds.StallMaxGPUUtil {
 				progress = true
 			}
 			for _, gp := range g.Processes {
@@ -443,7 +444,7 @@ func (p Progress) Stalled() bool {
 	if !p.Judged || p.LiveProcs == 0 || p.Idle != nil || p.Progressing() {
 		return false
 	}
-	return !p.GPUVisible || p.GPUMaxUtil <= StallMaxGPUUtil || p.GPUSpinning()
+	return !p.GPUVisible || p.GPUMaxUtil <= thresholds.StallMaxGPUUtil || p.GPUSpinning()
 }
 
 // measureProgress measures the live members' progress: over the window's
@@ -471,14 +472,14 @@ func measureProgress(v *view, deaths []Death) Progress {
 				break
 			}
 		}
-		if time.Duration(v.t1-next) >= StallMinWindow {
+		if time.Duration(v.t1-next) >= thresholds.StallMinWindow {
 			p.From = next
 			p.Since = "since " + v.procName(who) + " ended"
 		}
 	}
 	p.Samples = v.samplesFrom(p.From)
 	p.Span = time.Duration(v.t1 - p.From)
-	p.Judged = p.Samples >= StallMinSamples && p.Span >= StallMinWindow
+	p.Judged = p.Samples >= thresholds.StallMinSamples && p.Span >= thresholds.StallMinWindow
 	for pid := range v.procs {
 		if v.alive(pid) {
 			p.LiveProcs++
@@ -496,7 +497,7 @@ func measureProgress(v *view, deaths []Death) Progress {
 	// most of the window.
 	if p.Progressing() {
 		span := time.Duration(v.t1 - quiet)
-		if span < StallMinWindow || float64(span) < QuietMinShare*float64(v.span()) || v.samplesFrom(quiet) < StallMinSamples {
+		if span < thresholds.StallMinWindow || float64(span) < thresholds.QuietMinShare*float64(v.span()) || v.samplesFrom(quiet) < thresholds.StallMinSamples {
 			return p
 		}
 		tail, _ := scan(v, quiet)

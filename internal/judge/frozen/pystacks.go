@@ -24,7 +24,8 @@ func pyStackFindings(v *view) []finding.Finding {
 			out = append(out, finding.Finding{ID: "python-stacks-unavailable", Severity: finding.Info, Subject: "py-spy",
 				Claim:    "Python stacks were asked for but could not be taken: " + safe(ev.Text),
 				Decision: "To see each Python thread's stack and the GIL holder, " + profile.PySpyInstallHint + ", then run `gpufeed diagnose --py-stacks` again.",
-				Seed:     "004 (The GIL: py-spy reads the process from outside)"})
+				// Sources: 004 (The GIL: py-spy reads the process from outside)
+			})
 		case timeline.EventPyStacks:
 			procs, err := profile.ParsePySpy(strings.NewReader(ev.Text))
 			if err != nil {
@@ -42,7 +43,8 @@ func pyStackFindings(v *view) []finding.Finding {
 
 func stackFinding(v *view, p profile.Process) finding.Finding {
 	name := v.procName(p.PID)
-	f := finding.Finding{ID: "python-stacks", Severity: finding.Info, Subject: name, Seed: "004 (The GIL)"}
+	// Sources: 004 (The GIL)
+	f := finding.Finding{ID: "python-stacks", Severity: finding.Info, Subject: name}
 	holder, active := "", 0
 	for _, th := range p.Threads {
 		if th.Active() {

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/gpufeed/gpufeed/internal/finding"
+	"github.com/gpufeed/gpufeed/internal/judge/thresholds"
 )
 
 // stalledFinding is the verdict-carrying finding: nothing progresses.
@@ -49,7 +50,7 @@ func stalledFinding(v *view, p Progress) finding.Finding {
 			p.Threads, p.CPUCores*100, io, gpu, fmtSeconds(p.Span)+sinceText(p)),
 		Evidence: ev,
 		Decision: "Nothing moves, so profiling cannot help: read the findings that follow (a member that died, where each thread waits). A frozen job is usually a dead rank whose peers wait in a collective forever: check the kernel log for kills (`dmesg -T | grep -i 'killed process'`), and set TORCH_NCCL_ASYNC_ERROR_HANDLING so survivors fail loudly next time.",
-		Seed:     "004 (The OOM killer; The NCCL hang)",
+		// Sources: 004 (The OOM killer; The NCCL hang)
 		Supports: finding.Stalled,
 		Subject:  "job",
 	}
@@ -74,7 +75,7 @@ func gpuEvidence(v *view, m Measure, window string) []finding.Evidence {
 	if m.GPUSpinning() {
 		ev = append(ev, finding.Evidence{What: whose + ", lowest sample", Value: round(m.GPUMinUtil, 1), Unit: "%", Window: window, Source: src})
 	}
-	if m.GPUPerProcess && m.DeviceMaxUtil > m.GPUMaxUtil+StallMaxGPUUtil {
+	if m.GPUPerProcess && m.DeviceMaxUtil > m.GPUMaxUtil+thresholds.StallMaxGPUUtil {
 		ev = append(ev, finding.Evidence{What: "the whole device's utilisation, highest sample: other processes' work on a shared GPU (a neighbour), not the job's", Value: round(m.DeviceMaxUtil, 1), Unit: "%", Window: window, Source: src})
 	}
 	if m.CompletionsVisible {
@@ -120,12 +121,12 @@ func (v *view) childExits() map[int][]int64 {
 
 // reapedBetween says whether the readings [from, to) may hold the reaping
 // of a child: the child was last seen before to, and no more than
-// ReapGrace before from. The parent wakes to reap it (and the kernel folds
+// thresholds.ReapGrace before from. The parent wakes to reap it (and the kernel folds
 // the child's I/O counters into the parent's) some time after its last
 // sample: at once on a quiet host, a few readings later on a loaded one.
 func reapedBetween(exits []int64, from, to int64) bool {
 	for _, t := range exits {
-		if t < to && t+int64(ReapGrace) >= from {
+		if t < to && t+int64(thresholds.ReapGrace) >= from {
 			return true
 		}
 	}

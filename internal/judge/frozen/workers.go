@@ -144,7 +144,8 @@ func workerFindings(v *view, groups []WorkerGroup) []finding.Finding {
 			f := finding.Finding{ID: "fork-after-cuda-init", Severity: finding.Warning, Subject: name,
 				Claim:    fmt.Sprintf("%s forked %s after initialising CUDA: they inherited its driver handles", name, plural(len(g.Workers), "worker", "workers")),
 				Decision: "Forked workers are safe only while they never touch CUDA: a CUDA call in one fails (\"Cannot re-initialize CUDA in forked subprocess\") or hangs on a lock held by a driver thread that did not survive the fork. Use DataLoader(multiprocessing_context=\"spawn\") or \"forkserver\" (started before any CUDA call), or keep the workers strictly CPU-only.",
-				Seed:     "000 §5; 004 (Why fork() corrupts CUDA)"}
+				// Sources: 000 §5; 004 (Why fork() corrupts CUDA)
+			}
 			f.Evidence = append(f.Evidence, finding.Evidence{What: "parent's CUDA driver handles", Text: strings.Join(append(append([]string{}, parent.CUDA.DeviceFDs...), parent.CUDA.Mapped...), ", "), Source: "/proc/" + strconv.Itoa(g.Parent) + "/{fd,maps}"})
 			for _, w := range g.Workers {
 				wp := v.procs[w]
@@ -167,7 +168,8 @@ func workerFindings(v *view, groups []WorkerGroup) []finding.Finding {
 					{What: "CPUs the parent may run on", Value: float64(cores), Source: coresSrc},
 				},
 				Decision: "Use at most as many DataLoader workers as cores left after the trainer's own threads (num_workers <= cores - 2 is a common start); more workers add memory, not throughput.",
-				Seed:     "000 §6 (oversubscription); 002 (num_workers)"})
+				// Sources: 000 §6 (oversubscription); 002 (num_workers)
+			})
 		}
 		info := finding.Finding{ID: "worker-start-method", Severity: finding.Info, Subject: name,
 			Claim: fmt.Sprintf("%s started %s by %s", name, plural(len(g.Workers), "worker process", "worker processes"), g.Method),
@@ -175,7 +177,8 @@ func workerFindings(v *view, groups []WorkerGroup) []finding.Finding {
 				{What: "workers", Value: float64(len(g.Workers)), Text: "pids " + ints(g.Workers), Source: "/proc/PID/stat (ppid)"},
 				{What: "how the start method was recognised", Text: g.Evidence, Source: g.Source},
 			},
-			Seed: "000 §5"}
+			// Sources: 000 §5
+		}
 		switch g.Method {
 		case Fork:
 			info.Decision = "fork shares the parent's memory copy-on-write (cheap to start, but Python objects get copied as workers touch them) and is unsafe once the parent initialised CUDA; Python 3.14 changed Linux's default to forkserver. Pin the choice with DataLoader(multiprocessing_context=...)."

@@ -1,7 +1,9 @@
-// Package thresholds holds the class-decision thresholds every gpufeed
-// classifier shares: live diagnose and recordings (internal/judge) and
-// profiler-trace analysis (internal/judge/tracejudge). A verdict must not depend on where
-// the numbers came from, so these constants are changed here and only here.
+// Package thresholds holds every threshold gpufeed's judges decide by: the
+// class decisions live diagnose and recordings (internal/judge) and
+// profiler-trace analysis (internal/judge/tracejudge) share, the
+// trace-only ones, and frozen-job triage's (internal/judge/frozen). A
+// verdict must not depend on where the numbers came from, so these
+// constants are changed here and only here.
 // Each one says where it comes from: an anchor (a published tool's default)
 // where one exists, otherwise the reason for the value. docs/RULES.md lists
 // them with the rules that read them.
@@ -167,7 +169,7 @@ const (
 	// Anchor: HTA get_idle_time_breakdown consecutive_kernel_delay (30 us).
 	ConsecutiveKernelDelay = 30 * time.Microsecond
 	// SyncsPerStepMax: more host synchronisations per training step than
-	// this is "over and over" (issue 4's sync-bound): a well-written loop
+	// this is synchronising "over and over" (sync-bound): a well-written loop
 	// needs at most one (reading the loss) per step.
 	SyncsPerStepMax = 2
 	// TooLittleWorkBlocksPerSM: kernels that give each SM less than one
@@ -177,4 +179,208 @@ const (
 	// TooLittleWorkKernelTimePct: too-little-work when at least this share of
 	// kernel time runs such under-filled kernels.
 	TooLittleWorkKernelTimePct = 50.0
+)
+
+// Trace judgement: the Nsight Systems rules it reproduces, the least a
+// trace must hold for a verdict, and how much evidence makes one sure.
+const (
+	// NsightGapThresholdNs is the smallest GPU idle gap the gaps rule lists.
+	// Anchor: Nsight Systems' gpu_gaps rule default (gap=500 ms).
+	NsightGapThresholdNs = int64(500e6)
+	// NsightLowUsePct and NsightLowUseChunks: the low-use rule splits each
+	// device's active span into equal chunks and lists those whose GPU time
+	// is below the percentage. Anchor: Nsight Systems' gpu_time_util rule
+	// defaults (threshold=50, chunks=30).
+	NsightLowUsePct    = 50.0
+	NsightLowUseChunks = 30
+
+	// CopiesDominatePct: host-device copies filling at least half the GPU's
+	// busy time make the job transfer-bound even without idle time (copy
+	// engines busy while the SMs wait).
+	CopiesDominatePct = 50.0
+
+	// TraceMinGPUOps and TraceMinSpanNs: below these a trace is too short
+	// for a verdict (inconclusive, saying that a longer trace would make it
+	// conclusive): a handful of operations or a millisecond of activity
+	// shows an accident, not a pattern.
+	TraceMinGPUOps = 10
+	TraceMinSpanNs = int64(1e6)
+
+	// The evidence a trace verdict needs before its confidence is full. A
+	// cause seen in TraceEvidenceFullGaps comparable gaps, spread over
+	// TraceEvidenceFullSteps steps, in TraceEvidenceFullSpanNs of GPU
+	// activity is a pattern; below, each term scales down (gaps and steps
+	// linearly, time logarithmically from TraceMinSpanNs), and the smallest
+	// term bounds the confidence. Two steps is what the profiling schedule
+	// the reports recommend (wait=1, warmup=1, active=3) leaves once the
+	// last step, in which the profiler stops, is dropped. Below
+	// TraceEvidenceMin the verdict is inconclusive: the leading cause is
+	// named, not concluded.
+	TraceEvidenceFullGaps   = 5.0
+	TraceEvidenceFullSteps  = 2.0
+	TraceEvidenceFullSpanNs = int64(100e6)
+	TraceEvidenceMin        = 0.3
+
+	// StragglerLagPct: a rank is a straggler when it enters collectives at
+	// least this share of the median step time after the first rank.
+	// Anchor: ModerateSharePct (XProf's 5 %), applied to step time.
+	StragglerLagPct = ModerateSharePct
+	// LaunchQueueFullShare: a stream's launch queue at this share of CUDA's
+	// pending-launch capacity is full: the CPU ran ahead until launches
+	// blocked (HTA's queue length analysis).
+	LaunchQueueFullShare = 0.9
+	// ShortKernelsShare: HTA's short kernels (shorter than their launch
+	// call) are a pattern from this share of all launched operations.
+	ShortKernelsShare = 0.5
+)
+
+// Frozen-job triage (internal/judge/frozen): progress, blocked threads,
+// copy-on-write growth, file descriptors, GIL contention.
+
+// Stall detection.
+const (
+	// StallMinWindow: judging "nothing progresses" needs a window longer
+	// than the slowest legitimate pause of a healthy step (a checkpoint
+	// write, a long collective): 2 s is the shortest window in which an
+	// active training loop always shows CPU time (it launches kernels at
+	// least every step).
+	StallMinWindow = 2 * time.Second
+	// StallMinSamples: at least three samples, so a rate is not the
+	// difference of two readings taken at the same instant.
+	StallMinSamples = 3
+	// StallMinWakeups: a thread woken twice out of a wait with no timeout
+	// (schedstat's run count) was given something twice: data on its pipe
+	// or socket, a lock released, a synchronise returning. A blocked rank, a
+	// waiter behind a held lock, a read on a pipe nobody writes are woken
+	// zero times; a host thread synchronising with a busy GPU twenty times
+	// a second. Wake-ups out of timed waits (a watchdog's 100 ms condition
+	// wait, a heartbeat, a sleep) are the thread's own timer and never
+	// count. One wake-up alone could be a signal or a stray wake.
+	StallMinWakeups = 2
+	// StallMaxCPUCores: the whole job used less than 1 % of one core. A
+	// job blocked in a collective or on a lock still runs housekeeping
+	// (PyTorch's NCCL watchdog wakes about every 100 ms, heartbeat and
+	// store threads poll): well under 10 ms of CPU per second. A job doing
+	// any work (launching kernels, loading data) uses far more than 1 %.
+	StallMaxCPUCores = 0.01
+	// StallMaxIOBytesPerSec: less than 1 KiB/s read and written across the
+	// job (rchar + wchar, which count pipe and socket traffic too).
+	// Heartbeats and store keep-alives move a few bytes a second; a data
+	// loader or a checkpoint moves megabytes.
+	StallMaxIOBytesPerSec = 1024
+	// StallMaxGPUUtil: a GPU whose utilisation never exceeded 5 % ran no
+	// work (NVML counts any kernel running in the sample period).
+	StallMaxGPUUtil = 5.0
+	// StallSpinGPUUtil: a GPU pinned at 90 % or more while the job's CPU
+	// does nothing is the signature of a collective kernel spinning on a
+	// peer that never arrives (an NCCL hang keeps the kernel resident).
+	StallSpinGPUUtil = 90.0
+)
+
+// ReapGrace: a parent reaps a child that exited (waking in wait4, its
+// /proc/PID/io absorbing the child's counters) within this time of the
+// child's last sample; its wake-ups and I/O then are the reaping, not
+// progress. Measured here: the next reading on a quiet host, up to three
+// readings later at a load average of 7 on 2 CPUs.
+const ReapGrace = time.Second
+
+// QuietMinShare: a job that progressed early in the window (a server's
+// start-up under diagnose -- CMD, a job freezing just after gpufeed
+// attached) is judged stalled or idle over the quiet tail after its last
+// sign of progress when that tail holds at least half the window (and
+// StallMinWindow, StallMinSamples): what it did most of the window. A
+// healthy job's pause (a checkpoint, a slow collective) shorter than half
+// the window leaves it judged as working.
+const QuietMinShare = 0.5
+
+// Blocked threads.
+const (
+	// DStateWarn: a thread in uninterruptible sleep (D) for a second or
+	// more is waiting on the kernel (storage, NFS, a driver), not on the
+	// program. Healthy D sleeps (a page fault, a disk read) last
+	// milliseconds.
+	DStateWarn = time.Second
+	// MaxBlockedRows bounds the blocked-thread table kept in a finding;
+	// identical waits are grouped first, so this many groups covers
+	// thousands of threads.
+	MaxBlockedRows = 40
+)
+
+// Copy-on-write growth of forked workers (the DataLoader copy-on-write drill:
+// 60 -> 439 MiB USS per worker over an epoch with a list of objects, 8 MiB
+// flat with numpy; fork shares every page until one side writes
+// it). A page a worker copies leaves the set it shares with its parent and
+// enters its own: its unique memory (USS) rises while its resident memory
+// (RSS) does not, which tells copying apart from a worker allocating.
+// Measured on this project's machine with a real torch 1.13 DataLoader, 4
+// forked workers, a 3 M-float dataset, read in order: over a list each
+// worker's USS rose 0.35-0.6 MiB/s with RSS flat (1.4-2.4 MiB/s for the
+// four); over a numpy array the four together moved 0.1-0.15 MiB/s in
+// their first seconds (interpreter objects they touch: bounded), then less.
+const (
+	// COWMinSamples and COWMinSpan: a slope needs three USS readings over at
+	// least 2 s (smaps_rollup is read on the sampler's rollup tier).
+	COWMinSamples = 3
+	COWMinSpan    = 2 * time.Second
+	// COWMinRate: the workers together copy at least 512 KiB/s (1.8 GiB an
+	// hour): three to four times what flat storage moves at its start,
+	// a third of the list case above.
+	COWMinRate = 512 << 10
+	// COWMinGrowth: and together they gained at least 2 MiB of unique
+	// memory over the window, so a few pages are not called a trend.
+	COWMinGrowth = 2 << 20
+	// COWMinCopyShare: at least half of the USS growth is not new resident
+	// memory (RSS grew by at most half as much): pages that were shared.
+	COWMinCopyShare = 0.5
+	// COWForkBaseline: what a forked DataLoader worker that copied nothing
+	// of its dataset holds of its own once started (the drill's
+	// numpy-backed workers: 8 MiB; measured here: 5.6-6.2 MiB). What a
+	// worker holds beyond it is what it copied or allocated since.
+	COWForkBaseline = 8 << 20
+	// COWSettle: a worker's first 3 s are left out. A fresh fork copies and
+	// allocates its first few MiB as it starts (measured here: 0.5 -> 6 MiB
+	// in about a second, numpy or list alike); that is its baseline, not
+	// a trend.
+	COWSettle = 3 * time.Second
+	// COWWarnHorizon: warn when the projected time to the memory limit is
+	// under an hour (an epoch or less).
+	COWWarnHorizon = time.Hour
+)
+
+// File descriptors .
+const (
+	// FDMinSamples and FDMinSpan: as for COW, a slope needs three readings
+	// over 2 s.
+	FDMinSamples = 3
+	FDMinSpan    = 2 * time.Second
+	// FDMinRate: 0.2 descriptors a second (720 an hour) is a leak that
+	// exhausts the default soft limit of 1024 within two hours.
+	FDMinRate = 0.2
+	// FDMinGrowth: and at least 16 more descriptors over the window, so a
+	// process opening its first pipes and files at start-up is no leak.
+	FDMinGrowth = 16
+	// FDHorizon: report a leak when the limit would be reached within a day.
+	FDHorizon = 24 * time.Hour
+	// FDNearFraction: however flat, a process using 90 % of its soft limit
+	// is one burst from EMFILE; FDCriticalFraction 95 % or a projected
+	// exhaustion within FDCriticalHorizon is critical.
+	FDNearFraction     = 0.90
+	FDCriticalFraction = 0.95
+	FDCriticalHorizon  = 5 * time.Minute
+)
+
+// GIL contention without py-spy : several threads of a
+// Python process are busy, yet together they run about one core and want
+// little more: while one holds the GIL the others sleep. Measured on this
+// project's machine, under load: three pure-Python spinning threads ran 0.8
+// to 1.1 cores and wanted (ran + waited in the run queue) 1.4 to 1.6 CPUs;
+// three threads hashing (which releases the GIL) wanted 3.0.
+const (
+	// GILBusyCores: a thread running at least 10 % of a core is busy.
+	GILBusyCores = 0.10
+	// GILMaxRunCores: together the busy threads ran at most 1.25 cores.
+	GILMaxRunCores = 1.25
+	// GILMaxDemandPerThread: the CPU they wanted (run + run-queue wait),
+	// per busy thread, is at most 0.75: free-running threads want 1.0 each.
+	GILMaxDemandPerThread = 0.75
 )

@@ -47,13 +47,13 @@ func (o Options) derivation() tracestats.Options {
 		d.LaunchDelayCutoff = thresholds.LaunchDelayOutlier.Nanoseconds()
 	}
 	if d.GapThreshold <= 0 {
-		d.GapThreshold = NsightGapThreshold
+		d.GapThreshold = thresholds.NsightGapThresholdNs
 	}
 	if d.LowUsePct <= 0 {
-		d.LowUsePct = NsightLowUsePct
+		d.LowUsePct = thresholds.NsightLowUsePct
 	}
 	if d.LowUseChunks <= 0 {
-		d.LowUseChunks = NsightLowUseChunks
+		d.LowUseChunks = thresholds.NsightLowUseChunks
 	}
 	return d
 }
@@ -114,7 +114,8 @@ func Analyze(t *trace.Trace, opt Options) *RankReport {
 	r.Shares = computeShares(&r.Attribution, r.Attribution.AfterSync, d.CopyBusyPct, d.SmallKernelPct)
 	var byID map[string]*finding.Finding
 	vo := newVocab(t, d.InScope)
-	r.Findings, byID = buildFindings(r, r.Shares, vo)
+	r.Findings, byID = judgeRules(r, r.Shares, vo)
 	r.Verdict, r.Confidence = decide(r.Shares, r.Scope.GPUOps, r.Attribution.SpanNs, byID, ev, vo)
+	finding.VerdictFirst(&r.Verdict, r.Findings)
 	return r
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/gpufeed/gpufeed/internal/derive/tracestats"
 	"github.com/gpufeed/gpufeed/internal/finding"
+	"github.com/gpufeed/gpufeed/internal/judge/thresholds"
 )
 
 // Confidence explains a trace verdict's confidence: the product of how
@@ -37,21 +38,7 @@ type Confidence struct {
 	Text string `json:"text"`
 }
 
-// The evidence a trace verdict needs before its confidence is full. A cause
-// seen in EvidenceFullGaps comparable gaps, spread over EvidenceFullSteps
-// steps, in EvidenceFullSpanNs of GPU activity is a pattern; below, each
-// term scales down (gaps and steps linearly, time logarithmically from
-// MinSpanNs, where a trace is too short for any verdict), and the smallest
-// term bounds the confidence. Two steps is what the profiling schedule the
-// reports recommend (wait=1, warmup=1, active=3) leaves once the last step,
-// in which the profiler stops, is dropped. Below EvidenceMin the verdict is
-// inconclusive: the leading cause is named, not concluded.
-const (
-	EvidenceFullGaps   = 5.0
-	EvidenceFullSteps  = 2.0
-	EvidenceFullSpanNs = int64(100e6)
-	EvidenceMin        = 0.3
-)
+// How much evidence a verdict needs is thresholds.TraceEvidence*.
 
 // candidates, in the order evidence accumulates them.
 const (
@@ -147,7 +134,7 @@ func (e *evidence) basis(class finding.Class, spanNs int64) Confidence {
 	i := evIndex(class)
 	if i >= 0 && e.sum[i] > 0 {
 		c.Gaps = kish(e.sum[i], e.sq[i])
-		c.Evidence = math.Min(c.Evidence, c.Gaps/EvidenceFullGaps)
+		c.Evidence = math.Min(c.Evidence, c.Gaps/thresholds.TraceEvidenceFullGaps)
 	}
 	if n := len(e.perStep); n > 0 {
 		if i >= 0 {
@@ -162,19 +149,19 @@ func (e *evidence) basis(class finding.Class, spanNs int64) Confidence {
 		if c.Steps <= 0 {
 			c.Steps = float64(n)
 		}
-		c.Evidence = math.Min(c.Evidence, c.Steps/EvidenceFullSteps)
+		c.Evidence = math.Min(c.Evidence, c.Steps/thresholds.TraceEvidenceFullSteps)
 	}
 	c.Evidence = math.Min(c.Evidence, timeTerm(spanNs))
 	c.Evidence = math.Max(0, math.Min(1, c.Evidence))
 	return c
 }
 
-// timeTerm is 0 at MinSpanNs, 1 at EvidenceFullSpanNs, logarithmic between.
+// timeTerm is 0 at thresholds.TraceMinSpanNs, 1 at thresholds.TraceEvidenceFullSpanNs, logarithmic between.
 func timeTerm(spanNs int64) float64 {
-	if spanNs <= MinSpanNs {
+	if spanNs <= thresholds.TraceMinSpanNs {
 		return 0
 	}
-	return math.Min(1, math.Log(float64(spanNs)/float64(MinSpanNs))/math.Log(float64(EvidenceFullSpanNs)/float64(MinSpanNs)))
+	return math.Min(1, math.Log(float64(spanNs)/float64(thresholds.TraceMinSpanNs))/math.Log(float64(thresholds.TraceEvidenceFullSpanNs)/float64(thresholds.TraceMinSpanNs)))
 }
 
 // describe says in words what the evidence behind a class is, and what
@@ -183,18 +170,18 @@ func (c Confidence) describe() string {
 	var have, full []string
 	if c.Gaps >= 0 {
 		have = append(have, fmt.Sprintf("%.1f effective gaps of %d", c.Gaps, c.GapsTotal))
-		full = append(full, fmt.Sprintf("%.0f gaps", EvidenceFullGaps))
+		full = append(full, fmt.Sprintf("%.0f gaps", thresholds.TraceEvidenceFullGaps))
 	}
 	switch {
 	case c.Steps >= 0 && c.Gaps >= 0:
 		have = append(have, fmt.Sprintf("%.1f effective steps of %d", c.Steps, c.StepsTotal))
-		full = append(full, fmt.Sprintf("%.0f steps", EvidenceFullSteps))
+		full = append(full, fmt.Sprintf("%.0f steps", thresholds.TraceEvidenceFullSteps))
 	case c.Steps >= 0:
 		have = append(have, fmt.Sprintf("%d steps", c.StepsTotal))
-		full = append(full, fmt.Sprintf("%.0f steps", EvidenceFullSteps))
+		full = append(full, fmt.Sprintf("%.0f steps", thresholds.TraceEvidenceFullSteps))
 	}
 	have = append(have, fmt.Sprintf("%.1f ms of GPU activity", float64(c.SpanNs)/1e6))
-	full = append(full, fmt.Sprintf("%.0f ms", float64(EvidenceFullSpanNs)/1e6))
+	full = append(full, fmt.Sprintf("%.0f ms", float64(thresholds.TraceEvidenceFullSpanNs)/1e6))
 	return strings.Join(have, ", ") + " (full evidence: " + strings.Join(full, ", ") + ")"
 }
 

@@ -109,11 +109,6 @@ type MultiRank struct {
 	Findings   []finding.Finding `json:"findings,omitempty"`
 }
 
-// StragglerLagPct: a rank is a straggler when it enters collectives at
-// least this share of the median step time after the first rank.
-// Anchor: the shared ModerateSharePct (XProf's 5 %), applied to step time.
-const StragglerLagPct = thresholds.ModerateSharePct
-
 // CompareRanks builds the per-rank table and finds stragglers.
 func CompareRanks(ranks []RankSummary) MultiRank {
 	m := MultiRank{Ranks: ranks}
@@ -188,7 +183,7 @@ func CompareRanks(ranks []RankSummary) MultiRank {
 	slices.Sort(stepMed)
 	var threshold int64
 	if len(stepMed) > 0 {
-		threshold = int64(float64(stepMed[len(stepMed)/2]) * StragglerLagPct / 100)
+		threshold = int64(float64(stepMed[len(stepMed)/2]) * thresholds.StragglerLagPct / 100)
 	}
 	anyCollectives := false
 	for ri := range m.Ranks {
@@ -214,7 +209,7 @@ func CompareRanks(ranks []RankSummary) MultiRank {
 		src := filepath.Base(m.Ranks[slices.IndexFunc(m.Ranks, func(r RankSummary) bool { return r.Rank == s.Rank })].Source)
 		if s.ByStepStart {
 			m.Findings = append(m.Findings, finding.Finding{
-				ID:       "straggler-rank",
+				ID:       StragglerID,
 				Severity: finding.Warning,
 				Subject:  fmt.Sprintf("rank %d", s.Rank),
 				Claim: fmt.Sprintf("Rank %d starts its steps late: last in %d of %d steps, a median %.2f ms after the first rank (no collectives to compare; this assumes the hosts' clocks agree).",
@@ -224,12 +219,12 @@ func CompareRanks(ranks []RankSummary) MultiRank {
 					{What: "median step start lag behind the earliest rank", Value: float64(s.MedianStepStartLagNs) / 1e3, Unit: "us", Window: "per ProfilerStep (assumes aligned host clocks)", Source: src + ": ProfilerStep#N"},
 				},
 				Decision: fmt.Sprintf("Check that the hosts' clocks agree (chrony/NTP); if they do, find what delays rank %d between steps: its own verdict (%s) says what it waits for.", s.Rank, r0class(m.Ranks, s.Rank)),
-				Seed:     "004 NCCL hangs",
+				// Sources: 004 NCCL hangs
 			})
 			continue
 		}
 		m.Findings = append(m.Findings, finding.Finding{
-			ID:       "straggler-rank",
+			ID:       StragglerID,
 			Severity: finding.Warning,
 			Subject:  fmt.Sprintf("rank %d", s.Rank),
 			Claim: fmt.Sprintf("Rank %d enters collectives late: last in %d of %d, a median %.2f ms after the first rank; every other rank waits for it.",
@@ -240,7 +235,7 @@ func CompareRanks(ranks []RankSummary) MultiRank {
 				{What: "median step start lag behind the earliest rank", Value: float64(s.MedianStepStartLagNs) / 1e3, Unit: "us", Window: "per ProfilerStep (assumes aligned host clocks)", Source: src + ": ProfilerStep#N"},
 			},
 			Decision: fmt.Sprintf("Find what slows rank %d before its collectives: its own verdict (%s) says what it waits for; check its host (gpufeed diagnose there) for a slower input pipeline, a throttled GPU or a noisy neighbour.", s.Rank, r0class(m.Ranks, s.Rank)),
-			Seed:     "004 NCCL hangs",
+			// Sources: 004 NCCL hangs
 		})
 	}
 	return m

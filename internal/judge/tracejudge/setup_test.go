@@ -32,8 +32,8 @@ func TestSetupLaunchNotSubmission(t *testing.T) {
 	var setup *finding.Finding
 	for i := range r.Findings {
 		fd := &r.Findings[i]
-		if fd.ID == "host-wait-submission" {
-			t.Errorf("host-wait-submission fired: %s", fd.Claim)
+		if fd.ID == "launch-thread-saturated" {
+			t.Errorf("launch-thread-saturated fired: %s", fd.Claim)
 		}
 		if strings.Contains(fd.Decision, "CUDA graph") {
 			t.Errorf("%s recommends a CUDA graph: %s", fd.ID, fd.Decision)

@@ -52,11 +52,6 @@ type Shares struct {
 	SmallKernelPct float64 `json:"small_kernel_pct"`
 }
 
-// copiesDominatePct: host-device copies filling at least half the GPU's busy
-// time make the job transfer-bound even without idle time (seed 002,
-// symptom 4: "copy engines busy, SM low").
-const copiesDominatePct = 50.0
-
 // computeShares derives Shares from the attribution and GPU statistics.
 func computeShares(at *tracestats.Attribution, afterSync tracestats.ByCause, copyBusyPct, smallKernelPct float64) Shares {
 	sh := Shares{CopyBusyPct: copyBusyPct, SmallKernelPct: smallKernelPct}
@@ -72,7 +67,7 @@ func computeShares(at *tracestats.Attribution, afterSync tracestats.ByCause, cop
 	// transfer: the driver stages such copies synchronously.
 	stagedWait := at.DuringGPUWait[tracestats.CausePageableCopy]
 	sh.Transfer = pct(b[tracestats.CausePageableCopy] + stagedWait)
-	if copyBusyPct >= copiesDominatePct {
+	if copyBusyPct >= thresholds.CopiesDominatePct {
 		sh.Transfer += (100 - sh.IdlePct) * copyBusyPct / 100
 	}
 	sh.Submission = pct(b[tracestats.CauseCPUOps] - afterSync[tracestats.CauseCPUOps] + b[tracestats.CauseLaunchAPI] - afterSync[tracestats.CauseLaunchAPI] + b[tracestats.CauseLaunchLatency])
@@ -105,7 +100,7 @@ type candidate struct {
 // The confidence of a class verdict is its strength (how strongly the
 // shares point to the class) times the evidence behind it (evidence.go: how
 // many gaps and steps carry it, over how much GPU activity); with evidence
-// below EvidenceMin the verdict is inconclusive and names the leading cause.
+// below thresholds.TraceEvidenceMin the verdict is inconclusive and names the leading cause.
 func decide(sh Shares, ops int, spanNs int64, byID map[string]*finding.Finding, ev *evidence, vo *vocab) (finding.Verdict, Confidence) {
 	v, why := decideClass(sh, ops, spanNs, byID, vo)
 	if v.Class == finding.Inconclusive {
@@ -119,13 +114,13 @@ func decide(sh Shares, ops int, spanNs int64, byID map[string]*finding.Finding, 
 	}
 	c := ev.basis(basisClass, spanNs)
 	c.Strength = v.Confidence
-	if c.Evidence < EvidenceMin {
+	if c.Evidence < thresholds.TraceEvidenceMin {
 		lead := v
 		v = finding.Verdict{
 			Class:   finding.Inconclusive,
 			Summary: fmt.Sprintf("The leading candidate is %s (%s), but it rests on %s: too little to tell a pattern from an accident.", lead.Class, why, c.describe()),
 			Because: lead.Because,
-			Missing: fmt.Sprintf("more of the same: a cause carried by at least %.0f gaps over %.0f steps and %.0f ms of GPU activity; profile more steps (torch.profiler.schedule(wait=1, warmup=1, active=3))", EvidenceFullGaps, EvidenceFullSteps, float64(EvidenceFullSpanNs)/1e6),
+			Missing: fmt.Sprintf("more of the same: a cause carried by at least %.0f gaps over %.0f steps and %.0f ms of GPU activity; profile more steps (torch.profiler.schedule(wait=1, warmup=1, active=3))", thresholds.TraceEvidenceFullGaps, thresholds.TraceEvidenceFullSteps, float64(thresholds.TraceEvidenceFullSpanNs)/1e6),
 		}
 		c.explain(v, why)
 		return v, c
@@ -145,31 +140,31 @@ func decideClass(sh Shares, ops int, spanNs int64, byID map[string]*finding.Find
 			Missing: "record GPU activity: torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]), or trace a GPU job with nsys --trace=cuda",
 		}, ""
 	}
-	if ops < MinGPUOps || spanNs < MinSpanNs {
+	if ops < thresholds.TraceMinGPUOps || spanNs < thresholds.TraceMinSpanNs {
 		return finding.Verdict{
 			Class:   finding.Inconclusive,
 			Summary: fmt.Sprintf("The trace holds %d GPU operations over %.3f ms: too little to tell a pattern from an accident.", ops, float64(spanNs)/1e6),
-			Missing: fmt.Sprintf("a longer trace: at least %d GPU operations over %.0f ms, ideally several ProfilerSteps (torch.profiler.schedule(wait=1, warmup=1, active=3))", MinGPUOps, float64(MinSpanNs)/1e6),
+			Missing: fmt.Sprintf("a longer trace: at least %d GPU operations over %.0f ms, ideally several ProfilerSteps (torch.profiler.schedule(wait=1, warmup=1, active=3))", thresholds.TraceMinGPUOps, float64(thresholds.TraceMinSpanNs)/1e6),
 		}, ""
 	}
 	if sh.IdlePct < thresholds.GPUBoundIdleMaxPct && sh.Transfer < thresholds.ModerateSharePct {
 		if sh.SmallKernelPct >= thresholds.TooLittleWorkKernelTimePct {
-			return verdictFor(finding.TooLittleWork, math.Min(0.5+0.4*sh.SmallKernelPct/100, 0.9), byID, "small-kernels",
+			return verdictFor(finding.TooLittleWork, math.Min(0.5+0.4*sh.SmallKernelPct/100, 0.9), byID, CauseID[finding.TooLittleWork],
 					fmt.Sprintf("The GPU is busy %.0f %% of the time, but %.0f %% of kernel time runs kernels with fewer thread blocks than SMs: too little parallel work per kernel.", 100-sh.IdlePct, sh.SmallKernelPct),
 					"Give each kernel more work: a bigger batch, fused operations (torch.compile), fewer tiny per-sample kernels."),
 				fmt.Sprintf("%.0f %% of kernel time in kernels with fewer thread blocks than SMs", sh.SmallKernelPct)
 		}
 		conf := 0.6 + 0.4*(1-sh.IdlePct/thresholds.GPUBoundIdleMaxPct)
-		return verdictFor(finding.GPUBound, conf, byID, "gpu-bound",
+		return verdictFor(finding.GPUBound, conf, byID, CauseID[finding.GPUBound],
 				fmt.Sprintf("The GPU is busy %.1f %% of the time: the CPU keeps it fed.", 100-sh.IdlePct),
 				"The CPU is not the problem: look at kernel efficiency (Nsight Compute), precision and batch size, and at GPU clocks and throttling."),
 			fmt.Sprintf("idle %.1f %% of the span, below %.0f %%", sh.IdlePct, thresholds.GPUBoundIdleMaxPct)
 	}
 	cands := []candidate{
-		{finding.Preprocessing, sh.Input, "host-wait-dataloader"},
-		{finding.SyncBound, sh.Sync, "host-wait-sync"},
-		{finding.TransferBound, sh.Transfer, "pageable-copies"},
-		{finding.SubmissionBound, sh.Submission, "host-wait-submission"},
+		{finding.Preprocessing, sh.Input, CauseID[finding.Preprocessing]},
+		{finding.SyncBound, sh.Sync, CauseID[finding.SyncBound]},
+		{finding.TransferBound, sh.Transfer, CauseID[finding.TransferBound]},
+		{finding.SubmissionBound, sh.Submission, CauseID[finding.SubmissionBound]},
 	}
 	slices.SortStableFunc(cands, func(a, b candidate) int {
 		switch {
@@ -255,4 +250,23 @@ var supporting = map[finding.Class][]string{
 	finding.TransferBound:   {"copies-dominate"},
 	finding.Preprocessing:   {"input-bound-steps"},
 	finding.GPUBound:        {"launch-queue-full"},
+}
+
+// CauseID is, for each class a trace can conclude, the ID of the finding
+// that states it. Where the cause is the one a live rule finds, the ID is
+// the live one (internal/judge's CauseID): the launch thread waiting on the
+// GPU, the launch thread with no time left, copies filling the GPU's time,
+// too little work, a busy GPU. Two differ because a trace sees a narrower
+// or a different thing: host-wait-dataloader is a wait in DataLoader
+// __next__ that a trace cannot split into CPU preprocessing and storage
+// reads (live: input-pipeline-busy, input-waits-on-storage), and
+// pageable-copies is a copy from pageable memory, which only a trace shows
+// (copies-dominate, the live transfer cause, is its fallback).
+var CauseID = map[finding.Class]string{
+	finding.Preprocessing:   "host-wait-dataloader",
+	finding.SyncBound:       "launch-thread-waits-on-gpu",
+	finding.TransferBound:   "pageable-copies",
+	finding.SubmissionBound: "launch-thread-saturated",
+	finding.TooLittleWork:   "gpu-underfed",
+	finding.GPUBound:        "gpu-busy",
 }
