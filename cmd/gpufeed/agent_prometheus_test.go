@@ -43,7 +43,7 @@ func shortRules(t *testing.T) string {
 		t.Fatal(err)
 	}
 	s := string(b)
-	for _, r := range []struct{ from, to string }{{"[5m]", "[15s]"}, {"[10m]", "[60s]"}, {"for: 5m", "for: 5s"}, {"for: 15m", "for: 15s"}} {
+	for _, r := range []struct{ from, to string }{{"[5m]", "[15s]"}, {"[10m]", "[60s]"}, {"offset 10m", "offset 60s"}, {"for: 5m", "for: 5s"}, {"for: 15m", "for: 15s"}} {
 		if !strings.Contains(s, r.from) {
 			t.Fatalf("%s holds no %q: the test's copy would not shorten it", shippedRules, r.from)
 		}
@@ -256,7 +256,9 @@ func TestAgentAlertsInRealPrometheus(t *testing.T) {
 		return run
 	}
 	starved, stalled, healthy := start("launch-bound"), start("stalled"), start("gpu-bound")
-	ranks, err := testjob.StartRanks(ctx, 2, 500)
+	// Rank 2 allocates after 2,000 rounds (about 20 s): killed while
+	// Prometheus scrapes its agent.
+	ranks, err := testjob.StartRanks(ctx, 2, 2000)
 	if err != nil {
 		t.Fatalf("the ranks workload: %v", err)
 	}
