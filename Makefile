@@ -13,5 +13,10 @@ demo:
 test:
 	scripts/test.sh
 
+# The version (git describe) and the commit go into the binary: gpufeed -V
+# prints them (go build records the commit itself only in a plain clone).
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null)
+
 build:
-	go build -o gpufeed ./cmd/gpufeed
+	go build -trimpath -ldflags "-X main.version=$(VERSION) -X main.commit=$(COMMIT)" -o gpufeed ./cmd/gpufeed

@@ -84,7 +84,7 @@ diag() { # INTERVAL DURATION -> "cpu_percent us_per_thread_sample"
 	"$work/gpufeed" diagnose --pid "$pid" --device none --interval "$1" --duration "$2" -o json |
 		python3 -c 'import json,sys; o=json.load(sys.stdin)["observer"]; print("%.2f %.2f" % (o["cpu_percent_of_core"], o["us_per_thread_sample"]))'
 }
-read -r _ diag1s <<<"$(diag 1s 10s)"
+read -r _ diag1s <<<"$(diag 1s 20s)" # 20 intervals: the least diagnose judges
 read -r _ diag100 <<<"$(diag 100ms 10s)"
 
 pidstat_us="-"

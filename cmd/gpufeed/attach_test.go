@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpufeed/gpufeed/internal/clitest"
 	"github.com/gpufeed/gpufeed/internal/finding"
 	"github.com/gpufeed/gpufeed/internal/gpu/sim"
 	"github.com/gpufeed/gpufeed/internal/render"
@@ -264,26 +265,13 @@ func TestLaunchedIdleServerIsIdle(t *testing.T) {
 	sock := startSimdev(t)
 	// diagnose waits for the command it started to end: the server never
 	// does, so the test reads the report and then ends them both.
-	cmd := exec.Command(gpufeed(t), "diagnose", "--duration", "4s", "-o", "json", "--", python, "-c", idleServerWorkload, pydir)
-	cmd.Env = append(cmd.Environ(), "GPUFEED_SIMDEV="+sock)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		_ = cmd.Wait()
-	}()
+	run := clitest.Start(t, gpufeed(t), clitest.Cmd{Env: []string{"GPUFEED_SIMDEV=" + sock},
+		Args: []string{"diagnose", "--duration", "4s", "-o", "json", "--", python, "-c", idleServerWorkload, pydir}})
+	defer run.Stop()
 	// stdout is the report's; the command's own output goes to stderr.
 	var rep render.Report
-	if err := json.NewDecoder(out).Decode(&rep); err != nil {
-		t.Fatalf("report: %v\n%s", err, stderr.String())
+	if err := json.NewDecoder(run.Stdout).Decode(&rep); err != nil {
+		t.Fatalf("report: %v\n%s", err, run.Stderr())
 	}
 	runs := []attachRun{{window: 4 * time.Second, rep: rep}}
 	requireNeverStalled(t, "launched idle server", runs)

@@ -31,7 +31,7 @@ func decodeReport(t *testing.T, stdout string) render.Report {
 // report's, the command's output goes to stderr, or to --cmd-output FILE.
 func TestDiagnoseStdoutIsTheReport(t *testing.T) {
 	cmdline := []string{"sh", "-c", "echo to-stdout; echo to-stderr >&2"}
-	out, stderr, code := run(t, append([]string{"diagnose", "-o", "json", "--duration", "300ms", "--device", "none", "--"}, cmdline...)...)
+	out, stderr, code := run(t, append([]string{"diagnose", "-o", "json", "--duration", "2s", "--device", "none", "--"}, cmdline...)...)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
@@ -41,7 +41,7 @@ func TestDiagnoseStdoutIsTheReport(t *testing.T) {
 	}
 
 	file := filepath.Join(t.TempDir(), "cmd.log")
-	out, stderr, code = run(t, append([]string{"diagnose", "-o", "json", "--duration", "300ms", "--device", "none", "--cmd-output", file, "--"}, cmdline...)...)
+	out, stderr, code = run(t, append([]string{"diagnose", "-o", "json", "--duration", "2s", "--device", "none", "--cmd-output", file, "--"}, cmdline...)...)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
@@ -53,7 +53,7 @@ func TestDiagnoseStdoutIsTheReport(t *testing.T) {
 	if strings.Contains(stderr, "to-std") {
 		t.Errorf("with --cmd-output the command's output still reached stderr: %q", stderr)
 	}
-	if _, stderr, code := run(t, "diagnose", "--duration", "300ms", "--cmd-output", file, "--pid", "1"); code != 2 || !strings.Contains(stderr, "--cmd-output") {
+	if _, stderr, code := run(t, "diagnose", "--duration", "2s", "--cmd-output", file, "--pid", "1"); code != 2 || !strings.Contains(stderr, "--cmd-output") {
 		t.Errorf("--cmd-output with --pid: exit %d, %q", code, stderr)
 	}
 }
@@ -74,7 +74,7 @@ func TestDiagnoseCommandNotFoundOrNotExecutable(t *testing.T) {
 		{plain, 126, "not executable"},
 		{dir, 126, "not executable"},
 	} {
-		_, stderr, code := run(t, "diagnose", "--duration", "300ms", "--", tc.cmd, "arg")
+		_, stderr, code := run(t, "diagnose", "--duration", "2s", "--", tc.cmd, "arg")
 		if code != tc.code || !strings.Contains(stderr, tc.say) || !strings.Contains(stderr, tc.cmd) {
 			t.Errorf("%s: exit %d, stderr %q; want %d saying %q", tc.cmd, code, stderr, tc.code, tc.say)
 		}
@@ -85,11 +85,11 @@ func TestDiagnoseCommandNotFoundOrNotExecutable(t *testing.T) {
 // filesystem.
 func TestCheckDataPathMustExist(t *testing.T) {
 	missing := filepath.Join(t.TempDir(), "no-such-dataset")
-	out, stderr, code := run(t, "check", "--window", "0", "--device", "none", "--data", missing)
+	out, stderr, code := run(t, "check", "--duration", "0", "--device", "none", "--data", missing)
 	if code != 2 || !strings.Contains(stderr, missing) || !strings.Contains(stderr, "does not exist") {
 		t.Errorf("exit %d, stderr %q, stdout %.200q", code, stderr, out)
 	}
-	_, stderr, code = run(t, "check", "--window", "0", "--device", "none", "--data", t.TempDir())
+	_, stderr, code = run(t, "check", "--duration", "0", "--device", "none", "--data", t.TempDir())
 	if code != 0 {
 		t.Errorf("an existing directory: exit %d: %s", code, stderr)
 	}
@@ -151,8 +151,8 @@ func zombie(t *testing.T) (int, int) {
 func TestKernelThreadIsNamed(t *testing.T) {
 	pid := kernelThread(t)
 	for _, args := range [][]string{
-		{"diagnose", "--pid", strconv.Itoa(pid), "--duration", "300ms"},
-		{"check", "--pid", strconv.Itoa(pid), "--window", "0", "--device", "none"},
+		{"diagnose", "--pid", strconv.Itoa(pid), "--duration", "2s"},
+		{"check", "--pid", strconv.Itoa(pid), "--duration", "0", "--device", "none"},
 	} {
 		_, stderr, code := run(t, args...)
 		if code != 2 || !strings.Contains(stderr, "kernel thread") || strings.Contains(stderr, "no process") {
@@ -166,7 +166,7 @@ func TestKernelThreadIsNamed(t *testing.T) {
 // platform. check asks nobody to report a bug.
 func TestZombieIsDiagnosedAsFarAsItCanBe(t *testing.T) {
 	pid, parent := zombie(t)
-	out, stderr, code := run(t, "diagnose", "--pid", strconv.Itoa(pid), "--duration", "300ms", "--device", "none", "-o", "json")
+	out, stderr, code := run(t, "diagnose", "--pid", strconv.Itoa(pid), "--duration", "2s", "--device", "none", "-o", "json")
 	if code != 0 {
 		t.Fatalf("diagnose: exit %d, %s", code, stderr)
 	}
@@ -181,7 +181,7 @@ func TestZombieIsDiagnosedAsFarAsItCanBe(t *testing.T) {
 		t.Errorf("exit code %v, want the zombie's 0", r.Target.ExitCode)
 	}
 
-	out, stderr, code = run(t, "check", "--pid", strconv.Itoa(pid), "--window", "0", "--device", "none", "-o", "json")
+	out, stderr, code = run(t, "check", "--pid", strconv.Itoa(pid), "--duration", "0", "--device", "none", "-o", "json")
 	if code != 0 {
 		t.Fatalf("check: exit %d, %s", code, stderr)
 	}
@@ -209,7 +209,7 @@ func TestObserverIsNotPartOfTheJob(t *testing.T) {
 	if _, err := exec.LookPath("timeout"); err != nil {
 		t.Skip("no timeout(1)")
 	}
-	script := `timeout 60 "$GPUFEED" diagnose --pid $$ --duration 1s --device none -o json; true`
+	script := `timeout 60 "$GPUFEED" diagnose --pid $$ --duration 2 --device none -o json; true`
 	cmd := exec.Command("bash", "-c", script)
 	cmd.Env = append(os.Environ(), "GPUFEED="+gpufeed(t))
 	var stderr strings.Builder
@@ -297,7 +297,7 @@ func TestHostileProcessNameIsNotShownRaw(t *testing.T) {
 	t.Cleanup(func() { job.Process.Kill(); job.Wait() })
 	time.Sleep(200 * time.Millisecond)
 	for _, format := range []string{"text", "json"} {
-		out, stderr, code := run(t, "diagnose", "--pid", strconv.Itoa(job.Process.Pid), "--duration", "300ms", "--device", "none", "-o", format)
+		out, stderr, code := run(t, "diagnose", "--pid", strconv.Itoa(job.Process.Pid), "--duration", "2s", "--device", "none", "-o", format)
 		if code != 0 {
 			t.Fatalf("exit %d: %s", code, stderr)
 		}
@@ -349,7 +349,7 @@ func TestCheckGarbageFixturePrintsShortLines(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	out, stderr, code := run(t, "check", "--root", root, "--device", "none", "--window", "0", "--pid", "4000")
+	out, stderr, code := run(t, "check", "--root", root, "--device", "none", "--duration", "0", "--pid", "4000")
 	if code == 2 {
 		t.Fatalf("exit 2: %s", stderr)
 	}

@@ -31,12 +31,14 @@ var openGPUSource = func(spec, procRoot string) (gpu.Source, string, error) {
 
 func newCheckCmd() *cobra.Command {
 	var (
-		pid    int
-		data   string
-		root   string
-		output string
-		device string
-		window time.Duration
+		pid        pidValue
+		data       string
+		root       string
+		output     string
+		device     string
+		window     time.Duration
+		failOn     string
+		requireGPU bool
 	)
 	cmd := &cobra.Command{
 		Use:   "check",
@@ -47,58 +49,68 @@ bound to the far NUMA node, a powersave governor, a 64 MiB /dev/shm, a dataset
 on NFS that retransmits. Failures and warnings come first, with their evidence
 and the change to make.
 
-Exit status: 0 when no check failed, 1 when a check failed (warnings do not
-change it), 2 when gpufeed itself failed or was given what it cannot check
-(a --data path that does not exist, a --pid that is a kernel thread). Use it
-to gate a Slurm prolog.`,
-		Args: cobra.NoArgs,
+As a gate (a Slurm prolog, a CI job), --fail-on warn also fails on warnings,
+and --require-gpu fails a node where no GPU answers through the driver: one
+whose driver or libnvidia-ml.so.1 is missing, or where NVML cannot start,
+while /dev/nvidia0 or an NVIDIA PCI device says the GPU is there.
+
+  gpufeed check --require-gpu --fail-on fail -o json > /var/log/gpufeed-check.json
+
+Exit status: 0 when no result is at least as severe as --fail-on, 1 when one
+is (fail: a check failed; warn: a check failed or warned), 2 on a usage error
+(a flag gpufeed cannot use, a --data path that does not exist, a --pid that
+names no process or a kernel thread), 3 when gpufeed could not do its work
+(--device nvml and NVML cannot start).`,
+		Args: wrapArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if output != "text" && output != "json" {
-				return fmt.Errorf("-o %q: want text or json", output)
-			}
-			opts := check.Options{PID: pid, DataPath: data, Window: window}
+			opts := check.Options{PID: int(pid), DataPath: data, Window: window, RequireGPU: requireGPU, DriverSkipped: device == "none"}
 			if root != "" {
-				opts.ProcRoot, opts.SysRoot = filepath.Join(root, "proc"), filepath.Join(root, "sys")
+				opts.ProcRoot, opts.SysRoot, opts.DevRoot = filepath.Join(root, "proc"), filepath.Join(root, "sys"), filepath.Join(root, "dev")
 			}
 			procRoot := opts.ProcRoot
 			if procRoot == "" {
 				procRoot = "/proc"
 			}
 			if _, err := os.Stat(filepath.Join(procRoot, "self")); err != nil {
-				return fmt.Errorf("--root %q: no proc/self under it: %w", root, err)
+				return usagef("--root %s: no proc/self under it (mount the host's /proc at %s): %w", root, procRoot, err)
 			}
-			if pid < 0 {
-				return fmt.Errorf("--pid %d: want a process id", pid)
+			if requireGPU && device == "none" {
+				return usagef("--require-gpu asks for a GPU and --device none for none: give one of them")
 			}
 			if pid > 0 {
-				if _, err := os.Stat(filepath.Join(procRoot, strconv.Itoa(pid))); err != nil {
-					return fmt.Errorf("--pid %d: no such process under %s", pid, procRoot)
+				if _, err := os.Stat(filepath.Join(procRoot, strconv.Itoa(int(pid)))); err != nil {
+					return usagef("--pid %d: no such process under %s", pid, procRoot)
 				}
-				exited, err := describeCheckTarget(procRoot, pid)
+				exited, err := describeCheckTarget(procRoot, int(pid))
 				if err != nil {
-					return err
+					return asUsage(err)
 				}
 				opts.TargetExited = exited
 			}
 			if data != "" {
 				var err error
-				if data, err = checkDataPath(data, root, procRoot, pid); err != nil {
-					return err
+				if data, err = checkDataPath(data, root, procRoot, int(pid)); err != nil {
+					return asUsage(err)
 				}
 				opts.DataPath = data
 			}
 			src, note, err := openGPUSource(device, procRoot)
 			if err != nil {
-				return fmt.Errorf("--device %q: %w", device, err)
+				return fmt.Errorf("--device %s: %w", device, err)
 			}
 			if src != nil {
 				defer src.Close()
 				opts.GPU = src
+			} else {
+				opts.GPUNote = note
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt)
 			defer stop()
 			rep := render.NewCheckReport(check.Run(ctx, opts))
-			rep.Root, rep.PID, rep.DataPath, rep.WindowSec = root, pid, data, window.Seconds()
+			if failOn == "warn" && rep.Summary.Warn > 0 {
+				rep.ExitStatus = render.CheckExitFailed
+			}
+			rep.Root, rep.PID, rep.DataPath, rep.WindowSec = root, int(pid), data, window.Seconds()
 			if src != nil {
 				rep.GPUSource = note
 			} else {
@@ -120,12 +132,16 @@ to gate a Slurm prolog.`,
 		},
 	}
 	f := cmd.Flags()
-	f.IntVar(&pid, "pid", 0, "target process (a training or inference job); without it, per-process facts are gpufeed's own")
+	f.Var(&pid, "pid", "the target process `PID` (a training or inference job); without it, per-process facts are gpufeed's own")
 	f.StringVar(&data, "data", "", "dataset directory, as the target names it")
-	f.StringVar(&root, "root", "", "read DIR/proc and DIR/sys (a container with the host mounted at DIR)")
-	f.StringVarP(&output, "output", "o", "text", "output format: text or json")
-	f.StringVar(&device, "device", "", "GPU driver source (e.g. nvml); none: driver checks report absent")
-	f.DurationVar(&window, "window", time.Second, "time between the two readings of interrupt and PCIe replay counters (0: counts since boot)")
+	f.StringVar(&root, "root", "", "read `DIR`/proc, DIR/sys and DIR/dev instead of /proc, /sys and /dev (a container with the host's / mounted at DIR, e.g. /host)")
+	addOutputFlag(f, &output)
+	f.StringVar(&device, "device", "auto", "GPU driver source: auto, nvml (an error if NVML cannot start) or none (driver checks report absent)")
+	durationFlag := newSeconds(&window, time.Second)
+	f.Var(durationFlag, "duration", "time between the two readings of interrupt and PCIe replay counters (seconds, or with a unit: 500ms; 0: counts since boot)")
+	deprecatedAlias(f, durationFlag, "window", "use --duration, the name every command gives how long gpufeed observes")
+	f.Var(newChoice(&failOn, "fail", "fail", "warn"), "fail-on", "exit 1 when any result is at least this severe: fail or warn")
+	f.BoolVar(&requireGPU, "require-gpu", false, "fail when no GPU answers through the driver (no driver, NVML cannot start, no GPU): for GPU nodes' gates")
 	return cmd
 }
 

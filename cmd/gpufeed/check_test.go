@@ -2,15 +2,14 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 
+	"github.com/gpufeed/gpufeed/internal/clitest"
 	"github.com/gpufeed/gpufeed/internal/golden"
 )
 
@@ -34,7 +33,7 @@ func TestCheckGolden(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			root := filepath.Join("..", "..", "testdata", "check", tc.name)
 			for _, format := range []string{"text", "json"} {
-				args := append([]string{"check", "--root", root, "--device", "none", "--window", "0", "-o", format}, tc.args...)
+				args := append([]string{"check", "--root", root, "--device", "none", "--duration", "0", "-o", format}, tc.args...)
 				out, errOut, code := run(t, args...)
 				if code != tc.wantCode {
 					t.Errorf("%s: exit %d, want %d; stderr: %s", format, code, tc.wantCode, errOut)
@@ -74,8 +73,8 @@ func TestCheckLiveMachine(t *testing.T) {
 		t.Skip("no /proc on this machine")
 	}
 	for _, args := range [][]string{
-		{"check", "-o", "json", "--window", "0"},
-		{"check", "-o", "json", "--window", "0", "--pid", strconv.Itoa(os.Getpid()), "--data", t.TempDir()},
+		{"check", "-o", "json", "--duration", "0"},
+		{"check", "-o", "json", "--duration", "0", "--pid", strconv.Itoa(os.Getpid()), "--data", t.TempDir()},
 	} {
 		out, errOut, code := run(t, args...)
 		if code != 0 && code != 1 {
@@ -121,19 +120,13 @@ func TestCheckUnprivileged(t *testing.T) {
 		t.Skip("needs root to drop to nobody")
 	}
 	bin := gpufeed(t) // in a directory nobody may read
-	cmd := exec.Command(bin, "check", "-o", "json", "--window", "0", "--pid", strconv.Itoa(os.Getpid()))
-	cmd.Dir = filepath.Dir(bin)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
-	out, err := cmd.Output()
-	var ee *exec.ExitError
-	if err != nil && !errors.As(err, &ee) {
-		t.Skipf("cannot run as nobody here: %v", err)
-	}
+	r := clitest.Run(t, bin, clitest.Cmd{Args: []string{"check", "-o", "json", "--duration", "0", "--pid", strconv.Itoa(os.Getpid())},
+		Dir: filepath.Dir(bin), SysProcAttr: &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}})
 	var rep struct {
 		Results []struct{ ID, Status, Need string } `json:"results"`
 	}
-	if err := json.Unmarshal(out, &rep); err != nil {
-		t.Fatalf("json: %v\n%s", err, out)
+	if err := json.Unmarshal([]byte(r.Stdout), &rep); err != nil {
+		t.Fatalf("json: %v (exit %d)\n%s%s", err, r.Code, r.Stdout, r.Stderr)
 	}
 	got := map[string]string{}
 	for _, r := range rep.Results {

@@ -41,14 +41,12 @@ the workload's start, as gpufeed diagnose -- COMMAND would). Without NAME it
 runs the ` + demo.Default + ` scenario; --list shows them all.
 
 Exit status: 0 when the verdict is the one the scenario produces, 1 when it
-is not, 2 when the scenario could not run.`,
-		Args: cobra.MaximumNArgs(1),
+is not, 2 on a usage error (an unknown scenario, a flag it cannot use), 3
+when the scenario could not run on this machine.`,
+		Args: wrapArgs(cobra.MaximumNArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if list {
 				return listScenarios(cmd)
-			}
-			if err := checkFormat(format); err != nil {
-				return err
 			}
 			if err := checkWindow(duration, interval); err != nil {
 				return err
@@ -59,16 +57,16 @@ is not, 2 when the scenario could not run.`,
 			}
 			sc, err := demo.Lookup(name)
 			if err != nil {
-				return err
+				return asUsage(err)
 			}
 			return runDemo(cmd, sc, duration, interval, format, record, launch)
 		},
 	}
 	f := cmd.Flags()
 	f.BoolVar(&list, "list", false, "list the scenarios")
-	f.DurationVar(&duration, "duration", sample.DefaultDuration, "sampling window")
-	f.DurationVar(&interval, "interval", sample.DefaultInterval, "per-thread sampling interval")
-	f.StringVarP(&format, "output", "o", "text", "output format: text or json")
+	addDurationFlag(f, &duration, "duration", sample.DefaultDuration, "how long to observe")
+	addDurationFlag(f, &interval, "interval", sample.DefaultInterval, "per-thread sampling interval")
+	addOutputFlag(f, &format)
 	f.StringVar(&record, "record", "", "also save the raw samples to `FILE` (judge it later with gpufeed report)")
 	f.BoolVar(&launch, "launch", false, "observe from the workload's start, as diagnose -- COMMAND does (default: attach once it is working, as diagnose --pid does)")
 	return cmd
@@ -145,7 +143,7 @@ func runDemo(cmd *cobra.Command, sc demo.Scenario, duration, interval time.Durat
 	}
 	if problem := sc.Check(rep.Verdict, rep.Findings); problem != "" {
 		fmt.Fprintf(os.Stderr, "gpufeed demo %s: %s\n", sc.Name, problem)
-		return exitCode(1)
+		return exitCode(exitFound)
 	}
 	fmt.Fprintf(os.Stderr, "gpufeed demo %s: verdict %s, as this scenario produces\n", sc.Name, rep.Verdict.Class)
 	return nil

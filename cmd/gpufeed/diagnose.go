@@ -4,16 +4,20 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/gpufeed/gpufeed/internal/diagnose"
 	"github.com/gpufeed/gpufeed/internal/gpu"
 	"github.com/gpufeed/gpufeed/internal/gpu/gpusource"
 	"github.com/gpufeed/gpufeed/internal/gpu/nvml"
+	"github.com/gpufeed/gpufeed/internal/judge/thresholds"
 	"github.com/gpufeed/gpufeed/internal/kmsg"
 	"github.com/gpufeed/gpufeed/internal/procfs"
 	"github.com/gpufeed/gpufeed/internal/safetext"
@@ -26,7 +30,7 @@ func init() { subcommands = append(subcommands, newDiagnoseCmd) }
 // name, or, when no source is used, the one line saying why; an error is
 // kept for a device that was asked for and cannot be opened. targetEnv is
 // the target's allowlisted environment (GPUFEED_SIMDEV selects the simulated
-// device under auto); procRoot is --proc-root, through which NVML's PIDs
+// device under auto); procRoot is --root's proc, through which NVML's PIDs
 // (the host's) are mapped to the processes gpufeed samples.
 func openGPU(spec string, targetEnv map[string]string, procRoot string) (gpu.Source, string, error) {
 	return gpusource.OpenWith(spec, targetEnv, gpusource.Options{ProcRoot: procRoot, OpenNVML: openNVML})
@@ -37,11 +41,15 @@ func openGPU(spec string, targetEnv map[string]string, procRoot string) (gpu.Sou
 var openNVML func(nvml.Options) (gpu.Source, error)
 
 type diagnoseOpts struct {
-	pid      int
+	pid      pidValue
 	duration time.Duration
 	interval time.Duration
 	format   string
 	record   string
+	// root is --root (the host's / seen from a container); procRoot and
+	// sysRoot the deprecated --proc-root and --sys-root, which name /proc
+	// and /sys themselves.
+	root     string
 	procRoot string
 	sysRoot  string
 	device   string
@@ -64,23 +72,24 @@ host and the GPUs, then prints the report.
   gpufeed diagnose --pid 27431
   gpufeed diagnose --duration 30s -- python3 train.py --lr 3e-4
 
+A window shorter than ` + thresholds.MinWindow.String() + ` or holding fewer than ` + fmt.Sprint(thresholds.MinIntervals) + ` intervals cannot give a
+verdict and is refused before anything runs, as are a --pid that names no
+process and --py-stacks without py-spy installed.
+
 With a command, diagnose runs it, watches it and exits with the command's own
-exit status (127 when it is not found, 126 when it cannot be executed); if the
-command ends before --duration the report covers what was seen. Standard
-output is the report's: the command's output goes to standard error, or to
---cmd-output FILE. gpufeed only reads: it never changes the job it watches.`,
+exit status (its code; 128+N when signal N ended it; 127 when it is not
+found, 126 when it cannot be executed), so wrapping a job in gpufeed never
+changes its outcome for a scheduler or a CI job; gpufeed's own failure there
+exits 125. If the command ends before --duration the report covers what was
+seen. Standard output is the report's: the command's output goes to standard
+error, or to --cmd-output FILE. gpufeed only reads: it never changes the job
+it watches.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if (o.pid == 0) == (len(args) == 0) {
-				return errors.New("give either --pid PID or -- COMMAND [ARGS...]")
-			}
-			if o.pid < 0 {
-				return fmt.Errorf("--pid %d: want a process id", o.pid)
+				return usagef("give either --pid PID or -- COMMAND [ARGS...]")
 			}
 			if o.cmdOutput != "" && len(args) == 0 {
-				return errors.New("--cmd-output is where a launched command's output goes: give -- COMMAND [ARGS...], not --pid")
-			}
-			if err := checkFormat(o.format); err != nil {
-				return err
+				return usagef("--cmd-output is where a launched command's output goes: give -- COMMAND [ARGS...], not --pid")
 			}
 			if err := checkWindow(o.duration, o.interval); err != nil {
 				return err
@@ -89,13 +98,14 @@ output is the report's: the command's output goes to standard error, or to
 		},
 	}
 	f := cmd.Flags()
-	f.IntVar(&o.pid, "pid", 0, "attach to this running process (and its descendants)")
-	f.DurationVar(&o.duration, "duration", sample.DefaultDuration, "sampling window")
-	f.DurationVar(&o.interval, "interval", sample.DefaultInterval, "per-thread sampling interval")
-	f.StringVarP(&o.format, "output", "o", "text", "output format: text or json")
+	f.Var(&o.pid, "pid", "attach to the running process `PID` (and its descendants)")
+	addDurationFlag(f, &o.duration, "duration", sample.DefaultDuration, "how long to observe")
+	addDurationFlag(f, &o.interval, "interval", sample.DefaultInterval, "per-thread sampling interval")
+	addOutputFlag(f, &o.format)
 	f.StringVar(&o.record, "record", "", "also save the raw samples to `FILE` (judge it later with gpufeed report)")
-	f.StringVar(&o.procRoot, "proc-root", procfs.DefaultProc, "where procfs is mounted (e.g. /host/proc in a container)")
-	f.StringVar(&o.sysRoot, "sys-root", procfs.DefaultSys, "where sysfs is mounted")
+	addRootFlag(f, &o.root)
+	deprecatedAlias(f, stringValue(&o.procRoot), "proc-root", "use --root DIR, which reads DIR/proc and DIR/sys (e.g. --root /host)")
+	deprecatedAlias(f, stringValue(&o.sysRoot), "sys-root", "use --root DIR, which reads DIR/proc and DIR/sys (e.g. --root /host)")
 	f.StringVar(&o.device, "device", "auto", "GPU source: auto, none, nvml or sim:PATH")
 	f.StringVar(&o.kmsgPath, "kmsg", kmsg.DefaultPath, "the kernel log device (falls back to dmesg, then journalctl -k)")
 	f.StringVar(&o.cmdOutput, "cmd-output", "", "write the launched command's stdout and stderr to `FILE` (default: gpufeed's stderr; stdout is the report's)")
@@ -104,13 +114,29 @@ output is the report's: the command's output goes to standard error, or to
 }
 
 func runDiagnose(cmd *cobra.Command, o diagnoseOpts, args []string) error {
-	fs, err := procfs.NewFS(o.procRoot, o.sysRoot)
+	fs, err := openRoot(o.root, o.procRoot, o.sysRoot)
 	if err != nil {
 		return err
 	}
+	// What cannot succeed fails now, before the window starts.
+	if o.pid > 0 {
+		if err := checkTarget(fs, int(o.pid)); err != nil {
+			return err
+		}
+	}
+	if o.pyStacks {
+		if _, err := exec.LookPath("py-spy"); err != nil {
+			return fmt.Errorf("--py-stacks needs py-spy on PATH, and it is not there (install it with pip install py-spy or your distribution's package, or leave --py-stacks out)")
+		}
+	}
+	if o.record != "" {
+		if err := checkWritable(o.record); err != nil {
+			return usagef("--record %s: %v", o.record, err)
+		}
+	}
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	opts := diagnose.Options{FS: fs, PID: o.pid, Command: args, Interval: o.interval, Duration: o.duration,
+	opts := diagnose.Options{FS: fs, PID: int(o.pid), Command: args, Interval: o.interval, Duration: o.duration,
 		OpenGPU: func(env map[string]string) (gpu.Source, string, error) {
 			src, name, err := openGPU(o.device, env, fs.Proc)
 			if err != nil {
@@ -126,7 +152,7 @@ func runDiagnose(cmd *cobra.Command, o diagnoseOpts, args []string) error {
 		if o.cmdOutput != "" {
 			out, err := os.Create(o.cmdOutput)
 			if err != nil {
-				return fmt.Errorf("--cmd-output: %w", err)
+				return usagef("--cmd-output: %w", err)
 			}
 			defer out.Close()
 			opts.CommandOutput = out
@@ -165,20 +191,100 @@ func runDiagnose(cmd *cobra.Command, o diagnoseOpts, args []string) error {
 // for it (a 1 us interval took more than a core).
 const MinInterval = 10 * time.Millisecond
 
-// checkWindow bounds --duration and --interval: both positive, the interval
-// at least MinInterval and no longer than the window (one interval is the
-// least a rate needs).
+// checkWindow bounds --duration and --interval: the interval at least
+// MinInterval, and a window the verdict can be given on (at least
+// thresholds.MinWindow, holding at least thresholds.MinIntervals intervals):
+// a shorter one is always inconclusive, so it is refused before it runs.
 func checkWindow(duration, interval time.Duration) error {
 	switch {
 	case duration <= 0:
-		return fmt.Errorf("--duration %v: want a positive window (e.g. 10s)", duration)
+		return usagef("--duration %s: want a positive window (e.g. 10 or 10s)", humanDuration(duration))
 	case interval < MinInterval:
-		return fmt.Errorf("--interval %v: want at least %v (CPU times advance in 10 ms clock ticks; shorter intervals cost CPU and show nothing more)", interval, MinInterval)
+		return usagef("--interval %s: want at least %s (CPU times advance in 10 ms clock ticks; shorter intervals cost CPU and show nothing more)", humanDuration(interval), humanDuration(MinInterval))
 	case interval > duration:
-		return fmt.Errorf("--interval %v is longer than --duration %v: the window must hold at least one interval (gpufeed judges a window of at least 20 intervals)", interval, duration)
+		return usagef("--interval %s is longer than --duration %s: the window must hold at least %d intervals for a verdict",
+			humanDuration(interval), humanDuration(duration), thresholds.MinIntervals)
+	case duration < thresholds.MinWindow:
+		return usagef("--duration %s: a verdict needs a window of at least %s (a shorter one cannot tell a pattern from noise); give --duration %s or more",
+			humanDuration(duration), humanDuration(thresholds.MinWindow), humanDuration(thresholds.MinWindow))
+	case duration/interval < thresholds.MinIntervals:
+		return usagef("--duration %s holds %d intervals of %s; a verdict needs at least %d: give a shorter --interval (at most %s) or a longer --duration (at least %s)",
+			humanDuration(duration), duration/interval, humanDuration(interval), thresholds.MinIntervals,
+			humanDuration(duration/thresholds.MinIntervals), humanDuration(interval*thresholds.MinIntervals))
 	}
 	return nil
 }
+
+// addRootFlag adds --root, the one name every command gives the directory
+// the host's / is mounted at.
+func addRootFlag(f *pflag.FlagSet, p *string) {
+	f.StringVar(p, "root", "", "read `DIR`/proc and DIR/sys instead of /proc and /sys (a container with the host's / mounted at DIR, e.g. /host)")
+}
+
+// openRoot opens /proc and /sys under --root, or where the deprecated
+// --proc-root and --sys-root say.
+func openRoot(root, procRoot, sysRoot string) (procfs.FS, error) {
+	proc, sys := procfs.DefaultProc, procfs.DefaultSys
+	if root != "" {
+		proc, sys = filepath.Join(root, "proc"), filepath.Join(root, "sys")
+	}
+	if procRoot != "" {
+		proc = procRoot
+	}
+	if sysRoot != "" {
+		sys = sysRoot
+	}
+	fs, err := procfs.NewFS(proc, sys)
+	if err != nil && root != "" {
+		return fs, usagef("--root %s: no proc directory under it (mount the host's /proc at %s): %w", root, proc, err)
+	}
+	return fs, asUsage(err)
+}
+
+// checkTarget refuses, before the window starts, a --pid that names no
+// process or a kernel thread.
+func checkTarget(fs procfs.FS, pid int) error {
+	task, err := fs.Describe(pid)
+	switch {
+	case procfs.IsVanished(err):
+		return usagef("--pid %d: no such process under %s", pid, fs.Proc)
+	case err == nil && task.KernelThread:
+		return asUsage(task.KernelThreadError())
+	}
+	return nil // a denied read is judged as far as it goes
+}
+
+// checkWritable says whether path can be created or overwritten, without
+// touching it.
+func checkWritable(path string) error {
+	if fi, err := os.Stat(path); err == nil {
+		if fi.IsDir() {
+			return errors.New("is a directory")
+		}
+		return syscall.Access(path, 2 /* W_OK */)
+	}
+	dir := filepath.Dir(path)
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("its directory %s does not exist", dir)
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("%s is not a directory", dir)
+	}
+	if err := syscall.Access(dir, 2|1 /* W_OK|X_OK */); err != nil {
+		return fmt.Errorf("cannot write in %s: %w", dir, err)
+	}
+	return nil
+}
+
+// stringValue is a plain string flag value, for an alias of its own.
+func stringValue(p *string) pflag.Value { return (*plainString)(p) }
+
+type plainString string
+
+func (s *plainString) Set(v string) error { *s = plainString(v); return nil }
+func (s *plainString) String() string     { return string(*s) }
+func (s *plainString) Type() string       { return "string" }
 
 // warn writes a line on stderr, with text from outside (names, paths,
 // messages of the target's files) escaped for the terminal.

@@ -27,7 +27,7 @@ func TestReportOfRecordingEqualsLive(t *testing.T) {
 	dir := t.TempDir()
 	for _, format := range []string{"json", "text"} {
 		rec := filepath.Join(dir, format+".gpufeed")
-		live, stderr, code := run(t, "diagnose", "--duration", "800ms", "-o", format, "--record", rec, "--",
+		live, stderr, code := run(t, "diagnose", "--duration", "2s", "-o", format, "--record", rec, "--",
 			"sh", "-c", "sleep 0.4 & while :; do :; done & sleep 1.2; kill $!")
 		if code != 0 {
 			t.Fatalf("diagnose: exit %d: %s", code, stderr)
@@ -67,9 +67,9 @@ func TestDiagnoseExitsWithCommandStatus(t *testing.T) {
 // diagnose --pid over the committed /proc fixture (the real read path, with
 // an injected root): the tree, the vanished thread, the roles.
 func TestDiagnoseFixtureRoot(t *testing.T) {
-	out, stderr, code := run(t, "diagnose", "--proc-root", "../../testdata/proc/trainer", "--sys-root", "testdata/no-sys",
-		"--pid", "26627", "--duration", "200ms", "-o", "json")
-	if code != 0 {
+	out, stderr, code := run(t, "diagnose", "--root", hostRoot(t, "../../testdata/proc/trainer", ""),
+		"--pid", "26627", "--duration", "2s", "-o", "json")
+	if code != 0 || stderr != "" {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	var r render.Report
@@ -99,7 +99,7 @@ func TestUsageErrors(t *testing.T) {
 		{"diagnose", "--pid", "1", "--", "true"},
 		{"diagnose", "--pid", "1", "-o", "xml"},
 		{"report", "testdata/does-not-exist"},
-		{"diagnose", "--pid", "999999999", "--duration", "100ms"},
+		{"diagnose", "--pid", "999999999", "--duration", "2s"},
 	} {
 		_, stderr, code := run(t, args...)
 		if code == 0 || !strings.HasPrefix(stderr, "gpufeed: ") {

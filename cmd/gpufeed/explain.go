@@ -32,7 +32,7 @@ documentation), and what to change. Without ID it lists every finding any
 command can report, with a one-line summary.
 
 Exit status: 0, or 3 when no finding has that ID (the error lists the nearest).`,
-		Args: cobra.MaximumNArgs(1),
+		Args: wrapArgs(cobra.MaximumNArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			docs, err := findingDocs()
 			if err != nil {

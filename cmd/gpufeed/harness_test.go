@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/gpufeed/gpufeed/internal/clitest"
@@ -25,4 +26,25 @@ func run(t testing.TB, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
 	r := clitest.Run(t, gpufeed(t), clitest.Cmd{Args: args})
 	return r.Stdout, r.Stderr, r.Code
+}
+
+// hostRoot lays out a directory as --root wants it: proc and sys (either
+// may be "": then absent) linked from fixture trees, as a container sees
+// the host's / mounted at /host.
+func hostRoot(t testing.TB, proc, sys string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for name, target := range map[string]string{"proc": proc, "sys": sys} {
+		if target == "" {
+			continue
+		}
+		abs, err := filepath.Abs(target)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(abs, filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
 }

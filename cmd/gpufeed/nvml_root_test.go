@@ -46,13 +46,14 @@ func answerNotSupported(mock any) {
 }
 
 // TestDiagnoseProcRootReachesNVML: NVML reports PIDs of the host's PID
-// namespace and the NVML source maps them through /proc; under --proc-root
-// (a container reading the host's /proc at /host/proc) it must map them
+// namespace and the NVML source maps them through /proc; under --root (a
+// container reading the host's /proc at /host/proc) it must map them
 // through that root. The fixture root holds the trainer with NSpid
 // "26627 4011": the GPU lists PID 4011, which only that root's index turns
 // into 26627.
 func TestDiagnoseProcRootReachesNVML(t *testing.T) {
-	root := filepath.Join(t.TempDir(), "proc")
+	host := t.TempDir()
+	root := filepath.Join(host, "proc")
 	if err := os.CopyFS(root, os.DirFS("../../testdata/proc/trainer")); err != nil {
 		t.Fatal(err)
 	}
@@ -91,13 +92,13 @@ func TestDiagnoseProcRootReachesNVML(t *testing.T) {
 	var out bytes.Buffer
 	cmd := newRootCmd()
 	cmd.SetOut(&out)
-	cmd.SetArgs([]string{"diagnose", "--proc-root", root, "--sys-root", "testdata/no-sys", "--pid", "26627",
-		"--duration", "300ms", "--device", "nvml", "--kmsg", filepath.Join(t.TempDir(), "no-kmsg"), "--record", rec})
+	cmd.SetArgs([]string{"diagnose", "--root", host, "--pid", "26627",
+		"--duration", "2s", "--device", "nvml", "--kmsg", filepath.Join(t.TempDir(), "no-kmsg"), "--record", rec})
 	if err := cmd.Execute(); err != nil {
 		t.Fatal(err)
 	}
 	if gotRoot != root {
-		t.Errorf("the NVML source maps PIDs through %q, want --proc-root %q", gotRoot, root)
+		t.Errorf("the NVML source maps PIDs through %q, want --root's %q", gotRoot, root)
 	}
 	f, err := os.Open(rec)
 	if err != nil {

@@ -17,10 +17,3 @@ func writeReport(w io.Writer, r *render.Report, format string) error {
 	}
 	return fmt.Errorf("output format %q: want text or json", format)
 }
-
-func checkFormat(format string) error {
-	if format != "text" && format != "json" {
-		return fmt.Errorf("-o %q: want text or json", format)
-	}
-	return nil
-}

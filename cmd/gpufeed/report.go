@@ -20,19 +20,16 @@ func newReportCmd() *cobra.Command {
 diagnose printed live: the same analysis and rules run over the same samples.
 A truncated recording (a crash, a full disk) is judged on what it holds, with
 a note saying so.`,
-		Args: cobra.ExactArgs(1),
+		Args: wrapArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkFormat(format); err != nil {
-				return err
-			}
 			f, err := os.Open(args[0])
 			if err != nil {
-				return err
+				return asUsage(err)
 			}
 			defer f.Close()
 			tl, warnings, err := timeline.Decode(f, args[0])
 			if err != nil {
-				return err
+				return asUsage(err) // not a recording gpufeed can read: what was given cannot be used
 			}
 			for _, w := range warnings {
 				warn("warning: %s", w)
@@ -40,6 +37,6 @@ a note saying so.`,
 			return writeReport(cmd.OutOrStdout(), diagnose.Judge(tl, warnings), format)
 		},
 	}
-	cmd.Flags().StringVarP(&format, "output", "o", "text", "output format: text or json")
+	addOutputFlag(cmd.Flags(), &format)
 	return cmd
 }

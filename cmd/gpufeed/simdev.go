@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -29,18 +28,18 @@ kernels (durations), copies (bytes over a PCIe link) and synchronisations
 through the Go client or python/gpufeed_simdev.py; diagnose observes it with
 --device sim:PATH, or by itself when the target's environment has
 GPUFEED_SIMDEV=PATH. It runs until interrupted.`,
-		Args: cobra.NoArgs,
+		Args: wrapArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if socket == "" {
-				return errors.New("simdev: --socket PATH is required")
+				return usagef("simdev: --socket PATH is required")
 			}
 			gen, width, err := sim.ParseLink(link)
 			if err != nil {
-				return fmt.Errorf("simdev: --link: %w", err)
+				return usagef("simdev: --link: %w", err)
 			}
 			opt.LinkGen, opt.LinkWidth = gen, width
 			if err := checkSimdevFlags(opt); err != nil {
-				return fmt.Errorf("simdev: %w", err)
+				return usagef("simdev: %w", err)
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
@@ -57,7 +56,7 @@ GPUFEED_SIMDEV=PATH. It runs until interrupted.`,
 	f.StringVar(&socket, "socket", "", "Unix socket path to listen on")
 	f.StringVar(&link, "link", "gen4x16", "PCIe link, GENxWIDTH: copy bandwidth derives from it")
 	f.IntVar(&opt.Devices, "devices", 1, "number of simulated GPUs")
-	f.DurationVar(&opt.PointWindow, "point-window", sim.DefaultPointWindow, "width of a fine-grained utilisation point")
+	addDurationFlag(f, &opt.PointWindow, "point-window", sim.DefaultPointWindow, "width of a fine-grained utilisation point")
 	f.IntVar(&opt.MaxPending, "max-pending", sim.DefaultMaxPending, "operations a stream holds before a submit blocks")
 	f.Float64Var(&opt.PageableFactor, "pageable-factor", sim.DefaultPageableFactor, "pageable/pinned copy bandwidth ratio")
 	f.StringVar(&opt.Name, "name", "", "device name in reports (default \"gpufeed simulated GPU\")")

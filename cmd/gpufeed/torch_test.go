@@ -2,19 +2,17 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/gpufeed/gpufeed/internal/clitest"
 	"github.com/gpufeed/gpufeed/internal/finding"
 	"github.com/gpufeed/gpufeed/internal/render"
 	"github.com/gpufeed/gpufeed/internal/testjob"
@@ -81,31 +79,18 @@ func diagnoseLaunched(t *testing.T, window time.Duration, command ...string) ren
 	t.Helper()
 	args := append([]string{"diagnose", "--device", "none", "-o", "json", "--duration", window.String(), "--",
 		"sh", "-c", `exec "$@" >/dev/null 2>&1`, "sh"}, command...)
-	cmd := exec.Command(gpufeed(t), args...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		_ = cmd.Wait()
-	}()
+	run := clitest.Start(t, gpufeed(t), clitest.Cmd{Args: args})
+	defer run.Stop()
 	got := make(chan error, 1)
 	var r render.Report
-	go func() { got <- json.NewDecoder(bufio.NewReader(out)).Decode(&r) }()
+	go func() { got <- json.NewDecoder(bufio.NewReader(run.Stdout)).Decode(&r) }()
 	select {
 	case err := <-got:
 		if err != nil {
-			t.Fatalf("reading the report: %v; stderr: %s", err, stderr.String())
+			t.Fatalf("reading the report: %v; stderr: %s", err, run.Stderr())
 		}
 	case <-time.After(window + 90*time.Second):
-		t.Fatalf("no report within %s; stderr: %s", window+90*time.Second, stderr.String())
+		t.Fatalf("no report within %s; stderr: %s", window+90*time.Second, run.Stderr())
 	}
 	return r
 }
@@ -189,7 +174,7 @@ func TestGlooRanksLaunched(t *testing.T) {
 	checkGlooJob(t, r, r.Target.PID)
 }
 
-var cowClaim = regexp.MustCompile(`^\d forked workers? of pid (\d+) \(python3\) copy its memory at (\d+\.\d) MiB/s together, copy-on-write: their unique memory rises while their resident memory stays flat`)
+var cowClaim = regexp.MustCompile(`^\d forked workers? of pid (\d+) \(python3\) copy its memory at (\d+\.\d) [KM]iB/s together, copy-on-write: their unique memory rises while their resident memory stays flat`)
 
 // checkCOW: over a list, the DataLoader's forked workers are found copying
 // the trainer's memory, with the fix; over a numpy array they are not.

@@ -40,14 +40,11 @@ gives, and prints HTA-compatible and Nsight-style numbers to check it against.
 <(zcat trace.json.gz)). A file that cannot be read is listed with the reason
 at the end of the report and the others are reported; the exit status is 2
 only when nothing could be read.`,
-		Args: cobra.MinimumNArgs(1),
+		Args: wrapArgs(cobra.MinimumNArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if output != "text" && output != "json" {
-				return fmt.Errorf("-o %q: want text or json", output)
-			}
 			files, skipped, err := load.Expand(args)
 			if err != nil {
-				return err
+				return asUsage(err)
 			}
 			// Traces are large, short-lived and pointer-free: collecting more
 			// often costs little and keeps the peak near the live data.
@@ -83,7 +80,7 @@ only when nothing could be read.`,
 			}
 			slices.SortStableFunc(skipped, func(a, b load.Skipped) int { return strings.Compare(a.File, b.File) })
 			if len(res.Reports) == 0 {
-				return nothingRead(skipped, readErr)
+				return asUsage(nothingRead(skipped, readErr)) // nothing given was a trace gpufeed can read
 			}
 			for _, s := range skipped {
 				res.Skipped = append(res.Skipped, render.TraceSkipped{File: s.File, Reason: s.Reason})
@@ -105,7 +102,7 @@ only when nothing could be read.`,
 			return err
 		},
 	}
-	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
+	addOutputFlag(cmd.Flags(), &output)
 	cmd.Flags().BoolVar(&lastStep, "include-last-step", false, "keep the last ProfilerStep (HTA leaves it out by default)")
 	cmd.Flags().IntVar(&workers, "workers", 0, "decoder threads (0: one per CPU)")
 	return cmd

@@ -71,8 +71,18 @@ type Options struct {
 	PID int
 	// DataPath is the dataset directory, as the target names it.
 	DataPath string
-	// GPU is an opened driver source; nil when there is no driver.
-	GPU gpu.Source
+	// GPU is an opened driver source; nil when there is no driver, and
+	// GPUNote then says why, in one line ("libnvidia-ml.so.1 not found").
+	GPU     gpu.Source
+	GPUNote string
+	// RequireGPU makes a host without a GPU the driver answers for a
+	// failure (gpu-driver): a gate for GPU nodes.
+	RequireGPU bool
+	// DriverSkipped says the driver was not asked for (--device none):
+	// gpu-driver is then absent, not a missing driver.
+	DriverSkipped bool
+	// DevRoot is where device nodes are (default /dev).
+	DevRoot string
 	// Window separates the two readings of counters that need a rate
 	// (interrupts, PCIe replays). Zero reads once and uses counts since boot.
 	Window time.Duration
@@ -103,7 +113,7 @@ var registry = []Check{
 	limitNofileCheck, limitMemlockCheck, limitNprocCheck, devShmCheck,
 	memoryAvailableCheck, memoryDirtyCheck, memorySwapCheck, memoryTHPCheck, pressureCheck,
 	dataFilesystemCheck, nfsClientCheck, nfsMountCheck,
-	gpuPersistenceCheck, gpuECCCheck, gpuMemoryHealthCheck, gpuPowerLimitCheck, gpuClocksCheck, gpuThrottleCheck,
+	gpuDriverCheck, gpuPersistenceCheck, gpuECCCheck, gpuMemoryHealthCheck, gpuPowerLimitCheck, gpuClocksCheck, gpuThrottleCheck,
 }
 
 // processChecks look only at the target process: of a zombie nothing is

@@ -52,28 +52,33 @@ func TestFixtureMachines(t *testing.T) {
 		expect map[[2]string]Status // {id, subject} -> status
 	}{
 		{"server", 0, "", map[[2]string]Status{
+			{"gpu-driver", ""}:                Warn, // NVIDIA GPUs on the PCI bus, no driver source
 			{"pcie-link", "GPU 0000:92:00.0"}: OK, {"gpu-numa", ""}: OK, {"cpu-governor", ""}: OK,
 			{"numa-affinity", ""}: Absent, {"dev-shm", ""}: OK, {"nfs-client", ""}: Absent, {"gpu-throttle", ""}: Absent,
 		}},
 		{"server-downgraded", 0, "", map[[2]string]Status{
+			{"gpu-driver", ""}:                Warn, // NVIDIA GPUs on the PCI bus, no driver source
 			{"pcie-link", "GPU 0000:92:00.0"}: Fail, {"pcie-link", "GPU 0000:93:00.0"}: OK, {"pcie-link", "NVMe 0000:85:00.0"}: OK,
 		}},
 		{"wrong-numa", 4242, "", map[[2]string]Status{
+			{"gpu-driver", ""}:            Warn, // NVIDIA GPUs on the PCI bus, no driver source
 			{"numa-affinity", "pid 4242"}: Fail, {"numa-memory", "pid 4242"}: Warn, {"cpu-smt", "pid 4242"}: OK,
 		}},
-		{"powersave", 0, "", map[[2]string]Status{{"cpu-governor", ""}: Warn, {"cpu-frequency", ""}: OK}},
+		{"powersave", 0, "", map[[2]string]Status{{"cpu-governor", ""}: Warn, {"cpu-frequency", ""}: OK, {"gpu-driver", ""}: Warn}},
 		{"container-shm", 4242, "/data/imagenet", map[[2]string]Status{
+			{"gpu-driver", ""}:                  Warn, // NVIDIA GPUs on the PCI bus, no driver source
 			{"dev-shm", "/dev/shm of pid 4242"}: Fail, {"limit-memlock", "pid 4242"}: Warn, {"numa-affinity", "pid 4242"}: OK,
 			{"data-filesystem", "data /data/imagenet"}: OK, {"nfs-mount", "pid 4242"}: Absent,
 		}},
 		{"nfs-retrans", 4242, "/datasets/imagenet", map[[2]string]Status{
+			{"gpu-driver", ""}: Warn, // NVIDIA GPUs on the PCI bus, no driver source
 			{"data-filesystem", "data /datasets/imagenet"}: Warn, {"nfs-client", ""}: Warn,
 			{"nfs-mount", "NFS /datasets (holds --data)"}: Warn, {"numa-memory", "pid 4242"}: OK,
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			proc, sysRoot := fixture(tc.name)
-			rs := Run(context.Background(), Options{ProcRoot: proc, SysRoot: sysRoot, PID: tc.pid, DataPath: tc.data})
+			rs := Run(context.Background(), Options{ProcRoot: proc, SysRoot: sysRoot, DevRoot: filepath.Join(filepath.Dir(proc), "dev"), PID: tc.pid, DataPath: tc.data})
 			expected := 0
 			for key, st := range tc.expect {
 				want(t, rs, key[0], key[1], st)
@@ -270,8 +275,8 @@ func TestGPUChecksWithFakeSource(t *testing.T) {
 		AppSMClockMHz: ptr(uint32(1410)), MaxSMClockMHz: ptr(uint32(1410)), LinkGenMax: ptr(4), LinkWidthMax: ptr(16)}
 	pending := gpu.DeviceInfo{Index: 2, RemappedRowsPending: ptr(true), RemappedRowsFailed: ptr(false)}
 	s0 := []gpu.Sample{
-		{Index: 0, UtilPercent: ptr(95.0), SMClockMHz: ptr(uint32(1410)), ClockEventReasons: ptr(uint64(reasonSWPowerCap)), LinkGen: ptr(4), LinkWidth: ptr(16), ReplayCounter: ptr(uint64(10))},
-		{Index: 1, UtilPercent: ptr(95.0), SMClockMHz: ptr(uint32(705)), ClockEventReasons: ptr(uint64(reasonHWThermal | reasonSWPowerCap)), LinkGen: ptr(3), LinkWidth: ptr(8), ReplayCounter: ptr(uint64(0))},
+		{Index: 0, UtilPercent: ptr(95.0), SMClockMHz: ptr(uint32(1410)), ClockEventReasons: ptr(gpu.ClockEventSWPowerCap), LinkGen: ptr(4), LinkWidth: ptr(16), ReplayCounter: ptr(uint64(10))},
+		{Index: 1, UtilPercent: ptr(95.0), SMClockMHz: ptr(uint32(705)), ClockEventReasons: ptr(gpu.ClockEventHWThermal | gpu.ClockEventSWPowerCap), LinkGen: ptr(3), LinkWidth: ptr(8), ReplayCounter: ptr(uint64(0))},
 		{Index: 2},
 	}
 	s1 := []gpu.Sample{s0[0], s0[1], s0[2]}
@@ -295,12 +300,12 @@ func TestGPUChecksWithFakeSource(t *testing.T) {
 	want(t, rs, "gpu-memory-health", "GPU2", Warn)
 	want(t, rs, "gpu-persistence", "GPU2", Absent)
 	r, _ := find(rs, "gpu-throttle", "GPU1 0000:92:00.0")
-	if !strings.Contains(r.Claim, "hardware thermal slowdown") {
+	if !strings.Contains(r.Claim, "HW thermal slowdown") {
 		t.Errorf("throttle claim: %s", r.Claim)
 	}
 
 	// An idle GPU at low clocks and a slower link is normal.
-	idle := []gpu.Sample{{Index: 0, UtilPercent: ptr(2.0), SMClockMHz: ptr(uint32(210)), LinkGen: ptr(1), LinkWidth: ptr(16), ClockEventReasons: ptr(uint64(reasonGPUIdle))}}
+	idle := []gpu.Sample{{Index: 0, UtilPercent: ptr(2.0), SMClockMHz: ptr(uint32(210)), LinkGen: ptr(1), LinkWidth: ptr(16), ClockEventReasons: ptr(gpu.ClockEventGPUIdle)}}
 	rs = Run(context.Background(), Options{ProcRoot: filepath.Join(proc, "proc"), SysRoot: filepath.Join(proc, "sys"),
 		GPU: &fakeSource{devs: []gpu.DeviceInfo{healthy}, samples: [][]gpu.Sample{idle}}})
 	want(t, rs, "gpu-clocks", "GPU0 0000:03:00.0", OK)

@@ -2,47 +2,18 @@ package check
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/gpufeed/gpufeed/internal/finding"
 	"github.com/gpufeed/gpufeed/internal/gpu"
 )
 
-// NVML clock event (throttle) reason bits (nvml.h nvmlClocksEventReason*).
 const (
-	reasonGPUIdle       = 0x1
-	reasonAppClocks     = 0x2
-	reasonSWPowerCap    = 0x4
-	reasonHWSlowdown    = 0x8
-	reasonSyncBoost     = 0x10
-	reasonSWThermal     = 0x20
-	reasonHWThermal     = 0x40
-	reasonHWPowerBrake  = 0x80
-	reasonDisplayClocks = 0x100
-	hardwareReasons     = reasonHWSlowdown | reasonHWThermal | reasonHWPowerBrake
+	reasonSWPowerCap = gpu.ClockEventSWPowerCap
+	reasonSWThermal  = gpu.ClockEventSWThermal
+	hardwareReasons  = gpu.ClockEventsHardware
 )
 
-var reasonNames = []struct {
-	bit  uint64
-	name string
-}{
-	{reasonGPUIdle, "GPU idle"}, {reasonAppClocks, "application clocks setting"}, {reasonSWPowerCap, "software power cap"},
-	{reasonHWSlowdown, "hardware slowdown"}, {reasonSyncBoost, "sync boost"}, {reasonSWThermal, "software thermal slowdown"},
-	{reasonHWThermal, "hardware thermal slowdown"}, {reasonHWPowerBrake, "hardware power brake"}, {reasonDisplayClocks, "display clocks setting"},
-}
-
-func reasonList(mask uint64) string {
-	var out []string
-	for _, r := range reasonNames {
-		if mask&r.bit != 0 {
-			out = append(out, r.name)
-		}
-	}
-	if len(out) == 0 {
-		return "none"
-	}
-	return strings.Join(out, ", ")
-}
+func reasonList(mask uint64) string { return gpu.DescribeClockEvents(mask) }
 
 var gpuThrottleCheck = Check{
 	ID:    "gpu-throttle",

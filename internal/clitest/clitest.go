@@ -10,6 +10,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -152,4 +153,77 @@ func Run(t testing.TB, bin string, c Cmd) Result {
 		r.MaxRSS = ru.Maxrss << 10 // kilobytes on Linux
 	}
 	return r
+}
+
+// Started is a run of a binary that goes on while the test reads its
+// standard output (diagnose -- COMMAND of a command that never ends by
+// itself: the report comes, the command stays).
+type Started struct {
+	// Stdout is the binary's standard output, read as it comes.
+	Stdout io.Reader
+	cmd    *exec.Cmd
+	stderr *lockedBuffer
+	once   sync.Once
+}
+
+// Start starts bin as c says, in a process group of its own, and returns
+// at once; the group (the binary and whatever it started) is killed when
+// the test ends, or earlier by Stop. Only a run that cannot start fails
+// the test.
+func Start(t testing.TB, bin string, c Cmd) *Started {
+	t.Helper()
+	cmd := exec.Command(bin, c.Args...)
+	if c.Stdin != nil {
+		cmd.Stdin = bytes.NewReader(c.Stdin)
+	}
+	if c.Env != nil {
+		cmd.Env = append(os.Environ(), c.Env...)
+	}
+	cmd.Dir = c.Dir
+	cmd.SysProcAttr = c.SysProcAttr
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Setpgid = true
+	s := &Started{cmd: cmd, stderr: &lockedBuffer{}}
+	cmd.Stderr = s.stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("%s %v: %v", filepath.Base(bin), c.Args, err)
+	}
+	s.Stdout = out
+	t.Cleanup(s.Stop)
+	return s
+}
+
+// Stderr is what the binary wrote on its standard error so far.
+func (s *Started) Stderr() string { return s.stderr.String() }
+
+// Stop kills the run's process group and waits for the binary.
+func (s *Started) Stop() {
+	s.once.Do(func() {
+		_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
+		_ = s.cmd.Wait()
+	})
+}
+
+// lockedBuffer is a buffer the process writes while the test reads it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

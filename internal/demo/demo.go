@@ -48,7 +48,7 @@ const Default = "launch-bound"
 
 var scenarios = []Scenario{
 	{Name: "launch-bound", Expect: finding.SubmissionBound, Python: "launch_bound.py",
-		Title: "one Python thread launching 2 us kernels: the GPU idles between launches"},
+		Title: "one Python thread launching 2 µs kernels: the GPU idles between launches"},
 	{Name: "sync-bound", Expect: finding.SyncBound, Python: "sync_bound.py",
 		Title: "a synchronisation (loss.item()) after every four 1 ms kernels, then 1 ms of CPU: the CPU never runs ahead"},
 	{Name: "preprocessing-bound", Expect: finding.Preprocessing, Python: "preprocessing.py", MustFind: []string{"dataloader-workers-vs-cores"},
@@ -58,7 +58,7 @@ var scenarios = []Scenario{
 	{Name: "transfer-bound", Expect: finding.TransferBound, Python: "transfer.py",
 		Title: "64 MiB copies from pageable memory before each step: the copies block and dominate"},
 	{Name: "too-little-work", Expect: finding.TooLittleWork, Python: "too_little_work.py",
-		Title: "an inference service at low load: three 40 us kernels per request every 5 ms"},
+		Title: "an inference service at low load: three 40 µs kernels per request every 5 ms"},
 	{Name: "gpu-bound", Expect: finding.GPUBound, Python: "gpu_bound.py",
 		Title: "a healthy training loop: 1 ms of CPU per 20 ms of queued kernels, the loss read every 25 steps"},
 	{Name: "noisy-neighbour", Expect: finding.SubmissionBound, Python: "noisy_neighbour.py", Neighbours: 2, MustFind: []string{"launch-thread-descheduled"},

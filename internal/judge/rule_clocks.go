@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/gpufeed/gpufeed/internal/finding"
+	"github.com/gpufeed/gpufeed/internal/gpu"
 	"github.com/gpufeed/gpufeed/internal/judge/thresholds"
 )
 
@@ -70,8 +71,8 @@ func runClocks(in *Input) []finding.Finding {
 		}
 		if busyLow > 0 && busyLow*2 >= busyN {
 			reasons := ""
-			if d.ClockEventReasons&^1 != 0 { // bit 0 is GpuIdle
-				reasons = fmt.Sprintf("; clock event reasons %#x", d.ClockEventReasons)
+			if d.ClockEventReasons&^gpu.ClockEventGPUIdle != 0 {
+				reasons = "; clock event reasons: " + gpu.DescribeClockEvents(d.ClockEventReasons&^gpu.ClockEventGPUIdle)
 			}
 			out = append(out, finding.Finding{
 				ID: "gpu-clocks-low-under-load", Severity: finding.Warning, Supports: finding.GPUBound, Subject: fmt.Sprintf("GPU %d", d.Index),

@@ -32,7 +32,7 @@ type FS struct {
 const procSuperMagic = 0x9fa0
 
 // NewFS returns the tree at procRoot and sysRoot ("" means /proc and /sys).
-// It checks that procRoot is a directory, so a mistyped --proc-root fails
+// It checks that procRoot is a directory, so a mistyped --root fails
 // early and clearly.
 func NewFS(procRoot, sysRoot string) (FS, error) {
 	fs := At(procRoot, sysRoot)

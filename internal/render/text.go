@@ -7,6 +7,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/gpufeed/gpufeed/internal/finding"
+	"github.com/gpufeed/gpufeed/internal/gpu"
 	"github.com/gpufeed/gpufeed/internal/timeline"
 )
 
@@ -305,10 +306,10 @@ func (t *textWriter) gpus(r *Report) {
 			if g.Lost != "" {
 				status = "lost: " + Clean(g.Lost)
 			}
-			fmt.Fprintf(tw, "  %d\t%s\t%s/%s/%s\t%s\t%s/%s/%s\t%s/%s\t%s\t%s/%s\t%#x\t%s\n", g.Index, Clean(g.Name),
+			fmt.Fprintf(tw, "  %d\t%s\t%s/%s/%s\t%s\t%s/%s/%s\t%s/%s\t%s\t%s/%s\t%s\t%s\n", g.Index, Clean(g.Name),
 				pct(g.UtilP10), pct(g.UtilP50), pct(g.UtilP90), pct(g.MemUtilP50),
 				mhz(g.SMClockP50), mhz(g.SMClockMin), mhzU(g.MaxSMClock), watts(g.PowerP50), watts(g.PowerLimit),
-				celsius(g.TempMax), rateBytes(g.PCIeTxP50), rateBytes(g.PCIeRxP50), g.ClockEventReasons, status)
+				celsius(g.TempMax), rateBytes(g.PCIeTxP50), rateBytes(g.PCIeRxP50), gpu.DescribeClockEvents(g.ClockEventReasons), status)
 		}
 	})
 }

@@ -316,7 +316,7 @@ func (p *printer) hta(r *tracejudge.RankReport) {
 	p.line("HTA-COMPATIBLE NUMBERS")
 	p.line("  temporal breakdown over %.3f ms: idle %.3f ms (%.2f %%), compute %.3f ms (%.2f %%), non-compute %.3f ms (%.2f %%)",
 		nsToMS(tb.SpanNs), nsToMS(tb.IdleNs), tb.Pct(tb.IdleNs), nsToMS(tb.ComputeNs), tb.Pct(tb.ComputeNs), nsToMS(tb.NonComputeNs), tb.Pct(tb.NonComputeNs))
-	p.line("  idle time per stream (consecutive-kernel delay %g us):", float64(thresholds.ConsecutiveKernelDelay.Microseconds()))
+	p.line("  idle time per stream (consecutive-kernel delay %g µs):", float64(thresholds.ConsecutiveKernelDelay.Microseconds()))
 	p.line("    %-6s %-8s %6s %14s %14s %14s", "device", "stream", "ops", "host_wait ms", "kernel_wait ms", "other ms")
 	for _, s := range r.Idle {
 		p.line("    %-6d %-8d %6d %8.3f (%3.0f%%) %8.3f (%3.0f%%) %8.3f (%3.0f%%)", s.Device, s.Stream, s.Ops,
@@ -324,7 +324,7 @@ func (p *printer) hta(r *tracejudge.RankReport) {
 	}
 	l := r.Launch
 	if l.Launches > 0 {
-		p.line("  kernel launches: %d; launch call p50 %.1f us, p95 %.1f us, max %.1f us (%d over %g us); launch delay p50 %.1f us, p95 %.1f us, max %.1f us (%d over %g us); %d short kernels",
+		p.line("  kernel launches: %d; launch call p50 %.1f µs, p95 %.1f µs, max %.1f µs (%d over %g µs); launch delay p50 %.1f µs, p95 %.1f µs, max %.1f µs (%d over %g µs); %d short kernels",
 			l.Launches, l.RuntimeUs.P50, l.RuntimeUs.P95, l.RuntimeUs.Max, l.RuntimeOutliers, float64(thresholds.LaunchRuntimeOutlier.Microseconds()),
 			l.DelayUs.P50, l.DelayUs.P95, l.DelayUs.Max, l.DelayOutliers, float64(thresholds.LaunchDelayOutlier.Microseconds()), l.ShortKernels)
 	}

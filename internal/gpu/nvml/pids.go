@@ -53,7 +53,7 @@ func (m *pidMapper) resolve(nvmlPID int) (pid, nsPID int, notVisible string) {
 		return outer, nvmlPID, ""
 	}
 	return nvmlPID, 0, "PID " + strconv.Itoa(nvmlPID) + " not found under " + m.root +
-		": NVML reports host PIDs; inside a container's PID namespace run gpufeed with the host's /proc (--proc-root) or --pid=host"
+		": NVML reports host PIDs; inside a container's PID namespace run gpufeed with the host's /proc (--root DIR with the host's / at DIR) or --pid=host"
 }
 
 // nspid reads the NSpid line of root/PID/status.

@@ -1,0 +1,223 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+)
+
+// The flag types every command shares, so that the same thing has one name
+// and one spelling everywhere: a duration takes bare seconds as well as Go's
+// units, the output format is case-insensitive, and a bad value says what
+// the flag wants instead of a parser's message.
+
+// wanter is a flag value that says, in a user's words, what it accepts.
+type wanter interface{ want() string }
+
+// secondsValue is a duration flag: "5" and "2.5" are seconds, as in sleep(1)
+// and timeout(1); "500ms", "2m", "1m30s" are Go durations.
+type secondsValue time.Duration
+
+func newSeconds(p *time.Duration, def time.Duration) *secondsValue {
+	*p = def
+	return (*secondsValue)(p)
+}
+
+func (d *secondsValue) Set(s string) error {
+	v, err := parseSeconds(s)
+	if err != nil {
+		return err
+	}
+	*d = secondsValue(v)
+	return nil
+}
+
+func (d *secondsValue) String() string { return humanDuration(time.Duration(*d)) }
+func (d *secondsValue) Type() string   { return "duration" }
+func (d *secondsValue) want() string {
+	return "a duration: seconds (5, 2.5) or with a unit (500ms, 30s, 2m)"
+}
+
+// parseSeconds reads a bare number as seconds, anything else as a Go
+// duration.
+func parseSeconds(s string) (time.Duration, error) {
+	s = strings.TrimSpace(s)
+	if f, err := strconv.ParseFloat(s, 64); err == nil {
+		if f != f || f > float64(1<<62)/1e9 || f < -float64(1<<62)/1e9 { // NaN or out of range
+			return 0, errors.New("out of range")
+		}
+		return time.Duration(f * float64(time.Second)), nil
+	}
+	return time.ParseDuration(s)
+}
+
+// humanDuration prints a flag's duration as a user would type it: 10s,
+// 100ms, 1m30s (time.Duration's own String, without a trailing 0s unit).
+func humanDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+// formatValue is -o/--output: text or json, in any case.
+type formatValue string
+
+func newFormat(p *string) *formatValue {
+	*p = "text"
+	return (*formatValue)(p)
+}
+
+func (f *formatValue) Set(s string) error {
+	v := strings.ToLower(strings.TrimSpace(s))
+	if v != "text" && v != "json" {
+		return errors.New("unknown format")
+	}
+	*f = formatValue(v)
+	return nil
+}
+
+func (f *formatValue) String() string { return string(*f) }
+func (f *formatValue) Type() string   { return "format" }
+func (f *formatValue) want() string   { return "an output format: text or json" }
+
+// pidValue is --pid: a positive integer.
+type pidValue int
+
+func (p *pidValue) Set(s string) error {
+	n, err := strconv.Atoi(strings.TrimSpace(s))
+	if err != nil || n <= 0 {
+		return errors.New("not a process id")
+	}
+	*p = pidValue(n)
+	return nil
+}
+
+func (p *pidValue) String() string { return strconv.Itoa(int(*p)) }
+func (p *pidValue) Type() string   { return "pid" }
+func (p *pidValue) want() string   { return "a process id, a positive integer" }
+
+// choiceValue is a flag taking one of a few words, in any case.
+type choiceValue struct {
+	p       *string
+	choices []string
+}
+
+func newChoice(p *string, def string, choices ...string) *choiceValue {
+	*p = def
+	return &choiceValue{p: p, choices: choices}
+}
+
+func (c *choiceValue) Set(s string) error {
+	v := strings.ToLower(strings.TrimSpace(s))
+	for _, ch := range c.choices {
+		if v == ch {
+			*c.p = v
+			return nil
+		}
+	}
+	return errors.New("not one of the choices")
+}
+
+func (c *choiceValue) String() string { return *c.p }
+func (c *choiceValue) Type() string   { return strings.Join(c.choices, "|") }
+func (c *choiceValue) want() string   { return "one of " + strings.Join(c.choices, ", ") }
+
+// addOutputFlag adds -o/--output to a command.
+func addOutputFlag(f *pflag.FlagSet, p *string) {
+	f.VarP(newFormat(p), "output", "o", "output format: text or json")
+}
+
+// addDurationFlag adds a duration flag that takes bare seconds.
+func addDurationFlag(f *pflag.FlagSet, p *time.Duration, name string, def time.Duration, usage string) {
+	f.Var(newSeconds(p, def), name, usage+" (seconds, or with a unit: 500ms, 2m)")
+}
+
+// aliasValue is a deprecated spelling of a flag: it sets the flag it
+// stands for and warns once that the spelling is going.
+type aliasValue struct {
+	pflag.Value
+	old, now string
+	once     *sync.Once
+}
+
+func (a aliasValue) Set(s string) error {
+	a.once.Do(func() {
+		fmt.Fprintf(os.Stderr, "gpufeed: warning: --%s is deprecated: %s\n", a.old, a.now)
+	})
+	return a.Value.Set(s)
+}
+
+// deprecatedAlias adds --old as a hidden, deprecated spelling of v (the
+// value a current flag also sets, or one of its own), telling the user what
+// to type instead.
+func deprecatedAlias(f *pflag.FlagSet, v pflag.Value, old, now string) {
+	f.Var(aliasValue{Value: v, old: old, now: now, once: new(sync.Once)}, old, now)
+	_ = f.MarkHidden(old)
+}
+
+// usageError is gpufeed being called in a way it cannot run: a flag, an
+// argument or a value that names nothing usable (exit status 2).
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+// usagef returns a usage error.
+func usagef(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }
+
+// asUsage marks err, when not nil, as a usage error.
+func asUsage(err error) error {
+	if err == nil {
+		return nil
+	}
+	return usageError{err}
+}
+
+// flagError rewrites cobra's and pflag's parse errors as one line saying
+// what the flag wants and what it got, with no parser's text.
+func flagError(_ *cobra.Command, err error) error {
+	var inv *pflag.InvalidValueError
+	if errors.As(err, &inv) {
+		fl := inv.GetFlag()
+		what := "a " + fl.Value.Type()
+		switch fl.Value.Type() {
+		case "int", "int64", "uint", "uint64":
+			what = "an integer"
+		case "float64":
+			what = "a number"
+		case "bool":
+			what = "true or false"
+		}
+		if w, ok := fl.Value.(wanter); ok {
+			what = w.want()
+		}
+		if a, ok := fl.Value.(aliasValue); ok {
+			if w, ok := a.Value.(wanter); ok {
+				what = w.want()
+			}
+		}
+		name := "--" + fl.Name
+		if fl.Shorthand != "" {
+			name = "-" + fl.Shorthand + "/" + name
+		}
+		return usagef("%s wants %s; got %q", name, what, inv.GetValue())
+	}
+	return usageError{err}
+}
+
+// wrapArgs makes a cobra argument validator's errors usage errors.
+func wrapArgs(v cobra.PositionalArgs) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error { return asUsage(v(cmd, args)) }
+}
