@@ -5,6 +5,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 
@@ -22,6 +23,11 @@ func main() {
 	cmd.SilenceUsage, cmd.SilenceErrors = true, true
 	if err := cmd.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "gpufeed-agent:", safetext.Escape(err.Error()))
-		os.Exit(2)
+		// As gpufeed: 2 for a flag or value it cannot use, 3 when it
+		// started and could not do its work.
+		if u := (agentcmd.UsageError{}); errors.As(err, &u) {
+			os.Exit(2)
+		}
+		os.Exit(3)
 	}
 }

@@ -31,18 +31,21 @@ func TestAgentDefaultsToLoopback(t *testing.T) {
 }
 
 func TestAgentRefusesBadSettings(t *testing.T) {
+	// Values it cannot use are usage (2); a device that does not answer is
+	// a failure to do its work (3).
 	for _, c := range []struct {
-		args []string
-		want string
+		args   []string
+		want   string
+		status int
 	}{
-		{[]string{"--window", "1s", "--interval", "1s"}, "a window of at least two intervals"},
-		{[]string{"--ring", "30s", "--window", "1m"}, "a ring of at least one window"},
-		{[]string{"--web.config.file", "/nonexistent/web.yml"}, "--web.config.file /nonexistent/web.yml"},
-		{[]string{"--device", "sim:" + filepath.Join(t.TempDir(), "none.sock")}, "none.sock"},
+		{[]string{"--window", "1s", "--interval", "1s"}, "a window of at least two intervals", 2},
+		{[]string{"--ring", "30s", "--window", "1m"}, "a ring of at least one window", 2},
+		{[]string{"--web.config.file", "/nonexistent/web.yml"}, "--web.config.file /nonexistent/web.yml", 2},
+		{[]string{"--device", "sim:" + filepath.Join(t.TempDir(), "none.sock")}, "none.sock", 3},
 	} {
 		_, stderr, code := run(t, append([]string{"agent", "--listen", "127.0.0.1:0"}, c.args...)...)
-		if code != 2 || !strings.Contains(stderr, c.want) {
-			t.Errorf("agent %v: status %d, stderr %q; want 2 and %q", c.args, code, stderr, c.want)
+		if code != c.status || !strings.Contains(stderr, c.want) {
+			t.Errorf("agent %v: status %d, stderr %q; want %d and %q", c.args, code, stderr, c.status, c.want)
 		}
 	}
 }

@@ -32,6 +32,15 @@ import (
 // exporter on a GPU node commonly takes.
 const defaultAgentListen = "127.0.0.1:9847"
 
+// UsageError is the agent called in a way it cannot run (a flag's value):
+// the gpufeed binaries exit with their usage status for it, and with their
+// runtime status for any other error (a device that does not answer, an
+// address in use).
+type UsageError struct{ Err error }
+
+func (e UsageError) Error() string { return e.Err.Error() }
+func (e UsageError) Unwrap() error { return e.Err }
+
 // OpenGPU resolves --device (auto, none, nvml, sim:PATH) with /proc at
 // procRoot: the source, its name or why there is none.
 type OpenGPU func(spec, procRoot string) (gpu.Source, string, error)
@@ -71,8 +80,8 @@ configuration file). It only reads: nothing it watches is changed.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if cfg.Interval <= 0 || cfg.Window < 2*cfg.Interval || cfg.Ring < cfg.Window {
-				return fmt.Errorf("--interval %v, --window %v, --ring %v: want an interval > 0, a window of at least two intervals and a ring of at least one window",
-					cfg.Interval, cfg.Window, cfg.Ring)
+				return UsageError{fmt.Errorf("--interval %v, --window %v, --ring %v: want an interval > 0, a window of at least two intervals and a ring of at least one window",
+					cfg.Interval, cfg.Window, cfg.Ring)}
 			}
 			fs, err := procfs.NewFS(procRoot, sysRoot)
 			if err != nil {
@@ -96,7 +105,7 @@ configuration file). It only reads: nothing it watches is changed.`,
 			cfg.Tool = "gpufeed " + version
 			if webConfig != "" {
 				if err := web.Validate(webConfig); err != nil {
-					return fmt.Errorf("--web.config.file %s: %w", webConfig, err)
+					return UsageError{fmt.Errorf("--web.config.file %s: %w", webConfig, err)}
 				}
 			}
 
