@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"syscall"
@@ -73,8 +72,8 @@ host and the GPUs, then prints the report.
   gpufeed diagnose --duration 30s -- python3 train.py --lr 3e-4
 
 A window shorter than ` + thresholds.MinWindow.String() + ` or holding fewer than ` + fmt.Sprint(thresholds.MinIntervals) + ` intervals cannot give a
-verdict and is refused before anything runs, as are a --pid that names no
-process and --py-stacks without py-spy installed.
+verdict and is refused before anything runs, as is a --pid that names no
+process.
 
 With a command, diagnose runs it, watches it and exits with the command's own
 exit status (its code; 128+N when signal N ended it; 127 when it is not
@@ -122,11 +121,6 @@ func runDiagnose(cmd *cobra.Command, o diagnoseOpts, args []string) error {
 	if o.pid > 0 {
 		if err := checkTarget(fs, int(o.pid)); err != nil {
 			return err
-		}
-	}
-	if o.pyStacks {
-		if _, err := exec.LookPath("py-spy"); err != nil {
-			return fmt.Errorf("--py-stacks needs py-spy on PATH, and it is not there (install it with pip install py-spy or your distribution's package, or leave --py-stacks out)")
 		}
 	}
 	if o.record != "" {
