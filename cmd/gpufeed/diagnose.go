@@ -46,6 +46,7 @@ type diagnoseOpts struct {
 	interval time.Duration
 	format   string
 	record   string
+	perfetto string
 	// root is --root (the host's / seen from a container); procRoot and
 	// sysRoot the deprecated --proc-root and --sys-root, which name /proc
 	// and /sys themselves.
@@ -102,6 +103,7 @@ it watches.`,
 	addDurationFlag(f, &o.duration, "duration", sample.DefaultDuration, "how long to observe")
 	addDurationFlag(f, &o.interval, "interval", sample.DefaultInterval, "per-thread sampling interval")
 	addOutputFlag(f, &o.format)
+	addPerfettoFlag(f, &o.perfetto)
 	f.StringVar(&o.record, "record", "", "also save the raw samples to `FILE` (judge it later with gpufeed report)")
 	addRootFlag(f, &o.root)
 	deprecatedAlias(f, stringValue(&o.procRoot), "proc-root", "use --root DIR, which reads DIR/proc and DIR/sys (e.g. --root /host)")
@@ -128,6 +130,9 @@ func runDiagnose(cmd *cobra.Command, o diagnoseOpts, args []string) error {
 		if _, err := exec.LookPath("py-spy"); err != nil {
 			return fmt.Errorf("--py-stacks needs py-spy on PATH, and it is not there (install it with pip install py-spy or your distribution's package, or leave --py-stacks out)")
 		}
+	}
+	if err := checkPerfetto(o.perfetto); err != nil {
+		return err
 	}
 	if o.record != "" {
 		if err := checkWritable(o.record); err != nil {
@@ -175,6 +180,9 @@ func runDiagnose(cmd *cobra.Command, o diagnoseOpts, args []string) error {
 		return err
 	}
 	if err := writeReport(cmd.OutOrStdout(), res.Report, o.format); err != nil {
+		return err
+	}
+	if err := perfettoReport(o.perfetto, res.Report); err != nil {
 		return err
 	}
 	if res.Command != nil {

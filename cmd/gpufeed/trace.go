@@ -25,6 +25,7 @@ func newTraceCmd() *cobra.Command {
 		output   string
 		lastStep bool
 		workers  int
+		perfetto string
 	)
 	cmd := &cobra.Command{
 		Use:   "trace FILE|DIR|-...",
@@ -49,7 +50,13 @@ only when nothing could be read.`,
 			// Traces are large, short-lived and pointer-free: collecting more
 			// often costs little and keeps the peak near the live data.
 			debug.SetGCPercent(40)
+			if err := checkPerfetto(perfetto); err != nil {
+				return err
+			}
 			var res render.TraceResult
+			// The Perfetto timeline needs each trace and its gaps kept
+			// until the end; without --perfetto each trace is dropped once judged.
+			var timelines []render.TraceTimeline
 			var summaries []tracejudge.RankSummary
 			// readErr keeps each unreadable file's error, to return as is
 			// when it is the only file.
@@ -73,8 +80,11 @@ only when nothing could be read.`,
 					continue
 				}
 				for _, t := range traces {
-					r := tracejudge.Analyze(t, tracejudge.Options{IncludeLastStep: lastStep})
+					r := tracejudge.Analyze(t, tracejudge.Options{IncludeLastStep: lastStep, KeepGaps: perfetto != ""})
 					res.Reports = append(res.Reports, r)
+					if perfetto != "" {
+						timelines = append(timelines, render.TraceTimeline{Trace: t, Report: r})
+					}
 					summaries = append(summaries, tracejudge.Summarize(r, t))
 				}
 			}
@@ -99,10 +109,14 @@ only when nothing could be read.`,
 				fmt.Fprintf(cmd.ErrOrStderr(), "gpufeed: %d of %d files not read (listed at the end of the report); the report covers the others\n",
 					len(skipped), len(skipped)+len(files)-failed)
 			}
+			if err == nil {
+				err = writePerfetto(perfetto, func(f *os.File) (render.PerfettoStats, error) { return render.TracePerfetto(f, timelines) })
+			}
 			return err
 		},
 	}
 	addOutputFlag(cmd.Flags(), &output)
+	addPerfettoFlag(cmd.Flags(), &perfetto)
 	cmd.Flags().BoolVar(&lastStep, "include-last-step", false, "keep the last ProfilerStep (HTA leaves it out by default)")
 	cmd.Flags().IntVar(&workers, "workers", 0, "decoder threads (0: one per CPU)")
 	return cmd
