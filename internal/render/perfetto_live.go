@@ -200,7 +200,10 @@ func threadStates(p *pfWriter, trk uint64, th *derive.Thread, a *derive.View, at
 	n := 0
 	cur, curStart := "", int64(0)
 	var curArgs []pfArg
-	var lastBlocked string
+	// The last place the thread was seen waiting (slow tier), and the state
+	// it was in then: it names later intervals only while that state lasts.
+	var lastBlocked *timeline.Blocked
+	var lastState byte
 	emit := func(stop int64) {
 		if cur != "" && stop > curStart {
 			p.slice(at(curStart), at(stop), trk, cur, curArgs)
@@ -213,14 +216,16 @@ func threadStates(p *pfWriter, trk uint64, th *derive.Thread, a *derive.View, at
 		run, wait := th.CPUPct[i], th.WaitPct[i]
 		if s == nil || math.IsNaN(run) {
 			emit(iv.Start)
-			lastBlocked = ""
+			lastBlocked = nil
 			continue
 		}
 		if math.IsNaN(wait) {
 			wait = 0
 		}
 		if s.Blocked != nil {
-			lastBlocked = blockedWhere(s.Blocked)
+			lastBlocked, lastState = s.Blocked, s.State
+		} else if s.State != lastState {
+			lastBlocked = nil
 		}
 		off := 100 - run - wait
 		var name string
@@ -231,21 +236,19 @@ func threadStates(p *pfWriter, trk uint64, th *derive.Thread, a *derive.View, at
 		case wait >= off:
 			name = stateWaiting
 		default:
-			where := ""
-			if s.State == 'S' || s.State == 'D' {
-				where = lastBlocked
-			}
 			if s.State == 'D' {
 				name = "D (uninterruptible)"
 			} else {
 				name = "sleeping"
 			}
-			if where != "" {
-				name += " in " + where
+			if lastBlocked != nil {
+				if w := blockedWhere(lastBlocked); w != "" {
+					name += " in " + w
+				}
+				if lastBlocked.On != "" {
+					args = []pfArg{strArg("on", lastBlocked.On)}
+				}
 			}
-		}
-		if s.State != 'S' && s.State != 'D' {
-			lastBlocked = ""
 		}
 		if name != cur {
 			emit(iv.Start)
@@ -259,14 +262,11 @@ func threadStates(p *pfWriter, trk uint64, th *derive.Thread, a *derive.View, at
 }
 
 // blockedWhere names where a thread waited: its wait channel, else its
-// system call, and what it waited on when known.
+// system call. What it waited on (a futex, a pipe) goes in an argument, so
+// that the state names stay few.
 func blockedWhere(b *timeline.Blocked) string {
-	w := b.Wchan
-	if w == "" || w == "0" {
-		w = b.Syscall
+	if b.Wchan != "" && b.Wchan != "0" {
+		return b.Wchan
 	}
-	if b.On != "" && w != "" {
-		w += " (" + b.On + ")"
-	}
-	return w
+	return b.Syscall
 }

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/protobuf/encoding/protowire"
 
@@ -658,5 +659,63 @@ func TestSliceRunNestsOverlaps(t *testing.T) {
 	want := "0:0-10/0 1:2-4/1 2:10-15/0 3:15-20/0 4:30-40/0 "
 	if n != 5 || b.String() != want {
 		t.Errorf("got %d slices %s\nwant 5 %s", n, b.String(), want)
+	}
+}
+
+// A thread's state slices: the largest share of each interval names it, a
+// sleeping thread is named by where it waited while it stays in the state
+// it was seen waiting in, and a change of state (S to D) drops a wait
+// channel read in the old one.
+func TestPerfettoThreadStates(t *testing.T) {
+	pk := timeline.ProcKey{PID: 7, StartTime: 1}
+	tk := timeline.ThreadKey{TID: 7, StartTime: 1}
+	tl := &timeline.Timeline{
+		Meta: timeline.Meta{Tool: "gpufeed test", NumCPU: 1, ClockTick: 100, PageSize: 4096,
+			Interval: timeline.Duration(100 * time.Millisecond), Target: timeline.Target{PID: 7, StartTime: 1}},
+		Procs:   map[timeline.ProcKey]*timeline.ProcInfo{pk: {Key: pk, Comm: "job", LastSeen: 6e8}},
+		Threads: map[timeline.ThreadKey]*timeline.ThreadInfo{tk: {Key: tk, PID: 7, Comm: "main", LastSeen: 6e8}},
+	}
+	// Per interval: run and wait in ms of 100, the state and wait read at its end.
+	steps := []struct {
+		run, wait uint64
+		state     byte
+		blocked   *timeline.Blocked
+	}{
+		{90, 5, 'R', nil},
+		{80, 10, 'R', nil},
+		{10, 70, 'R', nil},
+		{0, 0, 'S', &timeline.Blocked{Wchan: "futex_do_wait", On: "futex 0x1"}},
+		{0, 0, 'S', nil}, // still asleep where it was seen
+		{0, 0, 'D', nil}, // now in D: where is not known
+	}
+	var run, wait uint64
+	add := func(i int, state byte, b *timeline.Blocked) {
+		tl.Ticks = append(tl.Ticks, timeline.Tick{T: int64(i) * 1e8,
+			Threads: []timeline.ThreadSample{{TID: 7, PID: 7, State: state, RunNS: run, WaitNS: wait, Blocked: b}},
+			Procs:   []timeline.ProcSample{{PID: 7, Threads: 1, RSSPages: 1}}})
+	}
+	add(0, 'R', nil)
+	for i, s := range steps {
+		run, wait = run+s.run*1e6, wait+s.wait*1e6
+		add(i+1, s.state, s.blocked)
+	}
+	v := derive.New(tl)
+	var buf bytes.Buffer
+	if _, err := Perfetto(&buf, Build(tl, v, nil, nil, nil)); err != nil {
+		t.Fatal(err)
+	}
+	d := pfDecode(t, buf.Bytes())
+	var got []string
+	for u, ss := range d.slices(t) {
+		if d.Tracks[u].Thrd {
+			for _, s := range ss {
+				got = append(got, fmt.Sprintf("%d-%d %s %s", s.Start/1e8, s.End/1e8, s.Name, s.Args["on"]))
+			}
+		}
+	}
+	sort.Strings(got)
+	want := []string{"0-2 running ", "2-3 waiting for a CPU ", "3-5 sleeping in futex_do_wait futex 0x1", "5-6 D (uninterruptible) "}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("states\n got %q\nwant %q", got, want)
 	}
 }
