@@ -82,7 +82,7 @@ echo "floor runs: ${floors[*]}; hot path runs: ${hots[*]}; Go floor runs: ${gofl
 # gpufeed end to end at pidstat's 1 s interval and at its own 100 ms default.
 diag() { # INTERVAL DURATION -> "cpu_percent us_per_thread_sample"
 	"$work/gpufeed" diagnose --pid "$pid" --device none --interval "$1" --duration "$2" -o json |
-		python3 -c 'import json,sys; o=json.load(sys.stdin)["observer"]; print("%.2f %.2f" % (o["cpu_percent_of_core"], o["us_per_thread_sample"]))'
+		python3 -c 'import json,sys; o=json.load(sys.stdin)["observer"]; print("%.2f %.2f" % (o["cpu_of_one_core_percent"], o["per_thread_sample_ns"] / 1e3))'
 }
 read -r _ diag1s <<<"$(diag 1s 20s)" # 20 intervals: the least diagnose judges
 read -r _ diag100 <<<"$(diag 100ms 10s)"
@@ -122,5 +122,5 @@ big=$TARGET
 sleep 0.5
 out=$( { TIMEFORMAT='%3U %3S'; time "$work/gpufeed" diagnose --pid "$big" --device none -o json >"$work/big.json"; } 2>&1 | tail -1)
 ext=$(awk '{printf "%.1f", ($1 + $2) / 10 * 100}' <<<"$out")
-own=$(python3 -c 'import json; o=json.load(open("'"$work/big.json"'"))["observer"]; print("%.1f %% of one core (%.2f us per thread-sample, %d thread-samples, tick p50 %.2f ms)" % (o["cpu_percent_of_core"], o["us_per_thread_sample"], o["thread_samples"], o["tick_p50_ms"]))')
+own=$(python3 -c 'import json; o=json.load(open("'"$work/big.json"'"))["observer"]; print("%.1f %% of one core (%.2f us per thread-sample, %d thread-samples, tick p50 %.2f ms)" % (o["cpu_of_one_core_percent"], o["per_thread_sample_ns"] / 1e3, o["thread_samples"], o["tick_p50_ns"] / 1e6))')
 echo "1,000-thread job (16 active), defaults (100 ms, 10 s): gpufeed's own CPU $own; whole process including start-up: $ext % of one core"

@@ -5,11 +5,14 @@
 # "demo passed" counts the runs whose class and required findings were right
 # (gpufeed demo exited 0). docs/RULES.md holds measured matrices.
 #
-#   scripts/confusion-matrix.sh [--launch] [--duration D] [RUNS] [SCENARIO...]
+#   scripts/confusion-matrix.sh [--launch] [--duration D] [--sync MODE] [RUNS] [SCENARIO...]
 #
 # By default each scenario is observed once it is working, as diagnose --pid
 # attaches to a running job; --launch observes it from its start, as
 # diagnose -- COMMAND does. --duration sets the window (default 10s).
+# --sync sets how the workloads' CUDA waits behave on the simulated driver
+# (spin, yield, block or auto: GPUFEED_SIMDEV_SYNC) for the scenarios that
+# do not set it themselves (sync-bound blocks, sync-bound-spin spins).
 # Needs Go and python3. Exits 1 when any run did not pass.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,6 +22,7 @@ while [ $# -gt 0 ]; do
 	case $1 in
 	--launch) mode=launch; demo_args+=(--launch); shift ;;
 	--duration) demo_args+=(--duration "$2"); shift 2 ;;
+	--sync) export GPUFEED_SIMDEV_SYNC=$2; shift 2 ;;
 	*) break ;;
 	esac
 done
@@ -34,7 +38,7 @@ else
 fi
 results=$(mktemp)
 trap 'rm -rf "$(dirname "$bin")" "$results"' EXIT
-echo "gpufeed confusion matrix ($mode mode${demo_args[*]:+, ${demo_args[*]}}): ${#scenarios[@]} scenarios x $runs runs on $(hostname) ($(nproc) CPUs, Linux $(uname -r)), $(date -u +%Y-%m-%dT%H:%MZ), load average $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+echo "gpufeed confusion matrix ($mode mode${demo_args[*]:+, ${demo_args[*]}}, waits ${GPUFEED_SIMDEV_SYNC:-auto}): ${#scenarios[@]} scenarios x $runs runs on $(hostname) ($(nproc) CPUs, Linux $(uname -r)), $(date -u +%Y-%m-%dT%H:%MZ), load average $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 for s in "${scenarios[@]}"; do
 	for i in $(seq "$runs"); do
 		code=0
@@ -45,7 +49,7 @@ scenario, code = sys.argv[1], sys.argv[2]
 try:
     r = json.load(sys.stdin)
     v = r["verdict"]
-    print(scenario, v["class"], v["confidence"], code)
+    print(scenario, v["class"], v["confidence_percent"] / 100, code)
     if code != "0":  # say why in the log (stderr), not in the rows
         print("  %s: %s %s" % (scenario, v.get("summary", ""), v.get("missing", "")), file=sys.stderr)
 except Exception as e:

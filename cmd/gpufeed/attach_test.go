@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -194,9 +195,10 @@ func requireNeverStalled(t *testing.T, what string, runs []attachRun) {
 }
 
 // TestAttachGPUBoundSyncLoopNeverStalled: the healthy loop attached with 3 s
-// and 4 s windows, five runs each, is never stalled: its host thread is
-// blocked in the synchronise most of the time, but the synchronise returns
-// twenty times a second and the device completes its kernels.
+// and 4 s windows, five runs each, is never stalled, with blocking
+// synchronisation (its host thread asleep in the synchronise most of the
+// time, woken twenty times a second, while the device completes its
+// kernels) and with CUDA's spinning one (the thread on a CPU throughout).
 func TestAttachGPUBoundSyncLoopNeverStalled(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: live attach runs")
@@ -206,15 +208,112 @@ func TestAttachGPUBoundSyncLoopNeverStalled(t *testing.T) {
 		t.Skip("python3 not found")
 	}
 	pydir, _ := filepath.Abs("../../python")
-	sock := startSimdev(t)
-	w := startWorkload(t, []string{"GPUFEED_SIMDEV=" + sock}, true, python, "-c", syncLoopWorkload, pydir)
-	time.Sleep(500 * time.Millisecond) // a few synchronises into the loop
-	runs := attachRepeatedly(t, w.Process.Pid, 5, []time.Duration{3 * time.Second, 4 * time.Second})
-	requireNeverStalled(t, "GPU-bound synchronise loop", runs)
-	for i, r := range runs {
-		if v := r.rep.Verdict; v != nil && v.Class == finding.Inconclusive && r.err == "" {
-			t.Errorf("run %d (%v window): a GPU kept 98 %% busy is not inconclusive: %s", i, r.window, v.Missing)
-		}
+	for _, mode := range []string{"block", "spin"} {
+		t.Run(mode, func(t *testing.T) {
+			sock := startSimdev(t)
+			w := startWorkload(t, []string{"GPUFEED_SIMDEV=" + sock, "GPUFEED_SIMDEV_SYNC=" + mode}, true, python, "-c", syncLoopWorkload, pydir)
+			time.Sleep(500 * time.Millisecond) // a few synchronises into the loop
+			runs := attachRepeatedly(t, w.Process.Pid, 5, []time.Duration{3 * time.Second, 4 * time.Second})
+			requireNeverStalled(t, "GPU-bound synchronise loop ("+mode+")", runs)
+			for i, r := range runs {
+				v := r.rep.Verdict
+				if v == nil || r.err != "" {
+					continue
+				}
+				// Blocking, the GPU stays 98 % busy: GPU-bound. Spinning, the
+				// thread is on a CPU throughout, and on a crowded host a
+				// spinning thread is preempted more than a sleeper woken
+				// from the synchronise, so the GPU may idle 10 %: the verdict
+				// may then name no class (a spin cannot be told from
+				// launching, nor an unread wait from a cause), but it never
+				// names a CPU-side class for a GPU kept this busy.
+				// On a crowded host the spinning thread can also wait for a
+				// CPU at each relaunch long enough to idle the GPU: that is
+				// submission-bound with the thread descheduled.
+				switch {
+				case v.Class == finding.GPUBound:
+				case mode == "spin" && v.Class == finding.SubmissionBound && slices.Contains(v.Because, "launch-thread-descheduled"):
+					t.Logf("run %d (%v window): spinning on a crowded host, descheduled: %s", i, r.window, v.Summary)
+				case mode == "spin" && v.Class == finding.Inconclusive:
+					t.Logf("run %d (%v window): spinning, GPU idle just over 10 %%: %s", i, r.window, v.Summary)
+				default:
+					t.Errorf("run %d (%v window): a GPU kept about 98 %% busy judged %s: %s (missing: %s)", i, r.window, v.Class, v.Summary, v.Missing)
+				}
+			}
+		})
+	}
+}
+
+// syncBoundWorkload: four 1 ms kernels, a synchronisation, 1 ms of CPU,
+// forever (the sync-bound scenario's step).
+const syncBoundWorkload = `
+import sys, time
+sys.path.insert(0, sys.argv[1])
+import gpufeed_simdev
+dev = gpufeed_simdev.connect()
+
+def burn(s):
+    end = time.thread_time() + s
+    while time.thread_time() < end:
+        pass
+
+print("ready", flush=True)
+while True:
+    for _ in range(4):
+        dev.launch(1000)
+    dev.synchronize()
+    burn(0.001)
+`
+
+// TestAttachSpinningSyncIsNoWrongClass: the synchronisation-bound job
+// attached with 4 s windows, three runs per mode. With blocking
+// synchronisation it sleeps on the device and is sync-bound. With CUDA's
+// spinning one its launch thread is on a CPU all the time, as a launch
+// loop's is, and /proc cannot tell which it is: the verdict must name
+// neither submission-bound (a wrong class) nor anything critical, and must
+// say what would separate the two.
+func TestAttachSpinningSyncIsNoWrongClass(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: live attach runs")
+	}
+	python, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("python3 not found")
+	}
+	pydir, _ := filepath.Abs("../../python")
+	for _, mode := range []string{"block", "spin"} {
+		t.Run(mode, func(t *testing.T) {
+			sock := startSimdev(t)
+			w := startWorkload(t, []string{"GPUFEED_SIMDEV=" + sock, "GPUFEED_SIMDEV_SYNC=" + mode}, true, python, "-c", syncBoundWorkload, pydir)
+			time.Sleep(300 * time.Millisecond)
+			runs := attachRepeatedly(t, w.Process.Pid, 3, []time.Duration{4 * time.Second})
+			requireNeverStalled(t, "sync-bound job ("+mode+")", runs)
+			for i, r := range runs {
+				v := r.rep.Verdict
+				if r.err != "" || v == nil {
+					continue
+				}
+				switch mode {
+				case "block":
+					if v.Class != finding.SyncBound {
+						t.Errorf("run %d: blocking synchronisation judged %s, want sync-bound: %s", i, v.Class, v.Summary)
+					}
+				case "spin":
+					// Neither class, or, when the host's load made the thread
+					// wait for a CPU more than that ambiguity explains,
+					// submission-bound with the thread descheduled (a CPU of
+					// its own first), which holds whatever it did.
+					switch {
+					case v.Class == finding.Inconclusive && strings.Contains(v.Summary, "submission-bound or sync-bound") && strings.Contains(v.Missing, "py-spy dump"):
+					case v.Class == finding.SubmissionBound && slices.Contains(v.Because, "launch-thread-descheduled") && strings.Contains(v.Decision, "CPU of its own"):
+						t.Logf("run %d: crowded host, the spinning thread descheduled: %s", i, v.Summary)
+					default:
+						t.Errorf("run %d: spinning synchronisation judged %s: %s (missing: %s); want inconclusive naming both and what separates them",
+							i, v.Class, v.Summary, v.Missing)
+					}
+				}
+			}
+		})
 	}
 }
 

@@ -252,7 +252,7 @@ func TestTwoSecondWindowIsJudged(t *testing.T) {
 		}
 		r := decodeReport(t, out)
 		if r.Verdict == nil || strings.Contains(r.Verdict.Missing, "observe at least") {
-			t.Errorf("window %.4f s: verdict %+v", r.Window.Seconds, r.Verdict)
+			t.Errorf("window %s: verdict %+v", time.Duration(r.Window.DurationNS), r.Verdict)
 		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -34,7 +35,8 @@ func newCheckCmd() *cobra.Command {
 		pid        pidValue
 		data       string
 		root       string
-		output     string
+		out        outputFlags
+		quiet      bool
 		device     string
 		window     time.Duration
 		failOn     string
@@ -46,8 +48,8 @@ func newCheckCmd() *cobra.Command {
 		Long: `check reads /proc, /sys and (with a driver) the GPUs once, and reports
 what starves a GPU without any code at fault: a downgraded PCIe link, a process
 bound to the far NUMA node, a powersave governor, a 64 MiB /dev/shm, a dataset
-on NFS that retransmits. Failures and warnings come first, with their evidence
-and the change to make.
+on NFS that retransmits. Failures and warnings come one line each (-v: with
+their evidence and the change to make; --quiet: failures only).
 
 As a gate (a Slurm prolog, a CI job), --fail-on warn also fails on warnings,
 and --require-gpu fails a node where no GPU answers through the driver: one
@@ -63,6 +65,10 @@ names no process or a kernel thread), 3 when gpufeed could not do its work
 (--device nvml and NVML cannot start).`,
 		Args: wrapArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			format, err := out.parse()
+			if err != nil {
+				return err
+			}
 			opts := check.Options{PID: int(pid), DataPath: data, Window: window, RequireGPU: requireGPU, DriverSkipped: device == "none"}
 			if root != "" {
 				opts.ProcRoot, opts.SysRoot, opts.DevRoot = filepath.Join(root, "proc"), filepath.Join(root, "sys"), filepath.Join(root, "dev")
@@ -110,19 +116,17 @@ names no process or a kernel thread), 3 when gpufeed could not do its work
 			if failOn == "warn" && rep.Summary.Warn > 0 {
 				rep.ExitStatus = render.CheckExitFailed
 			}
-			rep.Root, rep.PID, rep.DataPath, rep.WindowSec = root, int(pid), data, window.Seconds()
+			rep.Root, rep.PID, rep.DataPath, rep.Window = root, int(pid), data, window
+			rep.Header = render.NewHeader("check", version, checkedHostname(procRoot))
 			if src != nil {
 				rep.GPUSource = note
 			} else {
 				rep.GPUNote = note
 			}
-			out := cmd.OutOrStdout()
-			if output == "json" {
-				err = rep.WriteJSON(out)
-			} else {
-				err = rep.WriteText(out)
-			}
-			if err != nil {
+			w := cmd.OutOrStdout()
+			ro := out.options(w)
+			ro.Quiet = quiet
+			if err := render.Write(w, format, rep, ro); err != nil {
 				return err
 			}
 			if rep.ExitStatus != render.CheckExitOK {
@@ -135,7 +139,8 @@ names no process or a kernel thread), 3 when gpufeed could not do its work
 	f.Var(&pid, "pid", "the target process `PID` (a training or inference job); without it, per-process facts are gpufeed's own")
 	f.StringVar(&data, "data", "", "dataset directory, as the target names it")
 	f.StringVar(&root, "root", "", "read `DIR`/proc, DIR/sys and DIR/dev instead of /proc, /sys and /dev (a container with the host's / mounted at DIR, e.g. /host)")
-	addOutputFlag(f, &output)
+	out.add(cmd)
+	f.BoolVarP(&quiet, "quiet", "q", false, "print failed checks only (text)")
 	f.StringVar(&device, "device", "auto", "GPU driver source: auto, nvml (an error if NVML cannot start) or none (driver checks report absent)")
 	durationFlag := newSeconds(&window, time.Second)
 	f.Var(durationFlag, "duration", "time between the two readings of interrupt and PCIe replay counters (seconds, or with a unit: 500ms; 0: counts since boot)")
@@ -217,4 +222,14 @@ func checkDataPath(data, root, procRoot string, pid int) (string, error) {
 // notExist: no such file, or a component of the path is not a directory.
 func notExist(err error) bool {
 	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR)
+}
+
+// checkedHostname is the checked host's name: its proc/sys/kernel/hostname
+// (under --root, the host's), "" when it cannot be read.
+func checkedHostname(procRoot string) string {
+	b, err := os.ReadFile(filepath.Join(procRoot, "sys", "kernel", "hostname"))
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
 }

@@ -32,8 +32,19 @@ func TestCheckGolden(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			root := filepath.Join("..", "..", "testdata", "check", tc.name)
-			for _, format := range []string{"text", "json"} {
-				args := append([]string{"check", "--root", root, "--device", "none", "--duration", "0", "-o", format}, tc.args...)
+			for _, mode := range []string{"text", "verbose", "quiet", "json"} {
+				format, flags, ext := mode, []string(nil), "."+mode+".txt"
+				switch mode {
+				case "text":
+					ext = ".txt"
+				case "json":
+					ext = ".json"
+				case "verbose":
+					format, flags = "text", []string{"-v"}
+				case "quiet":
+					format, flags = "text", []string{"--quiet"}
+				}
+				args := append(append([]string{"check", "--root", root, "--device", "none", "--duration", "0", "-o", format}, flags...), tc.args...)
 				out, errOut, code := run(t, args...)
 				if code != tc.wantCode {
 					t.Errorf("%s: exit %d, want %d; stderr: %s", format, code, tc.wantCode, errOut)
@@ -41,7 +52,7 @@ func TestCheckGolden(t *testing.T) {
 				if errOut != "" {
 					t.Errorf("%s: unexpected stderr: %s", format, errOut)
 				}
-				if format == "text" && tc.wantFail != "" && !strings.Contains(out, tc.wantFail) {
+				if mode == "verbose" && tc.wantFail != "" && !strings.Contains(out, tc.wantFail) {
 					t.Errorf("text output lacks %q", tc.wantFail)
 				}
 				if format == "json" {
@@ -58,7 +69,6 @@ func TestCheckGolden(t *testing.T) {
 						t.Errorf("json exit_status %d with %d results", rep.ExitStatus, len(rep.Results))
 					}
 				}
-				ext := map[string]string{"text": ".txt", "json": ".json"}[format]
 				golden.Check(t, filepath.Join("..", "..", "testdata", "check", "golden", tc.name+ext), out)
 			}
 		})
@@ -88,6 +98,7 @@ func TestCheckLiveMachine(t *testing.T) {
 		if err := json.Unmarshal([]byte(out), &rep); err != nil {
 			t.Fatalf("%v: json: %v", args, err)
 		}
+		validateSchema(t, out)
 		for _, r := range rep.Results {
 			if r.Status == "error" {
 				t.Errorf("%v: %s reported an error: %s", args, r.ID, r.Claim)

@@ -26,7 +26,7 @@ func newDemoCmd() *cobra.Command {
 		list     bool
 		duration time.Duration
 		interval time.Duration
-		format   string
+		out      outputFlags
 		record   string
 		perfetto string
 		launch   bool
@@ -63,14 +63,14 @@ when the scenario could not run on this machine.`,
 			if err := checkPerfetto(perfetto); err != nil {
 				return err
 			}
-			return runDemo(cmd, sc, duration, interval, format, record, perfetto, launch)
+			return runDemo(cmd, sc, duration, interval, out, record, perfetto, launch)
 		},
 	}
 	f := cmd.Flags()
 	f.BoolVar(&list, "list", false, "list the scenarios")
 	addDurationFlag(f, &duration, "duration", sample.DefaultDuration, "how long to observe")
 	addDurationFlag(f, &interval, "interval", sample.DefaultInterval, "per-thread sampling interval")
-	addOutputFlag(f, &format)
+	out.add(cmd)
 	addPerfettoFlag(f, &perfetto)
 	f.StringVar(&record, "record", "", "also save the raw samples to `FILE` (judge it later with gpufeed report)")
 	f.BoolVar(&launch, "launch", false, "observe from the workload's start, as diagnose -- COMMAND does (default: attach once it is working, as diagnose --pid does)")
@@ -90,7 +90,7 @@ func listScenarios(cmd *cobra.Command) error {
 	return tw.Flush()
 }
 
-func runDemo(cmd *cobra.Command, sc demo.Scenario, duration, interval time.Duration, format, record, perfetto string, launch bool) error {
+func runDemo(cmd *cobra.Command, sc demo.Scenario, duration, interval time.Duration, out outputFlags, record, perfetto string, launch bool) error {
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	exe, err := os.Executable()
@@ -143,7 +143,7 @@ func runDemo(cmd *cobra.Command, sc demo.Scenario, duration, interval time.Durat
 	}
 	run.Stop()
 	rep := diagnose.Judge(tl, nil)
-	if err := writeReport(cmd.OutOrStdout(), rep, format); err != nil {
+	if err := writeReport(cmd, "demo", rep, out); err != nil {
 		return err
 	}
 	if err := perfettoReport(perfetto, rep); err != nil {

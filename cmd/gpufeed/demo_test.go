@@ -2,23 +2,29 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/gpufeed/gpufeed/internal/check"
+	"github.com/gpufeed/gpufeed/internal/clitest"
 	"github.com/gpufeed/gpufeed/internal/demo"
 	"github.com/gpufeed/gpufeed/internal/finding"
 	"github.com/gpufeed/gpufeed/internal/golden"
+	"github.com/gpufeed/gpufeed/internal/render"
+	"github.com/gpufeed/gpufeed/internal/safetext"
 )
 
-// demoReport is the part of the JSON report the scenario tests read.
-type demoReport struct {
-	Verdict  *finding.Verdict  `json:"verdict"`
-	Findings []finding.Finding `json:"findings"`
-}
+// demoReport is the JSON report the scenario tests read (its verdict and
+// findings, decoded back by render.Report).
+type demoReport = render.Report
 
 // TestDemoScenarios runs every built-in scenario through the binary, one
 // after the other (they measure the machine; running them side by side
@@ -127,28 +133,139 @@ func TestDemoList(t *testing.T) {
 	}
 }
 
-// TestDemoRecordingsGolden judges two committed scenario recordings
-// (gpufeed demo NAME --record) with gpufeed report: the text must lead with
-// the verdict, three lines of evidence and the decision (a reader who stops
-// after five lines knows what is wrong and what to change), and match its
-// golden file (go test -update rewrites it).
+// TestDemoRecordingsGolden judges the committed recording of every
+// built-in scenario (gpufeed demo NAME --record) with gpufeed report, as
+// text, verbose text and JSON, against golden files (go test -update
+// rewrites them). The default text is the short report: it leads with the
+// verdict and its numbers, then the decision, and fits in 15 lines of at
+// most 120 columns at any terminal width; -v shows everything the JSON
+// report holds.
 func TestDemoRecordingsGolden(t *testing.T) {
-	for _, tc := range []struct{ name, class string }{
-		{"demo-sync-bound", "sync-bound"},
-		{"demo-storage-bound", "storage-bound"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			out, stderr, code := run(t, "report", filepath.Join("testdata", tc.name+".gpufeed"))
-			if code != 0 || stderr != "" {
-				t.Fatalf("report: exit %d, stderr %q", code, stderr)
+	for _, sc := range demo.Scenarios() {
+		t.Run(sc.Name, func(t *testing.T) {
+			rec := filepath.Join("testdata", "demo-"+sc.Name+".gpufeed")
+			if _, err := os.Stat(rec); err != nil {
+				t.Fatalf("no recording of scenario %s: record it with gpufeed demo %s --record %s", sc.Name, sc.Name, rec)
 			}
-			lines := strings.Split(out, "\n")
-			if len(lines) < 5 || !strings.HasPrefix(lines[0], "VERDICT: "+tc.class+" (confidence ") ||
-				!strings.HasPrefix(lines[1], "  - ") || !strings.HasPrefix(lines[2], "  - ") || !strings.HasPrefix(lines[3], "  - ") ||
-				!strings.HasPrefix(lines[4], "DECISION: ") {
-				t.Errorf("the first five lines are not verdict, three evidence lines, decision:\n%s", strings.Join(lines[:min(6, len(lines))], "\n"))
+			report := func(env []string, args ...string) string {
+				t.Helper()
+				r := clitest.Run(t, gpufeed(t), clitest.Cmd{Args: append([]string{"report"}, append(args, rec)...), Env: env})
+				if r.Code != 0 || r.Stderr != "" {
+					t.Fatalf("report %v: exit %d, stderr %q", args, r.Code, r.Stderr)
+				}
+				return r.Stdout
 			}
-			golden.Check(t, filepath.Join("testdata", tc.name+".text"), out)
+			out := report(nil)
+			golden.Check(t, filepath.Join("testdata", "demo-"+sc.Name+".text"), out)
+			for _, columns := range []string{"", "40", "80", "100", "120", "200"} {
+				env := []string{"COLUMNS=" + columns}
+				text := out
+				if columns != "" {
+					text = report(env)
+				}
+				lines := strings.Split(strings.TrimSuffix(text, "\n"), "\n")
+				if len(lines) > 15 {
+					t.Errorf("COLUMNS=%s: %d lines, want at most 15:\n%s", columns, len(lines), text)
+				}
+				width := 120
+				if n, err := strconv.Atoi(columns); err == nil && n < width {
+					width = n
+				}
+				for _, l := range lines {
+					if n := utf8.RuneCountInString(l); n > width {
+						t.Errorf("COLUMNS=%s: a line of %d columns, want at most %d: %q", columns, n, width, l)
+					}
+				}
+				if !strings.HasPrefix(strings.Join(strings.Fields(text), " "), "VERDICT: "+string(sc.Expect)+" (confidence ") {
+					t.Errorf("COLUMNS=%s: the report does not lead with the verdict: %q", columns, lines[0])
+				}
+				if i := slices.IndexFunc(lines, func(l string) bool { return strings.HasPrefix(l, "DECISION: ") }); i < 0 || i > 8 {
+					t.Errorf("COLUMNS=%s: no decision after the verdict and its numbers:\n%s", columns, text)
+				}
+			}
+			for _, say := range []string{"100 samples of 100ms over 10.0 s", "100 samples of 100 ms"} {
+				if n := strings.Count(out, say); n > 1 {
+					t.Errorf("%q said %d times", say, n)
+				}
+			}
+
+			js := report(nil, "-o", "json")
+			golden.Check(t, filepath.Join("testdata", "demo-"+sc.Name+".json"), js)
+			verbose := report(nil, "-v")
+			golden.Check(t, filepath.Join("testdata", "demo-"+sc.Name+".verbose.text"), verbose)
+			var r render.Report
+			if err := json.Unmarshal([]byte(js), &r); err != nil {
+				t.Fatal(err)
+			}
+			verboseHoldsReport(t, verbose, &r)
 		})
+	}
+}
+
+// verboseHoldsReport checks that the verbose text shows everything the
+// report holds: the verdict, every finding with all its evidence and its
+// change, every process and thread (or the line that counts the quiet
+// ones), the host, the GPUs, the observer, the counts, events and what was
+// not visible.
+func verboseHoldsReport(t *testing.T, text string, r *render.Report) {
+	t.Helper()
+	has := func(what, s string) {
+		t.Helper()
+		if s = safetext.Clean(s); s != "" && !strings.Contains(text, s) {
+			t.Errorf("-v lacks %s: %q", what, s)
+		}
+	}
+	if v := r.Verdict; v != nil {
+		has("the verdict", string(v.Class))
+		has("the verdict's summary", v.Summary)
+		has("the decision", v.Decision)
+		has("what is missing", v.Missing)
+		has("the confidence's basis", v.Basis)
+	}
+	for _, f := range r.Findings {
+		has("a finding", f.ID)
+		has("a claim", f.Claim)
+		has("a subject", f.Subject)
+		for _, e := range f.Evidence {
+			val := e.Text
+			if val == "" {
+				val = render.Quantity(e.Value, e.Unit)
+			}
+			has("evidence of "+f.ID, e.What+": "+val)
+			has("an evidence window of "+f.ID, e.Window)
+			has("an evidence source of "+f.ID, e.Source)
+		}
+		has("the change of "+f.ID, f.Decision)
+	}
+	quiet := strings.Contains(text, "quiet threads")
+	for _, p := range r.Processes {
+		has("a process", fmt.Sprintf("pid %d %s", p.PID, p.Comm))
+		for _, th := range p.Threads {
+			if !quiet && !strings.Contains(text, fmt.Sprintf("  %d  ", th.TID)) {
+				t.Errorf("-v lacks thread %d", th.TID)
+			}
+		}
+	}
+	if r.Host != nil {
+		has("the host", "HOST (")
+		for _, d := range r.Host.Disks {
+			has("a disk", d.Name)
+		}
+	}
+	for _, g := range r.GPUs {
+		has("a GPU", g.Name)
+	}
+	if r.Observer != nil {
+		has("the observer", "OBSERVER: gpufeed used")
+	}
+	has("the counts", "COUNTS: ")
+	for _, e := range r.Events {
+		has("an event", e.Text)
+	}
+	for _, nv := range r.NotVisible {
+		has("what was not visible", nv.Why)
+	}
+	for _, n := range r.Notes {
+		has("a note", n)
 	}
 }

@@ -44,7 +44,7 @@ type diagnoseOpts struct {
 	pid      pidValue
 	duration time.Duration
 	interval time.Duration
-	format   string
+	out      outputFlags
 	record   string
 	perfetto string
 	// root is --root (the host's / seen from a container); procRoot and
@@ -102,7 +102,7 @@ it watches.`,
 	f.Var(&o.pid, "pid", "attach to the running process `PID` (and its descendants)")
 	addDurationFlag(f, &o.duration, "duration", sample.DefaultDuration, "how long to observe")
 	addDurationFlag(f, &o.interval, "interval", sample.DefaultInterval, "per-thread sampling interval")
-	addOutputFlag(f, &o.format)
+	o.out.add(cmd)
 	addPerfettoFlag(f, &o.perfetto)
 	f.StringVar(&o.record, "record", "", "also save the raw samples to `FILE` (judge it later with gpufeed report)")
 	addRootFlag(f, &o.root)
@@ -111,7 +111,7 @@ it watches.`,
 	f.StringVar(&o.device, "device", "auto", "GPU source: auto, none, nvml or sim:PATH")
 	f.StringVar(&o.kmsgPath, "kmsg", kmsg.DefaultPath, "the kernel log device (falls back to dmesg, then journalctl -k)")
 	f.StringVar(&o.cmdOutput, "cmd-output", "", "write the launched command's stdout and stderr to `FILE` (default: gpufeed's stderr; stdout is the report's)")
-	f.BoolVar(&o.pyStacks, "py-stacks", false, "at the end of the window, dump every Python thread's stack and the GIL holder with py-spy (needs py-spy installed)")
+	f.BoolVar(&o.pyStacks, "py-stacks", false, "read every Python thread's stack and the GIL holder (built-in CPython 3.8-3.13 reader; py-spy for other versions where installed; needs CAP_SYS_PTRACE for another user's process)")
 	return cmd
 }
 
@@ -179,7 +179,7 @@ func runDiagnose(cmd *cobra.Command, o diagnoseOpts, args []string) error {
 	case err != nil:
 		return err
 	}
-	if err := writeReport(cmd.OutOrStdout(), res.Report, o.format); err != nil {
+	if err := writeReport(cmd, "diagnose", res.Report, o.out); err != nil {
 		return err
 	}
 	if err := perfettoReport(o.perfetto, res.Report); err != nil {

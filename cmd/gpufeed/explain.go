@@ -13,6 +13,7 @@ import (
 	"github.com/gpufeed/gpufeed/internal/judge"
 	"github.com/gpufeed/gpufeed/internal/judge/tracejudge"
 	"github.com/gpufeed/gpufeed/internal/render"
+	"github.com/gpufeed/gpufeed/internal/safetext"
 )
 
 func init() { subcommands = append(subcommands, newExplainCmd) }
@@ -61,7 +62,7 @@ Exit status: 0, or 3 when no finding has that ID (the error lists the nearest).`
 			} else if near := nearIDs(id, docs); len(near) > 0 {
 				msg += "; did you mean " + strings.Join(near, ", ") + "?"
 			}
-			fmt.Fprintln(cmd.ErrOrStderr(), "gpufeed:", render.Clean(msg+" (gpufeed explain lists them all)"))
+			fmt.Fprintln(cmd.ErrOrStderr(), "gpufeed:", safetext.Clean(msg+" (gpufeed explain lists them all)"))
 			return exitCode(exitUnknownID)
 		},
 	}

@@ -11,6 +11,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"github.com/gpufeed/gpufeed/internal/render"
 )
 
 // The flag types every command shares, so that the same thing has one name
@@ -80,8 +82,8 @@ func newFormat(p *string) *formatValue {
 }
 
 func (f *formatValue) Set(s string) error {
-	v := strings.ToLower(strings.TrimSpace(s))
-	if v != "text" && v != "json" {
+	v, err := render.ParseFormat(s) // the formats are render's
+	if err != nil {
 		return errors.New("unknown format")
 	}
 	*f = formatValue(v)
@@ -90,7 +92,9 @@ func (f *formatValue) Set(s string) error {
 
 func (f *formatValue) String() string { return string(*f) }
 func (f *formatValue) Type() string   { return "format" }
-func (f *formatValue) want() string   { return "an output format: text or json" }
+func (f *formatValue) want() string {
+	return "an output format: " + strings.Join(render.Formats(), " or ")
+}
 
 // pidValue is --pid: a positive integer.
 type pidValue int
@@ -136,7 +140,7 @@ func (c *choiceValue) want() string   { return "one of " + strings.Join(c.choice
 
 // addOutputFlag adds -o/--output to a command.
 func addOutputFlag(f *pflag.FlagSet, p *string) {
-	f.VarP(newFormat(p), "output", "o", "output format: text or json")
+	f.VarP(newFormat(p), "output", "o", "output format: "+strings.Join(render.Formats(), " or "))
 }
 
 // addDurationFlag adds a duration flag that takes bare seconds.

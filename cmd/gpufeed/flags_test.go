@@ -63,13 +63,13 @@ func TestBareSecondsAndAnyCaseFormat(t *testing.T) {
 			t.Fatalf("--duration %s: exit %d: %s", tc.duration, code, stderr)
 		}
 		var rep struct {
-			WindowSec *float64 `json:"window_s"`
+			WindowNS *int64 `json:"window_ns"`
 		}
 		if err := json.Unmarshal([]byte(out), &rep); err != nil {
 			t.Fatalf("-o JSON: not JSON: %v", err)
 		}
-		if rep.WindowSec == nil || *rep.WindowSec != tc.want {
-			t.Errorf("--duration %s: window %v s, want %v", tc.duration, rep.WindowSec, tc.want)
+		if rep.WindowNS == nil || float64(*rep.WindowNS) != tc.want*1e9 {
+			t.Errorf("--duration %s: window %v ns, want %v s", tc.duration, rep.WindowNS, tc.want)
 		}
 	}
 	out, stderr, code := run(t, "diagnose", "--root", hostRoot(t, "../../testdata/proc/trainer", ""),

@@ -31,7 +31,7 @@ func TestDiagnoseFrozenJob(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec := filepath.Join(t.TempDir(), "hang.gpufeed")
-	args := []string{"diagnose", "--pid", strconv.Itoa(r.PID), "--duration", "2500ms", "--device", "none", "--record", rec}
+	args := []string{"diagnose", "--pid", strconv.Itoa(r.PID), "--duration", "2500ms", "--device", "none", "--record", rec, "-v"}
 	wants := []string{"blocked-threads", "2 read on pipe", "anon_pipe_read"}
 	if _, err := exec.LookPath("py-spy"); err == nil {
 		// --py-stacks without py-spy fails before the window
@@ -51,7 +51,7 @@ func TestDiagnoseFrozenJob(t *testing.T) {
 			t.Errorf("the report lacks %q:\n%s", want, live)
 		}
 	}
-	replayed, stderr, code := run(t, "report", rec)
+	replayed, stderr, code := run(t, "report", "-v", rec)
 	if code != 0 {
 		t.Fatalf("report exited %d: %s", code, stderr)
 	}

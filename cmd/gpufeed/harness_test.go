@@ -3,7 +3,10 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/gpufeed/gpufeed/internal/clitest"
 )
@@ -13,7 +16,22 @@ import (
 // its outputs compared with golden files by golden.Check (-update rewrites
 // them, a difference prints a unified diff).
 
-func TestMain(m *testing.M) { os.Exit(clitest.Main(m)) }
+// Every run writes the same generated_at (render.Now honours
+// SOURCE_DATE_EPOCH), so JSON outputs compare with their goldens.
+func TestMain(m *testing.M) {
+	os.Setenv("SOURCE_DATE_EPOCH", "1767225600") // 2026-01-01T00:00:00Z
+	os.Exit(clitest.Main(m))
+}
+
+// stableJSON replaces this host's name in a JSON output with HOSTNAME, for
+// goldens of outputs that name the host gpufeed runs on.
+func stableJSON(out string) string {
+	h, err := os.Hostname()
+	if err != nil || h == "" {
+		return out
+	}
+	return strings.ReplaceAll(out, `"hostname": "`+h+`"`, `"hostname": "HOSTNAME"`)
+}
 
 // gpufeed is the binary under test.
 func gpufeed(t testing.TB) string {
@@ -26,6 +44,25 @@ func run(t testing.TB, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
 	r := clitest.Run(t, gpufeed(t), clitest.Cmd{Args: args})
 	return r.Stdout, r.Stderr, r.Code
+}
+
+// validateSchema checks a JSON output against the committed contract,
+// docs/gpufeed.schema.json (outputs that cannot be golden: live runs).
+func validateSchema(t testing.TB, out string) {
+	t.Helper()
+	c := jsonschema.NewCompiler()
+	c.AssertFormat()
+	s, err := c.Compile(filepath.Join("..", "..", "docs", "gpufeed.schema.json"))
+	if err != nil {
+		t.Fatalf("the schema does not compile: %v", err)
+	}
+	doc, err := jsonschema.UnmarshalJSON(strings.NewReader(out))
+	if err != nil {
+		t.Fatalf("not JSON: %v\n%.300s", err, out)
+	}
+	if err := s.Validate(doc); err != nil {
+		t.Errorf("the output does not follow docs/gpufeed.schema.json:\n%v", err)
+	}
 }
 
 // hostRoot lays out a directory as --root wants it: proc and sys (either

@@ -1,19 +1,63 @@
 package main
 
 import (
-	"fmt"
 	"io"
+	"os"
+	"strconv"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 
 	"github.com/gpufeed/gpufeed/internal/render"
 )
 
-// writeReport writes the report in the chosen format.
-func writeReport(w io.Writer, r *render.Report, format string) error {
-	switch format {
-	case "text":
-		return render.Text(w, r)
-	case "json":
-		return render.JSON(w, r)
+// outputFlags are the flags every command that writes a report shares:
+// the format and how much of the report to show.
+type outputFlags struct {
+	format  string
+	verbose bool
+}
+
+func (o *outputFlags) add(cmd *cobra.Command) {
+	f := cmd.Flags()
+	addOutputFlag(f, &o.format)
+	f.BoolVarP(&o.verbose, "verbose", "v", false, "show every finding's evidence and the tables (text)")
+}
+
+// parse checks the format before any work is done.
+func (o *outputFlags) parse() (render.Format, error) { return render.ParseFormat(o.format) }
+
+func (o *outputFlags) options(w io.Writer) render.Options {
+	return render.Options{Verbose: o.verbose, Width: terminalWidth(w)}
+}
+
+// terminalWidth is the width text wraps to: $COLUMNS when set, else the
+// terminal's when w is one, else render.DefaultWidth (render caps it).
+func terminalWidth(w io.Writer) int {
+	if n, err := strconv.Atoi(os.Getenv("COLUMNS")); err == nil && n > 0 {
+		return n
 	}
-	return fmt.Errorf("output format %q: want text or json", format)
+	if f, ok := w.(*os.File); ok {
+		if ws, err := unix.IoctlGetWinsize(int(f.Fd()), unix.TIOCGWINSZ); err == nil && ws.Col > 0 {
+			return int(ws.Col)
+		}
+	}
+	return render.DefaultWidth
+}
+
+// writeReport writes a diagnose or report document.
+func writeReport(cmd *cobra.Command, command string, r *render.Report, o outputFlags) error {
+	format, err := o.parse()
+	if err != nil {
+		return err
+	}
+	r.Header = render.NewHeader(command, version, r.Machine.Hostname)
+	w := cmd.OutOrStdout()
+	return render.Write(w, format, r, o.options(w))
+}
+
+// hostname is this host's name, "" when it cannot be read.
+func hostname() string {
+	h, _ := os.Hostname()
+	return h
 }

@@ -26,8 +26,8 @@ func checkPerfetto(path string) error {
 	return nil
 }
 
-// writePerfetto writes the file with write and says what it holds on stderr.
-func writePerfetto(path string, write func(f *os.File) (render.PerfettoStats, error)) error {
+// writePerfetto writes doc's timeline to path and says so on stderr.
+func writePerfetto(path string, doc render.Document) error {
 	if path == "" {
 		return nil
 	}
@@ -35,7 +35,7 @@ func writePerfetto(path string, write func(f *os.File) (render.PerfettoStats, er
 	if err != nil {
 		return fmt.Errorf("--perfetto %s: %v", path, err)
 	}
-	st, err := write(f)
+	err = render.Write(f, render.FormatPerfetto, doc, render.Options{})
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -46,22 +46,9 @@ func writePerfetto(path string, write func(f *os.File) (render.PerfettoStats, er
 	if fi, err := os.Stat(path); err == nil {
 		size = fi.Size()
 	}
-	warn("wrote the timeline to %s (Perfetto: %d tracks, %d counter values, %d slices, %d instants, %s); open it in ui.perfetto.dev",
-		path, st.Tracks, st.Counters, st.Slices, st.Instants, humanBytes(size))
+	warn("wrote the timeline to %s (Perfetto, %s); open it in ui.perfetto.dev", path, render.Bytes(float64(size)))
 	return nil
 }
 
-func humanBytes(n int64) string {
-	switch {
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%d B", n)
-}
-
 // perfettoReport writes a live report's timeline.
-func perfettoReport(path string, rep *render.Report) error {
-	return writePerfetto(path, func(f *os.File) (render.PerfettoStats, error) { return render.Perfetto(f, rep) })
-}
+func perfettoReport(path string, rep *render.Report) error { return writePerfetto(path, rep) }

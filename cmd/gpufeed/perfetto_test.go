@@ -21,7 +21,7 @@ func TestPerfettoFlagWritesTheTimeline(t *testing.T) {
 	if code != 0 || with != plain {
 		t.Fatalf("report --perfetto: exit %d, report changed: %v", code, with != plain)
 	}
-	if !strings.Contains(stderr, "wrote the timeline to "+out+" (Perfetto: ") || !strings.Contains(stderr, "ui.perfetto.dev") {
+	if !strings.Contains(stderr, "wrote the timeline to "+out+" (Perfetto, ") || !strings.Contains(stderr, "ui.perfetto.dev") {
 		t.Errorf("stderr %q does not say what was written", stderr)
 	}
 	b, err := os.ReadFile(out)

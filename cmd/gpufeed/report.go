@@ -12,7 +12,8 @@ import (
 func init() { subcommands = append(subcommands, newReportCmd) }
 
 func newReportCmd() *cobra.Command {
-	var format, perfetto string
+	var out outputFlags
+	var perfetto string
 	cmd := &cobra.Command{
 		Use:   "report FILE",
 		Short: "Judge a recording made with diagnose --record, with no process present",
@@ -38,13 +39,13 @@ a note saying so.`,
 				warn("warning: %s", w)
 			}
 			rep := diagnose.Judge(tl, warnings)
-			if err := writeReport(cmd.OutOrStdout(), rep, format); err != nil {
+			if err := writeReport(cmd, "report", rep, out); err != nil {
 				return err
 			}
 			return perfettoReport(perfetto, rep)
 		},
 	}
-	addOutputFlag(cmd.Flags(), &format)
+	out.add(cmd)
 	addPerfettoFlag(cmd.Flags(), &perfetto)
 	return cmd
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -23,9 +24,11 @@ func newSimdevCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "simdev --socket PATH",
 		Short: "Run a simulated GPU (a queueing model of CUDA streams) on a Unix socket",
-		Long: `simdev serves a simulated GPU for machines without one. Workloads submit
-kernels (durations), copies (bytes over a PCIe link) and synchronisations
-through the Go client or python/gpufeed_simdev.py; diagnose observes it with
+		Long: `simdev serves a simulated GPU for machines without one. Workloads drive it
+through the simulated CUDA driver (libgpufeed-simcuda.so, the driver API's
+names; launches go through shared memory with no system call, waits spin,
+yield or block as CUDA's), from C, Go or python/gpufeed_simdev.py; kernels
+carry their durations, copies their bytes over a PCIe link. diagnose observes it with
 --device sim:PATH, or by itself when the target's environment has
 GPUFEED_SIMDEV=PATH. It runs until interrupted.`,
 		Args: wrapArgs(cobra.NoArgs),
@@ -59,9 +62,14 @@ GPUFEED_SIMDEV=PATH. It runs until interrupted.`,
 	addDurationFlag(f, &opt.PointWindow, "point-window", sim.DefaultPointWindow, "width of a fine-grained utilisation point")
 	f.IntVar(&opt.MaxPending, "max-pending", sim.DefaultMaxPending, "operations a stream holds before a submit blocks")
 	f.Float64Var(&opt.PageableFactor, "pageable-factor", sim.DefaultPageableFactor, "pageable/pinned copy bandwidth ratio")
+	f.DurationVar(&opt.LaunchCost, "launch-cost", sim.DefaultLaunchCost, "user CPU each launch, async copy or event record costs the launching thread in the driver")
 	f.StringVar(&opt.Name, "name", "", "device name in reports (default \"gpufeed simulated GPU\")")
 	return cmd
 }
+
+// minLaunchCost is the least --launch-cost: below it the calibrated loop is
+// shorter than a clock read.
+const minLaunchCost = 100 * time.Nanosecond
 
 // checkSimdevFlags refuses what the model cannot run with, naming the flag:
 // on the command line every value is given (the defaults are shown), so a
@@ -74,6 +82,8 @@ func checkSimdevFlags(o sim.Options) error {
 		return fmt.Errorf("--max-pending %d: want 1 to %d operations a stream holds before a submit blocks", o.MaxPending, sim.MaxPendingLimit)
 	case math.IsNaN(o.PageableFactor) || o.PageableFactor <= 0 || o.PageableFactor > 1:
 		return fmt.Errorf("--pageable-factor %g: want a ratio in (0, 1]: a pageable copy runs at this share of a pinned copy's bandwidth", o.PageableFactor)
+	case o.LaunchCost < minLaunchCost || o.LaunchCost > sim.MaxLaunchCost:
+		return fmt.Errorf("--launch-cost %v: want %v to %v of CPU per launch", o.LaunchCost, minLaunchCost, sim.MaxLaunchCost)
 	case o.PointWindow < sim.MinPointWindow || o.PointWindow > sim.DefaultRetention:
 		return fmt.Errorf("--point-window %v: want %v to %v", o.PointWindow, sim.MinPointWindow, sim.DefaultRetention)
 	}

@@ -64,8 +64,8 @@ func TestDiagnoseMeasuresTheSimulatedDutyCycle(t *testing.T) {
 	}
 	var rep struct {
 		GPUs []struct {
-			UtilMean *float64 `json:"util_mean"`
-			UtilN    int      `json:"util_n"`
+			UtilMean *float64 `json:"util_mean_percent"`
+			UtilN    int      `json:"util_samples"`
 		} `json:"gpus"`
 	}
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -16,7 +17,7 @@ func TestSimdevServesUntilCancelled(t *testing.T) {
 	root := newRootCmd()
 	var stderr strings.Builder
 	root.SetErr(&stderr)
-	root.SetArgs([]string{"simdev", "--socket", path, "--devices", "2", "--link", "gen5x8"})
+	root.SetArgs([]string{"simdev", "--socket", path, "--devices", "2", "--link", "gen5x8", "--launch-cost", "20us"})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- root.ExecuteContext(ctx) }()
@@ -40,6 +41,9 @@ func TestSimdevServesUntilCancelled(t *testing.T) {
 	c, err := simclient.DialDevice(path, 1)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if got := c.Info().LaunchCostNS; got != 20000 && os.Getenv("GPUFEED_SIMDEV_LAUNCH_US") == "" {
+		t.Errorf("launch cost %d ns, want the 20 us of --launch-cost", got)
 	}
 	c.Launch(5*time.Millisecond, 0)
 	if err := c.SynchronizeDevice(); err != nil {
@@ -94,6 +98,9 @@ func TestSimdevRejectsImpossibleValues(t *testing.T) {
 		{"--point-window", "0s", "--point-window"},
 		{"--point-window", "-20ms", "--point-window"},
 		{"--point-window", "1ns", "--point-window"},
+		{"--launch-cost", "0s", "--launch-cost"},
+		{"--launch-cost", "-1us", "--launch-cost"},
+		{"--launch-cost", "2s", "--launch-cost"},
 	} {
 		root := newRootCmd()
 		root.SetArgs([]string{"simdev", "--socket", filepath.Join(t.TempDir(), "s"), tc.flag, tc.value})

@@ -22,7 +22,8 @@ func init() { subcommands = append(subcommands, newTraceCmd) }
 
 func newTraceCmd() *cobra.Command {
 	var (
-		output   string
+		out      outputFlags
+		rank     int
 		lastStep bool
 		workers  int
 		perfetto string
@@ -35,7 +36,9 @@ file or a directory of rank files, and Nsight Systems SQLite exports
 (nsys export --type sqlite). For each rank it attributes every GPU idle gap to
 what the launching CPU thread was doing instead (DataLoader, synchronisation,
 pageable copy, CPU operators, launch calls), gives the verdict live diagnose
-gives, and prints HTA-compatible and Nsight-style numbers to check it against.
+gives, and (-v) prints HTA-compatible and Nsight-style numbers to check it
+against. With a directory of ranks the ranks table comes first; --rank N
+shows one rank.
 
 "-" reads a Kineto trace from standard input (so do /dev/stdin and
 <(zcat trace.json.gz)). A file that cannot be read is listed with the reason
@@ -43,6 +46,10 @@ at the end of the report and the others are reported; the exit status is 2
 only when nothing could be read.`,
 		Args: wrapArgs(cobra.MinimumNArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			format, err := out.parse()
+			if err != nil {
+				return err
+			}
 			files, skipped, err := load.Expand(args)
 			if err != nil {
 				return asUsage(err)
@@ -54,9 +61,6 @@ only when nothing could be read.`,
 				return err
 			}
 			var res render.TraceResult
-			// The Perfetto timeline needs each trace and its gaps kept
-			// until the end; without --perfetto each trace is dropped once judged.
-			var timelines []render.TraceTimeline
 			var summaries []tracejudge.RankSummary
 			// readErr keeps each unreadable file's error, to return as is
 			// when it is the only file.
@@ -83,7 +87,9 @@ only when nothing could be read.`,
 					r := tracejudge.Analyze(t, tracejudge.Options{IncludeLastStep: lastStep, KeepGaps: perfetto != ""})
 					res.Reports = append(res.Reports, r)
 					if perfetto != "" {
-						timelines = append(timelines, render.TraceTimeline{Trace: t, Report: r})
+						// The timeline needs each trace and its gaps kept until
+						// the end; without --perfetto each is dropped once judged.
+						res.Traces = append(res.Traces, t)
 					}
 					summaries = append(summaries, tracejudge.Summarize(r, t))
 				}
@@ -99,23 +105,25 @@ only when nothing could be read.`,
 				m := tracejudge.CompareRanks(summaries)
 				res.Multi = &m
 			}
-			out := cmd.OutOrStdout()
-			if output == "json" {
-				err = render.TraceJSON(out, res)
-			} else {
-				err = render.TraceText(out, res)
+			res.Header = render.NewHeader("trace", version, hostname())
+			w := cmd.OutOrStdout()
+			ro := out.options(w)
+			if cmd.Flags().Changed("rank") {
+				ro.Rank = &rank
 			}
+			err = render.Write(w, format, &res, ro)
 			if err == nil && len(skipped) > 0 {
 				fmt.Fprintf(cmd.ErrOrStderr(), "gpufeed: %d of %d files not read (listed at the end of the report); the report covers the others\n",
 					len(skipped), len(skipped)+len(files)-failed)
 			}
 			if err == nil {
-				err = writePerfetto(perfetto, func(f *os.File) (render.PerfettoStats, error) { return render.TracePerfetto(f, timelines) })
+				err = writePerfetto(perfetto, &res)
 			}
 			return err
 		},
 	}
-	addOutputFlag(cmd.Flags(), &output)
+	out.add(cmd)
+	cmd.Flags().IntVar(&rank, "rank", 0, "with a directory of rank files: this rank's verdict and findings (-v: its tables too)")
 	addPerfettoFlag(cmd.Flags(), &perfetto)
 	cmd.Flags().BoolVar(&lastStep, "include-last-step", false, "keep the last ProfilerStep (HTA leaves it out by default)")
 	cmd.Flags().IntVar(&workers, "workers", 0, "decoder threads (0: one per CPU)")

@@ -123,7 +123,7 @@ func TestTraceDirectoryWithBadFiles(t *testing.T) {
 	}
 	db.Close()
 
-	out, stderr, code, _ := runIn(t, nil, "trace", dir)
+	out, stderr, code, _ := runIn(t, nil, "trace", "-v", dir)
 	if code != 0 {
 		t.Fatalf("exit %d, want 0 (two ranks were read): %s", code, stderr)
 	}
@@ -196,7 +196,7 @@ func TestTraceFromPipe(t *testing.T) {
 				Shares   json.RawMessage `json:"shares"`
 				Verdict  struct {
 					Class      string  `json:"class"`
-					Confidence float64 `json:"confidence"`
+					Confidence float64 `json:"confidence_percent"`
 				} `json:"verdict"`
 			} `json:"reports"`
 		}
@@ -350,7 +350,7 @@ func TestTraceSharedCorrelationIDs(t *testing.T) {
 	shared := regexp.MustCompile(`"correlation": ?\d+`).ReplaceAllString(buf.String(), `"correlation": 1`)
 	p := filepath.Join(t.TempDir(), "shared.json")
 	os.WriteFile(p, []byte(shared), 0o644)
-	out, stderr, code, _ := runIn(t, nil, "trace", p)
+	out, stderr, code, _ := runIn(t, nil, "trace", "-v", p)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}

@@ -26,19 +26,29 @@ func runTrace(t *testing.T, args ...string) (string, error) {
 // TestTraceGolden runs `gpufeed trace` end to end on real and edge-case
 // traces and compares the output with golden files (go test -update).
 func TestTraceGolden(t *testing.T) {
-	for _, tc := range []struct{ name, path, format string }{
-		{"negative_queue", "../../testdata/traces/negative_queue_length_values_check/rank0.json.gz", "text"},
-		{"ns_resolution", "../../testdata/traces/ns_resolution_trace", "text"},
-		{"ns_resolution_json", "../../testdata/traces/ns_resolution_trace", "json"},
-		{"two_ranks", "../../testdata/traces/trace_filter", "text"},
-		{"cpu_only", "../../testdata/traces/cpu_only", "text"},
-		{"alexnet", "../../testdata/traces/critical_path/alexnet", "text"},
-		{"truncated", "../../testdata/trace-edge/truncated.json", "text"},
-		{"nan", "../../testdata/trace-edge/nan.json", "text"},
-		{"mtia", "../../testdata/mtia/mtia_fixture.json", "text"},
+	for _, tc := range []struct {
+		name, path, format string
+		flags              []string
+	}{
+		{"negative_queue", "../../testdata/traces/negative_queue_length_values_check/rank0.json.gz", "text", nil},
+		{"ns_resolution", "../../testdata/traces/ns_resolution_trace", "text", nil},
+		{"ns_resolution_verbose", "../../testdata/traces/ns_resolution_trace", "text", []string{"-v"}},
+		{"ns_resolution_json", "../../testdata/traces/ns_resolution_trace", "json", nil},
+		{"two_ranks", "../../testdata/traces/trace_filter", "text", nil},
+		{"two_ranks_rank1", "../../testdata/traces/trace_filter", "text", []string{"--rank", "1"}},
+		{"two_ranks_verbose", "../../testdata/traces/trace_filter", "text", []string{"-v"}},
+		{"two_ranks_json", "../../testdata/traces/trace_filter", "json", nil},
+		{"cpu_only", "../../testdata/traces/cpu_only", "text", nil},
+		{"alexnet", "../../testdata/traces/critical_path/alexnet", "text", nil},
+		{"alexnet_verbose", "../../testdata/traces/critical_path/alexnet", "text", []string{"-v"}},
+		{"truncated", "../../testdata/trace-edge/truncated.json", "text", nil},
+		{"truncated_json", "../../testdata/trace-edge/truncated.json", "json", nil},
+		{"nan", "../../testdata/trace-edge/nan.json", "text", nil},
+		{"mtia", "../../testdata/mtia/mtia_fixture.json", "text", nil},
+		{"mtia_json", "../../testdata/mtia/mtia_fixture.json", "json", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			out, err := runTrace(t, "trace", "-o", tc.format, tc.path)
+			out, err := runTrace(t, append(append([]string{"trace", "-o", tc.format}, tc.flags...), tc.path)...)
 			if err != nil {
 				t.Fatalf("gpufeed trace: %v\n%s", err, out)
 			}
@@ -49,7 +59,8 @@ func TestTraceGolden(t *testing.T) {
 				if err := json.Unmarshal([]byte(out), &v); err != nil {
 					t.Fatalf("not JSON: %v", err)
 				}
-			} else if !strings.HasPrefix(out, "VERDICT: ") {
+				out = stableJSON(out)
+			} else if !strings.HasPrefix(out, "VERDICT: ") && !strings.HasPrefix(out, "RANKS: ") {
 				t.Errorf("text output does not lead with the verdict: %.80q", out)
 			}
 			golden.Check(t, filepath.Join("..", "..", "testdata", "golden", "cli", tc.name+ext), out)
@@ -107,7 +118,7 @@ func TestTraceVerdictWording(t *testing.T) {
 		if st, err := os.Stat(p); err != nil || (st.IsDir() && strings.HasSuffix(p, "critical_path")) || strings.Contains(p, "LICENSE") || strings.HasSuffix(p, ".md") {
 			continue
 		}
-		out, err := runTrace(t, "trace", p)
+		out, err := runTrace(t, "trace", "-v", p)
 		if err != nil {
 			t.Errorf("%s: %v", p, err)
 			continue
@@ -132,6 +143,55 @@ func TestTraceVerdictWording(t *testing.T) {
 	if n < 12 {
 		t.Errorf("ran on %d traces, want every testdata trace", n)
 	}
+}
+
+// A trace whose copies carry no byte counts says so: the evidence is "not
+// recorded" with a null value, the copy totals' bytes null, never 0 B.
+func TestTraceBytesNotRecordedIsNull(t *testing.T) {
+	out, err := runTrace(t, "trace", "-o", "json", "../../testdata/trace-edge/copy-no-bytes.json")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	var res struct {
+		Reports []struct {
+			Rules struct {
+				Pageable struct {
+					Count int64  `json:"count"`
+					Bytes *int64 `json:"bytes"`
+				} `json:"pageable_async_copies"`
+			} `json:"rules"`
+			Findings []struct {
+				ID       string `json:"id"`
+				Evidence []struct {
+					What  string   `json:"what"`
+					Value *float64 `json:"value"`
+					Text  string   `json:"text"`
+				} `json:"evidence"`
+			} `json:"findings"`
+		} `json:"reports"`
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil || len(res.Reports) != 1 {
+		t.Fatalf("%v: %s", err, out)
+	}
+	r := res.Reports[0]
+	if r.Rules.Pageable.Count == 0 || r.Rules.Pageable.Bytes != nil {
+		t.Errorf("pageable copies: count %d, bytes %v: want copies and null bytes", r.Rules.Pageable.Count, r.Rules.Pageable.Bytes)
+	}
+	seen := false
+	for _, f := range r.Findings {
+		for _, e := range f.Evidence {
+			if e.What == "bytes copied" {
+				seen = true
+				if e.Value != nil || e.Text != "not recorded" {
+					t.Errorf("%s: bytes copied: value %v text %q, want null and \"not recorded\"", f.ID, e.Value, e.Text)
+				}
+			}
+		}
+	}
+	if !seen {
+		t.Errorf("no bytes-copied evidence:\n%s", out)
+	}
+	golden.Check(t, filepath.Join("..", "..", "testdata", "golden", "cli", "copy_no_bytes_json.json"), stableJSON(out))
 }
 
 // TestTraceOutputsHaveNoInternalReferences runs gpufeed trace, text and

@@ -62,6 +62,46 @@ func TestCheck(t *testing.T) {
 	if p := s.Check(nil, nil); p == "" {
 		t.Error("no verdict accepted")
 	}
+	// A critical finding about a job that runs fails the scenario, even with
+	// the right class.
+	if p := s.Check(v, []finding.Finding{{ID: "launch-thread-descheduled"}, {ID: "job-stalled", Severity: finding.Critical}}); !strings.Contains(p, "critical job-stalled") {
+		t.Errorf("critical finding on a running job: %q", p)
+	}
+	st, _ := Lookup("stalled")
+	if p := st.Check(&finding.Verdict{Class: finding.Stalled}, []finding.Finding{{ID: "job-stalled", Severity: finding.Critical}}); p != "" {
+		t.Errorf("stalled scenario with its critical finding: %q", p)
+	}
+}
+
+// TestSyncVariants: the synchronisation-bound job runs twice, once with
+// blocking waits (sync-bound) and once with CUDA's spinning ones, where the
+// verdict must name neither class; the runner's environment says which.
+func TestSyncVariants(t *testing.T) {
+	block, _ := Lookup("sync-bound")
+	spin, err := Lookup("sync-bound-spin")
+	if err != nil || block.Python != spin.Python || block.Sync != "block" || spin.Sync != "spin" ||
+		spin.Expect != finding.Inconclusive || len(spin.MustFind) == 0 {
+		t.Fatalf("sync-bound %+v, sync-bound-spin %+v (%v)", block, spin, err)
+	}
+	spinFound := []finding.Finding{{ID: "launch-thread-spins-or-submits"}}
+	if p := spin.Check(&finding.Verdict{Class: finding.Inconclusive}, spinFound); p != "" {
+		t.Errorf("spinning, inconclusive: %q", p)
+	}
+	if p := spin.Check(&finding.Verdict{Class: finding.SubmissionBound}, spinFound); !strings.Contains(p, "expected inconclusive") {
+		t.Errorf("spinning, submission-bound without waiting for a CPU: %q", p)
+	}
+	if p := spin.Check(&finding.Verdict{Class: finding.SubmissionBound}, append(spinFound, finding.Finding{ID: "launch-thread-descheduled"})); p != "" {
+		t.Errorf("spinning on a crowded host, submission-bound with the launch thread descheduled: %q", p)
+	}
+	if p := spin.Check(&finding.Verdict{Class: finding.SyncBound}, spinFound); p == "" {
+		t.Error("spinning judged sync-bound accepted")
+	}
+	if m := syncMode([]string{"GPUFEED_SIMDEV_SYNC=spin", "PATH=/bin", "GPUFEED_SIMDEV_SYNC=block"}); m != "block" {
+		t.Errorf("the last GPUFEED_SIMDEV_SYNC counts: got %q", m)
+	}
+	if m := syncMode([]string{"PATH=/bin"}); m != "" {
+		t.Errorf("no GPUFEED_SIMDEV_SYNC: got %q", m)
+	}
 }
 
 // TestPythonWorkloadsCompile byte-compiles every embedded script with the
@@ -76,8 +116,14 @@ func TestPythonWorkloadsCompile(t *testing.T) {
 		t.Fatal(err)
 	}
 	files, _ := filepath.Glob(filepath.Join(dir, "*.py"))
-	if len(files) < len(scenarios) {
-		t.Fatalf("%d files written", len(files))
+	scripts := map[string]bool{}
+	for _, s := range scenarios {
+		if s.Python != "" {
+			scripts[s.Python] = true
+		}
+	}
+	if len(files) < len(scripts)+2 { // and demo_common.py, the client
+		t.Fatalf("%d files written for %d scripts", len(files), len(scripts))
 	}
 	cmd := exec.Command(py, append([]string{"-m", "py_compile"}, files...)...)
 	cmd.Env = append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1", "PYTHONPYCACHEPREFIX="+t.TempDir())

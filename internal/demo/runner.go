@@ -102,6 +102,17 @@ func Start(ctx context.Context, sc Scenario, o Options) (r *Run, err error) {
 		"GPUFEED_DEMO_SECONDS="+strconv.Itoa(int(o.Lifetime.Seconds())),
 		"GPUFEED_DEMO_READY_FD=3",
 	)
+	if sc.Sync != "" {
+		env = append(env, "GPUFEED_SIMDEV_SYNC="+sc.Sync) // the last one counts
+	}
+	if m := syncMode(env); m != "" {
+		say := map[string]string{"spin": "spin", "yield": "yield the CPU in a loop", "block": "block (sleep until done)",
+			"auto": "follow CUDA's default (spin while contexts < CPUs)"}[m]
+		if say == "" {
+			say = "are set to an unknown mode"
+		}
+		r.Notes = append(r.Notes, "the workload's CUDA waits "+say+" (GPUFEED_SIMDEV_SYNC="+m+")")
+	}
 	var args []string
 	if sc.Python != "" {
 		pyDir := filepath.Join(r.dir, "py")
@@ -305,6 +316,18 @@ func findPython(ctx context.Context) (string, error) {
 		return exe, nil
 	}
 	return p, nil
+}
+
+// syncMode is the GPUFEED_SIMDEV_SYNC an environment gives its process
+// (the last entry counts, as exec's), or "".
+func syncMode(env []string) string {
+	m := ""
+	for _, e := range env {
+		if v, ok := strings.CutPrefix(e, "GPUFEED_SIMDEV_SYNC="); ok {
+			m = v
+		}
+	}
+	return m
 }
 
 func pathListSep(rest string) string {

@@ -5,12 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/gpufeed/gpufeed/internal/judge/frozen"
 	"github.com/gpufeed/gpufeed/internal/kmsg"
 	"github.com/gpufeed/gpufeed/internal/procfs"
+	"github.com/gpufeed/gpufeed/internal/profile"
 	"github.com/gpufeed/gpufeed/internal/profile/pyspy"
+	"github.com/gpufeed/gpufeed/internal/pystack"
 	"github.com/gpufeed/gpufeed/internal/timeline"
 )
 
@@ -26,14 +29,59 @@ type EndOfWindow struct {
 	FS procfs.FS
 	// Kmsg reads the kernel log (its Since is set here from the job's age).
 	Kmsg kmsg.Reader
-	// PyStacks runs py-spy dump on the job's live Python processes.
+	// PyStacks dumps the stacks of the job's live Python processes with
+	// the built-in reader (internal/pystack), or with py-spy where the
+	// reader cannot read a process (a version it has no layout for) and
+	// py-spy is installed.
 	PyStacks bool
 	// PySpy runs py-spy (nil: the real command).
 	PySpy pyspy.Runner
+	// Builtin replaces the built-in reader (tests); nil: pystack.
 	// MaxPyStacks bounds the processes dumped: py-spy pauses each while it
 	// reads its stacks.
 	MaxPyStacks int
+	Builtin     func(pid int) (profile.Process, error)
 }
+
+// dumpStacks reads pid's stacks with the built-in reader, and with py-spy
+// where the reader cannot read this interpreter; the text is py-spy's dump
+// format either way. A denied read is not retried with py-spy: it needs
+// the same privilege.
+func dumpStacks(ctx context.Context, cfg EndOfWindow, pid int) ([]byte, error) {
+	read := cfg.Builtin
+	if read == nil {
+		read = func(pid int) (profile.Process, error) {
+			t, err := pystack.Open(cfg.FS, pid)
+			if err != nil {
+				return profile.Process{}, err
+			}
+			return t.Dump()
+		}
+	}
+	p, err := read(pid)
+	if err == nil {
+		var sb strings.Builder
+		_ = profile.FormatDump(&sb, []profile.Process{p})
+		return []byte(sb.String()), nil
+	}
+	if procfs.IsDenied(err) || procfs.IsVanished(err) {
+		return nil, &builtinError{err}
+	}
+	raw, _, perr := pyspy.Dump(ctx, pid, cfg.PySpy)
+	if perr == nil {
+		return raw, nil
+	}
+	if errors.Is(perr, pyspy.ErrNotInstalled) {
+		return nil, &builtinError{err} // the reader's reason, not py-spy's absence
+	}
+	return nil, fmt.Errorf("%v; py-spy: %w", err, perr)
+}
+
+// builtinError is why the built-in reader could not read a process.
+type builtinError struct{ err error }
+
+func (e *builtinError) Error() string { return e.err.Error() }
+func (e *builtinError) Unwrap() error { return e.err }
 
 // EventWriter records events as they are added (timeline.Writer does).
 type EventWriter interface {
@@ -96,11 +144,7 @@ func (cfg EndOfWindow) Read(ctx context.Context, tl *timeline.Timeline, rec Even
 				add(timeline.Event{T: last, Kind: timeline.EventPyStacksError, Text: fmt.Sprintf("dumped the first %d Python processes only", limit)})
 				break
 			}
-			raw, _, err := pyspy.Dump(ctx, pid, cfg.PySpy)
-			if errors.Is(err, pyspy.ErrNotInstalled) {
-				add(timeline.Event{T: last, Kind: timeline.EventPyStacksError, Text: err.Error()})
-				break
-			}
+			raw, err := dumpStacks(ctx, cfg, pid)
 			if err != nil {
 				add(timeline.Event{T: last, Kind: timeline.EventPyStacksError, PID: pid, Text: err.Error()})
 				continue

@@ -6,6 +6,8 @@ import (
 	"os"
 
 	"github.com/gpufeed/gpufeed/internal/gpu"
+	"github.com/gpufeed/gpufeed/internal/profile"
+	"github.com/gpufeed/gpufeed/internal/pystack"
 	"github.com/gpufeed/gpufeed/internal/sample"
 	"github.com/gpufeed/gpufeed/internal/timeline"
 )
@@ -27,6 +29,10 @@ type Observation struct {
 	// Warn, when set, is told what went wrong without stopping the run
 	// (the sampler's last error, a recording that could not be finished).
 	Warn func(string)
+	// PySamples, when set, samples the Python stacks of the tree under
+	// PySamplesRoot over the window (diagnose --py-stacks).
+	PySamples     *pystack.Sampler
+	PySamplesRoot int
 }
 
 // Observe runs a prepared sampler for its window (recording it when asked),
@@ -53,7 +59,19 @@ func Observe(ctx context.Context, s *sample.Sampler, o Observation, finish func(
 	if o.Progress != nil {
 		s.SetProgress(o.Progress)
 	}
+	var tops chan []profile.Top
+	stopPy := func() {}
+	if o.PySamples != nil && o.PySamplesRoot > 0 {
+		pctx, cancel := context.WithCancel(ctx)
+		stopPy = cancel
+		tops = make(chan []profile.Top, 1)
+		go func() { tops <- o.PySamples.Run(pctx, o.PySamplesRoot) }()
+	}
 	tl, runErr := s.Run(ctx)
+	stopPy()
+	if tops != nil && tl != nil {
+		addPySamples(tl, rec, <-tops)
+	}
 	if o.ProgressDone != nil {
 		o.ProgressDone()
 	}
@@ -89,4 +107,24 @@ func Observe(ctx context.Context, s *sample.Sampler, o Observation, finish func(
 		}
 	}
 	return tl, nil
+}
+
+// addPySamples adds each sampled process's Top to the timeline (and its
+// recording) at the window's last tick.
+func addPySamples(tl *timeline.Timeline, rec *timeline.Writer, tops []profile.Top) {
+	var last int64
+	if n := len(tl.Ticks); n > 0 {
+		last = tl.Ticks[n-1].T
+	}
+	for _, t := range tops {
+		text, err := profile.FormatTop(t)
+		if err != nil {
+			continue
+		}
+		e := timeline.Event{T: last, Kind: timeline.EventPySamples, PID: t.PID, Text: text}
+		tl.Events = append(tl.Events, e)
+		if rec != nil {
+			_ = rec.WriteEvent(e)
+		}
+	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/gpufeed/gpufeed/internal/kmsg"
 	"github.com/gpufeed/gpufeed/internal/procfs"
 	"github.com/gpufeed/gpufeed/internal/profile/pyspy"
+	"github.com/gpufeed/gpufeed/internal/pystack"
 	"github.com/gpufeed/gpufeed/internal/render"
 	"github.com/gpufeed/gpufeed/internal/sample"
 	"github.com/gpufeed/gpufeed/internal/timeline"
@@ -46,6 +47,9 @@ type Options struct {
 	// PySpy runs py-spy (nil: the real command).
 	PyStacks bool
 	PySpy    pyspy.Runner
+	// PyRate is the Python sampling rate over the window with PyStacks
+	// (0: pystack.DefaultRate).
+	PyRate float64
 	// Record, Progress, ProgressDone and Warn are as in Observation.
 	Record       string
 	Progress     sample.Progress
@@ -188,6 +192,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	obs := Observation{GPU: src, Record: o.Record, Progress: o.Progress, ProgressDone: o.ProgressDone, Warn: o.Warn,
 		EndOfWindow: EndOfWindow{FS: fsys, Kmsg: o.Kmsg, PyStacks: o.PyStacks, PySpy: o.PySpy}}
+	if o.PyStacks {
+		obs.PySamples, obs.PySamplesRoot = &pystack.Sampler{FS: fsys, Rate: o.PyRate}, cfg.PID
+	}
 	tl, err := Observe(ctx, s, obs, func(tl *timeline.Timeline) {
 		tl.Meta.Notes = append(tl.Meta.Notes, notes...)
 		if zombie != nil && zombie.HasExit {

@@ -12,6 +12,14 @@ import (
 // (the launch thread's waits not read, or no launch thread).
 const Unexplained finding.Class = ""
 
+// SpinOrSubmit is the attribution key of GPU idle time that passed while the
+// launch thread was on a CPU but that /proc cannot give to one class: it was
+// either submitting work (submission-bound) or spinning in a synchronisation
+// (sync-bound), which CUDA does by default and which looks the same from
+// outside the thread (running, user time, no system call). It is not a
+// class: the verdict names neither and says what would separate them.
+const SpinOrSubmit finding.Class = "submission-bound or sync-bound (spinning)"
+
 // Attribution is where the GPU's idle time went. Interval by interval, the
 // idle share (100 % minus utilisation) is attributed to what the CPU side
 // was doing in that interval, following the playbook of seed 002 ("first,
@@ -114,7 +122,7 @@ func attribute(in *Input) Attribution {
 			r, q := L.T.CPUPct[i], nanZero(L.T.WaitPct[i])
 			if r+q >= thresholds.LaunchSaturatedPct {
 				at.LaunchSaturated++
-				w[finding.SubmissionBound] = 1
+				splitSaturated(w, r, q, g, c, idle)
 				break
 			}
 			attributeSpare(w, j, i, mix, r, q, g, c, idle)
@@ -142,12 +150,67 @@ func attribute(in *Input) Attribution {
 	return at
 }
 
+// splitSaturated splits the idle time of an interval in which the launch
+// thread ran r% of it and waited for a CPU q% (r + q at least
+// LaunchSaturatedPct). Its running time is submission work, or a
+// synchronisation that spins: CUDA waits by spinning (cudaDeviceScheduleAuto
+// spins while a process has fewer active contexts than the host has CPUs;
+// CUDA Runtime API, cudaSetDeviceFlags), and a spinning wait is a running
+// thread in user mode with no system call, as a launch loop is. A spin lasts
+// only while work it waits for is unfinished, so at most while the device
+// was busy (kernels or copies, g + c): the thread ran at least
+// r - min(r, g + c) of real work. At the same share of a CPU as it got
+// (r of r + q), that work needs wall = work * (r + q) / r of the interval;
+// if that exceeds the GPU's own time g, the CPU could not keep the GPU fed
+// even with no synchronisation at all: the GPU would still idle 1 - g/wall
+// of the time, and that much of the idle is submission whatever the thread
+// did. Of the rest, the share the thread spent waiting for a CPU (q of
+// r + q) is submission too under either reading: a thread waiting to run
+// cannot launch, nor notice that the GPU finished and queue the next step
+// (the launch thread descheduled). What remains could be either: it goes
+// to SpinOrSubmit.
+//
+// When the copy engines were busier than the kernels (at least
+// TransferMinCopyPct and at least g), the bound does not hold: a copy from
+// pageable memory keeps the thread on the CPU staging it through a bounce
+// buffer (CUDA Driver API, "API synchronization behavior"), and runs below
+// the link's rate for longer than its throughput says, so a wait on it can
+// outlast c. The thread was then moving data or waiting for it, as a
+// thread asleep on the device while copies dominate is (attributeSpare):
+// transfer-bound.
+func splitSaturated(w map[finding.Class]float64, r, q, g, c, idle float64) {
+	if idle <= 0 {
+		w[finding.SubmissionBound] = 1
+		return
+	}
+	if c >= thresholds.TransferMinCopyPct && c >= g {
+		w[finding.TransferBound] = 1
+		return
+	}
+	sure := 0.0
+	if work := r - math.Min(r, math.Min(100, g+c)); work > 0 {
+		if wall := work * (r + q) / r; wall > g {
+			sure = math.Min(idle, 100*(1-g/wall))
+		}
+	}
+	rest := idle - sure
+	desched := 0.0
+	if r+q > 0 {
+		desched = rest * q / (r + q)
+	}
+	w[finding.SubmissionBound] = (sure + desched) / idle
+	if spin := rest - desched; spin > 0 {
+		w[SpinOrSubmit] = spin / idle
+	}
+}
+
 // attributeSpare splits an interval's GPU idle time when the launch thread
 // had spare time (it slept some of the interval). Its sleep can cover at
 // most its own length of the idle time: that part goes to what it slept
 // on, weighted by how long it slept on each kind of wait. The rest of the
 // idle time passed while it ran or waited for a CPU: the CPU side could not
-// produce work faster, which is submission.
+// produce work faster, which is submission, or a spin or a copy's staging,
+// split as splitSaturated splits a saturated interval.
 //
 // Its share in D comes from the two ticks around the interval; the rest of
 // its sleep is split by the window's mix of its sleep readings. A wait on
@@ -202,7 +265,13 @@ func attributeSpare(w map[finding.Class]float64, j *Job, i int, mix [numWaitKind
 		}
 	}
 	if cover < 1 {
-		w[finding.SubmissionBound] += 1 - cover
+		// The rest passed while it ran or waited for a CPU: split as a
+		// saturated interval's idle is (a spin, a pageable copy's staging).
+		onCPU := map[finding.Class]float64{}
+		splitSaturated(onCPU, r, q, g, c, idle)
+		for cls, v := range onCPU {
+			w[cls] += (1 - cover) * v
+		}
 	}
 }
 

@@ -3,6 +3,7 @@ package judge
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -88,19 +89,18 @@ func Classify(in *Input, fs []finding.Finding) finding.Verdict {
 	}
 	top, share := at.Top()
 	unexplained := at.Share[Unexplained]
+	if spin := at.Share[SpinOrSubmit]; spin >= thresholds.ModerateSharePct && spin > share && spin >= unexplained {
+		return spinOrSubmit(in)
+	}
 	if top == "" || share < thresholds.ModerateSharePct || unexplained > share {
 		return inconclusive(unexplainedIdle(in), idleSplit(at))
 	}
 	conf := share / at.IdlePct * at.Coverage()
 	note := ""
 	if share/at.IdlePct*100 < thresholds.DominantCausePct {
-		var rest []string
-		for _, x := range idleSplit(at) {
-			if !strings.HasPrefix(x, string(top)+" ") {
-				rest = append(rest, x)
-			}
-		}
-		note = fmt.Sprintf("; other causes of idle time: %s", strings.Join(rest, ", "))
+		note = fmt.Sprintf("; other causes of idle time: %s", strings.Join(idleSplitExcept(at, top), ", "))
+	} else if spin := at.Share[SpinOrSubmit]; spin >= thresholds.ModerateSharePct {
+		note = fmt.Sprintf("; another %.0f%% of the window's idle time is %s: the launch thread was on a CPU, submitting or spinning in a synchronisation", spin, SpinOrSubmit)
 	}
 	v := verdictFor(top, conf, fs, note)
 	v.Basis = fmt.Sprintf("this cause explains %.0f%% of the GPU's idle time, × %.0f%% of the intervals with the GPU read",
@@ -268,15 +268,34 @@ func unexplainedIdle(in *Input) string {
 	return msg + "; run gpufeed as the job's user or as root so where it sleeps is visible, observe a longer window, or profile it (gpufeed trace on a PyTorch profiler or Nsight Systems trace shows what the launching thread did in each gap)"
 }
 
+// spinOrSubmit is the verdict when most of the GPU's idle time passed while
+// the launch thread was on a CPU doing what /proc cannot tell apart:
+// submitting work or spinning in a synchronisation (splitSaturated). It
+// names no class, as any inconclusive verdict, rather than a wrong one:
+// the summary names both candidates and Missing what separates them.
+func spinOrSubmit(in *Input) finding.Verdict {
+	at := in.Attr
+	v := inconclusive(fmt.Sprintf("what the launch thread %s does while it runs: a synchronisation that spins (CUDA's default wait while a process has fewer active contexts than the host has CPUs) "+
+		"and a thread submitting work both read as a running thread in user mode with no system call; sample its stack a few times (py-spy dump --pid %d), "+
+		"profile a few steps (torch.profiler or Nsight Systems, read with gpufeed trace), or run with blocking synchronisation "+
+		"(cudaDeviceScheduleBlockingSync), in which each wait sleeps and gpufeed sees it", threadName(in.Job.Launch.T), in.Job.Launch.T.PID), nil)
+	v.Summary = fmt.Sprintf("submission-bound or sync-bound, which cannot be told apart from outside the launch thread: it was on a CPU while the GPU idled %.0f%% of the window, "+
+		"either submitting work or spinning in a synchronisation (GPU idle time: %s)", at.IdlePct, strings.Join(idleSplit(at), ", "))
+	return v
+}
+
 // idleSplit lists the idle shares by class, largest first: "submission-bound 31%".
-func idleSplit(at Attribution) []string {
+func idleSplit(at Attribution) []string { return idleSplitExcept(at) }
+
+// idleSplitExcept is idleSplit without the shares of the classes in skip.
+func idleSplitExcept(at Attribution, skip ...finding.Class) []string {
 	type kv struct {
 		c finding.Class
 		v float64
 	}
 	var all []kv
 	for c, v := range at.Share {
-		if v >= 0.5 {
+		if v >= 0.5 && !slices.Contains(skip, c) {
 			all = append(all, kv{c, v})
 		}
 	}

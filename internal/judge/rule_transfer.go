@@ -42,7 +42,7 @@ func runTransfer(in *Input) []finding.Finding {
 	f.Evidence = append(f.Evidence, in.gpuUtilEvidence(),
 		ev(fmt.Sprintf("copy engines busy (PCIe throughput over the %s link's achievable %.1f GB/s), mean", j.LinkName, j.LinkBytesPerSec/1e9),
 			copyStats.Mean, "%", in.window(copyStats.N), "PCIe TX/RX throughput, "+in.gpuSource()))
-	share0 := in.shareEvidence(finding.TransferBound, "copies near the link's ceiling, or the launch thread waiting on the device while copies outlast kernels")
+	share0 := in.shareEvidence(finding.TransferBound, "copies near the link's ceiling, or the launch thread waiting on the device, or on a CPU staging or spinning, while copies outlast kernels")
 	for _, d := range j.Devices {
 		rx, tx := d.PCIeRxBps.Stats(), d.PCIeTxBps.Stats()
 		if rx.N > 0 && !math.IsNaN(rx.P50) {

@@ -40,11 +40,24 @@ func TestSubmissionBoundBothSidesOfSaturation(t *testing.T) {
 			t.Errorf("cpu %v: launch-thread-saturated %+v", tc.cpu, f)
 		}
 	}
-	// Saturated: every idle point goes to submission, confidence 1.
+	// Saturated with the GPU busy 30 %: a spinning synchronisation could
+	// have taken at most those 30 points of its 90, so its work was at least
+	// 60, twice the GPU's: even with no synchronisation the GPU would idle
+	// half the time. 50 of the 70 idle points are surely submission, 20 may
+	// be a spin; confidence 50/70.
 	s := &synth{n: 50, util: constF(30), procs: []*sProc{trainer(&sThread{cpu: constF(thresholds.LaunchSaturatedPct), wait: constF(0)})}}
 	v, _, in := s.judge()
-	if math.Abs(in.Attr.Share[finding.SubmissionBound]-70) > 0.01 || v.Confidence != 1 {
-		t.Errorf("saturated: share %v confidence %v, want 70 and 1", in.Attr.Share, v.Confidence)
+	if math.Abs(in.Attr.Share[finding.SubmissionBound]-50) > 0.01 || math.Abs(in.Attr.Share[SpinOrSubmit]-20) > 0.01 || v.Class != finding.SubmissionBound || v.Confidence != 0.71 {
+		t.Errorf("saturated: %s, share %v confidence %v, want submission-bound, 50 and 20 spin-or-submit, 0.71", v.Class, in.Attr.Share, v.Confidence)
+	}
+	if !strings.Contains(v.Summary, "another 20% of the window's idle time is "+string(SpinOrSubmit)) {
+		t.Errorf("saturated: the summary does not name the share that may be a spin: %q", v.Summary)
+	}
+	// With the GPU nearly idle a spin explains next to nothing: every idle
+	// point but a fraction is submission, confidence 1.
+	s = &synth{n: 50, util: constF(2), procs: []*sProc{trainer(&sThread{cpu: constF(95), wait: constF(0)})}}
+	if v, _, in = s.judge(); v.Class != finding.SubmissionBound || v.Confidence != 1 || in.Attr.Share[SpinOrSubmit] > 0.5 {
+		t.Errorf("GPU busy 2 %%: %s confidence %v shares %v, want submission-bound with confidence 1", v.Class, v.Confidence, in.Attr.Share)
 	}
 	// Just below saturation, asleep on a timer the rest: the 11 % of sleep
 	// covers 11 of the 70 idle points.
@@ -206,6 +219,23 @@ func TestTransferBound(t *testing.T) {
 	f := findingByID(fs, "copies-dominate")
 	if f == nil || !strings.Contains(f.Claim, "block the launch thread") || math.Abs(f.Evidence[1].Value-45) > 0.5 || !strings.Contains(f.Decision, "pinned memory") {
 		t.Errorf("finding %+v", f)
+	}
+	// The same copies with the thread on a CPU throughout: a pageable copy
+	// stages through a bounce buffer and a spinning wait on it is user time,
+	// and a copy below the link's rate outlasts its throughput, so the
+	// spin bound does not apply: transfer-bound, not submission-bound.
+	spin := &synth{n: 50, util: constF(10), rxBps: constF(0.45 * link), procs: []*sProc{trainer(&sThread{cpu: constF(99), wait: constF(1), user: 99})}}
+	if v, _, in := spin.judge(); v.Class != finding.TransferBound || in.Attr.Share[finding.SubmissionBound] > 0 {
+		t.Errorf("pageable copies, thread on a CPU: verdict %s (%v), want transfer-bound", v.Class, in.Attr.Share)
+	}
+	// Staging on a crowded CPU: it runs 48 %, waits for a CPU 34 % and
+	// sleeps on the device the rest. The idle its sleep does not cover
+	// passed while it staged copies or waited to: transfer-bound too (it
+	// was called submission-bound, 49 of 93 idle points, in a scenario run).
+	crowded := &synth{n: 50, util: constF(7), rxBps: constF(0.3 * link), procs: []*sProc{trainer(&sThread{cpu: constF(48), wait: constF(34),
+		blocked: blockedOn("recvmsg", "socket:[7]")})}}
+	if v, _, in := crowded.judge(); v.Class != finding.TransferBound || in.Attr.Share[finding.SubmissionBound] > 0 {
+		t.Errorf("pageable copies on a crowded CPU: verdict %s (%v), want transfer-bound", v.Class, in.Attr.Share)
 	}
 	// Copies under the kernels' time: the waits are synchronisations.
 	s.rxBps, s.util = constF(0.04*link), constF(50)
@@ -530,7 +560,7 @@ func TestConfidenceFallsWithTheEvidence(t *testing.T) {
 		}
 	}
 	// A cause: its share of the idle time, then the evidence.
-	s := &synth{n: 30, util: constF(30), procs: []*sProc{trainer(&sThread{cpu: constF(95), wait: constF(0)})}}
+	s := &synth{n: 30, util: constF(2), procs: []*sProc{trainer(&sThread{cpu: constF(95), wait: constF(0)})}}
 	v, _, _ := s.judge()
 	if v.Class != finding.SubmissionBound || v.Confidence != 0.6 || !strings.HasPrefix(v.Basis, "60% = 100% (this cause explains 100% of the GPU's idle time") {
 		t.Errorf("%+v", v)
@@ -612,5 +642,73 @@ func TestMinimumWindowIsJudgedAtTheRequestedDuration(t *testing.T) {
 	v, _ := Judge(tl, derive.New(tl))
 	if !strings.Contains(v.Missing, "held 1.94 s") || !strings.Contains(v.Missing, "observe at least 2s") {
 		t.Errorf("1.94 s window: %q", v.Missing)
+	}
+}
+
+// TestSpinningSyncAndLaunchLoopReadTheSame: a synchronisation that spins
+// (CUDA's default) and a thread submitting work both read from /proc as a
+// running thread in user mode. With the GPU busy 80 %, a thread on a CPU
+// all the time may be a launch loop that cannot keep up or a loop that
+// spins 80 % of the time waiting and computes 20 %: the verdict names
+// neither class (not a wrong one, and nothing critical), says both, and
+// says what would separate them. The same job with blocking
+// synchronisation sleeps on the device and is sync-bound; a launch loop
+// whose work provably exceeds the GPU's is submission-bound.
+func TestSpinningSyncAndLaunchLoopReadTheSame(t *testing.T) {
+	spinning := &synth{n: 50, util: constF(80), procs: []*sProc{trainer(&sThread{cpu: constF(99), wait: constF(0), user: 99})}}
+	v, fs, in := spinning.judge()
+	if v.Class != finding.Inconclusive || len(v.Because) != 0 || v.Confidence != 0 {
+		t.Fatalf("saturated thread, GPU busy 80 %%: %s %v (%v), want inconclusive naming no finding", v.Class, v.Because, in.Attr.Share)
+	}
+	for _, want := range []string{"submission-bound or sync-bound", "spinning in a synchronisation"} {
+		if !strings.Contains(v.Summary, want) {
+			t.Errorf("summary %q does not say %q", v.Summary, want)
+		}
+	}
+	for _, want := range []string{"py-spy dump --pid 100", "gpufeed trace", "cudaDeviceScheduleBlockingSync"} {
+		if !strings.Contains(v.Missing, want) {
+			t.Errorf("missing %q does not say %q", v.Missing, want)
+		}
+	}
+	f := findingByID(fs, "launch-thread-spins-or-submits")
+	if f == nil || f.Severity == finding.Critical || f.Supports != "" || math.Abs(in.Attr.Share[SpinOrSubmit]-20) > 0.01 {
+		t.Fatalf("finding %+v, shares %v: want a non-critical finding of no class, all 20 idle points spin-or-submit", f, in.Attr.Share)
+	}
+	for _, f := range fs {
+		if f.Severity == finding.Critical {
+			t.Errorf("a critical finding on an ambiguous job: %+v", f)
+		}
+	}
+	// A launch loop that happens to give the same readings gets the same
+	// verdict: nothing in /proc separates it.
+	loop := &synth{n: 50, util: constF(80), procs: []*sProc{trainer(&sThread{cpu: constF(99), wait: constF(0), user: 99})}}
+	if v2, _, _ := loop.judge(); v2.Class != v.Class || v2.Summary != v.Summary {
+		t.Errorf("the same readings, another verdict: %+v", v2)
+	}
+	// The same job with blocking synchronisation: asleep on the device
+	// 80 % of the time, sync-bound.
+	blocking := &synth{n: 50, util: constF(80), procs: []*sProc{trainer(&sThread{cpu: constF(20), wait: constF(0), blocked: blockedOn("recvmsg", "socket:[7]")})}}
+	if v, _, _ := blocking.judge(); v.Class != finding.SyncBound {
+		t.Errorf("blocking synchronisation: %s, want sync-bound", v.Class)
+	}
+	// The spinning job on a crowded CPU: it runs 36 % and waits for a CPU
+	// 64 %, the GPU busy 40 %. All its running time could be a spin, but
+	// whichever it did, while it waited to run it could neither launch nor
+	// notice that the GPU had finished: 64 % of the 60 idle points are the
+	// launch thread descheduled (submission-bound, a CPU of its own first),
+	// the other 21.6 stay either.
+	crowded := &synth{n: 50, util: constF(40), procs: []*sProc{trainer(&sThread{cpu: constF(36), wait: constF(64), user: 99})}}
+	v, fs, in = crowded.judge()
+	if f := findingByID(fs, "launch-thread-saturated"); v.Class != finding.SubmissionBound || f == nil || !strings.Contains(f.Decision, "CPU of its own") ||
+		math.Abs(in.Attr.Share[finding.SubmissionBound]-38.4) > 0.01 || math.Abs(in.Attr.Share[SpinOrSubmit]-21.6) > 0.01 {
+		t.Errorf("descheduled spinner: %s shares %v, finding %+v; want submission-bound 38.4 (a CPU of its own first) and 21.6 either", v.Class, in.Attr.Share, f)
+	}
+	// A launch loop with the GPU busy 27 %: a spin could have taken 27 of
+	// its 100 points; its work (73) is 2.7 times the GPU's, so at least
+	// 63 of the 73 idle points are submission whatever it did.
+	launch := &synth{n: 50, util: constF(27), procs: []*sProc{trainer(&sThread{cpu: constF(99), wait: constF(1), user: 99})}}
+	v, fs, in = launch.judge()
+	if v.Class != finding.SubmissionBound || in.Attr.Share[finding.SubmissionBound] < 60 || findingByID(fs, "launch-thread-spins-or-submits") == nil {
+		t.Errorf("launch loop, GPU busy 27 %%: %s shares %v, want submission-bound from 60 points and the rest named", v.Class, in.Attr.Share)
 	}
 }

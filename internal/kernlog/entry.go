@@ -1,6 +1,8 @@
 package kernlog
 
 import (
+	"github.com/gpufeed/gpufeed/internal/safetext"
+
 	"errors"
 	"fmt"
 	"strconv"
@@ -81,11 +83,6 @@ func ParseRecord(b []byte) (Entry, error) {
 // value cannot overflow time.Duration.
 const maxMono = time.Duration(1<<63 - 1)
 
-// clip shortens a string quoted in an error message.
-func clip(s string) string {
-	const max = 80
-	if len(s) > max {
-		return s[:max] + "..."
-	}
-	return s
-}
+// clip shortens a string quoted in an error message (at a character
+// boundary, saying how much was cut).
+func clip(s string) string { return safetext.Cap(s, 80) }

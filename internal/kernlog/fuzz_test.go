@@ -1,6 +1,8 @@
 package kernlog
 
 import (
+	"github.com/gpufeed/gpufeed/internal/safetext"
+
 	"os"
 	"path/filepath"
 	"strings"
@@ -66,9 +68,9 @@ func FuzzParseMessage(f *testing.F) {
 			}
 		}
 		Kills([]Event{ev, ev})
-		for _, r := range Sanitize(ev.Comm + ev.Raw) {
+		for _, r := range safetext.Escape(ev.Comm + ev.Raw) {
 			if unicode.IsControl(r) {
-				t.Errorf("Sanitize left a control character in %q", ev.Raw)
+				t.Errorf("safetext.Escape left a control character in %q", ev.Raw)
 			}
 		}
 	})

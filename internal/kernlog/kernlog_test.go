@@ -88,23 +88,3 @@ func TestMalformedXidIsStillNVRM(t *testing.T) {
 		t.Errorf("a malformed Xid line should still count as a driver line: %+v %v", ev, ok)
 	}
 }
-
-func TestSanitize(t *testing.T) {
-	cases := map[string]string{
-		"python3":             "python3",
-		"evil\x1b[2Jname":     `evil\x1b[2Jname`,
-		"a\r\nb":              `a\x0d\x0ab`,
-		"bad\xffutf8":         `bad\xffutf8`,
-		"名前":                  "名前",
-		"line\u2028separator": `line\xe2\x80\xa8separator`,
-		"para\u2029graph":     `para\xe2\x80\xa9graph`,
-		"gpu\u202eexe.txt":    `gpu\xe2\x80\xaeexe.txt`,     // right-to-left override
-		"a\u2066b\u2069":      `a\xe2\x81\xa6b\xe2\x81\xa9`, // isolates
-		"rlm\u200f":           `rlm\xe2\x80\x8f`,
-	}
-	for in, want := range cases {
-		if got := Sanitize(in); got != want {
-			t.Errorf("Sanitize(%q) = %q, want %q", in, got, want)
-		}
-	}
-}

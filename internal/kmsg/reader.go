@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/gpufeed/gpufeed/internal/kernlog"
+	"github.com/gpufeed/gpufeed/internal/safetext"
 )
 
 // Defaults bound every read: the kernel's ring buffer is at most a few MiB
@@ -409,7 +410,7 @@ func (c *cmdOutput) Close() error {
 	}
 	msg := bytes.TrimSpace(c.stderr.buf.Bytes())
 	if len(msg) > 0 {
-		return fmt.Errorf("%s: %w: %s", c.name, err, kernlog.Sanitize(string(msg)))
+		return fmt.Errorf("%s: %w: %s", c.name, err, safetext.Escape(string(msg)))
 	}
 	return fmt.Errorf("%s: %w", c.name, err)
 }

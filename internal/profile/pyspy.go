@@ -10,6 +10,8 @@
 package profile
 
 import (
+	"github.com/gpufeed/gpufeed/internal/safetext"
+
 	"bufio"
 	"errors"
 	"fmt"
@@ -58,7 +60,21 @@ type Process struct {
 	Cmdline string
 	Python  string // interpreter version ("3.11.7")
 	Exe     string
+	// Reader names what read the stacks: "" for py-spy, or the built-in
+	// reader's name (its dump text says "Read by NAME").
+	Reader string
+	// Skipped counts threads left out because their stack changed while
+	// it was read (the built-in reader does not stop the process).
+	Skipped int
 	Threads []Thread
+}
+
+// Source names what read p's stacks, for evidence.
+func (p Process) Source() string {
+	if p.Reader != "" {
+		return p.Reader + ", pid " + strconv.Itoa(p.PID)
+	}
+	return "py-spy dump --pid " + strconv.Itoa(p.PID)
 }
 
 // ErrSyntax is wrapped by every parse error.
@@ -98,6 +114,21 @@ func ParsePySpy(r io.Reader) ([]Process, error) {
 			ver, exe, _ := strings.Cut(strings.TrimPrefix(line, "Python v"), " ")
 			cur.Python = ver
 			cur.Exe = strings.TrimSuffix(strings.TrimPrefix(exe, "("), ")")
+		case strings.HasPrefix(line, "Read by "):
+			if cur == nil {
+				return procs, fmt.Errorf("%w: line %d: \"Read by\" before any \"Process\" line", ErrSyntax, n)
+			}
+			cur.Reader = strings.TrimPrefix(line, "Read by ")
+		case strings.HasPrefix(line, "Skipped "):
+			if cur == nil {
+				return procs, fmt.Errorf("%w: line %d: \"Skipped\" before any \"Process\" line", ErrSyntax, n)
+			}
+			k, _, _ := strings.Cut(strings.TrimPrefix(line, "Skipped "), " ")
+			v, err := strconv.Atoi(k)
+			if err != nil || v < 0 {
+				return procs, fmt.Errorf("%w: line %d: expected \"Skipped N threads\", got %q", ErrSyntax, n, clip(line))
+			}
+			cur.Skipped = v
 		case strings.HasPrefix(line, "Thread "):
 			if cur == nil {
 				return procs, fmt.Errorf("%w: line %d: \"Thread\" before any \"Process\" line", ErrSyntax, n)
@@ -173,12 +204,9 @@ func parseFrame(s string) (Frame, error) {
 	return f, nil
 }
 
-func clip(s string) string {
-	if len(s) > 80 {
-		return s[:80] + "..."
-	}
-	return s
-}
+// clip shortens a string quoted in an error message (at a character
+// boundary, saying how much was cut).
+func clip(s string) string { return safetext.Cap(s, 80) }
 
 // PySpyInstallHint says how to get py-spy.
 const PySpyInstallHint = "install py-spy (`pip install py-spy`, a self-contained binary, or a release from github.com/benfred/py-spy/releases); reading another user's process needs root or CAP_SYS_PTRACE"

@@ -32,18 +32,17 @@ const (
 func Build(tl *timeline.Timeline, a *derive.View, v *finding.Verdict, findings []finding.Finding, notes []string) *Report {
 	m := tl.Meta
 	r := &Report{
-		SchemaVersion: SchemaVersion,
-		Tool:          m.Tool,
-		Target:        Target{PID: m.Target.PID, Command: m.Target.Command, Launched: m.Target.Launched, ExitCode: m.Target.ExitCode},
+		RecordedBy: m.Tool,
+		Target:     Target{PID: m.Target.PID, Command: m.Target.Command, Launched: m.Target.Launched, ExitCode: m.Target.ExitCode},
 		Window: Window{
-			Started:     m.Started.UTC().Format(time.RFC3339),
-			Seconds:     float64(a.WindowNS) / 1e9,
-			PlannedSecs: time.Duration(m.Duration).Seconds(),
-			Interval:    time.Duration(m.Interval).String(),
-			SlowTier:    time.Duration(m.Tiers.Slow).String(),
-			RollupTier:  time.Duration(m.Tiers.Rollup).String(),
-			Samples:     len(tl.Ticks),
-			Ended:       m.Ended,
+			Started:           m.Started.UTC().Format(time.RFC3339),
+			DurationNS:        a.WindowNS,
+			PlannedDurationNS: int64(m.Duration),
+			IntervalNS:        int64(m.Interval),
+			SlowTierNS:        int64(m.Tiers.Slow),
+			RollupTierNS:      int64(m.Tiers.Rollup),
+			Samples:           len(tl.Ticks),
+			Ended:             m.Ended,
 		},
 		Machine:   Machine{Hostname: m.Hostname, Kernel: m.Kernel, Arch: m.Arch, NumCPU: m.NumCPU},
 		Verdict:   v,
@@ -51,8 +50,9 @@ func Build(tl *timeline.Timeline, a *derive.View, v *finding.Verdict, findings [
 		View:      a,
 		GPUSource: m.GPUSource,
 		GPUs:      []GPU{},
-		Counts:    tl.Counts,
-		Notes:     append(append([]string{}, m.Notes...), notes...),
+		Counts: Counts{VanishedThreads: tl.Counts.VanishedThreads, VanishedProcs: tl.Counts.VanishedProcs,
+			Overruns: tl.Counts.Overruns, ReadErrors: tl.Counts.ReadErrors, RollupSkipped: tl.Counts.RollupSkipped},
+		Notes: append(append([]string{}, m.Notes...), notes...),
 	}
 	// Findings lead with the verdict's own, in the verdict's order, then the
 	// most severe.
@@ -89,9 +89,9 @@ func Build(tl *timeline.Timeline, a *derive.View, v *finding.Verdict, findings [
 		r.GPUs = append(r.GPUs, buildGPU(g))
 	}
 	if o := a.Observer; o != nil {
-		r.Observer = &Observer{CPUPercentOfCore: num(o.CPUPctOfCore), CPUSeconds: o.CPUSeconds,
-			USPerThreadSample: num(o.USPerThreadSample), ThreadSamples: o.ThreadSamples,
-			TickP50MS: o.TickP50MS, TickMaxMS: o.TickMaxMS, Overruns: o.Overruns}
+		r.Observer = &Observer{CPUPercentOfCore: num(o.CPUPctOfCore), CPUNS: int64(math.Round(o.CPUSeconds * 1e9)),
+			NSPerThreadSample: scaled(o.USPerThreadSample, 1e3), ThreadSamples: o.ThreadSamples,
+			TickP50NS: int64(math.Round(o.TickP50MS * 1e6)), TickMaxNS: int64(math.Round(o.TickMaxMS * 1e6)), Overruns: o.Overruns}
 	}
 	r.NotVisible = []NotVisible{}
 	for _, k := range sortedKeys(m.NotVisible) {
@@ -122,7 +122,7 @@ func Build(tl *timeline.Timeline, a *derive.View, v *finding.Verdict, findings [
 			continue
 		}
 		// Capped in both outputs: a recording can hold any text here.
-		r.Events = append(r.Events, Event{AtSec: float64(e.T) / 1e9, Kind: e.Kind, PID: e.PID, TID: e.TID, Text: safetext.Cap(e.Text, safetext.MaxRunes)})
+		r.Events = append(r.Events, Event{AtNS: e.T, Kind: e.Kind, PID: e.PID, TID: e.TID, Text: safetext.Cap(e.Text, safetext.MaxRunes)})
 	}
 	return r
 }
@@ -143,6 +143,9 @@ func num(x float64) *float64 {
 	}
 	return &x
 }
+
+// scaled is num(x*k): a value converted to the unit its JSON key names.
+func scaled(x, k float64) *float64 { return num(x * k) }
 
 func stat(s derive.Stats) Stat {
 	return Stat{P50: num(s.P50), P95: num(s.P95), Max: num(s.Max), N: s.N}
@@ -263,8 +266,8 @@ func buildHost(h *derive.Host) *Host {
 			IOSome: num(h.PSI.IOSome.Mean()), IOFull: num(h.PSI.IOFull.Mean())}
 	}
 	for _, d := range h.Disks {
-		out.Disks = append(out.Disks, Disk{Name: d.Name, ReadsPerSec: num(d.Reads), ReadKBPerSec: num(d.ReadKB),
-			WritesPerSec: num(d.Writes), WriteKBPerSec: num(d.WriteKB), AwaitMS: num(d.Await), UtilPercent: num(d.Util)})
+		out.Disks = append(out.Disks, Disk{Name: d.Name, ReadsPerSec: num(d.Reads), ReadBytesPerSec: scaled(d.ReadKB, 1024),
+			WritesPerSec: num(d.Writes), WriteBytesPerSec: scaled(d.WriteKB, 1024), AwaitNS: scaled(d.Await, 1e6), UtilPercent: num(d.Util)})
 	}
 	return out
 }

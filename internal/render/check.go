@@ -4,16 +4,14 @@
 package render
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"io"
-	"math"
 	"strconv"
 	"strings"
+	"time"
+	"unicode"
 
 	"github.com/gpufeed/gpufeed/internal/finding"
-	"github.com/gpufeed/gpufeed/internal/safetext"
 )
 
 // Exit statuses of gpufeed check, so it can gate a Slurm prolog or a CI
@@ -25,17 +23,21 @@ const (
 
 // CheckReport is what gpufeed check prints: the run's context and every outcome.
 type CheckReport struct {
-	Root      string `json:"root,omitempty"`
-	PID       int    `json:"pid,omitempty"`
-	DataPath  string `json:"data_path,omitempty"`
-	GPUSource string `json:"gpu_source,omitempty"`
+	// Header is set by the command that writes the report.
+	Header    Header
+	Root      string
+	PID       int
+	DataPath  string
+	GPUSource string
 	// GPUNote says why no GPU source was used, when none was.
-	GPUNote   string       `json:"gpu_note,omitempty"`
-	WindowSec float64      `json:"window_s"`
-	Summary   CheckSummary `json:"summary"`
+	GPUNote string
+	// Window is the time between the two readings of the counters that
+	// advance (interrupts, PCIe replays).
+	Window  time.Duration
+	Summary CheckSummary
 	// ExitStatus is CheckExitFailed when a check failed, else CheckExitOK.
-	ExitStatus int                    `json:"exit_status"`
-	Results    []finding.CheckOutcome `json:"results"`
+	ExitStatus int
+	Results    []finding.CheckOutcome
 }
 
 // CheckSummary counts outcomes by status.
@@ -49,8 +51,8 @@ type CheckSummary struct {
 }
 
 // NewCheckReport counts the outcomes and sets the exit status.
-func NewCheckReport(results []finding.CheckOutcome) CheckReport {
-	r := CheckReport{Results: results}
+func NewCheckReport(results []finding.CheckOutcome) *CheckReport {
+	r := &CheckReport{Results: results}
 	for _, res := range results {
 		switch res.Status {
 		case finding.CheckFail:
@@ -73,26 +75,166 @@ func NewCheckReport(results []finding.CheckOutcome) CheckReport {
 	return r
 }
 
-// WriteJSON writes the report as indented JSON.
-// Bidirectional controls in strings are escaped (safetext.EscapeJSON).
-func (r CheckReport) WriteJSON(w io.Writer) error {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetIndent("", "  ")
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(r); err != nil {
-		return err
-	}
-	_, err := w.Write(safetext.EscapeJSON(buf.Bytes()))
-	return err
+// checkDoc is the check report as JSON writes it.
+type checkDoc struct {
+	Header
+	Root      *string       `json:"root"`
+	PID       *int          `json:"pid"`
+	DataPath  *string       `json:"data_path"`
+	GPUSource *string       `json:"gpu_source"`
+	GPUNote   string        `json:"gpu_note,omitempty"`
+	WindowNS  int64         `json:"window_ns"`
+	Summary   CheckSummary  `json:"summary"`
+	Exit      int           `json:"exit_status"`
+	Results   []checkResult `json:"results"`
 }
 
-// WriteText writes failures and warnings first, each with its evidence and
-// decision, then errors, then a compact list of what passed and of what was
-// absent or not visible. Strings that come from the machine (mount sources,
-// device names, process names) are stripped of control characters.
-func (r CheckReport) WriteText(w io.Writer) error {
+// checkResult is one outcome. Check is the check's id (gpufeed explain
+// documents it); ID is unique in the document: the check's id, followed by
+// its subject when the check gave several outcomes.
+type checkResult struct {
+	ID       string              `json:"id"`
+	Check    string              `json:"check"`
+	Status   finding.CheckStatus `json:"status"`
+	Severity finding.Severity    `json:"severity"`
+	Subject  string              `json:"subject,omitempty"`
+	Claim    string              `json:"claim"`
+	Evidence []jsonEvidence      `json:"evidence"`
+	Decision string              `json:"decision,omitempty"`
+	Need     string              `json:"need,omitempty"`
+	Supports finding.Class       `json:"supports,omitempty"`
+}
+
+func optString(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+func checkJSON(r *CheckReport) checkDoc {
+	d := checkDoc{Header: header(r.Header), Root: optString(r.Root), DataPath: optString(r.DataPath), GPUSource: optString(r.GPUSource),
+		GPUNote: r.GPUNote, WindowNS: int64(r.Window), Summary: r.Summary, Exit: r.ExitStatus, Results: []checkResult{}}
+	if r.PID > 0 {
+		d.PID = &r.PID
+	}
+	n := map[string]int{}
+	for _, res := range r.Results {
+		n[res.ID]++
+	}
+	used := map[string]int{}
+	for _, res := range r.Results {
+		id := res.ID
+		if n[id] > 1 {
+			id += ":" + slug(res.Subject)
+		}
+		if used[id]++; used[id] > 1 {
+			id += "-" + strconv.Itoa(used[id])
+		}
+		d.Results = append(d.Results, checkResult{ID: id, Check: res.ID, Status: res.Status, Severity: res.Severity,
+			Subject: res.Subject, Claim: res.Claim, Evidence: evidenceJSON(res.Evidence), Decision: res.Decision,
+			Need: res.Need, Supports: res.Supports})
+	}
+	return d
+}
+
+// slug makes a subject an id part: lower case, runs of anything but
+// letters, digits, '.' and ':' become one '-'.
+func slug(s string) string {
 	var b strings.Builder
+	dash := false
+	for _, r := range strings.ToLower(s) {
+		if unicode.IsLetter(r) || unicode.IsDigit(r) || r == '.' || r == ':' {
+			if dash && b.Len() > 0 {
+				b.WriteByte('-')
+			}
+			b.WriteRune(r)
+			dash = false
+			continue
+		}
+		dash = true
+	}
+	if b.Len() == 0 {
+		return "result"
+	}
+	return b.String()
+}
+
+// Check writes the check report. By default: the context, the counts,
+// failures, warnings and errors one line each, and one line folding what
+// passed, was absent or not visible. Quiet: the failures only. Verbose:
+// every outcome, failures with their evidence and decision.
+func (textRenderer) Check(w io.Writer, r *CheckReport, o Options) error {
+	t := &textOut{}
+	width := o.width()
+	if o.Quiet {
+		for _, res := range r.Results {
+			if res.Status == finding.CheckFail {
+				t.line("%s", clip(checkLine(res), width))
+			}
+		}
+		return t.flush(w)
+	}
+	t.line("%s", clip("gpufeed check: "+checkContext(r), width))
+	s := r.Summary
+	if o.Verbose {
+		t.line("%d failed, %d warnings, %d errors, %d ok, %d absent, %d not visible", s.Fail, s.Warn, s.Error, s.OK, s.Absent, s.NotVisible)
+		for _, st := range []finding.CheckStatus{finding.CheckFail, finding.CheckWarn, finding.CheckError} {
+			for _, res := range r.Results {
+				if res.Status == st {
+					checkDetail(t, res)
+				}
+			}
+		}
+		for _, group := range []struct {
+			st    finding.CheckStatus
+			title string
+		}{{finding.CheckOK, "ok"}, {finding.CheckAbsent, "absent"}, {finding.CheckNotVisible, "not visible"}} {
+			first := true
+			for _, res := range r.Results {
+				if res.Status != group.st {
+					continue
+				}
+				if first {
+					t.line("")
+					t.line("%s:", group.title)
+					first = false
+				}
+				line := res.Claim
+				if res.Subject != "" {
+					line = res.Subject + ": " + line
+				}
+				if res.Need != "" {
+					line += " — needs " + res.Need
+				}
+				t.line("  %-18s %s", res.ID, line)
+			}
+		}
+	} else {
+		for _, st := range []finding.CheckStatus{finding.CheckFail, finding.CheckWarn, finding.CheckError} {
+			for _, res := range r.Results {
+				if res.Status == st {
+					t.line("%s", clip(checkLine(res), width))
+				}
+			}
+		}
+		t.line("%s", clip(fmt.Sprintf("%d failed, %d warnings, %d errors; %d ok, %d absent or not applicable, %d not visible (-v lists them)",
+			s.Fail, s.Warn, s.Error, s.OK, s.Absent, s.NotVisible), width))
+	}
+	if r.ExitStatus == CheckExitFailed {
+		if o.Verbose {
+			t.line("")
+		}
+		t.line("exit status %d: a check failed", CheckExitFailed)
+	}
+	if o.Verbose {
+		t.line("")
+	}
+	t.line("%s", ExplainHint)
+	return t.flush(w)
+}
+
+func checkContext(r *CheckReport) string {
 	var ctx []string
 	if r.Root != "" {
 		ctx = append(ctx, "root "+r.Root)
@@ -103,114 +245,43 @@ func (r CheckReport) WriteText(w io.Writer) error {
 	if r.DataPath != "" {
 		ctx = append(ctx, "data "+r.DataPath)
 	}
-	if r.GPUSource != "" {
+	switch {
+	case r.GPUSource != "":
 		ctx = append(ctx, "GPU source "+r.GPUSource)
-	} else if r.GPUNote != "" {
+	case r.GPUNote != "":
 		ctx = append(ctx, "no GPU driver source: "+r.GPUNote)
-	} else {
+	default:
 		ctx = append(ctx, "no GPU driver source")
 	}
-	fmt.Fprintf(&b, "gpufeed check: %s\n", Clean(strings.Join(ctx, ", ")))
-	s := r.Summary
-	fmt.Fprintf(&b, "%d failed, %d warnings, %d errors, %d ok, %d absent, %d not visible\n",
-		s.Fail, s.Warn, s.Error, s.OK, s.Absent, s.NotVisible)
-	for _, st := range []finding.CheckStatus{finding.CheckFail, finding.CheckWarn, finding.CheckError} {
-		for _, res := range r.Results {
-			if res.Status == st {
-				writeDetailed(&b, res)
-			}
-		}
-	}
-	for _, group := range []struct {
-		st    finding.CheckStatus
-		title string
-	}{{finding.CheckOK, "ok"}, {finding.CheckAbsent, "absent"}, {finding.CheckNotVisible, "not visible"}} {
-		first := true
-		for _, res := range r.Results {
-			if res.Status != group.st {
-				continue
-			}
-			if first {
-				fmt.Fprintf(&b, "\n%s:\n", group.title)
-				first = false
-			}
-			line := res.Claim
-			if res.Subject != "" {
-				line = res.Subject + ": " + line
-			}
-			if res.Need != "" {
-				line += " — needs " + res.Need
-			}
-			fmt.Fprintf(&b, "  %-18s %s\n", res.ID, Clean(line))
-		}
-	}
-	if r.ExitStatus == CheckExitFailed {
-		fmt.Fprintf(&b, "\nexit status %d: a check failed\n", CheckExitFailed)
-	}
-	fmt.Fprintf(&b, "\n%s\n", ExplainHint)
-	_, err := io.WriteString(w, b.String())
-	return err
+	return strings.Join(ctx, ", ")
 }
 
-func writeDetailed(b *strings.Builder, r finding.CheckOutcome) {
-	label := map[finding.CheckStatus]string{finding.CheckFail: "FAIL", finding.CheckWarn: "WARN", finding.CheckError: "ERROR"}[r.Status]
+var checkLabel = map[finding.CheckStatus]string{finding.CheckFail: "FAIL", finding.CheckWarn: "WARN", finding.CheckError: "ERROR"}
+
+// checkLine is an outcome on one line: status, id, subject, claim.
+func checkLine(r finding.CheckOutcome) string {
+	head := r.ID
+	if r.Subject != "" {
+		head += " [" + r.Subject + "]"
+	}
+	return fmt.Sprintf("%-5s %s: %s", checkLabel[r.Status], head, r.Claim)
+}
+
+func checkDetail(t *textOut, r finding.CheckOutcome) {
 	head := r.ID
 	if r.Subject != "" {
 		head += "  " + r.Subject
 	}
-	fmt.Fprintf(b, "\n%-5s %s\n", label, Clean(head))
-	fmt.Fprintf(b, "      %s\n", Clean(r.Claim))
+	t.line("")
+	t.line("%-5s %s", checkLabel[r.Status], head)
+	t.line("      %s", r.Claim)
 	for _, ev := range r.Evidence {
-		fmt.Fprintf(b, "      - %s\n", Clean(evidenceLine(ev)))
+		t.line("      - %s", evidenceLine(ev, "", true))
 	}
 	if r.Decision != "" {
-		fmt.Fprintf(b, "      decision: %s\n", Clean(r.Decision))
+		t.line("      decision: %s", r.Decision)
 	}
 	if r.Need != "" {
-		fmt.Fprintf(b, "      needs: %s\n", Clean(r.Need))
+		t.line("      needs: %s", r.Need)
 	}
 }
-
-func evidenceLine(ev finding.Evidence) string {
-	val := ev.Text
-	if val == "" {
-		val = formatNumber(ev.Value)
-		if ev.Unit != "" {
-			val += " " + ev.Unit
-		}
-	}
-	line := ev.What + ": " + val
-	if ev.Window != "" {
-		line += " (" + ev.Window + ")"
-	}
-	if ev.Source != "" {
-		line += "  [" + ev.Source + "]"
-	}
-	return line
-}
-
-// formatNumber writes a value with the precision a reader needs: whole
-// numbers as they are, others to three significant digits or so.
-func formatNumber(v float64) string {
-	if math.IsNaN(v) || math.IsInf(v, 0) {
-		return fmt.Sprint(v)
-	}
-	a := math.Abs(v)
-	var s string
-	switch {
-	case v == math.Trunc(v) || a >= 100:
-		s = strconv.FormatFloat(v, 'f', 0, 64)
-	case a >= 10:
-		s = strconv.FormatFloat(v, 'f', 1, 64)
-	default:
-		s = strconv.FormatFloat(v, 'f', 2, 64)
-	}
-	if strings.Contains(s, ".") {
-		s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
-	}
-	return s
-}
-
-// clean makes text from the machine safe for a terminal: control
-// characters, line separators and bidirectional controls become '?', and
-// text past safetext.MaxRunes (garbage quoted from a malformed file) is cut.

@@ -15,24 +15,29 @@ func TestReportText(t *testing.T) {
 		{ID: "b", Status: finding.CheckOK, Claim: "fine"},
 		{ID: "c", Status: finding.CheckAbsent, Claim: "none", Need: "more"},
 	})
-	var b strings.Builder
-	if err := rep.WriteText(&b); err != nil {
-		t.Fatal(err)
-	}
-	out := b.String()
+	out := textOf(t, rep, verbose)
 	if strings.ContainsAny(out, "\x1b") || !strings.Contains(out, "x?[31m") || !strings.Contains(out, "bad?line") {
 		t.Errorf("control characters not stripped:\n%s", out)
 	}
-	if rep.ExitStatus != CheckExitFailed || !strings.Contains(out, "speed: 8 GT/s  [/sys/x]") || !strings.Contains(out, "— needs more") {
+	if rep.ExitStatus != CheckExitFailed || !strings.Contains(out, "speed: 8 GT/s (/sys/x)") || !strings.Contains(out, "— needs more") {
 		t.Errorf("report:\n%s", out)
 	}
 	if strings.Index(out, "FAIL") > strings.Index(out, "ok:") {
 		t.Error("failures must come before the ok list")
 	}
-	for v, s := range map[float64]string{8: "8", 7.875: "7.88", 31.5: "31.5", 1203: "1203", 0.48: "0.48", 92.06: "92.1"} {
-		if got := formatNumber(v); got != s {
-			t.Errorf("formatNumber(%v) = %s, want %s", v, got, s)
-		}
+
+	// By default: the failure on one line, what passed or was absent folded
+	// into one count line.
+	lines := strings.Split(strings.TrimSuffix(textOf(t, rep, Options{}), "\n"), "\n")
+	want := []string{"gpufeed check: no GPU driver source", "FAIL  a [x?[31m]: bad?line",
+		"1 failed, 0 warnings, 0 errors; 1 ok, 1 absent or not applicable, 0 not visible (-v lists them)",
+		"exit status 1: a check failed", ExplainHint}
+	if strings.Join(lines, "\n") != strings.Join(want, "\n") {
+		t.Errorf("default:\n%s\nwant:\n%s", strings.Join(lines, "\n"), strings.Join(want, "\n"))
+	}
+	// --quiet: the failures only.
+	if q := textOf(t, rep, Options{Quiet: true}); q != "FAIL  a [x?[31m]: bad?line\n" {
+		t.Errorf("quiet: %q", q)
 	}
 }
 
@@ -49,27 +54,21 @@ func TestReportKeepsHostileTextOffTheTerminal(t *testing.T) {
 		{ID: "c", Status: finding.CheckOK, Subject: evil, Claim: garbage},
 	})
 	rep.DataPath = evil
-	var text, js strings.Builder
-	if err := rep.WriteText(&text); err != nil {
-		t.Fatal(err)
-	}
-	if err := rep.WriteJSON(&js); err != nil {
-		t.Fatal(err)
-	}
-	for _, out := range []string{text.String(), js.String()} {
+	text, js := textOf(t, rep, verbose), string(jsonOf(t, rep))
+	for _, out := range []string{text, textOf(t, rep, Options{}), js} {
 		for _, c := range []string{"\u202e", "\u2028", "\u2029", "\u2066"} {
 			if strings.Contains(out, c) {
 				t.Errorf("output holds %U", []rune(c)[0])
 			}
 		}
 	}
-	for _, line := range strings.Split(text.String(), "\n") {
+	for _, line := range strings.Split(text, "\n") {
 		if len(line) > 1200 {
 			t.Errorf("a %d-byte line: %.80s...", len(line), line)
 		}
 	}
-	var back CheckReport
-	if err := json.Unmarshal([]byte(js.String()), &back); err != nil || back.Results[0].Claim != evil {
+	var back checkDoc
+	if err := json.Unmarshal([]byte(js), &back); err != nil || back.Results[0].Claim != evil {
 		t.Errorf("JSON must keep the value (escaped): %v %q", err, back.Results[0].Claim)
 	}
 }

@@ -11,31 +11,31 @@ import (
 	"github.com/gpufeed/gpufeed/internal/timeline"
 )
 
-// SchemaVersion is the version of the JSON report (docs/JSON.md). Bump it on
-// any incompatible change.
-const SchemaVersion = 1
-
 // Report is what diagnose and report print.
 type Report struct {
-	SchemaVersion int     `json:"schema_version"`
-	Tool          string  `json:"tool"`
-	Target        Target  `json:"target"`
-	Window        Window  `json:"window"`
-	Machine       Machine `json:"machine"`
+	// Header is set by the command that writes the report.
+	Header Header `json:"-"`
+	// RecordedBy is the gpufeed that sampled the window (a recording
+	// judged later may come from another version).
+	RecordedBy string  `json:"recorded_by"`
+	Target     Target  `json:"target"`
+	Window     Window  `json:"window"`
+	Machine    Machine `json:"machine"`
 
 	// Verdict is nil when no rules ran.
-	Verdict  *finding.Verdict  `json:"verdict,omitempty"`
-	Findings []finding.Finding `json:"findings"`
+	// (JSON writes both as the shared finding view: jsonout.go.)
+	Verdict  *finding.Verdict  `json:"-"`
+	Findings []finding.Finding `json:"-"`
 
 	Processes []Process `json:"processes"`
 	Host      *Host     `json:"host,omitempty"`
 	GPUSource string    `json:"gpu_source"`
 	GPUs      []GPU     `json:"gpus"`
 
-	Observer   *Observer       `json:"observer,omitempty"`
-	Counts     timeline.Counts `json:"counts"`
-	NotVisible []NotVisible    `json:"not_visible"`
-	Events     []Event         `json:"events"`
+	Observer   *Observer    `json:"observer,omitempty"`
+	Counts     Counts       `json:"counts"`
+	NotVisible []NotVisible `json:"not_visible"`
+	Events     []Event      `json:"events"`
 	// KernelLinesOther counts the kernel log lines read for triage that
 	// concern neither the job's processes nor a GPU, left out of Events.
 	KernelLinesOther int `json:"kernel_lines_other"`
@@ -59,14 +59,23 @@ type Target struct {
 // Window is when and how long.
 type Window struct {
 	Started string `json:"started"` // RFC 3339, UTC
-	// Seconds is the time from the first sample to the last.
-	Seconds     float64 `json:"seconds"`
-	PlannedSecs float64 `json:"planned_seconds"`
-	Interval    string  `json:"interval"`
-	SlowTier    string  `json:"slow_tier"`
-	RollupTier  string  `json:"rollup_tier"`
-	Samples     int     `json:"samples"`
-	Ended       string  `json:"ended"`
+	// DurationNS is the time from the first sample to the last.
+	DurationNS        int64  `json:"duration_ns"`
+	PlannedDurationNS int64  `json:"planned_duration_ns"`
+	IntervalNS        int64  `json:"interval_ns"`
+	SlowTierNS        int64  `json:"slow_tier_ns"`
+	RollupTierNS      int64  `json:"rollup_tier_ns"`
+	Samples           int    `json:"samples"`
+	Ended             string `json:"ended"`
+}
+
+// Counts are what the sampler skipped or could not do, always present.
+type Counts struct {
+	VanishedThreads int `json:"vanished_threads"`
+	VanishedProcs   int `json:"vanished_procs"`
+	Overruns        int `json:"overruns"`
+	ReadErrors      int `json:"read_errors"`
+	RollupSkipped   int `json:"rollup_skipped"`
 }
 
 // Machine describes the host.
@@ -82,7 +91,7 @@ type Stat struct {
 	P50 *float64 `json:"p50"`
 	P95 *float64 `json:"p95"`
 	Max *float64 `json:"max"`
-	N   int      `json:"n"`
+	N   int      `json:"samples"`
 }
 
 // Process is one process of the tree with its threads.
@@ -90,7 +99,7 @@ type Process struct {
 	PID int `json:"pid"`
 	// StartTime is the process's start in clock ticks since boot (stat
 	// field 22): with the pid, its identity across pid reuse.
-	StartTime uint64 `json:"start_time"`
+	StartTime uint64 `json:"start_time_ticks"`
 	PPID      int    `json:"ppid"`
 	Comm      string `json:"comm"`
 	Role      string `json:"role,omitempty"`
@@ -115,8 +124,8 @@ type Process struct {
 	USSGrowthBps   *float64 `json:"uss_growth_bytes_per_sec"`
 	RSSGrowthBps   *float64 `json:"rss_growth_bytes_per_sec"`
 	FDs            *float64 `json:"fds"`
-	FDLimit        *uint64  `json:"fd_soft_limit,omitempty"`
-	FDLimitHard    *uint64  `json:"fd_hard_limit,omitempty"`
+	FDLimit        *uint64  `json:"fd_soft_limit"`
+	FDLimitHard    *uint64  `json:"fd_hard_limit"`
 	FDGrowthPerSec *float64 `json:"fd_growth_per_sec"`
 
 	ReadBytesPerSec     *float64 `json:"read_bytes_per_sec"`      // rchar: read-like calls
@@ -151,7 +160,7 @@ type Thread struct {
 	UserPercent *float64 `json:"user_percent"`
 	// RunQueueWaitPercent: share of wall time runnable but not running, mean and p95.
 	RunQueueWaitPercent    *float64 `json:"runqueue_wait_percent"`
-	RunQueueWaitPercentP95 *float64 `json:"runqueue_wait_percent_p95"`
+	RunQueueWaitPercentP95 *float64 `json:"runqueue_wait_p95_percent"`
 	VoluntaryPerSec        *float64 `json:"voluntary_switches_per_sec"`
 	InvoluntaryPerSec      *float64 `json:"involuntary_switches_per_sec"`
 	// State is the last state read ("R", "S", "D"...).
@@ -180,32 +189,32 @@ type Host struct {
 // CPUShare is one CPU's mean shares over the window, in percent.
 type CPUShare struct {
 	CPU    int      `json:"cpu"`
-	Busy   *float64 `json:"busy"`
-	User   *float64 `json:"user"`
-	System *float64 `json:"system"`
-	IOWait *float64 `json:"iowait"`
-	IRQ    *float64 `json:"irq"`
-	Steal  *float64 `json:"steal"`
+	Busy   *float64 `json:"busy_percent"`
+	User   *float64 `json:"user_percent"`
+	System *float64 `json:"system_percent"`
+	IOWait *float64 `json:"iowait_percent"`
+	IRQ    *float64 `json:"irq_percent"`
+	Steal  *float64 `json:"steal_percent"`
 }
 
 // PSI holds mean stall shares in percent over the window.
 type PSI struct {
-	CPUSome *float64 `json:"cpu_some"`
-	MemSome *float64 `json:"memory_some"`
-	MemFull *float64 `json:"memory_full"`
-	IOSome  *float64 `json:"io_some"`
-	IOFull  *float64 `json:"io_full"`
+	CPUSome *float64 `json:"cpu_some_percent"`
+	MemSome *float64 `json:"memory_some_percent"`
+	MemFull *float64 `json:"memory_full_percent"`
+	IOSome  *float64 `json:"io_some_percent"`
+	IOFull  *float64 `json:"io_full_percent"`
 }
 
 // Disk is one block device's rates over the window.
 type Disk struct {
-	Name          string   `json:"name"`
-	ReadsPerSec   *float64 `json:"reads_per_sec"`
-	ReadKBPerSec  *float64 `json:"read_kb_per_sec"`
-	WritesPerSec  *float64 `json:"writes_per_sec"`
-	WriteKBPerSec *float64 `json:"write_kb_per_sec"`
-	AwaitMS       *float64 `json:"await_ms"`
-	UtilPercent   *float64 `json:"util_percent"`
+	Name             string   `json:"name"`
+	ReadsPerSec      *float64 `json:"reads_per_sec"`
+	ReadBytesPerSec  *float64 `json:"read_bytes_per_sec"`
+	WritesPerSec     *float64 `json:"writes_per_sec"`
+	WriteBytesPerSec *float64 `json:"write_bytes_per_sec"`
+	AwaitNS          *float64 `json:"await_ns"`
+	UtilPercent      *float64 `json:"util_percent"`
 }
 
 // GPU is one device over the window.
@@ -214,20 +223,20 @@ type GPU struct {
 	Name  string `json:"name"`
 	UUID  string `json:"uuid,omitempty"`
 	// UtilPercent is per-interval utilisation: p10/p50/p90 show burstiness.
-	UtilP10    *float64 `json:"util_p10"`
-	UtilP50    *float64 `json:"util_p50"`
-	UtilP90    *float64 `json:"util_p90"`
-	UtilMean   *float64 `json:"util_mean"`
-	UtilN      int      `json:"util_n"`
-	MemUtilP50 *float64 `json:"mem_util_p50"`
-	SMClockP50 *float64 `json:"sm_clock_mhz_p50"`
-	SMClockMin *float64 `json:"sm_clock_mhz_min"`
-	MaxSMClock *uint32  `json:"max_sm_clock_mhz,omitempty"`
-	PowerP50   *float64 `json:"power_w_p50"`
-	PowerLimit *float64 `json:"power_limit_w,omitempty"`
-	TempMax    *float64 `json:"temp_c_max"`
-	PCIeTxP50  *float64 `json:"pcie_tx_bytes_per_sec_p50"`
-	PCIeRxP50  *float64 `json:"pcie_rx_bytes_per_sec_p50"`
+	UtilP10    *float64 `json:"util_p10_percent"`
+	UtilP50    *float64 `json:"util_p50_percent"`
+	UtilP90    *float64 `json:"util_p90_percent"`
+	UtilMean   *float64 `json:"util_mean_percent"`
+	UtilN      int      `json:"util_samples"`
+	MemUtilP50 *float64 `json:"mem_util_p50_percent"`
+	SMClockP50 *float64 `json:"sm_clock_p50_mhz"`
+	SMClockMin *float64 `json:"sm_clock_min_mhz"`
+	MaxSMClock *uint32  `json:"max_sm_clock_mhz"`
+	PowerP50   *float64 `json:"power_p50_w"`
+	PowerLimit *float64 `json:"power_limit_w"`
+	TempMax    *float64 `json:"temp_max_c"`
+	PCIeTxP50  *float64 `json:"pcie_tx_p50_bytes_per_sec"`
+	PCIeRxP50  *float64 `json:"pcie_rx_p50_bytes_per_sec"`
 	// ClockEventReasons is the OR of NVML throttle reasons seen.
 	ClockEventReasons uint64   `json:"clock_event_reasons"`
 	Lost              string   `json:"lost,omitempty"`
@@ -236,12 +245,12 @@ type GPU struct {
 
 // Observer is gpufeed's own cost while sampling.
 type Observer struct {
-	CPUPercentOfCore  *float64 `json:"cpu_percent_of_core"`
-	CPUSeconds        float64  `json:"cpu_seconds"`
-	USPerThreadSample *float64 `json:"us_per_thread_sample"`
+	CPUPercentOfCore  *float64 `json:"cpu_of_one_core_percent"`
+	CPUNS             int64    `json:"cpu_ns"`
+	NSPerThreadSample *float64 `json:"per_thread_sample_ns"`
 	ThreadSamples     int      `json:"thread_samples"`
-	TickP50MS         float64  `json:"tick_p50_ms"`
-	TickMaxMS         float64  `json:"tick_max_ms"`
+	TickP50NS         int64    `json:"tick_p50_ns"`
+	TickMaxNS         int64    `json:"tick_max_ns"`
 	Overruns          int      `json:"overruns"`
 }
 
@@ -254,9 +263,9 @@ type NotVisible struct {
 
 // Event is something that happened once during the window.
 type Event struct {
-	AtSec float64 `json:"at_sec"`
-	Kind  string  `json:"kind"`
-	PID   int     `json:"pid,omitempty"`
-	TID   int     `json:"tid,omitempty"`
-	Text  string  `json:"text,omitempty"`
+	AtNS int64  `json:"at_ns"`
+	Kind string `json:"kind"`
+	PID  int    `json:"pid,omitempty"`
+	TID  int    `json:"tid,omitempty"`
+	Text string `json:"text,omitempty"`
 }

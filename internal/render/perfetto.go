@@ -170,7 +170,7 @@ func appendUint(b []byte, num protowire.Number, v uint64) []byte {
 
 // clean makes attacker-controlled text (process, thread, kernel names)
 // printable: the trace is shown as text in the UI.
-func pfClean(s string) string { return safetext.Cap(Clean(s), safetext.MaxRunes) }
+func pfClean(s string) string { return safetext.Clean(s) }
 
 // trackKind says what a track describes.
 type trackKind struct {

@@ -19,6 +19,24 @@ type PerfettoStats struct {
 	Packets, Tracks, Counters, Slices, Instants int
 }
 
+// perfettoRenderer is FormatPerfetto: the timeline of a diagnose or
+// report document, or of a trace result.
+type perfettoRenderer struct{}
+
+func (perfettoRenderer) Diagnose(w io.Writer, r *Report, _ Options) error {
+	_, err := Perfetto(w, r)
+	return err
+}
+
+func (perfettoRenderer) Trace(w io.Writer, r *TraceResult, _ Options) error {
+	_, err := TracePerfetto(w, r)
+	return err
+}
+
+func (perfettoRenderer) Check(io.Writer, *CheckReport, Options) error {
+	return fmt.Errorf("perfetto: a check report has no timeline")
+}
+
 // Thread-state slice names: what the thread did for most of an interval.
 const (
 	stateRunning = "running"
@@ -45,7 +63,7 @@ func Perfetto(w io.Writer, r *Report) (PerfettoStats, error) {
 	// uptime) moves the origin back so nothing is negative.
 	base := tl.Meta.UptimeNS
 	for _, e := range r.Events {
-		if t := int64(e.AtSec * 1e9); base+t < 0 {
+		if t := e.AtNS; base+t < 0 {
 			base = -t
 		}
 	}
@@ -94,7 +112,7 @@ func Perfetto(w io.Writer, r *Report) (PerfettoStats, error) {
 			args = append(args, strArg("subject", f.Subject))
 		}
 		for i, e := range f.Evidence {
-			args = append(args, strArg(fmt.Sprintf("evidence %d", i+1), evidence(e)))
+			args = append(args, strArg(fmt.Sprintf("evidence %d", i+1), evidenceLine(e, "", true)))
 		}
 		if f.Decision != "" {
 			args = append(args, strArg("decision", f.Decision))
@@ -112,7 +130,7 @@ func Perfetto(w io.Writer, r *Report) (PerfettoStats, error) {
 			if ev, ok := kernlog.ParseMessage(e.Text); ok {
 				name = "kernel: " + string(ev.Kind)
 			}
-			p.instant(at(int64(e.AtSec*1e9)), kt, name, []pfArg{strArg("line", e.Text)})
+			p.instant(at(e.AtNS), kt, name, []pfArg{strArg("line", e.Text)})
 			st.Instants++
 		}
 	}
@@ -149,7 +167,7 @@ func Perfetto(w io.Writer, r *Report) (PerfettoStats, error) {
 		series(pt, "open fds", unitCount, a.TickT, pr.FDs)
 		for _, e := range r.Events {
 			if e.PID == pr.Key.PID && e.TID == 0 && (e.Kind == timeline.EventProcStart || e.Kind == timeline.EventProcExit) {
-				p.instant(at(int64(e.AtSec*1e9)), pt, e.Kind, textArg(e.Text))
+				p.instant(at(e.AtNS), pt, e.Kind, textArg(e.Text))
 				st.Instants++
 			}
 		}
@@ -163,7 +181,7 @@ func Perfetto(w io.Writer, r *Report) (PerfettoStats, error) {
 			series(tt, tname+" CPU %", 0, ivT, th.CPUPct)
 			for _, e := range r.Events {
 				if e.TID == th.Key.TID && e.Kind == timeline.EventThreadExit {
-					p.instant(at(int64(e.AtSec*1e9)), tt, e.Kind, textArg(e.Text))
+					p.instant(at(e.AtNS), tt, e.Kind, textArg(e.Text))
 					st.Instants++
 				}
 			}

@@ -17,6 +17,7 @@ import (
 	"github.com/gpufeed/gpufeed/internal/golden"
 	"github.com/gpufeed/gpufeed/internal/judge"
 	"github.com/gpufeed/gpufeed/internal/judge/tracejudge"
+	"github.com/gpufeed/gpufeed/internal/safetext"
 	"github.com/gpufeed/gpufeed/internal/timeline"
 	"github.com/gpufeed/gpufeed/internal/trace"
 	"github.com/gpufeed/gpufeed/internal/trace/kineto"
@@ -525,7 +526,7 @@ func TestPerfettoLiveMatchesTheModel(t *testing.T) {
 				}
 				if strings.HasPrefix(e.Name, "verdict: ") {
 					verdicts++
-					if e.Name != "verdict: "+string(rep.Verdict.Class) || e.Args["summary"] != Clean(rep.Verdict.Summary) {
+					if e.Name != "verdict: "+string(rep.Verdict.Class) || e.Args["summary"] != safetext.Clean(rep.Verdict.Summary) {
 						t.Errorf("verdict instant %q %q, want %s", e.Name, e.Args["summary"], rep.Verdict.Class)
 					}
 				} else if e.Args["claim"] != "" {
@@ -558,7 +559,7 @@ func TestPerfettoTraceMatchesTheModel(t *testing.T) {
 		t.Fatal("the trace has no gaps: the test checks nothing")
 	}
 	var buf bytes.Buffer
-	st, err := TracePerfetto(&buf, []TraceTimeline{{Trace: tr, Report: rep}})
+	st, err := TracePerfetto(&buf, &TraceResult{Reports: []*tracejudge.RankReport{rep}, Traces: []*trace.Trace{tr}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -717,5 +718,27 @@ func TestPerfettoThreadStates(t *testing.T) {
 	want := []string{"0-2 running ", "2-3 waiting for a CPU ", "3-5 sleeping in futex_do_wait futex 0x1", "5-6 D (uninterruptible) "}
 	if strings.Join(got, "|") != strings.Join(want, "|") {
 		t.Errorf("states\n got %q\nwant %q", got, want)
+	}
+}
+
+// The timeline is one format of the output layer, written to a file: -o
+// does not offer it, and a check report has none.
+func TestPerfettoIsAFileFormat(t *testing.T) {
+	if _, err := ParseFormat("perfetto"); err == nil || !strings.Contains(err.Error(), "--perfetto FILE") {
+		t.Errorf("-o perfetto: %v, want an error pointing to --perfetto FILE", err)
+	}
+	_, rep := loadRecording(t, "trainer.gpufeed")
+	var viaWrite, direct bytes.Buffer
+	if err := Write(&viaWrite, FormatPerfetto, rep, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Perfetto(&direct, rep); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(viaWrite.Bytes(), direct.Bytes()) || viaWrite.Len() == 0 {
+		t.Error("Write with FormatPerfetto is not the Perfetto renderer's output")
+	}
+	if err := Write(&viaWrite, FormatPerfetto, &CheckReport{}, Options{}); err == nil {
+		t.Error("a check report rendered as a timeline")
 	}
 }

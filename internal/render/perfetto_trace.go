@@ -16,13 +16,6 @@ import (
 	"github.com/gpufeed/gpufeed/internal/trace"
 )
 
-// TraceTimeline is one rank's trace and its report, analysed with
-// tracejudge.Options.KeepGaps so the report holds the attributed gaps.
-type TraceTimeline struct {
-	Trace  *trace.Trace
-	Report *tracejudge.RankReport
-}
-
 // GapSliceName names a gap by its largest cause ("idle: launch-api").
 func GapSliceName(g *tracestats.GapDetail) string {
 	best, bestNs := tracestats.Cause(0), int64(-1)
@@ -41,7 +34,18 @@ func GapSliceName(g *tracestats.GapDetail) string {
 // group of tracks: GPU ops per stream, runtime calls per thread, idle gaps
 // per device, and the verdict and findings as instants at the end of the
 // analysed span.
-func TracePerfetto(w io.Writer, ranks []TraceTimeline) (PerfettoStats, error) {
+func TracePerfetto(w io.Writer, res *TraceResult) (PerfettoStats, error) {
+	if len(res.Traces) != len(res.Reports) {
+		return PerfettoStats{}, fmt.Errorf("perfetto: %d reports but %d traces kept for the timeline", len(res.Reports), len(res.Traces))
+	}
+	type rankTL struct {
+		Trace  *trace.Trace
+		Report *tracejudge.RankReport
+	}
+	ranks := make([]rankTL, len(res.Reports))
+	for i := range ranks {
+		ranks[i] = rankTL{res.Traces[i], res.Reports[i]}
+	}
 	p := newPFWriter(w)
 	var st PerfettoStats
 	// Perfetto timestamps are unsigned: a trace whose clock starts below
@@ -79,7 +83,7 @@ func TracePerfetto(w io.Writer, ranks []TraceTimeline) (PerfettoStats, error) {
 		for _, f := range rep.Findings {
 			fa := []pfArg{strArg("claim", f.Claim), strArg("severity", f.Severity.String())}
 			for i, e := range f.Evidence {
-				fa = append(fa, strArg(fmt.Sprintf("evidence %d", i+1), evidence(e)))
+				fa = append(fa, strArg(fmt.Sprintf("evidence %d", i+1), evidenceLine(e, "", true)))
 			}
 			p.instant(endT, root, f.ID, fa)
 			st.Instants++

@@ -13,24 +13,6 @@ import (
 	"github.com/gpufeed/gpufeed/internal/timeline"
 )
 
-func TestClean(t *testing.T) {
-	for in, want := range map[string]string{
-		"pt_main_thread":     "pt_main_thread",
-		"\x1b[31mred\x1b[0m": "?[31mred?[0m",
-		"a\nb\rc\td":         "a?b?c?d",
-		"\u009b2J":           "?2J", // C1 CSI
-		"ok\u2028line":       "ok?line",
-		"caf\xc3\xa9 \xff":   "café ?",
-	} {
-		if got := Clean(in); got != want {
-			t.Errorf("Clean(%q) = %q, want %q", in, got, want)
-		}
-	}
-	if got := CleanArgs([]string{"python3", "-c", "print('x')\x1b]0;pwned\x07"}); strings.ContainsAny(got, "\x1b\x07") {
-		t.Errorf("CleanArgs kept control characters: %q", got)
-	}
-}
-
 // hostile is a timeline whose names try to forge terminal output.
 func hostile() *timeline.Timeline {
 	pk := timeline.ProcKey{PID: 7, StartTime: 1}
@@ -54,11 +36,7 @@ func hostile() *timeline.Timeline {
 func TestTextStripsControlCharacters(t *testing.T) {
 	tl := hostile()
 	r := Build(tl, derive.New(tl), nil, nil, nil)
-	var buf bytes.Buffer
-	if err := Text(&buf, r); err != nil {
-		t.Fatal(err)
-	}
-	out := buf.String()
+	out := textOf(t, r, verbose)
 	for _, c := range []string{"\x1b", "\x07", "\r"} {
 		if strings.Contains(out, c) {
 			t.Errorf("text output contains %q:\n%s", c, out)
@@ -77,9 +55,7 @@ func TestTextWithoutVerdictStillShowsFindingsAfterTheTables(t *testing.T) {
 	tl := hostile()
 	fs := []finding.Finding{{ID: "fd-limit-low", Severity: finding.Warning, Claim: "soft limit 1024", Decision: "raise it"}}
 	r := Build(tl, derive.New(tl), nil, fs, nil)
-	var buf bytes.Buffer
-	Text(&buf, r)
-	out := buf.String()
+	out := textOf(t, r, verbose)
 	iTables, iFindings := strings.Index(out, "PROCESSES"), strings.Index(out, "FINDINGS\n  WARNING fd-limit-low: soft limit 1024\n      change: raise it")
 	if iFindings < 0 || iFindings < iTables {
 		t.Errorf("findings must follow the tables when there is no verdict:\n%s", out)
@@ -97,23 +73,41 @@ func TestTextLeadsWithVerdictThenDecisionThenFindings(t *testing.T) {
 		{ID: "gpu-clocks-drop", Severity: finding.Warning, Claim: "SM clock falls between bursts", Decision: "persistence mode"},
 	}
 	r := Build(tl, derive.New(tl), v, fs, nil)
-	var buf bytes.Buffer
-	Text(&buf, r)
-	lines := strings.Split(buf.String(), "\n")
-	if !strings.HasPrefix(lines[0], "VERDICT: submission-bound (confidence 80%): the launch thread is saturated") {
-		t.Errorf("line 1: %q", lines[0])
+
+	// The default report: verdict, its numbers, decision, one line per
+	// other finding (warnings first), the run's line.
+	lines := strings.Split(textOf(t, r, Options{}), "\n")
+	want := []string{
+		"VERDICT: submission-bound (confidence 80%): the launch thread is saturated",
+		"  - launch thread CPU p50: 98%",
+		"DECISION: capture the step in a CUDA graph",
+		"  WARNING gpu-clocks-drop: SM clock falls between bursts",
+		"  INFO cpu-oversubscribed: more runnable threads than cores",
 	}
-	if lines[1] != "  - launch thread CPU p50: 98% (p50 of 100 samples over 10.0 s; /proc/7/task/7/schedstat)" {
-		t.Errorf("line 2 (evidence): %q", lines[1])
+	for i, w := range want {
+		if i >= len(lines) || lines[i] != w {
+			t.Errorf("default line %d: %q, want %q", i+1, lines[min(i, len(lines)-1)], w)
+		}
 	}
-	if lines[2] != "DECISION: capture the step in a CUDA graph" {
-		t.Errorf("line 3: %q", lines[2])
+	if !strings.HasPrefix(lines[5], "pid 7 (evil?[2J) on ") {
+		t.Errorf("default line 6 (the run): %q", lines[5])
 	}
-	rest := strings.Join(lines[3:], "\n")
-	iFindings, iVerdict, iWarn, iInfo, iTables := strings.Index(rest, "FINDINGS"), strings.Index(rest, "launch-thread-saturated (verdict)"),
-		strings.Index(rest, "gpu-clocks-drop"), strings.Index(rest, "cpu-oversubscribed"), strings.Index(rest, "PROCESSES")
-	if !(iFindings >= 0 && iFindings < iVerdict && iVerdict < iWarn && iWarn < iInfo && iInfo < iTables) {
-		t.Errorf("order: findings (the verdict's, then warning before info) then tables:\n%s", rest)
+
+	// Verbose: the verdict, then the decision, then every finding with its
+	// evidence (the verdict's first, then warning before info), then the tables.
+	out := textOf(t, r, verbose)
+	lines = strings.Split(out, "\n")
+	if lines[0] != want[0] || lines[1] != want[2] {
+		t.Errorf("verbose header:\n%s", strings.Join(lines[:3], "\n"))
+	}
+	if strings.Count(out, "capture the step in a CUDA graph") != 1 || strings.Count(out, "launch thread CPU p50") != 1 {
+		t.Errorf("verbose says the decision or the evidence twice:\n%s", out)
+	}
+	iFindings, iVerdict, iEvidence, iWarn, iInfo, iTables := strings.Index(out, "FINDINGS"), strings.Index(out, "launch-thread-saturated (verdict)"),
+		strings.Index(out, "      launch thread CPU p50: 98% (p50 of 100 samples over 10.0 s; /proc/7/task/7/schedstat)"),
+		strings.Index(out, "gpu-clocks-drop"), strings.Index(out, "cpu-oversubscribed"), strings.Index(out, "PROCESSES")
+	if !(iFindings >= 0 && iFindings < iVerdict && iVerdict < iEvidence && iEvidence < iWarn && iWarn < iInfo && iInfo < iTables) {
+		t.Errorf("order: findings (the verdict's with its evidence, then warning before info) then tables:\n%s", out)
 	}
 }
 
@@ -121,12 +115,8 @@ func TestJSONHasSchemaVersionAndNoNaN(t *testing.T) {
 	tl := hostile()
 	a := derive.New(tl)
 	r := Build(tl, a, nil, nil, []string{"a note"})
-	var buf bytes.Buffer
-	if err := JSON(&buf, r); err != nil {
-		t.Fatalf("JSON must never fail on unmeasured (NaN) values: %v", err)
-	}
 	var m map[string]any
-	if err := json.Unmarshal(buf.Bytes(), &m); err != nil {
+	if err := json.Unmarshal(jsonOf(t, r), &m); err != nil {
 		t.Fatal(err)
 	}
 	if m["schema_version"] != float64(SchemaVersion) {
@@ -154,11 +144,7 @@ func TestKernelLinesOfOtherProcessesAreCounted(t *testing.T) {
 	if len(r.Events) != 2 || r.Events[0].PID != 7 || !strings.Contains(r.Events[1].Text, "Xid") || r.KernelLinesOther != 1 {
 		t.Fatalf("events %+v, other %d: want the job's kill and the Xid listed, the other process's kill counted", r.Events, r.KernelLinesOther)
 	}
-	var buf bytes.Buffer
-	if err := Text(&buf, r); err != nil {
-		t.Fatal(err)
-	}
-	if out := buf.String(); strings.Contains(out, "java") || !strings.Contains(out, "KERNEL LOG: 1 lines about other processes") {
+	if out := textOf(t, r, verbose); strings.Contains(out, "java") || !strings.Contains(out, "KERNEL LOG: 1 lines about other processes") {
 		t.Errorf("text:\n%s", out)
 	}
 }
@@ -170,9 +156,7 @@ func TestTextSaysWhatConfidenceIsMadeOf(t *testing.T) {
 	v := &finding.Verdict{Class: finding.Idle, Confidence: 0.54, Summary: "The job is idle", Because: []string{"job-idle"},
 		Decision: "send it requests", Basis: "54% = 90% (every wait read\x1b[2J) × 60% for the evidence held (3.0 s judged; 5 s or more count in full)"}
 	r := Build(tl, derive.New(tl), v, []finding.Finding{{ID: "job-idle", Claim: "The job is idle"}}, nil)
-	var buf bytes.Buffer
-	Text(&buf, r)
-	lines := strings.Split(buf.String(), "\n")
+	lines := strings.Split(textOf(t, r, verbose), "\n")
 	if lines[1] != "DECISION: send it requests" || !strings.HasPrefix(lines[2], "CONFIDENCE: 54% = 90% (every wait read") ||
 		strings.ContainsRune(lines[2], 0x1b) || !strings.HasSuffix(lines[2], "5 s or more count in full)") {
 		t.Errorf("header:\n%s", strings.Join(lines[:3], "\n"))
@@ -184,10 +168,16 @@ func TestTextSaysWhatConfidenceIsMadeOf(t *testing.T) {
 // reorder what a line shows (a name "\u202eexe.txt" reads "txt.exe").
 var reorderers = []string{"\u2028", "\u2029", "\u202a", "\u202b", "\u202c", "\u202d", "\u202e", "\u2066", "\u2067", "\u2068", "\u2069", "\u200e", "\u200f", "\u061c"}
 
-func TestCleanRemovesSeparatorsAndBidiControls(t *testing.T) {
+func TestTextKeepsSeparatorsAndBidiControlsOff(t *testing.T) {
 	for _, c := range reorderers {
-		if got := Clean("a" + c + "b"); got != "a?b" {
-			t.Errorf("Clean(%q) = %q, want a?b", "a"+c+"b", got)
+		tl := hostile()
+		tl.Procs[timeline.ProcKey{PID: 7, StartTime: 1}].Comm = "a" + c + "b"
+		r := Build(tl, derive.New(tl), nil, nil, nil)
+		for _, o := range []Options{{}, verbose} {
+			out := textOf(t, r, o)
+			if strings.Contains(out, c) || !strings.Contains(out, "a?b") {
+				t.Errorf("%U: text holds it or lost the name:\n%s", []rune(c)[0], out)
+			}
 		}
 	}
 }
@@ -198,10 +188,7 @@ func TestJSONEscapesBidiControls(t *testing.T) {
 	tl := hostile()
 	tl.Procs[timeline.ProcKey{PID: 7, StartTime: 1}].Comm = "gpu\u202eexe.txt\u2066\u2028"
 	r := Build(tl, derive.New(tl), nil, nil, nil)
-	var buf bytes.Buffer
-	if err := JSON(&buf, r); err != nil {
-		t.Fatal(err)
-	}
+	buf := bytes.NewBuffer(jsonOf(t, r))
 	for _, c := range reorderers {
 		if strings.Contains(buf.String(), c) {
 			t.Errorf("JSON output holds %U", []rune(c)[0])
@@ -222,13 +209,8 @@ func TestLongTextIsCapped(t *testing.T) {
 	tl := hostile()
 	tl.Events = append(tl.Events, timeline.Event{T: 1, Kind: timeline.EventReadError, PID: 7, Text: strings.Repeat("x", 2<<20)})
 	r := Build(tl, derive.New(tl), nil, nil, nil)
-	var text, js bytes.Buffer
-	if err := Text(&text, r); err != nil {
-		t.Fatal(err)
-	}
-	if err := JSON(&js, r); err != nil {
-		t.Fatal(err)
-	}
+	text := bytes.NewBufferString(textOf(t, r, verbose))
+	js := bytes.NewBuffer(jsonOf(t, r))
 	for _, line := range strings.Split(text.String(), "\n") {
 		if len(line) > 1200 {
 			t.Fatalf("a %d-byte line: %.80s...", len(line), line)

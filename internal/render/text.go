@@ -3,226 +3,392 @@ package render
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/gpufeed/gpufeed/internal/finding"
 	"github.com/gpufeed/gpufeed/internal/gpu"
 	"github.com/gpufeed/gpufeed/internal/timeline"
 )
 
-// Text writes the human report. With a verdict it leads with the verdict and
-// its evidence, then the decision, then the other findings, then the tables;
-// without one it starts with the tables. Every name from the target is
-// cleaned of control characters.
-func Text(w io.Writer, r *Report) error {
-	tw := &textWriter{w: w}
-	if r.Verdict != nil {
-		tw.verdict(r)
-	}
-	tw.header(r)
-	tw.processes(r)
-	tw.threads(r)
-	tw.host(r)
-	tw.gpus(r)
-	if r.Verdict == nil && len(r.Findings) > 0 {
-		tw.printf("\nFINDINGS\n")
-		for _, f := range r.Findings {
-			tw.finding(f, "")
-		}
-	}
-	tw.facts(r)
-	tw.printf("\n%s\n", ExplainHint)
-	return tw.err
-}
+// textRenderer writes what people read: by default a short report (the
+// verdict, its numbers, the decision, one line per other finding and one
+// line about the run), wrapped to the terminal; with Options.Verbose every
+// finding's evidence and the tables.
+type textRenderer struct{}
 
-type textWriter struct {
-	w   io.Writer
-	err error
-}
-
-func (t *textWriter) printf(format string, args ...any) {
-	if t.err != nil {
-		return
-	}
-	_, t.err = fmt.Fprintf(t.w, format, args...)
-}
-
-func (t *textWriter) table(fn func(tw *tabwriter.Writer)) {
-	if t.err != nil {
-		return
-	}
-	tw := tabwriter.NewWriter(t.w, 0, 0, 2, ' ', 0)
-	fn(tw)
-	t.err = tw.Flush()
-}
+// maxDefaultLines bounds the default diagnose report: the verdict, its
+// numbers, the decision and the other findings fit on a screen.
+const maxDefaultLines = 15
 
 // verdictEvidenceShown is how many evidence lines the verdict's headline
 // shows: with the verdict line and the decision, a reader who stops after
 // five lines knows what is wrong, the numbers that say so, and what to change.
 const verdictEvidenceShown = 3
 
-func (t *textWriter) verdict(r *Report) {
-	v := r.Verdict
-	t.printf("VERDICT: %s (confidence %.0f%%): %s\n", v.Class, v.Confidence*100, Clean(v.Summary))
-	byID := map[string]finding.Finding{}
-	for _, f := range r.Findings {
-		if _, ok := byID[f.ID]; !ok {
-			byID[f.ID] = f
+// Diagnose writes the report of diagnose, report and demo.
+func (textRenderer) Diagnose(w io.Writer, r *Report, o Options) error {
+	tw := &textWriter{o: o, window: sharedWindow(r.Findings)}
+	if o.Verbose {
+		tw.verbose(r)
+	} else {
+		tw.short(r)
+	}
+	return tw.flush(w)
+}
+
+type textWriter struct {
+	textOut
+	o Options
+	// window is the evidence window most findings share (the sampling
+	// window), said once in the header rather than on every line.
+	window string
+}
+
+func (t *textWriter) table(fn func(tw *tabwriter.Writer)) {
+	tw := tabwriter.NewWriter(&t.buf, 0, 0, 2, ' ', 0)
+	fn(tw)
+	_ = tw.Flush()
+}
+
+// sharedWindow is the evidence window most evidence lines give.
+func sharedWindow(fs []finding.Finding) string {
+	n := map[string]int{}
+	best := ""
+	for _, f := range fs {
+		for _, e := range f.Evidence {
+			if e.Window == "" {
+				continue
+			}
+			n[e.Window]++
+			if n[e.Window] > n[best] || (n[e.Window] == n[best] && e.Window < best) {
+				best = e.Window
+			}
 		}
 	}
-	if len(v.Because) > 0 {
-		if f, ok := byID[v.Because[0]]; ok {
+	if n[best] < 2 {
+		return ""
+	}
+	return best
+}
+
+func verdictLine(v *finding.Verdict) string {
+	return fmt.Sprintf("VERDICT: %s (confidence %.0f%%): %s", v.Class, v.Confidence*100, v.Summary)
+}
+
+// short is the default report: at most maxDefaultLines lines of at most
+// the terminal's width. The verdict, its numbers and the decision come
+// whole when they fit; the other findings take the lines left, one each,
+// and those that do not fit are counted on one line.
+func (t *textWriter) short(r *Report) {
+	width := t.o.width()
+	v := r.Verdict
+	var verdict, evidence, decision, missing []string
+	first := ""
+	if v != nil {
+		verdict = wrap(verdictLine(v), width, "", "  ", 0)
+		if f := verdictFinding(r.Findings, v); f != nil {
+			first = f.ID
 			for i, e := range f.Evidence {
 				if i == verdictEvidenceShown {
 					break
 				}
-				t.printf("  - %s\n", evidence(e))
+				evidence = append(evidence, numberLine("  - ", e, width))
+			}
+		}
+		if v.Decision != "" {
+			decision = wrap("DECISION: "+v.Decision, width, "", "  ", 0)
+		}
+		if v.Missing != "" {
+			missing = wrap("TO CONCLUDE: "+v.Missing, width, "", "  ", 0)
+		}
+	}
+	var tail []string
+	for i, n := range r.Notes {
+		if i == 1 && len(r.Notes) > 2 {
+			tail = append(tail, fmt.Sprintf("and %d more notes (-v)", len(r.Notes)-1))
+			break
+		}
+		tail = append(tail, clip("note: "+n, width))
+	}
+	tail = append(tail, wrap(runSummary(r), width, "", "  ", 2)...)
+	tail = append(tail, clip(moreHint, width))
+	var others []finding.Finding
+	for _, f := range r.Findings {
+		if f.ID != first {
+			others = append(others, f)
+		}
+	}
+	// Room the other findings claim: each warning or critical one (up to
+	// three), and one line for the rest.
+	need := 0
+	for _, f := range others {
+		if f.Severity >= finding.Warning && need < 3 {
+			need++
+		}
+	}
+	if len(others) > need {
+		need++
+	}
+	// Shorten the longest of the verdict, decision and missing texts until
+	// the report fits; none below two lines.
+	for len(verdict)+len(evidence)+len(decision)+len(missing)+len(tail)+need > maxDefaultLines {
+		p := &decision
+		if len(verdict) > len(*p) {
+			p = &verdict
+		}
+		if len(missing) > len(*p) {
+			p = &missing
+		}
+		if len(*p) <= 2 {
+			break
+		}
+		*p = shorten(*p, width)
+	}
+	room := maxDefaultLines - len(verdict) - len(evidence) - len(decision) - len(missing) - len(tail)
+	var mid []string
+	for i, f := range others {
+		if len(others) > room && i == room-1 {
+			rest := others[i:]
+			mid = append(mid, clip(fmt.Sprintf("  … and %d more (%s): -v lists them", len(rest), severities(rest)), width))
+			break
+		}
+		if i >= room {
+			break
+		}
+		mid = append(mid, clip("  "+findingHead(f, v), width))
+	}
+	for _, part := range [][]string{verdict, evidence, decision, missing, mid, tail} {
+		for _, l := range part {
+			t.line("%s", l)
+		}
+	}
+}
+
+// shorten drops a wrapped text's last line, marking the cut on the one
+// before.
+func shorten(lines []string, width int) []string {
+	out := lines[:len(lines)-1]
+	r := []rune(out[len(out)-1])
+	if len(r) > width-2 {
+		r = r[:width-2]
+	}
+	out[len(out)-1] = strings.TrimRight(strings.TrimSuffix(string(r), "…"), " ") + " …"
+	return out
+}
+
+// verdictFinding is the first finding the verdict names.
+func verdictFinding(fs []finding.Finding, v *finding.Verdict) *finding.Finding {
+	if v == nil {
+		return nil
+	}
+	for _, id := range v.Because {
+		for i := range fs {
+			if fs[i].ID == id {
+				return &fs[i]
 			}
 		}
 	}
-	if v.Decision != "" {
-		t.printf("DECISION: %s\n", Clean(v.Decision))
-	}
-	if v.Missing != "" {
-		t.printf("TO CONCLUDE: %s\n", Clean(v.Missing))
-	}
-	if v.Basis != "" {
-		t.printf("CONFIDENCE: %s\n", Clean(v.Basis))
-	}
-	if len(r.Findings) == 0 {
-		t.printf("\n")
-		return
-	}
-	because := map[string]bool{}
-	for _, id := range v.Because {
-		because[id] = true
-	}
-	t.printf("\nFINDINGS (the verdict's first, then by severity)\n")
-	for _, f := range r.Findings {
-		mark := ""
-		if because[f.ID] {
-			mark = " (verdict)"
-		}
-		t.finding(f, mark)
-	}
-	t.printf("\n")
+	return nil
 }
 
-// finding writes one finding: severity, id, mark, subject and claim on one
-// line, then its evidence, the change it calls for and its seed section.
-func (t *textWriter) finding(f finding.Finding, mark string) {
+// severities counts findings by severity: "2 warning, 3 info".
+func severities(fs []finding.Finding) string {
+	n := map[finding.Severity]int{}
+	for _, f := range fs {
+		n[f.Severity]++
+	}
+	var parts []string
+	for _, s := range []finding.Severity{finding.Critical, finding.Warning, finding.Info} {
+		if n[s] > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", n[s], s))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// findingHead is a finding's one line: severity, id, subject, claim.
+func findingHead(f finding.Finding, v *finding.Verdict) string {
+	mark := ""
+	if v != nil && slices.Contains(v.Because, f.ID) {
+		mark = " (verdict)"
+	}
 	subject := ""
 	if f.Subject != "" {
-		subject = " [" + Clean(f.Subject) + "]"
+		subject = " [" + f.Subject + "]"
 	}
-	t.printf("  %s %s%s%s: %s\n", strings.ToUpper(f.Severity.String()), f.ID, mark, subject, Clean(f.Claim))
-	for _, e := range f.Evidence {
-		t.printf("      %s\n", evidence(e))
-	}
-	if f.Decision != "" {
-		t.printf("      change: %s\n", Clean(f.Decision))
-	}
+	return fmt.Sprintf("%s %s%s%s: %s", strings.ToUpper(f.Severity.String()), f.ID, mark, subject, f.Claim)
 }
 
-func evidence(e finding.Evidence) string {
-	val := e.Text
-	if val == "" {
-		val = trimFloat(e.Value)
-		if e.Unit != "" {
-			if strings.HasPrefix(e.Unit, "%") {
-				val += e.Unit // "42%", "42% of wall time"
-			} else {
-				val += " " + e.Unit
+// runSummary is the one line about what was observed: target, host,
+// window, GPUs and gpufeed's own cost.
+func runSummary(r *Report) string {
+	parts := []string{fmt.Sprintf("%s on %s (%d CPUs, Linux %s)", targetText(r), r.Machine.Hostname, r.Machine.NumCPU, r.Machine.Kernel)}
+	win := fmt.Sprintf("%s, %d samples every %s", Duration(time.Duration(r.Window.DurationNS)), r.Window.Samples,
+		Duration(time.Duration(r.Window.IntervalNS)))
+	if r.Window.Ended != "" && r.Window.Ended != "duration" {
+		win += " (" + r.Window.Ended + ")"
+	}
+	parts = append(parts, win)
+	if r.Target.ExitCode != nil {
+		parts = append(parts, fmt.Sprintf("target exited with status %d", *r.Target.ExitCode))
+	}
+	switch {
+	case len(r.GPUs) == 0 && strings.Contains(strings.ToLower(r.GPUSource), "gpu"):
+		parts = append(parts, r.GPUSource) // it says why no GPU was sampled
+	case len(r.GPUs) == 0:
+		parts = append(parts, "no GPU sampled ("+dash(r.GPUSource)+")")
+	default:
+		var gs []string
+		for _, g := range r.GPUs {
+			s := fmt.Sprintf("GPU %d %s util p50 %s", g.Index, g.Name, pct(g.UtilP50))
+			if g.Lost != "" {
+				s += " (lost)"
 			}
+			gs = append(gs, s)
+		}
+		if len(gs) > 2 {
+			gs = append(gs[:2], fmt.Sprintf("%d more", len(gs)-2))
+		}
+		parts = append(parts, strings.Join(gs, ", "))
+	}
+	if o := r.Observer; o != nil {
+		parts = append(parts, "gpufeed used "+pct(o.CPUPercentOfCore)+" of a core")
+	}
+	if n := len(r.NotVisible); n > 0 {
+		parts = append(parts, fmt.Sprintf("%d facts not visible", n))
+	}
+	return strings.Join(parts, "; ")
+}
+
+func targetText(r *Report) string {
+	if r.Target.Launched && len(r.Target.Command) > 0 {
+		return fmt.Sprintf("%s (pid %d)", shortName(cmdLine(r.Target.Command), 40), r.Target.PID)
+	}
+	return fmt.Sprintf("pid %d (%s)", r.Target.PID, r.Target.Comm)
+}
+
+// verbose is everything: the verdict, the run, every finding with its
+// evidence, and the tables. Nothing is said twice: the verdict's evidence
+// is under its finding, the sampling window in the header.
+func (t *textWriter) verbose(r *Report) {
+	v := r.Verdict
+	if v != nil {
+		t.line("%s", verdictLine(v))
+		if v.Decision != "" {
+			t.line("DECISION: %s", v.Decision)
+		}
+		if v.Missing != "" {
+			t.line("TO CONCLUDE: %s", v.Missing)
+		}
+		if v.Basis != "" {
+			t.line("CONFIDENCE: %s", v.Basis)
+		}
+		t.line("")
+	}
+	t.header(r)
+	if v != nil && len(r.Findings) > 0 {
+		t.line("")
+		t.line("FINDINGS (the verdict's first, then by severity)")
+		for _, f := range r.Findings {
+			t.finding(f, v)
 		}
 	}
-	s := Clean(e.What) + ": " + Clean(val)
-	var ctx []string
-	if e.Window != "" {
-		ctx = append(ctx, Clean(e.Window))
+	t.processes(r)
+	t.threads(r)
+	t.host(r)
+	t.gpus(r)
+	if v == nil && len(r.Findings) > 0 {
+		t.line("")
+		t.line("FINDINGS")
+		for _, f := range r.Findings {
+			t.finding(f, nil)
+		}
 	}
-	if e.Source != "" {
-		ctx = append(ctx, Clean(e.Source))
-	}
-	if len(ctx) > 0 {
-		s += " (" + strings.Join(ctx, "; ") + ")"
-	}
-	return s
+	t.facts(r)
+	t.line("")
+	t.line("%s", ExplainHint)
 }
 
-func trimFloat(v float64) string {
-	switch {
-	case v == float64(int64(v)):
-		return fmt.Sprintf("%d", int64(v))
-	case v >= 100 || v <= -100:
-		return fmt.Sprintf("%.0f", v)
-	case v >= 10 || v <= -10:
-		return fmt.Sprintf("%.1f", v)
+// finding writes one finding: its line, its evidence, the change it calls
+// for (unless the verdict's decision already said it).
+func (t *textWriter) finding(f finding.Finding, v *finding.Verdict) {
+	t.line("  %s", findingHead(f, v))
+	for _, e := range f.Evidence {
+		t.line("      %s", evidenceLine(e, t.window, true))
 	}
-	return fmt.Sprintf("%.2f", v)
+	if f.Decision != "" && (v == nil || f.Decision != v.Decision) {
+		t.line("      change: %s", f.Decision)
+	}
 }
 
 func (t *textWriter) header(r *Report) {
-	what := fmt.Sprintf("pid %d (%s)", r.Target.PID, Clean(r.Target.Comm))
+	what := fmt.Sprintf("pid %d (%s)", r.Target.PID, r.Target.Comm)
 	if r.Target.Launched && len(r.Target.Command) > 0 {
-		what = fmt.Sprintf("%s, pid %d", CleanArgs(r.Target.Command), r.Target.PID)
+		what = fmt.Sprintf("%s, pid %d", cmdLine(r.Target.Command), r.Target.PID)
 	}
-	t.printf("gpufeed %s: %s on %s (%d CPUs, Linux %s)\n", "observation", what, Clean(r.Machine.Hostname), r.Machine.NumCPU, r.Machine.Kernel)
-	t.printf("window: %.1f s of %.1f s planned, %d samples every %s (slow tier %s, rollup %s), started %s, ended: %s\n",
-		r.Window.Seconds, r.Window.PlannedSecs, r.Window.Samples, r.Window.Interval, r.Window.SlowTier, r.Window.RollupTier,
-		r.Window.Started, r.Window.Ended)
+	wd := r.Window
+	t.line("gpufeed observation: %s on %s (%d CPUs, Linux %s)", what, r.Machine.Hostname, r.Machine.NumCPU, r.Machine.Kernel)
+	t.line("window: %s of %s planned, %d samples every %s (slow tier %s, rollup %s), started %s, ended: %s",
+		Duration(time.Duration(wd.DurationNS)), Duration(time.Duration(wd.PlannedDurationNS)), wd.Samples,
+		Duration(time.Duration(wd.IntervalNS)), Duration(time.Duration(wd.SlowTierNS)), Duration(time.Duration(wd.RollupTierNS)),
+		wd.Started, wd.Ended)
+	if t.window != "" {
+		t.line("evidence below covers %s unless it says otherwise", t.window)
+	}
 	if r.Target.ExitCode != nil {
-		t.printf("target exited with status %d\n", *r.Target.ExitCode)
+		t.line("target exited with status %d", *r.Target.ExitCode)
 	}
 	for _, n := range r.Notes {
-		t.printf("note: %s\n", Clean(n))
+		t.line("note: %s", n)
 	}
 }
 
 func (t *textWriter) processes(r *Report) {
-	t.printf("\nPROCESSES (CPU in %% of one core per %s interval)\n", r.Window.Interval)
+	t.printf("\nPROCESSES (CPU in %% of one core per %s interval)\n", Duration(time.Duration(r.Window.IntervalNS)))
 	t.table(func(tw *tabwriter.Writer) {
 		fmt.Fprintln(tw, "PID\tPPID\tROLE\tTHREADS\tCPU p50/p95/max\tRSS\tPSS\tUSS\tUSS growth\tFDs/limit\tread/s\tmean read\tdisk read/s\tCOMMAND")
 		for _, p := range r.Processes {
 			role := p.Role
 			if p.Rank != "" {
-				role += " " + Clean(p.Rank)
+				role += " " + p.Rank
 			}
 			if p.Exited {
 				role += " (exited)"
 			}
-			fmt.Fprintf(tw, "%d\t%d\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
+			rowf(tw, "%d\t%d\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
 				p.PID, p.PPID, dash(role), p.ThreadCount, stat3(p.CPUPercent), bytesOf(p.RSSBytes), bytesOf(p.PSSBytes),
 				bytesOf(p.USSBytes), rateBytes(p.USSGrowthBps), fds(p.FDs, p.FDLimit), rateBytes(p.ReadBytesPerSec),
-				bytesOf(p.MeanReadBytes), rateBytes(p.DiskReadBytesPerSec), truncate(cmdOf(p), 60))
+				bytesOf(p.MeanReadBytes), rateBytes(p.DiskReadBytesPerSec), shortName(cmdOf(p), 60))
 		}
 	})
 }
 
 func cmdOf(p Process) string {
 	if len(p.Cmdline) > 0 {
-		return CleanArgs(p.Cmdline)
+		return cmdLine(p.Cmdline)
 	}
-	return "[" + Clean(p.Comm) + "]"
+	return "[" + p.Comm + "]"
 }
 
 func (t *textWriter) threads(r *Report) {
-	t.printf("\nTHREADS (CPU and run-queue wait in %% of wall time per %s interval; switches per second)\n", r.Window.Interval)
+	t.printf("\nTHREADS (CPU and run-queue wait in %% of wall time per %s interval; switches per second)\n", Duration(time.Duration(r.Window.IntervalNS)))
 	for _, p := range r.Processes {
 		role := p.Role
 		if p.Rank != "" {
-			role += " " + Clean(p.Rank)
+			role += " " + p.Rank
 		}
-		t.printf("pid %d %s (%s)\n", p.PID, Clean(p.Comm), dash(role))
+		t.printf("pid %d %s (%s)\n", p.PID, p.Comm, dash(role))
 		t.table(func(tw *tabwriter.Writer) {
 			fmt.Fprintln(tw, "  TID\tNAME\tROLE\tCPU p50/p95/max\tuser\trunq wait mean/p95\tvol/s\tinvol/s\tSTATE\tWAITING IN")
 			for _, th := range p.Threads[:p.ShownThreads] {
-				name := Clean(th.Comm)
+				name := th.Comm
 				if th.Exited {
 					name += " (exited)"
 				}
-				fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s/%s\t%s\t%s\t%s\t%s\n", th.TID, name, dash(th.Role), stat3(th.CPUPercent),
+				rowf(tw, "  %d\t%s\t%s\t%s\t%s\t%s/%s\t%s\t%s\t%s\t%s\n", th.TID, name, dash(th.Role), stat3(th.CPUPercent),
 					pct(th.UserPercent), pct(th.RunQueueWaitPercent), pct(th.RunQueueWaitPercentP95),
 					rate(th.VoluntaryPerSec), rate(th.InvoluntaryPerSec), dash(th.State), blocked(th))
 			}
@@ -243,15 +409,15 @@ func blocked(th Thread) string {
 	if b.Syscall != "" {
 		s := b.Syscall
 		if b.On != "" {
-			s += " on " + Clean(b.On)
+			s += " on " + b.On
 		}
 		parts = append(parts, s)
 	}
 	if b.Wchan != "" {
-		parts = append(parts, "in "+Clean(b.Wchan))
+		parts = append(parts, "in "+b.Wchan)
 	}
 	if b.NotVisible != "" {
-		parts = append(parts, "("+Clean(b.NotVisible)+")")
+		parts = append(parts, "("+b.NotVisible+")")
 	}
 	if len(parts) == 0 {
 		return "-"
@@ -284,17 +450,17 @@ func (t *textWriter) host(r *Report) {
 	t.printf("  memory: available %s of %s; dirty %s\n", bytesOf(h.MemAvailable), bytesOf(h.MemTotal), bytesOf(h.Dirty))
 	if len(h.Disks) > 0 {
 		t.table(func(tw *tabwriter.Writer) {
-			fmt.Fprintln(tw, "  DISK\treads/s\tread kB/s\twrites/s\twrite kB/s\tawait\tutil")
+			fmt.Fprintln(tw, "  DISK\treads/s\tread rate\twrites/s\twrite rate\tawait\tutil")
 			for _, d := range h.Disks {
-				fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\n", Clean(d.Name), rate(d.ReadsPerSec), rate(d.ReadKBPerSec),
-					rate(d.WritesPerSec), rate(d.WriteKBPerSec), ms(d.AwaitMS), pct(d.UtilPercent))
+				rowf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\n", d.Name, rate(d.ReadsPerSec), rateBytes(d.ReadBytesPerSec),
+					rate(d.WritesPerSec), rateBytes(d.WriteBytesPerSec), nsDur(d.AwaitNS), pct(d.UtilPercent))
 			}
 		})
 	}
 }
 
 func (t *textWriter) gpus(r *Report) {
-	t.printf("\nGPUS (%s)\n", dash(Clean(r.GPUSource)))
+	t.printf("\nGPUS (%s)\n", dash(r.GPUSource))
 	if len(r.GPUs) == 0 {
 		t.printf("  none sampled\n")
 		return
@@ -304,9 +470,9 @@ func (t *textWriter) gpus(r *Report) {
 		for _, g := range r.GPUs {
 			status := "ok"
 			if g.Lost != "" {
-				status = "lost: " + Clean(g.Lost)
+				status = "lost: " + g.Lost
 			}
-			fmt.Fprintf(tw, "  %d\t%s\t%s/%s/%s\t%s\t%s/%s/%s\t%s/%s\t%s\t%s/%s\t%s\t%s\n", g.Index, Clean(g.Name),
+			rowf(tw, "  %d\t%s\t%s/%s/%s\t%s\t%s/%s/%s\t%s/%s\t%s\t%s/%s\t%s\t%s\n", g.Index, g.Name,
 				pct(g.UtilP10), pct(g.UtilP50), pct(g.UtilP90), pct(g.MemUtilP50),
 				mhz(g.SMClockP50), mhz(g.SMClockMin), mhzU(g.MaxSMClock), watts(g.PowerP50), watts(g.PowerLimit),
 				celsius(g.TempMax), rateBytes(g.PCIeTxP50), rateBytes(g.PCIeRxP50), gpu.DescribeClockEvents(g.ClockEventReasons), status)
@@ -316,20 +482,25 @@ func (t *textWriter) gpus(r *Report) {
 
 func (t *textWriter) facts(r *Report) {
 	if o := r.Observer; o != nil {
-		t.printf("\nOBSERVER: gpufeed used %s of one core (%.3f s CPU), %s per thread-sample over %d thread-samples; tick p50 %.2f ms, max %.2f ms; %d overruns\n",
-			pct(o.CPUPercentOfCore), o.CPUSeconds, us(o.USPerThreadSample), o.ThreadSamples, o.TickP50MS, o.TickMaxMS, o.Overruns)
+		per := "-"
+		if o.NSPerThreadSample != nil {
+			per = durationNS(*o.NSPerThreadSample)
+		}
+		t.printf("\nOBSERVER: gpufeed used %s of one core (%s CPU), %s per thread-sample over %d thread-samples; tick p50 %s, max %s; %d overruns\n",
+			pct(o.CPUPercentOfCore), Duration(time.Duration(o.CPUNS)), per, o.ThreadSamples,
+			Duration(time.Duration(o.TickP50NS)), Duration(time.Duration(o.TickMaxNS)), o.Overruns)
 	}
 	c := r.Counts
 	t.printf("COUNTS: %d threads and %d processes vanished mid-read (skipped); %d read errors; %d smaps_rollup reads postponed by budget\n",
 		c.VanishedThreads, c.VanishedProcs, c.ReadErrors, c.RollupSkipped)
 	for _, e := range r.Events {
-		t.printf("EVENT at %.1f s: %s pid %d %s\n", e.AtSec, e.Kind, e.PID, Clean(e.Text))
+		t.printf("EVENT at %s: %s pid %d %s\n", Duration(time.Duration(e.AtNS)), e.Kind, e.PID, e.Text)
 	}
 	if r.KernelLinesOther > 0 {
 		t.printf("KERNEL LOG: %d lines about other processes since the job started left out (dmesg -T shows them)\n", r.KernelLinesOther)
 	}
 	for _, nv := range r.NotVisible {
-		t.printf("NOT VISIBLE: %s %s: %s\n", Clean(nv.Subject), nv.Field, Clean(nv.Why))
+		t.printf("NOT VISIBLE: %s %s: %s\n", nv.Subject, nv.Field, nv.Why)
 	}
 }
 
@@ -338,14 +509,6 @@ func dash(s string) string {
 		return "-"
 	}
 	return s
-}
-
-func truncate(s string, n int) string {
-	r := []rune(s)
-	if len(r) <= n {
-		return s
-	}
-	return string(r[:n-1]) + "…"
 }
 
 func pct(p *float64) string {
@@ -386,20 +549,6 @@ func rate(p *float64) string {
 	return fmt.Sprintf("%.1f", *p)
 }
 
-func ms(p *float64) string {
-	if p == nil {
-		return "-"
-	}
-	return fmt.Sprintf("%.1f ms", *p)
-}
-
-func us(p *float64) string {
-	if p == nil {
-		return "-"
-	}
-	return fmt.Sprintf("%.1f µs", *p)
-}
-
 func mhz(p *float64) string {
 	if p == nil {
 		return "-"
@@ -432,42 +581,14 @@ func bytesOf(p *float64) string {
 	if p == nil {
 		return "-"
 	}
-	return humanBytes(*p)
-}
-
-func humanBytes(v float64) string {
-	const unit = 1024.0
-	// A value that rounds to 0 B prints as 0 B, never "-0 B" (a slope of
-	// -0.3 B/s is no shrinkage).
-	if v > -0.5 && v < 0.5 {
-		v = 0
-	}
-	neg := v < 0
-	if neg {
-		v = -v
-	}
-	s := ""
-	switch {
-	case v < unit:
-		s = fmt.Sprintf("%.0f B", v)
-	case v < unit*unit:
-		s = fmt.Sprintf("%.1f KiB", v/unit)
-	case v < unit*unit*unit:
-		s = fmt.Sprintf("%.1f MiB", v/unit/unit)
-	default:
-		s = fmt.Sprintf("%.2f GiB", v/unit/unit/unit)
-	}
-	if neg {
-		return "-" + s
-	}
-	return s
+	return Bytes(*p)
 }
 
 func rateBytes(p *float64) string {
 	if p == nil {
 		return "-"
 	}
-	return humanBytes(*p) + "/s"
+	return Bytes(*p) + "/s"
 }
 
 func fds(n *float64, limit *uint64) string {
@@ -484,4 +605,11 @@ func fds(n *float64, limit *uint64) string {
 		c = fmt.Sprintf("%.0f", *n)
 	}
 	return c + "/" + l
+}
+
+func nsDur(p *float64) string {
+	if p == nil {
+		return "-"
+	}
+	return durationNS(*p)
 }

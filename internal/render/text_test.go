@@ -1,11 +1,65 @@
 package render
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
-func TestHumanBytesSigns(t *testing.T) {
-	for v, want := range map[float64]string{-0.3: "0 B", 0.4: "0 B", -2: "-2 B", -2048: "-2.0 KiB", 1536: "1.5 KiB"} {
-		if got := humanBytes(v); got != want {
-			t.Errorf("humanBytes(%v) = %q, want %q", v, got, want)
+func TestBytesSigns(t *testing.T) {
+	for v, want := range map[float64]string{-0.3: "0 B", 0.4: "0 B", -2: "-2 B", -2048: "-2.0 KiB", 1536: "1.5 KiB", 11834: "11.6 KiB"} {
+		if got := Bytes(v); got != want {
+			t.Errorf("Bytes(%v) = %q, want %q", v, got, want)
 		}
+	}
+}
+
+func TestNumbersAndUnits(t *testing.T) {
+	for v, s := range map[float64]string{8: "8", 7.875: "7.88", 31.5: "31.5", 1203: "1203", 0.48: "0.48", 92.06: "92.1", 0.004: "0.004"} {
+		if got := Number(v); got != s {
+			t.Errorf("Number(%v) = %s, want %s", v, got, s)
+		}
+	}
+	for d, s := range map[time.Duration]string{850: "850 ns", 98 * time.Microsecond: "98 µs", 6453 * time.Microsecond: "6.45 ms",
+		10 * time.Second: "10.0 s", 17 * time.Minute: "17 min"} {
+		if got := Duration(d); got != s {
+			t.Errorf("Duration(%v) = %s, want %s", d, got, s)
+		}
+	}
+	for _, c := range []struct {
+		v    float64
+		unit string
+		want string
+	}{
+		{90938, "us", "90.9 ms"}, {2010.2, "us", "2.01 ms"}, {0.098, "ms", "98 µs"}, {11834, "B", "11.6 KiB"},
+		{8, "MiB", "8.0 MiB"}, {42, "%", "42%"}, {21.8, "% of wall time", "21.8% of wall time"}, {269, "/s", "269/s"},
+		{1022, "operations", "1022 operations"}, {16, "GT/s", "16 GT/s"},
+	} {
+		if got := Quantity(c.v, c.unit); got != c.want {
+			t.Errorf("Quantity(%v, %q) = %q, want %q", c.v, c.unit, got, c.want)
+		}
+	}
+}
+
+func TestWrap(t *testing.T) {
+	got := wrap("DECISION: one two three four five six", 16, "", "  ", 0)
+	want := []string{"DECISION: one", "  two three four", "  five six"}
+	if len(got) != len(want) {
+		t.Fatalf("wrap: %q", got)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("wrap line %d: %q, want %q", i, got[i], want[i])
+		}
+	}
+}
+
+func TestParseFormat(t *testing.T) {
+	for in, want := range map[string]Format{"text": FormatText, "JSON": FormatJSON, " Json ": FormatJSON} {
+		if got, err := ParseFormat(in); err != nil || got != want {
+			t.Errorf("ParseFormat(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	if _, err := ParseFormat("xml"); err == nil || err.Error() != `-o "xml": want text or json` {
+		t.Errorf("ParseFormat(xml): %v", err)
 	}
 }

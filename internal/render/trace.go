@@ -5,63 +5,40 @@
 package render
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"io"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/gpufeed/gpufeed/internal/derive/tracestats"
+	"github.com/gpufeed/gpufeed/internal/finding"
 	"github.com/gpufeed/gpufeed/internal/judge/thresholds"
 	"github.com/gpufeed/gpufeed/internal/judge/tracejudge"
-	"github.com/gpufeed/gpufeed/internal/safetext"
-
-	"github.com/gpufeed/gpufeed/internal/finding"
+	"github.com/gpufeed/gpufeed/internal/trace"
 )
 
 // TraceResult is everything `gpufeed trace` reports: one report per rank and,
 // with several ranks, their comparison.
 type TraceResult struct {
-	Reports []*tracejudge.RankReport `json:"reports"`
-	Multi   *tracejudge.MultiRank    `json:"multi_rank,omitempty"`
+	// Header is set by the command that writes the report.
+	Header  Header
+	Reports []*tracejudge.RankReport
+	Multi   *tracejudge.MultiRank
 	// Skipped are the files named (or found in a directory) that were not
 	// read, each with the reason.
-	Skipped []TraceSkipped `json:"skipped,omitempty"`
+	Skipped []TraceSkipped
+	// Traces are the traces Reports came from, in the same order, kept
+	// only for the timeline renderer (Perfetto); nil otherwise, so each
+	// trace is dropped once judged. Their reports were analysed with
+	// tracejudge.Options.KeepGaps.
+	Traces []*trace.Trace `json:"-"`
 }
 
 // TraceSkipped is a file that was not read and why.
 type TraceSkipped struct {
 	File   string `json:"file"`
 	Reason string `json:"reason"`
-}
-
-// TraceJSON writes the result as indented JSON.
-// Bidirectional controls in names are escaped (safetext.EscapeJSON), which
-// leaves every value as it was.
-func TraceJSON(w io.Writer, res TraceResult) error {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(res); err != nil {
-		return err
-	}
-	_, err := w.Write(safetext.EscapeJSON(buf.Bytes()))
-	return err
-}
-
-// clean makes attacker-controlled text (kernel, operator and thread names
-// from a trace file) safe for a terminal: control characters, line
-// separators and bidirectional controls become '?' (safetext.Clean).
-
-// short trims a long name (C++ kernel signatures) for tables.
-func short(s string, n int) string {
-	s = Clean(s)
-	if len([]rune(s)) <= n {
-		return s
-	}
-	r := []rune(s)
-	return string(r[:n-1]) + "…"
 }
 
 func nsToMS(ns int64) float64 { return float64(ns) / 1e6 }
@@ -73,47 +50,71 @@ func sharePct(part, whole int64) float64 {
 	return 100 * float64(part) / float64(whole)
 }
 
-// TraceText writes the human report: for each rank the verdict and its evidence
-// first, then the decision, the other findings, and the HTA-style and
-// Nsight-style tables; then the cross-rank comparison.
-func TraceText(w io.Writer, res TraceResult) error {
-	p := &printer{w: w}
-	for i, r := range res.Reports {
-		if i > 0 {
-			p.line("")
-			p.line(strings.Repeat("=", 78))
+// Trace writes the trace report. One rank: by default its verdict, the
+// numbers behind it, the decision, one line per other finding and one line
+// on what was read; verbose adds every finding's evidence and the HTA- and
+// Nsight-style tables. Several ranks: the ranks table first, then the
+// cross-rank findings; Options.Rank picks one rank's detail, verbose shows
+// every rank's.
+func (textRenderer) Trace(w io.Writer, res *TraceResult, o Options) error {
+	p := &printer{o: o}
+	multi := res.Multi != nil && len(res.Multi.Ranks) > 1
+	reports := res.Reports
+	if o.Rank != nil {
+		reports = nil
+		for _, r := range res.Reports {
+			if r.Rank == *o.Rank {
+				reports = append(reports, r)
+			}
 		}
-		p.report(r)
+		if len(reports) == 0 {
+			var ranks []string
+			for _, r := range res.Reports {
+				ranks = append(ranks, strconv.Itoa(r.Rank))
+			}
+			return fmt.Errorf("--rank %d: no such rank in the trace (ranks: %s)", *o.Rank, strings.Join(ranks, ", "))
+		}
 	}
-	if res.Multi != nil && len(res.Multi.Ranks) > 1 {
-		p.line("")
-		p.line(strings.Repeat("=", 78))
+	switch {
+	case multi && o.Rank == nil:
 		p.multi(res.Multi)
+		if o.Verbose {
+			for _, r := range reports {
+				p.line("")
+				p.line("%s", strings.Repeat("=", 78))
+				p.report(r)
+			}
+		} else {
+			p.line("%s", clip("--rank N: one rank's verdict and findings; "+moreHint, p.o.width()))
+		}
+	default:
+		for i, r := range reports {
+			if i > 0 {
+				p.line("")
+				p.line("%s", strings.Repeat("=", 78))
+			}
+			p.report(r)
+		}
 	}
 	if len(res.Skipped) > 0 {
 		p.line("")
 		p.line("NOT READ: %d file(s); the report above covers the others:", len(res.Skipped))
 		for _, s := range res.Skipped {
-			p.line("  %s: %s", Clean(s.File), Clean(s.Reason))
+			p.line("  %s: %s", s.File, s.Reason)
 		}
 	}
-	p.line("")
-	p.line("%s", ExplainHint)
-	return p.err
+	if o.Verbose {
+		p.line("")
+		p.line("%s", ExplainHint)
+	}
+	return p.flush(w)
 }
 
 type printer struct {
-	w   io.Writer
-	err error
+	textOut
+	o Options
 	// window is the report's evidence window, said once in its header.
 	window string
-}
-
-func (p *printer) line(format string, args ...any) {
-	if p.err != nil {
-		return
-	}
-	_, p.err = fmt.Fprintf(p.w, format+"\n", args...)
 }
 
 func rankText(r int) string {
@@ -123,28 +124,32 @@ func rankText(r int) string {
 	return fmt.Sprintf("rank %d", r)
 }
 
+func traceConfidence(v finding.Verdict) string {
+	return fmt.Sprintf("%.0f%%", v.Confidence*100)
+}
+
 func (p *printer) report(r *tracejudge.RankReport) {
 	v := r.Verdict
+	width := p.o.width()
 	byID := map[string]*finding.Finding{}
 	for i := range r.Findings {
 		byID[r.Findings[i].ID] = &r.Findings[i]
 	}
 	// Every evidence line of a report covers the same window: say it once.
-	window := ""
-	for _, f := range r.Findings {
-		if len(f.Evidence) > 0 {
-			window = f.Evidence[0].Window
-			break
+	p.window = sharedWindow(r.Findings)
+	if p.window == "" {
+		for _, f := range r.Findings {
+			if len(f.Evidence) > 0 {
+				p.window = f.Evidence[0].Window
+				break
+			}
 		}
 	}
-	p.window = window
-	head := fmt.Sprintf("VERDICT: %s (confidence %.0f%%) — %s, %s", v.Class, v.Confidence*100, Clean(filepath.Base(r.Source)), rankText(r.Rank))
-	if window != "" {
-		head += ", " + Clean(window)
+	head := fmt.Sprintf("VERDICT: %s (confidence %s) — %s, %s", v.Class, traceConfidence(v), filepath.Base(r.Source), rankText(r.Rank))
+	if p.window != "" {
+		head += ", " + p.window
 	}
-	p.line("%s", head)
-	p.line("  %s", Clean(v.Summary))
-	// The verdict's evidence: its first two numbers, then the decision, then the rest.
+	// The verdict's evidence: its first numbers, then the decision.
 	var ev []finding.Evidence
 	shown := map[string]bool{}
 	for _, id := range v.Because {
@@ -153,31 +158,59 @@ func (p *printer) report(r *tracejudge.RankReport) {
 			ev = append(ev, f.Evidence...)
 		}
 	}
-	for _, e := range ev[:min(2, len(ev))] {
-		p.evidence("  ", e)
+	if !p.o.Verbose {
+		for _, l := range wrap(head, width, "", "  ", 2) {
+			p.line("%s", l)
+		}
+		for _, l := range wrap(v.Summary, width, "  ", "  ", 2) {
+			p.line("%s", l)
+		}
+		for _, e := range ev[:min(verdictEvidenceShown, len(ev))] {
+			p.line("%s", numberLine("  - ", e, width))
+		}
+		if v.Decision != "" {
+			for _, l := range wrap("DECISION: "+v.Decision, width, "", "  ", 3) {
+				p.line("%s", l)
+			}
+		}
+		if v.Missing != "" {
+			for _, l := range wrap("MISSING: "+v.Missing, width, "", "  ", 2) {
+				p.line("%s", l)
+			}
+		}
+		for _, f := range r.Findings {
+			if shown[f.ID] {
+				continue
+			}
+			p.line("%s", clip(fmt.Sprintf("  %s %s: %s", strings.ToUpper(f.Severity.String()), f.ID, f.Claim), width))
+		}
+		for _, l := range wrap(p.readLine(r), width, "", "  ", 2) {
+			p.line("%s", l)
+		}
+		for _, w := range r.Warnings {
+			for _, l := range wrap("WARNING: "+w, width, "", "  ", 3) {
+				p.line("%s", l)
+			}
+		}
+		p.line("%s", clip(moreHint, width))
+		return
 	}
+	p.line("%s", head)
+	p.line("  %s", v.Summary)
 	if v.Decision != "" {
-		p.line("DECISION: %s", Clean(v.Decision))
+		p.line("DECISION: %s", v.Decision)
 	}
 	if v.Missing != "" {
-		p.line("MISSING: %s", Clean(v.Missing))
+		p.line("MISSING: %s", v.Missing)
 	}
 	if r.Confidence.Text != "" {
-		p.line("CONFIDENCE: %s", Clean(r.Confidence.Text))
-	}
-	if len(ev) > 2 {
-		p.line("  more evidence (%s):", strings.Join(v.Because, ", "))
-		for _, e := range ev[2:] {
-			p.evidence("    ", e)
-		}
+		p.line("CONFIDENCE: %s", r.Confidence.Text)
 	}
 	p.line("")
 	p.line("FINDINGS")
 	for _, f := range r.Findings {
-		// A finding whose evidence is shown with the verdict is marked so;
-		// an inconclusive verdict concludes nothing, so its findings are
-		// only "shown above", and keep their own decision when the verdict
-		// gives none.
+		// An inconclusive verdict concludes nothing: the findings it names
+		// are only "shown above".
 		mark := ""
 		if shown[f.ID] {
 			mark = " (verdict)"
@@ -185,14 +218,12 @@ func (p *printer) report(r *tracejudge.RankReport) {
 				mark = " (shown above)"
 			}
 		}
-		p.line("  [%s] %s%s: %s", f.Severity, f.ID, mark, Clean(f.Claim))
-		if !shown[f.ID] {
-			for _, e := range f.Evidence {
-				p.evidence("      ", e)
-			}
+		p.line("  [%s] %s%s: %s", f.Severity, f.ID, mark, f.Claim)
+		for _, e := range f.Evidence {
+			p.line("      - %s", evidenceLine(e, p.window, true))
 		}
-		if f.Decision != "" && (!shown[f.ID] || v.Decision == "") {
-			p.line("      → %s", Clean(f.Decision))
+		if f.Decision != "" && f.Decision != v.Decision {
+			p.line("      → %s", f.Decision)
 		}
 	}
 	p.attribution(r)
@@ -201,6 +232,15 @@ func (p *printer) report(r *tracejudge.RankReport) {
 	p.nsight(r)
 	p.line("")
 	p.line("SCOPE: %d GPU operations, %d steps analysed, %d left out. %s", r.Scope.GPUOps, r.Scope.Steps, r.Scope.DroppedSteps, r.Scope.Note)
+	p.line("%s", p.readLine(r))
+	for _, w := range r.Warnings {
+		p.line("WARNING: %s", w)
+	}
+	p.window = ""
+}
+
+// readLine says what was read: the events by kind and what was left out.
+func (p *printer) readLine(r *tracejudge.RankReport) string {
 	c := r.Counts
 	read := fmt.Sprintf("READ: %d events (%d GPU ops, %d runtime calls, %d CPU ranges; %d flow, %d metadata, %d ignored, %d with bad times",
 		c.Events, c.GPUOps, c.RuntimeCalls, c.CPUOps, c.Flows, c.Metadata, c.Ignored, c.BadTime)
@@ -211,23 +251,7 @@ func (p *printer) report(r *tracejudge.RankReport) {
 	if c.AmbiguousCorr > 0 {
 		read += fmt.Sprintf(", %d whose correlation id is not unique", c.AmbiguousCorr)
 	}
-	p.line("%s", read)
-	for _, w := range r.Warnings {
-		p.line("WARNING: %s", Clean(w))
-	}
-	p.window = ""
-}
-
-func (p *printer) evidence(indent string, e finding.Evidence) {
-	val := e.Text
-	if val == "" {
-		val = strings.TrimSpace(fmt.Sprintf("%g %s", e.Value, e.Unit))
-	}
-	where := Clean(e.Source)
-	if e.Window != "" && e.Window != p.window {
-		where = Clean(e.Window) + "; " + where
-	}
-	p.line("%s- %s: %s  [%s]", indent, Clean(e.What), Clean(val), where)
+	return read
 }
 
 func (p *printer) attribution(r *tracejudge.RankReport) {
@@ -254,7 +278,7 @@ func (p *printer) attribution(r *tracejudge.RankReport) {
 		for _, t := range at.Threads[:min(3, len(at.Threads))] {
 			name := ""
 			if t.Name != "" {
-				name = " " + Clean(t.Name)
+				name = " " + t.Name
 			}
 			parts = append(parts, fmt.Sprintf("tid %d%s %.1f ms", t.TID, name, nsToMS(t.Ns)))
 		}
@@ -263,7 +287,7 @@ func (p *printer) attribution(r *tracejudge.RankReport) {
 	if len(at.TopOps) > 0 {
 		var parts []string
 		for _, o := range at.TopOps {
-			parts = append(parts, fmt.Sprintf("%s %.1f ms", short(o.Name, 48), nsToMS(o.Ns)))
+			parts = append(parts, fmt.Sprintf("%s %.1f ms", shortName(o.Name, 48), nsToMS(o.Ns)))
 		}
 		p.line("  CPU ranges during host-wait gaps: %s", strings.Join(parts, "; "))
 	}
@@ -284,7 +308,7 @@ func (p *printer) attribution(r *tracejudge.RankReport) {
 			if g.AfterSync {
 				after = " [began inside a sync]"
 			}
-			p.line("    %.3f ms at +%.3f ms,%s before %s: %s%s", nsToMS(g.DurNs), nsToMS(g.StartNs-r.Scope.StartNs), step, short(g.Next, 40), strings.Join(parts, ", "), after)
+			p.line("    %.3f ms at +%.3f ms,%s before %s: %s%s", nsToMS(g.DurNs), nsToMS(g.StartNs-r.Scope.StartNs), step, shortName(g.Next, 40), strings.Join(parts, ", "), after)
 		}
 	}
 }
@@ -374,18 +398,23 @@ func (p *printer) multi(m *tracejudge.MultiRank) {
 	p.line("RANKS: %d compared", len(m.Ranks))
 	p.line("  %-6s %-20s %6s %10s %10s %10s %10s  %s", "rank", "verdict", "conf", "idle %", "input %", "sync %", "step ms", "file")
 	for _, r := range m.Ranks {
-		p.line("  %-6d %-20s %6.2f %10.1f %10.1f %10.1f %10.3f  %s", r.Rank, r.Verdict.Class, r.Verdict.Confidence, r.Shares.IdlePct, r.Shares.Input, r.Shares.Sync, nsToMS(r.StepMedianNs), Clean(filepath.Base(r.Source)))
+		p.line("  %-6d %-20s %6s %10.1f %10.1f %10.1f %10.3f  %s", r.Rank, r.Verdict.Class, traceConfidence(r.Verdict),
+			r.Shares.IdlePct, r.Shares.Input, r.Shares.Sync, nsToMS(r.StepMedianNs), filepath.Base(r.Source))
 	}
 	if len(m.Stragglers) == 0 {
 		p.line("  no straggler: no rank enters collectives late by %.0f %% of the median step time", thresholds.StragglerLagPct)
 	}
 	for _, f := range m.Findings {
-		p.line("  [%s] %s: %s", f.Severity, f.ID, Clean(f.Claim))
+		if !p.o.Verbose {
+			p.line("%s", clip(fmt.Sprintf("  %s %s: %s", strings.ToUpper(f.Severity.String()), f.ID, f.Claim), p.o.width()))
+			continue
+		}
+		p.line("  [%s] %s: %s", f.Severity, f.ID, f.Claim)
 		for _, e := range f.Evidence {
-			p.evidence("      ", e)
+			p.line("      - %s", evidenceLine(e, "", true))
 		}
 		if f.Decision != "" {
-			p.line("      → %s", Clean(f.Decision))
+			p.line("      → %s", f.Decision)
 		}
 	}
 }

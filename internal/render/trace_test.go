@@ -25,17 +25,16 @@ func TestTraceTextStripsControlCharacters(t *testing.T) {
 			Longest: []tracestats.GapDetail{{DurNs: 5, Next: evil, Step: -1}}},
 		Warnings: []string{evil},
 	}
-	var out bytes.Buffer
-	if err := TraceText(&out, TraceResult{Reports: []*tracejudge.RankReport{r}}); err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range []string{"\x1b", "\x07", "\r"} {
-		if strings.Contains(out.String(), c) {
-			t.Fatalf("output holds control character %q:\n%q", c, out.String())
+	for _, o := range []Options{{}, verbose} {
+		out := textOf(t, &TraceResult{Reports: []*tracejudge.RankReport{r}}, o)
+		for _, c := range []string{"\x1b", "\x07", "\r"} {
+			if strings.Contains(out, c) {
+				t.Fatalf("output holds control character %q:\n%q", c, out)
+			}
 		}
-	}
-	if !strings.HasPrefix(out.String(), "VERDICT: submission-bound") {
-		t.Errorf("output does not lead with the verdict: %q", out.String()[:40])
+		if !strings.HasPrefix(out, "VERDICT: submission-bound") {
+			t.Errorf("output does not lead with the verdict: %q", out[:40])
+		}
 	}
 }
 
@@ -54,14 +53,9 @@ func TestTraceOutputsKeepReorderingCharactersOff(t *testing.T) {
 			Longest: []tracestats.GapDetail{{DurNs: 5, Next: evil, Step: -1}}},
 		Warnings: []string{evil},
 	}
-	for _, write := range []func(*bytes.Buffer) error{
-		func(b *bytes.Buffer) error { return TraceText(b, TraceResult{Reports: []*tracejudge.RankReport{r}}) },
-		func(b *bytes.Buffer) error { return TraceJSON(b, TraceResult{Reports: []*tracejudge.RankReport{r}}) },
-	} {
-		var out bytes.Buffer
-		if err := write(&out); err != nil {
-			t.Fatal(err)
-		}
+	res := &TraceResult{Reports: []*tracejudge.RankReport{r}}
+	for _, out := range []*bytes.Buffer{bytes.NewBufferString(textOf(t, res, Options{})), bytes.NewBufferString(textOf(t, res, verbose)),
+		bytes.NewBuffer(jsonOf(t, res))} {
 		for _, c := range []string{"\u202e", "\u2028", "\u2029", "\u2066"} {
 			if strings.Contains(out.String(), c) {
 				t.Errorf("output holds %U:\n%.200q", []rune(c)[0], out.String())

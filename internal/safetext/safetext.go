@@ -102,11 +102,15 @@ func Escape(s string) string {
 }
 
 func rewrite(s string, unsafe func(b *strings.Builder, raw string)) string {
+	return rewriteN(s, MaxRunes, unsafe)
+}
+
+func rewriteN(s string, max int, unsafe func(b *strings.Builder, raw string)) string {
 	var b strings.Builder
-	b.Grow(min(len(s), 4*MaxRunes))
+	b.Grow(min(len(s), 4*max))
 	kept := 0
 	for i := 0; i < len(s); {
-		if kept == MaxRunes {
+		if kept == max {
 			b.WriteString(cutNote(len(s) - i))
 			break
 		}
@@ -168,4 +172,20 @@ func EscapeJSON(b []byte) []byte {
 		b = bytes.ReplaceAll(b, seq, []byte(`\u`+strconv.FormatInt(int64(0x10000+r), 16)[1:]))
 	}
 	return b
+}
+
+// MaxLineRunes is the most characters CleanLine keeps of one output line:
+// a line gpufeed composes holds a few names and numbers; past this, it
+// quotes garbage.
+const MaxLineRunes = MaxRunes + 100
+
+// CleanLine is Clean for a whole line of output that gpufeed composed (a
+// report line holding several names): unsafe characters become '?', and
+// the line is capped at MaxLineRunes characters. The text renderers pass
+// every line they write through it.
+func CleanLine(s string) string {
+	if !needsWork(s) {
+		return s
+	}
+	return rewriteN(s, MaxLineRunes, func(b *strings.Builder, raw string) { b.WriteByte('?') })
 }

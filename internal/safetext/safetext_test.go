@@ -56,6 +56,19 @@ func TestEscapeJSONKeepsValues(t *testing.T) {
 	}
 }
 
+// CleanLine cleans like Clean but keeps a composed line up to
+// MaxLineRunes characters, then says how much was cut.
+func TestCleanLine(t *testing.T) {
+	line := strings.Repeat("a", MaxRunes+50) + "\u2028\x1b"
+	if got := CleanLine(line); got != strings.Repeat("a", MaxRunes+50)+"??" {
+		t.Errorf("CleanLine of a %d-rune line: %d runes, %q at its end", MaxRunes+52, utf8.RuneCountInString(got), got[len(got)-10:])
+	}
+	long := strings.Repeat("b", 3*MaxLineRunes)
+	if got := CleanLine(long); utf8.RuneCountInString(got) > MaxLineRunes+40 || !strings.HasSuffix(got, "more bytes cut)") {
+		t.Errorf("CleanLine of %d runes: %d runes out", len(long), utf8.RuneCountInString(got))
+	}
+}
+
 // Whatever goes in, what comes out holds no unsafe character, is UTF-8 and
 // is bounded.
 func FuzzClean(f *testing.F) {
@@ -63,7 +76,7 @@ func FuzzClean(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		for _, out := range []string{Clean(s), Escape(s)} {
+		for _, out := range []string{Clean(s), Escape(s), CleanLine(s)} {
 			if !utf8.ValidString(out) || strings.ContainsFunc(out, Unsafe) {
 				t.Fatalf("%q -> %q", s, out)
 			}

@@ -66,10 +66,14 @@ const (
 	// --hang R rank R deadlocks on a lock while the others wait in
 	// all_reduce. Runs under TorchPython.
 	TorchRanks Script = "torch_ranks.py"
+	// TorchPyTime is a small CPU training loop whose Python time has one
+	// known home (--mode loader: the DataLoader's __next__; item: .item()
+	// per value; optim: a per-parameter optimizer step).
+	TorchPyTime Script = "torch_pytime.py"
 )
 
 // needsTorch says a workload imports torch.
-func (w Script) needsTorch() bool { return w == TorchDataLoader || w == TorchRanks }
+func (w Script) needsTorch() bool { return w == TorchDataLoader || w == TorchRanks || w == TorchPyTime }
 
 // DebianPython is Debian's own interpreter, the one python3-torch and
 // python3-numpy install into (the python3 on PATH may be another, pyenv's).

@@ -34,6 +34,10 @@ const (
 	// them (Text); EventPyStacksError says why a dump is missing.
 	EventPyStacks      = "py-stacks"
 	EventPyStacksError = "py-stacks-error"
+	// EventPySamples is one process's Python stacks sampled over the
+	// window (profile.Top's JSON text: each thread's distinct stacks and
+	// how often each was seen, running, holding the GIL).
+	EventPySamples = "py-samples"
 )
 
 // Unlimited is the value of a resource limit the kernel writes "unlimited"

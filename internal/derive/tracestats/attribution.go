@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/gpufeed/gpufeed/internal/trace"
 )
@@ -108,7 +109,8 @@ func (b ByCause) MarshalJSON() ([]byte, error) {
 			out = append(out, ',')
 		}
 		out = append(out, '"')
-		out = append(out, Cause(c).String()...)
+		// JSON keys are snake_case (docs/JSON.md): "pageable_copy".
+		out = append(out, strings.ReplaceAll(Cause(c).String(), "-", "_")...)
 		out = append(out, `":`...)
 		out = appendInt(out, v)
 	}

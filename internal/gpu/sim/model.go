@@ -1,17 +1,23 @@
-// Package sim is a simulated GPU: a queueing model of CUDA streams served on a
-// Unix socket, and a gpu.Source that observes it.
+// Package sim is a simulated GPU: the server of a queueing model of CUDA
+// streams (gpufeed simdev), and a gpu.Source that observes it.
 //
 // It is a model, not an emulator: it runs no kernels, it only knows their
-// durations. It is exact about time: an operation starts at max(its
-// submission time, the end of the previous operation on its stream) and ends
-// after its duration; a synchronisation returns once the last end time has
-// passed. The device is a set of busy intervals in virtual time, so a fully
-// busy simulated GPU costs the host almost nothing: no goroutine spins, timers
-// fire only where a client waits. docs/SIMDEV.md documents the model, the
-// wire protocol and every deviation from exactness.
+// durations. The stream arithmetic runs in the workload's own process, in
+// the simulated driver library (internal/gpu/sim/simcuda): an operation
+// starts at max(its submission time, the end of the previous operation on
+// its stream[, its copy engine free]) and ends after its duration, and the
+// library writes each placed operation into a ring in shared memory. The
+// server reads the rings on its own clock (when an observer samples, when a
+// ring fills up, when a context goes away) and keeps the device as a set of
+// busy intervals in virtual time, from which it reports utilisation,
+// clocks, power, PCIe traffic and processes. A fully busy simulated GPU
+// costs the host almost nothing: nothing spins, nothing runs per launch.
+// docs/SIMDEV.md documents the model, the protocol and every deviation from
+// exactness.
 package sim
 
 import (
+	"fmt"
 	"math"
 	"sort"
 	"time"
@@ -20,30 +26,21 @@ import (
 	"github.com/gpufeed/gpufeed/internal/gpu/sim/wire"
 )
 
-// opKind says what an operation is.
-type opKind uint8
-
-const (
-	opKernel opKind = iota
-	opCopy
-)
-
-// op is one operation submitted to a stream.
-type op struct {
-	kind   opKind
-	dur    int64 // kernel duration in ns (copies: computed from bytes)
-	bytes  uint64
-	dir    uint8 // wire.CopyH2D / CopyD2H / CopyD2D
-	pinned bool
+// pending is an operation of a stream that had not ended when last looked
+// at: its end and how many operations it stands for (a graph's run of
+// kernels is one record).
+type pending struct {
+	end int64
+	n   uint64
 }
 
-// stream is one CUDA stream of one process: operations run one after the
-// other, and at most maxPending of them may be outstanding.
+// stream is one CUDA stream of one context: operations run one after the
+// other.
 type stream struct {
-	// ends holds the end times of the outstanding operations, oldest first
-	// (non-decreasing: the stream is serial).
-	ends []int64
-	// lastEnd is the end of the last operation ever submitted.
+	// ends holds the outstanding operations, oldest first (non-decreasing
+	// ends: the stream is serial).
+	ends []pending
+	// lastEnd is the end of the last operation ever recorded.
 	lastEnd int64
 	// retired counts the operations dropped from ends because they ended.
 	retired uint64
@@ -51,25 +48,40 @@ type stream struct {
 
 // retire drops the operations that ended at or before now.
 func (s *stream) retire(now int64) {
-	i := sort.Search(len(s.ends), func(k int) bool { return s.ends[k] > now })
+	i := sort.Search(len(s.ends), func(k int) bool { return s.ends[k].end > now })
 	if i > 0 {
+		for _, p := range s.ends[:i] {
+			s.retired += p.n
+		}
 		s.ends = append(s.ends[:0], s.ends[i:]...)
-		s.retired += uint64(i)
 	}
 }
 
 // completed counts the operations of the stream that ended at or before
 // now (now no earlier than any time it was retired at).
 func (s *stream) completed(now int64) uint64 {
-	return s.retired + uint64(sort.Search(len(s.ends), func(k int) bool { return s.ends[k] > now }))
+	n := s.retired
+	for _, p := range s.ends {
+		if p.end > now {
+			break
+		}
+		n += p.n
+	}
+	return n
 }
 
-// process is one client process's CUDA context on a device: its streams and
-// its share of the device's kernel time.
+// streamKey names a stream: its context's registration and its number.
+type streamKey struct {
+	reg uint64
+	id  uint32
+}
+
+// process is one client process on a device: its contexts' streams and its
+// share of the device's kernel time.
 type process struct {
 	pid     int
-	conns   int
-	streams map[uint32]*stream
+	conns   int // registered contexts alive
+	streams map[streamKey]*stream
 	kernels spanSet
 	// retired counts the completed operations of streams forgotten since.
 	retired uint64
@@ -85,15 +97,6 @@ func (p *process) completed(now int64) uint64 {
 	return n
 }
 
-// lastEnd returns the end of the process's last operation on any stream.
-func (p *process) lastEnd() int64 {
-	var e int64
-	for _, s := range p.streams {
-		e = max(e, s.lastEnd)
-	}
-	return e
-}
-
 // clockState is the SM clock model's state at time t.
 type clockState struct {
 	t   int64
@@ -106,19 +109,17 @@ type clockState struct {
 type device struct {
 	index int
 	opt   Options
-	bw    [3]float64 // pinned bytes/s per direction
 
 	kernels  spanSet        // when at least one kernel ran (NVML's utilisation)
 	copies   spanSet        // when at least one copy ran (power model)
 	link     [2]transferLog // h2d (PCIe RX), d2h (PCIe TX)
-	engine   [2]int64       // when each direction's copy engine is next free
 	procs    map[int]*process
 	clock    clockState
 	observer map[int]int64 // observer id -> start of its next window
 
-	// horizon is the earliest time a new operation may start: the latest
-	// moment already reported to an observer, or forgotten by pruning.
-	// Starting work before it would rewrite a report already given.
+	// horizon is the earliest time a recorded operation may start: the
+	// latest moment already reported to an observer, or forgotten by
+	// pruning. Starting work before it would rewrite a report already given.
 	horizon int64
 	pruned  int64 // last time prune ran
 }
@@ -127,7 +128,6 @@ func newDevice(index int, opt Options, now int64) *device {
 	return &device{
 		index:    index,
 		opt:      opt,
-		bw:       opt.pinnedBandwidth(),
 		procs:    map[int]*process{},
 		clock:    clockState{t: now, mhz: float64(opt.IdleSMClockMHz)},
 		observer: map[int]int64{},
@@ -138,7 +138,7 @@ func newDevice(index int, opt Options, now int64) *device {
 func (d *device) process(pid int) *process {
 	p := d.procs[pid]
 	if p == nil {
-		p = &process{pid: pid, streams: map[uint32]*stream{}}
+		p = &process{pid: pid, streams: map[streamKey]*stream{}}
 		d.procs[pid] = p
 	}
 	return p
@@ -153,108 +153,104 @@ func (d *device) detach(pid int) {
 	}
 }
 
-// duration returns how long op takes.
-func (d *device) duration(o op) int64 {
-	if o.kind == opKernel {
-		return o.dur
-	}
-	bw := d.bw[o.dir]
-	if !o.pinned && o.dir != wire.CopyD2D {
-		bw *= d.opt.PageableFactor
-	}
-	ns := math.Ceil(float64(o.bytes) / bw * 1e9)
-	return int64(min(ns, float64(MaxOpDuration)))
-}
-
-// submitTime clamps a client's timestamp: never in the future, never before
-// what observers were already told (the horizon wins).
-func (d *device) submitTime(ts, now int64) int64 {
-	return max(min(ts, now), d.horizon)
-}
-
-// noObserverSlack is how far back a submission may land when nobody
-// observes: far more than any socket delay.
+// noObserverSlack is how far back a record may land when nobody observes:
+// far more than the server's reading period.
 const noObserverSlack = time.Second
 
-// roomAt returns when stream s of pid will accept another operation: 0 when
-// it has room at now, else the end of the operation whose completion frees
-// a slot.
-func (d *device) roomAt(pid int, sid uint32, now int64) int64 {
-	p := d.procs[pid]
-	if p == nil {
-		return 0
+// Link directions, from the GPU's side: RX is host to device.
+const (
+	linkH2D = 0
+	linkD2H = 1
+)
+
+// maxFuture bounds how far ahead of now a record may start: a full stream
+// of the longest operations. Anything later is a corrupt ring.
+func (d *device) maxFuture() int64 {
+	return int64(d.opt.MaxPending+1) * int64(MaxOpDuration)
+}
+
+// maxPendingPerStream bounds what one stream may hold unfinished on the
+// server (the library blocks at MaxPending; a graph's copies can add a
+// few): more is a corrupt ring.
+func (d *device) maxPendingPerStream() int { return 2*d.opt.MaxPending + 16 }
+
+// record adds an operation a context of pid placed on its stream. The
+// record comes from a client's shared memory and is checked here: a record
+// that no honest library writes is refused (an error), never stored.
+//
+// It is placed as the library placed it, except that it never starts before
+// the horizon nor before the end of its stream's previous record (a record
+// that raced with an observer's sample is moved to the sample's instant, by
+// microseconds at most, and the stream stays serial).
+func (d *device) record(pid int, reg uint64, r wire.Record, now int64) error {
+	switch {
+	case r.Kind > wire.KindD2D:
+		return fmt.Errorf("record of kind %d: want 0 to 3", r.Kind)
+	case r.Count == 0:
+		return fmt.Errorf("record of no operation")
+	case r.End < r.Start:
+		return fmt.Errorf("record ending (%d) before it starts (%d)", r.End, r.Start)
+	case r.End-r.Start > int64(MaxOpDuration):
+		return fmt.Errorf("record of %v: at most %v", time.Duration(r.End-r.Start), MaxOpDuration)
+	case r.Start > now+d.maxFuture() || r.Start < 0:
+		return fmt.Errorf("record starting at %d, now %d: not a time this device can reach", r.Start, now)
+	case r.Bytes > MaxCopyBytes:
+		return fmt.Errorf("copy of %d bytes: at most %d", r.Bytes, uint64(MaxCopyBytes))
+	case r.Kind == wire.KindKernel && r.Bytes != 0:
+		return fmt.Errorf("kernel record carrying %d bytes", r.Bytes)
 	}
-	s := p.streams[sid]
+	p := d.process(pid)
+	key := streamKey{reg, r.Stream}
+	s := p.streams[key]
 	if s == nil {
-		return 0
+		if len(p.streams) >= MaxStreamsPerProcess {
+			return fmt.Errorf("stream %d: a process may use at most %d streams", r.Stream, MaxStreamsPerProcess)
+		}
+		s = &stream{}
+		p.streams[key] = s
 	}
 	s.retire(now)
-	if len(s.ends) < d.opt.MaxPending {
-		return 0
+	if len(s.ends) >= d.maxPendingPerStream() {
+		return fmt.Errorf("stream %d holds %d unfinished operations: the library blocks at %d", r.Stream, len(s.ends), d.opt.MaxPending)
 	}
-	return s.ends[len(s.ends)-d.opt.MaxPending]
-}
-
-// canAddStream says whether pid may use stream sid (an existing stream, or a
-// new one within MaxStreamsPerProcess).
-func (d *device) canAddStream(pid int, sid uint32) bool {
-	p := d.process(pid)
-	if _, ok := p.streams[sid]; ok {
-		return true
-	}
-	return len(p.streams) < MaxStreamsPerProcess
-}
-
-// submit enqueues o on stream sid of pid, submitted at sub (already clamped
-// and, when the stream was full, no earlier than the moment it had room),
-// and returns when it starts and ends. The caller checks roomAt first.
-func (d *device) submit(pid int, sid uint32, o op, sub int64) (start, end int64) {
-	p := d.process(pid)
-	s := p.streams[sid]
-	if s == nil {
-		s = &stream{}
-		p.streams[sid] = s
-	}
-	start = max(sub, s.lastEnd)
-	if o.kind == opCopy && o.dir != wire.CopyD2D {
-		// One copy engine per direction: copies in one direction share the
-		// link one after the other, whichever stream they come from.
-		start = max(start, d.engine[o.dir])
-	}
-	end = start + d.duration(o)
+	dur := r.End - r.Start
+	start := max(r.Start, d.horizon, s.lastEnd)
+	end := start + dur
 	s.lastEnd = end
-	s.ends = append(s.ends, end)
-	switch o.kind {
-	case opKernel:
+	s.ends = append(s.ends, pending{end: end, n: uint64(r.Count)})
+	switch r.Kind {
+	case wire.KindKernel:
 		d.kernels.add(start, end)
 		p.kernels.add(start, end)
-	case opCopy:
+	case wire.KindH2D, wire.KindD2H:
 		d.copies.add(start, end)
-		if o.dir != wire.CopyD2D {
-			d.engine[o.dir] = end
-			d.link[o.dir].add(start, end, o.bytes)
-		}
+		d.link[int(r.Kind-wire.KindH2D)].add(start, end, r.Bytes)
+	case wire.KindD2D:
+		d.copies.add(start, end)
 	}
-	if sub-d.pruned > int64(100*time.Millisecond) {
-		d.prune(sub)
+	if now-d.pruned > int64(100*time.Millisecond) {
+		d.prune(now)
 	}
-	return start, end
+	return nil
 }
 
-// syncTarget returns the time a synchronisation of stream sid (or, when
-// whole, of every stream of the process) returns at.
-func (d *device) syncTarget(pid int, sid uint32, whole bool) int64 {
+// forget drops a context's streams once they hold nothing unfinished,
+// keeping their completed count (its registration ended).
+func (d *device) forget(pid int, reg uint64, now int64) {
 	p := d.procs[pid]
 	if p == nil {
-		return 0
+		return
 	}
-	if whole {
-		return p.lastEnd()
+	for key, s := range p.streams {
+		if key.reg != reg {
+			continue
+		}
+		s.retire(now)
+		if len(s.ends) == 0 {
+			p.retired += s.retired
+			delete(p.streams, key)
+		}
 	}
-	if s := p.streams[sid]; s != nil {
-		return s.lastEnd
-	}
-	return 0
 }
 
 // addObserver starts an observer's first window at now.
@@ -288,11 +284,11 @@ func (d *device) prune(now int64) {
 	d.link[1].pruneBefore(cut)
 	for pid, p := range d.procs {
 		p.kernels.pruneBefore(cut)
-		for sid, s := range p.streams {
+		for key, s := range p.streams {
 			s.retire(cut)
 			if len(s.ends) == 0 && s.lastEnd <= cut && p.conns == 0 {
 				p.retired += s.retired
-				delete(p.streams, sid)
+				delete(p.streams, key)
 			}
 		}
 		if p.conns == 0 && len(p.streams) == 0 && len(p.kernels.s) == 0 {
@@ -389,8 +385,8 @@ func (d *device) measure(from, now int64) gpu.Sample {
 		copyFrac = float64(d.copies.busy(from, now)) / float64(window)
 		s.UtilPercent = f64(100 * util)
 		secs := float64(window) / 1e9
-		s.PCIeRxBytesPerSec = f64(d.link[wire.CopyH2D].bytesIn(from, now) / secs)
-		s.PCIeTxBytesPerSec = f64(d.link[wire.CopyD2H].bytesIn(from, now) / secs)
+		s.PCIeRxBytesPerSec = f64(d.link[linkH2D].bytesIn(from, now) / secs)
+		s.PCIeTxBytesPerSec = f64(d.link[linkD2H].bytesIn(from, now) / secs)
 	}
 	clk := d.clockAt(now)
 	sm := uint32(math.Round(clk.mhz))

@@ -28,27 +28,50 @@ func testDevice(t *testing.T, opt Options) *device {
 	return newDevice(0, opt, t0)
 }
 
-// feed submits a kernel as a client would at time ts, honouring a full stream
-// (the submit happens when the stream has room). It returns the op's end.
-func feed(d *device, pid int, sid uint32, o op, ts int64) (start, end int64, sub int64) {
-	sub = ts
-	if room := d.roomAt(pid, sid, ts); room != 0 {
-		sub = room
-	}
-	start, end = d.submit(pid, sid, o, d.submitTime(sub, sub))
-	return start, end, sub
+// sched places operations as the driver library does (start = max(the call,
+// the stream's last end[, the engine free]); the library's arithmetic is
+// tested in real time through it, in driver_test.go) and records them, so
+// that the model's reports are checked against a schedule known exactly.
+type sched struct {
+	t      *testing.T
+	d      *device
+	last   map[[2]int]int64
+	engine [2]int64
 }
 
-func kernel(dur int64) op { return op{kind: opKernel, dur: dur} }
+func newSched(t *testing.T, d *device) *sched {
+	return &sched{t: t, d: d, last: map[[2]int]int64{}}
+}
+
+func (s *sched) put(pid, stream int, kind uint8, dur int64, bytes uint64, ts int64) (start, end int64) {
+	s.t.Helper()
+	start = max(ts, s.last[[2]int{pid, stream}])
+	if kind == wire.KindH2D || kind == wire.KindD2H {
+		start = max(start, s.engine[kind-1])
+		s.engine[kind-1] = start + dur
+	}
+	end = start + dur
+	s.last[[2]int{pid, stream}] = end
+	r := wire.Record{Start: start, End: end, Bytes: bytes, Stream: uint32(stream), Kind: kind, Count: 1}
+	if err := s.d.record(pid, 1, r, ts); err != nil {
+		s.t.Fatalf("record %+v: %v", r, err)
+	}
+	return start, end
+}
+
+func (s *sched) kernel(pid, stream int, dur, ts int64) (start, end int64) {
+	return s.put(pid, stream, wire.KindKernel, dur, 0, ts)
+}
 
 func near(got, want, tol float64) bool { return math.Abs(got-want) <= tol }
 
 func TestStreamFedFasterThanItDrainsIsFullyBusy(t *testing.T) {
 	d := testDevice(t, Options{})
 	d.addObserver(1, t0)
+	sc := newSched(t, d)
 	// A 100 us kernel every 50 us for 200 ms: the queue grows, the device never idles.
 	for ts := t0; ts < t0+200*ms; ts += 50 * us {
-		feed(d, 42, 0, kernel(100*us), ts)
+		sc.kernel(42, 0, 100*us, ts)
 	}
 	s := d.sample(1, t0+200*ms)
 	if s.UtilPercent == nil || *s.UtilPercent != 100 {
@@ -74,8 +97,9 @@ func TestStreamFedFasterThanItDrainsIsFullyBusy(t *testing.T) {
 func TestOneTinyKernelPerMillisecondIsOnePercent(t *testing.T) {
 	d := testDevice(t, Options{})
 	d.addObserver(1, t0)
+	sc := newSched(t, d)
 	for ts := t0; ts < t0+time.Second.Nanoseconds(); ts += ms {
-		feed(d, 42, 0, kernel(10*us), ts)
+		sc.kernel(42, 0, 10*us, ts)
 	}
 	s := d.sample(1, t0+int64(time.Second))
 	if !near(*s.UtilPercent, 1, 1e-9) {
@@ -99,80 +123,76 @@ func TestOneTinyKernelPerMillisecondIsOnePercent(t *testing.T) {
 	}
 }
 
-func TestStreamOrderAndSyncTarget(t *testing.T) {
+// A record that raced with a sample, or a stream whose records overlap,
+// stays serial: a stream's operation never starts before its previous one
+// ended.
+func TestRecordsStaySerialOnTheirStream(t *testing.T) {
 	d := testDevice(t, Options{})
-	// Three kernels submitted at once run back to back.
-	s1, e1, _ := feed(d, 7, 0, kernel(5*ms), t0)
-	s2, e2, _ := feed(d, 7, 0, kernel(5*ms), t0+us)
-	s3, e3, _ := feed(d, 7, 0, kernel(5*ms), t0+2*us)
-	if s1 != t0 || s2 != e1 || s3 != e2 || e3 != t0+15*ms {
-		t.Fatalf("starts/ends %d-%d %d-%d %d-%d: want back to back from %d", s1, e1, s2, e2, s3, e3, t0)
+	d.addObserver(1, t0)
+	rec := func(stream uint32, start, end int64) {
+		t.Helper()
+		if err := d.record(7, 1, wire.Record{Start: start, End: end, Stream: stream, Count: 1}, start); err != nil {
+			t.Fatal(err)
+		}
 	}
-	// A kernel submitted after the stream drained starts when submitted.
-	s4, _, _ := feed(d, 7, 0, kernel(ms), t0+40*ms)
-	if s4 != t0+40*ms {
-		t.Errorf("kernel on a drained stream starts at %d, want its submission %d", s4, t0+40*ms)
-	}
-	// Another stream runs concurrently; device sync waits for the later one.
-	_, e5, _ := feed(d, 7, 3, kernel(100*ms), t0+10*ms)
-	if got := d.syncTarget(7, 0, false); got != t0+41*ms {
-		t.Errorf("stream 0 sync target %d, want %d", got, t0+41*ms)
-	}
-	if got := d.syncTarget(7, 0, true); got != e5 {
-		t.Errorf("device sync target %d, want stream 3's end %d", got, e5)
-	}
-	// Another process's streams are its own.
-	if got := d.syncTarget(8, 0, true); got != 0 {
-		t.Errorf("a process without work: sync target %d, want 0", got)
+	rec(0, t0, t0+5*ms)
+	rec(0, t0+ms, t0+6*ms) // overlaps the previous: moved after it
+	rec(1, t0+ms, t0+6*ms) // another stream: concurrent
+	s := d.sample(1, t0+20*ms)
+	if !near(*s.UtilPercent, 50, 1e-9) {
+		t.Errorf("utilisation %g %%, want 50 (0-10 ms busy of 20)", *s.UtilPercent)
 	}
 }
 
-func TestFullStreamBlocksUntilTheOldestEnds(t *testing.T) {
+// Records come from a client's memory: what no library writes is refused.
+func TestRecordsAreChecked(t *testing.T) {
 	d := testDevice(t, Options{})
-	for i := range DefaultMaxPending {
-		feed(d, 7, 0, kernel(ms), t0+int64(i))
+	for _, r := range []wire.Record{
+		{Start: t0, End: t0 + ms, Kind: 9, Count: 1},
+		{Start: t0, End: t0 + ms},
+		{Start: t0 + ms, End: t0, Count: 1},
+		{Start: t0, End: t0 + 2*int64(MaxOpDuration), Count: 1},
+		{Start: -5, End: 0, Count: 1},
+		{Start: math.MaxInt64 - 10, End: math.MaxInt64, Count: 1},
+		{Start: t0, End: t0 + ms, Kind: wire.KindKernel, Bytes: 5, Count: 1},
+		{Start: t0, End: t0 + ms, Kind: wire.KindH2D, Bytes: MaxCopyBytes + 1, Count: 1},
+	} {
+		if err := d.record(1, 1, r, t0); err == nil {
+			t.Errorf("record %+v accepted", r)
+		}
 	}
-	// 1024 pending: the 1025th waits until the first (t0 .. t0+1ms) ends.
-	if room := d.roomAt(7, 0, t0+2000); room != t0+ms {
-		t.Fatalf("room at %d, want %d (the first kernel's end)", room, t0+ms)
+	// Streams per process are bounded.
+	for i := range MaxStreamsPerProcess {
+		if err := d.record(2, 1, wire.Record{Start: t0, End: t0 + 1, Stream: uint32(i), Count: 1}, t0); err != nil {
+			t.Fatalf("stream %d: %v", i, err)
+		}
 	}
-	// Once it ended there is room again.
-	if room := d.roomAt(7, 0, t0+ms); room != 0 {
-		t.Fatalf("room at %d after the first kernel ended, want 0 (room now)", room)
+	if err := d.record(2, 1, wire.Record{Start: t0, End: t0 + 1, Stream: MaxStreamsPerProcess, Count: 1}, t0); err == nil {
+		t.Error("a stream beyond the limit was accepted")
 	}
-	// Another stream is unaffected.
-	if room := d.roomAt(7, 1, t0+2000); room != 0 {
-		t.Fatalf("stream 1 room %d, want 0", room)
+	// So is what one stream may hold unfinished.
+	var err error
+	for i := 0; err == nil && i < 10*DefaultMaxPending; i++ {
+		err = d.record(3, 1, wire.Record{Start: t0, End: t0 + ms, Count: 1}, t0)
+	}
+	if err == nil {
+		t.Error("a stream took ten times the queue depth of unfinished operations")
 	}
 }
 
 func TestCopiesMoveBytesOverTheLinkNotUtilisation(t *testing.T) {
 	d := testDevice(t, Options{})
 	d.addObserver(1, t0)
-	bw := d.bw[wire.CopyH2D]
+	bw := d.opt.pinnedBandwidth()[0]
 	if !near(bw, 31.5076923e9*PCIeEfficiency, 1e3) {
 		t.Fatalf("Gen4 x16 pinned bandwidth %g, want %g", bw, 31.5076923e9*PCIeEfficiency)
 	}
+	sc := newSched(t, d)
 	const gib = 1 << 30
-	_, e1, _ := feed(d, 7, 0, op{kind: opCopy, bytes: gib, dir: wire.CopyH2D, pinned: true}, t0)
-	wantDur := int64(math.Ceil(gib / bw * 1e9))
-	if e1-t0 != wantDur {
-		t.Fatalf("pinned 1 GiB copy takes %d ns, want %d", e1-t0, wantDur)
-	}
-	// The same copy from pageable memory on another stream: half the
-	// bandwidth, and it waits for the h2d copy engine.
-	s2, e2, _ := feed(d, 7, 1, op{kind: opCopy, bytes: gib, dir: wire.CopyH2D}, t0)
-	if s2 != e1 {
-		t.Errorf("second h2d copy starts at %d, want after the first (%d): one engine per direction", s2, e1)
-	}
-	if got, want := e2-s2, int64(math.Ceil(gib/(bw*DefaultPageableFactor)*1e9)); got != want {
-		t.Errorf("pageable copy takes %d ns, want %d", got, want)
-	}
-	// A d2h copy uses the other engine and runs at the same time.
-	s3, _, _ := feed(d, 7, 2, op{kind: opCopy, bytes: gib / 4, dir: wire.CopyD2H, pinned: true}, t0)
-	if s3 != t0 {
-		t.Errorf("d2h copy starts at %d, want %d (its own engine)", s3, t0)
-	}
+	dur := int64(math.Ceil(gib / bw * 1e9))
+	_, e1 := sc.put(7, 0, wire.KindH2D, dur, gib, t0)
+	// A d2h copy on its own engine runs at the same time.
+	sc.put(7, 2, wire.KindD2H, dur/4, gib/4, t0)
 	now := e1
 	s := d.sample(1, now)
 	if *s.UtilPercent != 0 {
@@ -193,9 +213,10 @@ func TestCopiesMoveBytesOverTheLinkNotUtilisation(t *testing.T) {
 func TestConcurrentStreamsCountOnceAndPerProcess(t *testing.T) {
 	d := testDevice(t, Options{})
 	d.addObserver(1, t0)
+	sc := newSched(t, d)
 	// pid 1: 0-60 ms; pid 2: 40-80 ms; union 0-80 ms of a 100 ms window.
-	feed(d, 1, 0, kernel(60*ms), t0)
-	feed(d, 2, 0, kernel(40*ms), t0+40*ms)
+	sc.kernel(1, 0, 60*ms, t0)
+	sc.kernel(2, 0, 40*ms, t0+40*ms)
 	s := d.sample(1, t0+100*ms)
 	if !near(*s.UtilPercent, 80, 1e-9) {
 		t.Errorf("utilisation %g, want 80 (overlap counted once)", *s.UtilPercent)
@@ -219,7 +240,7 @@ func TestClockRisesUnderLoadAndPowerFollows(t *testing.T) {
 	if !near(*idle.PowerW, d.opt.IdlePowerW, 1e-9) {
 		t.Errorf("idle power %g W, want %g", *idle.PowerW, d.opt.IdlePowerW)
 	}
-	feed(d, 1, 0, kernel(time.Second.Nanoseconds()), t0+500*ms)
+	newSched(t, d).kernel(1, 0, time.Second.Nanoseconds(), t0+500*ms)
 	busy := d.sample(1, t0+1000*ms)
 	if *busy.SMClockMHz < d.opt.MaxSMClockMHz-5 {
 		t.Errorf("SM clock %d MHz after 500 ms of work, want ~%d", *busy.SMClockMHz, d.opt.MaxSMClockMHz)
@@ -242,21 +263,26 @@ func TestOperationsNeverRewriteAReportedWindow(t *testing.T) {
 	d := testDevice(t, Options{})
 	d.addObserver(1, t0)
 	d.sample(1, t0+100*ms)
-	// A submission stamped before the last report (it sat in the socket) is
-	// moved to the report's end, so the report stays true.
-	start, _, _ := feed(d, 1, 0, kernel(ms), t0+50*ms)
-	if start != t0+100*ms {
-		t.Errorf("late submission starts at %d, want the horizon %d", start, t0+100*ms)
+	// A record of an operation placed before the last report (the library
+	// wrote it while the observer sampled) is moved to the report's end, so
+	// the report stays true.
+	if err := d.record(1, 1, wire.Record{Start: t0 + 50*ms, End: t0 + 51*ms, Count: 1}, t0+100*ms); err != nil {
+		t.Fatal(err)
+	}
+	s := d.sample(1, t0+102*ms)
+	if !near(*s.UtilPercent, 50, 1e-9) {
+		t.Errorf("utilisation %g %% after a late record, want 50 (moved to 100-101 ms)", *s.UtilPercent)
 	}
 }
 
 func TestHistoryIsPrunedBehindObservers(t *testing.T) {
 	d := testDevice(t, Options{})
 	d.addObserver(1, t0)
+	sc := newSched(t, d)
 	now := t0
 	for range 20 {
 		for k := range 1000 {
-			feed(d, 1, 0, kernel(10*us), now+int64(k)*100*us)
+			sc.kernel(1, 0, 10*us, now+int64(k)*100*us)
 		}
 		now += 100 * ms
 		s := d.sample(1, now)
@@ -280,12 +306,13 @@ func TestCompletedOperationsCount(t *testing.T) {
 	d.attach(7)
 	// pid 42: ten 1 ms kernels back to back from t0 (ending t0+1 ms ... t0+10 ms)
 	// on stream 0 and two copies on stream 1; pid 7: one 1 s kernel.
+	sc := newSched(t, d)
 	for i := 0; i < 10; i++ {
-		feed(d, 42, 0, kernel(ms), t0)
+		sc.kernel(42, 0, ms, t0)
 	}
-	feed(d, 42, 1, op{kind: opCopy, bytes: 1 << 20, dir: wire.CopyH2D, pinned: true}, t0)
-	feed(d, 42, 1, op{kind: opCopy, bytes: 1 << 20, dir: wire.CopyH2D, pinned: true}, t0)
-	feed(d, 7, 0, kernel(1000*ms), t0)
+	sc.put(42, 1, wire.KindH2D, 42*us, 1<<20, t0)
+	sc.put(42, 1, wire.KindH2D, 42*us, 1<<20, t0)
+	sc.kernel(7, 0, 1000*ms, t0)
 	completed := func(s []gpu.Process, pid int) uint64 {
 		for _, p := range s {
 			if p.PID == pid && p.CompletedOps != nil {
@@ -310,5 +337,19 @@ func TestCompletedOperationsCount(t *testing.T) {
 	s = d.sample(1, t0+1001*ms)
 	if got := completed(s.Processes, 7); got != 1 {
 		t.Errorf("the long kernel ended: %d completed, want 1", got)
+	}
+}
+
+// A graph's run of kernels is one record that counts as its kernels.
+func TestGraphRecordCountsItsKernels(t *testing.T) {
+	d := testDevice(t, Options{})
+	d.addObserver(1, t0)
+	d.attach(5)
+	if err := d.record(5, 1, wire.Record{Start: t0, End: t0 + 10*ms, Count: 40}, t0); err != nil {
+		t.Fatal(err)
+	}
+	s := d.sample(1, t0+20*ms)
+	if !near(*s.UtilPercent, 50, 1e-9) || *s.Processes[0].CompletedOps != 40 {
+		t.Fatalf("utilisation %g, completed %d: want 50 %% and 40", *s.UtilPercent, *s.Processes[0].CompletedOps)
 	}
 }

@@ -46,6 +46,19 @@ const (
 	// what one client can make the server hold. (In-process users, such as
 	// the launch benchmark, may set more.)
 	MaxPendingLimit = 1 << 16
+	// DefaultLaunchCost is the user CPU time the simulated driver spends on
+	// each launch (and each copy, event record or graph launch it enqueues),
+	// as real work: about 5 us, what cudaLaunchKernel costs the launching
+	// thread in a profile of a small-batch decode loop (the CPU-side
+	// article of this project's domain notes, exercise on launch jitter),
+	// within NVIDIA's "a few microseconds" of launch overhead.
+	DefaultLaunchCost = 5 * time.Microsecond
+	// MaxLaunchCost bounds --launch-cost: a millisecond is already no driver.
+	MaxLaunchCost = time.Millisecond
+	// DefaultRingCapacity is how many records a context's ring holds: the
+	// library tells the server when it is a quarter full, so a launch loop
+	// makes one system call per 8192 launches.
+	DefaultRingCapacity = 1 << 15
 	// MinPointWindow is the finest utilisation point: an observer reads every
 	// 100 ms and a sample carries at most maxPointsPerSample points, so finer
 	// points only cut history short.
@@ -81,6 +94,16 @@ type Options struct {
 	ClockRiseTau, ClockFallTau time.Duration
 	// MemTotalBytes is the memory size the device reports.
 	MemTotalBytes uint64
+
+	// LaunchCost is the user CPU time each enqueue costs the launching
+	// thread (default DefaultLaunchCost; a process may override it with
+	// GPUFEED_SIMDEV_LAUNCH_US).
+	LaunchCost time.Duration
+	// RingCapacity is the records a context's ring holds (default 32768).
+	RingCapacity int
+	// Library returns the simulated driver library's path, for clients that
+	// ask (the Python client); default simcuda.Path, built on first ask.
+	Library func() (string, error)
 }
 
 func (o Options) withDefaults() Options {
@@ -144,6 +167,12 @@ func (o Options) withDefaults() Options {
 	if o.MemTotalBytes == 0 {
 		o.MemTotalBytes = 80 << 30
 	}
+	if o.LaunchCost == 0 {
+		o.LaunchCost = DefaultLaunchCost
+	}
+	if o.RingCapacity <= 0 {
+		o.RingCapacity = DefaultRingCapacity
+	}
 	return o
 }
 
@@ -160,6 +189,10 @@ func (o Options) checkGiven() error {
 		return fmt.Errorf("point window %v: want %v to %v", o.PointWindow, MinPointWindow, DefaultRetention)
 	case math.IsNaN(o.PageableFactor) || math.IsInf(o.PageableFactor, 0) || o.PageableFactor < 0:
 		return fmt.Errorf("pageable factor %g: want a ratio in (0, 1]", o.PageableFactor)
+	case o.LaunchCost < 0 || o.LaunchCost > MaxLaunchCost:
+		return fmt.Errorf("launch cost %v: want 0 to %v", o.LaunchCost, MaxLaunchCost)
+	case o.RingCapacity < 0 || o.RingCapacity > 1<<22:
+		return fmt.Errorf("ring capacity %d: want 64 to %d records", o.RingCapacity, 1<<22)
 	case math.IsNaN(o.D2DBandwidth) || math.IsInf(o.D2DBandwidth, 0) || o.D2DBandwidth < 0:
 		return fmt.Errorf("device-to-device bandwidth %g: want a positive number of bytes/s", o.D2DBandwidth)
 	}
@@ -175,6 +208,9 @@ func (o Options) validate() error {
 	}
 	if o.IdleSMClockMHz > o.MaxSMClockMHz {
 		return fmt.Errorf("idle SM clock %d MHz above the maximum %d MHz", o.IdleSMClockMHz, o.MaxSMClockMHz)
+	}
+	if o.RingCapacity < 64 {
+		return fmt.Errorf("ring capacity %d: want 64 to %d records", o.RingCapacity, 1<<22)
 	}
 	if o.Devices > MaxDevices {
 		return fmt.Errorf("%d devices: at most %d", o.Devices, MaxDevices)

@@ -3,6 +3,7 @@ package sim
 import (
 	"bufio"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,9 +12,12 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/gpufeed/gpufeed/internal/gpu"
+	"github.com/gpufeed/gpufeed/internal/gpu/sim/simcuda"
 	"github.com/gpufeed/gpufeed/internal/gpu/sim/wire"
 	"golang.org/x/sys/unix"
 )
@@ -21,16 +25,27 @@ import (
 // MaxCopyBytes bounds one copy (1 TiB): larger is a client bug, not a workload.
 const MaxCopyBytes = 1 << 40
 
+// readEvery is how often the server reads every context's ring even when
+// nobody samples and no ring fills: the processes' completed operations
+// and the history stay current. Reading an empty ring is one atomic load.
+const readEvery = 200 * time.Millisecond
+
 // Server is a simulated device (one or more GPUs) listening on a Unix socket.
 type Server struct {
 	opt  Options
 	path string
 	ln   *net.UnixListener
 
-	mu      sync.Mutex // guards devs, conns, nextObs
+	mu      sync.Mutex // guards devs, conns, nextObs, nextReg and every ring's reading
 	devs    []*device
+	devShm  []*shm // each device's shared region (copy engines)
 	conns   map[*conn]struct{}
 	nextObs int
+	nextReg uint64
+
+	libOnce sync.Once
+	lib     string
+	libErr  string
 
 	done chan struct{} // closed when the server stops
 	once sync.Once
@@ -60,8 +75,42 @@ func Listen(path string, opt Options) (*Server, error) {
 	s := &Server{opt: opt, path: path, ln: ln, conns: map[*conn]struct{}{}, done: make(chan struct{})}
 	for i := range opt.Devices {
 		s.devs = append(s.devs, newDevice(i, opt, now))
+		m, err := newShm("gpufeed-simdev-device", wire.DeviceShmSize)
+		if err != nil {
+			s.closeShm()
+			ln.Close()
+			return nil, fmt.Errorf("simulated device: %w", err)
+		}
+		le32(m.b[0:], wire.DeviceMagic)
+		le32(m.b[4:], wire.ShmVersion)
+		s.devShm = append(s.devShm, m)
 	}
 	return s, nil
+}
+
+func (s *Server) closeShm() {
+	for _, m := range s.devShm {
+		m.close()
+	}
+	s.devShm = nil
+}
+
+// library is the simulated driver library built from this server's own
+// source, or why there is none; built on first ask.
+func (s *Server) library() (string, string) {
+	s.libOnce.Do(func() {
+		build := s.opt.Library
+		if build == nil {
+			build = simcuda.Path
+		}
+		p, err := build()
+		if err != nil {
+			s.libErr = err.Error()
+			return
+		}
+		s.lib = p
+	})
+	return s.lib, s.libErr
 }
 
 func removeStaleSocket(path string) error {
@@ -107,6 +156,22 @@ func (s *Server) Serve(ctx context.Context) error {
 		case <-s.done:
 		}
 	}()
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		t := time.NewTicker(readEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				s.mu.Lock()
+				s.readRings(wire.Now())
+				s.mu.Unlock()
+			case <-s.done:
+				return
+			}
+		}
+	}()
 	var err error
 	for {
 		c, aerr := s.ln.AcceptUnix()
@@ -137,6 +202,9 @@ func (s *Server) Serve(ctx context.Context) error {
 		}()
 	}
 	s.wg.Wait()
+	s.mu.Lock()
+	s.closeShm()
+	s.mu.Unlock()
 	return err
 }
 
@@ -154,8 +222,9 @@ func (s *Server) Close() error {
 	return nil
 }
 
-// conn is one client connection: a workload (a process submitting work to
-// one device) or an observer (a gpu.Source reading every device).
+// conn is one client connection: a context of a workload (its ring and its
+// device channel), a thread's waiter, an observer (a gpu.Source reading
+// every device) or a query.
 type conn struct {
 	srv *Server
 	c   *net.UnixConn
@@ -163,12 +232,17 @@ type conn struct {
 	wmu sync.Mutex // serialises writes: timers reply while serve reads
 
 	pid    int
-	dev    *device // workload connections
 	role   uint8
+	dev    *device // workload and waiter connections
 	obsID  int
 	offset int64 // added to client timestamps (another time namespace)
 
-	progress progress // read by the process's other connections (ordering.go)
+	// A workload's context: its registration and the ring it writes.
+	reg     uint64
+	ring    *shm
+	ringCap uint64
+	tail    uint64
+	refused error // set when its ring held what no library writes
 }
 
 // requestError is a protocol violation: answered with its status, then the
@@ -187,7 +261,7 @@ func badRequest(format string, args ...any) error {
 func (cn *conn) serve() {
 	defer cn.close()
 	cn.pid = peerPID(cn.c)
-	rd := bufio.NewReaderSize(countingReader{cn.c, &cn.progress.received}, 64<<10)
+	rd := bufio.NewReaderSize(cn.c, 4<<10)
 	var buf [wire.FrameSize]byte
 	helloed := false
 	for {
@@ -204,17 +278,18 @@ func (cn *conn) serve() {
 		case req.Op == wire.OpHello:
 			err = cn.hello(req)
 			helloed = err == nil
+			if err == nil && cn.role == wire.RoleQuery {
+				return
+			}
 		default:
 			err = cn.handle(req)
 		}
-		cn.progress.lastTS.Store(req.TS + cn.offset)
-		cn.progress.handled.Add(wire.FrameSize)
 		if err != nil {
 			var re *requestError
 			if !errors.As(err, &re) {
 				return
 			}
-			cn.write(wire.Reply{Op: req.Op, Status: re.status, Seq: req.Seq}, []byte(re.msg))
+			cn.write(wire.Reply{Op: req.Op, Status: re.status, Seq: req.Seq}, []byte(re.msg), nil)
 			return
 		}
 	}
@@ -229,8 +304,15 @@ func (cn *conn) close() {
 		for _, d := range s.devs {
 			d.removeObserver(cn.obsID)
 		}
-	case cn.dev != nil:
+	case cn.ring != nil:
+		// The context is gone (destroyed, or its process ended): what it
+		// wrote last still counts.
+		now := wire.Now()
+		cn.readRing(now)
+		cn.dev.forget(cn.pid, cn.reg, now)
 		cn.dev.detach(cn.pid)
+		cn.ring.close()
+		cn.ring = nil
 	}
 	s.mu.Unlock()
 	cn.c.Close()
@@ -239,7 +321,7 @@ func (cn *conn) close() {
 func (cn *conn) hello(req wire.Request) error {
 	s := cn.srv
 	if req.Arg != wire.Version {
-		return &requestError{status: wire.StatusVersion, msg: fmt.Sprintf("protocol version %d not served (this server speaks %d)", req.Arg, wire.Version)}
+		return &requestError{status: wire.StatusVersion, msg: fmt.Sprintf("protocol version %d not served (this server speaks %d: the client and the server come from different gpufeed versions)", req.Arg, wire.Version)}
 	}
 	now := wire.Now()
 	// A client in another time namespace has another CLOCK_MONOTONIC; a gap
@@ -248,81 +330,103 @@ func (cn *conn) hello(req wire.Request) error {
 		cn.offset = gap
 	}
 	cn.role = req.Kind
-	s.mu.Lock()
 	switch req.Kind {
-	case wire.RoleWorkload:
+	case wire.RoleWorkload, wire.RoleWaiter:
 		if int(req.Stream) >= len(s.devs) {
-			s.mu.Unlock()
 			return &requestError{status: wire.StatusNoDevice, msg: fmt.Sprintf("no simulated device %d (this server has %d)", req.Stream, len(s.devs))}
 		}
+		if req.Kind == wire.RoleWorkload {
+			return cn.register(int(req.Stream), req.Seq, now)
+		}
+		s.mu.Lock()
 		cn.dev = s.devs[req.Stream]
-		cn.dev.attach(cn.pid)
+		s.mu.Unlock()
+		return cn.write(wire.Reply{Op: wire.OpHello, Time: now, Value: uint64(len(s.devs)), Seq: req.Seq}, nil, nil)
 	case wire.RoleObserver:
+		s.mu.Lock()
 		s.nextObs++
 		cn.obsID = s.nextObs
+		// What the rings hold so far belongs before the observer's first window.
+		s.readRings(now)
 		for _, d := range s.devs {
 			d.addObserver(cn.obsID, now)
 		}
-	default:
 		s.mu.Unlock()
-		return badRequest("unknown hello role %d", req.Kind)
+		return cn.write(wire.Reply{Op: wire.OpHello, Time: now, Value: uint64(len(s.devs)), Seq: req.Seq}, nil, nil)
+	case wire.RoleQuery:
+		lib, why := s.library()
+		p, _ := json.Marshal(wire.Query{Protocol: wire.Version, Devices: len(s.devs), Library: lib, LibraryError: why})
+		return cn.write(wire.Reply{Op: wire.OpHello, Time: now, Value: uint64(len(s.devs)), Seq: req.Seq}, p, nil)
 	}
+	return badRequest("unknown hello role %d", req.Kind)
+}
+
+// register makes the connection a context on device index: a ring of its
+// own, the device's shared region, and what the library needs to know.
+func (cn *conn) register(index int, seq uint64, now int64) error {
+	s := cn.srv
+	capacity := s.opt.RingCapacity
+	ring, err := newShm("gpufeed-simdev-ring", wire.RingBytes(capacity))
+	if err != nil {
+		return &requestError{status: wire.StatusNoDevice, msg: "cannot make the context's shared memory: " + err.Error()}
+	}
+	le32(ring.b[0:], wire.RingMagic)
+	le32(ring.b[4:], wire.ShmVersion)
+	le32(ring.b[8:], uint32(capacity))
+	le32(ring.b[12:], wire.RecordSize)
+	s.mu.Lock()
+	s.nextReg++
+	cn.reg = s.nextReg
+	cn.dev = s.devs[index]
+	cn.ring, cn.ringCap = ring, uint64(capacity)
+	cn.dev.attach(cn.pid)
+	devFD := s.devShm[index].fd
 	s.mu.Unlock()
 	bw := s.opt.pinnedBandwidth()
-	h := wire.Hello{
-		Protocol:   wire.Version,
-		Device:     int(req.Stream),
-		Devices:    len(s.devs),
-		PID:        cn.pid,
-		MaxPending: s.opt.MaxPending,
-		Bandwidth: map[string]float64{
-			"h2d": bw[wire.CopyH2D], "d2h": bw[wire.CopyD2H], "d2d": bw[wire.CopyD2D],
-		},
-		PageableFactor: s.opt.PageableFactor,
-		ClockOffsetNS:  cn.offset,
+	reg := wire.Registration{
+		Device: index, Devices: len(s.devs), PID: cn.pid, ClockOffsetNS: cn.offset, ID: cn.reg,
+		MaxPending: s.opt.MaxPending, RingCapacity: capacity, Bandwidth: bw, PageableFactor: s.opt.PageableFactor,
+		LaunchCostNS: uint64(s.opt.LaunchCost), MemTotalBytes: s.opt.MemTotalBytes, Name: s.opt.Name,
 	}
-	p, _ := json.Marshal(h)
-	return cn.write(wire.Reply{Op: wire.OpHello, Time: now, Seq: req.Seq}, p)
+	err = cn.write(wire.Reply{Op: wire.OpHello, Time: now, Value: uint64(len(s.devs)), Seq: seq}, reg.Encode(), unix.UnixRights(devFD, ring.fd))
+	ring.closeFD() // the client has its own descriptor now; the mapping stays
+	return err
 }
 
 func (cn *conn) handle(req wire.Request) error {
 	switch req.Op {
-	case wire.OpLaunch, wire.OpMemcpy, wire.OpSync, wire.OpSyncDevice:
+	case wire.OpNudge:
 		if cn.role != wire.RoleWorkload {
-			return &requestError{status: wire.StatusWrongRole, msg: req.Op.String() + " on an observer connection"}
+			return &requestError{status: wire.StatusWrongRole, msg: "nudge on a connection that is not a context's"}
 		}
-	case wire.OpInfo, wire.OpSample:
-		if cn.role != wire.RoleObserver {
-			return &requestError{status: wire.StatusWrongRole, msg: req.Op.String() + " on a workload connection"}
-		}
-	}
-	switch req.Op {
-	case wire.OpLaunch:
-		if req.Arg > uint64(MaxOpDuration) {
-			return badRequest("kernel of %d ns: at most %d ns", req.Arg, int64(MaxOpDuration))
-		}
-		return cn.submit(req, op{kind: opKernel, dur: int64(req.Arg)})
-	case wire.OpMemcpy:
-		if req.Kind > wire.CopyD2D {
-			return badRequest("copy kind %d: want 0 (h2d), 1 (d2h) or 2 (d2d)", req.Kind)
-		}
-		if req.Arg > MaxCopyBytes {
-			return badRequest("copy of %d bytes: at most %d", req.Arg, uint64(MaxCopyBytes))
-		}
-		return cn.submit(req, op{kind: opCopy, bytes: req.Arg, dir: req.Kind, pinned: req.Flags&wire.FlagPinned != 0})
-	case wire.OpSync, wire.OpSyncDevice:
-		// Another thread's launches made before this call count too.
-		cn.progress.parked.Store(true)
-		cn.awaitPeers(req.TS + cn.offset)
-		cn.progress.parked.Store(false)
 		s := cn.srv
 		s.mu.Lock()
-		target := cn.dev.syncTarget(cn.pid, req.Stream, req.Op == wire.OpSyncDevice)
+		cn.readRing(wire.Now())
+		err := cn.refused
 		s.mu.Unlock()
-		cn.replyAt(target, wire.Reply{Op: req.Op, Time: target, Seq: req.Seq})
+		if err != nil {
+			return badRequest("%v", err)
+		}
 		return nil
-	case wire.OpInfo:
-		s := cn.srv
+	case wire.OpWait:
+		if cn.role != wire.RoleWorkload && cn.role != wire.RoleWaiter {
+			return &requestError{status: wire.StatusWrongRole, msg: "wait on an observer connection"}
+		}
+		t := int64(req.Arg) - cn.offset
+		if limit := wire.Now() + cn.dev.maxFuture(); t > limit || t < 0 {
+			return badRequest("wait until %d: not a time this device can reach", req.Arg)
+		}
+		cn.replyAt(t, wire.Reply{Op: req.Op, Time: int64(req.Arg), Seq: req.Seq})
+		return nil
+	case wire.OpInfo, wire.OpSample:
+		if cn.role != wire.RoleObserver {
+			return &requestError{status: wire.StatusWrongRole, msg: req.Op.String() + " on a connection that is not an observer's"}
+		}
+	default:
+		return badRequest("unknown operation %d", uint8(req.Op))
+	}
+	s := cn.srv
+	if req.Op == wire.OpInfo {
 		infos := make([]gpu.DeviceInfo, 0, len(s.devs))
 		s.mu.Lock()
 		for _, d := range s.devs {
@@ -330,104 +434,61 @@ func (cn *conn) handle(req wire.Request) error {
 		}
 		s.mu.Unlock()
 		p, _ := json.Marshal(infos)
-		return cn.write(wire.Reply{Op: req.Op, Time: wire.Now(), Seq: req.Seq}, p)
-	case wire.OpSample:
-		s := cn.srv
-		samples := make([]gpu.Sample, 0, len(s.devs))
-		s.mu.Lock()
-		now := wire.Now()
-		for _, d := range s.devs {
-			samples = append(samples, d.sample(cn.obsID, now))
-		}
-		s.mu.Unlock()
-		p, _ := json.Marshal(samples)
-		return cn.write(wire.Reply{Op: req.Op, Time: now, Seq: req.Seq}, p)
+		return cn.write(wire.Reply{Op: req.Op, Time: wire.Now(), Seq: req.Seq}, p, nil)
 	}
-	return badRequest("unknown operation %d", uint8(req.Op))
+	samples := make([]gpu.Sample, 0, len(s.devs))
+	s.mu.Lock()
+	now := wire.Now()
+	s.readRings(now)
+	for _, d := range s.devs {
+		samples = append(samples, d.sample(cn.obsID, now))
+	}
+	s.mu.Unlock()
+	p, _ := json.Marshal(samples)
+	return cn.write(wire.Reply{Op: req.Op, Time: now, Seq: req.Seq}, p, nil)
 }
 
-// submit enqueues a kernel or copy. While the stream is full it waits (the
-// connection reads nothing more, as a CUDA launch into a full stream blocks
-// its thread) and the operation counts as submitted when the stream had room.
-// A pageable copy, or a request flagged for a reply, is answered: the copy at
-// its end (CUDA returns once it is done), the flagged request once enqueued.
-func (cn *conn) submit(req wire.Request, o op) error {
-	s := cn.srv
-	ts := req.TS + cn.offset
-	for {
-		s.mu.Lock()
-		d := cn.dev
-		if !d.canAddStream(cn.pid, req.Stream) {
-			s.mu.Unlock()
-			return badRequest("stream %d: a process may use at most %d streams", req.Stream, MaxStreamsPerProcess)
-		}
-		now := wire.Now()
-		room := d.roomAt(cn.pid, req.Stream, now)
-		if room == 0 {
-			_, end := d.submit(cn.pid, req.Stream, o, d.submitTime(ts, now))
-			s.mu.Unlock()
-			switch {
-			case o.kind == opCopy && !o.pinned && o.dir != wire.CopyD2D:
-				cn.replyAt(end, wire.Reply{Op: req.Op, Time: end, Seq: req.Seq})
-			case req.Flags&wire.FlagReply != 0:
-				cn.write(wire.Reply{Op: req.Op, Time: end, Seq: req.Seq}, nil)
+// readRings reads every context's ring; s.mu held.
+func (s *Server) readRings(now int64) {
+	for cn := range s.conns {
+		if cn.ring != nil && cn.refused == nil {
+			cn.readRing(now)
+			if cn.refused != nil {
+				// Say why on the context's channel and close it: the library
+				// finds out at its next nudge or blocking call.
+				go func(cn *conn, why error) {
+					cn.write(wire.Reply{Op: wire.OpNudge, Status: wire.StatusBadRequest}, []byte(why.Error()), nil)
+					cn.c.Close()
+				}(cn, cn.refused)
 			}
-			return nil
-		}
-		s.mu.Unlock()
-		ts = max(ts, room)
-		// Held for room, this thread can send nothing more: the process's
-		// synchronising threads need not wait for it (ordering.go).
-		cn.progress.parked.Store(true)
-		ok := cn.sleepUntil(room)
-		cn.progress.parked.Store(false)
-		if !ok {
-			return io.EOF
 		}
 	}
 }
 
-// peerCheckInterval is how often a connection held on a full stream checks
-// that its client is still there, so a killed client's connection does not
-// linger until the stream drains.
-const peerCheckInterval = 50 * time.Millisecond
-
-// sleepUntil waits, on a timer, until CLOCK_MONOTONIC reaches t; false when
-// the server stopped or the client went away meanwhile.
-func (cn *conn) sleepUntil(t int64) bool {
-	for {
-		d := t - wire.Now()
-		if d <= 0 {
-			return true
-		}
-		tm := time.NewTimer(min(time.Duration(d), peerCheckInterval))
-		select {
-		case <-tm.C:
-			if cn.peerGone() {
-				return false
-			}
-		case <-cn.srv.done:
-			tm.Stop()
-			return false
+// readRing takes the records the context wrote since the last reading into
+// the model; s.mu held. A ring that holds what no library writes is
+// refused: nothing more is read from it.
+func (cn *conn) readRing(now int64) {
+	if cn.ring == nil || cn.refused != nil {
+		return
+	}
+	b := cn.ring.b
+	head := (*atomic.Uint64)(unsafe.Pointer(&b[wire.RingHeadOffset])).Load()
+	if head-cn.tail > cn.ringCap {
+		cn.refused = fmt.Errorf("the context's ring says %d records are unread, it holds %d", head-cn.tail, cn.ringCap)
+		return
+	}
+	for ; cn.tail != head; cn.tail++ {
+		off := wire.RingRecordStart + int(cn.tail%cn.ringCap)*wire.RecordSize
+		r := wire.DecodeRecord(b[off : off+wire.RecordSize])
+		r.Start -= cn.offset
+		r.End -= cn.offset
+		if err := cn.dev.record(cn.pid, cn.reg, r, now); err != nil {
+			cn.refused = fmt.Errorf("record %d of the context's ring: %w", cn.tail, err)
+			break
 		}
 	}
-}
-
-// peerGone peeks at the socket without consuming anything: end of file means
-// the client closed its end.
-func (cn *conn) peerGone() bool {
-	raw, err := cn.c.SyscallConn()
-	if err != nil {
-		return true
-	}
-	gone := false
-	var b [1]byte
-	raw.Read(func(fd uintptr) bool {
-		n, _, err := unix.Recvfrom(int(fd), b[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
-		gone = n == 0 && err == nil
-		return true // never wait for readiness
-	})
-	return gone
+	(*atomic.Uint64)(unsafe.Pointer(&b[wire.RingTailOffset])).Store(cn.tail)
 }
 
 // replyAt sends r once CLOCK_MONOTONIC has reached t (at once if it has), from
@@ -435,7 +496,7 @@ func (cn *conn) peerGone() bool {
 func (cn *conn) replyAt(t int64, r wire.Reply) {
 	d := t - wire.Now()
 	if d <= 0 {
-		cn.write(r, nil)
+		cn.write(r, nil, nil)
 		return
 	}
 	var fire func()
@@ -444,15 +505,19 @@ func (cn *conn) replyAt(t int64, r wire.Reply) {
 			time.AfterFunc(time.Duration(rest), fire)
 			return
 		}
-		cn.write(r, nil)
+		cn.write(r, nil, nil)
 	}
 	time.AfterFunc(time.Duration(d), fire)
 }
 
-func (cn *conn) write(r wire.Reply, payload []byte) error {
+func (cn *conn) write(r wire.Reply, payload, oob []byte) error {
 	b := wire.AppendReply(make([]byte, 0, wire.FrameSize+len(payload)), r, payload)
 	cn.wmu.Lock()
 	defer cn.wmu.Unlock()
+	if oob != nil {
+		_, _, err := cn.c.WriteMsgUnix(b, oob, nil)
+		return err
+	}
 	_, err := cn.c.Write(b)
 	return err
 }
@@ -475,3 +540,5 @@ func peerPID(c *net.UnixConn) int {
 func simUUID(index int) string { return "GPU-SIM-" + strconv.Itoa(index) }
 
 func itoa(v int) string { return strconv.Itoa(v) }
+
+func le32(b []byte, v uint32) { binary.LittleEndian.PutUint32(b, v) }

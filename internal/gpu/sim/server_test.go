@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -45,8 +46,6 @@ func startDevice(t testing.TB, opt sim.Options) string {
 	return path
 }
 
-func simDial(path string) (*simclient.Client, error) { return simclient.Dial(path) }
-
 func dial(t *testing.T, path string) *simclient.Client {
 	t.Helper()
 	c, err := simclient.Dial(path)
@@ -67,51 +66,76 @@ func observe(t *testing.T, path string) *sim.Source {
 	return s
 }
 
+func dialSync(t *testing.T, path, mode string) *simclient.Client {
+	t.Helper()
+	c, err := simclient.DialOptions(path, simclient.Options{Sync: mode})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
 func TestSynchronizeReturnsNoEarlierThanTheLastEnd(t *testing.T) {
-	c := dial(t, startDevice(t, sim.Options{}))
-	before := wire.Now()
-	for range 5 {
-		if err := c.Launch(8*time.Millisecond, 0); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := c.Synchronize(0); err != nil {
-		t.Fatal(err)
-	}
-	// The stream was idle: the last kernel ends no earlier than 40 ms after
-	// the first submission, which came after "before".
-	if got := time.Duration(wire.Now() - before); got < 40*time.Millisecond {
-		t.Fatalf("synchronize returned %v after the first launch, want >= 40ms", got)
-	}
-	// Device-wide: the longest stream decides.
-	before = wire.Now()
-	c.Launch(30*time.Millisecond, 5)
-	c.Launch(5*time.Millisecond, 0)
-	if err := c.SynchronizeDevice(); err != nil {
-		t.Fatal(err)
-	}
-	if got := time.Duration(wire.Now() - before); got < 30*time.Millisecond {
-		t.Fatalf("device synchronize returned after %v, want >= 30ms (stream 5)", got)
-	}
-	// Synchronising an idle stream returns at once (no kernel to wait for).
-	if err := c.Synchronize(99); err != nil {
-		t.Fatal(err)
+	for _, mode := range []string{"spin", "yield", "block"} {
+		t.Run(mode, func(t *testing.T) {
+			c := dialSync(t, startDevice(t, sim.Options{}), mode)
+			if got := c.Sync(); got != mode {
+				t.Fatalf("context waits by %s, want %s", got, mode)
+			}
+			before := wire.Now()
+			for range 5 {
+				if err := c.Launch(8*time.Millisecond, 0); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := c.Synchronize(0); err != nil {
+				t.Fatal(err)
+			}
+			// The stream was idle: the last kernel ends no earlier than 40 ms
+			// after the first launch, which came after "before".
+			if got := time.Duration(wire.Now() - before); got < 40*time.Millisecond {
+				t.Fatalf("synchronize returned %v after the first launch, want >= 40ms", got)
+			}
+			// Device-wide: the longest stream decides.
+			before = wire.Now()
+			c.Launch(30*time.Millisecond, 5)
+			c.Launch(5*time.Millisecond, 0)
+			if err := c.SynchronizeDevice(); err != nil {
+				t.Fatal(err)
+			}
+			if got := time.Duration(wire.Now() - before); got < 30*time.Millisecond {
+				t.Fatalf("device synchronize returned after %v, want >= 30ms (stream 5)", got)
+			}
+			// Synchronising an idle stream returns at once (no kernel to wait for).
+			if err := c.Synchronize(99); err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 }
 
 func TestPageableCopyBlocksPinnedDoesNot(t *testing.T) {
-	c := dial(t, startDevice(t, sim.Options{LinkGen: 3, LinkWidth: 16}))
-	h := c.Hello()
+	c := dialSync(t, startDevice(t, sim.Options{LinkGen: 3, LinkWidth: 16}), "block")
+	info := c.Info()
 	const n = 256 << 20
-	pinnedDur := time.Duration(n / h.Bandwidth["h2d"] * 1e9)
-	pageableDur := time.Duration(n / (h.Bandwidth["h2d"] * h.PageableFactor) * 1e9)
+	pinnedDur := time.Duration(n / info.Bandwidth[0] * 1e9)
+	pageableDur := time.Duration(n / (info.Bandwidth[0] * info.PageableFactor) * 1e9)
+	c.Memcpy(n, simclient.H2D, false, 0) // first use: the host buffer is made
+	c.Memcpy(n, simclient.H2D, true, 0)
+	c.SynchronizeDevice()
 
+	cpu0 := threadCPUOf(t)
 	before := wire.Now()
 	if err := c.Memcpy(n, simclient.H2D, false, 0); err != nil {
 		t.Fatal(err)
 	}
 	if got := time.Duration(wire.Now() - before); got < pageableDur {
 		t.Fatalf("pageable 256 MiB copy returned after %v, want >= %v (blocks until done)", got, pageableDur)
+	}
+	// Staging costs the thread CPU even in blocking mode: it copies the bytes.
+	if used := threadCPUOf(t) - cpu0; used < time.Millisecond {
+		t.Errorf("a pageable copy cost the thread %v of CPU: the staging copy was not made", used)
 	}
 	// A pinned copy is asynchronous: it returns long before it ends, and
 	// synchronising waits for it.
@@ -127,20 +151,45 @@ func TestPageableCopyBlocksPinnedDoesNot(t *testing.T) {
 	if synced < pinnedDur {
 		t.Fatalf("synchronize after a pinned copy returned after %v, want >= %v", synced, pinnedDur)
 	}
-	if returned >= pinnedDur {
-		t.Errorf("pinned copy call took %v, as long as the copy (%v): it must not block", returned, pinnedDur)
+	if returned >= pinnedDur/4 {
+		t.Errorf("pinned copy call took %v, against the copy's %v: it must not block", returned, pinnedDur)
 	}
+}
+
+// threadCPUOf is the calling thread's CPU time; the caller locks its OS thread.
+func threadCPUOf(t *testing.T) time.Duration {
+	t.Helper()
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(1, &ru); err != nil { // RUSAGE_THREAD
+		t.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func TestFullStreamBlocksTheSubmitter(t *testing.T) {
 	path := startDevice(t, sim.Options{})
-	c := dial(t, path)
+	c := dialSync(t, path, "block")
 	const k = 10 * time.Millisecond
-	before := wire.Now()
+	// With blocking waits a launch that waited for room would sleep, a
+	// voluntary context switch of this thread; preemption on a loaded host
+	// is involuntary and slows the loop without making it wait.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	nvcsw := func() int64 {
+		var ru syscall.Rusage
+		if err := syscall.Getrusage(1, &ru); err != nil { // RUSAGE_THREAD
+			t.Fatal(err)
+		}
+		return ru.Nvcsw
+	}
+	before, sw := wire.Now(), nvcsw()
 	for range sim.DefaultMaxPending {
 		if err := c.Launch(k, 0); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if n := nvcsw() - sw; n > 0 {
+		t.Fatalf("1024 launches into an empty stream slept %d times (in %v): they must not wait", n, time.Duration(wire.Now()-before))
 	}
 	// The stream holds 1024 pending kernels: each further launch waits for
 	// one to end. The 6th extra launch returns no earlier than the 6th end.
@@ -152,19 +201,22 @@ func TestFullStreamBlocksTheSubmitter(t *testing.T) {
 	if got := time.Duration(wire.Now() - before); got < 6*k {
 		t.Fatalf("6 launches into a full stream returned after %v, want >= %v", got, 6*k)
 	}
-
-	// A second connection of the same process shares the stream but not the
-	// client's bookkeeping: the server holds its launch until there is room,
-	// so its next reply (a sync of an empty stream) comes no earlier.
-	c2 := dial(t, path)
+	// A second client of the same process shares the primary context, and
+	// so the stream: its launch waits too.
+	c2 := dialSync(t, path, "block")
 	if err := c2.Launch(k, 0); err != nil {
 		t.Fatal(err)
 	}
-	if err := c2.Synchronize(77); err != nil {
+	if got := time.Duration(wire.Now() - before); got < 7*k {
+		t.Fatalf("launch into the full stream from a second client returned after %v since the start, want >= %v", got, 7*k)
+	}
+	// Another stream is not full.
+	before = wire.Now()
+	if err := c.Launch(k, 3); err != nil {
 		t.Fatal(err)
 	}
-	if got := time.Duration(wire.Now() - before); got < 7*k {
-		t.Fatalf("launch into the full stream from a second connection returned after %v since the start, want >= %v", got, 7*k)
+	if got := time.Duration(wire.Now() - before); got > k/2 {
+		t.Errorf("a launch on another stream waited %v", got)
 	}
 }
 
@@ -239,10 +291,11 @@ func sample1(t *testing.T, src gpu.Source) gpu.Sample {
 	return ss[0]
 }
 
-// TestBusyDeviceCostsNoCPU: a device with queued work must not spin.
+// TestBusyDeviceCostsNoCPU: a device with queued work must not spin: the
+// server reads rings only when asked, and a blocking synchronise sleeps.
 func TestBusyDeviceCostsNoCPU(t *testing.T) {
 	path := startDevice(t, sim.Options{})
-	c := dial(t, path)
+	c := dialSync(t, path, "block")
 	cpu0 := processCPU(t)
 	c.Launch(400*time.Millisecond, 0)
 	c.Launch(400*time.Millisecond, 1)
@@ -292,19 +345,23 @@ func TestSourceReportsLossWhenTheServerStops(t *testing.T) {
 
 func TestRefusedRequestsSayWhy(t *testing.T) {
 	path := startDevice(t, sim.Options{})
-	if _, err := simclient.DialDevice(path, 3); err == nil {
-		t.Fatal("dialling device 3 of a one-device server succeeded")
+	if _, err := simclient.DialDevice(path, 3); err == nil || !strings.Contains(err.Error(), "no simulated device 3") {
+		t.Fatalf("dialling device 3 of a one-device server: %v", err)
 	}
 	c := dial(t, path)
-	if err := c.Launch(2*sim.MaxOpDuration, 0); err != nil {
-		t.Fatal(err) // asynchronous: the refusal shows at the next blocking call
+	// The library checks what it can itself: a kernel of two hours.
+	if err := c.Launch(2*sim.MaxOpDuration, 0); err == nil || !strings.Contains(err.Error(), "at most an hour") {
+		t.Fatalf("a two-hour kernel: %v", err)
 	}
-	err := c.Synchronize(0)
-	if err == nil {
-		t.Fatal("synchronize after a refused launch succeeded")
+	if _, err := simclient.DialOptions(path, simclient.Options{Sync: "sometimes"}); err == nil {
+		t.Fatal("sync mode \"sometimes\" accepted")
 	}
-	if !strings.Contains(err.Error(), "kernel of") {
-		t.Errorf("refusal %q does not say what was wrong", err)
+	if _, err := simclient.Dial(filepath.Join(t.TempDir(), "nobody.sock")); err == nil || !strings.Contains(err.Error(), "nobody.sock") {
+		t.Fatalf("a socket nobody serves: %v", err)
+	}
+	t.Setenv(simclient.EnvSync, "nap")
+	if _, err := simclient.Dial(path); err == nil || !strings.Contains(err.Error(), simclient.EnvSync) {
+		t.Fatalf("GPUFEED_SIMDEV_SYNC=nap: %v", err)
 	}
 }
 
@@ -346,6 +403,8 @@ func TestListenRefusesImpossibleOptions(t *testing.T) {
 		{MaxPending: -1},
 		{PointWindow: -time.Millisecond}, {PointWindow: time.Nanosecond},
 		{D2DBandwidth: math.NaN()},
+		{LaunchCost: -time.Microsecond}, {LaunchCost: time.Second},
+		{RingCapacity: 10}, {RingCapacity: -1},
 	} {
 		path := filepath.Join(t.TempDir(), "gpu.sock")
 		if srv, err := sim.Listen(path, o); err == nil {

@@ -38,6 +38,7 @@ func Analyze(tl *timeline.Timeline, a *derive.View) Result {
 	}
 	add(deathFindings(v, r.Deaths, r.Blocked)...)
 	add(missingRanks(v, r.Deaths)...)
+	add(rankPositions(v, stalled)...)
 	add(kernelFindings(v, r.Deaths)...)
 	if stalled || len(r.Deaths) > 0 {
 		if f, ok := blockedTable(v, r.Blocked, finding.Info); ok {

@@ -7,12 +7,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gpufeed/gpufeed/internal/kernlog"
+	"github.com/gpufeed/gpufeed/internal/safetext"
 )
 
-// safe strips control characters from attacker-controlled text (process
-// names, command lines, kernel lines) before it enters a claim.
-func safe(s string) string { return kernlog.Sanitize(s) }
+// safe escapes attacker-controlled text (process names, command lines,
+// kernel lines) before it enters a claim (safetext.Escape: the one
+// sanitiser).
+func safe(s string) string { return safetext.Escape(s) }
 
 // fmtBytes writes a byte count in binary units: "80.3 GiB".
 func fmtBytes(b float64) string {

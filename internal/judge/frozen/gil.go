@@ -58,6 +58,7 @@ func gilFindings(v *view, cpus map[int]*threadCPU) []finding.Finding {
 		f.Evidence = append(f.Evidence,
 			finding.Evidence{What: "CPU of the busy threads together", Value: round(run, 2), Unit: "cores", Window: v.windowText(), Source: "schedstat run time"},
 			finding.Evidence{What: "CPU the busy threads wanted (run + run-queue wait)", Value: round(demand, 2), Unit: "CPUs", Window: v.windowText(), Source: "schedstat run and wait time"})
+		nameGILHolders(v, pid, &f)
 		out = append(out, f)
 	}
 	return out

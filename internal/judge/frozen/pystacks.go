@@ -2,7 +2,6 @@ package frozen
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
 
 	"github.com/gpufeed/gpufeed/internal/finding"
@@ -21,16 +20,20 @@ func pyStackFindings(v *view) []finding.Finding {
 	for _, ev := range v.tl.Events {
 		switch ev.Kind {
 		case timeline.EventPyStacksError:
-			out = append(out, finding.Finding{ID: "python-stacks-unavailable", Severity: finding.Info, Subject: "py-spy",
+			subject := "python stacks"
+			if ev.PID > 0 {
+				subject = v.procName(ev.PID)
+			}
+			out = append(out, finding.Finding{ID: "python-stacks-unavailable", Severity: finding.Info, Subject: subject,
 				Claim:    "Python stacks were asked for but could not be taken: " + safe(ev.Text),
-				Decision: "To see each Python thread's stack and the GIL holder, " + profile.PySpyInstallHint + ", then run `gpufeed diagnose --py-stacks` again.",
+				Decision: stacksUnavailableDecision(ev.Text),
 				// Sources: 004 (The GIL: py-spy reads the process from outside)
 			})
 		case timeline.EventPyStacks:
 			procs, err := profile.ParsePySpy(strings.NewReader(ev.Text))
 			if err != nil {
 				out = append(out, finding.Finding{ID: "python-stacks-unavailable", Severity: finding.Info, Subject: v.procName(ev.PID),
-					Claim: "py-spy's dump of " + v.procName(ev.PID) + " could not be read: " + safe(err.Error())})
+					Claim: "The Python stacks of " + v.procName(ev.PID) + " could not be read: " + safe(err.Error())})
 				continue
 			}
 			for _, p := range procs {
@@ -72,11 +75,14 @@ func stackFinding(v *view, p profile.Process) finding.Finding {
 		if text == "" {
 			text = "no Python frame (native code or idle)"
 		}
-		f.Evidence = append(f.Evidence, finding.Evidence{What: who + ", " + th.Status, Text: text, Source: "py-spy dump --pid " + strconv.Itoa(p.PID)})
+		f.Evidence = append(f.Evidence, finding.Evidence{What: who + ", " + th.Status, Text: text, Source: p.Source()})
 	}
 	f.Claim = fmt.Sprintf("Python stacks of %s: %s, %d active", name, plural(len(p.Threads), "thread", "threads"), active)
 	if holder != "" {
 		f.Claim += "; " + holder + " holds the GIL"
+	}
+	if p.Skipped > 0 {
+		f.Claim += fmt.Sprintf("; %s left out (their stacks changed while read)", plural(p.Skipped, "thread", "threads"))
 	}
 	return f
 }

@@ -56,7 +56,7 @@ func Verdict(r Result) *finding.Verdict {
 				lead = f
 			}
 			v.Because = append(v.Because, f.ID)
-		case "member-died", "rank-missing", "gpu-fell-off-bus", "hung-task", "uninterruptible-sleep":
+		case "member-died", "rank-missing", "gpu-fell-off-bus", "hung-task", "uninterruptible-sleep", "rank-positions":
 			if lead == nil || lead.ID == "job-stalled" {
 				lead = f
 			}

@@ -67,6 +67,9 @@ func Text() map[string]string {
 		"GILBusyCores":               pct(100 * GILBusyCores),
 		"GILMaxRunCores":             num(GILMaxRunCores),
 		"GILMaxDemandPerThread":      num(GILMaxDemandPerThread),
+		"GILHolderRoundsPct":         pct(GILHolderRoundsPct),
+		"GILHolderSharePct":          pct(GILHolderSharePct),
+		"PythonStageSharePct":        pct(PythonStageSharePct),
 	}
 }
 

@@ -181,6 +181,22 @@ const (
 	TooLittleWorkKernelTimePct = 50.0
 )
 
+// Python time shares (diagnose --py-stacks sampling).
+const (
+	// PythonStageSharePct: a feeding thread that spends this share of its
+	// samples in one stage (the DataLoader's __next__, transforms, a
+	// copy back to the host, the optimizer) has found its bottleneck;
+	// under it, the shares are reported as information.
+	PythonStageSharePct = 30.0
+	// GILHolderSharePct: another thread holding the GIL in this share of
+	// its samples is named as the holder (python-time).
+	GILHolderSharePct = 50.0
+	// GILHolderRoundsPct: in gil-contention, every thread seen holding the
+	// GIL in at least this share of the sampling rounds is named among the
+	// holders (three threads taking turns hold it about a third each).
+	GILHolderRoundsPct = 10.0
+)
+
 // Trace judgement: the Nsight Systems rules it reproduces, the least a
 // trace must hold for a verdict, and how much evidence makes one sure.
 const (

@@ -24,6 +24,16 @@ func (c evidenceCtx) ev(what string, v float64, unit, events string) finding.Evi
 	return finding.Evidence{What: what, Value: round3(v), Unit: unit, Window: c.window, Source: src}
 }
 
+// bytesCopied is the bytes the copies moved, or "not recorded" when the
+// trace holds no byte counts for them (0 bytes for copies that ran is not
+// a measurement).
+func (c evidenceCtx) bytesCopied(n int64, events string) finding.Evidence {
+	if n <= 0 {
+		return c.text("bytes copied", "not recorded", events)
+	}
+	return c.ev("bytes copied", float64(n), "B", events)
+}
+
 func (c evidenceCtx) text(what, text, events string) finding.Evidence {
 	src := c.file
 	if events != "" {

@@ -83,7 +83,7 @@ func ruleSyncCopies(in *Input) *finding.Finding {
 		Evidence: []finding.Evidence{
 			in.ctx.ev("blocking copies", float64(c.Count), "", v.calls(trace.MemcpySync)),
 			in.ctx.ev("host time in blocking copies", ms(c.HostNs), "ms", v.calls(trace.MemcpySync)),
-			in.ctx.ev("bytes copied", float64(c.Bytes), "B", v.copyEvents()),
+			in.ctx.bytesCopied(c.Bytes, v.copyEvents()),
 		},
 		Decision: fmt.Sprintf("Use %s from pinned memory (tensor.to(device, non_blocking=True) on pinned tensors).", v.call(trace.MemcpyAsync)),
 		Supports: finding.SyncBound,

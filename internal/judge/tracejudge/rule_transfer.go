@@ -23,7 +23,7 @@ func rulePageableCopies(in *Input) *finding.Finding {
 			in.ctx.ev("share of GPU time lost to pageable copies", sh.Transfer, "%", ""),
 			in.ctx.ev("async copies from or to pageable memory", float64(c.Count), "", v.calls(trace.MemcpyAsync)+", Memcpy … (Pageable -> Device)/(Device -> Pageable)"),
 			in.ctx.ev("host time in those copies", ms(c.HostNs), "ms", v.calls(trace.MemcpyAsync)),
-			in.ctx.ev("bytes copied", float64(c.Bytes), "B", v.copyEvents()),
+			in.ctx.bytesCopied(c.Bytes, v.copyEvents()),
 			in.ctx.ev("GPU idle while the launching thread was inside them", ms(in.B[tracestats.CausePageableCopy]), "ms", ""),
 		},
 		Decision: "Pin host memory: DataLoader(pin_memory=True) or tensor.pin_memory(), then .to(device, non_blocking=True); keep results on the GPU instead of copying them back to pageable tensors.",

@@ -16,6 +16,8 @@
 package kineto
 
 import (
+	"github.com/gpufeed/gpufeed/internal/safetext"
+
 	"bufio"
 	"bytes"
 	"compress/gzip"
@@ -29,7 +31,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"unicode/utf8"
 
 	"github.com/gpufeed/gpufeed/internal/trace"
 )
@@ -478,16 +479,9 @@ func (d *decoder) tail(b []byte, off int64) (int, bool, error) {
 	}
 }
 
-// truncate shortens s to at most n bytes (on a rune boundary), marking the cut.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
-}
+// truncate shortens s to at most n characters, saying how much was cut
+// (safetext.Cap).
+func truncate(s string, n int) string { return safetext.Cap(s, n) }
 
 // metaKey keeps the top-level values the model uses.
 func (d *decoder) metaKey(k string, v []byte) {

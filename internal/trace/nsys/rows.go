@@ -1,6 +1,8 @@
 package nsys
 
 import (
+	"github.com/gpufeed/gpufeed/internal/safetext"
+
 	"fmt"
 	"math"
 	"slices"
@@ -122,17 +124,7 @@ var (
 )
 
 // quoteShort keeps a quoted value short in a message.
-func quoteShort(s string) string {
-	const n = 40
-	if len(s) <= n {
-		return s
-	}
-	cut := n
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
-}
+func quoteShort(s string) string { return safetext.Cap(s, 40) }
 
 // badRows tallies the skipped rows of one table.
 type badRows struct {

@@ -1,0 +1,232 @@
+package judge
+
+import (
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+
+	"github.com/gpufeed/gpufeed/internal/finding"
+	"github.com/gpufeed/gpufeed/internal/judge/thresholds"
+	"github.com/gpufeed/gpufeed/internal/profile"
+	"github.com/gpufeed/gpufeed/internal/timeline"
+)
+
+func init() {
+	register(Rule{ID: "python-time", Title: "Where the launch (or busiest) thread's Python time goes: DataLoader, transforms, .item(), optimizer, GIL",
+		// Sources: 004 (The GIL: py-spy top --pid PID --gil)
+		Run: runPythonTime})
+}
+
+// The Python-side stages a feeding thread spends its time in, told from
+// the sampled stacks (diagnose --py-stacks): the frames of PyTorch's own
+// modules, and for .item() the source text of the user's line (it is a C
+// call, so no Python frame shows it).
+var (
+	dataloaderNext = func(f profile.Frame) bool {
+		return f.Function == "__next__" && strings.HasSuffix(f.File, "torch/utils/data/dataloader.py")
+	}
+	transformFile = regexp.MustCompile(`(^|/)transforms?(/|\.py$)|/albumentations/|/kornia/augmentation/`)
+	isTransform   = func(f profile.Frame) bool { return transformFile.MatchString(f.File) }
+	isOptimizer   = func(f profile.Frame) bool {
+		return strings.Contains(f.File, "/torch/optim/") || f.Function == "step" && strings.Contains(f.File, "/optim")
+	}
+	// syncCall is a call that waits for the GPU to copy a value back: each
+	// one is a host-device synchronisation.
+	syncCall = regexp.MustCompile(`\.(item|cpu|tolist|numpy)\(\)`)
+)
+
+// pySamples reads the sampled Tops in the timeline, by pid.
+func pySamples(tl *timeline.Timeline) map[int]profile.Top {
+	out := map[int]profile.Top{}
+	for _, e := range tl.Events {
+		if e.Kind != timeline.EventPySamples {
+			continue
+		}
+		if t, err := profile.ParseTop(e.Text); err == nil {
+			out[t.PID] = t
+		}
+	}
+	return out
+}
+
+// runPythonTime: with the job's Python stacks sampled, the thread that feeds
+// the GPU (the launch thread; without a GPU in view, the busiest Python
+// thread) is split into the stages that usually starve it, like
+// `py-spy top` read by an expert: waiting on the DataLoader's __next__ (the
+// workers do not keep up), transforms run in the main process, .item() and
+// other copies back to the host (a synchronisation each), the optimizer
+// step; and who holds the GIL.
+func runPythonTime(in *Input) []finding.Finding {
+	tops := pySamples(in.Timeline)
+	if len(tops) == 0 {
+		return nil
+	}
+	var top profile.Top
+	var th *profile.TopThread
+	how := ""
+	if L := in.Job.Launch; L != nil {
+		if t, ok := tops[L.T.PID]; ok {
+			for i := range t.Threads {
+				if t.Threads[i].TID == L.T.Key.TID {
+					top, th, how = t, &t.Threads[i], "the launch thread ("+L.How+")"
+				}
+			}
+		}
+	}
+	if th == nil {
+		// Without a launch thread in view: the main thread of the job's
+		// trainer (or a rank), the thread that runs the training loop;
+		// else the busiest Python thread.
+		roles := map[int]string{}
+		for k, p := range in.Timeline.Procs {
+			roles[k.PID] = p.Role
+		}
+		pids := make([]int, 0, len(tops))
+		for pid := range tops {
+			pids = append(pids, pid)
+		}
+		sort.Ints(pids)
+		for _, pid := range pids {
+			if r := roles[pid]; r != "trainer" && r != "rank" {
+				continue
+			}
+			t := tops[pid]
+			for i := range t.Threads {
+				if t.Threads[i].TID == pid {
+					top, th, how = t, &t.Threads[i], "the main thread of the training process (no GPU process was seen to tell the launch thread)"
+				}
+			}
+			if th != nil {
+				break
+			}
+		}
+	}
+	if th == nil {
+		for _, pid := range func() []int {
+			ps := make([]int, 0, len(tops))
+			for pid := range tops {
+				ps = append(ps, pid)
+			}
+			sort.Ints(ps)
+			return ps
+		}() {
+			t := tops[pid]
+			for i := range t.Threads {
+				if th == nil || t.Threads[i].Active > th.Active {
+					top, th = t, &t.Threads[i]
+				}
+			}
+		}
+		how = "the busiest Python thread (most samples running)"
+	}
+	if th == nil || th.Samples == 0 {
+		return nil
+	}
+	who := fmt.Sprintf("thread %d (%s) of pid %d", th.TID, th.Name, top.PID)
+	window := fmt.Sprintf("%d samples at %.0f Hz over %.1f s", th.Samples, top.RateHz, top.Seconds)
+	src := "sampled Python stacks (" + top.Reader + ")"
+	pct := func(n int) float64 { return 100 * float64(n) / float64(th.Samples) }
+
+	stages := []struct {
+		name   string
+		share  profile.Share
+		change string
+	}{
+		{"waiting on the DataLoader's __next__", th.Share(dataloaderNext),
+			"the DataLoader's workers do not keep up: raise num_workers (within the cores), set persistent_workers=True and prefetch_factor, pin_memory=True, and move per-sample work out of the collate function"},
+		{"in transforms run by this thread", th.Share(isTransform),
+			"run the transforms in DataLoader workers (inside the Dataset's __getitem__), or on the GPU on whole batches"},
+		{"in the optimizer step", th.Share(isOptimizer),
+			"use the fused or foreach optimizer implementations (torch.optim.AdamW(..., fused=True) or foreach=True), which launch a few large kernels instead of one per parameter"},
+	}
+	item := profile.Share{Of: th.Samples, OfActive: th.Active}
+	var itemLines []string
+	for _, l := range th.Lines {
+		if syncCall.MatchString(l.Source) {
+			item.Samples += l.Samples
+			item.Active += l.Active
+			itemLines = append(itemLines, fmt.Sprintf("%s:%d %s", l.File, l.Line, l.Source))
+		}
+	}
+	stages = append(stages, struct {
+		name   string
+		share  profile.Share
+		change string
+	}{"at a line copying a value back to the host (.item(), .cpu(), .tolist(), .numpy())", item,
+		"each such call waits for the GPU to finish everything queued: accumulate on the GPU and call .item() every N steps, or log asynchronously"})
+
+	// Sources: 004 (The GIL: py-spy top --pid PID --gil)
+	f := finding.Finding{ID: "python-time", Severity: finding.Info, Subject: who}
+	f.Evidence = append(f.Evidence, evText("sampled thread", who+": "+how, window, src))
+	var parts []string
+	lead, leadPct := -1, 0.0
+	for i, s := range stages {
+		p := pct(s.share.Samples)
+		f.Evidence = append(f.Evidence, ev("share of the thread's samples "+s.name, p, "%", window, src))
+		if s.share.Samples > 0 {
+			parts = append(parts, fmt.Sprintf("%.0f %% %s", p, s.name))
+		}
+		if p > leadPct {
+			lead, leadPct = i, p
+		}
+	}
+	if len(itemLines) > 0 {
+		f.Evidence = append(f.Evidence, evText("lines copying back to the host", safeText(strings.Join(itemLines, "; ")), window, src))
+	}
+	// py-spy top's table: the functions with the most samples
+	var tops5 []string
+	for i, fs := range th.FunctionShares() {
+		if i == 5 {
+			break
+		}
+		tops5 = append(tops5, fmt.Sprintf("%s (%s) %.0f %% total, %.0f %% own", fs.Function, fs.File, pct(fs.Total), pct(fs.Own)))
+	}
+	f.Evidence = append(f.Evidence, evText("functions with the most samples (total: anywhere on the stack; own: innermost)", safeText(strings.Join(tops5, "; ")), window, src))
+	gil := pct(th.GIL)
+	f.Evidence = append(f.Evidence, ev("share of the thread's samples holding the GIL", gil, "%", window, src))
+	holder := gilHolder(top, th.TID)
+	if holder != nil {
+		f.Evidence = append(f.Evidence, ev(fmt.Sprintf("share of samples thread %d (%s) held the GIL", holder.TID, holder.Name), 100*float64(holder.GIL)/float64(max(holder.Samples, 1)), "%", window, src))
+	}
+
+	f.Claim = fmt.Sprintf("Python time of %s: %.0f %% of its samples running, %.0f %% holding the GIL", who, pct(th.Active), gil)
+	if len(parts) > 0 {
+		f.Claim += "; " + strings.Join(parts, ", ")
+	}
+	if holder != nil {
+		f.Claim += fmt.Sprintf("; thread %d (%s) held the GIL in %.0f %% of its samples", holder.TID, holder.Name, 100*float64(holder.GIL)/float64(max(holder.Samples, 1)))
+	}
+	if lead >= 0 && leadPct >= thresholds.PythonStageSharePct {
+		f.Severity = finding.Warning
+		f.Decision = fmt.Sprintf("The thread spends %.0f %% of its time %s: %s.", leadPct, stages[lead].name, stages[lead].change)
+	} else if holder != nil && th.Active < th.Samples/2 {
+		f.Decision = fmt.Sprintf("Thread %d (%s) holds the GIL most of the time: move its work out of Python threads (into worker processes, or into calls that release the GIL).", holder.TID, holder.Name)
+	}
+	return []finding.Finding{f}
+}
+
+// gilHolder is the other thread of the process that held the GIL in the
+// most samples, when that is at least GILHolderSharePct of its samples.
+func gilHolder(t profile.Top, except int) *profile.TopThread {
+	var best *profile.TopThread
+	for i := range t.Threads {
+		th := &t.Threads[i]
+		if th.TID == except || th.Samples == 0 || 100*float64(th.GIL)/float64(th.Samples) < thresholds.GILHolderSharePct {
+			continue
+		}
+		if best == nil || th.GIL > best.GIL {
+			best = th
+		}
+	}
+	return best
+}
+
+// safeText caps evidence text built from the target's names (the
+// renderers escape it).
+func safeText(s string) string {
+	if len(s) > 600 {
+		s = s[:600] + "..."
+	}
+	return s
+}
