@@ -45,6 +45,7 @@ type diagnoseOpts struct {
 	interval time.Duration
 	out      outputFlags
 	record   string
+	perfetto string
 	// root is --root (the host's / seen from a container); procRoot and
 	// sysRoot the deprecated --proc-root and --sys-root, which name /proc
 	// and /sys themselves.
@@ -101,6 +102,7 @@ it watches.`,
 	addDurationFlag(f, &o.duration, "duration", sample.DefaultDuration, "how long to observe")
 	addDurationFlag(f, &o.interval, "interval", sample.DefaultInterval, "per-thread sampling interval")
 	o.out.add(cmd)
+	addPerfettoFlag(f, &o.perfetto)
 	f.StringVar(&o.record, "record", "", "also save the raw samples to `FILE` (judge it later with gpufeed report)")
 	addRootFlag(f, &o.root)
 	deprecatedAlias(f, stringValue(&o.procRoot), "proc-root", "use --root DIR, which reads DIR/proc and DIR/sys (e.g. --root /host)")
@@ -122,6 +124,9 @@ func runDiagnose(cmd *cobra.Command, o diagnoseOpts, args []string) error {
 		if err := checkTarget(fs, int(o.pid)); err != nil {
 			return err
 		}
+	}
+	if err := checkPerfetto(o.perfetto); err != nil {
+		return err
 	}
 	if o.record != "" {
 		if err := checkWritable(o.record); err != nil {
@@ -169,6 +174,9 @@ func runDiagnose(cmd *cobra.Command, o diagnoseOpts, args []string) error {
 		return err
 	}
 	if err := writeReport(cmd, "diagnose", res.Report, o.out); err != nil {
+		return err
+	}
+	if err := perfettoReport(o.perfetto, res.Report); err != nil {
 		return err
 	}
 	if res.Command != nil {

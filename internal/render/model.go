@@ -6,6 +6,7 @@
 package render
 
 import (
+	"github.com/gpufeed/gpufeed/internal/derive"
 	"github.com/gpufeed/gpufeed/internal/finding"
 	"github.com/gpufeed/gpufeed/internal/timeline"
 )
@@ -40,6 +41,10 @@ type Report struct {
 	KernelLinesOther int `json:"kernel_lines_other"`
 	// Notes are warnings about the data itself (a truncated recording).
 	Notes []string `json:"notes"`
+
+	// View is the derived view the report was built from (its timeline
+	// included): the timeline renderers (Perfetto) draw it over time.
+	View *derive.View `json:"-"`
 }
 
 // Target is what was observed.
