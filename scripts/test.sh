@@ -65,14 +65,43 @@ else
 	fi
 fi
 
+# The agent's test runs a real Prometheus server and promtool: Debian's
+# prometheus package, installed when missing (the test skips, saying why,
+# where it cannot be had).
+step "prometheus"
+if command -v prometheus >/dev/null && command -v promtool >/dev/null; then
+	echo "present"
+else
+	sudo=""
+	[ "$(id -u)" = 0 ] || sudo="sudo -n"
+	prom_install() {
+		$sudo env DEBIAN_FRONTEND=noninteractive apt-get -qq -o DPkg::Lock::Timeout=300 install -y --no-install-recommends \
+			prometheus >/dev/null 2>&1
+	}
+	if command -v apt-get >/dev/null && { prom_install || { $sudo apt-get -qq -o DPkg::Lock::Timeout=300 update >/dev/null 2>&1 && prom_install; }; } &&
+		command -v prometheus >/dev/null; then
+		echo "installed prometheus"
+		# The package starts its own server where systemd runs; the test
+		# starts one of its own on a free loopback port.
+	else
+		echo "prometheus could not be installed (apt-get as root or passwordless sudo is needed): the real-Prometheus test will skip"
+	fi
+fi
+
 step "go build"
 go build -o /dev/null ./cmd/gpufeed
 
 step "go test"
 go test -count=1 ./...
 
+# The deployment files, decoded strictly into the Kubernetes and Prometheus
+# Operator API types by a module of its own (those types stay out of
+# gpufeed's dependencies).
+step "deploy/validate"
+(cd deploy/validate && go vet ./... && go test -count=1 ./...)
+
 # The race detector runs on the packages where goroutines share state.
-race_pkgs=$(go list ./internal/... | grep -E '/(sample|gpu|trace/kineto)($|/)' || true)
+race_pkgs=$(go list ./internal/... | grep -E '/(sample|gpu|trace/kineto|agent)($|/)' || true)
 if [ -n "$race_pkgs" ]; then
 	step "go test -race (concurrent packages)"
 	go test -count=1 -race $race_pkgs

@@ -28,6 +28,7 @@ func newDemoCmd() *cobra.Command {
 		interval time.Duration
 		out      outputFlags
 		record   string
+		perfetto string
 		launch   bool
 	)
 	cmd := &cobra.Command{
@@ -59,7 +60,10 @@ when the scenario could not run on this machine.`,
 			if err != nil {
 				return asUsage(err)
 			}
-			return runDemo(cmd, sc, duration, interval, out, record, launch)
+			if err := checkPerfetto(perfetto); err != nil {
+				return err
+			}
+			return runDemo(cmd, sc, duration, interval, out, record, perfetto, launch)
 		},
 	}
 	f := cmd.Flags()
@@ -67,6 +71,7 @@ when the scenario could not run on this machine.`,
 	addDurationFlag(f, &duration, "duration", sample.DefaultDuration, "how long to observe")
 	addDurationFlag(f, &interval, "interval", sample.DefaultInterval, "per-thread sampling interval")
 	out.add(cmd)
+	addPerfettoFlag(f, &perfetto)
 	f.StringVar(&record, "record", "", "also save the raw samples to `FILE` (judge it later with gpufeed report)")
 	f.BoolVar(&launch, "launch", false, "observe from the workload's start, as diagnose -- COMMAND does (default: attach once it is working, as diagnose --pid does)")
 	return cmd
@@ -85,7 +90,7 @@ func listScenarios(cmd *cobra.Command) error {
 	return tw.Flush()
 }
 
-func runDemo(cmd *cobra.Command, sc demo.Scenario, duration, interval time.Duration, out outputFlags, record string, launch bool) error {
+func runDemo(cmd *cobra.Command, sc demo.Scenario, duration, interval time.Duration, out outputFlags, record, perfetto string, launch bool) error {
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	exe, err := os.Executable()
@@ -139,6 +144,9 @@ func runDemo(cmd *cobra.Command, sc demo.Scenario, duration, interval time.Durat
 	run.Stop()
 	rep := diagnose.Judge(tl, nil)
 	if err := writeReport(cmd, "demo", rep, out); err != nil {
+		return err
+	}
+	if err := perfettoReport(perfetto, rep); err != nil {
 		return err
 	}
 	if problem := sc.Check(rep.Verdict, rep.Findings); problem != "" {

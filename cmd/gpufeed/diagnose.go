@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"syscall"
@@ -46,6 +45,7 @@ type diagnoseOpts struct {
 	interval time.Duration
 	out      outputFlags
 	record   string
+	perfetto string
 	// root is --root (the host's / seen from a container); procRoot and
 	// sysRoot the deprecated --proc-root and --sys-root, which name /proc
 	// and /sys themselves.
@@ -74,8 +74,8 @@ host and the GPUs, then prints the report.
   gpufeed diagnose --duration 30s -- python3 train.py --lr 3e-4
 
 A window shorter than ` + thresholds.MinWindow.String() + ` or holding fewer than ` + fmt.Sprint(thresholds.MinIntervals) + ` intervals cannot give a
-verdict and is refused before anything runs, as are a --pid that names no
-process and --py-stacks without py-spy installed.
+verdict and is refused before anything runs, as is a --pid that names no
+process.
 
 With a command, diagnose runs it, watches it and exits with the command's own
 exit status (its code; 128+N when signal N ended it; 127 when it is not
@@ -103,6 +103,7 @@ it watches.`,
 	addDurationFlag(f, &o.duration, "duration", sample.DefaultDuration, "how long to observe")
 	addDurationFlag(f, &o.interval, "interval", sample.DefaultInterval, "per-thread sampling interval")
 	o.out.add(cmd)
+	addPerfettoFlag(f, &o.perfetto)
 	f.StringVar(&o.record, "record", "", "also save the raw samples to `FILE` (judge it later with gpufeed report)")
 	addRootFlag(f, &o.root)
 	deprecatedAlias(f, stringValue(&o.procRoot), "proc-root", "use --root DIR, which reads DIR/proc and DIR/sys (e.g. --root /host)")
@@ -132,10 +133,8 @@ func runDiagnose(cmd *cobra.Command, o diagnoseOpts, args []string) error {
 		}
 		return usagef("%v", err)
 	}
-	if o.pyStacks {
-		if _, err := exec.LookPath("py-spy"); err != nil {
-			return fmt.Errorf("--py-stacks needs py-spy on PATH, and it is not there (install it with pip install py-spy or your distribution's package, or leave --py-stacks out)")
-		}
+	if err := checkPerfetto(o.perfetto); err != nil {
+		return err
 	}
 	if o.record != "" {
 		if err := checkWritable(o.record); err != nil {
@@ -183,6 +182,9 @@ func runDiagnose(cmd *cobra.Command, o diagnoseOpts, args []string) error {
 		return err
 	}
 	if err := writeReport(cmd, "diagnose", res.Report, o.out); err != nil {
+		return err
+	}
+	if err := perfettoReport(o.perfetto, res.Report); err != nil {
 		return err
 	}
 	if res.Command != nil {

@@ -75,14 +75,14 @@ func TestGlooStuckRankNamedByStacks(t *testing.T) {
 	if code == 2 || code > 3 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
-	first := strings.SplitN(out, "\n", 2)[0]
+	first := verdictParagraph(out)
 	if !strings.HasPrefix(first, "VERDICT: stalled") || !strings.Contains(first, wantStuck) || !strings.Contains(first, wantLine) || !strings.Contains(first, wantOthers) {
 		t.Errorf("the report's first line does not name rank 2 and its line: %q", first)
 	}
 	// the recording keeps the stacks: judged later, with no process left,
 	// it names the same rank at the same line
 	again, stderr, _ := run(t, "report", rec)
-	if got := strings.SplitN(again, "\n", 2)[0]; got != first {
+	if got := verdictParagraph(again); got != first {
 		t.Errorf("report of the recording: %q, live: %q (%s)", got, first, stderr)
 	}
 }
@@ -163,4 +163,19 @@ func TestGILHoldersNamed(t *testing.T) {
 			t.Errorf("window %s: %q / %q", window, c, fs[0].Decision)
 		}
 	}
+}
+
+// verdictParagraph is the report's verdict sentence, unwrapped: its first
+// line and the indented lines that continue it (the text report wraps to the
+// terminal's width), up to its first evidence line.
+func verdictParagraph(out string) string {
+	lines := strings.Split(out, "\n")
+	p := lines[0]
+	for _, l := range lines[1:] {
+		if !strings.HasPrefix(l, "  ") || strings.HasPrefix(l, "  - ") {
+			break
+		}
+		p += " " + strings.TrimSpace(l)
+	}
+	return p
 }

@@ -13,6 +13,7 @@ func init() { subcommands = append(subcommands, newReportCmd) }
 
 func newReportCmd() *cobra.Command {
 	var out outputFlags
+	var perfetto string
 	cmd := &cobra.Command{
 		Use:   "report FILE",
 		Short: "Judge a recording made with diagnose --record, with no process present",
@@ -22,6 +23,9 @@ A truncated recording (a crash, a full disk) is judged on what it holds, with
 a note saying so.`,
 		Args: wrapArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkPerfetto(perfetto); err != nil {
+				return err
+			}
 			f, err := os.Open(args[0])
 			if err != nil {
 				return asUsage(err)
@@ -34,9 +38,14 @@ a note saying so.`,
 			for _, w := range warnings {
 				warn("warning: %s", w)
 			}
-			return writeReport(cmd, "report", diagnose.Judge(tl, warnings), out)
+			rep := diagnose.Judge(tl, warnings)
+			if err := writeReport(cmd, "report", rep, out); err != nil {
+				return err
+			}
+			return perfettoReport(perfetto, rep)
 		},
 	}
 	out.add(cmd)
+	addPerfettoFlag(cmd.Flags(), &perfetto)
 	return cmd
 }

@@ -26,6 +26,7 @@ func newTraceCmd() *cobra.Command {
 		rank     int
 		lastStep bool
 		workers  int
+		perfetto string
 	)
 	cmd := &cobra.Command{
 		Use:   "trace FILE|DIR|-...",
@@ -56,6 +57,9 @@ only when nothing could be read.`,
 			// Traces are large, short-lived and pointer-free: collecting more
 			// often costs little and keeps the peak near the live data.
 			debug.SetGCPercent(40)
+			if err := checkPerfetto(perfetto); err != nil {
+				return err
+			}
 			var res render.TraceResult
 			var summaries []tracejudge.RankSummary
 			// readErr keeps each unreadable file's error, to return as is
@@ -80,8 +84,13 @@ only when nothing could be read.`,
 					continue
 				}
 				for _, t := range traces {
-					r := tracejudge.Analyze(t, tracejudge.Options{IncludeLastStep: lastStep})
+					r := tracejudge.Analyze(t, tracejudge.Options{IncludeLastStep: lastStep, KeepGaps: perfetto != ""})
 					res.Reports = append(res.Reports, r)
+					if perfetto != "" {
+						// The timeline needs each trace and its gaps kept until
+						// the end; without --perfetto each is dropped once judged.
+						res.Traces = append(res.Traces, t)
+					}
 					summaries = append(summaries, tracejudge.Summarize(r, t))
 				}
 			}
@@ -107,11 +116,15 @@ only when nothing could be read.`,
 				fmt.Fprintf(cmd.ErrOrStderr(), "gpufeed: %d of %d files not read (listed at the end of the report); the report covers the others\n",
 					len(skipped), len(skipped)+len(files)-failed)
 			}
+			if err == nil {
+				err = writePerfetto(perfetto, &res)
+			}
 			return err
 		},
 	}
 	out.add(cmd)
 	cmd.Flags().IntVar(&rank, "rank", 0, "with a directory of rank files: this rank's verdict and findings (-v: its tables too)")
+	addPerfettoFlag(cmd.Flags(), &perfetto)
 	cmd.Flags().BoolVar(&lastStep, "include-last-step", false, "keep the last ProfilerStep (HTA leaves it out by default)")
 	cmd.Flags().IntVar(&workers, "workers", 0, "decoder threads (0: one per CPU)")
 	return cmd

@@ -34,8 +34,8 @@ var layers = []struct {
 	{"judge", []string{"vocabulary", "derive", "judge"}, []string{
 		"internal/judge", "internal/judge/frozen", "internal/judge/thresholds", "internal/judge/tracejudge"}},
 	{"render", []string{"vocabulary", "derive", "judge", "render"}, []string{"internal/render"}},
-	{"pipeline", []string{"vocabulary", "sources", "derive", "judge", "render", "pipeline"}, []string{"internal/diagnose"}},
-	{"commands", []string{"vocabulary", "sources", "derive", "judge", "render", "pipeline"}, []string{"cmd/gpufeed", "cmd/tracegen"}},
+	{"pipeline", []string{"vocabulary", "sources", "derive", "judge", "render", "pipeline"}, []string{"internal/agent", "internal/diagnose"}},
+	{"commands", []string{"vocabulary", "sources", "derive", "judge", "render", "pipeline", "commands"}, []string{"cmd/gpufeed", "cmd/gpufeed-agent", "cmd/tracegen", "internal/agentcmd"}},
 	{"testing", []string{"vocabulary", "testing"}, []string{"internal/golden", "internal/clitest", "internal/testjob", "internal/layers"}},
 }
 
@@ -54,6 +54,11 @@ func graph(t *testing.T) map[string][]string {
 		name := d.Name()
 		if path != root && (name == "testdata" || name == "vendor" || strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_")) {
 			return filepath.SkipDir
+		}
+		if path != root {
+			if _, err := os.Stat(filepath.Join(path, "go.mod")); err == nil {
+				return filepath.SkipDir // a module of its own (deploy/validate): not gpufeed's packages
+			}
 		}
 		p, err := build.Default.ImportDir(path, 0)
 		if err != nil {

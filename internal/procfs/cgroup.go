@@ -136,3 +136,37 @@ func readCgroupValue(p string) (uint64, bool, error) {
 	}
 	return v, true, nil
 }
+
+// CgroupPaths reads PROC/PID/cgroup and returns every hierarchy's path (the
+// v2 "0::" path and each v1 controller's), without duplicates, in the
+// file's order: where a job scheduler placed the process (a Slurm job's
+// step, a Kubernetes pod's container).
+func (fs FS) CgroupPaths(pid int) ([]string, error) {
+	p := fs.PidPath(pid, "cgroup")
+	b, err := readCapped(p, PrivProcMount, capText)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCgroupPaths(p, b)
+}
+
+// ParseCgroupPaths parses the "ID:CONTROLLERS:PATH" lines of a
+// /proc/PID/cgroup file named file.
+func ParseCgroupPaths(file string, b []byte) ([]string, error) {
+	var out []string
+	seen := map[string]bool{}
+	for n, line := range strings.Split(strings.TrimSuffix(string(b), "\n"), "\n") {
+		if line == "" && n == 0 {
+			continue
+		}
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) != 3 {
+			return nil, parseErr(file, n+1, strconv.Quote(line), "ID:CONTROLLERS:PATH")
+		}
+		if !seen[parts[2]] {
+			seen[parts[2]] = true
+			out = append(out, parts[2])
+		}
+	}
+	return out, nil
+}

@@ -48,6 +48,7 @@ func Build(tl *timeline.Timeline, a *derive.View, v *finding.Verdict, findings [
 		Machine:   Machine{Hostname: m.Hostname, Kernel: m.Kernel, Arch: m.Arch, NumCPU: m.NumCPU},
 		Verdict:   v,
 		Findings:  append([]finding.Finding{}, findings...),
+		View:      a,
 		GPUSource: m.GPUSource,
 		GPUs:      []GPU{},
 		Counts: Counts{VanishedThreads: tl.Counts.VanishedThreads, VanishedProcs: tl.Counts.VanishedProcs,

@@ -6,6 +6,7 @@
 package render
 
 import (
+	"github.com/gpufeed/gpufeed/internal/derive"
 	"github.com/gpufeed/gpufeed/internal/finding"
 	"github.com/gpufeed/gpufeed/internal/profile"
 	"github.com/gpufeed/gpufeed/internal/timeline"
@@ -44,6 +45,10 @@ type Report struct {
 	// CPUProfile is where the job's threads spent their CPU (absent when
 	// not taken: the notes say why).
 	CPUProfile *profile.CPUProfile `json:"cpu_profile,omitempty"`
+
+	// View is the derived view the report was built from (its timeline
+	// included): the timeline renderers (Perfetto) draw it over time.
+	View *derive.View `json:"-"`
 }
 
 // Target is what was observed.

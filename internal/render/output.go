@@ -28,6 +28,9 @@ type Format string
 const (
 	FormatText Format = "text"
 	FormatJSON Format = "json"
+	// FormatPerfetto is the timeline as a Perfetto trace: binary, so it
+	// is written to a file (--perfetto FILE), not chosen with -o.
+	FormatPerfetto Format = "perfetto"
 )
 
 // Renderer writes every report model in one format.
@@ -38,8 +41,9 @@ type Renderer interface {
 }
 
 var formats = map[Format]Renderer{
-	FormatText: textRenderer{},
-	FormatJSON: jsonRenderer{},
+	FormatText:     textRenderer{},
+	FormatJSON:     jsonRenderer{},
+	FormatPerfetto: perfettoRenderer{},
 }
 
 // formatOrder is the order formats are listed in.
@@ -57,6 +61,9 @@ func Formats() []string {
 // ParseFormat reads an -o value; case does not matter ("JSON" is json).
 func ParseFormat(s string) (Format, error) {
 	f := Format(strings.ToLower(strings.TrimSpace(s)))
+	if f == FormatPerfetto {
+		return "", fmt.Errorf("-o %q: the Perfetto timeline is a binary file: write it with --perfetto FILE", s)
+	}
 	if _, ok := formats[f]; !ok {
 		return "", fmt.Errorf("-o %q: want %s", s, strings.Join(Formats(), " or "))
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/gpufeed/gpufeed/internal/finding"
 	"github.com/gpufeed/gpufeed/internal/judge/thresholds"
 	"github.com/gpufeed/gpufeed/internal/judge/tracejudge"
+	"github.com/gpufeed/gpufeed/internal/trace"
 )
 
 // TraceResult is everything `gpufeed trace` reports: one report per rank and,
@@ -27,6 +28,11 @@ type TraceResult struct {
 	// Skipped are the files named (or found in a directory) that were not
 	// read, each with the reason.
 	Skipped []TraceSkipped
+	// Traces are the traces Reports came from, in the same order, kept
+	// only for the timeline renderer (Perfetto); nil otherwise, so each
+	// trace is dropped once judged. Their reports were analysed with
+	// tracejudge.Options.KeepGaps.
+	Traces []*trace.Trace `json:"-"`
 }
 
 // TraceSkipped is a file that was not read and why.

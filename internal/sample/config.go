@@ -77,6 +77,12 @@ type Config struct {
 	GPU       gpu.Source
 	GPUSource string
 
+	// DiscoverEvery is how often the process tree is listed for new
+	// descendants (0: every tick). A long-running watcher at a low tier
+	// (gpufeed agent) lists it on its slow tier: listing /proc costs more
+	// than sampling a small tree.
+	DiscoverEvery time.Duration
+
 	// MaxKeptFiles caps the per-thread descriptors held open (0: the
 	// open-file limit less a reserve); threads past it are read by opening.
 	MaxKeptFiles int

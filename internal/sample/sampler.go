@@ -41,15 +41,16 @@ type Sampler struct {
 	buf []byte // fast-tier reads: one stat or schedstat at a time
 	// kept counts the per-thread descriptors held open; keptBudget is how
 	// many may be (the open-file limit less a reserve for everything else).
-	kept       int
-	keptBudget int
-	ticks      int
-	lastSlow   time.Duration
-	recErr     error
-	gpuErr     string
-	gpuLost    map[int]bool
-	tickDur    []int64
-	samples    int
+	kept         int
+	keptBudget   int
+	ticks        int
+	lastSlow     time.Duration
+	lastDiscover time.Duration
+	recErr       error
+	gpuErr       string
+	gpuLost      map[int]bool
+	tickDur      []int64
+	samples      int
 	// observer holds gpufeed's own process and the processes that started
 	// it (pid -> start time): never part of the job, even inside its tree.
 	observer map[int]uint64
@@ -421,7 +422,10 @@ func (s *Sampler) tick(elapsed time.Duration, full bool) {
 	if slow {
 		s.lastSlow = elapsed
 	}
-	s.discover(t)
+	if s.ticks == 1 || full || elapsed-s.lastDiscover >= s.cfg.DiscoverEvery-s.cfg.Interval/2 {
+		s.lastDiscover = elapsed
+		s.discover(t)
+	}
 	tk := timeline.Tick{T: t}
 	nThreads := 0
 	for _, p := range s.procs {

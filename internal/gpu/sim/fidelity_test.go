@@ -325,8 +325,13 @@ func TestSyncThreadSpinsOrSleepsAsItsMode(t *testing.T) {
 					t.Errorf("spinning: the thread was in user mode %.0f %% of the time it could run, want >= 90 %%", 100*share)
 				}
 			case "block":
-				if share := float64(u.user+u.sys) / float64(u.wall); share >= 0.05 {
-					t.Errorf("blocking: the thread used %.1f %% of a CPU, want < 5 %%", 100*share)
+				// The loop's own work between synchronisations (four launches,
+				// each a round trip on the device socket, and 50 µs of
+				// arithmetic per 4 ms of kernels) costs 3-6 % of a CPU by
+				// itself; a spinning thread costs ~100 %. 15 % tells the two
+				// modes apart with room for a loaded host's slower syscalls.
+				if share := float64(u.user+u.sys) / float64(u.wall); share >= 0.15 {
+					t.Errorf("blocking: the thread used %.1f %% of a CPU, want < 15 %%", 100*share)
 				}
 				// It sleeps in the kernel on its device channel, as a blocking
 				// synchronisation sleeps in the driver: a socket receive on
@@ -347,8 +352,10 @@ func TestSyncThreadSpinsOrSleepsAsItsMode(t *testing.T) {
 					}
 					time.Sleep(7 * time.Millisecond)
 				}
-				if onSocket < 15 {
-					t.Errorf("blocking: the thread was in a receive on a socket in %d of 20 readings, want most", onSocket)
+				// Most readings: more than half. The rest catch the thread
+				// between calls, in its arithmetic or a send.
+				if onSocket <= 10 {
+					t.Errorf("blocking: the thread was in a receive on a socket in %d of 20 readings, want most (more than 10)", onSocket)
 				}
 			}
 		})

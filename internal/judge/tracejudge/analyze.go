@@ -28,6 +28,9 @@ type Options struct {
 	LowUseChunks int
 	// IncludeLastStep keeps the last ProfilerStep (HTA's include_last_profiler_step).
 	IncludeLastStep bool
+	// KeepGaps keeps every device idle gap with its attribution in the
+	// report (RankReport.Gaps), for the timeline renderers.
+	KeepGaps bool
 }
 
 // derivation is the options with their defaults, as the derivation takes them.
@@ -94,12 +97,21 @@ type RankReport struct {
 
 	Warnings []string     `json:"warnings,omitempty"`
 	Counts   trace.Counts `json:"counts"`
+
+	// Gaps are every device idle gap with its attribution, in the order
+	// found; kept only with Options.KeepGaps.
+	Gaps []tracestats.GapDetail `json:"-"`
 }
 
 // Analyze derives the numbers of one trace and judges them.
 func Analyze(t *trace.Trace, opt Options) *RankReport {
 	ev := newEvidence(0)
-	d := tracestats.Derive(t, opt.derivation(), ev.addGap)
+	onGap := ev.addGap
+	var gaps []tracestats.GapDetail
+	if opt.KeepGaps {
+		onGap = func(g *tracestats.GapDetail) { ev.addGap(g); gaps = append(gaps, *g) }
+	}
+	d := tracestats.Derive(t, opt.derivation(), onGap)
 	ev.setSteps(d.Scope.Steps)
 	r := &RankReport{
 		Source:   t.Source,
@@ -110,6 +122,7 @@ func Analyze(t *trace.Trace, opt Options) *RankReport {
 
 		Scope: d.Scope, Temporal: d.Temporal, Idle: d.Idle, Launch: d.Launch, QueueLength: d.QueueLength,
 		Rules: d.Rules, Attribution: d.Attribution, SetupLaunches: d.SetupLaunches, Steps: d.Steps,
+		Gaps: gaps,
 	}
 	r.Shares = computeShares(&r.Attribution, r.Attribution.AfterSync, d.CopyBusyPct, d.SmallKernelPct)
 	var byID map[string]*finding.Finding

@@ -1,0 +1,54 @@
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/spf13/pflag"
+
+	"github.com/gpufeed/gpufeed/internal/render"
+)
+
+// addPerfettoFlag adds --perfetto FILE: the timeline as a Perfetto trace,
+// besides the report.
+func addPerfettoFlag(f *pflag.FlagSet, p *string) {
+	f.StringVar(p, "perfetto", "", "also write the timeline to `FILE` as a Perfetto trace (open it in ui.perfetto.dev)")
+}
+
+// checkPerfetto fails early when FILE cannot be written.
+func checkPerfetto(path string) error {
+	if path == "" {
+		return nil
+	}
+	if err := checkWritable(path); err != nil {
+		return usagef("--perfetto %s: %v", path, err)
+	}
+	return nil
+}
+
+// writePerfetto writes doc's timeline to path and says so on stderr.
+func writePerfetto(path string, doc render.Document) error {
+	if path == "" {
+		return nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("--perfetto %s: %v", path, err)
+	}
+	err = render.Write(f, render.FormatPerfetto, doc, render.Options{})
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("--perfetto %s: %v", path, err)
+	}
+	var size int64
+	if fi, err := os.Stat(path); err == nil {
+		size = fi.Size()
+	}
+	warn("wrote the timeline to %s (Perfetto, %s); open it in ui.perfetto.dev", path, render.Bytes(float64(size)))
+	return nil
+}
+
+// perfettoReport writes a live report's timeline.
+func perfettoReport(path string, rep *render.Report) error { return writePerfetto(path, rep) }

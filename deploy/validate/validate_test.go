@@ -1,0 +1,147 @@
+// Package validate checks the deployment files against the Kubernetes and
+// Prometheus Operator API types, decoding them strictly (an unknown or
+// misspelt field is an error), and checks what they must say for the agent:
+// read-only mounts, the least capabilities, labels and ports that agree.
+// It is a module of its own so that the API types stay out of gpufeed's.
+package validate
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	kjson "sigs.k8s.io/json"
+	"sigs.k8s.io/yaml"
+)
+
+const dir = "../kubernetes"
+
+func decode(t *testing.T, name string, into any) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := yaml.YAMLToJSON(b)
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	// As the API server decodes: field names match case-sensitively, and
+	// an unknown or repeated field is an error.
+	strict, err := kjson.UnmarshalStrict(j, into)
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	for _, e := range strict {
+		t.Errorf("%s: %v", name, e)
+	}
+}
+
+func TestEveryFileIsValidated(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	known := []string{"daemonset.yaml", "service.yaml", "servicemonitor.yaml"}
+	for _, f := range files {
+		if !slices.Contains(known, filepath.Base(f)) {
+			t.Errorf("%s is not validated by this test", f)
+		}
+	}
+}
+
+func TestDaemonSet(t *testing.T) {
+	var ds appsv1.DaemonSet
+	decode(t, "daemonset.yaml", &ds)
+	if ds.Kind != "DaemonSet" || ds.APIVersion != "apps/v1" {
+		t.Errorf("kind %s/%s", ds.APIVersion, ds.Kind)
+	}
+	spec := ds.Spec.Template.Spec
+	if !spec.HostPID {
+		t.Error("hostPID is off: the agent would see its own container's processes only")
+	}
+	if spec.HostNetwork {
+		t.Error("hostNetwork is on: the agent needs none")
+	}
+	for k, v := range ds.Spec.Selector.MatchLabels {
+		if ds.Spec.Template.Labels[k] != v {
+			t.Errorf("selector %s=%s does not match the pod's labels %v", k, v, ds.Spec.Template.Labels)
+		}
+	}
+	if len(spec.Containers) != 1 {
+		t.Fatalf("%d containers, want the agent's", len(spec.Containers))
+	}
+	c := spec.Containers[0]
+	sc := c.SecurityContext
+	if sc == nil || sc.Capabilities == nil || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation ||
+		sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem || (sc.Privileged != nil && *sc.Privileged) {
+		t.Fatalf("security context %+v: want no privilege escalation, a read-only root, not privileged", sc)
+	}
+	if !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) {
+		t.Errorf("drops %v, want ALL", sc.Capabilities.Drop)
+	}
+	for _, add := range sc.Capabilities.Add {
+		if add != "SYS_PTRACE" && add != "SYSLOG" {
+			t.Errorf("adds %s: the agent needs SYS_PTRACE (other processes' /proc) and SYSLOG (the kernel log) only", add)
+		}
+	}
+	for _, m := range c.VolumeMounts {
+		if !m.ReadOnly {
+			t.Errorf("volume %s mounted read-write at %s: the agent only reads", m.Name, m.MountPath)
+		}
+	}
+	args := strings.Join(c.Args, " ")
+	for _, want := range []string{"--hostname=$(NODE_NAME)", "--sys-root=/host/sys", "--listen=$(POD_IP):9847"} {
+		if !strings.Contains(args, want) {
+			t.Errorf("args %q lack %s", args, want)
+		}
+	}
+	env := map[string]string{}
+	for _, e := range c.Env {
+		if e.ValueFrom != nil && e.ValueFrom.FieldRef != nil {
+			env[e.Name] = e.ValueFrom.FieldRef.FieldPath
+		}
+	}
+	if env["NODE_NAME"] != "spec.nodeName" || env["POD_IP"] != "status.podIP" {
+		t.Errorf("downward API env %v: want NODE_NAME from spec.nodeName, POD_IP from status.podIP", env)
+	}
+	if c.Resources.Limits.Memory().IsZero() {
+		t.Error("no memory limit")
+	}
+	if len(c.Ports) != 1 || c.Ports[0].Name != "metrics" || c.Ports[0].ContainerPort != 9847 {
+		t.Errorf("ports %+v, want metrics 9847", c.Ports)
+	}
+}
+
+func TestServiceAndServiceMonitor(t *testing.T) {
+	var ds appsv1.DaemonSet
+	decode(t, "daemonset.yaml", &ds)
+	var svc corev1.Service
+	decode(t, "service.yaml", &svc)
+	var sm monitoringv1.ServiceMonitor
+	decode(t, "servicemonitor.yaml", &sm)
+	for k, v := range svc.Spec.Selector {
+		if ds.Spec.Template.Labels[k] != v {
+			t.Errorf("service selector %s=%s selects no agent pod (labels %v)", k, v, ds.Spec.Template.Labels)
+		}
+	}
+	if len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].TargetPort.String() != "metrics" || svc.Spec.Ports[0].Name != "metrics" {
+		t.Errorf("service ports %+v, want metrics to the pod's metrics port", svc.Spec.Ports)
+	}
+	for k, v := range sm.Spec.Selector.MatchLabels {
+		if svc.Labels[k] != v {
+			t.Errorf("ServiceMonitor selector %s=%s selects no service (labels %v)", k, v, svc.Labels)
+		}
+	}
+	if len(sm.Spec.Endpoints) != 1 || sm.Spec.Endpoints[0].Port != "metrics" || !sm.Spec.Endpoints[0].HonorLabels {
+		t.Errorf("endpoints %+v, want the metrics port with honorLabels (the agent's Hostname label)", sm.Spec.Endpoints)
+	}
+	if sm.Namespace != svc.Namespace || svc.Namespace != ds.Namespace {
+		t.Errorf("namespaces %s, %s, %s differ", ds.Namespace, svc.Namespace, sm.Namespace)
+	}
+}

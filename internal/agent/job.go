@@ -1,0 +1,290 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/gpufeed/gpufeed/internal/derive"
+	"github.com/gpufeed/gpufeed/internal/diagnose"
+	"github.com/gpufeed/gpufeed/internal/finding"
+	"github.com/gpufeed/gpufeed/internal/judge"
+	"github.com/gpufeed/gpufeed/internal/procfs"
+	"github.com/gpufeed/gpufeed/internal/sample"
+	"github.com/gpufeed/gpufeed/internal/timeline"
+)
+
+// Cause labels beside the bottleneck classes: GPU idle time no cause
+// explains, and the idle time of a job that is stalled or idle (nothing
+// fed the GPU because nothing progressed, or nothing asked for work).
+const causeUnexplained = "unexplained"
+
+// job is one watched GPU process tree: its ring of recorded windows and
+// what its windows were judged.
+type job struct {
+	a       *Agent
+	key     timeline.ProcKey
+	comm    string
+	started time.Time
+
+	mu      sync.Mutex
+	id      JobID
+	devices []int
+	byNode  bool
+	ring    []chunk
+	ringLen int
+	// What the last window was judged.
+	verdict  *finding.Verdict
+	judgedAt time.Time
+	windows  uint64
+	// Counters over the job's life as the agent watched it, in seconds.
+	observed, runqWait float64
+	starved            map[string]float64
+	deaths             map[string]float64
+	done               bool
+	doneAt             time.Time
+	doneWhy            string
+}
+
+// chunk is one window kept in the ring.
+type chunk struct {
+	started time.Time
+	seconds float64
+	p       packed
+}
+
+func newJob(a *Agent, r *gpuProc) *job {
+	return &job{a: a, key: r.key, comm: r.comm, started: time.Now(), devices: append([]int(nil), r.devices...), byNode: r.byNode,
+		starved: map[string]float64{}, deaths: map[string]float64{}}
+}
+
+func (j *job) setDevices(devs []int, byNode bool) {
+	j.mu.Lock()
+	j.devices, j.byNode = append([]int(nil), devs...), byNode
+	j.mu.Unlock()
+}
+
+func (j *job) ended() bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.done
+}
+
+func (j *job) endedAt() (time.Time, bool) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.doneAt, j.done
+}
+
+func (j *job) end(why string) {
+	j.mu.Lock()
+	j.done, j.doneAt, j.doneWhy = true, time.Now(), why
+	j.mu.Unlock()
+	j.a.cfg.Log.Info("job no longer watched", "pid", j.key.PID, "comm", j.comm, "why", why)
+}
+
+// watch samples the job window after window until it ends or ctx does.
+func (j *job) watch(ctx context.Context) {
+	fs := j.a.cfg.FS
+	paths, _ := fs.CgroupPaths(j.key.PID)
+	env, _ := fs.ReadEnv(j.key.PID)
+	j.mu.Lock()
+	j.id = ParseJobID(paths, env)
+	j.mu.Unlock()
+	j.a.cfg.Log.Info("watching job", "pid", j.key.PID, "comm", j.comm, "slurm_job_id", j.id.SlurmJobID, "pod_uid", j.id.PodUID)
+	for ctx.Err() == nil {
+		st, err := procfs.ReadStatOnce(fs.PidPath(j.key.PID, "stat"))
+		if err != nil || st.StartTime != j.key.StartTime {
+			j.end("exited")
+			return
+		}
+		tl, err := j.window(ctx)
+		if tl == nil {
+			if ctx.Err() != nil {
+				return
+			}
+			j.end(fmt.Sprintf("cannot be sampled: %v", err))
+			return
+		}
+		if ctx.Err() != nil && len(tl.Ticks) < 2 {
+			return // the agent stops: a window cut at once says nothing
+		}
+		ended := tl.Meta.Ended
+		j.a.finishing.Lock()
+		j.finish(ctx, tl)
+		j.a.finishing.Unlock()
+		if ended == "target exited" {
+			j.end("exited")
+			return
+		}
+	}
+}
+
+// window samples one window of the job.
+func (j *job) window(ctx context.Context) (*timeline.Timeline, error) {
+	c := j.a.cfg
+	cfg := sample.Config{FS: c.FS, PID: j.key.PID, Interval: c.Interval, Duration: c.Window,
+		SlowEvery: c.SlowEvery, RollupEvery: c.RollupEvery, DiscoverEvery: c.SlowEvery, GPUSource: c.GPUName, Tool: c.Tool}
+	if j.a.gpu != nil {
+		cfg.GPU = jobSource{j.a.gpu, j}
+	}
+	var tl *timeline.Timeline
+	err := j.a.probe("sample", func() error {
+		s, err := sample.New(cfg)
+		if err != nil {
+			return err
+		}
+		var runErr error
+		tl, runErr = s.Run(ctx)
+		if errors.Is(runErr, context.Canceled) {
+			return nil
+		}
+		return runErr
+	})
+	return tl, err
+}
+
+// finish completes a window as diagnose completes its own (device
+// channels, the platform checks, the end-of-window reads: process facts
+// and the kernel log), judges it, counts what it found and keeps its
+// recording in the ring.
+func (j *job) finish(ctx context.Context, tl *timeline.Timeline) {
+	fs := j.a.cfg.FS
+	var simPaths []string
+	if j.a.gpu != nil && j.a.gpu.Path() != "" {
+		simPaths = append(simPaths, j.a.gpu.Path())
+	}
+	dc := procfs.NewChannelProber(fs, simPaths...)
+	since := time.Since(tl.Meta.Started).Nanoseconds()
+	for _, p := range tl.Procs {
+		if p.Exited {
+			continue
+		}
+		if res, err := dc.Channels(p.Key.PID); err == nil {
+			p.DeviceChannels = &timeline.DeviceChannels{T: since, Channels: res.Channels, NotVisible: res.NotVisible}
+		}
+	}
+	if c := j.a.platformChecks(); c != nil {
+		c.T = since
+		tl.Meta.Checks = c
+	}
+	_ = j.a.probe("end-of-window", func() error {
+		diagnose.EndOfWindow{FS: fs, Kmsg: j.a.cfg.Kmsg}.Read(ctx, tl, nil)
+		for _, e := range tl.Events {
+			if e.Kind == timeline.EventKernelLogUnavailable {
+				return errors.New("kernel log: " + e.Text)
+			}
+		}
+		return nil
+	})
+
+	var v *derive.View
+	var in *judge.Input
+	var verdict *finding.Verdict
+	_ = j.a.probe("judge", func() error {
+		v = derive.New(tl)
+		in = judge.NewInput(tl, v)
+		verdict, _ = judge.Judge(tl, v)
+		return nil
+	})
+
+	measured, runq := 0.0, 0.0
+	for i, iv := range v.Intervals {
+		if i < len(in.Job.GPUUtil) && !math.IsNaN(in.Job.GPUUtil[i]) {
+			measured += iv.Seconds()
+		}
+		if L := in.Job.Launch; L != nil && i < len(L.T.WaitPct) && !math.IsNaN(L.T.WaitPct[i]) {
+			runq += L.T.WaitPct[i] / 100 * iv.Seconds()
+		}
+	}
+	var newDeaths []string
+	for _, d := range in.Frozen.Deaths {
+		if j.a.countDeath(d.PID, d.Cause) {
+			newDeaths = append(newDeaths, d.Cause)
+		}
+	}
+
+	// Kept in the ring last: packing thins the timeline's ticks.
+	samples := 0
+	for _, tk := range tl.Ticks {
+		samples += len(tk.Threads)
+	}
+	var p packed
+	encErr := j.a.probe("record", func() error {
+		var err error
+		p, err = pack(tl)
+		return err
+	})
+
+	j.a.cfg.Log.Debug("window judged", "pid", j.key.PID, "verdict", verdict.Class, "confidence", verdict.Confidence,
+		"missing", verdict.Missing, "seconds", float64(v.WindowNS)/1e9, "thread_samples", samples,
+		"kept", keptSamples(tl), "recording_bytes", len(p.rec), "order_bytes", len(p.order))
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.verdict, j.judgedAt = verdict, time.Now()
+	j.windows++
+	j.observed += measured
+	j.runqWait += runq
+	at := in.Attr
+	if measured > 0 && !math.IsNaN(at.IdlePct) {
+		switch verdict.Class {
+		case finding.Stalled, finding.Idle:
+			// Nothing fed the GPU because nothing progressed, or nothing
+			// asked for work: all its idle time is the verdict's.
+			j.starved[string(verdict.Class)] += at.IdlePct / 100 * measured
+		default:
+			for cls, share := range at.Share {
+				name := string(cls)
+				if cls == judge.Unexplained {
+					name = causeUnexplained
+				}
+				j.starved[name] += share / 100 * measured
+			}
+		}
+	}
+	for _, c := range newDeaths {
+		j.deaths[c]++
+	}
+	if encErr == nil {
+		j.ring = append(j.ring, chunk{started: tl.Meta.Started, seconds: float64(v.WindowNS) / 1e9, p: p})
+		j.ringLen += p.size()
+	}
+	j.trim()
+}
+
+// trim drops the windows older than the ring and, past the byte cap, the
+// oldest ones (j.mu held).
+func (j *job) trim() {
+	c := j.a.cfg
+	cut := time.Now().Add(-c.Ring)
+	n := 0
+	for n < len(j.ring) && (j.ring[n].started.Add(time.Duration(j.ring[n].seconds*1e9)).Before(cut) || j.ringLen > c.MaxRingBytes && n < len(j.ring)-1) {
+		j.ringLen -= j.ring[n].p.size()
+		n++
+	}
+	if n > 0 {
+		j.ring = append([]chunk(nil), j.ring[n:]...)
+	}
+}
+
+// chunks returns the ring's windows, oldest first.
+func (j *job) chunks() []packed {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	out := make([]packed, len(j.ring))
+	for i, c := range j.ring {
+		out[i] = c.p
+	}
+	return out
+}
+
+func keptSamples(tl *timeline.Timeline) int {
+	n := 0
+	for _, tk := range tl.Ticks {
+		n += len(tk.Threads)
+	}
+	return n
+}

@@ -1,0 +1,188 @@
+// Package agentcmd is the gpufeed agent command, shared by the gpufeed
+// binary (gpufeed agent) and the lean gpufeed-agent binary, which links
+// only what the agent runs (no trace readers: a node agent's resident
+// memory is part of its cost).
+package agentcmd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"runtime/pprof"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/exporter-toolkit/web"
+	"github.com/spf13/cobra"
+
+	"github.com/gpufeed/gpufeed/internal/agent"
+	"github.com/gpufeed/gpufeed/internal/gpu"
+	"github.com/gpufeed/gpufeed/internal/gpu/gpusource"
+	"github.com/gpufeed/gpufeed/internal/kmsg"
+	"github.com/gpufeed/gpufeed/internal/procfs"
+)
+
+// defaultAgentListen: loopback unless told otherwise; a port no other
+// exporter on a GPU node commonly takes.
+const defaultAgentListen = "127.0.0.1:9847"
+
+// UsageError is the agent called in a way it cannot run (a flag's value):
+// the gpufeed binaries exit with their usage status for it, and with their
+// runtime status for any other error (a device that does not answer, an
+// address in use).
+type UsageError struct{ Err error }
+
+func (e UsageError) Error() string { return e.Err.Error() }
+func (e UsageError) Unwrap() error { return e.Err }
+
+// OpenGPU resolves --device (auto, none, nvml, sim:PATH) with /proc at
+// procRoot: the source, its name or why there is none.
+type OpenGPU func(spec, procRoot string) (gpu.Source, string, error)
+
+// New returns the agent command; version names the build in recordings.
+// openGPU nil opens the device as gpusource.Open does.
+func New(version string, openGPU OpenGPU) *cobra.Command {
+	if openGPU == nil {
+		openGPU = func(spec, procRoot string) (gpu.Source, string, error) {
+			return gpusource.OpenWith(spec, nil, gpusource.Options{ProcRoot: procRoot})
+		}
+	}
+	var (
+		listen, webConfig, device, procRoot, sysRoot, kmsgPath, hostname string
+		cfg                                                              agent.Config
+		verbose                                                          bool
+		cpuProfile                                                       string
+	)
+	cmd := &cobra.Command{
+		Use:   "agent",
+		Short: "Watch every GPU job on this node and export what starves each as Prometheus metrics",
+		Long: `agent runs once per node. It finds the processes using a GPU (the device's
+process list, or the processes holding /dev/nvidia* open), watches each one's
+process tree continuously as diagnose --pid does, at a low sampling rate,
+judges each window with the same rules, and serves:
+
+  /metrics            Prometheus metrics (gpufeed_*), labelled like
+                      dcgm-exporter's (Hostname, gpu, UUID, pci_bus_id) and
+                      with the job's Slurm job id or Kubernetes pod
+  /report?pid=PID     the job's last minutes judged, as gpufeed report prints
+  /recording?pid=PID  the same minutes as a recording (gpufeed report FILE)
+  /                   the jobs watched and their last verdicts
+
+It listens on loopback unless --listen says otherwise; --web.config.file
+enables TLS and basic authentication (the Prometheus exporters' web
+configuration file). It only reads: nothing it watches is changed.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if cfg.Interval <= 0 || cfg.Window < 2*cfg.Interval || cfg.Ring < cfg.Window {
+				return UsageError{fmt.Errorf("--interval %v, --window %v, --ring %v: want an interval > 0, a window of at least two intervals and a ring of at least one window",
+					cfg.Interval, cfg.Window, cfg.Ring)}
+			}
+			fs, err := procfs.NewFS(procRoot, sysRoot)
+			if err != nil {
+				return err
+			}
+			src, name, err := openGPU(device, fs.Proc)
+			if err != nil {
+				return err
+			}
+			if src != nil {
+				defer src.Close()
+			}
+			level := slog.LevelInfo
+			if verbose {
+				level = slog.LevelDebug
+			}
+			logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+			cfg.FS, cfg.GPU, cfg.GPUName, cfg.Log = fs, src, name, logger
+			cfg.Kmsg = kmsg.Reader{Path: kmsgPath}
+			cfg.Hostname = hostname
+			cfg.Version = version
+			cfg.Tool = "gpufeed " + version
+			if webConfig != "" {
+				if err := web.Validate(webConfig); err != nil {
+					return UsageError{fmt.Errorf("--web.config.file %s: %w", webConfig, err)}
+				}
+			}
+
+			if cpuProfile != "" {
+				f, err := os.Create(cpuProfile)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				if err := pprof.StartCPUProfile(f); err != nil {
+					return err
+				}
+				defer pprof.StopCPUProfile()
+			}
+			tuneMemory()
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			a := agent.New(cfg)
+			l, err := net.Listen("tcp", listen)
+			if err != nil {
+				return fmt.Errorf("--listen %s: %w", listen, err)
+			}
+			srv := &http.Server{Handler: a.Handler(a.Registry()), ReadHeaderTimeout: 10 * time.Second}
+			flags := &web.FlagConfig{WebListenAddresses: &[]string{listen}, WebConfigFile: &webConfig}
+			served := make(chan error, 1)
+			go func() { served <- web.Serve(l, srv, flags, logger) }()
+			logger.Info("gpufeed agent listening", "address", l.Addr().String(), "gpu_source", name)
+			ran := make(chan error, 1)
+			go func() { ran <- a.Run(ctx) }()
+			select {
+			case err = <-served:
+				stop()
+				<-ran
+			case err = <-ran:
+			}
+			shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = srv.Shutdown(shutdown)
+			if errors.Is(err, http.ErrServerClosed) {
+				err = nil
+			}
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&listen, "listen", defaultAgentListen, "address to serve on (host:port; loopback by default)")
+	f.StringVar(&webConfig, "web.config.file", "", "Prometheus exporters' web configuration `FILE` (TLS, basic authentication)")
+	f.StringVar(&device, "device", "auto", "GPU source: auto, none, nvml or sim:PATH")
+	f.StringVar(&procRoot, "proc-root", procfs.DefaultProc, "where procfs is mounted (e.g. /host/proc in a container)")
+	f.StringVar(&sysRoot, "sys-root", procfs.DefaultSys, "where sysfs is mounted")
+	f.StringVar(&kmsgPath, "kmsg", kmsg.DefaultPath, "the kernel log device (falls back to dmesg, then journalctl -k)")
+	f.StringVar(&hostname, "hostname", "", "the node's name in the Hostname label (default: the host name; in Kubernetes the node's name, as dcgm-exporter labels it)")
+	f.DurationVar(&cfg.Interval, "interval", agent.DefaultInterval, "per-thread sampling interval")
+	f.DurationVar(&cfg.SlowEvery, "slow-every", agent.DefaultSlowEvery, "context switches and blocked-thread details every")
+	f.DurationVar(&cfg.Window, "window", agent.DefaultWindow, "each job is judged on windows this long")
+	f.DurationVar(&cfg.Ring, "ring", agent.DefaultRing, "how much of each job's past is kept for /report and /recording")
+	f.DurationVar(&cfg.DiscoverEvery, "discover-every", agent.DefaultDiscoverEvery, "look for new GPU processes every")
+	f.DurationVar(&cfg.ChecksEvery, "checks-every", agent.DefaultChecksEvery, "run the platform checks every")
+	f.IntSliceVar(&cfg.PIDs, "pid", nil, "also watch this process tree, whether or not a GPU lists it (repeatable)")
+	f.BoolVarP(&verbose, "verbose", "v", false, "log every judged window")
+	f.StringVar(&cpuProfile, "cpu-profile", "", "write the agent's own CPU profile to `FILE` (Go pprof format) until it stops")
+	_ = f.MarkHidden("cpu-profile")
+	f.IntVar(&cfg.MaxJobs, "max-jobs", agent.DefaultMaxJobs, "watch at most this many GPU process trees")
+	return cmd
+}
+
+// tuneMemory keeps the Go heap near what the agent holds: a node agent
+// runs for months beside the jobs it watches, so its garbage is collected
+// at half the live heap's growth (GOGC=50) and a soft limit of 20 MiB
+// makes the collector work harder before the heap passes it. GOGC and
+// GOMEMLIMIT in the environment win.
+func tuneMemory() {
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(50)
+	}
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(20 << 20)
+	}
+}
