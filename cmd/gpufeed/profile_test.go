@@ -56,8 +56,6 @@ while True:
 
 // profiledJobs are the jobs whose launch thread /proc alone calls
 // submission-bound (or cannot place), and what their CPU profile names.
-// The spinning synchronisation is syncBoundWorkload
-// (TestAttachSpinningSyncIsNoWrongClass/spin-profiled runs it as root).
 var profiledJobs = []struct {
 	name, script string
 	class        finding.Class
@@ -74,9 +72,9 @@ var profiledJobs = []struct {
 // TestAttachProfiledLaunchThreadSplit: on the simulated driver, attached
 // three times (4 s windows) to a job already running, with the CPU profile
 // on: a launch thread decoding its own input is preprocessing-bound, a
-// launch loop of tiny kernels submission-bound, each with the launch
-// thread's shares in the split finding's claim and evidence. (The spinning
-// synchronisation is TestAttachSpinningSyncIsNoWrongClass/spin-profiled.)
+// launch loop of tiny kernels submission-bound, a thread spinning in the
+// synchronisation after each step sync-bound, each with the launch
+// thread's shares in the split finding's claim and evidence.
 func TestAttachProfiledLaunchThreadSplit(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: live attach runs")
@@ -90,9 +88,6 @@ func TestAttachProfiledLaunchThreadSplit(t *testing.T) {
 	}
 	pydir, _ := filepath.Abs("../../python")
 	for _, job := range profiledJobs {
-		if job.class == finding.SyncBound {
-			continue // TestAttachSpinningSyncIsNoWrongClass/spin-profiled
-		}
 		t.Run(job.name, func(t *testing.T) {
 			sock := startSimdev(t)
 			w := startWorkload(t, []string{"GPUFEED_SIMDEV=" + sock, "GPUFEED_SIMDEV_SYNC=spin"}, true, python, "-c", job.script, pydir)
