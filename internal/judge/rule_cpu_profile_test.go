@@ -67,3 +67,26 @@ func TestCPUSplitByProfile(t *testing.T) {
 		t.Error("a split without a profile")
 	}
 }
+
+// A GPU kept busy all but just over a tenth of the time (a crowded host
+// delaying the relaunch after each synchronisation), its launch thread
+// spinning in the synchronisation throughout, as a GPU-bound job with
+// CUDA's default spin does: the spin is the wait for a busy GPU, not its
+// bottleneck. No sync-bound split, and the verdict stays what /proc says.
+func TestCPUSplitSpinOnABusyGPUIsNotSyncBound(t *testing.T) {
+	s := &synth{n: 50, util: constF(88), procs: []*sProc{trainer(&sThread{cpu: constF(97), wait: constF(0)})}}
+	tl := s.timeline()
+	in := NewInput(tl, derive.New(tl))
+	th := in.Job.Launch.T
+	tl.Meta.CPUProfile = &profile.CPUProfile{State: profile.StateOn, FrequencyHz: 99, CPUs: 2, WindowNS: 5e9,
+		Threads: []profile.ThreadCPU{{PID: th.PID, TID: th.Key.TID, Samples: 300,
+			Categories: map[profile.Category]int{profile.DriverSync: 296, profile.Interpreter: 4},
+			Top:        []profile.SymbolSamples{{Symbol: "wait_until", File: "libgpufeed-simcuda.so", Category: profile.DriverSync, Samples: 296}}}}}
+	v, fs := Judge(tl, derive.New(tl))
+	if f := findingByID(fs, "launch-thread-cpu-split"); f != nil && f.Supports == finding.SyncBound {
+		t.Errorf("a spin on a GPU busy 88%% of the time is called sync-bound: %s", f.Claim)
+	}
+	if v.Class == finding.SyncBound {
+		t.Errorf("verdict %s: %s", v.Class, v.Summary)
+	}
+}
