@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -100,6 +101,13 @@ func TestAttachProfiledLaunchThreadSplit(t *testing.T) {
 					continue
 				}
 				split := findingsWith(r.rep, "launch-thread-cpu-split")
+				if job.class == finding.SyncBound && v.Class == finding.SubmissionBound && slices.Contains(v.Because, "launch-thread-descheduled") && len(split) == 0 {
+					// a crowded host: the thread waited for a CPU longer than
+					// its work after each sync, and a CPU of its own comes
+					// first (as TestAttachSpinningSyncIsNoWrongClass/spin)
+					t.Logf("run %d: crowded host, the spinning thread descheduled: %s", i, v.Summary)
+					continue
+				}
 				if v.Class != job.class || len(split) != 1 || split[0].Supports != job.class {
 					t.Errorf("run %d: %s judged %s: %s; want %s with the launch thread's split\n%s", i, job.name, v.Class, v.Summary, job.class, claims(r.rep))
 					continue

@@ -60,6 +60,12 @@ func runCPUSplit(in *Input) []finding.Finding {
 	switch {
 	case syncS >= cpuSplitDominant && in.Attr.IdlePct < cpuSplitSyncMinIdlePct:
 		return nil
+	case syncS >= cpuSplitDominant && (1-syncS)*nanZero(th.CPU.Mean) < share/2:
+		// What a sync leaves the GPU idle for is the thread's work after
+		// it returns: a thread that does next to nothing but spin (its
+		// non-sync CPU under half the idle time it would be blamed for)
+		// left the GPU idle for another reason (waiting for a CPU itself).
+		return nil
 	case syncS >= cpuSplitDominant:
 		class = finding.SyncBound
 		what = fmt.Sprintf("%.0f%% of the launch thread's CPU inside %s (spinning)", 100*syncS, topName(tp, profile.DriverSync, "the driver's synchronisations"))
