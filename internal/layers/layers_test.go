@@ -32,7 +32,7 @@ var layers = []struct {
 		"internal/trace/nsys", "internal/trace/load", "internal/trace/tracegen", "internal/check", "internal/demo"}},
 	{"derive", []string{"vocabulary", "derive"}, []string{"internal/derive", "internal/derive/tracestats"}},
 	{"judge", []string{"vocabulary", "derive", "judge"}, []string{
-		"internal/judge", "internal/judge/frozen", "internal/judge/thresholds", "internal/judge/tracejudge"}},
+		"internal/judge", "internal/judge/frozen", "internal/judge/thresholds", "internal/judge/tracejudge", "internal/compare"}},
 	{"render", []string{"vocabulary", "derive", "judge", "render"}, []string{"internal/render"}},
 	{"pipeline", []string{"vocabulary", "sources", "derive", "judge", "render", "pipeline"}, []string{"internal/agent", "internal/diagnose"}},
 	{"commands", []string{"vocabulary", "sources", "derive", "judge", "render", "pipeline", "commands"}, []string{"cmd/gpufeed", "cmd/gpufeed-agent", "cmd/tracegen", "internal/agentcmd"}},
