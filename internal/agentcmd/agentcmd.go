@@ -151,6 +151,7 @@ configuration file). It only reads: nothing it watches is changed.`,
 			return err
 		},
 	}
+	cmd.SetFlagErrorFunc(FlagError)
 	f := cmd.Flags()
 	f.StringVar(&listen, "listen", defaultAgentListen, "address to serve on (host:port; loopback by default)")
 	f.StringVar(&webConfig, "web.config.file", "", "Prometheus exporters' web configuration `FILE` (TLS, basic authentication)")
@@ -159,12 +160,12 @@ configuration file). It only reads: nothing it watches is changed.`,
 	f.StringVar(&sysRoot, "sys-root", procfs.DefaultSys, "where sysfs is mounted")
 	f.StringVar(&kmsgPath, "kmsg", kmsg.DefaultPath, "the kernel log device (falls back to dmesg, then journalctl -k)")
 	f.StringVar(&hostname, "hostname", "", "the node's name in the Hostname label (default: the host name; in Kubernetes the node's name, as dcgm-exporter labels it)")
-	f.DurationVar(&cfg.Interval, "interval", agent.DefaultInterval, "per-thread sampling interval")
-	f.DurationVar(&cfg.SlowEvery, "slow-every", agent.DefaultSlowEvery, "context switches and blocked-thread details every")
-	f.DurationVar(&cfg.Window, "window", agent.DefaultWindow, "each job is judged on windows this long")
-	f.DurationVar(&cfg.Ring, "ring", agent.DefaultRing, "how much of each job's past is kept for /report and /recording")
-	f.DurationVar(&cfg.DiscoverEvery, "discover-every", agent.DefaultDiscoverEvery, "look for new GPU processes every")
-	f.DurationVar(&cfg.ChecksEvery, "checks-every", agent.DefaultChecksEvery, "run the platform checks every")
+	addDuration(f, &cfg.Interval, "interval", agent.DefaultInterval, "per-thread sampling interval")
+	addDuration(f, &cfg.SlowEvery, "slow-every", agent.DefaultSlowEvery, "context switches and blocked-thread details every")
+	addDuration(f, &cfg.Window, "window", agent.DefaultWindow, "each job is judged on windows this long")
+	addDuration(f, &cfg.Ring, "ring", agent.DefaultRing, "how much of each job's past is kept for /report and /recording")
+	addDuration(f, &cfg.DiscoverEvery, "discover-every", agent.DefaultDiscoverEvery, "look for new GPU processes every")
+	addDuration(f, &cfg.ChecksEvery, "checks-every", agent.DefaultChecksEvery, "run the platform checks every")
 	f.IntSliceVar(&cfg.PIDs, "pid", nil, "also watch this process tree, whether or not a GPU lists it (repeatable)")
 	f.BoolVarP(&verbose, "verbose", "v", false, "log every judged window")
 	f.StringVar(&cpuProfile, "cpu-profile", "", "write the agent's own CPU profile to `FILE` (Go pprof format) until it stops")
