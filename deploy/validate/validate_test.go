@@ -90,13 +90,27 @@ func TestDaemonSet(t *testing.T) {
 			t.Errorf("adds %s: the agent needs SYS_PTRACE (other processes' /proc) and SYSLOG (the kernel log) only", add)
 		}
 	}
+	hostPaths := map[string]string{}
+	for _, v := range spec.Volumes {
+		if v.HostPath != nil {
+			hostPaths[v.Name] = v.HostPath.Path
+		}
+	}
 	for _, m := range c.VolumeMounts {
 		if !m.ReadOnly {
 			t.Errorf("volume %s mounted read-write at %s: the agent only reads", m.Name, m.MountPath)
 		}
+		// Under --host-root, a node's directory sits at its own path.
+		if p, ok := hostPaths[m.Name]; ok && strings.HasPrefix(m.MountPath, "/host/run/") && m.MountPath != "/host"+p {
+			t.Errorf("volume %s (%s) mounted at %s: under --host-root=/host it must be /host%s", m.Name, p, m.MountPath, p)
+		}
+		// The runtime's socket would let the agent start containers.
+		if p := hostPaths[m.Name]; p == "/run" || p == "/run/containerd" || p == "/var/run" || strings.HasSuffix(p, ".sock") {
+			t.Errorf("volume %s mounts %s: the container runtime's socket is in reach", m.Name, p)
+		}
 	}
 	args := strings.Join(c.Args, " ")
-	for _, want := range []string{"--hostname=$(NODE_NAME)", "--sys-root=/host/sys", "--listen=$(POD_IP):9847"} {
+	for _, want := range []string{"--hostname=$(NODE_NAME)", "--sys-root=/host/sys", "--listen=$(POD_IP):9847", "--host-root=/host"} {
 		if !strings.Contains(args, want) {
 			t.Errorf("args %q lack %s", args, want)
 		}

@@ -60,6 +60,10 @@ type Config struct {
 	// Hostname is the node's name in the labels (dcgm-exporter's
 	// Hostname); default os.Hostname.
 	Hostname string
+	// HostRoot is where the node's own files are (the container runtime's
+	// state, read for a pod's names): "" or "/" on the node, the mount
+	// point in a container.
+	HostRoot string
 	// Version is gpufeed's version, written in the header of /report's
 	// JSON.
 	Version string

@@ -158,6 +158,7 @@ configuration file). It only reads: nothing it watches is changed.`,
 	f.StringVar(&device, "device", "auto", "GPU source: auto, none, nvml or sim:PATH")
 	f.StringVar(&procRoot, "proc-root", procfs.DefaultProc, "where procfs is mounted (e.g. /host/proc in a container)")
 	f.StringVar(&sysRoot, "sys-root", procfs.DefaultSys, "where sysfs is mounted")
+	f.StringVar(&cfg.HostRoot, "host-root", "/", "where the node's own files are (the container runtime's records of its containers, for pod and container names; e.g. /host in a container)")
 	f.StringVar(&kmsgPath, "kmsg", kmsg.DefaultPath, "the kernel log device (falls back to dmesg, then journalctl -k)")
 	f.StringVar(&hostname, "hostname", "", "the node's name in the Hostname label (default: the host name; in Kubernetes the node's name, as dcgm-exporter labels it)")
 	addDuration(f, &cfg.Interval, "interval", agent.DefaultInterval, "per-thread sampling interval")
