@@ -194,7 +194,7 @@ func (j *job) finish(ctx context.Context, tl *timeline.Timeline) {
 	_ = j.a.probe("judge", func() error {
 		v = derive.New(tl)
 		in = judge.NewInput(tl, v)
-		verdict, _ = judge.Judge(tl, v)
+		verdict, _ = judge.JudgeInput(in)
 		return nil
 	})
 
