@@ -22,6 +22,8 @@ func init() {
 			}
 			return err
 		}
+		// A value a flag cannot take: the agent's message, gpufeed's usage status.
+		cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError{agentcmd.FlagError(c, err)} })
 		return cmd
 	})
 }

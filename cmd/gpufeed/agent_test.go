@@ -39,6 +39,10 @@ func TestAgentRefusesBadSettings(t *testing.T) {
 		status int
 	}{
 		{[]string{"--window", "1s", "--interval", "1s"}, "a window of at least two intervals", 2},
+		// Bare numbers are seconds, as for every gpufeed duration.
+		{[]string{"--window", "1", "--interval", "1"}, "--interval 1s, --window 1s, --ring 10m0s: want", 2},
+		{[]string{"--window", "abc"}, `--window wants a duration: seconds (30, 2.5) or with a unit (500ms, 30s, 2m); got "abc"`, 2},
+		{[]string{"--ring", "NaN"}, `--ring wants a duration`, 2},
 		{[]string{"--ring", "30s", "--window", "1m"}, "a ring of at least one window", 2},
 		{[]string{"--web.config.file", "/nonexistent/web.yml"}, "--web.config.file /nonexistent/web.yml", 2},
 		{[]string{"--device", "sim:" + filepath.Join(t.TempDir(), "none.sock")}, "none.sock", 3},

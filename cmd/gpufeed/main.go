@@ -62,7 +62,8 @@ const (
 const exitStatusHelp = `Exit status:
   0    done (check: no result at least as severe as --fail-on)
   1    check: a result at least as severe as --fail-on (default: fail);
-       demo: the verdict is not the one the scenario produces
+       demo: the verdict is not the one the scenario produces;
+       compare: the inputs differ (beyond the noise, for runs)
   2    usage: a flag, argument or value gpufeed cannot use; nothing ran
   3    gpufeed could not do its work (a source failed, a file could not be
        written, a tool it needs is missing); explain: no finding has the ID

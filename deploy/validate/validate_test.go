@@ -2,7 +2,9 @@
 // Prometheus Operator API types, decoding them strictly (an unknown or
 // misspelt field is an error), and checks what they must say for the agent:
 // read-only mounts, the least capabilities, labels and ports that agree.
-// It is a module of its own so that the API types stay out of gpufeed's.
+// The Helm chart (deploy/helm/gpufeed) is rendered with Helm's own engine
+// and held to the same checks (helm_test.go). It is a module of its own so
+// that the API types and Helm stay out of gpufeed's dependencies.
 package validate
 
 import (
@@ -27,6 +29,12 @@ func decode(t *testing.T, name string, into any) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	decodeBytes(t, name, b, into)
+}
+
+// decodeBytes decodes one YAML document strictly into an API type.
+func decodeBytes(t *testing.T, name string, b []byte, into any) {
+	t.Helper()
 	j, err := yaml.YAMLToJSON(b)
 	if err != nil {
 		t.Fatalf("%s: %v", name, err)
@@ -58,6 +66,13 @@ func TestEveryFileIsValidated(t *testing.T) {
 func TestDaemonSet(t *testing.T) {
 	var ds appsv1.DaemonSet
 	decode(t, "daemonset.yaml", &ds)
+	checkDaemonSet(t, &ds)
+}
+
+// checkDaemonSet checks what the agent's DaemonSet must say, however it was
+// written (the plain manifest, the Helm chart's rendering).
+func checkDaemonSet(t *testing.T, ds *appsv1.DaemonSet) {
+	t.Helper()
 	if ds.Kind != "DaemonSet" || ds.APIVersion != "apps/v1" {
 		t.Errorf("kind %s/%s", ds.APIVersion, ds.Kind)
 	}
@@ -90,13 +105,27 @@ func TestDaemonSet(t *testing.T) {
 			t.Errorf("adds %s: the agent needs SYS_PTRACE (other processes' /proc) and SYSLOG (the kernel log) only", add)
 		}
 	}
+	hostPaths := map[string]string{}
+	for _, v := range spec.Volumes {
+		if v.HostPath != nil {
+			hostPaths[v.Name] = v.HostPath.Path
+		}
+	}
 	for _, m := range c.VolumeMounts {
 		if !m.ReadOnly {
 			t.Errorf("volume %s mounted read-write at %s: the agent only reads", m.Name, m.MountPath)
 		}
+		// Under --host-root, a node's directory sits at its own path.
+		if p, ok := hostPaths[m.Name]; ok && strings.HasPrefix(m.MountPath, "/host/run/") && m.MountPath != "/host"+p {
+			t.Errorf("volume %s (%s) mounted at %s: under --host-root=/host it must be /host%s", m.Name, p, m.MountPath, p)
+		}
+		// The runtime's socket would let the agent start containers.
+		if p := hostPaths[m.Name]; p == "/run" || p == "/run/containerd" || p == "/var/run" || strings.HasSuffix(p, ".sock") {
+			t.Errorf("volume %s mounts %s: the container runtime's socket is in reach", m.Name, p)
+		}
 	}
 	args := strings.Join(c.Args, " ")
-	for _, want := range []string{"--hostname=$(NODE_NAME)", "--sys-root=/host/sys", "--listen=$(POD_IP):9847"} {
+	for _, want := range []string{"--hostname=$(NODE_NAME)", "--sys-root=/host/sys", "--listen=$(POD_IP):9847", "--host-root=/host"} {
 		if !strings.Contains(args, want) {
 			t.Errorf("args %q lack %s", args, want)
 		}
@@ -125,6 +154,13 @@ func TestServiceAndServiceMonitor(t *testing.T) {
 	decode(t, "service.yaml", &svc)
 	var sm monitoringv1.ServiceMonitor
 	decode(t, "servicemonitor.yaml", &sm)
+	checkService(t, &ds, &svc, &sm)
+}
+
+// checkService checks that the Service selects the agents and the
+// ServiceMonitor the Service.
+func checkService(t *testing.T, ds *appsv1.DaemonSet, svc *corev1.Service, sm *monitoringv1.ServiceMonitor) {
+	t.Helper()
 	for k, v := range svc.Spec.Selector {
 		if ds.Spec.Template.Labels[k] != v {
 			t.Errorf("service selector %s=%s selects no agent pod (labels %v)", k, v, ds.Spec.Template.Labels)

@@ -60,6 +60,10 @@ type Config struct {
 	// Hostname is the node's name in the labels (dcgm-exporter's
 	// Hostname); default os.Hostname.
 	Hostname string
+	// HostRoot is where the node's own files are (the container runtime's
+	// state, read for a pod's names): "" or "/" on the node, the mount
+	// point in a container.
+	HostRoot string
 	// Version is gpufeed's version, written in the header of /report's
 	// JSON.
 	Version string
@@ -106,6 +110,12 @@ func (c *Config) defaults() {
 	}
 }
 
+// netTablesTTL is how long one read of a network namespace's socket
+// tables, or of the kernel log, serves the jobs whose windows end after it:
+// a listening socket opened, or a kernel line written, since shows in the
+// next window at the latest.
+const netTablesTTL = 10 * time.Second
+
 // Agent watches a node's GPU jobs.
 type Agent struct {
 	cfg  Config
@@ -151,6 +161,15 @@ type probeState struct {
 // New prepares an agent.
 func New(cfg Config) *Agent {
 	cfg.defaults()
+	if cfg.FS.NetTables == nil {
+		// Every job on the host's network reads the same socket tables at
+		// the end of its window; the windows end one after another.
+		cfg.FS.NetTables = procfs.NewNetTables(netTablesTTL)
+	}
+	if cfg.Kmsg.Shared == nil {
+		// One read of the kernel log serves the windows that end together.
+		cfg.Kmsg.Shared = kmsg.NewShared(netTablesTTL)
+	}
 	a := &Agent{cfg: cfg, self: os.Getpid(), jobs: map[timeline.ProcKey]*job{}, probes: map[string]*probeState{},
 		deaths: map[deathKey]time.Time{}}
 	if cfg.GPU != nil {

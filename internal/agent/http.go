@@ -135,7 +135,7 @@ func (a *Agent) serveIndex(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprintf(w, "gpufeed agent on %s: %d jobs; GPU processes %s\n", safetext.Escape(a.cfg.Hostname), len(jobs), found)
 	fmt.Fprintf(w, "windows of %v, kept %v; /metrics, /report?pid=PID, /recording?pid=PID\n\n", a.cfg.Window, a.cfg.Ring)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "PID\tCOMM\tGPUS\tSLURM JOB\tPOD UID\tVERDICT\tJUDGED\tKEPT\tSTATE")
+	fmt.Fprintln(tw, "PID\tCOMM\tGPUS\tSLURM JOB\tPOD UID\tPOD\tVERDICT\tJUDGED\tKEPT\tSTATE")
 	for _, j := range jobs {
 		j.mu.Lock()
 		verdict, judged := "-", "-"
@@ -151,8 +151,8 @@ func (a *Agent) serveIndex(w http.ResponseWriter, r *http.Request) {
 		if j.done {
 			state = "ended: " + j.doneWhy
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%v\t%s\t%s\t%s\t%s\t%.0f s\t%s\n", j.key.PID, safetext.Escape(j.comm), j.devices,
-			dash(j.id.SlurmJobID), dash(j.id.PodUID), verdict, judged, kept, safetext.Escape(state))
+		fmt.Fprintf(tw, "%d\t%s\t%v\t%s\t%s\t%s\t%s\t%s\t%.0f s\t%s\n", j.key.PID, safetext.Escape(j.comm), j.devices,
+			dash(j.id.SlurmJobID), dash(j.id.PodUID), podName(j.id), verdict, judged, kept, safetext.Escape(state))
 		j.mu.Unlock()
 	}
 	_ = tw.Flush()
@@ -197,4 +197,19 @@ func safeName(s string) string {
 		}
 	}
 	return string(b)
+}
+
+// podName is namespace/pod/container as far as the node says them ("?"
+// for what it does not: that part is known by the pod's UID only).
+func podName(id JobID) string {
+	if id.PodUID == "" {
+		return "-"
+	}
+	q := func(s string) string {
+		if s == "" {
+			return "?"
+		}
+		return s
+	}
+	return q(id.Namespace) + "/" + q(id.Pod) + "/" + q(id.Container)
 }

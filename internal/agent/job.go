@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"sync"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/gpufeed/gpufeed/internal/diagnose"
 	"github.com/gpufeed/gpufeed/internal/finding"
 	"github.com/gpufeed/gpufeed/internal/judge"
+	"github.com/gpufeed/gpufeed/internal/podinfo"
 	"github.com/gpufeed/gpufeed/internal/procfs"
 	"github.com/gpufeed/gpufeed/internal/sample"
 	"github.com/gpufeed/gpufeed/internal/timeline"
@@ -92,9 +94,14 @@ func (j *job) watch(ctx context.Context) {
 	paths, _ := fs.CgroupPaths(j.key.PID)
 	env, _ := fs.ReadEnv(j.key.PID)
 	j.mu.Lock()
-	j.id = ParseJobID(paths, env)
+	id := ParseJobID(paths, env)
+	if id.PodUID != "" {
+		id = id.withNames(podinfo.Reader{Proc: fs.Proc, HostRoot: j.a.cfg.HostRoot}.Resolve(j.key.PID, id.ContainerID, env))
+	}
+	j.id = id
 	j.mu.Unlock()
-	j.a.cfg.Log.Info("watching job", "pid", j.key.PID, "comm", j.comm, "slurm_job_id", j.id.SlurmJobID, "pod_uid", j.id.PodUID)
+	j.a.cfg.Log.Info("watching job", "pid", j.key.PID, "comm", j.comm, "slurm_job_id", id.SlurmJobID, "pod_uid", id.PodUID,
+		"namespace", id.Namespace, "pod", id.Pod, "container", id.Container, "names_from", namesFrom(id))
 	for ctx.Err() == nil {
 		st, err := procfs.ReadStatOnce(fs.PidPath(j.key.PID, "stat"))
 		if err != nil || st.StartTime != j.key.StartTime {
@@ -187,7 +194,7 @@ func (j *job) finish(ctx context.Context, tl *timeline.Timeline) {
 	_ = j.a.probe("judge", func() error {
 		v = derive.New(tl)
 		in = judge.NewInput(tl, v)
-		verdict, _ = judge.Judge(tl, v)
+		verdict, _ = judge.JudgeInput(in)
 		return nil
 	})
 
@@ -287,4 +294,21 @@ func keptSamples(tl *timeline.Timeline) int {
 		n += len(tk.Threads)
 	}
 	return n
+}
+
+// namesFrom says where a pod's names were read, for the log: one source
+// per name, or what is left as the pod's UID only.
+func namesFrom(id JobID) string {
+	if id.PodUID == "" {
+		return ""
+	}
+	var parts []string
+	for _, f := range []struct{ name, v, from string }{{"namespace", id.Namespace, id.NamespaceFrom}, {"pod", id.Pod, id.PodFrom}, {"container", id.Container, id.ContainerFrom}} {
+		if f.v == "" {
+			parts = append(parts, f.name+": not on the node (UID only)")
+		} else {
+			parts = append(parts, f.name+": "+f.from)
+		}
+	}
+	return strings.Join(parts, "; ")
 }

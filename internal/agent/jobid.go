@@ -3,6 +3,8 @@ package agent
 import (
 	"regexp"
 	"strings"
+
+	"github.com/gpufeed/gpufeed/internal/podinfo"
 )
 
 // JobID is what ties a GPU process to the job a scheduler runs it as: the
@@ -17,6 +19,20 @@ type JobID struct {
 	// kube_pod_info carries them by uid).
 	PodUID      string
 	ContainerID string
+	// Pod, Namespace and Container are the names, where the node holds them
+	// (internal/podinfo: the container runtime's record, the pod's service
+	// account namespace file, the downward API environment, the container's
+	// hostname), each with where it was read; empty when none says
+	// (the pod is then known by its UID only).
+	Pod, Namespace, Container             string
+	PodFrom, NamespaceFrom, ContainerFrom string
+}
+
+// withNames adds a Kubernetes container's names to its identity.
+func (id JobID) withNames(n podinfo.Names) JobID {
+	id.Pod, id.Namespace, id.Container = n.Pod, n.Namespace, n.Container
+	id.PodFrom, id.NamespaceFrom, id.ContainerFrom = n.PodFrom, n.NamespaceFrom, n.ContainerFrom
+	return id
 }
 
 var (

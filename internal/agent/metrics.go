@@ -16,7 +16,7 @@ import (
 // process; slurm_job_id, pod_uid and container_id the scheduler's job.
 // A job using several GPUs has one series per GPU, each carrying the
 // job's values (a job's numbers are not split between its GPUs).
-var jobLabels = []string{"Hostname", "gpu", "UUID", "pci_bus_id", "pid", "comm", "slurm_job_id", "pod_uid", "container_id"}
+var jobLabels = []string{"Hostname", "gpu", "UUID", "pci_bus_id", "pid", "comm", "slurm_job_id", "pod_uid", "container_id", "namespace", "pod", "container"}
 
 func desc(name, help string, extra ...string) *prometheus.Desc {
 	return prometheus.NewDesc(name, help, append(append([]string(nil), jobLabels...), extra...), nil)
@@ -164,7 +164,7 @@ func (a *Agent) Collect(ch chan<- prometheus.Metric) {
 // labelSets are the job's label values, one set per GPU it uses (j.mu held).
 func (j *job) labelSets(host string, devs []gpu.DeviceInfo) [][]string {
 	base := func(g, uuid, bus string) []string {
-		return []string{host, g, uuid, bus, strconv.Itoa(j.key.PID), j.comm, j.id.SlurmJobID, j.id.PodUID, j.id.ContainerID}
+		return []string{host, g, uuid, bus, strconv.Itoa(j.key.PID), j.comm, j.id.SlurmJobID, j.id.PodUID, j.id.ContainerID, j.id.Namespace, j.id.Pod, j.id.Container}
 	}
 	if len(j.devices) == 0 {
 		return [][]string{base("", "", "")}

@@ -46,6 +46,10 @@ type Options struct {
 	// diagnose -- COMMAND does (default: once it is set up and working, as
 	// diagnose --pid on a running job).
 	Launch bool
+	// WithoutNeighbours runs a scenario that has neighbours (noisy-neighbour)
+	// without them: the same job, pinned to the same CPU, alone. It is the
+	// baseline that gpufeed compare sets the scenario beside.
+	WithoutNeighbours bool
 }
 
 // Run is a started scenario.
@@ -133,7 +137,12 @@ func Start(ctx context.Context, sc Scenario, o Options) (r *Run, err error) {
 	if sc.Neighbours > 0 {
 		cpu := lastAllowedCPU()
 		env = append(env, "GPUFEED_DEMO_CPU="+strconv.Itoa(cpu))
-		for i := 0; i < sc.Neighbours; i++ {
+		n := sc.Neighbours
+		if o.WithoutNeighbours {
+			n = 0
+			r.Notes = append(r.Notes, fmt.Sprintf("without its neighbours: the launch thread is pinned to cpu%d alone", cpu))
+		}
+		for i := 0; i < n; i++ {
 			nb := exec.Command(o.Exe, append(append([]string{}, o.WorkloadArgs...), "hog", "--cpu", strconv.Itoa(cpu))...)
 			nb.Env = append(os.Environ(), "GPUFEED_DEMO_SECONDS="+strconv.Itoa(int(o.Lifetime.Seconds())))
 			nb.Stderr = r.stderr
@@ -142,7 +151,9 @@ func Start(ctx context.Context, sc Scenario, o Options) (r *Run, err error) {
 			}
 			r.neighbours = append(r.neighbours, nb)
 		}
-		r.Notes = append(r.Notes, fmt.Sprintf("the launch thread and %d CPU hogs outside the job are pinned to cpu%d", sc.Neighbours, cpu))
+		if n > 0 {
+			r.Notes = append(r.Notes, fmt.Sprintf("the launch thread and %d CPU hogs outside the job are pinned to cpu%d", n, cpu))
+		}
 	}
 	if sc.Storage {
 		extra, note, cleanup, serr := prepareStorage(r.dir)

@@ -119,6 +119,7 @@ func (cfg EndOfWindow) Read(ctx context.Context, tl *timeline.Timeline, rec Even
 	r := cfg.Kmsg
 	since, known := jobStart(tl)
 	r.Since = since
+	r.NotBefore = tl.Meta.Started.Add(time.Duration(last)) // a shared read holds the whole window
 	if log, err := r.Read(ctx); err != nil {
 		add(timeline.Event{T: last, Kind: timeline.EventKernelLogUnavailable, Text: err.Error()})
 	} else {

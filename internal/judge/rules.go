@@ -81,7 +81,12 @@ func Rules() []Rule {
 // Judge runs every rule over a timeline and classifies: the verdict and all
 // findings (the verdict's own first).
 func Judge(tl *timeline.Timeline, a *derive.View) (*finding.Verdict, []finding.Finding) {
-	in := NewInput(tl, a)
+	return JudgeInput(NewInput(tl, a))
+}
+
+// JudgeInput is Judge over an input already built (the agent reads the
+// input's job view too, and builds it once).
+func JudgeInput(in *Input) (*finding.Verdict, []finding.Finding) {
 	var fs []finding.Finding
 	for _, r := range Rules() {
 		fs = append(fs, r.Run(in)...)

@@ -55,6 +55,12 @@ type Reader struct {
 	// BootTime returns the wall-clock time of boot, to turn printk
 	// timestamps into wall time (default: now minus CLOCK_MONOTONIC).
 	BootTime func() (time.Time, error)
+	// Shared, when set, shares one read among readers for a while (the
+	// agent's jobs); nil reads every time. A shared read serves only a
+	// reader whose NotBefore it was made at or after (the end of the
+	// window the reader reads for), so no line of its window is missed.
+	Shared    *Shared
+	NotBefore time.Time
 }
 
 // Attempt is one source tried and why it gave nothing.
@@ -89,6 +95,9 @@ var ErrNotVisible = errors.New("kernel log not visible")
 
 // Read reads the kernel log from the first source that works.
 func (r *Reader) Read(ctx context.Context) (*Log, error) {
+	if r.Shared != nil {
+		return r.Shared.read(ctx, r)
+	}
 	path := r.Path
 	if path == "" {
 		path = DefaultPath

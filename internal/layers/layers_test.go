@@ -27,12 +27,12 @@ var layers = []struct {
 		"internal/finding", "internal/timeline", "internal/cpuset", "internal/safetext", "internal/gpu",
 		"internal/trace", "internal/kernlog", "internal/profile", "internal/gpu/sim/wire", "python"}},
 	{"sources", []string{"vocabulary", "sources"}, []string{
-		"internal/procfs", "internal/kmsg", "internal/profile/pyspy", "internal/pystack", "internal/profile/cpuprof", "internal/sample", "internal/gpu/nvml",
+		"internal/procfs", "internal/podinfo", "internal/kmsg", "internal/profile/pyspy", "internal/pystack", "internal/profile/cpuprof", "internal/sample", "internal/gpu/nvml",
 		"internal/gpu/sim", "internal/gpu/sim/simclient", "internal/gpu/sim/simcuda", "internal/gpu/sim/cudadrv", "internal/gpu/gpusource", "internal/trace/kineto",
 		"internal/trace/nsys", "internal/trace/load", "internal/trace/tracegen", "internal/check", "internal/demo"}},
 	{"derive", []string{"vocabulary", "derive"}, []string{"internal/derive", "internal/derive/tracestats"}},
 	{"judge", []string{"vocabulary", "derive", "judge"}, []string{
-		"internal/judge", "internal/judge/frozen", "internal/judge/thresholds", "internal/judge/tracejudge"}},
+		"internal/judge", "internal/judge/frozen", "internal/judge/thresholds", "internal/judge/tracejudge", "internal/compare"}},
 	{"render", []string{"vocabulary", "derive", "judge", "render"}, []string{"internal/render"}},
 	{"pipeline", []string{"vocabulary", "sources", "derive", "judge", "render", "pipeline"}, []string{"internal/agent", "internal/diagnose"}},
 	{"commands", []string{"vocabulary", "sources", "derive", "judge", "render", "pipeline", "commands"}, []string{"cmd/gpufeed", "cmd/gpufeed-agent", "cmd/tracegen", "internal/agentcmd"}},

@@ -15,7 +15,9 @@ import "bytes"
 //   - NCCL / torch.distributed error handling, watchdog monitoring and
 //     timeouts (silent hangs, including the pre-2.2 name
 //     NCCL_ASYNC_ERROR_HANDLING);
-//   - GPUFEED_SIMDEV: the simulated device's socket.
+//   - GPUFEED_SIMDEV: the simulated device's socket;
+//   - POD_NAME, POD_NAMESPACE: a Kubernetes pod's name and namespace, as
+//     the downward API conventionally sets them (the agent's labels).
 var EnvAllowlist = []string{
 	"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK",
 	"SLURM_PROCID", "SLURM_LOCALID", "SLURM_JOB_ID",
@@ -28,6 +30,7 @@ var EnvAllowlist = []string{
 	"NCCL_TIMEOUT", "NCCL_DEBUG", "TORCH_DISTRIBUTED_DEBUG",
 	"TORCH_NCCL_ENABLE_MONITORING", "TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC",
 	"GPUFEED_SIMDEV",
+	"POD_NAME", "POD_NAMESPACE",
 }
 
 var envAllowed = func() map[string]bool {

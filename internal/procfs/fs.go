@@ -26,6 +26,11 @@ type FS struct {
 	// onProcfs is true when Proc is a mounted procfs (not a fixture tree):
 	// some pseudo-file conventions (the fd directory's size) hold only there.
 	onProcfs bool
+	// NetTables, when set, shares the socket tables Listening reads among
+	// the processes of one network namespace for a short while (the node
+	// agent: every job on the host's network reads the same tables); nil
+	// reads them for every call.
+	NetTables *NetTables
 }
 
 // procSuperMagic is PROC_SUPER_MAGIC from linux/magic.h.

@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 )
 
 // The listening sockets a process holds: TCP and TCP6
@@ -53,8 +55,14 @@ func (fs FS) Listening(pid int) ([]ListenSocket, error) {
 	if err != nil || len(inodes) == 0 {
 		return nil, err
 	}
+	var cached *nsTables
+	if fs.NetTables != nil {
+		if ns, err := os.Readlink(filepath.Join(dir, "ns", "net")); err == nil {
+			cached = fs.NetTables.get(ns)
+		}
+	}
 	var out []ListenSocket
-	for _, t := range []struct {
+	for i, t := range []struct {
 		file  string
 		parse func(string, []byte) (map[uint64]string, error)
 		proto string
@@ -63,14 +71,18 @@ func (fs FS) Listening(pid int) ([]ListenSocket, error) {
 		{"tcp6", func(f string, b []byte) (map[uint64]string, error) { return ParseTCP(f, b, true) }, "tcp6"},
 		{"unix", ParseUnix, "unix"},
 	} {
-		path := filepath.Join(dir, "net", t.file)
-		b, _, err := readPrefix(path, PrivPtraceRead, ErrAbsent, maxTable)
-		if err != nil {
-			continue
-		}
-		listening, err := t.parse(path, b)
-		if err != nil && len(listening) == 0 {
-			continue
+		listening, ok := fs.NetTables.lookup(cached, i)
+		if !ok {
+			path := filepath.Join(dir, "net", t.file)
+			b, _, err := readPrefix(path, PrivPtraceRead, ErrAbsent, maxTable)
+			if err != nil {
+				continue
+			}
+			listening, err = t.parse(path, b)
+			if err != nil && len(listening) == 0 {
+				continue
+			}
+			fs.NetTables.store(cached, i, listening)
 		}
 		for ino, addr := range listening {
 			if inodes[ino] {
@@ -233,4 +245,66 @@ func ParseUnix(file string, b []byte) (map[uint64]string, error) {
 		out[ino] = path
 	}
 	return out, first
+}
+
+// NetTables keeps the listening sockets of each network namespace's
+// tables (tcp, tcp6, unix) for TTL after they were read: a listening
+// socket opened since is seen once it expires. Memory stays bounded: a
+// namespace's entry is dropped once expired.
+type NetTables struct {
+	TTL time.Duration
+	mu  sync.Mutex
+	by  map[string]*nsTables
+	now func() time.Time
+}
+
+type nsTables struct {
+	at     time.Time
+	tables [3]map[uint64]string
+	have   [3]bool
+}
+
+// NewNetTables shares socket tables for ttl.
+func NewNetTables(ttl time.Duration) *NetTables {
+	return &NetTables{TTL: ttl, by: map[string]*nsTables{}, now: time.Now}
+}
+
+// get is the namespace's entry, fresh when none is or it expired. The
+// entry is filled by the caller; two callers at once may both read a table
+// (each fills it with what it read).
+func (c *NetTables) get(ns string) *nsTables {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.now()
+	for k, e := range c.by {
+		if now.Sub(e.at) > c.TTL {
+			delete(c.by, k)
+		}
+	}
+	e := c.by[ns]
+	if e == nil {
+		e = &nsTables{at: now}
+		c.by[ns] = e
+	}
+	return e
+}
+
+// lookup returns table i of an entry, if it was read (c and e may be nil).
+func (c *NetTables) lookup(e *nsTables, i int) (map[uint64]string, bool) {
+	if c == nil || e == nil {
+		return nil, false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return e.tables[i], e.have[i]
+}
+
+// store keeps table i of an entry (c and e may be nil).
+func (c *NetTables) store(e *nsTables, i int, m map[uint64]string) {
+	if c == nil || e == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e.tables[i], e.have[i] = m, true
 }

@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 // The fixtures are this machine's tables as a process saw them
@@ -134,4 +135,50 @@ func FuzzParseTables(f *testing.F) {
 		_, _ = ParseTCP("tcp6", b, true)
 		_, _ = ParseUnix("unix", b)
 	})
+}
+
+// TestListeningSharedTables: with NetTables, one read of a namespace's
+// tables serves every call until it expires; then the tables are read again.
+func TestListeningSharedTables(t *testing.T) {
+	first, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Skip(err)
+	}
+	defer first.Close()
+	fs := At("", "")
+	now := time.Now()
+	fs.NetTables = NewNetTables(10 * time.Second)
+	fs.NetTables.now = func() time.Time { return now }
+	count := func() int {
+		got, err := fs.Listening(os.Getpid())
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, s := range got {
+			if s.Proto == "tcp" {
+				n++
+			}
+		}
+		return n
+	}
+	if n := count(); n != 1 {
+		t.Fatalf("%d TCP listeners, want 1", n)
+	}
+	second, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer second.Close()
+	now = now.Add(5 * time.Second)
+	if n := count(); n != 1 {
+		t.Errorf("within the TTL: %d TCP listeners, want the table read before (1)", n)
+	}
+	now = now.Add(6 * time.Second)
+	if n := count(); n != 2 {
+		t.Errorf("after the TTL: %d TCP listeners, want 2", n)
+	}
+	if len(fs.NetTables.by) != 1 {
+		t.Errorf("%d namespaces kept, want this one", len(fs.NetTables.by))
+	}
 }

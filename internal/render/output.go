@@ -123,6 +123,12 @@ func Write(w io.Writer, f Format, doc Document, o Options) error {
 		return r.Check(w, d, o)
 	case *TraceResult:
 		return r.Trace(w, d, o)
+	case *CompareReport:
+		cr, ok := r.(compareRenderer)
+		if !ok {
+			return fmt.Errorf("output format %q: gpufeed compare writes text or json", f)
+		}
+		return cr.Compare(w, d, o)
 	}
 	return fmt.Errorf("render: no renderer for %T", doc)
 }

@@ -1,0 +1,35 @@
+package agentcmd
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestDurationsTakeBareSeconds: every duration flag of the agent reads a
+// bare number as seconds and a unit as Go does; anything else is a usage
+// error saying what the flag wants.
+func TestDurationsTakeBareSeconds(t *testing.T) {
+	for _, name := range []string{"interval", "slow-every", "window", "ring", "discover-every", "checks-every"} {
+		for in, want := range map[string]time.Duration{"30": 30 * time.Second, "2.5": 2500 * time.Millisecond, "500ms": 500 * time.Millisecond, "2m": 2 * time.Minute, " 7 ": 7 * time.Second} {
+			cmd := New("test", nil)
+			if err := cmd.ParseFlags([]string{"--" + name, in}); err != nil {
+				t.Fatalf("--%s %q: %v", name, in, err)
+			}
+			if got := cmd.Flags().Lookup(name).Value.String(); got != want.String() {
+				t.Errorf("--%s %q = %s, want %s", name, in, got, want)
+			}
+		}
+		for _, bad := range []string{"abc", "NaN", "Inf", "1e300", "30 s", ""} {
+			cmd := New("test", nil)
+			cmd.SetArgs([]string{"--" + name, bad})
+			cmd.SilenceErrors, cmd.SilenceUsage = true, true
+			err := cmd.Execute()
+			var u UsageError
+			if !errors.As(err, &u) || !strings.Contains(err.Error(), "--"+name+" wants a duration: seconds (30, 2.5) or with a unit") {
+				t.Errorf("--%s %q: %v, want a usage error saying what it wants", name, bad, err)
+			}
+		}
+	}
+}

@@ -1,0 +1,199 @@
+package compare
+
+import (
+	"bytes"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpufeed/gpufeed/internal/timeline"
+)
+
+func load(t *testing.T, path string) *Input {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	in, err := Load(path, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return in
+}
+
+var (
+	checkDir = filepath.Join("..", "..", "testdata", "check", "golden")
+	runDir   = filepath.Join("..", "..", "testdata", "compare")
+)
+
+// TestNodesNameWhatDiffers: between the check fixtures, the downgraded
+// link is the server-downgraded node's, the far NUMA binding the
+// wrong-numa node's; what every node says alike is not listed, whatever
+// subject a per-process check names (no --pid on two of them).
+func TestNodesNameWhatDiffers(t *testing.T) {
+	r := Compare([]*Input{load(t, filepath.Join(checkDir, "server.json")), load(t, filepath.Join(checkDir, "server-downgraded.json")),
+		load(t, filepath.Join(checkDir, "wrong-numa.json"))})
+	if r.Nodes == nil || !r.Differs {
+		t.Fatalf("no node comparison: %+v", r)
+	}
+	got := map[string]string{}
+	for _, d := range r.Nodes.Status {
+		got[d.ID] = strings.Join(d.Odd, ",")
+	}
+	want := map[string]string{"pcie-link:gpu-0000:92:00.0": "server-downgraded", "numa-affinity": "wrong-numa", "numa-memory": "wrong-numa"}
+	for id, odd := range want {
+		if got[id] != odd {
+			t.Errorf("%s: odd %q, want %q", id, got[id], odd)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("status differences %v, want only %v", got, want)
+	}
+	if r.Nodes.Status[0].Cells[1].Status != "fail" {
+		t.Errorf("the worst difference first: %+v", r.Nodes.Status[0])
+	}
+	for _, d := range r.Nodes.Values {
+		if strings.HasPrefix(d.ID, "limit-") {
+			t.Errorf("%s listed: only its subject differs (no --pid), not what it says", d.ID)
+		}
+	}
+	// One node alone against itself: nothing differs.
+	same := Compare([]*Input{load(t, filepath.Join(checkDir, "server.json")), load(t, filepath.Join(checkDir, "server.json"))})
+	if same.Differs || len(same.Nodes.Status)+len(same.Nodes.Values) != 0 {
+		t.Errorf("a document against itself differs: %+v", same.Nodes)
+	}
+	if same.Inputs[0].Label == same.Inputs[1].Label {
+		t.Errorf("labels not unique: %s", same.Inputs[0].Label)
+	}
+}
+
+// TestRecordingsNoisyNeighbour: the scenario with its two CPU hogs against
+// the same job alone (both recorded by gpufeed demo): GPU busy lower and
+// the launch thread's wait for a CPU higher, both beyond the noise; the
+// same job alone twice differs only inside it.
+func TestRecordingsNoisyNeighbour(t *testing.T) {
+	alone, noisy, alone2 := load(t, filepath.Join(runDir, "alone.gpufeed")), load(t, filepath.Join(runDir, "noisy.gpufeed")), load(t, filepath.Join(runDir, "alone2.gpufeed"))
+	r := Compare([]*Input{alone, noisy})
+	moves := map[string]Move{}
+	for _, m := range r.Runs.Moves {
+		moves[m.Key] = m
+	}
+	if m := moves["gpu_busy"]; !m.Outside || m.Worse != 1 || m.Delta > -20 {
+		t.Errorf("GPU busy %+v: want it about 28 points lower beyond the noise", m)
+	}
+	if m := moves["launch_wait"]; !m.Outside || m.Worse != 1 || m.Delta < 40 {
+		t.Errorf("launch thread's wait %+v: want it about 50 points higher beyond the noise", m)
+	}
+	if r.Runs.Straggler != nil {
+		t.Errorf("two runs on one host are a before and after, not nodes: straggler %+v", r.Runs.Straggler)
+	}
+	r = Compare([]*Input{alone, alone2})
+	for _, m := range r.Runs.Moves {
+		if m.Outside || !m.Measured {
+			t.Errorf("%s: %+v: the same scenario twice", m.Key, m)
+		}
+	}
+	if r.Differs {
+		t.Error("the same scenario twice differs")
+	}
+}
+
+// TestNoiseRule: a move is beyond the noise only when larger than the
+// larger run's half p10-p90 spread, and claims nothing when neither run
+// keeps a spread or measured too few intervals.
+func TestNoiseRule(t *testing.T) {
+	m := func(p10, p50, p90 float64, n int) *Metric {
+		return &Metric{Key: "gpu_busy", Name: "GPU busy", Unit: "%", Better: 1, P10: p10, P50: p50, P90: p90, Mean: p50, N: n}
+	}
+	nan := math.NaN()
+	for _, tc := range []struct {
+		name             string
+		a, b             *Metric
+		measured, beyond bool
+		worse            int
+	}{
+		{"apart", m(40, 45, 50, 100), m(10, 15, 20, 100), true, true, 1},
+		{"better", m(10, 15, 20, 100), m(40, 45, 50, 100), true, true, -1},
+		{"within the wider spread", m(40, 45, 50, 100), m(20, 38, 56, 100), true, false, 0},
+		{"exactly the noise", m(40, 45, 50, 100), m(35, 40, 45, 100), true, false, 0},
+		{"too few intervals", m(40, 45, 50, 5), m(10, 15, 20, 5), false, false, 0},
+		{"one spread", m(40, 45, 50, 100), m(nan, 15, nan, 100), true, true, 1},
+		{"no spread", m(nan, 45, nan, 100), m(nan, 15, nan, 100), false, false, 0},
+	} {
+		mv := move(Row{Key: "gpu_busy", Name: "GPU busy", Unit: "%", Metrics: []*Metric{tc.a, tc.b}}, []string{"a", "b"})
+		if mv.Measured != tc.measured || mv.Outside != tc.beyond || mv.Worse != tc.worse {
+			t.Errorf("%s: %+v: want measured %v, beyond %v, worse %d", tc.name, mv, tc.measured, tc.beyond, tc.worse)
+		}
+	}
+}
+
+// TestStraggler: among nodes, the one whose GPU is busy the least beyond
+// the noise; none when they are all within it.
+func TestStraggler(t *testing.T) {
+	run := func(host string, p50 float64) *Input {
+		return &Input{File: host + ".json", Host: host, Kind: KindReport, Run: &Run{Comm: "python3", Verdict: "gpu-bound",
+			Metrics: []*Metric{{Key: "gpu_busy", Name: "GPU busy", Unit: "%", Better: 1, P10: p50 - 3, P50: p50, P90: p50 + 3, Mean: p50, N: 60}}}}
+	}
+	r := Compare([]*Input{run("node-a", 92), run("node-b", 90), run("node-c", 61), run("node-d", 91)})
+	s := r.Runs.Straggler
+	if s == nil || s.Label != "node-c" || s.Others != 91 || math.Abs(s.Slowdown-91.0/61) > 1e-9 {
+		t.Fatalf("straggler %+v: want node-c, 61 %% against 91 %%", s)
+	}
+	r = Compare([]*Input{run("node-a", 92), run("node-b", 90), run("node-c", 88)})
+	if r.Runs.Straggler != nil || !strings.HasPrefix(r.Runs.StragglerNote, "no straggler") {
+		t.Errorf("straggler %+v (%s) among nodes within their spread", r.Runs.Straggler, r.Runs.StragglerNote)
+	}
+}
+
+// TestDeathsFromKernelLines: OOM kills and segfaults in a report's kernel
+// lines (as the kernel writes them), ordered across nodes; two deaths
+// closer than the clocks tell are not ordered.
+func TestDeathsFromKernelLines(t *testing.T) {
+	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	a := deaths([]timeline.Event{
+		{T: int64(2 * time.Second), Kind: timeline.EventKernelLog, Text: "oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),cpuset=/,mems_allowed=0,oom_memcg=/slurm/uid_1000/job_42,task_memcg=/slurm/uid_1000/job_42/step_0,task=python3,pid=4242,uid=1000"},
+		{T: int64(2 * time.Second), Kind: timeline.EventKernelLog, Text: "Memory cgroup out of memory: Killed process 4242 (python3) total-vm:75672kB, anon-rss:65536kB, file-rss:0kB, shmem-rss:0kB, UID:1000 pgtables:180kB oom_score_adj:0"},
+	}, t0, time.Second, map[int]string{4242: "rank 3"})
+	b := deaths([]timeline.Event{
+		{T: int64(5 * time.Second), Kind: timeline.EventKernelLog, Text: "python3[5151]: segfault at 0 ip 00007f1c2a8b1d3e sp 00007ffd6f1e8a50 error 4 in libc.so.6[7f1c2a830000+155000] likely on CPU 1 (core 1, socket 0)"},
+	}, t0, time.Second, nil)
+	if len(a) != 1 || a[0].Cause != "oom-kill" || a[0].Member != "rank 3" || a[0].Where != "memory cgroup /slurm/uid_1000/job_42" {
+		t.Fatalf("OOM kill read as %+v", a)
+	}
+	if len(b) != 1 || b[0].Cause != "segfault" || b[0].Where != "in libc.so.6" {
+		t.Fatalf("segfault read as %+v", b)
+	}
+	runA := &Input{File: "a.json", Host: "node-a", Kind: KindReport, Run: &Run{Deaths: a}}
+	runB := &Input{File: "b.json", Host: "node-b", Kind: KindReport, Run: &Run{Deaths: b}}
+	r := Compare([]*Input{runB, runA})
+	if f := r.First; f == nil || f.Death.Label != "node-a" || f.Next == nil || f.Next.Label != "node-b" || f.Gap != 3*time.Second || !f.Sure {
+		t.Fatalf("first death %+v", r.First)
+	}
+	b[0].At = a[0].At.Add(500 * time.Millisecond)
+	r = Compare([]*Input{runB, runA})
+	if r.First.Sure {
+		t.Errorf("deaths 0.5 s apart with clocks read to the second are ordered: %+v", r.First)
+	}
+}
+
+// TestLoadRejects: what is not a gpufeed document is an error naming the
+// file and the place.
+func TestLoadRejects(t *testing.T) {
+	for _, tc := range []struct{ doc, want string }{
+		{"", "x.json: empty file"},
+		{"{\n  \"tool\": gpufeed\n}", "x.json: line 2, column 11: invalid character 'g'"},
+		{`{"tool": "gpufeed", "schema_version": 2, "command": "diagnose", "window": {"started": "yesterday"}}`, "window.started \"yesterday\""},
+		{`{"tool": "gpufeed", "schema_version": 2, "command": "check", "results": [{"id": "a", "status": "ok"}, {"id": "a", "status": "ok"}]}`, "results[1]: id \"a\" repeated"},
+		{`{"tool": "gpufeed", "schema_version": 2, "command": "diagnose", "gpus": [{"util_p50_percent": "high"}]}`, "field gpus.util_p50_percent"},
+	} {
+		_, err := Load("x.json", bytes.NewReader([]byte(tc.doc)))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%.40q: error %v, want %q", tc.doc, err, tc.want)
+		}
+	}
+}

@@ -1,0 +1,611 @@
+// Package compare sets node reports side by side and runs of one job before
+// and after a change (gpufeed compare): what differs between the nodes'
+// platform checks, which node is the straggler, which member died first and
+// where across the nodes' kernel logs, and what moved between two runs, by
+// how much, against the noise measured within each run.
+//
+// It reads what gpufeed itself wrote: `gpufeed check -o json` documents,
+// `gpufeed diagnose|report|demo -o json` documents (the contract of the
+// JSON documentation) and recordings (--record). It decides; internal/render
+// writes the result.
+package compare
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"regexp"
+	"strconv"
+	"time"
+
+	"github.com/gpufeed/gpufeed/internal/derive"
+	"github.com/gpufeed/gpufeed/internal/judge"
+	"github.com/gpufeed/gpufeed/internal/kernlog"
+	"github.com/gpufeed/gpufeed/internal/safetext"
+	"github.com/gpufeed/gpufeed/internal/timeline"
+)
+
+// Kind is what an input file holds.
+type Kind string
+
+// The kinds of input.
+const (
+	// KindCheck is a `gpufeed check -o json` document: one node's platform.
+	KindCheck Kind = "check"
+	// KindReport is a diagnose, report, demo or agent JSON document: one
+	// run, with the percentiles the document keeps.
+	KindReport Kind = "report"
+	// KindRecording is a recording (--record): one run, every interval.
+	KindRecording Kind = "recording"
+)
+
+// Input is one file given to compare.
+type Input struct {
+	// File is the name the file was given by.
+	File string `json:"file"`
+	// Label names the input in the comparison: its host when the host names
+	// each input once, else the file's base name (set by Compare).
+	Label string `json:"label"`
+	Kind  Kind   `json:"kind"`
+	// Host is the host the document describes; "" when it does not say.
+	Host string `json:"host"`
+
+	Check *CheckDoc `json:"-"`
+	Run   *Run      `json:"-"`
+	// Warnings are what the reader could not use (a truncated recording).
+	Warnings []string `json:"-"`
+}
+
+// CheckDoc is what compare reads of a check document.
+type CheckDoc struct {
+	PID     *int
+	Results []CheckResult
+}
+
+// CheckResult is one platform check's result on one node.
+type CheckResult struct {
+	ID, Check, Status, Severity, Subject, Claim, Decision string
+}
+
+// Run is one observed run of a job: its verdict and the quantities compare
+// sets side by side.
+type Run struct {
+	// Started is the wall clock at the first sample; Resolution how finely
+	// the input gives it (a JSON report writes whole seconds).
+	Started    time.Time
+	Resolution time.Duration
+	Duration   time.Duration
+	Intervals  int
+	// Target names the observed job: its root's pid and command name.
+	PID  int
+	Comm string
+	// Verdict is the verdict's class ("" when no rules ran); Findings the
+	// finding ids, the verdict's first.
+	Verdict    string
+	Confidence int
+	Findings   []string
+	Metrics    []*Metric
+	Deaths     []Death
+	// PerInterval says the metrics carry every interval's value (a
+	// recording); a JSON report keeps percentiles only.
+	PerInterval bool
+}
+
+// Metric is one quantity of a run, over the window's intervals.
+type Metric struct {
+	Key  string `json:"key"`
+	Name string `json:"name"`
+	Unit string `json:"unit"`
+	// Better is +1 when more is better (GPU busy), -1 when less is (time
+	// waiting for a CPU), 0 when neither.
+	Better int `json:"-"`
+	// P10, P50, P90 and Mean of the per-interval values; NaN when the input
+	// does not hold it.
+	P10, P50, P90, Mean float64
+	// N is the number of intervals measured.
+	N int
+	// Of names whose quantity it is ("python3 (tid 4242)").
+	Of string
+}
+
+// Death is one member of a job that died, as a kernel log told it.
+type Death struct {
+	// Label is the input (the node) whose kernel log told it.
+	Label string
+	At    time.Time
+	// Resolution is how finely At is known.
+	Resolution time.Duration
+	PID        int
+	Comm       string
+	// Member names it in its job ("rank 2", "local rank 1"): its RANK (or
+	// SLURM_PROCID), or the rank told by elimination; "" when not known.
+	Member string
+	// Cause is the kernel log's kind: oom-kill, segfault, trap.
+	Cause string
+	// Where says where it died: the mapped object of a fault, the memory
+	// cgroup of an OOM kill.
+	Where string
+	// Line is the kernel's line, capped (text from outside).
+	Line string
+}
+
+const maxDocBytes = 256 << 20
+
+// Load reads one input: a recording (a gzip stream) or a JSON document of
+// gpufeed check, diagnose, report, demo or the agent's /report.
+func Load(name string, r io.Reader) (*Input, error) {
+	br := bufio.NewReader(r)
+	magic, _ := br.Peek(2)
+	if len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
+		tl, warnings, err := timeline.Decode(br, name)
+		if err != nil {
+			return nil, err
+		}
+		in := FromTimeline(name, tl)
+		in.Warnings = warnings
+		return in, nil
+	}
+	b, err := io.ReadAll(io.LimitReader(br, maxDocBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	if len(b) > maxDocBytes {
+		return nil, fmt.Errorf("%s: larger than %d MiB: not a gpufeed document", name, maxDocBytes>>20)
+	}
+	return parseDocument(name, b)
+}
+
+// header is the part of every gpufeed JSON document that says what it is.
+type header struct {
+	SchemaVersion *int    `json:"schema_version"`
+	Command       string  `json:"command"`
+	Tool          string  `json:"tool"`
+	Hostname      *string `json:"hostname"`
+}
+
+// SchemaVersion is the JSON contract's version compare reads.
+const SchemaVersion = 2
+
+func parseDocument(name string, b []byte) (*Input, error) {
+	if len(bytes.TrimSpace(b)) == 0 {
+		return nil, fmt.Errorf("%s: empty file: expected a gpufeed JSON document or recording", name)
+	}
+	var h header
+	if err := json.Unmarshal(b, &h); err != nil {
+		return nil, fmt.Errorf("%s: %s: expected a gpufeed JSON document (gpufeed check/diagnose/report -o json) or a recording", name, jsonErr(b, err))
+	}
+	if h.Tool != "gpufeed" || h.SchemaVersion == nil {
+		return nil, fmt.Errorf("%s: a JSON document, but not one gpufeed wrote (no \"tool\": \"gpufeed\" and \"schema_version\")", name)
+	}
+	if *h.SchemaVersion != SchemaVersion {
+		return nil, fmt.Errorf("%s: schema version %d; this gpufeed reads version %d", name, *h.SchemaVersion, SchemaVersion)
+	}
+	in := &Input{File: name}
+	if h.Hostname != nil {
+		in.Host = *h.Hostname
+	}
+	switch h.Command {
+	case "check":
+		in.Kind = KindCheck
+		doc, err := parseCheck(b)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %s", name, jsonErr(b, err))
+		}
+		in.Check = doc
+	case "diagnose", "report", "demo", "agent":
+		in.Kind = KindReport
+		run, err := parseReport(b)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %s", name, jsonErr(b, err))
+		}
+		in.Run = run
+	case "trace":
+		return nil, fmt.Errorf("%s: a trace report: compare reads check and diagnose/report documents and recordings (gpufeed trace compares the ranks of one trace directory itself)", name)
+	default:
+		return nil, fmt.Errorf("%s: command %q: expected a check, diagnose, report, demo or agent document", name, safetext.Cap(h.Command, 40))
+	}
+	return in, nil
+}
+
+// jsonErr says where in b a decoding error is: line and column.
+func jsonErr(b []byte, err error) string {
+	var off int64 = -1
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &se):
+		off = se.Offset
+	case errors.As(err, &te):
+		off = te.Offset
+		if te.Field != "" {
+			err = fmt.Errorf("field %s: expected %s, found %s", te.Field, te.Type, te.Value)
+		}
+	}
+	if off < 0 || off > int64(len(b)) {
+		return err.Error()
+	}
+	if se != nil && off > 0 {
+		off-- // the offending byte is the last one read
+	}
+	line := 1 + bytes.Count(b[:off], []byte{'\n'})
+	col := off - int64(bytes.LastIndexByte(b[:off], '\n'))
+	return fmt.Sprintf("line %d, column %d: %v", line, col, err)
+}
+
+type checkJSON struct {
+	PID     *int `json:"pid"`
+	Results []struct {
+		ID       string `json:"id"`
+		Check    string `json:"check"`
+		Status   string `json:"status"`
+		Severity string `json:"severity"`
+		Subject  string `json:"subject"`
+		Claim    string `json:"claim"`
+		Decision string `json:"decision"`
+	} `json:"results"`
+}
+
+func parseCheck(b []byte) (*CheckDoc, error) {
+	var c checkJSON
+	if err := json.Unmarshal(b, &c); err != nil {
+		return nil, err
+	}
+	if c.Results == nil {
+		return nil, errors.New("no \"results\": not a complete check document")
+	}
+	doc := &CheckDoc{PID: c.PID}
+	seen := map[string]bool{}
+	for i, r := range c.Results {
+		if r.ID == "" || r.Status == "" {
+			return nil, fmt.Errorf("results[%d]: no id or status", i)
+		}
+		if seen[r.ID] {
+			return nil, fmt.Errorf("results[%d]: id %q repeated", i, safetext.Cap(r.ID, 60))
+		}
+		seen[r.ID] = true
+		doc.Results = append(doc.Results, CheckResult{ID: r.ID, Check: r.Check, Status: r.Status, Severity: r.Severity,
+			Subject: r.Subject, Claim: r.Claim, Decision: r.Decision})
+	}
+	return doc, nil
+}
+
+// stat is the contract's per-interval statistic.
+type stat struct {
+	P50     *float64 `json:"p50"`
+	P95     *float64 `json:"p95"`
+	Samples int      `json:"samples"`
+}
+
+type reportJSON struct {
+	Verdict *struct {
+		Class      string `json:"class"`
+		Confidence int    `json:"confidence_percent"`
+	} `json:"verdict"`
+	Findings []struct {
+		ID      string `json:"id"`
+		Subject string `json:"subject"`
+	} `json:"findings"`
+	Target struct {
+		PID  int    `json:"pid"`
+		Comm string `json:"comm"`
+	} `json:"target"`
+	Window struct {
+		Started    string `json:"started"`
+		DurationNS int64  `json:"duration_ns"`
+		Samples    int    `json:"samples"`
+	} `json:"window"`
+	Processes []struct {
+		PID     int    `json:"pid"`
+		Comm    string `json:"comm"`
+		Role    string `json:"role"`
+		Rank    string `json:"rank"`
+		CPU     stat   `json:"cpu_percent"`
+		Threads []struct {
+			TID     int      `json:"tid"`
+			Comm    string   `json:"comm"`
+			Role    string   `json:"role"`
+			CPU     stat     `json:"cpu_percent"`
+			Wait    *float64 `json:"runqueue_wait_percent"`
+			WaitP95 *float64 `json:"runqueue_wait_p95_percent"`
+		} `json:"threads"`
+	} `json:"processes"`
+	Host *struct {
+		Busy stat `json:"busy_percent"`
+	} `json:"host"`
+	GPUs []struct {
+		Index   int      `json:"index"`
+		P10     *float64 `json:"util_p10_percent"`
+		P50     *float64 `json:"util_p50_percent"`
+		P90     *float64 `json:"util_p90_percent"`
+		Mean    *float64 `json:"util_mean_percent"`
+		Samples int      `json:"util_samples"`
+	} `json:"gpus"`
+	Events []struct {
+		AtNS int64  `json:"at_ns"`
+		Kind string `json:"kind"`
+		PID  int    `json:"pid"`
+		Text string `json:"text"`
+	} `json:"events"`
+}
+
+func val(p *float64) float64 {
+	if p == nil {
+		return math.NaN()
+	}
+	return *p
+}
+
+func parseReport(b []byte) (*Run, error) {
+	var r reportJSON
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, err
+	}
+	run := &Run{PID: r.Target.PID, Comm: r.Target.Comm, Duration: time.Duration(r.Window.DurationNS),
+		Intervals: max(0, r.Window.Samples-1)}
+	if r.Window.Started != "" {
+		t, err := time.Parse(time.RFC3339Nano, r.Window.Started)
+		if err != nil {
+			return nil, fmt.Errorf("window.started %q: expected an RFC 3339 time", safetext.Cap(r.Window.Started, 40))
+		}
+		run.Started, run.Resolution = t, resolution(r.Window.Started, t)
+	}
+	if r.Verdict != nil {
+		run.Verdict, run.Confidence = r.Verdict.Class, r.Verdict.Confidence
+	}
+	for _, f := range r.Findings {
+		run.Findings = append(run.Findings, f.ID)
+	}
+	// GPU busy: the devices' utilisation, with the spread the document
+	// keeps (p10 and p90 of the per-interval values). With several GPUs,
+	// the mean of each statistic over the devices (the job's view of them).
+	if n := len(r.GPUs); n > 0 {
+		m := &Metric{Key: "gpu_busy", Name: "GPU busy", Unit: "%", Better: +1, Of: gpuOf(n)}
+		var p10, p50, p90, mean float64
+		for _, g := range r.GPUs {
+			p10, p50, p90, mean = p10+val(g.P10), p50+val(g.P50), p90+val(g.P90), mean+val(g.Mean)
+			if m.N == 0 || g.Samples < m.N {
+				m.N = g.Samples
+			}
+		}
+		k := float64(n)
+		m.P10, m.P50, m.P90, m.Mean = p10/k, p50/k, p90/k, mean/k
+		if m.N > 0 && !math.IsNaN(m.P50) {
+			run.Metrics = append(run.Metrics, m)
+		}
+	}
+	// The launch thread is not marked in a report: the busiest main or
+	// autograd thread of the job stands for it (PyTorch launches from
+	// them), as the judge's own first choice does when no thread was seen
+	// on the device.
+	type th struct {
+		comm          string
+		tid           int
+		cpu           stat
+		wait, waitP95 *float64
+	}
+	var best *th
+	var job *Metric
+	for _, p := range r.Processes {
+		if p.PID == r.Target.PID && p.CPU.P50 != nil {
+			job = &Metric{Key: "job_cpu", Name: "job's root process CPU", Unit: "% of a core", P10: math.NaN(), P50: *p.CPU.P50,
+				P90: math.NaN(), Mean: math.NaN(), N: p.CPU.Samples, Of: fmt.Sprintf("%s (pid %d)", p.Comm, p.PID)}
+		}
+		for _, t := range p.Threads {
+			if (t.Role != "main" && t.Role != "autograd") || t.CPU.P50 == nil {
+				continue
+			}
+			if best == nil || *t.CPU.P50+val(t.Wait) > *best.cpu.P50+val(best.wait) {
+				best = &th{comm: t.Comm, tid: t.TID, cpu: t.CPU, wait: t.Wait, waitP95: t.WaitP95}
+			}
+		}
+	}
+	if best != nil {
+		of := fmt.Sprintf("%s (tid %d)", best.comm, best.tid)
+		run.Metrics = append(run.Metrics, &Metric{Key: "launch_cpu", Name: "launch thread on a CPU", Unit: "% of a core",
+			P10: math.NaN(), P50: *best.cpu.P50, P90: math.NaN(), Mean: math.NaN(), N: best.cpu.Samples, Of: of})
+		if best.wait != nil {
+			run.Metrics = append(run.Metrics, &Metric{Key: "launch_wait", Name: "launch thread waiting for a CPU", Unit: "%", Better: -1,
+				P10: math.NaN(), P50: math.NaN(), P90: math.NaN(), Mean: *best.wait, N: best.cpu.Samples, Of: of})
+		}
+	}
+	if job != nil {
+		run.Metrics = append(run.Metrics, job)
+	}
+	if r.Host != nil && r.Host.Busy.P50 != nil {
+		run.Metrics = append(run.Metrics, &Metric{Key: "host_busy", Name: "host CPUs busy", Unit: "%", P10: math.NaN(),
+			P50: *r.Host.Busy.P50, P90: math.NaN(), Mean: math.NaN(), N: r.Host.Busy.Samples, Of: "all CPUs"})
+	}
+	ranks := map[int]string{}
+	for _, p := range r.Processes {
+		if p.Rank != "" {
+			ranks[p.PID] = "rank " + p.Rank
+		}
+	}
+	// A member that died before the window is not among the processes: the
+	// member-died finding's subject names it as the judge matched it
+	// ("rank 2 (pid 4242)").
+	for _, f := range r.Findings {
+		if f.ID != "member-died" {
+			continue
+		}
+		if m := memberSubject.FindStringSubmatch(f.Subject); m != nil {
+			if pid, err := strconv.Atoi(m[2]); err == nil && ranks[pid] == "" {
+				ranks[pid] = m[1]
+			}
+		}
+	}
+	var evs []timeline.Event
+	for _, e := range r.Events {
+		if e.Kind == timeline.EventKernelLog {
+			evs = append(evs, timeline.Event{T: e.AtNS, Kind: e.Kind, PID: e.PID, Text: e.Text})
+		}
+	}
+	run.Deaths = deaths(evs, run.Started, run.Resolution, ranks)
+	return run, nil
+}
+
+// memberSubject is how the judge names a member it matched to a rank.
+var memberSubject = regexp.MustCompile(`^((?:local )?rank \d+) \(pid (\d+)\)`)
+
+// resolution is how finely an RFC 3339 text gives its time: whole seconds
+// unless it has a fraction.
+func resolution(s string, t time.Time) time.Duration {
+	if i := bytes.IndexByte([]byte(s), '.'); i >= 0 {
+		digits := 0
+		for _, c := range s[i+1:] {
+			if c < '0' || c > '9' {
+				break
+			}
+			digits++
+		}
+		d := time.Second
+		for ; digits > 0 && d > time.Nanosecond; digits-- {
+			d /= 10
+		}
+		return d
+	}
+	_ = t
+	return time.Second
+}
+
+func gpuOf(n int) string {
+	if n == 1 {
+		return "the job's GPU"
+	}
+	return fmt.Sprintf("mean of the job's %d GPUs", n)
+}
+
+// FromTimeline judges a recording as gpufeed report does and keeps every
+// interval's value of the quantities compare sets side by side.
+func FromTimeline(name string, tl *timeline.Timeline) *Input {
+	v := derive.New(tl)
+	verdict, findings := judge.Judge(tl, v)
+	in := judge.NewInput(tl, v)
+	run := &Run{Started: tl.Meta.Started, Resolution: time.Microsecond, Intervals: len(v.Intervals),
+		PID: tl.Meta.Target.PID, PerInterval: true}
+	if p := v.Target(); p != nil && p.Info != nil {
+		run.Comm = p.Info.Comm
+	}
+	if len(tl.Ticks) > 1 {
+		run.Duration = time.Duration(tl.Ticks[len(tl.Ticks)-1].T - tl.Ticks[0].T)
+	}
+	if verdict != nil {
+		run.Verdict, run.Confidence = string(verdict.Class), int(math.Round(verdict.Confidence*100))
+	}
+	for _, f := range findings {
+		run.Findings = append(run.Findings, f.ID)
+	}
+	add := func(key, name, unit string, better int, of string, s derive.Series) {
+		st := s.Stats()
+		if st.N == 0 {
+			return
+		}
+		run.Metrics = append(run.Metrics, &Metric{Key: key, Name: name, Unit: unit, Better: better,
+			P10: st.P10, P50: st.P50, P90: st.P90, Mean: st.Mean, N: st.N, Of: of})
+	}
+	if len(in.Job.Devices) > 0 {
+		add("gpu_busy", "GPU busy", "%", +1, gpuOf(len(in.Job.Devices)), in.Job.GPUUtil)
+	}
+	if l := in.Job.Launch; l != nil {
+		of := fmt.Sprintf("%s (tid %d)", l.T.Comm, l.T.Key.TID)
+		add("launch_cpu", "launch thread on a CPU", "% of a core", 0, of, l.T.CPUPct)
+		add("launch_wait", "launch thread waiting for a CPU", "%", -1, of, l.T.WaitPct)
+	}
+	if p := v.Target(); p != nil {
+		add("job_cpu", "job's root process CPU", "% of a core", 0, fmt.Sprintf("%s (pid %d)", p.Info.Comm, p.Key.PID), p.CPUPct)
+	}
+	if v.Host != nil {
+		add("host_busy", "host CPUs busy", "%", 0, "all CPUs", v.Host.BusyPct)
+	}
+	run.Deaths = recordedDeaths(in, run.Resolution)
+	return &Input{File: name, Kind: KindRecording, Host: tl.Meta.Hostname, Run: run}
+}
+
+// deaths reads the members' deaths from a run's kernel log lines: OOM
+// kills, segfaults and fatal traps, each at its wall time.
+func deaths(evs []timeline.Event, started time.Time, res time.Duration, ranks map[int]string) []Death {
+	var out []Death
+	for _, ev := range kernlog.FromTimeline(evs, started) {
+		d := Death{At: ev.Wall, Resolution: res, PID: ev.PID, Comm: ev.Comm, Member: ranks[ev.PID], Cause: string(ev.Kind),
+			Line: safetext.Cap(ev.Raw, 200)}
+		switch ev.Kind {
+		case kernlog.OOMKill:
+			if ev.TaskMemCG != "" {
+				d.Where = "memory cgroup " + ev.TaskMemCG
+			}
+		case kernlog.Segfault, kernlog.Trap:
+			if ev.Object != "" {
+				d.Where = "in " + ev.Object
+			}
+		default:
+			continue
+		}
+		out = append(out, d)
+	}
+	// The OOM kill line does not name the cgroup; the summary line before
+	// it does.
+	for _, k := range kernlog.Kills(kernlog.FromTimeline(evs, started)) {
+		for i := range out {
+			if out[i].Cause == string(kernlog.OOMKill) && out[i].PID == k.PID && out[i].Where == "" {
+				switch {
+				case k.MemCG != "" && k.LimitBytes > 0:
+					out[i].Where = fmt.Sprintf("memory cgroup %s at its limit", k.MemCG)
+				case k.MemCG != "":
+					out[i].Where = "memory cgroup " + k.MemCG
+				case k.Constraint == "CONSTRAINT_NONE":
+					out[i].Where = "the whole machine out of memory"
+				}
+			}
+		}
+	}
+	return out
+}
+
+// recordedDeaths are the judge's own deaths of a recorded run: the members
+// the kernel killed or that crashed, tied to the job by pid or by its
+// memory cgroup, with the rank told by elimination for one that died
+// before it was sampled.
+func recordedDeaths(in *judge.Input, res time.Duration) []Death {
+	var out []Death
+	for _, fd := range in.Frozen.Deaths {
+		if fd.When.IsZero() || (fd.Kill == nil && fd.Crash == nil) {
+			continue // only the sampler saw it go: no kernel time
+		}
+		d := Death{At: fd.When, Resolution: res, PID: fd.PID, Cause: fd.Cause}
+		if fd.Match != nil {
+			d.Member = fd.Match.Name()
+		} else if p := in.View.ProcByPID(fd.PID); p != nil && p.Rank() != "" {
+			d.Member = "rank " + p.Rank()
+		}
+		switch {
+		case fd.Kill != nil:
+			k := fd.Kill
+			d.Comm = k.Comm
+			switch {
+			case k.MemCG != "" && k.LimitBytes > 0:
+				d.Where = fmt.Sprintf("memory cgroup %s at its limit", k.MemCG)
+			case k.MemCG != "":
+				d.Where = "memory cgroup " + k.MemCG
+			case k.Constraint == "CONSTRAINT_NONE":
+				d.Where = "the whole machine out of memory"
+			}
+			for _, l := range k.Lines {
+				if ev, ok := kernlog.ParseMessage(l); ok && ev.Kind == kernlog.OOMKill {
+					d.Line = safetext.Cap(l, 200)
+				}
+			}
+		case fd.Crash != nil:
+			d.Comm = fd.Crash.Comm
+			if fd.Crash.Object != "" {
+				d.Where = "in " + fd.Crash.Object
+			}
+			d.Line = safetext.Cap(fd.Crash.Raw, 200)
+		}
+		out = append(out, d)
+	}
+	return out
+}
