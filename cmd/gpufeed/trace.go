@@ -84,7 +84,7 @@ only when nothing could be read.`,
 					continue
 				}
 				for _, t := range traces {
-					r := tracejudge.Analyze(t, tracejudge.Options{IncludeLastStep: lastStep, KeepGaps: perfetto != ""})
+					r := tracejudge.Analyze(t, tracejudge.Options{IncludeLastStep: lastStep, KeepGaps: perfetto != "" || format == render.FormatHTML})
 					res.Reports = append(res.Reports, r)
 					if perfetto != "" {
 						// The timeline needs each trace and its gaps kept until

@@ -81,7 +81,10 @@ func Rules() []Rule {
 // Judge runs every rule over a timeline and classifies: the verdict and all
 // findings (the verdict's own first).
 func Judge(tl *timeline.Timeline, a *derive.View) (*finding.Verdict, []finding.Finding) {
-	in := NewInput(tl, a)
+	return judgeInput(NewInput(tl, a))
+}
+
+func judgeInput(in *Input) (*finding.Verdict, []finding.Finding) {
 	var fs []finding.Finding
 	for _, r := range Rules() {
 		fs = append(fs, r.Run(in)...)
