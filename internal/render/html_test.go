@@ -122,8 +122,8 @@ func TestHTMLEscapesNamesFromOutside(t *testing.T) {
 	page := htmlOf(t, rep)
 	assertInert(t, page)
 	for _, want := range []string{
-		`&lt;script&gt;alert(&#34;comm&#34;)&lt;/script&gt;&#39;&#34;&amp;`, // the name, in the title and tables
-		`&#34;&gt;&lt;img src=x onerror=alert(1)&gt;`,                       // the command line
+		`&lt;script&gt;alert(&#34;comm&#34;)&lt;/script&gt;&#39;&#34;&amp;`,   // the name, in the title and tables
+		`&#34;&gt;&lt;img src=x onerror=alert(1)&gt;`,                         // the command line
 		`&lt;/script&gt;&lt;script&gt;alert(&#39;kernel&#39;)&lt;/script&gt;`, // the kernel line
 	} {
 		if !strings.Contains(page, want) {
