@@ -46,7 +46,7 @@ at the end of the report and the others are reported; the exit status is 2
 only when nothing could be read.`,
 		Args: wrapArgs(cobra.MinimumNArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			format, err := out.parse()
+			format, err := out.parseFor("trace")
 			if err != nil {
 				return err
 			}

@@ -57,6 +57,8 @@ type Options struct {
 	Warn         func(string)
 	// Tool names gpufeed and its version in the timeline.
 	Tool string
+	// Tap is as in Observation.
+	Tap func(next sample.Recorder) sample.Recorder
 }
 
 // Result is what one diagnose run produced.
@@ -190,7 +192,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		}
 		return nil, err
 	}
-	obs := Observation{GPU: src, Record: o.Record, Progress: o.Progress, ProgressDone: o.ProgressDone, Warn: o.Warn,
+	obs := Observation{GPU: src, Record: o.Record, Progress: o.Progress, ProgressDone: o.ProgressDone, Warn: o.Warn, Tap: o.Tap,
 		EndOfWindow: EndOfWindow{FS: fsys, Kmsg: o.Kmsg, PyStacks: o.PyStacks, PySpy: o.PySpy}}
 	if o.PyStacks {
 		obs.PySamples, obs.PySamplesRoot = &pystack.Sampler{FS: fsys, Rate: o.PyRate}, cfg.PID

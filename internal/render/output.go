@@ -45,10 +45,11 @@ var formats = map[Format]Renderer{
 	FormatJSON:     jsonRenderer{},
 	FormatPerfetto: perfettoRenderer{},
 	FormatHTML:     htmlRenderer{},
+	FormatJSONL:    jsonlRenderer{},
 }
 
 // formatOrder is the order formats are listed in.
-var formatOrder = []Format{FormatText, FormatJSON, FormatHTML}
+var formatOrder = []Format{FormatText, FormatJSON, FormatHTML, FormatJSONL}
 
 // Formats lists the format names.
 func Formats() []string {
