@@ -150,6 +150,11 @@ func runTop(cmd *cobra.Command, o topOpts, args []string) error {
 		}
 		cancel()
 		<-done
+		// The full-screen view is gone: what it last showed stays in the
+		// terminal's scrollback, on one line.
+		if m.frame.Verdict != nil {
+			fmt.Fprintln(os.Stderr, "gpufeed top: last: "+safetext.CleanLine(plainLine(m.frame)))
+		}
 	}
 	var start *diagnose.StartError
 	switch {
