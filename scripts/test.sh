@@ -88,6 +88,24 @@ else
 	fi
 fi
 
+# The HTML report is rendered by a real browser (headless Chromium) and the
+# live view (gpufeed top) is driven in a real terminal (tmux): Debian's
+# chromium and tmux, installed when missing. Where both are present the
+# tests are required to run (GPUFEED_REQUIRE_BROWSER, GPUFEED_REQUIRE_TMUX);
+# where one cannot be had, its test skips and says why.
+step "chromium, tmux"
+sudo=""
+[ "$(id -u)" = 0 ] || sudo="sudo -n"
+for pkg in chromium tmux; do
+	if ! command -v "$pkg" >/dev/null && command -v apt-get >/dev/null; then
+		pkg_install() { $sudo env DEBIAN_FRONTEND=noninteractive apt-get -qq -o DPkg::Lock::Timeout=300 install -y --no-install-recommends "$pkg" >/dev/null 2>&1; }
+		pkg_install || { $sudo apt-get -qq -o DPkg::Lock::Timeout=300 update >/dev/null 2>&1 && pkg_install; } || true
+	fi
+	if command -v "$pkg" >/dev/null; then echo "$pkg present"; else echo "$pkg could not be installed (apt-get as root or passwordless sudo is needed): its test will skip"; fi
+done
+if command -v chromium >/dev/null; then export GPUFEED_REQUIRE_BROWSER=1; fi
+if command -v tmux >/dev/null; then export GPUFEED_REQUIRE_TMUX=1; fi
+
 step "go build"
 go build -o /dev/null ./cmd/gpufeed
 

@@ -65,7 +65,7 @@ names no process or a kernel thread), 3 when gpufeed could not do its work
 (--device nvml and NVML cannot start).`,
 		Args: wrapArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			format, err := out.parse()
+			format, err := out.parseFor("check")
 			if err != nil {
 				return err
 			}

@@ -15,6 +15,7 @@ import (
 	"github.com/gpufeed/gpufeed/internal/gpu"
 	"github.com/gpufeed/gpufeed/internal/gpu/sim"
 	"github.com/gpufeed/gpufeed/internal/kmsg"
+	"github.com/gpufeed/gpufeed/internal/live"
 	"github.com/gpufeed/gpufeed/internal/procfs"
 	"github.com/gpufeed/gpufeed/internal/render"
 	"github.com/gpufeed/gpufeed/internal/sample"
@@ -63,6 +64,9 @@ when the scenario could not run on this machine.`,
 				return asUsage(err)
 			}
 			if err := checkPerfetto(perfetto); err != nil {
+				return err
+			}
+			if _, err := out.parseFor("demo"); err != nil {
 				return err
 			}
 			if alone && sc.Neighbours == 0 {
@@ -140,12 +144,22 @@ func runDemo(cmd *cobra.Command, sc demo.Scenario, duration, interval time.Durat
 	}
 	obs := diagnose.Observation{GPU: src, Record: record, Warn: func(m string) { warn("%s", m) },
 		EndOfWindow: diagnose.EndOfWindow{FS: fs, Kmsg: kmsg.Reader{Path: kmsg.DefaultPath}}}
-	if isTerminal(os.Stderr) {
+	var stream *live.Stream
+	if format, _ := out.parse(); format == render.FormatJSONL {
+		var win *live.Window
+		obs.Tap, stream, win = jsonlTap(cmd.OutOrStdout(), fs, duration)
+		win.SimPaths = []string{run.Socket}
+	} else if isTerminal(os.Stderr) {
 		obs.Progress, obs.ProgressDone = progress, progressDone
 	}
 	tl, err := diagnose.Observe(ctx, s, obs, nil)
 	if tl == nil {
 		return err
+	}
+	if stream != nil {
+		if err := stream.Flush(); err != nil {
+			return err
+		}
 	}
 	run.Stop()
 	rep := diagnose.Judge(tl, nil)

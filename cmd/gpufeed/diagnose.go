@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -18,7 +19,9 @@ import (
 	"github.com/gpufeed/gpufeed/internal/gpu/nvml"
 	"github.com/gpufeed/gpufeed/internal/judge/thresholds"
 	"github.com/gpufeed/gpufeed/internal/kmsg"
+	"github.com/gpufeed/gpufeed/internal/live"
 	"github.com/gpufeed/gpufeed/internal/procfs"
+	"github.com/gpufeed/gpufeed/internal/render"
 	"github.com/gpufeed/gpufeed/internal/safetext"
 	"github.com/gpufeed/gpufeed/internal/sample"
 )
@@ -127,6 +130,10 @@ func runDiagnose(cmd *cobra.Command, o diagnoseOpts, args []string) error {
 			return err
 		}
 	}
+	format, err := o.out.parseFor("diagnose")
+	if err != nil {
+		return err
+	}
 	if err := diagnose.CheckProfile(fs, o.profile); err != nil {
 		if o.profile == diagnose.ProfileOn {
 			return fmt.Errorf("--profile on: %w", err)
@@ -143,11 +150,16 @@ func runDiagnose(cmd *cobra.Command, o diagnoseOpts, args []string) error {
 	}
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	var stream *live.Stream
+	var win *live.Window
 	opts := diagnose.Options{FS: fs, PID: int(o.pid), Command: args, Interval: o.interval, Duration: o.duration,
 		OpenGPU: func(env map[string]string) (gpu.Source, string, error) {
 			src, name, err := openGPU(o.device, env, fs.Proc)
 			if err != nil {
 				return nil, "", fmt.Errorf("--device %s: %w", o.device, err)
+			}
+			if s, ok := src.(interface{ Path() string }); ok && win != nil {
+				win.SimPaths = []string{s.Path()}
 			}
 			return src, name, nil
 		},
@@ -165,7 +177,9 @@ func runDiagnose(cmd *cobra.Command, o diagnoseOpts, args []string) error {
 			opts.CommandOutput = out
 		}
 	}
-	if isTerminal(os.Stderr) {
+	if format == render.FormatJSONL {
+		opts.Tap, stream, win = jsonlTap(cmd.OutOrStdout(), fs, o.duration)
+	} else if isTerminal(os.Stderr) {
 		opts.Progress, opts.ProgressDone = progress, progressDone
 	}
 	res, err := diagnose.Run(ctx, opts)
@@ -181,6 +195,11 @@ func runDiagnose(cmd *cobra.Command, o diagnoseOpts, args []string) error {
 	case err != nil:
 		return err
 	}
+	if stream != nil {
+		if err := stream.Flush(); err != nil {
+			return err
+		}
+	}
 	if err := writeReport(cmd, "diagnose", res.Report, o.out); err != nil {
 		return err
 	}
@@ -192,6 +211,19 @@ func runDiagnose(cmd *cobra.Command, o diagnoseOpts, args []string) error {
 		return exitCode(res.Command.Wait())
 	}
 	return nil
+}
+
+// jsonlTap is the Tap of a run streamed as JSON lines (-o jsonl): a live
+// window of the last sample.DefaultDuration (the whole run when shorter)
+// judged every second, each interval written to w as a line.
+func jsonlTap(w io.Writer, fs procfs.FS, duration time.Duration) (func(sample.Recorder) sample.Recorder, *live.Stream, *live.Window) {
+	win := live.NewWindow(min(duration, sample.DefaultDuration))
+	win.FS = fs
+	stream := live.NewStream(w, win)
+	return func(next sample.Recorder) sample.Recorder {
+		win.Next = next
+		return win
+	}, stream, win
 }
 
 // MinInterval is the shortest --interval: user and system times advance in

@@ -73,7 +73,7 @@ func humanDuration(d time.Duration) string {
 	return s
 }
 
-// formatValue is -o/--output: text or json, in any case.
+// formatValue is -o/--output: one of render.Formats, in any case.
 type formatValue string
 
 func newFormat(p *string) *formatValue {
@@ -93,7 +93,7 @@ func (f *formatValue) Set(s string) error {
 func (f *formatValue) String() string { return string(*f) }
 func (f *formatValue) Type() string   { return "format" }
 func (f *formatValue) want() string {
-	return "an output format: " + strings.Join(render.Formats(), " or ")
+	return "an output format: " + render.FormatList()
 }
 
 // pidValue is --pid: a positive integer.
@@ -140,7 +140,7 @@ func (c *choiceValue) want() string   { return "one of " + strings.Join(c.choice
 
 // addOutputFlag adds -o/--output to a command.
 func addOutputFlag(f *pflag.FlagSet, p *string) {
-	f.VarP(newFormat(p), "output", "o", "output format: "+strings.Join(render.Formats(), " or "))
+	f.VarP(newFormat(p), "output", "o", "output format: "+render.FormatList())
 }
 
 // addDurationFlag adds a duration flag that takes bare seconds.

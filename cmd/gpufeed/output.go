@@ -27,6 +27,16 @@ func (o *outputFlags) add(cmd *cobra.Command) {
 // parse checks the format before any work is done.
 func (o *outputFlags) parse() (render.Format, error) { return render.ParseFormat(o.format) }
 
+// parseFor is parse for command: JSON lines stream a live run's
+// intervals, so only diagnose and demo write them.
+func (o *outputFlags) parseFor(command string) (render.Format, error) {
+	f, err := o.parse()
+	if err == nil && f == render.FormatJSONL && command != "diagnose" && command != "demo" {
+		return "", usagef("-o jsonl streams a live run's intervals (diagnose, demo): use -o json for %s", command)
+	}
+	return f, err
+}
+
 func (o *outputFlags) options(w io.Writer) render.Options {
 	return render.Options{Verbose: o.verbose, Width: terminalWidth(w)}
 }

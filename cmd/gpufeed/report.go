@@ -23,6 +23,9 @@ A truncated recording (a crash, a full disk) is judged on what it holds, with
 a note saying so.`,
 		Args: wrapArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if _, err := out.parseFor("report"); err != nil {
+				return err
+			}
 			if err := checkPerfetto(perfetto); err != nil {
 				return err
 			}

@@ -46,7 +46,7 @@ at the end of the report and the others are reported; the exit status is 2
 only when nothing could be read.`,
 		Args: wrapArgs(cobra.MinimumNArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			format, err := out.parse()
+			format, err := out.parseFor("trace")
 			if err != nil {
 				return err
 			}
@@ -84,7 +84,7 @@ only when nothing could be read.`,
 					continue
 				}
 				for _, t := range traces {
-					r := tracejudge.Analyze(t, tracejudge.Options{IncludeLastStep: lastStep, KeepGaps: perfetto != ""})
+					r := tracejudge.Analyze(t, tracejudge.Options{IncludeLastStep: lastStep, KeepGaps: perfetto != "" || format == render.FormatHTML})
 					res.Reports = append(res.Reports, r)
 					if perfetto != "" {
 						// The timeline needs each trace and its gaps kept until

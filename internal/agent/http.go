@@ -106,6 +106,8 @@ func (a *Agent) serveReport(w http.ResponseWriter, r *http.Request) {
 	rep.Header = render.NewHeader("agent", a.cfg.Version, a.cfg.Hostname)
 	if format == render.FormatJSON {
 		w.Header().Set("Content-Type", "application/json")
+	} else if format == render.FormatHTML {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	} else {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	}

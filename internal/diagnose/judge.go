@@ -13,6 +13,8 @@ import (
 // gives exactly the live report. notes are added to the report's.
 func Judge(tl *timeline.Timeline, notes []string) *render.Report {
 	v := derive.New(tl)
-	verdict, findings := judge.Judge(tl, v)
-	return render.Build(tl, v, verdict, findings, notes)
+	verdict, findings, series := judge.JudgeSeries(tl, v)
+	r := render.Build(tl, v, verdict, findings, notes)
+	r.Series = series
+	return r
 }

@@ -37,6 +37,11 @@ type Observation struct {
 	// PySamplesRoot over the window (diagnose --py-stacks).
 	PySamples     *pystack.Sampler
 	PySamplesRoot int
+	// Tap, when set, is given the recorder the samples go to (nil when
+	// none) and returns the one the sampler is to use: a live consumer of
+	// the window as it is sampled (diagnose -o jsonl) that passes
+	// everything on.
+	Tap func(next sample.Recorder) sample.Recorder
 }
 
 // Observe runs a prepared sampler for its window (recording it when asked),
@@ -59,6 +64,13 @@ func Observe(ctx context.Context, s *sample.Sampler, o Observation, finish func(
 		}
 		rec = timeline.NewWriter(recFile)
 		s.SetRecorder(rec)
+	}
+	if o.Tap != nil {
+		var next sample.Recorder
+		if rec != nil {
+			next = rec
+		}
+		s.SetRecorder(o.Tap(next))
 	}
 	if o.Progress != nil {
 		s.SetProgress(o.Progress)

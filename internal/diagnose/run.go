@@ -60,6 +60,8 @@ type Options struct {
 	// Profile is the CPU profile's mode: ProfileAuto, ProfileOn or
 	// ProfileOff ("" is off).
 	Profile string
+	// Tap is as in Observation.
+	Tap func(next sample.Recorder) sample.Recorder
 }
 
 // Result is what one diagnose run produced.
@@ -202,7 +204,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		}
 		return nil, fmt.Errorf("--profile on: %w", err)
 	}
-	obs := Observation{GPU: src, Record: o.Record, Progress: o.Progress, ProgressDone: o.ProgressDone, Warn: o.Warn,
+	obs := Observation{GPU: src, Record: o.Record, Progress: o.Progress, ProgressDone: o.ProgressDone, Warn: o.Warn, Tap: o.Tap,
 		EndOfWindow: EndOfWindow{FS: fsys, Kmsg: o.Kmsg, PyStacks: o.PyStacks, PySpy: o.PySpy}, Profile: startProfile}
 	if o.PyStacks {
 		obs.PySamples, obs.PySamplesRoot = &pystack.Sampler{FS: fsys, Rate: o.PyRate}, cfg.PID

@@ -54,6 +54,11 @@ type Attribution struct {
 	// LaunchSaturated counts the measured intervals in which the launch
 	// thread was saturated; LaunchMeasured those where it was read.
 	LaunchSaturated, LaunchMeasured int
+	// Cause is, per interval, the class most of its idle time went to (the
+	// interval Mostly counts); Attributed says which intervals have one
+	// (measured, with some idle time). The timeline renderers shade them.
+	Cause      []finding.Class
+	Attributed []bool
 }
 
 // Top returns the class with the largest share (excluding Unexplained) and
@@ -80,7 +85,8 @@ func (at Attribution) Coverage() float64 {
 func attribute(in *Input) Attribution {
 	j := &in.Job
 	n := len(in.View.Intervals)
-	at := Attribution{Intervals: n, Share: map[finding.Class]float64{}, Mostly: map[finding.Class]int{}}
+	at := Attribution{Intervals: n, Share: map[finding.Class]float64{}, Mostly: map[finding.Class]int{},
+		Cause: make([]finding.Class, n), Attributed: make([]bool, n)}
 	L := j.Launch
 	// The launch thread's sleep mix over the window, from its readings
 	// asleep (D-state ticks are counted per interval below).
@@ -137,6 +143,7 @@ func attribute(in *Input) Attribution {
 		}
 		if idle > 0 {
 			at.Mostly[most]++
+			at.Cause[i], at.Attributed[i] = most, true
 		}
 	}
 	if at.Measured > 0 {

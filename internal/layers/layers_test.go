@@ -34,9 +34,9 @@ var layers = []struct {
 	{"judge", []string{"vocabulary", "derive", "judge"}, []string{
 		"internal/judge", "internal/judge/frozen", "internal/judge/thresholds", "internal/judge/tracejudge", "internal/compare"}},
 	{"render", []string{"vocabulary", "derive", "judge", "render"}, []string{"internal/render"}},
-	{"pipeline", []string{"vocabulary", "sources", "derive", "judge", "render", "pipeline"}, []string{"internal/agent", "internal/diagnose"}},
+	{"pipeline", []string{"vocabulary", "sources", "derive", "judge", "render", "pipeline"}, []string{"internal/agent", "internal/diagnose", "internal/live"}},
 	{"commands", []string{"vocabulary", "sources", "derive", "judge", "render", "pipeline", "commands"}, []string{"cmd/gpufeed", "cmd/gpufeed-agent", "cmd/tracegen", "internal/agentcmd"}},
-	{"testing", []string{"vocabulary", "testing"}, []string{"internal/golden", "internal/clitest", "internal/testjob", "internal/layers"}},
+	{"testing", []string{"vocabulary", "testing"}, []string{"internal/golden", "internal/browsertest", "internal/clitest", "internal/testjob", "internal/layers"}},
 }
 
 // graph lists the module's packages and their direct imports within it

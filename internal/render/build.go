@@ -192,9 +192,6 @@ func buildProcess(p *derive.Proc) Process {
 		}
 		return a.TID < b.TID
 	})
-	if out.Threads == nil {
-		out.Threads = []Thread{}
-	}
 	// Stable partition: the threads worth a line first (busiest first), the
 	// quiet pool threads after them, summarised in text as one line.
 	var front, back []Thread
@@ -211,6 +208,9 @@ func buildProcess(p *derive.Proc) Process {
 		hidden.MaxCPUP95 = math.Max(hidden.MaxCPUP95, deref(t.CPUPercent.P95))
 	}
 	out.Threads = append(front, back...)
+	if out.Threads == nil {
+		out.Threads = []Thread{} // a process with no thread sampled: an empty list, not null
+	}
 	shown := len(front)
 	out.ShownThreads = shown
 	if hidden.Count > 0 {

@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"testing"
+
+	"github.com/gpufeed/gpufeed/internal/derive"
+	"github.com/gpufeed/gpufeed/internal/timeline"
 )
 
 // roundNumbers keeps keys in order, strings as they are (no HTML escapes),
@@ -28,5 +31,36 @@ func TestRoundNumbers(t *testing.T) {
 	}
 	if out.String() != "{\n  \"t_ns\": 333333333,\n  \"z_percent\": 33.333\n}\n" {
 		t.Errorf("writeJSON: %q", out.String())
+	}
+}
+
+// A process seen with no thread sampled (one that exec'd or exited between
+// two ticks, as a shell wrapper does) has "threads": [], never null: the
+// contract's arrays are always arrays.
+func TestProcessWithoutThreadsHasAnEmptyList(t *testing.T) {
+	tl := hostile()
+	pk := timeline.ProcKey{PID: 8, StartTime: 2}
+	tl.Procs[pk] = &timeline.ProcInfo{Key: pk, PPID: 7, Comm: "sh"}
+	v := derive.New(tl)
+	var doc struct {
+		Processes []struct {
+			PID     int             `json:"pid"`
+			Threads json.RawMessage `json:"threads"`
+		} `json:"processes"`
+	}
+	if err := json.Unmarshal(jsonOf(t, Build(tl, v, nil, nil, nil)), &doc); err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, p := range doc.Processes {
+		if p.PID == 8 {
+			found = true
+			if string(p.Threads) != "[]" {
+				t.Errorf("pid 8 threads: %s, want []", p.Threads)
+			}
+		}
+	}
+	if !found {
+		t.Fatal("the thread-less process is not in the report")
 	}
 }

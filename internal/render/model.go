@@ -9,6 +9,7 @@ import (
 	"github.com/gpufeed/gpufeed/internal/derive"
 	"github.com/gpufeed/gpufeed/internal/finding"
 	"github.com/gpufeed/gpufeed/internal/profile"
+	"github.com/gpufeed/gpufeed/internal/judge"
 	"github.com/gpufeed/gpufeed/internal/timeline"
 )
 
@@ -49,6 +50,10 @@ type Report struct {
 	// View is the derived view the report was built from (its timeline
 	// included): the timeline renderers (Perfetto) draw it over time.
 	View *derive.View `json:"-"`
+	// Series is what the verdict was judged from, interval by interval
+	// (nil when no rules ran): the HTML report draws it, with the
+	// intervals each cause took shaded.
+	Series *judge.Series `json:"-"`
 }
 
 // Target is what was observed.

@@ -44,10 +44,12 @@ var formats = map[Format]Renderer{
 	FormatText:     textRenderer{},
 	FormatJSON:     jsonRenderer{},
 	FormatPerfetto: perfettoRenderer{},
+	FormatHTML:     htmlRenderer{},
+	FormatJSONL:    jsonlRenderer{},
 }
 
 // formatOrder is the order formats are listed in.
-var formatOrder = []Format{FormatText, FormatJSON}
+var formatOrder = []Format{FormatText, FormatJSON, FormatHTML, FormatJSONL}
 
 // Formats lists the format names.
 func Formats() []string {
@@ -58,6 +60,15 @@ func Formats() []string {
 	return out
 }
 
+// FormatList names the formats for a message: "text, json or html".
+func FormatList() string {
+	f := Formats()
+	if len(f) < 2 {
+		return strings.Join(f, "")
+	}
+	return strings.Join(f[:len(f)-1], ", ") + " or " + f[len(f)-1]
+}
+
 // ParseFormat reads an -o value; case does not matter ("JSON" is json).
 func ParseFormat(s string) (Format, error) {
 	f := Format(strings.ToLower(strings.TrimSpace(s)))
@@ -65,7 +76,7 @@ func ParseFormat(s string) (Format, error) {
 		return "", fmt.Errorf("-o %q: the Perfetto timeline is a binary file: write it with --perfetto FILE", s)
 	}
 	if _, ok := formats[f]; !ok {
-		return "", fmt.Errorf("-o %q: want %s", s, strings.Join(Formats(), " or "))
+		return "", fmt.Errorf("-o %q: want %s", s, FormatList())
 	}
 	return f, nil
 }
@@ -114,7 +125,7 @@ func (*TraceResult) document() {}
 func Write(w io.Writer, f Format, doc Document, o Options) error {
 	r, ok := formats[f]
 	if !ok {
-		return fmt.Errorf("output format %q: want %s", f, strings.Join(Formats(), " or "))
+		return fmt.Errorf("output format %q: want %s", f, FormatList())
 	}
 	switch d := doc.(type) {
 	case *Report:

@@ -59,7 +59,7 @@ func TestParseFormat(t *testing.T) {
 			t.Errorf("ParseFormat(%q) = %q, %v; want %q", in, got, err, want)
 		}
 	}
-	if _, err := ParseFormat("xml"); err == nil || err.Error() != `-o "xml": want text or json` {
+	if _, err := ParseFormat("xml"); err == nil || err.Error() != `-o "xml": want text, json, html or jsonl` {
 		t.Errorf("ParseFormat(xml): %v", err)
 	}
 }
