@@ -2,7 +2,6 @@ package cudadrv_test
 
 import (
 	"context"
-	"math"
 	"path/filepath"
 	"testing"
 	"time"
