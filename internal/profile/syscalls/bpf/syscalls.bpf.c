@@ -1,0 +1,149 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+//
+// Syscall summary of a set of processes, aggregated in the kernel: per
+// thread and syscall number, the calls, the failed calls and the time
+// between entry and exit (wall clock, as strace -c -w and perf trace -s
+// count it). Raw tracepoints on sys_enter/sys_exit: attached by name, they
+// need no tracefs and no BTF. The processes are the tgids in `pids`; a
+// BTF-typed sched_process_fork program adds each child of a watched
+// process (a DataLoader worker), so the tree is followed as it grows.
+//
+// Regenerate with go generate (see gen.go); the generated Go and .o files
+// are committed so that building needs no clang.
+
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+
+typedef unsigned int u32;
+typedef unsigned long long u64;
+
+// Only the fields read, relocated against the running kernel's BTF.
+struct task_struct {
+	int pid;
+	int tgid;
+} __attribute__((preserve_access_index));
+
+struct key {
+	u32 tgid;
+	u32 tid;
+	u32 nr;
+	u32 pad;
+};
+
+struct stat {
+	u64 calls;
+	u64 errors;
+	u64 ns;
+	u64 max_ns;
+	char comm[16]; // the thread's name when its row was made
+};
+
+struct start {
+	u64 ts;
+	u64 nr;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 8192);
+	__type(key, u32);   // tgid
+	__type(value, u32); // 1
+} pids SEC(".maps");
+
+// A thread's syscall in progress. LRU: a thread that exits inside a
+// syscall (exit, execve's old image) leaves no entry that fills the map.
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, u32); // tid
+	__type(value, struct start);
+} starts SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 32768);
+	__type(key, struct key);
+	__type(value, struct stat);
+} stats SEC(".maps");
+
+// [0]: exits whose (thread, syscall) row the full stats map could not
+// hold; [1]: children added by the fork program.
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 2);
+	__type(key, u32);
+	__type(value, u64);
+} counters SEC(".maps");
+
+static __always_inline void count(u32 i)
+{
+	u64 *c = bpf_map_lookup_elem(&counters, &i);
+	if (c)
+		__sync_fetch_and_add(c, 1);
+}
+
+// sys_enter(struct pt_regs *regs, long id)
+SEC("raw_tracepoint/sys_enter")
+int sys_enter(struct bpf_raw_tracepoint_args *ctx)
+{
+	u64 id = bpf_get_current_pid_tgid();
+	u32 tgid = id >> 32, tid = (u32)id;
+	if (!bpf_map_lookup_elem(&pids, &tgid))
+		return 0;
+	struct start s = {.ts = bpf_ktime_get_ns(), .nr = ctx->args[1]};
+	bpf_map_update_elem(&starts, &tid, &s, BPF_ANY);
+	return 0;
+}
+
+// sys_exit(struct pt_regs *regs, long ret)
+SEC("raw_tracepoint/sys_exit")
+int sys_exit(struct bpf_raw_tracepoint_args *ctx)
+{
+	u64 id = bpf_get_current_pid_tgid();
+	u32 tgid = id >> 32, tid = (u32)id;
+	struct start *s = bpf_map_lookup_elem(&starts, &tid);
+	if (!s)
+		return 0; // entered before the window, or not watched
+	u64 d = bpf_ktime_get_ns() - s->ts;
+	struct key k = {.tgid = tgid, .tid = tid, .nr = (u32)s->nr};
+	bpf_map_delete_elem(&starts, &tid);
+	long ret = (long)ctx->args[1];
+	struct stat *st = bpf_map_lookup_elem(&stats, &k);
+	if (!st) {
+		struct stat zero = {};
+		bpf_get_current_comm(zero.comm, sizeof(zero.comm));
+		bpf_map_update_elem(&stats, &k, &zero, BPF_NOEXIST);
+		st = bpf_map_lookup_elem(&stats, &k);
+		if (!st) {
+			count(0);
+			return 0;
+		}
+	}
+	__sync_fetch_and_add(&st->calls, 1);
+	if (ret < 0 && ret >= -4095)
+		__sync_fetch_and_add(&st->errors, 1);
+	__sync_fetch_and_add(&st->ns, d);
+	if (d > st->max_ns)
+		st->max_ns = d; // racy between two CPUs of one thread: never (one thread runs on one CPU)
+	return 0;
+}
+
+// sched_process_fork(struct task_struct *parent, struct task_struct *child)
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(fork, struct task_struct *parent, struct task_struct *child)
+{
+	u32 ptgid = BPF_CORE_READ(parent, tgid);
+	if (!bpf_map_lookup_elem(&pids, &ptgid))
+		return 0;
+	u32 ctgid = BPF_CORE_READ(child, tgid);
+	if (ctgid == ptgid)
+		return 0; // a thread: its process is watched already
+	u32 one = 1;
+	bpf_map_update_elem(&pids, &ctgid, &one, BPF_ANY);
+	count(1);
+	return 0;
+}
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
