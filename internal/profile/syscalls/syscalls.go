@@ -112,7 +112,8 @@ func Start(pids []int, o Options) (*Tracer, error) {
 }
 
 func loadError(err error) error {
-	if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) {
+	var ve *ebpf.VerifierError
+	if !errors.As(err, &ve) && (errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES)) {
 		return &bpfcap.Unavailable{What: What, Missing: "loading eBPF programs needs CAP_BPF and CAP_PERFMON (or CAP_SYS_ADMIN, or root); " +
 			"in a container, a seccomp profile that allows bpf()", Err: err}
 	}
