@@ -31,6 +31,11 @@ type DriverCalls struct {
 	// before the probes (not timed).
 	Dropped   uint64 `json:"dropped,omitempty"`
 	Unmatched uint64 `json:"unmatched,omitempty"`
+	// LaunchProbedNS is how long the launch probes were on: in bursts,
+	// sized to keep their cost small, unless LaunchContinuous. Launch
+	// counts are over that time; LaunchesPerSecond says the rate.
+	LaunchProbedNS   int64 `json:"launch_probed_ns,omitempty"`
+	LaunchContinuous bool  `json:"launch_continuous,omitempty"`
 	// Threads are the threads that called the driver, most calls first.
 	Threads []ThreadDriver `json:"threads,omitempty"`
 }
@@ -136,6 +141,15 @@ func (d *DriverCalls) PerSecond(n uint64) float64 {
 		return 0
 	}
 	return float64(n) / (float64(d.WindowNS) / 1e9)
+}
+
+// LaunchesPerSecond is a thread's kernel launches per second of the time
+// the launch probes were on.
+func (d *DriverCalls) LaunchesPerSecond(t ThreadDriver) float64 {
+	if d == nil || d.LaunchProbedNS <= 0 {
+		return 0
+	}
+	return float64(t.Launches) / (float64(d.LaunchProbedNS) / 1e9)
 }
 
 // Thread returns thread tid's calls, or false.

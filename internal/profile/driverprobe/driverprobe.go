@@ -45,6 +45,20 @@ type Options struct {
 	Rescan time.Duration
 	// NoFollow keeps the set to the pids given and added.
 	NoFollow bool
+	// Continuous keeps the launch probes on all the window: exact counts,
+	// at one probe hit per launch. Otherwise they are on in bursts sized
+	// so that their cost stays within Budget of a launch-bound thread's
+	// time, and launches per second are measured over the bursts.
+	Continuous bool
+	// Budget is the share of a launching thread's time the launch probes
+	// may cost (0: 2 %); HitCost what one probe hit is assumed to cost
+	// (0: 25 us, as measured on a virtual machine; bare metal is ~1-3 us).
+	Budget  float64
+	HitCost time.Duration
+	// Period is the burst cycle (0: 1 s); the first burst is a twentieth
+	// of it, the shortest MinBurst (0: 20 ms).
+	Period   time.Duration
+	MinBurst time.Duration
 }
 
 // IsDriver says whether a mapped file is a CUDA driver library.
@@ -72,17 +86,31 @@ type Prober struct {
 	follow bool
 	stop   chan struct{}
 	done   chan struct{}
+	closed chan struct{}
 
 	mu      sync.Mutex
 	started time.Time
 	files   map[string]*probedFile // by device:inode
-	links   []link.Link
+	links   []link.Link            // the probes on all the window (and the fork program)
 	scanErr error
 	stopped bool
+
+	// The launch probes: on in bursts unless Continuous.
+	launchOn  bool
+	onSince   time.Time
+	probedNS  int64
+	burst     time.Duration
+	bursts    int
+	lastCount uint64
 }
 
 type probedFile struct {
-	lib profile.DriverLibrary
+	lib    profile.DriverLibrary
+	ex     *link.Executable
+	launch []link.Link // attached while launchOn
+	// launchKnown: the launch entry points were tried once (Absent and
+	// Errors say which could not be probed).
+	launchKnown bool
 }
 
 // Start loads the program, watches pids and probes the driver libraries
@@ -94,6 +122,18 @@ func Start(pids []int, o Options) (*Prober, error) {
 	}
 	if o.Rescan <= 0 {
 		o.Rescan = 500 * time.Millisecond
+	}
+	if o.Budget <= 0 {
+		o.Budget = 0.02
+	}
+	if o.HitCost <= 0 {
+		o.HitCost = 25 * time.Microsecond
+	}
+	if o.Period <= 0 {
+		o.Period = time.Second
+	}
+	if o.MinBurst <= 0 {
+		o.MinBurst = 20 * time.Millisecond
 	}
 	if err := Check(o.Proc); err != nil {
 		return nil, err
@@ -109,7 +149,7 @@ func Start(pids []int, o Options) (*Prober, error) {
 	if !follow {
 		delete(spec.Programs, "fork")
 	}
-	p := &Prober{o: o, follow: follow, stop: make(chan struct{}), done: make(chan struct{}), files: map[string]*probedFile{}}
+	p := &Prober{o: o, follow: follow, stop: make(chan struct{}), done: make(chan struct{}), closed: make(chan struct{}), files: map[string]*probedFile{}}
 	if err := spec.LoadAndAssign(&p.objs, nil); err != nil {
 		var ve *ebpf.VerifierError
 		if !errors.As(err, &ve) && (errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES)) {
@@ -133,6 +173,7 @@ func Start(pids []int, o Options) (*Prober, error) {
 		}
 	}
 	p.started = time.Now()
+	p.setLaunch(true) // the first burst (or all the window)
 	if err := p.scan(); err != nil {
 		p.close()
 		return nil, err
@@ -155,18 +196,49 @@ func (p *Prober) Add(pid int) error {
 
 func (p *Prober) loop() {
 	defer close(p.done)
-	t := time.NewTicker(p.o.Rescan)
-	defer t.Stop()
+	rescan := time.NewTicker(p.o.Rescan)
+	defer rescan.Stop()
+	var burst <-chan time.Time
+	var timer *time.Timer
+	if !p.o.Continuous {
+		p.burst = p.o.Period / 20
+		timer = time.NewTimer(p.burst)
+		defer timer.Stop()
+		burst = timer.C
+	}
 	for {
 		select {
 		case <-p.stop:
 			return
-		case <-t.C:
+		case <-rescan.C:
 			if err := p.scan(); err != nil {
 				p.mu.Lock()
 				p.scanErr = err
 				p.mu.Unlock()
 			}
+		case <-burst:
+			p.mu.Lock()
+			on, since := p.launchOn, p.onSince
+			p.mu.Unlock()
+			if !on {
+				p.setLaunch(true)
+				timer.Reset(p.burst)
+				continue
+			}
+			n := p.launchCount()
+			seen := time.Since(since)
+			next := p.nextBurst(n-p.lastCount, seen)
+			p.lastCount = n
+			p.mu.Lock()
+			p.bursts++
+			p.mu.Unlock()
+			p.burst = next
+			if next >= p.o.Period {
+				timer.Reset(p.o.Period) // continuous: look at the rate again in a period
+				continue
+			}
+			p.setLaunch(false)
+			timer.Reset(p.o.Period - next)
 		}
 	}
 }
@@ -241,8 +313,9 @@ func driverMappings(b []byte) []mapping {
 	return out
 }
 
-// attach probes every entry point the file exports: an entry probe each,
-// a return probe too on the syncs.
+// attach probes every entry point the file exports but the launches (an
+// entry probe each, a return probe too on the syncs); the launches are
+// probed by setLaunch.
 func (p *Prober) attach(open, path string) (*probedFile, error) {
 	_, sim := IsDriver(path)
 	f := &probedFile{lib: profile.DriverLibrary{Path: strings.TrimSuffix(path, " (deleted)"), Simulated: sim}}
@@ -251,8 +324,12 @@ func (p *Prober) attach(open, path string) (*probedFile, error) {
 		f.lib.Errors = append(f.lib.Errors, err.Error())
 		return f, nil
 	}
+	f.ex = ex
 	var links []link.Link
 	for i, e := range entries {
+		if e.class == profile.CallLaunch {
+			continue
+		}
 		opt := &link.UprobeOptions{Cookie: cookie(i)}
 		prog := p.objs.Call
 		if e.class == profile.CallSync {
@@ -284,8 +361,100 @@ func (p *Prober) attach(open, path string) (*probedFile, error) {
 	}
 	p.mu.Lock()
 	p.links = append(p.links, links...)
+	on := p.launchOn
 	p.mu.Unlock()
+	if on {
+		p.attachLaunch(f)
+	}
 	return f, nil
+}
+
+// attachLaunch places the launch probes on one file.
+func (p *Prober) attachLaunch(f *probedFile) {
+	if f.ex == nil {
+		return
+	}
+	for i, e := range entries {
+		if e.class != profile.CallLaunch {
+			continue
+		}
+		l, err := f.ex.Uprobe(e.sym, p.objs.Call, &link.UprobeOptions{Cookie: cookie(i)})
+		if !f.launchKnown {
+			switch {
+			case errors.Is(err, link.ErrNoSymbol):
+				f.lib.Absent = append(f.lib.Absent, e.sym)
+			case err != nil:
+				f.lib.Errors = append(f.lib.Errors, e.sym+": "+err.Error())
+			default:
+				f.lib.Probes++
+			}
+		}
+		if err == nil {
+			f.launch = append(f.launch, l)
+		}
+	}
+	f.launchKnown = true
+}
+
+// setLaunch turns the launch probes on or off on every file, and keeps
+// the time they were on.
+func (p *Prober) setLaunch(on bool) {
+	p.mu.Lock()
+	files := make([]*probedFile, 0, len(p.files))
+	for _, f := range p.files {
+		files = append(files, f)
+	}
+	was := p.launchOn
+	p.launchOn = on
+	now := time.Now()
+	if was && !on {
+		p.probedNS += now.Sub(p.onSince).Nanoseconds()
+	}
+	if on && !was {
+		p.onSince = now
+	}
+	p.mu.Unlock()
+	if on == was {
+		return
+	}
+	for _, f := range files {
+		if on {
+			p.attachLaunch(f)
+		} else {
+			closeAll(f.launch)
+			f.launch = nil
+		}
+	}
+}
+
+// launchCount sums the launch rows counted so far.
+func (p *Prober) launchCount() uint64 {
+	var n uint64
+	var k dpKey
+	var s dpStat
+	it := p.objs.Stats.Iterate()
+	for it.Next(&k, &s) {
+		if int(k.Index) < len(entries) && entries[k.Index].class == profile.CallLaunch {
+			n += s.Calls
+		}
+	}
+	return n
+}
+
+// nextBurst sizes the next burst from the launch rate the last one saw:
+// the probes' cost (rate x HitCost per second probed) within Budget of
+// the period, at least MinBurst, at most the whole period (continuous).
+func (p *Prober) nextBurst(launches uint64, over time.Duration) time.Duration {
+	if over <= 0 {
+		return p.o.MinBurst
+	}
+	rate := float64(launches) / over.Seconds()
+	cost := rate * p.o.HitCost.Seconds() // share of a second the probes cost while on
+	if cost <= 0 {
+		return p.o.Period
+	}
+	b := time.Duration(p.o.Budget / cost * float64(p.o.Period))
+	return min(max(b, p.o.MinBurst), p.o.Period)
 }
 
 func closeAll(ls []link.Link) {
@@ -318,16 +487,30 @@ func (p *Prober) Stop() *profile.DriverCalls {
 	// window's end would hold the report). Each row's counts are added
 	// atomically, so a call returning while they are read only lands or not.
 	window := time.Since(p.started)
+	probed := p.probedNS
+	if p.launchOn {
+		probed += time.Since(p.onSince).Nanoseconds()
+	}
 	var now unix.Timespec
 	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &now)
 	out := p.read(window, now.Nano())
+	out.LaunchProbedNS = min(probed, window.Nanoseconds())
+	out.LaunchContinuous = p.o.Continuous || out.LaunchProbedNS >= window.Nanoseconds()*99/100
+	for _, f := range p.files {
+		p.links = append(p.links, f.launch...)
+		f.launch = nil
+	}
 	go func(links []link.Link, objs dpObjects) {
 		closeAll(links)
 		objs.Close()
+		close(p.closed)
 	}(p.links, p.objs)
 	p.links = nil
 	return out
 }
+
+// Removed is closed once the probes are gone after Stop.
+func (p *Prober) Removed() <-chan struct{} { return p.closed }
 
 func (p *Prober) read(window time.Duration, nowNS int64) *profile.DriverCalls {
 	out := &profile.DriverCalls{State: profile.StateOn, WindowNS: window.Nanoseconds()}

@@ -130,7 +130,7 @@ func TestCountsMatchTheWorkload(t *testing.T) {
 	w := startWorkload(t)
 	w.do(t, "launch 500") // before the probes: not counted
 	for round := 0; round < 3; round++ {
-		p, err := Start([]int{w.cmd.Process.Pid}, Options{})
+		p, err := Start([]int{w.cmd.Process.Pid}, Options{Continuous: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -190,7 +190,7 @@ func TestCountsMatchTheWorkload(t *testing.T) {
 func TestOtherProcessesNotCounted(t *testing.T) {
 	need(t)
 	a, b := startWorkload(t), startWorkload(t)
-	p, err := Start([]int{a.cmd.Process.Pid}, Options{})
+	p, err := Start([]int{a.cmd.Process.Pid}, Options{Continuous: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,7 +209,7 @@ func TestOtherProcessesNotCounted(t *testing.T) {
 func TestInsideSyncAtTheEnd(t *testing.T) {
 	need(t)
 	w := startWorkload(t)
-	p, err := Start([]int{w.cmd.Process.Pid}, Options{})
+	p, err := Start([]int{w.cmd.Process.Pid}, Options{Continuous: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,6 +222,47 @@ func TestInsideSyncAtTheEnd(t *testing.T) {
 	}
 	if !w.out.Scan() || w.out.Text() != "done" {
 		t.Fatal("workload did not finish the sync")
+	}
+}
+
+// Launch-bound: the launch probes are on in short bursts only, and the
+// launches are counted over the time they were on.
+func TestLaunchBoundCountedInBursts(t *testing.T) {
+	need(t)
+	w := startWorkload(t)
+	p, err := Start([]int{w.cmd.Process.Pid}, Options{Period: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.do(t, "rate 2")
+	d := p.Stop()
+	th, _ := d.Thread(w.cmd.Process.Pid)
+	if d.LaunchContinuous || d.LaunchProbedNS <= 0 || d.LaunchProbedNS > d.WindowNS/2 {
+		t.Errorf("probed %v of %v (continuous %v): want bursts", time.Duration(d.LaunchProbedNS), time.Duration(d.WindowNS), d.LaunchContinuous)
+	}
+	if th.Launches == 0 || d.LaunchesPerSecond(th) <= 0 {
+		t.Errorf("no launches counted in the bursts: %+v", th)
+	}
+	// Its syncs are counted all the window: one per 256 launches.
+	if th.Syncs == 0 {
+		t.Errorf("syncs: %+v", th)
+	}
+}
+
+// A thread that launches seldom keeps the probes on: every launch counted.
+func TestFewLaunchesCountedAll(t *testing.T) {
+	need(t)
+	w := startWorkload(t)
+	p, err := Start([]int{w.cmd.Process.Pid}, Options{Period: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.do(t, "sync 12 60")
+	d := p.Stop()
+	th, _ := d.Thread(w.cmd.Process.Pid)
+	if !d.LaunchContinuous || th.Launches != 12 {
+		t.Errorf("launches %d (continuous %v, probed %v of %v): want all 12", th.Launches, d.LaunchContinuous,
+			time.Duration(d.LaunchProbedNS), time.Duration(d.WindowNS))
 	}
 }
 
@@ -239,4 +280,85 @@ func TestDriverMappings(t *testing.T) {
 		t.Fatalf("%+v", got)
 	}
 	_ = strconv.Itoa
+}
+
+// BenchmarkLaunchOverhead measures what the probes cost a launch-bound
+// job: the workload launches as fast as it can (a sync every 256), in
+// alternating phases in one process (so the host's load falls on all
+// alike): no probes; the launch probes on all the time (Continuous); the
+// default bursts; and the probes on the file with the process not watched
+// (the trap of a probe hit whose program returns at its first lookup). It reports the medians and
+// the slowdowns. scripts/bench-profile.sh runs it; docs/PERFORMANCE.md
+// has the numbers.
+func BenchmarkLaunchOverhead(b *testing.B) {
+	if err := Check(""); err != nil {
+		b.Skip(err)
+	}
+	w := startWorkload(&testing.T{})
+	phase := os.Getenv("GPUFEED_BENCH_PHASE_S")
+	if phase == "" {
+		phase = "2"
+	}
+	rate := func() float64 {
+		fmt.Fprintln(w.in, "rate "+phase)
+		if !w.out.Scan() {
+			b.Fatal("workload ended")
+		}
+		r, err := strconv.ParseFloat(w.out.Text(), 64)
+		if err != nil {
+			b.Fatal(w.out.Text())
+		}
+		return r
+	}
+	probed := func(pids []int, o Options, watch bool) (float64, *profile.DriverCalls) {
+		p, err := Start(pids, o)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if !watch {
+			// The probes stay on the file; the program returns at its
+			// first lookup.
+			for _, pid := range pids {
+				p.objs.Pids.Delete(uint32(pid))
+			}
+		}
+		r := rate()
+		d := p.Stop()
+		<-p.Removed()
+		return r, d
+	}
+	var off, cont, bursts, other, seen []float64
+	for i := 0; i < max(b.N, 5); i++ {
+		off = append(off, rate())
+		r, _ := probed([]int{w.cmd.Process.Pid}, Options{Continuous: true}, true)
+		cont = r2(cont, r)
+		r, d := probed([]int{w.cmd.Process.Pid}, Options{}, true)
+		bursts = append(bursts, r)
+		th, _ := d.Thread(w.cmd.Process.Pid)
+		seen = append(seen, d.LaunchesPerSecond(th))
+		r, _ = probed([]int{w.cmd.Process.Pid}, Options{Continuous: true}, false)
+		other = append(other, r)
+	}
+	mOff := median(off)
+	slow := func(v []float64) float64 { return 100 * (mOff - median(v)) / mOff }
+	b.ReportMetric(mOff, "launches/s-off")
+	b.ReportMetric(slow(cont), "%slowdown-continuous")
+	b.ReportMetric(slow(bursts), "%slowdown-bursts")
+	b.ReportMetric(slow(other), "%slowdown-unwatched")
+	b.ReportMetric(median(seen), "launches/s-measured-in-bursts")
+	b.Logf("off        %.0f\ncontinuous %.0f\nbursts     %.0f (measured in the bursts: %.0f)\nunwatched  %.0f", off, cont, bursts, seen, other)
+}
+
+func r2(v []float64, r float64) []float64 { return append(v, r) }
+
+func median(v []float64) float64 {
+	s := append([]float64(nil), v...)
+	for i := range s {
+		for j := i + 1; j < len(s); j++ {
+			if s[j] < s[i] {
+				s[i], s[j] = s[j], s[i]
+			}
+		}
+	}
+	return s[len(s)/2]
 }
