@@ -29,6 +29,34 @@ type SyscallSummary struct {
 	// Threads are the threads that made syscalls in the window, most time
 	// in syscalls first.
 	Threads []ThreadSyscalls `json:"threads,omitempty"`
+	// Futexes are the futex words the job's threads waited on longest (at
+	// most MaxFutexWords), with who waited and who woke them; FutexDropped
+	// counts futex calls the kernel's bounded table could not hold.
+	Futexes      []FutexWord `json:"futexes,omitempty"`
+	FutexDropped uint64      `json:"futex_dropped,omitempty"`
+}
+
+// MaxFutexWords bounds SyscallSummary.Futexes.
+const MaxFutexWords = 32
+
+// FutexWord is one futex word of a process (a lock, a condition variable,
+// a queue's semaphore): the threads that waited on it, with their time
+// inside the waits (a wait still going at the end included), and the
+// threads that woke it.
+type FutexWord struct {
+	PID     int           `json:"pid"`
+	Addr    uint64        `json:"addr"`
+	WaitNS  int64         `json:"wait_ns"`
+	Waiters []FutexThread `json:"waiters,omitempty"`
+	Wakers  []FutexThread `json:"wakers,omitempty"`
+}
+
+// FutexThread is one thread's calls on a futex word.
+type FutexThread struct {
+	TID    int    `json:"tid"`
+	Comm   string `json:"comm,omitempty"`
+	Calls  uint64 `json:"calls"`
+	TimeNS int64  `json:"time_ns,omitempty"`
 }
 
 // SyscallStat is one syscall's row: calls that returned in the window,
@@ -118,8 +146,10 @@ func SortSyscalls(rows []SyscallStat) {
 }
 
 // WriteSyscallTable writes rows as strace -c does: share of the time,
-// seconds, microseconds per call, calls, errors, name, and a total line.
-func WriteSyscallTable(w io.Writer, rows []SyscallStat) error {
+// seconds, microseconds per call, calls, errors, name, and a total line
+// over all rows; limit > 0 shows only the first limit rows (and says how
+// many more there were).
+func WriteSyscallTable(w io.Writer, rows []SyscallStat, limit int) error {
 	var total SyscallStat
 	for _, r := range rows {
 		total.Calls += r.Calls
@@ -144,7 +174,11 @@ func WriteSyscallTable(w io.Writer, rows []SyscallStat) error {
 	}
 	var b strings.Builder
 	b.WriteString("% time     seconds  usecs/call     calls    errors syscall\n" + rule + "\n")
-	for _, r := range rows {
+	for i, r := range rows {
+		if limit > 0 && i == limit {
+			fmt.Fprintf(&b, "%66s(%d more)\n", "", len(rows)-limit)
+			break
+		}
 		b.WriteString(line(r, r.Name))
 	}
 	b.WriteString(rule + "\n" + line(total, "total"))

@@ -13,6 +13,21 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type scFkey struct {
+	_     structs.HostLayout
+	Tgid  uint32
+	Tid   uint32
+	Uaddr uint64
+	Kind  uint32
+	Pad   uint32
+}
+
+type scFstat struct {
+	_     structs.HostLayout
+	Calls uint64
+	Ns    uint64
+}
+
 type scKey struct {
 	_    structs.HostLayout
 	Tgid uint32
@@ -22,9 +37,11 @@ type scKey struct {
 }
 
 type scStart struct {
-	_  structs.HostLayout
-	Ts uint64
-	Nr uint64
+	_     structs.HostLayout
+	Ts    uint64
+	Nr    uint64
+	Uaddr uint64
+	Kind  uint64
 }
 
 type scStat struct {
@@ -41,6 +58,7 @@ type scStat struct {
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	scMapCounters  = "counters"
+	scMapFutexes   = "futexes"
 	scMapPids      = "pids"
 	scMapStarts    = "starts"
 	scMapStats     = "stats"
@@ -101,6 +119,7 @@ type scProgramSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type scMapSpecs struct {
 	Counters *ebpf.MapSpec `ebpf:"counters"`
+	Futexes  *ebpf.MapSpec `ebpf:"futexes"`
 	Pids     *ebpf.MapSpec `ebpf:"pids"`
 	Starts   *ebpf.MapSpec `ebpf:"starts"`
 	Stats    *ebpf.MapSpec `ebpf:"stats"`
@@ -133,6 +152,7 @@ func (o *scObjects) Close() error {
 // It can be passed to loadScObjects or ebpf.CollectionSpec.LoadAndAssign.
 type scMaps struct {
 	Counters *ebpf.Map `ebpf:"counters"`
+	Futexes  *ebpf.Map `ebpf:"futexes"`
 	Pids     *ebpf.Map `ebpf:"pids"`
 	Starts   *ebpf.Map `ebpf:"starts"`
 	Stats    *ebpf.Map `ebpf:"stats"`
@@ -141,6 +161,7 @@ type scMaps struct {
 func (m *scMaps) Close() error {
 	return _ScClose(
 		m.Counters,
+		m.Futexes,
 		m.Pids,
 		m.Starts,
 		m.Stats,

@@ -12,11 +12,13 @@
 package syscalls
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -213,6 +215,34 @@ func (t *Tracer) read(window time.Duration, nowNS int64) *profile.SyscallSummary
 	}
 	// The calls still in progress: a thread blocked the whole window
 	// returned nothing, but waited.
+	if err := t.objs.Counters.Lookup(uint32(2), &c); err == nil {
+		out.FutexDropped = c
+	}
+	words := map[wordKey]*profile.FutexWord{}
+	word := func(pid int, addr uint64) *profile.FutexWord {
+		w := words[wordKey{pid, addr}]
+		if w == nil {
+			w = &profile.FutexWord{PID: pid, Addr: addr}
+			words[wordKey{pid, addr}] = w
+		}
+		return w
+	}
+	var fk scFkey
+	var fs scFstat
+	it = t.objs.Futexes.Iterate()
+	for it.Next(&fk, &fs) {
+		w := word(int(fk.Tgid), fk.Uaddr)
+		ft := profile.FutexThread{TID: int(fk.Tid), Calls: fs.Calls, TimeNS: int64(fs.Ns)}
+		if th := threads[fk.Tid]; th != nil {
+			ft.Comm = th.Comm
+		}
+		if fk.Kind == futexWait {
+			w.Waiters = append(w.Waiters, ft)
+			w.WaitNS += ft.TimeNS
+		} else {
+			w.Wakers = append(w.Wakers, ft)
+		}
+	}
 	var tid uint32
 	var st scStart
 	it = t.objs.Starts.Iterate()
@@ -231,6 +261,30 @@ func (t *Tracer) read(window time.Duration, nowNS int64) *profile.SyscallSummary
 			threads[tid] = th
 		}
 		th.InProgress = &profile.PendingSyscall{Name: Name(int(st.Nr)), Nr: int(st.Nr), SinceNS: since}
+		if st.Kind == futexWait {
+			w := word(tgid, st.Uaddr)
+			w.WaitNS += since
+			i := slices.IndexFunc(w.Waiters, func(f profile.FutexThread) bool { return f.TID == int(tid) })
+			if i < 0 {
+				w.Waiters = append(w.Waiters, profile.FutexThread{TID: int(tid), Comm: th.Comm})
+				i = len(w.Waiters) - 1
+			}
+			w.Waiters[i].TimeNS += since
+		}
+	}
+	for _, w := range words {
+		byTime := func(a, b profile.FutexThread) int { return cmp.Or(cmp.Compare(b.TimeNS, a.TimeNS), cmp.Compare(b.Calls, a.Calls), cmp.Compare(a.TID, b.TID)) }
+		slices.SortFunc(w.Waiters, byTime)
+		slices.SortFunc(w.Wakers, byTime)
+		if len(w.Waiters) > 0 {
+			out.Futexes = append(out.Futexes, *w)
+		}
+	}
+	slices.SortFunc(out.Futexes, func(a, b profile.FutexWord) int {
+		return cmp.Or(cmp.Compare(b.WaitNS, a.WaitNS), cmp.Compare(a.PID, b.PID), cmp.Compare(a.Addr, b.Addr))
+	})
+	if len(out.Futexes) > profile.MaxFutexWords {
+		out.Futexes = out.Futexes[:profile.MaxFutexWords]
 	}
 	for _, th := range threads {
 		profile.SortSyscalls(th.Syscalls)
@@ -249,6 +303,18 @@ func (t *Tracer) read(window time.Duration, nowNS int64) *profile.SyscallSummary
 	profile.SortSyscalls(out.Totals)
 	return out
 }
+
+type wordKey struct {
+	pid  int
+	addr uint64
+}
+
+// futexWait and futexWake are the kinds the BPF program gives futex calls
+// (FUTEX_KIND_* in bpf/syscalls.bpf.c).
+const (
+	futexWait = 1
+	futexWake = 2
+)
 
 // tgidOf reads which process thread tid belongs to (its Tgid line), and
 // whether it is still there.

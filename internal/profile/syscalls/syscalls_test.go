@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"syscall"
 	"testing"
@@ -214,4 +215,59 @@ func TestUnavailableNamesTheCapability(t *testing.T) {
 	if err := Check(dir); err != nil {
 		t.Fatalf("CAP_BPF and CAP_PERFMON: %v", err)
 	}
+}
+
+// Who waits on whom: a Python consumer thread blocked on a queue the main
+// thread feeds waits on one futex word that the main thread wakes.
+func TestFutexWaiterAndWaker(t *testing.T) {
+	need(t)
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("python3 not found")
+	}
+	const script = `
+import queue, sys, threading, time
+q = queue.Queue()
+def consume():
+    print(threading.get_native_id(), flush=True)
+    while True:
+        q.get()
+threading.Thread(target=consume, daemon=True).start()
+sys.stdin.readline()
+for _ in range(200):
+    q.put(1)
+    time.sleep(0.002)
+print("done", flush=True)
+sys.stdin.readline()
+`
+	c := exec.Command(py, "-c", script)
+	in, _ := c.StdinPipe()
+	outp, _ := c.StdoutPipe()
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { in.Close(); c.Process.Kill(); c.Wait() }()
+	out := bufio.NewScanner(outp)
+	if !out.Scan() {
+		t.Fatal("no consumer tid")
+	}
+	consumer, _ := strconv.Atoi(out.Text())
+	tr, err := Start([]int{c.Process.Pid}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.WriteString(in, "go\n")
+	if !out.Scan() || out.Text() != "done" {
+		t.Fatal("the script did not finish")
+	}
+	s := tr.Stop()
+	for _, w := range s.Futexes {
+		if len(w.Waiters) > 0 && w.Waiters[0].TID == consumer && slices.ContainsFunc(w.Wakers, func(f profile.FutexThread) bool { return f.TID == c.Process.Pid }) {
+			if w.Waiters[0].Calls < 100 || w.WaitNS < int64(200*time.Millisecond) {
+				t.Errorf("the consumer's waits: %+v", w)
+			}
+			return
+		}
+	}
+	t.Errorf("no futex word the consumer %d waits on and the main thread %d wakes: %+v", consumer, c.Process.Pid, s.Futexes)
 }

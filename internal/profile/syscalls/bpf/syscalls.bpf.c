@@ -43,7 +43,40 @@ struct stat {
 struct start {
 	u64 ts;
 	u64 nr;
+	u64 uaddr; // a futex call's word (0: not a futex wait or wake)
+	u64 kind;  // FUTEX_KIND_*
 };
+
+// A futex word's calls by one thread: the waits and the time inside them,
+// the wakes. Who waits on whom is read from them: the threads that wait on
+// a word and the ones that wake it.
+struct fkey {
+	u32 tgid;
+	u32 tid;
+	u64 uaddr;
+	u32 kind;
+	u32 pad;
+};
+
+struct fstat {
+	u64 calls;
+	u64 ns;
+};
+
+#define FUTEX_KIND_WAIT 1
+#define FUTEX_KIND_WAKE 2
+
+#if defined(__TARGET_ARCH_arm64)
+#define NR_FUTEX 98
+#define REG_ARG0 0 // struct user_pt_regs: regs[0]
+#define REG_ARG1 8
+#else
+#define NR_FUTEX 202
+#define REG_ARG0 112 // struct pt_regs: di
+#define REG_ARG1 104 // si
+#endif
+#define NR_FUTEX_WAKE 454 // futex_wake(2), futex_wait(2): one number on every architecture
+#define NR_FUTEX_WAIT 455
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -68,11 +101,19 @@ struct {
 	__type(value, struct stat);
 } stats SEC(".maps");
 
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct fkey);
+	__type(value, struct fstat);
+} futexes SEC(".maps");
+
 // [0]: exits whose (thread, syscall) row the full stats map could not
-// hold; [1]: children added by the fork program.
+// hold; [1]: children added by the fork program; [2]: futex calls whose
+// row the full futexes map could not hold.
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 2);
+	__uint(max_entries, 3);
 	__type(key, u32);
 	__type(value, u64);
 } counters SEC(".maps");
@@ -92,7 +133,37 @@ int sys_enter(struct bpf_raw_tracepoint_args *ctx)
 	u32 tgid = id >> 32, tid = (u32)id;
 	if (!bpf_map_lookup_elem(&pids, &tgid))
 		return 0;
-	struct start s = {.ts = bpf_ktime_get_ns(), .nr = ctx->args[1]};
+	long nr = ctx->args[1];
+	struct start s = {.ts = bpf_ktime_get_ns(), .nr = nr};
+	if (nr == NR_FUTEX || nr == NR_FUTEX_WAKE || nr == NR_FUTEX_WAIT) {
+		const void *regs = (const void *)ctx->args[0];
+		u64 uaddr = 0, op = 0;
+		bpf_probe_read_kernel(&uaddr, sizeof(uaddr), regs + REG_ARG0);
+		if (nr == NR_FUTEX) {
+			bpf_probe_read_kernel(&op, sizeof(op), regs + REG_ARG1);
+			switch (op & 127) { // FUTEX_CMD_MASK: the private and clock flags off
+			case 0:  // FUTEX_WAIT
+			case 6:  // FUTEX_LOCK_PI
+			case 9:  // FUTEX_WAIT_BITSET
+			case 11: // FUTEX_WAIT_REQUEUE_PI
+			case 13: // FUTEX_LOCK_PI2
+				s.kind = FUTEX_KIND_WAIT;
+				break;
+			case 1:  // FUTEX_WAKE
+			case 3:  // FUTEX_REQUEUE
+			case 4:  // FUTEX_CMP_REQUEUE
+			case 5:  // FUTEX_WAKE_OP
+			case 7:  // FUTEX_UNLOCK_PI
+			case 10: // FUTEX_WAKE_BITSET
+				s.kind = FUTEX_KIND_WAKE;
+				break;
+			}
+		} else {
+			s.kind = nr == NR_FUTEX_WAIT ? FUTEX_KIND_WAIT : FUTEX_KIND_WAKE;
+		}
+		if (s.kind)
+			s.uaddr = uaddr;
+	}
 	bpf_map_update_elem(&starts, &tid, &s, BPF_ANY);
 	return 0;
 }
@@ -108,6 +179,21 @@ int sys_exit(struct bpf_raw_tracepoint_args *ctx)
 		return 0; // entered before the window, or not watched
 	u64 d = bpf_ktime_get_ns() - s->ts;
 	struct key k = {.tgid = tgid, .tid = tid, .nr = (u32)s->nr};
+	if (s->kind) {
+		struct fkey fk = {.tgid = tgid, .tid = tid, .uaddr = s->uaddr, .kind = (u32)s->kind};
+		struct fstat *fs = bpf_map_lookup_elem(&futexes, &fk);
+		if (!fs) {
+			struct fstat zero = {};
+			bpf_map_update_elem(&futexes, &fk, &zero, BPF_NOEXIST);
+			fs = bpf_map_lookup_elem(&futexes, &fk);
+		}
+		if (fs) {
+			__sync_fetch_and_add(&fs->calls, 1);
+			__sync_fetch_and_add(&fs->ns, d);
+		} else {
+			count(2);
+		}
+	}
 	bpf_map_delete_elem(&starts, &tid);
 	long ret = (long)ctx->args[1];
 	struct stat *st = bpf_map_lookup_elem(&stats, &k);
