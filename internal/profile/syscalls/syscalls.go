@@ -273,7 +273,9 @@ func (t *Tracer) read(window time.Duration, nowNS int64) *profile.SyscallSummary
 		}
 	}
 	for _, w := range words {
-		byTime := func(a, b profile.FutexThread) int { return cmp.Or(cmp.Compare(b.TimeNS, a.TimeNS), cmp.Compare(b.Calls, a.Calls), cmp.Compare(a.TID, b.TID)) }
+		byTime := func(a, b profile.FutexThread) int {
+			return cmp.Or(cmp.Compare(b.TimeNS, a.TimeNS), cmp.Compare(b.Calls, a.Calls), cmp.Compare(a.TID, b.TID))
+		}
 		slices.SortFunc(w.Waiters, byTime)
 		slices.SortFunc(w.Wakers, byTime)
 		if len(w.Waiters) > 0 {
