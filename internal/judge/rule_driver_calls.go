@@ -60,9 +60,9 @@ func runDriverCalls(in *Input) []finding.Finding {
 		class = finding.SyncBound
 		claim = fmt.Sprintf("the launch thread %s was inside the CUDA driver's synchronisations %.0f%% of the window (%s, %s)",
 			threadName(th), 100*syncShare, sym, syncPace(d, td))
-	case syncShare < driverSyncFew && td.Launches > 0 && spinOrSubmit >= thresholds.ModerateSharePct:
+	case syncShare < driverSyncFew && td.Launches > 0 && spinOrSubmit >= thresholds.ModerateSharePct && !fewLaunchesProfiled(in, th.Key.TID):
 		class = finding.SubmissionBound
-		claim = fmt.Sprintf("the launch thread %s launched %.0f kernels a second and was inside the CUDA driver's synchronisations only %.0f%% of the window: its time on a CPU went to submitting work, not to a spinning wait",
+		claim = fmt.Sprintf("the launch thread %s launched %.0f kernels a second and was inside the CUDA driver's synchronisations only %.0f%% of the window: its time on a CPU went to launching work and the code around it, not to a spinning wait",
 			threadName(th), launchRate, 100*syncShare)
 	default:
 		return nil
@@ -127,4 +127,13 @@ func syncPace(d *profile.DriverCalls, td profile.ThreadDriver) string {
 		s += fmt.Sprintf(", one every %.0f launches", float64(td.Launches)/float64(td.Syncs))
 	}
 	return s
+}
+
+// fewLaunchesProfiled says whether the thread's CPU profile shows it
+// launching under a twentieth of its CPU: then its time on a CPU is its
+// own preprocessing (launch-thread-cpu-split), and no spin is not enough
+// to call it submission.
+func fewLaunchesProfiled(in *Input, tid int) bool {
+	tp, ok := in.Timeline.Meta.CPUProfile.Thread(tid)
+	return ok && tp.Samples >= cpuSplitMinSamples && tp.Share(profile.DriverLaunch) < cpuSplitFewLaunches
 }
