@@ -47,11 +47,13 @@ type CPUProfile struct {
 	WindowNS    int64 `json:"window_ns,omitempty"`
 	// Lost counts samples the kernel dropped (a ring buffer full);
 	// Unresolved user addresses no mapping of their process held (a thread
-	// gone before its maps were read): counted, never guessed.
-	Lost       uint64 `json:"lost,omitempty"`
-	Unresolved int    `json:"unresolved,omitempty"`
-	// Threads are the job's threads that were sampled, most samples first.
-	Threads []ThreadCPU `json:"threads,omitempty"`
+	// gone before its maps were read): counted, never guessed; written,
+	// zero included.
+	Lost       uint64 `json:"lost"`
+	Unresolved int    `json:"unresolved"`
+	// Threads are the job's threads that were sampled, most samples first
+	// (empty, not absent, in a profile taken while none of them ran).
+	Threads []ThreadCPU `json:"threads"`
 }
 
 // ThreadCPU is one thread's samples by category, and its hottest symbols.

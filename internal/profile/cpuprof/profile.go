@@ -63,9 +63,11 @@ func (u *Unavailable) Error() string {
 
 func (u *Unavailable) Unwrap() error { return u.Err }
 
-// CannotTell is what a report without the profile cannot tell apart.
+// CannotTell is what a report without the profile cannot tell apart: the
+// classes a launch thread on a CPU through the GPU's idle time may be.
 const CannotTell = "a saturated launch thread's time in CUDA launch calls, in driver syncs (spinning) and in its own " +
-	"preprocessing (decoding, CPU operators, the interpreter) reads the same from /proc"
+	"preprocessing (decoding, CPU operators, the interpreter) reads the same from /proc: submission-bound, " +
+	"sync-bound (spinning) and preprocessing-bound cannot be told apart"
 
 const (
 	capSysAdmin = 21
@@ -305,10 +307,13 @@ func (p *Profiler) add(s *sample) {
 		}
 		p.frames = append(p.frames, f)
 	}
+	p.nameDriverEntry(s, p.frames)
 	cat, at, settled := categorize(s.kernel, p.frames)
 	if !settled {
 		if f, ok := p.scanStack(s); ok {
-			cat, at, _ = categorize(s.kernel, append(p.frames, f))
+			p.frames = append(p.frames, f)
+			p.nameDriverEntry(s, p.frames)
+			cat, at, _ = categorize(s.kernel, p.frames)
 		}
 	}
 	t := p.threads[s.tid]
@@ -354,6 +359,39 @@ func (p *Profiler) scanStack(s *sample) (frame, bool) {
 		}
 	}
 	return frame{}, false
+}
+
+// nameDriverEntry gives the first driver frame among frames, where its
+// code has no name (the released driver names only its exported entry
+// points; its launches and waits run in internal code), the name of the
+// driver entry point the thread is in: the first word of the sampled user
+// stack that is an address in one of the driver's cu* functions (the entry
+// point's return address into itself; the driver has no frame pointers for
+// the kernel to walk). An internal function that has a name keeps it.
+func (p *Profiler) nameDriverEntry(s *sample, frames []frame) {
+	for i, f := range frames {
+		if !driverFile.MatchString(f.file) {
+			continue
+		}
+		if f.sym != "" {
+			return
+		}
+		pm := p.procs[s.pid]
+		if pm == nil {
+			return
+		}
+		for j := 0; j+8 <= len(s.stack); j += 8 {
+			w := binary.LittleEndian.Uint64(s.stack[j:])
+			if _, ok := find(pm.maps, w); !ok {
+				continue
+			}
+			if e, ok := p.resolve(s.pid, w); ok && e.file == f.file && strings.HasPrefix(e.sym, "cu") {
+				frames[i].sym = e.sym
+				return
+			}
+		}
+		return
+	}
 }
 
 // resolve maps one user address of pid to its file and symbol, reading the
@@ -412,7 +450,7 @@ func (p *Profiler) Stop() *profile.CPUProfile {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	out := &profile.CPUProfile{State: "on", FrequencyHz: p.o.Hz, CPUs: len(p.rings), WindowNS: window.Nanoseconds(),
-		Lost: p.lost, Unresolved: p.unresolved}
+		Lost: p.lost, Unresolved: p.unresolved, Threads: []profile.ThreadCPU{}}
 	p.closeRings()
 	for tid, t := range p.threads {
 		tc := profile.ThreadCPU{PID: t.pid, TID: tid, Comm: t.comm, Samples: t.samples, Categories: t.cats}

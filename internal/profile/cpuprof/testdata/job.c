@@ -1,5 +1,6 @@
-/* A job whose main thread launches (launch), spins in syncs (sync), yields in them (yield) or
- * decompresses (decode), for the profiler's tests. */
+/* A job whose main thread launches (launch), spins in syncs (sync), spins inside the driver's
+ * internal code (ctxsync), yields in syncs (yield) or decompresses (decode), for the profiler's
+ * tests. */
 #include <stdlib.h>
 #include <string.h>
 #include <stdio.h>
@@ -8,6 +9,7 @@
 int cuLaunchKernel(long n);
 int cuStreamSynchronize(long ns);
 int cuEventSynchronize(long ns);
+int cuCtxSynchronize(long ns);
 
 int main(int argc, char **argv)
 {
@@ -25,6 +27,9 @@ int main(int argc, char **argv)
 		} else if (!strcmp(mode, "sync")) {
 			cuLaunchKernel(200);
 			cuStreamSynchronize(2000000);
+		} else if (!strcmp(mode, "ctxsync")) {
+			cuLaunchKernel(200);
+			cuCtxSynchronize(2000000);
 		} else if (!strcmp(mode, "yield")) {
 			cuLaunchKernel(200);
 			cuEventSynchronize(2000000);
