@@ -29,8 +29,8 @@ type DriverCalls struct {
 	// Dropped counts calls whose (thread, entry point) row the kernel's
 	// bounded table could not hold; Unmatched sync returns whose entry was
 	// before the probes (not timed).
-	Dropped   uint64 `json:"dropped,omitempty"`
-	Unmatched uint64 `json:"unmatched,omitempty"`
+	Dropped   uint64 `json:"dropped"`
+	Unmatched uint64 `json:"unmatched"`
 	// LaunchProbedNS is how long the launch probes were on: in bursts,
 	// sized to keep their cost small, unless LaunchContinuous. Launch
 	// counts are over that time; LaunchesPerSecond says the rate.

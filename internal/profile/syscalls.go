@@ -23,7 +23,7 @@ type SyscallSummary struct {
 	PIDs     []int `json:"pids,omitempty"`
 	// Dropped counts syscall exits whose (thread, syscall) row the kernel's
 	// bounded table could not hold: counted, never guessed.
-	Dropped uint64 `json:"dropped,omitempty"`
+	Dropped uint64 `json:"dropped"`
 	// Totals is the table over all threads, most time first.
 	Totals []SyscallStat `json:"totals,omitempty"`
 	// Threads are the threads that made syscalls in the window, most time
@@ -33,7 +33,7 @@ type SyscallSummary struct {
 	// most MaxFutexWords), with who waited and who woke them; FutexDropped
 	// counts futex calls the kernel's bounded table could not hold.
 	Futexes      []FutexWord `json:"futexes,omitempty"`
-	FutexDropped uint64      `json:"futex_dropped,omitempty"`
+	FutexDropped uint64      `json:"futex_dropped"`
 }
 
 // MaxFutexWords bounds SyscallSummary.Futexes.
