@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -553,12 +554,44 @@ func (p *Prober) read(window time.Duration, nowNS int64) *profile.DriverCalls {
 		since := min(nowNS-int64(in.Ts), window.Nanoseconds())
 		th.InSync = &profile.PendingCall{Symbol: entries[in.Index].sym, SinceNS: max(since, 0)}
 	}
+	simulated := len(out.Libraries) > 0
+	for _, l := range out.Libraries {
+		simulated = simulated && l.Simulated
+	}
 	for _, th := range threads {
+		if simulated {
+			unwrap(th)
+		}
 		th.Sum()
 		out.Threads = append(out.Threads, *th)
 	}
 	out.SortThreads()
 	return out
+}
+
+// simWrappers are the simulated driver's exported entry points that call
+// another of its exported entry points (cuLaunchKernelEx calls
+// cuLaunchKernel, cuMemAllocHost_v2 cuMemHostAlloc), so that each probe
+// counts both: the inner one's count is what the program called directly.
+// libcuda's entry points do not call each other this way.
+var simWrappers = map[string]string{"cuLaunchKernelEx": "cuLaunchKernel", "cuMemAllocHost_v2": "cuMemHostAlloc"}
+
+// unwrap takes the wrappers' calls off the entry points they call, in a
+// thread of a job that maps only the simulated driver.
+func unwrap(th *profile.ThreadDriver) {
+	for _, outer := range th.Calls {
+		inner, ok := simWrappers[outer.Symbol]
+		if !ok {
+			continue
+		}
+		for i := range th.Calls {
+			if c := &th.Calls[i]; c.Symbol == inner {
+				c.Calls -= min(c.Calls, outer.Calls)
+				c.Bytes -= min(c.Bytes, outer.Bytes)
+			}
+		}
+	}
+	th.Calls = slices.DeleteFunc(th.Calls, func(c profile.DriverCall) bool { return c.Calls == 0 && c.TimeNS == 0 })
 }
 
 func comm(c [16]int8) string {

@@ -1878,11 +1878,8 @@ static CUresult kernel_duration(CUfunction f, void **params, void **extra, int64
 	return CUDA_SUCCESS;
 }
 
-/* The exported entry points call one another only through these, as a
- * real driver's do not: a probe on each entry point counts the caller's
- * calls once. */
-static CUresult launch_kernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx, unsigned int by,
-			      unsigned int bz, unsigned int shmem, CUstream h, void **params, void **extra)
+EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx, unsigned int by,
+			       unsigned int bz, unsigned int shmem, CUstream h, void **params, void **extra)
 {
 	(void)shmem;
 	if (!gx || !gy || !gz || !bx || !by || !bz)
@@ -1894,17 +1891,11 @@ static CUresult launch_kernel(CUfunction f, unsigned int gx, unsigned int gy, un
 	return enqueue(h, KIND_KERNEL, 0, dur, 0, NULL);
 }
 
-EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx, unsigned int by,
-			       unsigned int bz, unsigned int shmem, CUstream h, void **params, void **extra)
-{
-	return launch_kernel(f, gx, gy, gz, bx, by, bz, shmem, h, params, extra);
-}
-
 EXPORT CUresult cuLaunchKernelEx(const CUlaunchConfig *cfg, CUfunction f, void **params, void **extra)
 {
 	if (!cfg)
 		return CUDA_ERROR_INVALID_VALUE;
-	return launch_kernel(f, cfg->gridDimX, cfg->gridDimY, cfg->gridDimZ, cfg->blockDimX, cfg->blockDimY, cfg->blockDimZ,
+	return cuLaunchKernel(f, cfg->gridDimX, cfg->gridDimY, cfg->gridDimZ, cfg->blockDimX, cfg->blockDimY, cfg->blockDimZ,
 			      cfg->sharedMemBytes, cfg->hStream, params, extra);
 }
 
@@ -2034,7 +2025,7 @@ static int is_pinned(const void *p, size_t n)
 	return yes;
 }
 
-static CUresult mem_host_alloc(void **pp, size_t n, unsigned int flags)
+EXPORT CUresult cuMemHostAlloc(void **pp, size_t n, unsigned int flags)
 {
 	if (!pp || n == 0)
 		return fail(CUDA_ERROR_INVALID_VALUE, "cuMemHostAlloc: a pointer and a non-zero size are needed");
@@ -2054,9 +2045,7 @@ static CUresult mem_host_alloc(void **pp, size_t n, unsigned int flags)
 	return CUDA_SUCCESS;
 }
 
-EXPORT CUresult cuMemHostAlloc(void **pp, size_t n, unsigned int flags) { return mem_host_alloc(pp, n, flags); }
-
-EXPORT CUresult cuMemAllocHost_v2(void **pp, size_t n) { return mem_host_alloc(pp, n, 0); }
+EXPORT CUresult cuMemAllocHost_v2(void **pp, size_t n) { return cuMemHostAlloc(pp, n, 0); }
 
 EXPORT CUresult cuMemFreeHost(void *p)
 {
