@@ -10,7 +10,9 @@
  *   alloc N      N cuMemAlloc_v2 of 1 MiB and N cuMemFree_v2
  *   sync N MS    N times: a MS ms kernel, then cuStreamSynchronize
  *   rate S       launches as fast as it can for S seconds (a cuStreamSynchronize
- *                every 256), and prints the launches per second
+ *                every 256), and prints the launches per wall second and per
+ *                second of its own CPU time (what a launch costs the thread,
+ *                whatever else the host runs)
  * and answers "done" (or the rate) on stdout after each.
  * Usage: workload KERNEL.ptx
  */
@@ -55,12 +57,14 @@ static void launch(unsigned long long ns)
 	CHECK(cuLaunchKernel(kernel, 1, 1, 1, 1, 1, 1, 0, stream, params, NULL));
 }
 
-static double now_s(void)
+static double clock_s(clockid_t id)
 {
 	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
+	clock_gettime(id, &ts);
 	return ts.tv_sec + ts.tv_nsec / 1e9;
 }
+
+static double now_s(void) { return clock_s(CLOCK_MONOTONIC); }
 
 int main(int argc, char **argv)
 {
@@ -131,7 +135,7 @@ int main(int argc, char **argv)
 				CHECK(cuStreamSynchronize(stream));
 			}
 		} else if (!strcmp(op, "rate") && sscanf(line, "%*s %lf", &secs) == 1) {
-			double t0 = now_s(), t;
+			double t0 = now_s(), c0 = clock_s(CLOCK_THREAD_CPUTIME_ID), t;
 			long count = 0;
 			do {
 				for (int i = 0; i < 256; i++)
@@ -141,7 +145,7 @@ int main(int argc, char **argv)
 				t = now_s();
 			} while (t - t0 < secs);
 			CHECK(cuStreamSynchronize(stream));
-			printf("%.1f\n", count / (t - t0));
+			printf("%.1f %.1f\n", count / (t - t0), count / (clock_s(CLOCK_THREAD_CPUTIME_ID) - c0));
 			fflush(stdout);
 			continue;
 		} else {
