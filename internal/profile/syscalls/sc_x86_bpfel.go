@@ -57,14 +57,15 @@ type scStat struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	scMapCounters  = "counters"
-	scMapFutexes   = "futexes"
-	scMapPids      = "pids"
-	scMapStarts    = "starts"
-	scMapStats     = "stats"
-	scProgFork     = "fork"
-	scProgSysEnter = "sys_enter"
-	scProgSysExit  = "sys_exit"
+	scMapCounters    = "counters"
+	scMapFutexes     = "futexes"
+	scMapPids        = "pids"
+	scMapStarts      = "starts"
+	scMapStats       = "stats"
+	scProgFork       = "fork"
+	scProgSysEnter   = "sys_enter"
+	scProgSysExit    = "sys_exit"
+	scProgThreadExit = "thread_exit"
 )
 
 // loadSc returns the embedded CollectionSpec for sc.
@@ -109,9 +110,10 @@ type scSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type scProgramSpecs struct {
-	Fork     *ebpf.ProgramSpec `ebpf:"fork"`
-	SysEnter *ebpf.ProgramSpec `ebpf:"sys_enter"`
-	SysExit  *ebpf.ProgramSpec `ebpf:"sys_exit"`
+	Fork       *ebpf.ProgramSpec `ebpf:"fork"`
+	SysEnter   *ebpf.ProgramSpec `ebpf:"sys_enter"`
+	SysExit    *ebpf.ProgramSpec `ebpf:"sys_exit"`
+	ThreadExit *ebpf.ProgramSpec `ebpf:"thread_exit"`
 }
 
 // scMapSpecs contains maps before they are loaded into the kernel.
@@ -178,9 +180,10 @@ type scVariables struct {
 //
 // It can be passed to loadScObjects or ebpf.CollectionSpec.LoadAndAssign.
 type scPrograms struct {
-	Fork     *ebpf.Program `ebpf:"fork"`
-	SysEnter *ebpf.Program `ebpf:"sys_enter"`
-	SysExit  *ebpf.Program `ebpf:"sys_exit"`
+	Fork       *ebpf.Program `ebpf:"fork"`
+	SysEnter   *ebpf.Program `ebpf:"sys_enter"`
+	SysExit    *ebpf.Program `ebpf:"sys_exit"`
+	ThreadExit *ebpf.Program `ebpf:"thread_exit"`
 }
 
 func (p *scPrograms) Close() error {
@@ -188,6 +191,7 @@ func (p *scPrograms) Close() error {
 		p.Fork,
 		p.SysEnter,
 		p.SysExit,
+		p.ThreadExit,
 	)
 }
 

@@ -93,7 +93,7 @@ func Start(pids []int, o Options) (*Tracer, error) {
 	for _, a := range []struct {
 		name string
 		prog *ebpf.Program
-	}{{"sys_enter", t.objs.SysEnter}, {"sys_exit", t.objs.SysExit}} {
+	}{{"sys_enter", t.objs.SysEnter}, {"sys_exit", t.objs.SysExit}, {"sched_process_exit", t.objs.ThreadExit}} {
 		l, err := link.AttachRawTracepoint(link.RawTracepointOptions{Name: a.name, Program: a.prog})
 		if err != nil {
 			t.close()
@@ -247,6 +247,9 @@ func (t *Tracer) read(window time.Duration, nowNS int64) *profile.SyscallSummary
 	var st scStart
 	it = t.objs.Starts.Iterate()
 	for it.Next(&tid, &st) {
+		if st.Ts == 0 {
+			continue // between two calls
+		}
 		tgid, alive := t.tgidOf(int(tid))
 		if !alive {
 			continue // exited inside the call (exit, execve's old image)

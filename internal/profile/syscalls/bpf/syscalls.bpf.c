@@ -85,10 +85,12 @@ struct {
 	__type(value, u32); // 1
 } pids SEC(".maps");
 
-// A thread's syscall in progress. LRU: a thread that exits inside a
-// syscall (exit, execve's old image) leaves no entry that fills the map.
+// A thread's syscall in progress (ts 0: none). One entry per thread,
+// updated in place (no update or delete per call: the hot path is two
+// lookups per syscall); a thread's entry goes when the thread exits
+// (sched_process_exit).
 struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 16384);
 	__type(key, u32); // tid
 	__type(value, struct start);
@@ -135,6 +137,7 @@ int sys_enter(struct bpf_raw_tracepoint_args *ctx)
 		return 0;
 	long nr = ctx->args[1];
 	struct start s = {.ts = bpf_ktime_get_ns(), .nr = nr};
+	struct start *cur = bpf_map_lookup_elem(&starts, &tid);
 	if (nr == NR_FUTEX || nr == NR_FUTEX_WAKE || nr == NR_FUTEX_WAIT) {
 		const void *regs = (const void *)ctx->args[0];
 		u64 uaddr = 0, op = 0;
@@ -164,6 +167,10 @@ int sys_enter(struct bpf_raw_tracepoint_args *ctx)
 		if (s.kind)
 			s.uaddr = uaddr;
 	}
+	if (cur) {
+		*cur = s; // only this thread writes its entry
+		return 0;
+	}
 	bpf_map_update_elem(&starts, &tid, &s, BPF_ANY);
 	return 0;
 }
@@ -175,7 +182,7 @@ int sys_exit(struct bpf_raw_tracepoint_args *ctx)
 	u64 id = bpf_get_current_pid_tgid();
 	u32 tgid = id >> 32, tid = (u32)id;
 	struct start *s = bpf_map_lookup_elem(&starts, &tid);
-	if (!s)
+	if (!s || !s->ts)
 		return 0; // entered before the window, or not watched
 	u64 d = bpf_ktime_get_ns() - s->ts;
 	struct key k = {.tgid = tgid, .tid = tid, .nr = (u32)s->nr};
@@ -188,13 +195,13 @@ int sys_exit(struct bpf_raw_tracepoint_args *ctx)
 			fs = bpf_map_lookup_elem(&futexes, &fk);
 		}
 		if (fs) {
-			__sync_fetch_and_add(&fs->calls, 1);
-			__sync_fetch_and_add(&fs->ns, d);
+			fs->calls++;
+			fs->ns += d;
 		} else {
 			count(2);
 		}
 	}
-	bpf_map_delete_elem(&starts, &tid);
+	s->ts = 0;
 	long ret = (long)ctx->args[1];
 	struct stat *st = bpf_map_lookup_elem(&stats, &k);
 	if (!st) {
@@ -207,12 +214,24 @@ int sys_exit(struct bpf_raw_tracepoint_args *ctx)
 			return 0;
 		}
 	}
-	__sync_fetch_and_add(&st->calls, 1);
+	// The row is this thread's alone (its tid is in the key), and a
+	// thread runs on one CPU at a time: plain adds, no atomics.
+	st->calls++;
 	if (ret < 0 && ret >= -4095)
-		__sync_fetch_and_add(&st->errors, 1);
-	__sync_fetch_and_add(&st->ns, d);
+		st->errors++;
+	st->ns += d;
 	if (d > st->max_ns)
-		st->max_ns = d; // racy between two CPUs of one thread: never (one thread runs on one CPU)
+		st->max_ns = d;
+	return 0;
+}
+
+// sched_process_exit(struct task_struct *p): the exiting thread's entry
+// goes (an exit or a thread killed inside a syscall never returns from it).
+SEC("raw_tracepoint/sched_process_exit")
+int thread_exit(struct bpf_raw_tracepoint_args *ctx)
+{
+	u32 tid = (u32)bpf_get_current_pid_tgid();
+	bpf_map_delete_elem(&starts, &tid);
 	return 0;
 }
 
