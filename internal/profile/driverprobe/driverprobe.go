@@ -53,7 +53,8 @@ type Options struct {
 	Continuous bool
 	// Budget is the share of a launching thread's time the launch probes
 	// may cost (0: 2 %); HitCost what one probe hit is assumed to cost
-	// (0: 25 us, as measured on a virtual machine; bare metal is ~1-3 us).
+	// (0: 25 us: the wall-clock cost seen on a loaded virtual machine, whose
+	// CPU cost per hit is 0.9 us; bare metal is 1-3 us).
 	Budget  float64
 	HitCost time.Duration
 	// Period is the burst cycle (0: 1 s); the first burst is a twentieth
