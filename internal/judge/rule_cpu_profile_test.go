@@ -19,9 +19,11 @@ func TestCPUSplitByProfile(t *testing.T) {
 		want  finding.Class
 		claim string
 	}{
-		{map[profile.Category]int{profile.DriverSync: 72, profile.Interpreter: 20, profile.DriverLaunch: 8},
-			profile.SymbolSamples{Symbol: "cuStreamSynchronize", File: "libcuda.so.1", Category: profile.DriverSync, Samples: 72},
-			finding.SyncBound, "72% of the launch thread's CPU inside cuStreamSynchronize (spinning)"},
+		// (the GPU idles 70%: the thread's work after each sync, 40% of
+		// its CPU, is what leaves it idle)
+		{map[profile.Category]int{profile.DriverSync: 60, profile.Interpreter: 32, profile.DriverLaunch: 8},
+			profile.SymbolSamples{Symbol: "cuStreamSynchronize", File: "libcuda.so.1", Category: profile.DriverSync, Samples: 60},
+			finding.SyncBound, "60% of the launch thread's CPU inside cuStreamSynchronize (spinning)"},
 		{map[profile.Category]int{profile.DriverLaunch: 40, profile.Interpreter: 35, profile.Framework: 25},
 			profile.SymbolSamples{Symbol: "cuLaunchKernel", File: "libcuda.so.1", Category: profile.DriverLaunch, Samples: 40},
 			finding.SubmissionBound, "40% of the launch thread's CPU in cuLaunchKernel"},
@@ -65,5 +67,47 @@ func TestCPUSplitByProfile(t *testing.T) {
 	_, fs, _ := s.judge()
 	if findingByID(fs, "launch-thread-cpu-split") != nil {
 		t.Error("a split without a profile")
+	}
+}
+
+// A GPU kept busy all but just over a tenth of the time (a crowded host
+// delaying the relaunch after each synchronisation), its launch thread
+// spinning in the synchronisation throughout, as a GPU-bound job with
+// CUDA's default spin does: the spin is the wait for a busy GPU, not its
+// bottleneck. No sync-bound split, and the verdict stays what /proc says.
+func TestCPUSplitSpinOnABusyGPUIsNotSyncBound(t *testing.T) {
+	s := &synth{n: 50, util: constF(88), procs: []*sProc{trainer(&sThread{cpu: constF(97), wait: constF(0)})}}
+	tl := s.timeline()
+	in := NewInput(tl, derive.New(tl))
+	th := in.Job.Launch.T
+	tl.Meta.CPUProfile = &profile.CPUProfile{State: profile.StateOn, FrequencyHz: 99, CPUs: 2, WindowNS: 5e9,
+		Threads: []profile.ThreadCPU{{PID: th.PID, TID: th.Key.TID, Samples: 300,
+			Categories: map[profile.Category]int{profile.DriverSync: 296, profile.Interpreter: 4},
+			Top:        []profile.SymbolSamples{{Symbol: "wait_until", File: "libgpufeed-simcuda.so", Category: profile.DriverSync, Samples: 296}}}}}
+	v, fs := Judge(tl, derive.New(tl))
+	if f := findingByID(fs, "launch-thread-cpu-split"); f != nil && f.Supports == finding.SyncBound {
+		t.Errorf("a spin on a GPU busy 88%% of the time is called sync-bound: %s", f.Claim)
+	}
+	if v.Class == finding.SyncBound {
+		t.Errorf("verdict %s: %s", v.Class, v.Summary)
+	}
+}
+
+// The launch thread spinning in its syncs whenever it runs, but waiting
+// for a CPU more than half the time (a crowded host): the profile saw only
+// its running time, so the part it waited stays submission-bound, with a
+// CPU of its own first; the spin does not take the verdict.
+func TestCPUSplitLeavesTheWaitForACPU(t *testing.T) {
+	s := &synth{n: 50, util: constF(45), procs: []*sProc{trainer(&sThread{cpu: constF(42), wait: constF(56)})}}
+	tl := s.timeline()
+	in := NewInput(tl, derive.New(tl))
+	th := in.Job.Launch.T
+	tl.Meta.CPUProfile = &profile.CPUProfile{State: profile.StateOn, FrequencyHz: 99, CPUs: 2, WindowNS: 5e9,
+		Threads: []profile.ThreadCPU{{PID: th.PID, TID: th.Key.TID, Samples: 200,
+			Categories: map[profile.Category]int{profile.DriverSync: 196, profile.Interpreter: 4},
+			Top:        []profile.SymbolSamples{{Symbol: "wait_until", File: "libgpufeed-simcuda.so", Category: profile.DriverSync, Samples: 196}}}}}
+	v, fs := Judge(tl, derive.New(tl))
+	if v.Class != finding.SubmissionBound {
+		t.Errorf("verdict %s: %s; want submission-bound (the thread waited for a CPU 56%%)\n%v", v.Class, v.Summary, fs)
 	}
 }
