@@ -62,9 +62,7 @@ func (t *textWriter) driverCalls(d *profile.DriverCalls) {
 		if th.GraphLaunches > 0 {
 			parts = append(parts, fmt.Sprintf("%.1f graph launches/s", d.PerSecond(th.GraphLaunches)))
 		}
-		for _, c := range copyKinds(th) {
-			parts = append(parts, c)
-		}
+		parts = append(parts, copyKinds(th)...)
 		if th.Allocs > 0 || th.Frees > 0 {
 			parts = append(parts, fmt.Sprintf("%.1f allocations/s (%s), %.1f frees/s", d.PerSecond(th.Allocs), bytesText(th.AllocBytes), d.PerSecond(th.Frees)))
 		}
