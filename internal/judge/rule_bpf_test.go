@@ -13,8 +13,10 @@ import (
 // saturatedTrainer is a job whose launch thread is on a CPU all the time
 // while the GPU runs 30 %: /proc alone cannot tell a spinning sync from a
 // launch loop.
-func saturatedTrainer() *synth {
-	return &synth{n: 50, util: constF(30), procs: []*sProc{trainer(&sThread{cpu: constF(97), wait: constF(0)})}}
+func saturatedTrainer() *synth { return saturatedAt(30) }
+
+func saturatedAt(util float64) *synth {
+	return &synth{n: 50, util: constF(util), procs: []*sProc{trainer(&sThread{cpu: constF(97), wait: constF(0)})}}
 }
 
 func driverOf(tid int, launches, syncs uint64, syncNS int64) *profile.DriverCalls {
@@ -32,22 +34,32 @@ func driverOf(tid int, launches, syncs uint64, syncNS int64) *profile.DriverCall
 // between, nothing is claimed.
 func TestDriverCallsSplitTheSaturatedThread(t *testing.T) {
 	for _, tc := range []struct {
+		util            float64
 		launches, syncs uint64
 		syncNS          int64
 		want            finding.Class
 		claim           string
 	}{
-		{2000, 500, 3.6e9, finding.SyncBound, "inside the CUDA driver's synchronisations 72% of the window (cuStreamSynchronize, 100 syncs a second, 7.2ms each, one every 4 launches)"},
-		{60000, 5, 1e8, finding.SubmissionBound, "launched 12000 kernels a second and was inside the CUDA driver's synchronisations only 2% of the window"},
-		{20000, 100, 1.5e9, "", ""},
+		// Spinning 72 % of the window in syncs, the GPU idle 30 % (the
+		// work between syncs).
+		{70, 2000, 500, 3.6e9, finding.SyncBound, "inside the CUDA driver's synchronisations 72% of the window (cuStreamSynchronize, 100 syncs a second, 7.2ms each, one every 4 launches)"},
+		// The same with the GPU idle 15 %: what a GPU-bound job with a
+		// spinning sync looks like; no claim.
+		{85, 2000, 500, 3.6e9, "", ""},
+		// In syncs 72 % while the GPU idles 70 %: the 28 % of work between
+		// syncs cannot leave it idle that long; the thread waited for
+		// something else; no claim.
+		{30, 2000, 500, 3.6e9, "", ""},
+		{30, 60000, 5, 1e8, finding.SubmissionBound, "launched 12000 kernels a second and was inside the CUDA driver's synchronisations only 2% of the window"},
+		{30, 20000, 100, 1.5e9, "", ""},
 	} {
-		tl := saturatedTrainer().timeline()
+		tl := saturatedAt(tc.util).timeline()
 		tl.Meta.DriverCalls = driverOf(100, tc.launches, tc.syncs, tc.syncNS)
 		v, fs := Judge(tl, derive.New(tl))
 		f := findingByID(fs, "launch-thread-driver-calls")
 		if tc.want == "" {
 			if f != nil {
-				t.Errorf("30%% in syncs: want no claim, got %+v", f)
+				t.Errorf("%.0f%% in syncs, GPU at %.0f%%: want no claim, got %+v", 100*float64(tc.syncNS)/5e9, tc.util, f)
 			}
 			continue
 		}

@@ -56,6 +56,18 @@ func runDriverCalls(in *Input) []finding.Finding {
 	var claim string
 	sym := topSync(td)
 	switch {
+	case syncShare >= driverSyncDominant && in.Attr.IdlePct < cpuSplitSyncMinIdlePct:
+		// A GPU-bound job with a spinning sync looks like this too: the
+		// spin is the bottleneck only where the GPU idles clearly (as the
+		// CPU profile's split decides).
+		return nil
+	case syncShare >= driverSyncDominant && syncShareIdle < thresholds.ModerateSharePct &&
+		(1-syncShare)*nanZero(th.CPU.Mean) < spinOrSubmit/2:
+		// A thread on a CPU that does next to nothing but sit in its syncs
+		// (its time outside them under half the idle time it would be
+		// blamed for) left the GPU idle for another reason, as in the
+		// split: waiting for a CPU itself.
+		return nil
 	case syncShare >= driverSyncDominant && syncShareIdle+spinOrSubmit >= thresholds.ModerateSharePct:
 		class = finding.SyncBound
 		claim = fmt.Sprintf("the launch thread %s was inside the CUDA driver's synchronisations %.0f%% of the window (%s, %s)",

@@ -455,7 +455,7 @@ func (p *Prober) nextBurst(launches uint64, over time.Duration) time.Duration {
 	if cost <= 0 {
 		return p.o.Period
 	}
-	b := time.Duration(p.o.Budget / cost * float64(p.o.Period))
+	b := time.Duration(p.o.Budget / cost * float64(p.o.Period)).Round(time.Millisecond)
 	return min(max(b, p.o.MinBurst), p.o.Period)
 }
 
