@@ -60,11 +60,13 @@ func runCPUSplit(in *Input) []finding.Finding {
 	switch {
 	case syncS >= cpuSplitDominant && in.Attr.IdlePct < cpuSplitSyncMinIdlePct:
 		return nil
-	case syncS >= cpuSplitDominant && (1-syncS)*nanZero(th.CPU.Mean) < share/2:
+	case syncS >= cpuSplitDominant && (1-syncS)*nanZero(th.CPU.Mean) < share/4:
 		// What a sync leaves the GPU idle for is the thread's work after
 		// it returns: a thread that does next to nothing but spin (its
-		// non-sync CPU under half the idle time it would be blamed for)
-		// left the GPU idle for another reason (waiting for a CPU itself).
+		// non-sync CPU under a quarter of the idle time it would be blamed
+		// for) left the GPU idle for another reason (waiting for a CPU
+		// itself). A quarter, not all: the relaunch after each sync and the
+		// waits for a CPU add to that work's idle time on a loaded host.
 		return nil
 	case syncS >= cpuSplitDominant:
 		class = finding.SyncBound
