@@ -62,10 +62,10 @@ func runDriverCalls(in *Input) []finding.Finding {
 		// CPU profile's split decides).
 		return nil
 	case syncShare >= driverSyncDominant && syncShareIdle < thresholds.ModerateSharePct &&
-		(1-syncShare)*nanZero(th.CPU.Mean) < spinOrSubmit/2:
+		(1-syncShare)*nanZero(th.CPU.Mean) < spinOrSubmit/4:
 		// A thread on a CPU that does next to nothing but sit in its syncs
-		// (its time outside them under half the idle time it would be
-		// blamed for) left the GPU idle for another reason, as in the
+		// (its time outside them under a quarter of the idle time it would
+		// be blamed for) left the GPU idle for another reason, as in the
 		// split: waiting for a CPU itself.
 		return nil
 	case syncShare >= driverSyncDominant && syncShareIdle+spinOrSubmit >= thresholds.ModerateSharePct:
