@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"github.com/gpufeed/gpufeed/internal/profile/cpuprof"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -19,6 +20,7 @@ import (
 	"github.com/gpufeed/gpufeed/internal/clitest"
 	"github.com/gpufeed/gpufeed/internal/finding"
 	"github.com/gpufeed/gpufeed/internal/gpu/sim"
+	"github.com/gpufeed/gpufeed/internal/gpu/sim/simcuda"
 	"github.com/gpufeed/gpufeed/internal/render"
 )
 
@@ -65,11 +67,28 @@ while True:
     c.close()
 `
 
-// startSimdev serves a simulated device in this process for the test.
+// startSimdev serves a simulated device in this process for the test. Its
+// clients load a copy of the simulated driver library of the test's own:
+// diagnose --profile places uprobes on the driver file a job maps, and a
+// uprobe traps every process that maps that file (its inode), so the
+// shared cached library would slow other packages' tests running at the
+// same time.
 func startSimdev(t *testing.T) string {
 	t.Helper()
+	lib, err := simcuda.Path()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(lib)
+	if err != nil {
+		t.Fatal(err)
+	}
+	own := filepath.Join(t.TempDir(), simcuda.LibName)
+	if err := os.WriteFile(own, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	sock := filepath.Join(t.TempDir(), "gpu.sock")
-	srv, err := sim.Listen(sock, sim.Options{})
+	srv, err := sim.Listen(sock, sim.Options{Library: func() (string, error) { return own, nil }})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/gpufeed/gpufeed/internal/gpu/sim"
+	"github.com/gpufeed/gpufeed/internal/gpu/sim/simcuda"
 )
 
 // dutyCycleWorkload keeps the simulated GPU busy a known share of the time:
@@ -47,7 +48,22 @@ func TestDiagnoseMeasuresTheSimulatedDutyCycle(t *testing.T) {
 	}
 	dir := t.TempDir()
 	sock := filepath.Join(dir, "gpu.sock")
-	srv, err := sim.Listen(sock, sim.Options{})
+	// The driver library copied for this test: diagnose's driver probes
+	// (--profile auto, as root) trap every process mapping the file they
+	// sit on, and the cached one is other packages' tests' too.
+	lib, err := simcuda.Path()
+	if err != nil {
+		t.Fatal(err)
+	}
+	so, err := os.ReadFile(lib)
+	if err != nil {
+		t.Fatal(err)
+	}
+	own := filepath.Join(dir, simcuda.LibName)
+	if err := os.WriteFile(own, so, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := sim.Listen(sock, sim.Options{Library: func() (string, error) { return own, nil }})
 	if err != nil {
 		t.Fatal(err)
 	}
