@@ -123,6 +123,8 @@ func Write(w io.Writer, f Format, doc Document, o Options) error {
 		return r.Check(w, d, o)
 	case *TraceResult:
 		return r.Trace(w, d, o)
+	case *DrillReport:
+		return writeDrill(w, f, r, d, o)
 	}
 	return fmt.Errorf("render: no renderer for %T", doc)
 }
