@@ -119,7 +119,11 @@ func openReal(path string, ordinal int) (*Backend, error) {
 		b.BusID = sysfsBusID(id)
 	}
 	v, _ := lib.DriverVersion()
-	b.Desc = fmt.Sprintf("%s (CUDA %d.%d driver API), device %d: %s", path, v/1000, v%1000/10, ordinal, name)
+	shown := path
+	if p := mappedPath(filepath.Base(path)); p != "" && p != path {
+		shown += " (" + p + ")"
+	}
+	b.Desc = fmt.Sprintf("%s, CUDA %d.%d driver API, device %d: %s", shown, v/1000, v%1000/10, ordinal, name)
 	if b.BusID != "" {
 		b.Desc += " at " + strings.ToLower(b.BusID)
 	}
@@ -169,7 +173,7 @@ func openSim(ctx context.Context, socket string, opt sim.Options) (*Backend, err
 	b := &Backend{Lib: lib, Dev: dev, Ctx: c, Simulated: true, Socket: socket}
 	b.stop = func() { lib.PrimaryCtxRelease(dev); stop() }
 	info, err := lib.SimCtxInfo(c)
-	b.Desc = "gpufeed's simulated CUDA driver (" + simcuda.LibName + ") on a simulated GPU"
+	b.Desc = "gpufeed's simulated CUDA driver " + lp + " on a simulated GPU"
 	if err == nil {
 		b.Desc += fmt.Sprintf(" (each launch costs the launching thread %.1f µs of CPU)", float64(info.LaunchCostNS)/1e3)
 	}
@@ -275,4 +279,21 @@ func sysfsBusID(id string) string {
 		id = dom[len(dom)-4:] + ":" + rest
 	}
 	return id
+}
+
+// mappedPath is the file this process mapped for a library named base
+// (libcuda.so.1 is a link to the driver's versioned file), "" when none.
+func mappedPath(base string) string {
+	b, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		return ""
+	}
+	stem := strings.TrimSuffix(base, filepath.Ext(base))
+	for _, l := range strings.Split(string(b), "\n") {
+		f := strings.Fields(l)
+		if len(f) == 6 && strings.HasPrefix(filepath.Base(f[5]), stem) {
+			return f[5]
+		}
+	}
+	return ""
 }

@@ -87,7 +87,7 @@ func Cow(ctx context.Context, fs procfs.FS, opt CowOptions) (*result.Report, err
 		runs = append(runs, r)
 	}
 	const mib = 1 << 20
-	tab := result.Table{ID: "cow", Title: "unique memory (USS) of the workers, from their release to the end of their pass (per worker: the mean, range in brackets)",
+	tab := result.Table{ID: "cow", Title: "USS of the workers, from their release to the end of their pass (per worker: mean [range])",
 		Columns: []result.Column{
 			{Key: "uss_per_worker_start_bytes", Label: "per worker, start", Unit: result.Bytes},
 			{Key: "uss_per_worker_end_bytes", Label: "end", Unit: result.Bytes},
