@@ -53,15 +53,14 @@ var jitterReference = map[string][2]*result.Value{
 
 // jitter holds the drill's driver objects.
 type jitter struct {
-	b      *Backend
-	opt    JitterOptions
-	s      cudadrv.Stream
-	tiny   cudadrv.Function
-	spin   cudadrv.Function
-	a, z   cudadrv.Event
-	gpuNS  float64 // GPU time of one tiny kernel, back to back
-	graph  cudadrv.GraphExec
-	launch int // the launch thread's tid
+	b     *Backend
+	opt   JitterOptions
+	s     cudadrv.Stream
+	tiny  cudadrv.Function
+	spin  cudadrv.Function
+	a, z  cudadrv.Event
+	gpuNS float64 // GPU time of one tiny kernel, back to back
+	graph cudadrv.GraphExec
 }
 
 // Jitter runs the launch-jitter drill: bursts of tiny kernels launched one
