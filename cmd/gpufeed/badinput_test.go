@@ -180,6 +180,11 @@ func TestZombieIsDiagnosedAsFarAsItCanBe(t *testing.T) {
 	if r.Target.ExitCode == nil || *r.Target.ExitCode != 0 {
 		t.Errorf("exit code %v, want the zombie's 0", r.Target.ExitCode)
 	}
+	// The verdict says the process had already exited when gpufeed came,
+	// not that it exited after 0 s, nor to attach to a longer-running job.
+	if m := r.Verdict.Missing; !strings.Contains(m, "had already exited when gpufeed attached") || strings.Contains(m, "exited after") {
+		t.Errorf("verdict's missing part %q: want it to say the process had already exited when gpufeed attached", m)
+	}
 
 	out, stderr, code = run(t, "check", "--pid", strconv.Itoa(pid), "--duration", "0", "--device", "none", "-o", "json")
 	if code != 0 {

@@ -195,6 +195,13 @@ func sampledIntervals(in *Input) int {
 
 func shortWindow(in *Input) string {
 	sec := floorSeconds(in.View.WindowNS)
+	tg := in.Timeline.Meta.Target
+	if in.Timeline.Meta.Ended == "target exited" && !tg.Launched && tg.ExitCode != nil && len(in.View.Intervals) == 0 {
+		// Attached to a zombie: it ended before the first sample.
+		return fmt.Sprintf("pid %d had already exited when gpufeed attached (exit status %d) and nothing of it runs: "+
+			"what is left is how it ended and the kernel log (below); diagnose a running process of the job instead (its parent, or its other ranks)",
+			tg.PID, *tg.ExitCode)
+	}
 	if in.Timeline.Meta.Ended == "target exited" {
 		return fmt.Sprintf("the target exited after %s s (%d intervals): gpufeed needs at least %v of a running job; attach to a long-running job with --pid, or run the command for longer",
 			sec, len(in.View.Intervals), thresholds.MinWindow)

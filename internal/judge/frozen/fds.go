@@ -45,6 +45,18 @@ func fdFindings(v *view, a *derive.View) []finding.Finding {
 		var eta time.Duration
 		leaking := rate >= thresholds.FDMinRate && current-firstN >= thresholds.FDMinGrowth
 		if leaking {
+			// Sustained: a rank opens its libraries, device handles and
+			// sockets in its first seconds and then holds them; a leak keeps
+			// growing in the window's later half too.
+			mid := (a.TickT[fi] + a.TickT[li]) / 2
+			m := fi
+			for m < li && a.TickT[m] < mid {
+				m++
+			}
+			later := ap.FDs[m : li+1].Slope(a.TickT[m : li+1])
+			leaking = !math.IsNaN(later) && later >= thresholds.FDMinRate
+		}
+		if leaking {
 			eta = time.Duration(max(left, 0) / rate * float64(time.Second))
 			leaking = eta <= thresholds.FDHorizon
 		}

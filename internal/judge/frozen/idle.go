@@ -268,7 +268,7 @@ func idleFinding(v *view, p Progress) finding.Finding {
 	if m.GPUVisible {
 		gpu = fmt.Sprintf("the GPU is idle (the job's kernels ran at most %.0f %% of any sample)", m.GPUMaxUtil)
 	}
-	claim := "The job is idle: " + who + " " + lead.what
+	claim := "the job is idle: " + who + " " + lead.what
 	if len(others) > 0 {
 		claim += "; " + strings.Join(others, "; ")
 	}

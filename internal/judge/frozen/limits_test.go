@@ -340,3 +340,36 @@ func TestAllowlistHoldsWhatTheChecksRead(t *testing.T) {
 		}
 	}
 }
+
+// A rank opening its libraries, CUDA handles and sockets at start-up grows
+// fast for a few seconds and then holds: 3 descriptors to 40 in the first
+// 4 s of a 10 s window (a least-squares slope of ~3/s over the window), flat
+// after. That is start-up, not a leak: a leak keeps growing in the window's
+// later half.
+func TestFDStartupBurstIsNoLeak(t *testing.T) {
+	b := newTL(101, 100*time.Millisecond)
+	p := b.proc(10, 1, "python3", []string{"python3", "train.py"}, nil)
+	p.NoFileSoft = u64(1024)
+	b.procSamples(10, func(i int) (timeline.ProcSample, bool) {
+		if i%5 != 0 {
+			return timeline.ProcSample{}, false
+		}
+		n := 3 + int(9.25*b.secs(i))
+		if b.secs(i) >= 4 {
+			n = 40
+		}
+		return timeline.ProcSample{FDs: intp(n)}, true
+	})
+	none(t, fdf(b.tl), "fd-exhaustion")
+	// The same growth kept up to the end is reported.
+	b = newTL(101, 100*time.Millisecond)
+	p = b.proc(10, 1, "python3", []string{"python3", "train.py"}, nil)
+	p.NoFileSoft = u64(1024)
+	b.procSamples(10, func(i int) (timeline.ProcSample, bool) {
+		if i%5 != 0 {
+			return timeline.ProcSample{}, false
+		}
+		return timeline.ProcSample{FDs: intp(3 + int(9.25*b.secs(i)))}, true
+	})
+	one(t, fdf(b.tl), "fd-exhaustion")
+}

@@ -137,7 +137,7 @@ func TestIdleServer(t *testing.T) {
 	none(t, r.Findings, "job-stalled")
 	none(t, r.Findings, "blocked-threads")
 	f := one(t, r.Findings, "job-idle")
-	want := "The job is idle: pid 10 (python3) waits for connections in accept4 on a listening socket (tcp 127.0.0.1:8000); the GPU is idle (the job's kernels ran at most 0 % of any sample); nothing in the job moved over 3.0 s"
+	want := "the job is idle: pid 10 (python3) waits for connections in accept4 on a listening socket (tcp 127.0.0.1:8000); the GPU is idle (the job's kernels ran at most 0 % of any sample); nothing in the job moved over 3.0 s"
 	if f.Claim != want || f.Severity != finding.Info || f.Supports != finding.Idle {
 		t.Errorf("claim\n got %q\nwant %q (%s)", f.Claim, want, f.Severity)
 	}
