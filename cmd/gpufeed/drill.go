@@ -108,6 +108,12 @@ func runDrill(cmd *cobra.Command, info drill.Info, format render.Format, fl dril
 	if info.Waiting != "" {
 		return fmt.Errorf("drill %s is not available in this build: %s", info.Name, info.Waiting)
 	}
+	if err := drill.ValidDriver(fl.driver); err != nil {
+		return asUsage(err)
+	}
+	if fl.gpu < 0 {
+		return asUsage(errors.New("--gpu: want a CUDA device ordinal, 0 or more"))
+	}
 	if fl.kernels < 1 || fl.reps < 1 || fl.workers < 1 || fl.items < 1 || fl.bytes < 1 {
 		return asUsage(errors.New("--kernels, --reps, --workers, --items and --bytes must be at least 1"))
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -156,5 +157,22 @@ func TestDrillCowRealWorkers(t *testing.T) {
 	flat := d.cell(t, "cow", "flat", "uss_per_worker_end_bytes") - d.cell(t, "cow", "flat", "uss_per_worker_start_bytes")
 	if grew < 8<<20 || flat > grew/4 {
 		t.Errorf("USS per worker grew %.1f MiB over a list, %.1f MiB over flat storage: want the list's pages copied, the flat buffer shared", grew/(1<<20), flat/(1<<20))
+	}
+}
+
+// Where libcuda.so.1 cannot be used, --driver auto runs on a simulated GPU
+// and says why, on stderr and in the report; a --driver naming nothing is
+// a usage error before anything runs.
+func TestDrillAutoFallsBackToTheSimulatorAndSaysWhy(t *testing.T) {
+	if _, err := os.Stat("/dev/nvidiactl"); err == nil {
+		t.Skip("an NVIDIA driver is here: auto uses it")
+	}
+	out, stderr, code := run(t, "drill", "copy", "--reps", "1", "--bytes", "1048576")
+	if code != 0 || !strings.Contains(stderr, "no usable CUDA driver here") || !strings.Contains(stderr, "libcuda.so.1") ||
+		!strings.Contains(out, "ran on a simulated GPU") {
+		t.Errorf("exit %d\nstderr %s\nstdout %s", code, stderr, out)
+	}
+	if _, stderr, code := run(t, "drill", "jitter", "--driver", "bogus"); code != exitUsage || !strings.Contains(stderr, "--driver") {
+		t.Errorf("--driver bogus: exit %d, %q", code, stderr)
 	}
 }

@@ -60,6 +60,9 @@ type Backend struct {
 // why is set when auto fell back to the simulator: why the real driver
 // could not be used.
 func Open(ctx context.Context, spec string, ordinal int, opt sim.Options) (b *Backend, why string, err error) {
+	if err := ValidDriver(spec); err != nil {
+		return nil, "", err
+	}
 	switch {
 	case spec == "" || spec == "auto":
 		b, err := openReal(RealDriver, ordinal)
@@ -84,7 +87,16 @@ func Open(ctx context.Context, spec string, ordinal int, opt sim.Options) (b *Ba
 		b, err := openReal(spec, ordinal)
 		return b, "", err
 	}
-	return nil, "", fmt.Errorf("--driver %q: want auto, cuda, sim, sim:SOCKET or the path of a CUDA driver library", spec)
+	return nil, "", ValidDriver(spec)
+}
+
+// ValidDriver checks a --driver value before anything is opened.
+func ValidDriver(spec string) error {
+	switch {
+	case spec == "" || spec == "auto" || spec == "cuda" || spec == "sim", strings.HasPrefix(spec, "sim:") && len(spec) > 4, strings.Contains(spec, "/"):
+		return nil
+	}
+	return fmt.Errorf("--driver %q: want auto, cuda, sim, sim:SOCKET or the path of a CUDA driver library", spec)
 }
 
 func openReal(path string, ordinal int) (*Backend, error) {
