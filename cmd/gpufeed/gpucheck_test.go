@@ -80,3 +80,35 @@ func TestGPUCheckDryRun(t *testing.T) {
 		}
 	}
 }
+
+// The check's NVML comparison over nvidia-smi's CSV (its --format=csv
+// header and units): a report that agrees, then one whose power limit
+// nvidia-smi contradicts.
+func TestGPUCheckComparesNVMLWithNvidiaSMI(t *testing.T) {
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("no python3")
+	}
+	out := filepath.Join(t.TempDir(), "compare")
+	cmp := func(csv string) (string, int) {
+		c := exec.Command(py, "../../python/gpucheck/compare.py", "nvml", "testdata/demo-gpu-bound.json", csv, out)
+		b, _ := c.CombinedOutput()
+		return string(b), c.ProcessState.ExitCode()
+	}
+	if text, code := cmp("testdata/gpucheck-smi.csv"); code != 0 || strings.Contains(text, "DIFFER") {
+		t.Errorf("exit %d:\n%s", code, text)
+	}
+	b, err := os.ReadFile("testdata/gpucheck-smi.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := filepath.Join(t.TempDir(), "smi.csv")
+	os.WriteFile(bad, []byte(strings.ReplaceAll(string(b), "700.00 W", "400.00 W")), 0o644)
+	text, code := cmp(bad)
+	if code != 1 || !strings.Contains(text, "power limit W") || !strings.Contains(text, "DIFFER") {
+		t.Errorf("a contradicted power limit: exit %d:\n%s", code, text)
+	}
+	if _, err := os.Stat(out + ".json"); err != nil {
+		t.Errorf("no JSON result: %v", err)
+	}
+}
