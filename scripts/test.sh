@@ -92,7 +92,7 @@ step "go build"
 go build -o /dev/null ./cmd/gpufeed
 
 step "go test"
-go test -count=1 ./...
+go test -count=1 -timeout 15m ./...
 
 # The deployment files, decoded strictly into the Kubernetes and Prometheus
 # Operator API types by a module of its own (those types stay out of

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/gpufeed/gpufeed/internal/profile/cpuprof"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -281,12 +282,21 @@ func TestAttachSpinningSyncIsNoWrongClass(t *testing.T) {
 		t.Skip("python3 not found")
 	}
 	pydir, _ := filepath.Abs("../../python")
-	for _, mode := range []string{"block", "spin"} {
+	// block and spin are what /proc alone tells (--profile off); profiled,
+	// the spinning job's CPU profile names the sync.
+	for _, mode := range []string{"block", "spin", "spin-profiled"} {
 		t.Run(mode, func(t *testing.T) {
+			sync, extra := mode, []string{"--profile", "off"}
+			if mode == "spin-profiled" {
+				if err := cpuprof.Check(""); err != nil {
+					t.Skip(err)
+				}
+				sync, extra = "spin", []string{"--profile", "on"}
+			}
 			sock := startSimdev(t)
-			w := startWorkload(t, []string{"GPUFEED_SIMDEV=" + sock, "GPUFEED_SIMDEV_SYNC=" + mode}, true, python, "-c", syncBoundWorkload, pydir)
+			w := startWorkload(t, []string{"GPUFEED_SIMDEV=" + sock, "GPUFEED_SIMDEV_SYNC=" + sync}, true, python, "-c", syncBoundWorkload, pydir)
 			time.Sleep(300 * time.Millisecond)
-			runs := attachRepeatedly(t, w.Process.Pid, 3, []time.Duration{4 * time.Second})
+			runs := attachRepeatedly(t, w.Process.Pid, 3, []time.Duration{4 * time.Second}, extra...)
 			requireNeverStalled(t, "sync-bound job ("+mode+")", runs)
 			for i, r := range runs {
 				v := r.rep.Verdict
@@ -294,6 +304,21 @@ func TestAttachSpinningSyncIsNoWrongClass(t *testing.T) {
 					continue
 				}
 				switch mode {
+				case "spin-profiled":
+					// On a crowded host the thread waits for a CPU longer than
+					// its work after each sync takes: the CPU of its own comes
+					// first, as in the spin case (the profile claims no sync).
+					if v.Class == finding.SubmissionBound && slices.Contains(v.Because, "launch-thread-descheduled") && strings.Contains(v.Decision, "CPU of its own") {
+						t.Logf("run %d: crowded host, the spinning thread descheduled: %s", i, v.Summary)
+						continue
+					}
+					if v.Class != finding.SyncBound || !strings.Contains(v.Summary, "inside wait_until (spinning)") {
+						prof := r.text
+						if j := strings.Index(prof, `"cpu_profile"`); j >= 0 {
+							prof = prof[j:min(len(prof), j+600)]
+						}
+						t.Errorf("run %d: profiled spinning synchronisation judged %s: %s; want sync-bound naming the driver's wait; %s", i, v.Class, v.Summary, prof)
+					}
 				case "block":
 					if v.Class != finding.SyncBound {
 						t.Errorf("run %d: blocking synchronisation judged %s, want sync-bound: %s", i, v.Class, v.Summary)

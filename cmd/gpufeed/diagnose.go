@@ -55,6 +55,7 @@ type diagnoseOpts struct {
 	device   string
 	kmsgPath string
 	pyStacks bool
+	profile  string
 	// cmdOutput is where a launched command's stdout and stderr go ("":
 	// gpufeed's stderr; stdout is the report's).
 	cmdOutput string
@@ -110,6 +111,7 @@ it watches.`,
 	f.StringVar(&o.device, "device", "auto", "GPU source: auto, none, nvml or sim:PATH")
 	f.StringVar(&o.kmsgPath, "kmsg", kmsg.DefaultPath, "the kernel log device (falls back to dmesg, then journalctl -k)")
 	f.StringVar(&o.cmdOutput, "cmd-output", "", "write the launched command's stdout and stderr to `FILE` (default: gpufeed's stderr; stdout is the report's)")
+	f.StringVar(&o.profile, "profile", diagnose.ProfileAuto, "CPU profile of the job's threads (where their CPU goes: CUDA launches, syncs, the interpreter, decoding): auto (where allowed; otherwise says what is missing), on (fail if not allowed) or off")
 	f.BoolVar(&o.pyStacks, "py-stacks", false, "read every Python thread's stack and the GIL holder (built-in CPython 3.8-3.13 reader; py-spy for other versions where installed; needs CAP_SYS_PTRACE for another user's process)")
 	return cmd
 }
@@ -124,6 +126,12 @@ func runDiagnose(cmd *cobra.Command, o diagnoseOpts, args []string) error {
 		if err := checkTarget(fs, int(o.pid)); err != nil {
 			return err
 		}
+	}
+	if err := diagnose.CheckProfile(fs, o.profile); err != nil {
+		if o.profile == diagnose.ProfileOn {
+			return fmt.Errorf("--profile on: %w", err)
+		}
+		return usagef("%v", err)
 	}
 	if err := checkPerfetto(o.perfetto); err != nil {
 		return err
@@ -143,7 +151,7 @@ func runDiagnose(cmd *cobra.Command, o diagnoseOpts, args []string) error {
 			}
 			return src, name, nil
 		},
-		Kmsg: kmsg.Reader{Path: o.kmsgPath}, PyStacks: o.pyStacks, Record: o.record, Warn: func(m string) { warn("%s", m) },
+		Kmsg: kmsg.Reader{Path: o.kmsgPath}, PyStacks: o.pyStacks, Profile: o.profile, Record: o.record, Warn: func(m string) { warn("%s", m) },
 		Tool: "gpufeed " + version}
 	if len(args) > 0 {
 		// Standard output is the report's: the command writes elsewhere.

@@ -29,6 +29,10 @@ type Observation struct {
 	// Warn, when set, is told what went wrong without stopping the run
 	// (the sampler's last error, a recording that could not be finished).
 	Warn func(string)
+	// Profile, when set, starts the CPU profile as the window starts; what
+	// it returns stops it and gives the profile (or says why there is none)
+	// once the window is over.
+	Profile func() (stop func() *profile.CPUProfile)
 	// PySamples, when set, samples the Python stacks of the tree under
 	// PySamplesRoot over the window (diagnose --py-stacks).
 	PySamples     *pystack.Sampler
@@ -67,8 +71,21 @@ func Observe(ctx context.Context, s *sample.Sampler, o Observation, finish func(
 		tops = make(chan []profile.Top, 1)
 		go func() { tops <- o.PySamples.Run(pctx, o.PySamplesRoot) }()
 	}
+	var stopProfile func() *profile.CPUProfile
+	if o.Profile != nil {
+		stopProfile = o.Profile()
+	}
 	tl, runErr := s.Run(ctx)
 	stopPy()
+	if stopProfile != nil {
+		prof := stopProfile()
+		if tl != nil {
+			tl.Meta.CPUProfile = prof
+			if prof.State == profile.StateUnavailable {
+				tl.Meta.Notes = append(tl.Meta.Notes, "CPU profile not taken: "+prof.Missing+". Without it, "+prof.CannotTell+".")
+			}
+		}
+	}
 	if tops != nil && tl != nil {
 		addPySamples(tl, rec, <-tops)
 	}

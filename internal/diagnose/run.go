@@ -57,6 +57,9 @@ type Options struct {
 	Warn         func(string)
 	// Tool names gpufeed and its version in the timeline.
 	Tool string
+	// Profile is the CPU profile's mode: ProfileAuto, ProfileOn or
+	// ProfileOff ("" is off).
+	Profile string
 }
 
 // Result is what one diagnose run produced.
@@ -169,8 +172,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	cfg := sample.Config{FS: fsys, PID: o.PID, Interval: o.Interval, Duration: o.Duration,
 		GPU: src, GPUSource: srcName, Tool: o.Tool}
 	var cmd *Command
+	var child *exec.Cmd
 	if len(o.Command) > 0 {
-		child := exec.Command(o.Command[0], o.Command[1:]...)
+		child = exec.Command(o.Command[0], o.Command[1:]...)
 		child.Stdin, child.Stdout, child.Stderr = o.CommandStdin, o.CommandOutput, o.CommandOutput
 		if err := child.Start(); err != nil {
 			return nil, startError(o.Command[0], err)
@@ -190,8 +194,16 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		}
 		return nil, err
 	}
+	startProfile, err := profileStarter(fsys, o.Profile, cfg.PID)
+	if err != nil {
+		if cmd != nil {
+			child.Process.Kill()
+			cmd.Wait()
+		}
+		return nil, fmt.Errorf("--profile on: %w", err)
+	}
 	obs := Observation{GPU: src, Record: o.Record, Progress: o.Progress, ProgressDone: o.ProgressDone, Warn: o.Warn,
-		EndOfWindow: EndOfWindow{FS: fsys, Kmsg: o.Kmsg, PyStacks: o.PyStacks, PySpy: o.PySpy}}
+		EndOfWindow: EndOfWindow{FS: fsys, Kmsg: o.Kmsg, PyStacks: o.PyStacks, PySpy: o.PySpy}, Profile: startProfile}
 	if o.PyStacks {
 		obs.PySamples, obs.PySamplesRoot = &pystack.Sampler{FS: fsys, Rate: o.PyRate}, cfg.PID
 	}

@@ -139,6 +139,11 @@ func verdictFor(c finding.Class, conf float64, fs []finding.Finding, note string
 			support = append(support, *f)
 		}
 	}
+	if cause == nil {
+		if cause = splitCause(c, fs); cause != nil {
+			support = slices.DeleteFunc(support, func(f finding.Finding) bool { return f.ID == cause.ID })
+		}
+	}
 	sort.SliceStable(support, func(i, j int) bool { return support[i].Severity > support[j].Severity })
 	if cause != nil {
 		v.Because = append(v.Because, cause.ID)

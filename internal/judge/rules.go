@@ -86,6 +86,7 @@ func Judge(tl *timeline.Timeline, a *derive.View) (*finding.Verdict, []finding.F
 	for _, r := range Rules() {
 		fs = append(fs, r.Run(in)...)
 	}
+	applyCPUSplit(in, fs)
 	v := Classify(in, fs)
 	fs = settle(v, fs)
 	finding.VerdictFirst(&v, fs)

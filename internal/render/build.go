@@ -2,6 +2,7 @@ package render
 
 import (
 	"fmt"
+	"github.com/gpufeed/gpufeed/internal/profile"
 	"math"
 	"slices"
 	"sort"
@@ -85,6 +86,9 @@ func Build(tl *timeline.Timeline, a *derive.View, v *finding.Verdict, findings [
 		r.Processes = []Process{}
 	}
 	r.Host = buildHost(a.Host)
+	if p := m.CPUProfile; p != nil && p.State == profile.StateOn {
+		r.CPUProfile = p
+	}
 	for _, g := range a.GPUs {
 		r.GPUs = append(r.GPUs, buildGPU(g))
 	}

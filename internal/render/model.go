@@ -8,6 +8,7 @@ package render
 import (
 	"github.com/gpufeed/gpufeed/internal/derive"
 	"github.com/gpufeed/gpufeed/internal/finding"
+	"github.com/gpufeed/gpufeed/internal/profile"
 	"github.com/gpufeed/gpufeed/internal/timeline"
 )
 
@@ -41,6 +42,9 @@ type Report struct {
 	KernelLinesOther int `json:"kernel_lines_other"`
 	// Notes are warnings about the data itself (a truncated recording).
 	Notes []string `json:"notes"`
+	// CPUProfile is where the job's threads spent their CPU (absent when
+	// not taken: the notes say why).
+	CPUProfile *profile.CPUProfile `json:"cpu_profile,omitempty"`
 
 	// View is the derived view the report was built from (its timeline
 	// included): the timeline renderers (Perfetto) draw it over time.

@@ -10,6 +10,9 @@ import (
 	"testing"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/gpufeed/gpufeed/internal/derive"
+	"github.com/gpufeed/gpufeed/internal/profile"
 )
 
 // repoRoot is where the goldens of every command live.
@@ -61,7 +64,7 @@ func checkKeys(t *testing.T, file string, v any, path string) {
 			if badSuffix.MatchString(k) && !strings.HasSuffix(k, "_per_sec") {
 				t.Errorf("%s: key %s%s: unit suffix outside the contract (_ns, _bytes, _percent)", file, path, k)
 			}
-			if k == "env" || k == "not_visible" && path != "" {
+			if k == "env" || k == "not_visible" && path != "" || k == "categories" && strings.HasPrefix(path, "cpu_profile.") {
 				if _, ok := e.(map[string]any); ok {
 					continue
 				}
@@ -149,5 +152,47 @@ func TestSchemaRejectsBreaches(t *testing.T) {
 		if err := validate(bad); err == nil {
 			t.Errorf("%s: the schema accepts it", what)
 		}
+	}
+}
+
+// A diagnose report that carries a CPU profile (root, or CAP_PERFMON)
+// follows the contract: the profile's entry, its always-present counts,
+// and its category names (keys that are data).
+func TestCPUProfileFollowsTheContract(t *testing.T) {
+	schema := compileSchema(t)
+	tl := hostile()
+	tl.Meta.CPUProfile = &profile.CPUProfile{State: profile.StateOn, FrequencyHz: 99, CPUs: 2, WindowNS: 4e9,
+		Threads: []profile.ThreadCPU{{PID: 7, TID: 7, Comm: "python3", Samples: 100,
+			Categories: map[profile.Category]int{profile.DriverSync: 75, profile.Interpreter: 25},
+			Top: []profile.SymbolSamples{{Symbol: "cuStreamSynchronize", File: "libcuda.so.1", Category: profile.DriverSync, Samples: 75},
+				{File: "libpython3.11.so.1.0", Category: profile.Interpreter, Samples: 25}}}}}
+	r := Build(tl, derive.New(tl), nil, nil, nil)
+	r.Header.Command = "diagnose"
+	out := jsonOf(t, r)
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := schema.Validate(doc); err != nil {
+		t.Errorf("a report with a CPU profile does not follow the schema:\n%v\n%s", err, out)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(out, &m); err != nil {
+		t.Fatal(err)
+	}
+	p, ok := m["cpu_profile"].(map[string]any)
+	if !ok {
+		t.Fatalf("no cpu_profile:\n%s", out)
+	}
+	for _, k := range []string{"lost", "unresolved"} {
+		if p[k] != float64(0) {
+			t.Errorf("cpu_profile.%s is a documented count: want 0, got %v", k, p[k])
+		}
+	}
+	checkKeys(t, "cpu_profile", m, "")
+	// Not taken: absent (the notes say why), never an empty profile.
+	tl.Meta.CPUProfile = &profile.CPUProfile{State: profile.StateUnavailable, Missing: "CAP_PERFMON"}
+	if out := jsonOf(t, Build(tl, derive.New(tl), nil, nil, nil)); bytes.Contains(out, []byte(`"cpu_profile"`)) {
+		t.Errorf("an unavailable profile is written:\n%s", out)
 	}
 }

@@ -298,6 +298,7 @@ func (t *textWriter) verbose(r *Report) {
 	}
 	t.processes(r)
 	t.threads(r)
+	t.cpuProfile(r.CPUProfile)
 	t.host(r)
 	t.gpus(r)
 	if v == nil && len(r.Findings) > 0 {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/gpufeed/gpufeed/internal/finding"
 	"github.com/gpufeed/gpufeed/internal/gpu"
+	"github.com/gpufeed/gpufeed/internal/profile"
 )
 
 // SchemaVersion is the version of the recorded timeline format. Bump it on any
@@ -79,6 +80,10 @@ type Meta struct {
 	// of the window with the same GPU source, so that a recording judged
 	// later reproduces them without re-running them. Nil when not run.
 	Checks *Checks `json:"checks,omitempty"`
+	// CPUProfile is where the job's threads spent their CPU over the
+	// window (sampled on every CPU), or why it was not taken. Nil in a
+	// recording made before gpufeed profiled.
+	CPUProfile *profile.CPUProfile `json:"cpu_profile,omitempty"`
 }
 
 // Checks is what the platform checks (internal/check) concluded at the end

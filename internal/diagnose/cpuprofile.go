@@ -1,0 +1,86 @@
+package diagnose
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/gpufeed/gpufeed/internal/procfs"
+	"github.com/gpufeed/gpufeed/internal/profile"
+	"github.com/gpufeed/gpufeed/internal/profile/cpuprof"
+)
+
+// The --profile modes: auto profiles where allowed and says what is
+// missing where not; on fails early where not allowed; off never profiles.
+const (
+	ProfileAuto = "auto"
+	ProfileOn   = "on"
+	ProfileOff  = "off"
+)
+
+// CheckProfile fails when mode is on and this process may not sample
+// every CPU, naming what would allow it; it is nil otherwise.
+func CheckProfile(fsys procfs.FS, mode string) error {
+	switch mode {
+	case ProfileAuto, ProfileOff, "":
+		return nil
+	case ProfileOn:
+		return cpuprof.Check(fsys.Proc)
+	}
+	return fmt.Errorf("--profile %s: want auto, on or off", mode)
+}
+
+// profileStarter starts the CPU profile of the tree under root, or, when
+// it is not allowed, a profile that says why (mode auto) or the error
+// (mode on, reported before sampling starts).
+func profileStarter(fsys procfs.FS, mode string, root int) (func() func() *profile.CPUProfile, error) {
+	if mode == ProfileOff || mode == "" {
+		return func() func() *profile.CPUProfile {
+			return func() *profile.CPUProfile { return &profile.CPUProfile{State: profile.StateOff} }
+		}, nil
+	}
+	self := os.Getpid()
+	keep := func(pid int) bool { return pid != self && inTree(fsys, pid, root) }
+	if err := cpuprof.Check(fsys.Proc); err != nil {
+		return unavailable(mode, err)
+	}
+	// Started here, before the window, so that a refusal by the kernel
+	// (a seccomp filter) fails early too when mode is on.
+	p, err := cpuprof.Start(cpuprof.Options{Proc: fsys.Proc, Keep: keep})
+	if err != nil {
+		return unavailable(mode, err)
+	}
+	return func() func() *profile.CPUProfile { return p.Stop }, nil
+}
+
+func unavailable(mode string, err error) (func() func() *profile.CPUProfile, error) {
+	if mode == ProfileOn {
+		return nil, err
+	}
+	missing := err.Error()
+	var u *cpuprof.Unavailable
+	if errors.As(err, &u) {
+		missing = u.Missing
+	}
+	return func() func() *profile.CPUProfile {
+		return func() *profile.CPUProfile {
+			return &profile.CPUProfile{State: profile.StateUnavailable, Missing: missing, CannotTell: cpuprof.CannotTell}
+		}
+	}, nil
+}
+
+// inTree says whether pid is root or one of its descendants, by parent
+// links (at most 64 levels: a cycle or a deep tree ends the walk).
+func inTree(fsys procfs.FS, pid, root int) bool {
+	for i := 0; i < 64 && pid > 1; i++ {
+		if pid == root {
+			return true
+		}
+		t, err := fsys.Describe(pid)
+		if err != nil {
+			return false
+		}
+		pid = t.PPID
+	}
+	return pid == root
+}
