@@ -111,7 +111,7 @@ it watches.`,
 	f.StringVar(&o.device, "device", "auto", "GPU source: auto, none, nvml or sim:PATH")
 	f.StringVar(&o.kmsgPath, "kmsg", kmsg.DefaultPath, "the kernel log device (falls back to dmesg, then journalctl -k)")
 	f.StringVar(&o.cmdOutput, "cmd-output", "", "write the launched command's stdout and stderr to `FILE` (default: gpufeed's stderr; stdout is the report's)")
-	f.StringVar(&o.profile, "profile", diagnose.ProfileAuto, "CPU profile of the job's threads (where their CPU goes: CUDA launches, syncs, the interpreter, decoding): auto (where allowed; otherwise says what is missing), on (fail if not allowed) or off")
+	f.StringVar(&o.profile, "profile", diagnose.ProfileAuto, "CPU profile of the job's threads (where their CPU goes: CUDA launches, syncs, the interpreter, decoding), their syscalls and CUDA driver calls (eBPF): auto (where allowed; otherwise says what is missing), on (fail if not allowed) or off")
 	f.BoolVar(&o.pyStacks, "py-stacks", false, "read every Python thread's stack and the GIL holder (built-in CPython 3.8-3.13 reader; py-spy for other versions where installed; needs CAP_SYS_PTRACE for another user's process)")
 	return cmd
 }

@@ -25,7 +25,10 @@ func CheckProfile(fsys procfs.FS, mode string) error {
 	case ProfileAuto, ProfileOff, "":
 		return nil
 	case ProfileOn:
-		return cpuprof.Check(fsys.Proc)
+		if err := cpuprof.Check(fsys.Proc); err != nil {
+			return err
+		}
+		return checkBPF(fsys)
 	}
 	return fmt.Errorf("--profile %s: want auto, on or off", mode)
 }

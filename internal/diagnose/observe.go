@@ -33,6 +33,9 @@ type Observation struct {
 	// it returns stops it and gives the profile (or says why there is none)
 	// once the window is over.
 	Profile func() (stop func() *profile.CPUProfile)
+	// BPF, when set, starts the syscall summary and the CUDA driver probes
+	// as the window starts, beside the CPU profile.
+	BPF func() BPFStop
 	// PySamples, when set, samples the Python stacks of the tree under
 	// PySamplesRoot over the window (diagnose --py-stacks).
 	PySamples     *pystack.Sampler
@@ -75,8 +78,19 @@ func Observe(ctx context.Context, s *sample.Sampler, o Observation, finish func(
 	if o.Profile != nil {
 		stopProfile = o.Profile()
 	}
+	var stopBPF BPFStop
+	if o.BPF != nil {
+		stopBPF = o.BPF()
+	}
 	tl, runErr := s.Run(ctx)
 	stopPy()
+	if stopBPF != nil {
+		sc, dr := stopBPF()
+		if tl != nil {
+			tl.Meta.Syscalls, tl.Meta.DriverCalls = sc, dr
+			tl.Meta.Notes = append(tl.Meta.Notes, bpfNotes(sc, dr)...)
+		}
+	}
 	if stopProfile != nil {
 		prof := stopProfile()
 		if tl != nil {

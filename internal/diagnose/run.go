@@ -194,6 +194,15 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		}
 		return nil, err
 	}
+	// Checked before the CPU profile starts: a refusal leaves nothing running.
+	startBPF, err := bpfStarter(fsys, o.Profile, cfg.PID)
+	if err != nil {
+		if cmd != nil {
+			child.Process.Kill()
+			cmd.Wait()
+		}
+		return nil, fmt.Errorf("--profile on: %w", err)
+	}
 	startProfile, err := profileStarter(fsys, o.Profile, cfg.PID)
 	if err != nil {
 		if cmd != nil {
@@ -203,7 +212,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		return nil, fmt.Errorf("--profile on: %w", err)
 	}
 	obs := Observation{GPU: src, Record: o.Record, Progress: o.Progress, ProgressDone: o.ProgressDone, Warn: o.Warn,
-		EndOfWindow: EndOfWindow{FS: fsys, Kmsg: o.Kmsg, PyStacks: o.PyStacks, PySpy: o.PySpy}, Profile: startProfile}
+		EndOfWindow: EndOfWindow{FS: fsys, Kmsg: o.Kmsg, PyStacks: o.PyStacks, PySpy: o.PySpy}, Profile: startProfile, BPF: startBPF}
 	if o.PyStacks {
 		obs.PySamples, obs.PySamplesRoot = &pystack.Sampler{FS: fsys, Rate: o.PyRate}, cfg.PID
 	}

@@ -7,12 +7,7 @@ import "github.com/gpufeed/gpufeed/internal/finding"
 // or spin-or-submit: the profile saw what the thread did in that time.
 // Without a split finding the attribution is left as it is.
 func applyCPUSplit(in *Input, fs []finding.Finding) {
-	var split *finding.Finding
-	for i := range fs {
-		if fs[i].ID == "launch-thread-cpu-split" {
-			split = &fs[i]
-		}
-	}
+	split := splitFinding(fs)
 	if split == nil || split.Supports == "" || in.Attr.Share == nil {
 		return
 	}
@@ -30,10 +25,29 @@ func applyCPUSplit(in *Input, fs []finding.Finding) {
 // splitCause is the split finding when it names c and c's own cause
 // finding is absent (a spinning sync has no /proc finding of its own).
 func splitCause(c finding.Class, fs []finding.Finding) *finding.Finding {
-	for i := range fs {
-		if fs[i].ID == "launch-thread-cpu-split" && fs[i].Supports == c {
-			return &fs[i]
-		}
+	if f := splitFinding(fs); f != nil && f.Supports == c {
+		return f
 	}
 	return nil
+}
+
+// splitFinding is the finding that splits the launch thread's time on a
+// CPU: its CPU profile's (launch-thread-cpu-split), else its driver calls'
+// (launch-thread-driver-calls: the time inside syncs, measured from entry
+// to return), or nil.
+func splitFinding(fs []finding.Finding) *finding.Finding {
+	var byDriver *finding.Finding
+	for i := range fs {
+		switch fs[i].ID {
+		case "launch-thread-cpu-split":
+			if fs[i].Supports != "" {
+				return &fs[i]
+			}
+		case "launch-thread-driver-calls":
+			if byDriver == nil && fs[i].Supports != "" {
+				byDriver = &fs[i]
+			}
+		}
+	}
+	return byDriver
 }

@@ -89,6 +89,12 @@ func Build(tl *timeline.Timeline, a *derive.View, v *finding.Verdict, findings [
 	if p := m.CPUProfile; p != nil && p.State == profile.StateOn {
 		r.CPUProfile = p
 	}
+	if s := m.Syscalls; s != nil && s.State == profile.StateOn {
+		r.Syscalls = s
+	}
+	if d := m.DriverCalls; d != nil && d.State == profile.StateOn {
+		r.DriverCalls = d
+	}
 	for _, g := range a.GPUs {
 		r.GPUs = append(r.GPUs, buildGPU(g))
 	}

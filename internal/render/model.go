@@ -45,6 +45,10 @@ type Report struct {
 	// CPUProfile is where the job's threads spent their CPU (absent when
 	// not taken: the notes say why).
 	CPUProfile *profile.CPUProfile `json:"cpu_profile,omitempty"`
+	// Syscalls is the job's syscall summary and DriverCalls its CUDA driver
+	// calls (absent when not taken: the notes say why).
+	Syscalls    *profile.SyscallSummary `json:"syscalls,omitempty"`
+	DriverCalls *profile.DriverCalls    `json:"driver_calls,omitempty"`
 
 	// View is the derived view the report was built from (its timeline
 	// included): the timeline renderers (Perfetto) draw it over time.

@@ -299,6 +299,8 @@ func (t *textWriter) verbose(r *Report) {
 	t.processes(r)
 	t.threads(r)
 	t.cpuProfile(r.CPUProfile)
+	t.driverCalls(r.DriverCalls)
+	t.syscalls(r.Syscalls)
 	t.host(r)
 	t.gpus(r)
 	if v == nil && len(r.Findings) > 0 {

@@ -84,6 +84,12 @@ type Meta struct {
 	// window (sampled on every CPU), or why it was not taken. Nil in a
 	// recording made before gpufeed profiled.
 	CPUProfile *profile.CPUProfile `json:"cpu_profile,omitempty"`
+	// Syscalls is the job's syscall summary over the window (per thread,
+	// counted in the kernel), and DriverCalls its CUDA driver calls
+	// (uprobes on the driver library), or why each was not taken. Nil in a
+	// recording made before gpufeed took them.
+	Syscalls    *profile.SyscallSummary `json:"syscalls,omitempty"`
+	DriverCalls *profile.DriverCalls    `json:"driver_calls,omitempty"`
 }
 
 // Checks is what the platform checks (internal/check) concluded at the end

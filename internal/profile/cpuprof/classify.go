@@ -99,7 +99,9 @@ func categorize(kernel bool, frames []frame) (profile.Category, frame, bool) {
 		if !settled {
 			continue
 		}
-		if kernel && c != profile.DriverSync && c != profile.Locks {
+		// In the kernel on behalf of a driver sync, a lock or a launch (the
+		// driver's ioctls, a uprobe's trap on its entry): that call's time.
+		if kernel && c != profile.DriverSync && c != profile.Locks && c != profile.DriverLaunch {
 			return profile.Kernel, frame{file: "[kernel]"}, true
 		}
 		return c, f, true

@@ -1,0 +1,217 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gpufeed/gpufeed/internal/finding"
+	"github.com/gpufeed/gpufeed/internal/profile"
+	"github.com/gpufeed/gpufeed/internal/profile/driverprobe"
+	"github.com/gpufeed/gpufeed/internal/profile/syscalls"
+	"github.com/gpufeed/gpufeed/internal/render"
+)
+
+// pacedWorkload knows what it asks of the driver: four 2 ms kernels, a
+// synchronisation, a 10 ms sleep, over and over: exactly four launches per
+// sync, one sleep per sync, about 50 of each a second.
+const pacedWorkload = `
+import sys, time
+sys.path.insert(0, sys.argv[1])
+import gpufeed_simdev
+dev = gpufeed_simdev.connect()
+print("ready", flush=True)
+while True:
+    for _ in range(4):
+        dev.launch(2000)
+    dev.synchronize()
+    time.sleep(0.01)
+`
+
+func needBPF(t *testing.T) {
+	t.Helper()
+	if err := syscalls.Check(""); err != nil {
+		t.Skip(err)
+	}
+	if err := driverprobe.Check(""); err != nil {
+		t.Skip(err)
+	}
+}
+
+func mainThreadDriver(t *testing.T, r render.Report, pid int) profile.ThreadDriver {
+	t.Helper()
+	if r.DriverCalls == nil {
+		t.Fatalf("no driver_calls in the report (notes %v)", r.Notes)
+	}
+	th, ok := r.DriverCalls.Thread(pid)
+	if !ok {
+		t.Fatalf("no driver calls of the main thread: %+v", r.DriverCalls)
+	}
+	return th
+}
+
+// TestAttachDriverCallsAndSyscallsCount: attached three times (3 s
+// windows) to a paced job on the simulated driver, the report's driver
+// calls and syscalls are what the job did: four launches per sync (every
+// launch counted: the rate is low, so the launch probes stay on), about
+// 50 syncs a second, one sleep per sync; the probed file is the simulated
+// driver, found in the job's maps.
+func TestAttachDriverCallsAndSyscallsCount(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: live attach runs")
+	}
+	needBPF(t)
+	python, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("python3 not found")
+	}
+	pydir, _ := filepath.Abs("../../python")
+	sock := startSimdev(t)
+	w := startWorkload(t, []string{"GPUFEED_SIMDEV=" + sock, "GPUFEED_SIMDEV_SYNC=block"}, true, python, "-c", pacedWorkload, pydir)
+	time.Sleep(300 * time.Millisecond)
+	pid := w.Process.Pid
+	runs := attachRepeatedly(t, pid, 3, []time.Duration{3 * time.Second}, "--profile", "on")
+	for i, r := range runs {
+		if r.err != "" {
+			t.Fatalf("run %d: %s", i, r.err)
+		}
+		d := r.rep.DriverCalls
+		th := mainThreadDriver(t, r.rep, pid)
+		if len(d.Libraries) != 1 || !d.Libraries[0].Simulated || !strings.HasSuffix(d.Libraries[0].Path, "libgpufeed-simcuda.so") {
+			t.Errorf("run %d: probed %+v, want the simulated driver", i, d.Libraries)
+		}
+		if !d.LaunchContinuous {
+			t.Errorf("run %d: launch probes in bursts (%v of %v) at ~200 launches a second", i, time.Duration(d.LaunchProbedNS), time.Duration(d.WindowNS))
+		}
+		syncs := th.Call("cuCtxSynchronize").Calls
+		launches := th.Call("cuLaunchKernel").Calls
+		// The window cuts a loop at each end: at most one loop's calls off.
+		if syncs < 60 || launches+4 < 4*syncs || launches > 4*syncs+4 || th.Launches != launches || th.Syncs != syncs {
+			t.Errorf("run %d: %d launches, %d syncs (class sums %d, %d): want four launches per sync, 60 syncs or more in 3 s", i, launches, syncs, th.Launches, th.Syncs)
+		}
+		if th.SyncNS < int64(syncs)*int64(4*time.Millisecond) {
+			t.Errorf("run %d: %v inside %d syncs of 8 ms of kernels each", i, time.Duration(th.SyncNS), syncs)
+		}
+		s := r.rep.Syscalls
+		if s == nil {
+			t.Fatalf("run %d: no syscalls (notes %v)", i, r.rep.Notes)
+		}
+		st, ok := s.Thread(pid)
+		if !ok {
+			t.Fatalf("run %d: no syscalls of the main thread", i)
+		}
+		// One 10 ms sleep per sync; the simulated driver's own short
+		// sleeps (100 us, waiting for room in its ring on a loaded host)
+		// may add a few.
+		sl := st.Stat("clock_nanosleep")
+		if sl.Calls+2 < syncs || sl.Calls > syncs+syncs/10+2 || sl.TimeNS < int64(syncs-2)*int64(10*time.Millisecond) {
+			t.Errorf("run %d: %d sleeps (%v) for %d syncs: want one of 10 ms each", i, sl.Calls, time.Duration(sl.TimeNS), syncs)
+		}
+		if s.Total("clock_nanosleep").Calls == 0 || s.Dropped != 0 || d.Dropped != 0 {
+			t.Errorf("run %d: totals %+v, dropped %d/%d", i, s.Totals, s.Dropped, d.Dropped)
+		}
+	}
+}
+
+// The verdicts' evidence uses the driver calls: the spinning sync's
+// sync-bound verdict rests on the time inside the driver's syncs too, and
+// the launch loop's submission-bound one on its launches per second.
+func TestAttachVerdictsUseDriverCalls(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: live attach runs")
+	}
+	needBPF(t)
+	python, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("python3 not found")
+	}
+	pydir, _ := filepath.Abs("../../python")
+	for _, job := range []struct {
+		name, script string
+		class        finding.Class
+		claim        string
+	}{
+		{"spin-sync", syncBoundWorkload, finding.SyncBound, "was inside the CUDA driver's synchronisations"},
+		{"launch-loop", launchLoopWorkload, finding.SubmissionBound, "kernels a second and was inside the CUDA driver's synchronisations only"},
+	} {
+		t.Run(job.name, func(t *testing.T) {
+			sock := startSimdev(t)
+			w := startWorkload(t, []string{"GPUFEED_SIMDEV=" + sock, "GPUFEED_SIMDEV_SYNC=spin"}, true, python, "-c", job.script, pydir)
+			time.Sleep(300 * time.Millisecond)
+			runs := attachRepeatedly(t, w.Process.Pid, 3, []time.Duration{4 * time.Second}, "--profile", "on")
+			requireNeverStalled(t, job.name, runs)
+			for i, r := range runs {
+				v := r.rep.Verdict
+				if r.err != "" || v == nil {
+					t.Errorf("run %d: %s", i, r.err)
+					continue
+				}
+				dc := findingsWith(r.rep, "launch-thread-driver-calls")
+				if v.Class != job.class || len(dc) != 1 || dc[0].Supports != job.class || !strings.Contains(dc[0].Claim, job.claim) {
+					t.Errorf("run %d: %s judged %s: %s; want %s with the driver calls' finding (%q)\n%s", i, job.name, v.Class, v.Summary, job.class, job.claim, claims(r.rep))
+					continue
+				}
+				if !strings.Contains(strings.Join(v.Because, " "), "launch-thread-driver-calls") {
+					t.Errorf("run %d: the verdict does not rest on the driver calls: because %v", i, v.Because)
+				}
+				what := ""
+				for _, e := range dc[0].Evidence {
+					what += e.What + "; "
+				}
+				want := "launch thread time inside"
+				if job.class == finding.SubmissionBound {
+					want = "launch thread kernel launches"
+				}
+				if !strings.Contains(what, want) {
+					t.Errorf("run %d: the evidence lacks %q: %s", i, want, what)
+				}
+			}
+		})
+	}
+}
+
+// As nobody, the syscall summary and the driver probes are not taken and
+// the report says which capabilities would allow them; nothing fails.
+func TestUnprivilegedBPFSaysWhatIsMissing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: live runs")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to drop to nobody")
+	}
+	bin := gpufeed(t)
+	w := exec.Command("sleep", "30")
+	w.SysProcAttr = &syscall.SysProcAttr{Credential: nobody}
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { w.Process.Kill(); w.Wait() }()
+	cmd := exec.Command(bin, "diagnose", "--pid", strconv.Itoa(w.Process.Pid), "--duration", "2s", "--device", "none", "-o", "json")
+	cmd.Dir, cmd.SysProcAttr = filepath.Dir(bin), &syscall.SysProcAttr{Credential: nobody}
+	b, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("as nobody: %v", err)
+	}
+	var r render.Report
+	if err := json.Unmarshal(b, &r); err != nil {
+		t.Fatal(err)
+	}
+	note := strings.Join(r.Notes, "\n")
+	for _, want := range []string{
+		"syscall summary not taken: loading eBPF programs needs CAP_BPF and CAP_PERFMON (or CAP_SYS_ADMIN, or root). Without it, the job's syscalls (ioctls per step, futex waits, polls on the DataLoader's queues) are not counted.",
+		"CUDA driver calls not counted: loading eBPF programs needs CAP_BPF and CAP_PERFMON (or CAP_SYS_ADMIN, or root). Without them, launches per second and the time inside the CUDA driver's synchronisations are not measured.",
+	} {
+		if !strings.Contains(note, want) {
+			t.Errorf("the notes lack %q:\n%s", want, note)
+		}
+	}
+	if r.Syscalls != nil || r.DriverCalls != nil {
+		t.Errorf("measurements as nobody: %+v %+v", r.Syscalls, r.DriverCalls)
+	}
+}
