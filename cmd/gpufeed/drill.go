@@ -7,6 +7,7 @@ import (
 	"os/signal"
 	"syscall"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -31,6 +32,7 @@ type drillFlags struct {
 	python   string
 	items    int
 	workers  int
+	window   time.Duration
 }
 
 func newDrillCmd() *cobra.Command {
@@ -83,7 +85,8 @@ run here (a drill that is not available in this build says why).`,
 	f.Uint64Var(&fl.bytes, "bytes", 64<<20, "copy: bytes per copy")
 	f.StringVar(&fl.python, "python", "", "cow: the Python interpreter (default /usr/bin/python3 when present, else python3)")
 	f.IntVar(&fl.items, "items", 1_000_000, "cow: items in the dataset")
-	f.IntVar(&fl.workers, "workers", 4, "cow: forked workers")
+	f.IntVar(&fl.workers, "workers", 4, "cow: forked workers; syscalls: DataLoader workers (at most 2 by default)")
+	addDurationFlag(f, &fl.window, "window", 5*time.Second, "syscalls: how long the system calls are counted")
 	return cmd
 }
 
@@ -141,6 +144,8 @@ func runDrill(cmd *cobra.Command, info drill.Info, format render.Format, fl dril
 		rep, err = drill.Jitter(ctx, b, fs, drill.JitterOptions{Kernels: fl.kernels, Reps: fl.reps, KernelNS: fl.kernelNS, CPU: fl.cpu})
 	case "copy":
 		rep, err = drill.Copy(ctx, b, fs, drill.CopyOptions{Bytes: fl.bytes, Reps: fl.reps})
+	case "syscalls":
+		rep, err = drill.Syscalls(ctx, fs, drill.SyscallsOptions{Python: fl.python, Workers: min(fl.workers, 2), Window: fl.window})
 	case "cow":
 		rep, err = drill.Cow(ctx, fs, drill.CowOptions{Python: fl.python, Items: fl.items, Workers: fl.workers})
 	default:

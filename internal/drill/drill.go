@@ -23,8 +23,7 @@ type Info struct {
 // Drills lists the drills in the order they are listed.
 var Drills = []Info{
 	{Name: "jitter", NeedsGPU: true, Title: "2000 tiny kernels: quiet, busy CPUs, pinned (SMT sibling busy, core quiet), one CUDA graph replay"},
-	{Name: "syscalls", Title: "the system calls of a small multi-worker training loop, per call",
-		Waiting: "it reads gpufeed's eBPF syscall summary, which this build does not have yet"},
+	{Name: "syscalls", Title: "the system calls of a small multi-worker PyTorch training loop, per call, counted in the kernel (eBPF)"},
 	{Name: "cow", Title: "forked DataLoader-style workers over a list of Python objects versus flat numpy storage: USS per worker over time"},
 	{Name: "copy", NeedsGPU: true, Title: "host-to-device and device-to-host bandwidth, pinned versus pageable, against the negotiated PCIe link"},
 }
