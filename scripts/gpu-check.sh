@@ -1,152 +1,286 @@
 #!/usr/bin/env bash
-# gpu-check.sh: run gpufeed diagnose against real work on a real NVIDIA GPU.
+# gpu-check.sh: gpufeed's check on a real NVIDIA GPU, prepared so that its
+# first run on a GPU host is not its first run (docs/GPU.md).
 #
-# For a machine with an NVIDIA driver, Go and python3 with a CUDA build of
-# PyTorch. In one go (about 1-2 minutes, well under 5):
-#   1. builds gpufeed;
-#   2. diagnose (NVML) over a PyTorch matmul loop: expect high utilisation;
-#   3. diagnose over bursts of tiny kernels separated by sleeps: expect low,
-#      bursty utilisation;
-#   4. prints a short table (GPU, driver, utilisation p10/p50/p90, SM clock,
-#      power, throttle reasons) and whether each expectation held.
-# Exit status: 0 when both expectations held, 1 when one did not, 2 when the
-# machine lacks what the check needs. The raw JSON reports are kept in
-# $GPU_CHECK_OUT (default: a temporary directory, printed at the end).
-# Record what it printed, with the GPU and driver, in docs/NVML.md.
+# For a host with an NVIDIA GPU, its driver and python3 with a CUDA build of
+# PyTorch, and nothing else: no Go, perf, strace or network. Build and carry
+# the bundle from a machine with Go:
 #
-#   scripts/gpu-check.sh                    # defaults
-#   GPU_CHECK_DURATION=20s scripts/gpu-check.sh
-set -euo pipefail
-cd "$(dirname "$0")/.."
+#   scripts/gpu-check.sh --bundle gpu-check.tgz    # here: gpufeed + this script + python/gpucheck
+#   tar xzf gpu-check.tgz && cd gpu-check && sudo ./scripts/gpu-check.sh --out results
+#
+# In at most 8 minutes (its own limit, GPU_CHECK_BUDGET seconds, default 480;
+# every step has its own timeout), it writes under the output directory:
+#   facts.txt            the host, the GPU, the driver, PyTorch, gpufeed
+#   nvml/                gpufeed's NVML readings over a busy GPU against nvidia-smi's
+#   drills/              gpufeed drill jitter, copy, cow (and syscalls) on libcuda.so.1
+#   workloads/MODE/      each PyTorch workload (launch-bound, sync-bound with spinning
+#                        and with blocking synchronisation, main-thread preprocessing,
+#                        pageable transfers, GPU-bound) under gpufeed diagnose --profile
+#                        auto, and gpufeed trace on its own PyTorch profiler trace
+#   verdicts.txt         diagnose's verdict against the trace's (the ground truth)
+#   uprobe.txt           whether a uprobe on libcuda.so.1's cuLaunchKernel attaches and fires
+#   steps.tsv            every step: status, seconds, note; summary.txt: all of it
+#
+# --dry-run (or GPU_CHECK_DRY_RUN=1) runs the whole script here on gpufeed's
+# simulated GPU (gpufeed simdev and the simulated driver) and Debian's CPU
+# build of PyTorch, skipping with the reason what needs CUDA.
+# GPU_CHECK_QUICK=1 shortens every step (the test suite's run).
+#
+# Exit status: 0 every step ran (or was skipped with a reason) and every
+# comparison agreed; 1 a step failed or a comparison differed; 2 the host
+# lacks what the check needs.
+set -uo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
 
 die() { printf 'gpu-check: %s\n' "$*" >&2; exit 2; }
 
-duration=${GPU_CHECK_DURATION:-10s}
-case $duration in
-*ms|*[!0-9s]*|'') die "GPU_CHECK_DURATION=$duration: want whole seconds such as 10s" ;;
-esac
-seconds=${duration%s}
-# The workloads outlive the window by a margin (CUDA start-up, then the window).
-run_for=$((seconds + 8))
-
-command -v go >/dev/null || die "Go is not installed: it builds gpufeed"
-command -v python3 >/dev/null || die "python3 is not installed: it runs the PyTorch workloads"
-if ! { ldconfig -p 2>/dev/null | grep -q 'libnvidia-ml\.so\.1'; } && ! command -v nvidia-smi >/dev/null; then
-	die "no NVIDIA driver: libnvidia-ml.so.1 not found (this check needs a real NVIDIA GPU)"
-fi
-torch_status=0
-python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 3)' 2>/dev/null || torch_status=$?
-case $torch_status in
-0) ;;
-3) die "PyTorch is installed but sees no CUDA device (torch.cuda.is_available() is False)" ;;
-*) die "PyTorch is not importable by python3 (pip install torch, a CUDA build)" ;;
-esac
-
-out=${GPU_CHECK_OUT:-$(mktemp -d "${TMPDIR:-/tmp}/gpu-check.XXXXXX")}
-mkdir -p "$out"
-
-printf 'gpu-check: building gpufeed\n' >&2
-go build -o "$out/gpufeed" ./cmd/gpufeed 2>"$out/build.log" || { cat "$out/build.log" >&2; die "go build failed"; }
-
-cat >"$out/matmul.py" <<'EOF'
-# Large fp16 matmuls back to back: the GPU never waits for the CPU.
-import sys, time, torch
-run_for = float(sys.argv[1])
-a = torch.randn(8192, 8192, device="cuda", dtype=torch.float16)
-b = torch.randn(8192, 8192, device="cuda", dtype=torch.float16)
-torch.cuda.synchronize()
-end = time.monotonic() + run_for
-while time.monotonic() < end:
-    for _ in range(20):
-        c = a @ b
-    torch.cuda.synchronize()  # bound the queue so the loop ends on time
-EOF
-
-cat >"$out/tiny.py" <<'EOF'
-# Bursts of 200 tiny kernels, then a sync and a 20 ms sleep: the GPU is idle
-# most of the time and busy in short bursts.
-import sys, time, torch
-run_for = float(sys.argv[1])
-x = torch.zeros(1, device="cuda")
-torch.cuda.synchronize()
-end = time.monotonic() + run_for
-while time.monotonic() < end:
-    for _ in range(200):
-        x.add_(1)
-    torch.cuda.synchronize()
-    time.sleep(0.02)
-EOF
-
-for w in matmul tiny; do
-	printf 'gpu-check: diagnose --duration %s over the %s workload\n' "$duration" "$w" >&2
-	"$out/gpufeed" diagnose --device nvml --duration "$duration" --interval 100ms -o json \
-		-- python3 "$out/$w.py" "$run_for" >"$out/$w.json" 2>"$out/$w.err" ||
-		{ cat "$out/$w.err" >&2; die "gpufeed diagnose failed on the $w workload (above)"; }
+dry=${GPU_CHECK_DRY_RUN:-0}
+quick=${GPU_CHECK_QUICK:-0}
+out=${GPU_CHECK_OUT:-}
+bundle=""
+while [ $# -gt 0 ]; do
+	case $1 in
+	--dry-run) dry=1 ;;
+	--quick) quick=1 ;;
+	--out) out=${2:?--out needs a directory}; shift ;;
+	--bundle) bundle=${2:?--bundle needs a file name}; shift ;;
+	-h|--help) sed -n '2,34p' "$0"; exit 0 ;;
+	*) die "unknown argument $1 (want --dry-run, --quick, --out DIR or --bundle FILE)" ;;
+	esac
+	shift
 done
 
-if command -v nvidia-smi >/dev/null; then
-	nvidia-smi --query-gpu=index,name,driver_version,pcie.link.gen.max,pcie.link.width.max,power.limit \
-		--format=csv >"$out/nvidia-smi.csv" 2>&1 || true
+if [ -n "$bundle" ]; then
+	command -v go >/dev/null || die "--bundle builds gpufeed: Go is needed here"
+	tmp=$(mktemp -d)
+	mkdir -p "$tmp/gpu-check/scripts" "$tmp/gpu-check/python"
+	(cd "$here" && CGO_ENABLED=1 go build -o "$tmp/gpu-check/gpufeed" ./cmd/gpufeed) || die "go build failed"
+	cp "$here/scripts/gpu-check.sh" "$tmp/gpu-check/scripts/"
+	cp -r "$here/python/gpucheck" "$tmp/gpu-check/python/"
+	case $bundle in /*) ;; *) bundle=$PWD/$bundle ;; esac
+	tar czf "$bundle" -C "$tmp" gpu-check && rm -rf "$tmp"
+	printf 'gpu-check: %s holds gpufeed, scripts/gpu-check.sh and python/gpucheck\n' "$bundle"
+	exit 0
 fi
 
-python3 - "$out" <<'EOF'
-import json, os, sys
+budget=${GPU_CHECK_BUDGET:-480}
+t0=$SECONDS
+left() { echo $((budget - (SECONDS - t0))); }
 
-out = sys.argv[1]
-# Expectations, deliberately loose: they tell a working pipeline from a broken
-# one, not a fast GPU from a slow one.
-MATMUL_MIN_P50 = 80.0  # back-to-back 8k matmuls keep any datacenter GPU busy
-TINY_MAX_P50 = 50.0    # 200 tiny kernels per ~20 ms sleep leave it mostly idle
+# The binary: $GPUFEED, the bundle's, a checkout's; built here only when Go is.
+gf=${GPUFEED:-}
+for c in "$here/gpufeed" "$here/bin/gpufeed"; do
+	[ -z "$gf" ] && [ -x "$c" ] && gf=$c
+done
+out=${out:-$(mktemp -d "${TMPDIR:-/tmp}/gpu-check.XXXXXX")}
+mkdir -p "$out" || die "cannot create $out"
+out=$(cd "$out" && pwd)
+if [ -z "$gf" ]; then
+	command -v go >/dev/null || die "no gpufeed binary (GPUFEED, ./gpufeed) and no Go to build one: build the bundle elsewhere (--bundle)"
+	printf 'gpu-check: building gpufeed\n' >&2
+	(cd "$here" && go build -o "$out/gpufeed" ./cmd/gpufeed) >"$out/build.log" 2>&1 || die "go build failed: $out/build.log"
+	gf=$out/gpufeed
+fi
+py=${PYTHON:-python3}
+[ "$dry" = 1 ] && [ -z "${PYTHON:-}" ] && [ -x /usr/bin/python3 ] && py=/usr/bin/python3
+command -v "$py" >/dev/null || die "$py is not installed: it runs the PyTorch workloads"
+pyd=$here/python/gpucheck
+[ -f "$pyd/workload.py" ] || die "$pyd/workload.py is missing: carry python/gpucheck with the script"
 
-def fmt(v, unit="", digits=0):
-    if v is None:
-        return "-"
-    return f"{v:.{digits}f}{unit}"
+# What this host has.
+has_gpu=0
+if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then has_gpu=1; fi
+torch_cuda=0
+torch_ok=1
+"$py" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 3)' >/dev/null 2>&1
+case $? in 0) torch_cuda=1 ;; 3) ;; *) torch_ok=0 ;; esac
+if [ "$dry" != 1 ]; then
+	[ "$has_gpu" = 1 ] || die "no NVIDIA GPU here (nvidia-smi -L fails): --dry-run rehearses the check on gpufeed's simulated GPU"
+	[ "$torch_ok" = 1 ] || die "PyTorch is not importable by $py (PYTHON=... names another interpreter)"
+	[ "$torch_cuda" = 1 ] || die "PyTorch sees no CUDA device (torch.cuda.is_available() is False)"
+fi
 
-rows, verdicts = [], []
-for name in ("matmul", "tiny"):
-    with open(os.path.join(out, name + ".json")) as f:
-        rep = json.load(f)
-    source = rep.get("gpu_source", "?")
-    gpus = [g for g in rep.get("gpus", []) if not g.get("lost")]
-    busiest = max(gpus, key=lambda g: g.get("util_p50") or -1, default=None)
-    if busiest is None:
-        rows.append((name, "-", source, "no GPU samples", "", "", "", ""))
-        verdicts.append((name, False, "no GPU samples in the report"))
-        continue
-    g = busiest
-    p10, p50, p90 = g.get("util_p10"), g.get("util_p50"), g.get("util_p90")
-    rows.append((
-        name,
-        f'{g.get("index", "?")}: {g.get("name", "?")}',
-        source,
-        f"{fmt(p10)}/{fmt(p50)}/{fmt(p90)} %",
-        f'{fmt(g.get("sm_clock_mhz_p50"))} (min {fmt(g.get("sm_clock_mhz_min"))}, max {fmt(g.get("max_sm_clock_mhz"))}) MHz',
-        f'{fmt(g.get("power_w_p50"))} / {fmt(g.get("power_limit_w"))} W',
-        f'{g.get("clock_event_reasons", 0):#x}',
-        ",".join(g.get("unsupported") or []) or "-",
-    ))
-    if name == "matmul":
-        ok = p50 is not None and p50 >= MATMUL_MIN_P50
-        verdicts.append((name, ok, f"utilisation p50 {fmt(p50)} %, expected >= {MATMUL_MIN_P50:.0f} %"))
-    else:
-        ok = p50 is not None and p50 <= TINY_MAX_P50
-        verdicts.append((name, ok, f"utilisation p50 {fmt(p50)} %, expected <= {TINY_MAX_P50:.0f} % (p10-p90 spread {fmt(None if p10 is None or p90 is None else p90 - p10)} points)"))
+if [ "$quick" = 1 ]; then win=2; wl=5; cow_items=200000; reps=2; else win=10; wl=16; cow_items=1000000; reps=5; fi
 
-head = ("workload", "GPU", "source (driver)", "util p10/p50/p90", "SM clock p50", "power p50/limit", "clock events", "unsupported")
-widths = [max(len(str(r[i])) for r in rows + [head]) for i in range(len(head))]
-for r in [head] + rows:
-    print("  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip())
-print()
-failed = False
-for name, ok, why in verdicts:
-    print(f"{'ok' if ok else 'UNEXPECTED':10s} {name}: {why}")
-    failed |= not ok
-smi = os.path.join(out, "nvidia-smi.csv")
-if os.path.exists(smi):
-    print()
-    print(open(smi).read().rstrip())
-print()
-print(f"reports: {out}/matmul.json {out}/tiny.json")
-sys.exit(1 if failed else 0)
-EOF
+printf 'step\tstatus\tseconds\tnote\n' >"$out/steps.tsv"
+failed=0
+record() { printf '%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" >>"$out/steps.tsv"; printf 'gpu-check: %-28s %-8s %3ss %s\n' "$1" "$2" "$3" "$4" >&2; }
+skip() { record "$1" skipped 0 "$2"; }
+# step NAME LIMIT OUTFILE CMD...: CMD under timeout (LIMIT, or what is left
+# of the budget), its stdout to OUTFILE and stderr to OUTFILE.err.
+step() {
+	local name=$1 limit=$2 file=$3
+	shift 3
+	local rest
+	rest=$(($(left) - 5))
+	if [ "$rest" -lt 5 ]; then
+		skip "$name" "the check's $budget s budget is spent"
+		return 1
+	fi
+	[ "$limit" -gt "$rest" ] && limit=$rest
+	local s=$SECONDS st=0
+	timeout --kill-after=5 "$limit" "$@" >"$file" 2>"$file.err" || st=$?
+	local took=$((SECONDS - s))
+	if [ "$st" = 124 ] || [ "$st" = 137 ]; then
+		record "$name" timeout "$took" "killed after $limit s: $file.err"
+		failed=1
+		return 1
+	elif [ "$st" != 0 ]; then
+		record "$name" failed "$took" "exit $st: $(tail -c 300 "$file.err" | tr '\n\t' '  ')"
+		failed=1
+		return 1
+	fi
+	record "$name" ok "$took" "$file"
+	return 0
+}
+
+# The simulated GPU of a dry run: one gpufeed simdev process.
+sim_pid=""
+cleanup() {
+	[ -n "$sim_pid" ] && kill "$sim_pid" 2>/dev/null
+	jobs -p | xargs -r kill 2>/dev/null
+}
+trap cleanup EXIT
+driver=cuda
+device=nvml
+if [ "$dry" = 1 ]; then
+	sock=$out/sim.sock
+	"$gf" simdev --socket "$sock" >"$out/simdev.log" 2>&1 &
+	sim_pid=$!
+	for _ in $(seq 50); do [ -S "$sock" ] && break; sleep 0.1; done
+	[ -S "$sock" ] || die "gpufeed simdev did not start: $out/simdev.log"
+	driver=sim:$sock
+	device=sim:$sock
+fi
+
+# facts
+{
+	printf 'date: %s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+	printf 'mode: %s\n' "$([ "$dry" = 1 ] && echo "dry run on gpufeed's simulated GPU" || echo "real GPU")"
+	printf 'host: %s\n' "$(uname -srm)"
+	printf 'cpu: %s\n' "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')"
+	printf 'gpufeed: %s\n' "$("$gf" --version 2>&1)"
+	printf 'python: %s\n' "$("$py" -c 'import sys; print(sys.version.split()[0])' 2>&1)"
+	printf 'torch: %s\n' "$("$py" -c 'import torch; print(torch.__version__, "cuda", torch.version.cuda, "available", torch.cuda.is_available())' 2>&1 | tail -1)"
+	if [ "$has_gpu" = 1 ]; then
+		nvidia-smi --query-gpu=index,name,driver_version,pci.bus_id,pcie.link.gen.current,pcie.link.width.current,pcie.link.gen.max,pcie.link.width.max,power.limit --format=csv 2>&1
+	else
+		echo "nvidia-smi: none"
+	fi
+	printf 'diagnose --profile: %s\n' "$("$gf" diagnose --help 2>&1 | grep -q -- '--profile' && echo available || echo 'not in this build')"
+} >"$out/facts.txt"
+record facts ok 0 "$out/facts.txt"
+profile=()
+"$gf" diagnose --help 2>&1 | grep -q -- '--profile' && profile=(--profile auto)
+
+# 1. NVML against nvidia-smi, over a busy GPU.
+mkdir -p "$out/nvml"
+if [ "$has_gpu" = 1 ] && [ "$torch_cuda" = 1 ]; then
+	rm -f "$out/nvml/ready"
+	"$py" "$pyd/workload.py" gpu --seconds $((win + 6)) --ready "$out/nvml/ready" >"$out/nvml/workload.log" 2>&1 &
+	wpid=$!
+	for _ in $(seq 300); do [ -f "$out/nvml/ready" ] && break; sleep 0.1; done
+	nvidia-smi --query-gpu=name,utilization.gpu,clocks.sm,clocks.max.sm,power.draw,power.limit --format=csv -lms 200 >"$out/nvml/smi.csv" 2>&1 &
+	smi=$!
+	step nvml-diagnose $((win + 30)) "$out/nvml/diagnose.json" "$gf" diagnose --device nvml --pid "$wpid" --duration "${win}s" -o json
+	kill "$smi" 2>/dev/null
+	wait "$wpid" 2>/dev/null
+	step nvml-compare 20 "$out/nvml/compare.out" "$py" "$pyd/compare.py" nvml "$out/nvml/diagnose.json" "$out/nvml/smi.csv" "$out/nvml/compare"
+else
+	skip nvml-compare "no NVIDIA GPU here: NVML and nvidia-smi cannot be compared"
+fi
+
+# 2. The drills, on libcuda.so.1 (the simulated driver in a dry run).
+mkdir -p "$out/drills"
+for dr in jitter copy; do
+	step "drill-$dr" 90 "$out/drills/$dr.json" "$gf" drill "$dr" --driver "$driver" --reps "$reps" -o json &&
+		"$gf" drill "$dr" --driver "$driver" --reps 1 >"$out/drills/$dr.txt" 2>&1
+done
+step drill-cow 120 "$out/drills/cow.json" "$gf" drill cow --python "$py" --items "$cow_items" -o json &&
+	"$gf" drill cow --python "$py" --items "$cow_items" -v >"$out/drills/cow.txt" 2>&1
+# The syscalls drill counts with eBPF: where this build or this kernel
+# cannot, it says why (exit 3), recorded as a skip with its reason.
+if "$gf" drill syscalls --python "$py" -o json >"$out/drills/syscalls.json" 2>"$out/drills/syscalls.txt"; then
+	record drill-syscalls ok 0 "$out/drills/syscalls.json"
+	"$gf" drill syscalls --python "$py" -v >"$out/drills/syscalls.txt" 2>&1
+else
+	rm -f "$out/drills/syscalls.json"
+	skip drill-syscalls "$(tail -1 "$out/drills/syscalls.txt")"
+fi
+
+# 3. The PyTorch workloads under gpufeed diagnose, against their own traces.
+# diagnose attaches (--pid) once the workload is warm: a window that began
+# with the interpreter's start-up and CUDA's initialisation would judge them
+# too. GPU_CHECK_LAUNCH=1 runs diagnose -- COMMAND instead.
+for w in launch sync-spin sync-blocking preprocess transfer gpu; do
+	wd=$out/workloads/$w
+	mkdir -p "$wd"
+	dev=cuda
+	wdevice=$device
+	if [ "$torch_cuda" != 1 ]; then
+		if [ "$w" != preprocess ] || [ "$torch_ok" != 1 ]; then
+			reason="PyTorch has no CUDA here (torch.cuda.is_available() is False): the $w workload needs a GPU"
+			[ "$torch_ok" = 1 ] || reason="PyTorch is not importable by $py"
+			echo "$reason" >"$wd/skipped.txt"
+			skip "workload-$w" "$reason"
+			continue
+		fi
+		dev=cpu # its device step runs on the CPU; no GPU is in view
+		wdevice=none
+	fi
+	args=("$pyd/workload.py" "$w" --device "$dev" --trace "$wd/trace.json" --profile-after $((win / 3)))
+	if [ "${GPU_CHECK_LAUNCH:-0}" = 1 ]; then
+		step "workload-$w" $((wl + 40)) "$wd/diagnose.json" "$gf" diagnose --device "$wdevice" "${profile[@]}" --duration "${win}s" -o json \
+			--record "$wd/diagnose.gpufeed" --cmd-output "$wd/workload.log" -- "$py" "${args[@]}" --seconds "$wl"
+	else
+		rm -f "$wd/ready"
+		"$py" "${args[@]}" --seconds "$wl" --ready "$wd/ready" >"$wd/workload.log" 2>&1 &
+		wpid=$!
+		for _ in $(seq 600); do { [ -f "$wd/ready" ] || ! kill -0 "$wpid" 2>/dev/null; } && break; sleep 0.1; done
+		if [ -f "$wd/ready" ]; then
+			step "workload-$w" $((win + 30)) "$wd/diagnose.json" "$gf" diagnose --device "$wdevice" "${profile[@]}" --pid "$wpid" --duration "${win}s" -o json \
+				--record "$wd/diagnose.gpufeed"
+		else
+			record "workload-$w" failed 0 "the workload ended before it was warm: $(tail -c 300 "$wd/workload.log" | tr '\n\t' '  ')"
+			failed=1
+		fi
+		wait "$wpid" 2>/dev/null
+	fi
+	[ -f "$wd/diagnose.gpufeed" ] && "$gf" report -v "$wd/diagnose.gpufeed" >"$wd/diagnose.txt" 2>&1
+	if [ -f "$wd/trace.json" ]; then
+		step "trace-$w" 60 "$wd/trace-report.json" "$gf" trace -o json "$wd/trace.json"
+		"$gf" trace "$wd/trace.json" >"$wd/trace-report.txt" 2>&1
+	else
+		record "trace-$w" failed 0 "the workload wrote no profiler trace: $wd/workload.log"
+		failed=1
+	fi
+done
+"$py" "$pyd/compare.py" verdicts "$out" >/dev/null 2>"$out/verdicts.err" || failed=1
+record verdicts ok 0 "$out/verdicts.txt"
+
+# 4. Do uprobes on the CUDA driver attach here (what gpufeed's driver
+# probes need)? A counting uprobe on cuLaunchKernel, over a launch loop.
+if [ "$dry" = 1 ]; then
+	lib=$("$py" -c 'import json, re, sys; print(re.search(r"(/\S+libgpufeed-simcuda\.so)", json.load(open(sys.argv[1]))["backend"]).group(1))' "$out/drills/copy.json" 2>/dev/null)
+	probe_cmd=("$gf" drill jitter --driver "$driver" --kernels 200 --reps 1 -o json)
+else
+	lib=$("$py" -c 'import ctypes; ctypes.CDLL("libcuda.so.1"); print(next(l.split()[-1] for l in open("/proc/self/maps") if "libcuda.so" in l))' 2>/dev/null)
+	probe_cmd=("$py" "$pyd/workload.py" launch --seconds 2 --warmup 0.2)
+fi
+if [ -n "$lib" ]; then
+	step uprobe 150 "$out/uprobe.out" "$py" "$pyd/compare.py" uprobe "$lib" "$out/uprobe" -- "${probe_cmd[@]}"
+else
+	skip uprobe "the CUDA driver library could not be found"
+fi
+
+{
+	cat "$out/facts.txt"
+	for f in nvml/compare.txt drills/jitter.txt drills/copy.txt drills/cow.txt drills/syscalls.txt verdicts.txt uprobe.txt; do
+		[ -f "$out/$f" ] && { printf '\n== %s\n' "$f"; cat "$out/$f"; }
+	done
+	printf '\n== steps (%s s of %s)\n' "$((SECONDS - t0))" "$budget"
+	cat "$out/steps.tsv"
+} >"$out/summary.txt"
+printf 'gpu-check: %s s; results in %s (summary.txt)\n' "$((SECONDS - t0))" "$out" >&2
+exit $failed

@@ -119,7 +119,7 @@ step "deploy/validate"
 (cd deploy/validate && go vet ./... && go test -count=1 ./...)
 
 # The race detector runs on the packages where goroutines share state.
-race_pkgs=$(go list ./internal/... | grep -E '/(sample|gpu|trace/kineto|agent)($|/)' || true)
+race_pkgs=$(go list ./internal/... | grep -E '/(sample|gpu|trace/kineto|agent|drill)($|/)' || true)
 if [ -n "$race_pkgs" ]; then
 	step "go test -race (concurrent packages)"
 	go test -count=1 -race $race_pkgs

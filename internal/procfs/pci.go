@@ -98,6 +98,15 @@ func (f FS) PCIDevices() (devs []PCIDevice, skipped []error, err error) {
 	return devs, skipped, nil
 }
 
+// PCIDevice reads one function by its sysfs address ("0000:81:00.0").
+func (f FS) PCIDevice(addr string) (PCIDevice, error) {
+	addr = strings.ToLower(addr)
+	if !pciAddrRE.MatchString(addr) {
+		return PCIDevice{}, fmt.Errorf("PCI address %q: want the sysfs form 0000:81:00.0", addr)
+	}
+	return f.readPCIDevice(f.SysPath("bus/pci/devices", addr), addr)
+}
+
 func (f FS) readPCIDevice(path, addr string) (PCIDevice, error) {
 	d := PCIDevice{Address: addr}
 	if target, err := os.Readlink(path); err == nil {

@@ -140,6 +140,8 @@ func Write(w io.Writer, f Format, doc Document, o Options) error {
 			return fmt.Errorf("output format %q: gpufeed compare writes text or json", f)
 		}
 		return cr.Compare(w, d, o)
+	case *DrillReport:
+		return writeDrill(w, f, r, d, o)
 	}
 	return fmt.Errorf("render: no renderer for %T", doc)
 }

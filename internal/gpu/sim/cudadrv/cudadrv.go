@@ -60,6 +60,9 @@ typedef CUresult (*fn_waitev)(void *, void *, unsigned int);
 typedef CUresult (*fn_name)(CUresult, const char **);
 typedef const char *(*fn_lasterr)(void);
 typedef CUresult (*fn_siminfo)(void *, gf_siminfo_t *);
+typedef CUresult (*fn_devname)(char *, int, int);
+typedef CUresult (*fn_busid)(char *, int, int);
+typedef CUresult (*fn_allochost)(void **, size_t);
 
 static void *gf_open(const char *path, char **err) {
 	void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
@@ -111,6 +114,10 @@ static CUresult gf_instantiate(void *set, void *ctx, void *f, void **e, void *g)
 static CUresult gf_waitev(void *set, void *ctx, void *f, void *s, void *e) { CUR(set, ctx); return ((fn_waitev)f)(s, e, 0); }
 static const char *gf_errname(void *f, CUresult r) { const char *s = 0; if (f) ((fn_name)f)(r, &s); return s; }
 static const char *gf_lasterr(void *f) { return f ? ((fn_lasterr)f)() : 0; }
+static CUresult gf_version(void *f, int *v) { return ((fn_pi)f)(v); }
+static CUresult gf_devname(void *f, char *buf, int n, int d) { return ((fn_devname)f)(buf, n, d); }
+static CUresult gf_busid(void *f, char *buf, int n, int d) { return ((fn_busid)f)(buf, n, d); }
+static CUresult gf_allochost(void *set, void *ctx, void *f, void **p, size_t n) { CUR(set, ctx); return ((fn_allochost)f)(p, n); }
 static CUresult gf_siminfo(void *f, void *ctx, gf_siminfo_t *info) { info->size = sizeof *info; return ((fn_siminfo)f)(ctx, info); }
 */
 import "C"
@@ -202,6 +209,7 @@ var required = []string{
 	"cuMemcpyDtoHAsync_v2", "cuMemcpyDtoDAsync_v2", "cuEventCreate", "cuEventRecord", "cuEventSynchronize",
 	"cuEventQuery", "cuEventElapsedTime", "cuEventDestroy_v2", "cuStreamBeginCapture_v2", "cuStreamEndCapture",
 	"cuGraphInstantiateWithFlags", "cuGraphLaunch", "cuGraphExecDestroy", "cuGraphDestroy", "cuGetErrorName",
+	"cuDriverGetVersion", "cuDeviceGetName", "cuDeviceGetPCIBusId", "cuMemAllocHost_v2",
 }
 
 var optional = []string{"gpufeedSimDeviceGet", "gpufeedSimLastError", "gpufeedSimCtxGetInfo", "gpufeedSimEventTime"}
@@ -299,6 +307,37 @@ func (l *Lib) DeviceGet(ordinal int) (Device, error) {
 	var d C.int
 	err := l.do("cuDeviceGet", func() C.CUresult { return C.gf_devget(l.f["cuDeviceGet"], &d, C.int(ordinal)) })
 	return Device(d), err
+}
+
+// DriverVersion is cuDriverGetVersion: 12040 is CUDA 12.4.
+func (l *Lib) DriverVersion() (int, error) {
+	var v C.int
+	err := l.do("cuDriverGetVersion", func() C.CUresult { return C.gf_version(l.f["cuDriverGetVersion"], &v) })
+	return int(v), err
+}
+
+// DeviceName is cuDeviceGetName.
+func (l *Lib) DeviceName(d Device) (string, error) {
+	buf := (*C.char)(C.malloc(256))
+	defer C.free(unsafe.Pointer(buf))
+	err := l.do("cuDeviceGetName", func() C.CUresult { return C.gf_devname(l.f["cuDeviceGetName"], buf, 256, C.int(d)) })
+	if err != nil {
+		return "", err
+	}
+	return C.GoString(buf), nil
+}
+
+// PCIBusID is cuDeviceGetPCIBusId: the device's PCI address as CUDA
+// writes it ("0000:81:00.0"), which names the same device in NVML and in
+// sysfs whatever order CUDA numbers the devices in.
+func (l *Lib) PCIBusID(d Device) (string, error) {
+	buf := (*C.char)(C.malloc(64))
+	defer C.free(unsafe.Pointer(buf))
+	err := l.do("cuDeviceGetPCIBusId", func() C.CUresult { return C.gf_busid(l.f["cuDeviceGetPCIBusId"], buf, 64, C.int(d)) })
+	if err != nil {
+		return "", err
+	}
+	return C.GoString(buf), nil
 }
 
 // SimDeviceGet names device ordinal of the simulated device at socket
@@ -441,6 +480,16 @@ func (l *Lib) MemHostAlloc(c Context, n uint64) (HostPtr, error) {
 	var p unsafe.Pointer
 	err := l.do("cuMemHostAlloc", func() C.CUresult {
 		return C.gf_hostalloc(l.f["cuCtxSetCurrent"], unsafe.Pointer(c), l.f["cuMemHostAlloc"], &p, C.size_t(n))
+	})
+	return HostPtr(uintptr(p)), err
+}
+
+// MemAllocHost is cuMemAllocHost_v2: page-locked host memory, as
+// cudaMallocHost (and PyTorch's pin_memory) allocate it.
+func (l *Lib) MemAllocHost(c Context, n uint64) (HostPtr, error) {
+	var p unsafe.Pointer
+	err := l.do("cuMemAllocHost", func() C.CUresult {
+		return C.gf_allochost(l.f["cuCtxSetCurrent"], unsafe.Pointer(c), l.f["cuMemAllocHost_v2"], &p, C.size_t(n))
 	})
 	return HostPtr(uintptr(p)), err
 }

@@ -3,6 +3,7 @@ package cudadrv_test
 import (
 	"context"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -58,6 +59,39 @@ func TestGoDrivesTheDriverAPI(t *testing.T) {
 	info, err := lib.SimCtxInfo(c)
 	if err != nil || info.SchedResolved != cudadrv.SchedBlockingSync {
 		t.Fatalf("context info %+v (%v): want blocking synchronisation", info, err)
+	}
+	if name, err := lib.DeviceName(dev); err != nil || name != "gpufeed simulated GPU 0" {
+		t.Errorf("cuDeviceGetName: %q (%v)", name, err)
+	}
+	if v, err := lib.DriverVersion(); err != nil || v < 12000 {
+		t.Errorf("cuDriverGetVersion: %d (%v)", v, err)
+	}
+	if _, err := lib.PCIBusID(dev); !cudadrv.IsCode(err, 801) || !strings.Contains(err.Error(), "no PCI bus") {
+		t.Errorf("cuDeviceGetPCIBusId of a simulated device: %v, want CUDA_ERROR_NOT_SUPPORTED saying why", err)
+	}
+	// Page-locked memory from cuMemAllocHost: an asynchronous copy from it
+	// returns at once, as from cuMemHostAlloc's.
+	hp, err := lib.MemAllocHost(c, 8<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dp, err := lib.MemAlloc(c, 8<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now()
+	if err := lib.MemcpyHtoD(c, dp, hp, 8<<20, nil, true); err != nil {
+		t.Fatal(err)
+	}
+	if call := time.Since(t0); call > 100*time.Microsecond {
+		t.Logf("async copy from cuMemAllocHost memory took %v to return (a loaded machine?)", call)
+	}
+	if err := lib.CtxSynchronize(c); err != nil {
+		t.Fatal(err)
+	}
+	lib.MemFree(c, dp)
+	if err := lib.MemFreeHost(hp); err != nil {
+		t.Errorf("cuMemFreeHost of cuMemAllocHost memory: %v", err)
 	}
 	mod, err := lib.ModuleLoadData(c, simcuda.KernelPTX)
 	if err != nil {

@@ -99,7 +99,7 @@ func TestLibraryExportsTheDriverAPI(t *testing.T) {
 		"cuMemHostAlloc", "cuMemHostRegister_v2", "cuMemcpyHtoD_v2", "cuMemcpyDtoH_v2", "cuMemcpyHtoDAsync_v2",
 		"cuMemcpyDtoHAsync_v2", "cuStreamSynchronize", "cuCtxSynchronize", "cuEventRecord", "cuEventSynchronize",
 		"cuStreamQuery", "cuModuleLoadData", "cuModuleGetFunction", "cuStreamBeginCapture_v2", "cuStreamEndCapture",
-		"cuGraphInstantiateWithFlags"} {
+		"cuGraphInstantiateWithFlags", "cuMemAllocHost_v2", "cuDeviceGetPCIBusId", "cuDeviceGetName", "cuDriverGetVersion"} {
 		if !have[n] {
 			t.Errorf("%s is not exported", n)
 		}

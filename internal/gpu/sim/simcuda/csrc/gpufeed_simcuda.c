@@ -1161,6 +1161,20 @@ EXPORT CUresult cuDeviceGetName(char *name, int len, CUdevice dev)
 	return r;
 }
 
+EXPORT CUresult cuDeviceGetPCIBusId(char *busid, int len, CUdevice dev)
+{
+	if (!busid || len <= 0)
+		return CUDA_ERROR_INVALID_VALUE;
+	pthread_mutex_lock(&g_mu);
+	int s, o;
+	CUresult r = decode_device(dev, &s, &o);
+	pthread_mutex_unlock(&g_mu);
+	if (r)
+		return r;
+	busid[0] = 0;
+	return fail(CUDA_ERROR_NOT_SUPPORTED, "simulated device %d sits on no PCI bus: its PCIe link is the simulated device's, in the observer's samples", o);
+}
+
 EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
 {
 	if (!bytes)

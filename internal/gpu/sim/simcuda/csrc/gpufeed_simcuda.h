@@ -144,6 +144,10 @@ CUresult cuGetErrorString(CUresult error, const char **pStr);
 CUresult cuDeviceGet(CUdevice *device, int ordinal);
 CUresult cuDeviceGetCount(int *count);
 CUresult cuDeviceGetName(char *name, int len, CUdevice dev);
+/* A simulated device sits on no PCI bus: CUDA_ERROR_NOT_SUPPORTED, with the
+ * reason in gpufeedSimLastError (its link is the device server's, read with
+ * the observer's samples). */
+CUresult cuDeviceGetPCIBusId(char *pciBusId, int len, CUdevice dev);
 CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev);
 CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev);
 
