@@ -66,6 +66,11 @@ type Measure struct {
 	// how many of the job's completed over the span.
 	CompletionsVisible bool
 	Completions        uint64
+	// PollCores is the part of CPUCores spent by threads woken only by
+	// their own timers, at most thresholds.TimerPollMaxCPUPerWake per
+	// wake-up: poll loops re-arming (gloo's 10 ms epoll_wait, a
+	// watchdog), no work done; it is no sign of progress.
+	PollCores float64
 	// Waits is where each live thread waits at the span's end, with what
 	// that wait is (WaitKind), by pid then tid.
 	Waits []ThreadWait
@@ -86,7 +91,7 @@ type ThreadWait struct {
 // words for evidence; empty when nothing does.
 func (m Measure) HostProgress() []string {
 	var out []string
-	if m.CPUCores > thresholds.StallMaxCPUCores {
+	if m.CPUCores-m.PollCores > thresholds.StallMaxCPUCores {
 		out = append(out, fmt.Sprintf("its threads gained %.2f %% of one core", m.CPUCores*100))
 	}
 	if m.WokenCount >= thresholds.StallMinWakeups {
@@ -212,19 +217,24 @@ func scan(v *view, from int64) (Measure, int64) {
 				accs[s.TID] = &threadAcc{pid: s.PID, tid: s.TID, first: *s, last: *s, prevT: tk.T, blk: s.Blocked, lastT: tk.T}
 				continue
 			}
-			cpuNS += float64(runNS(v, a.last, *s))
-			if d := sub(s.Slices, a.last.Slices); d > 0 && !reapedBetween(reaped[s.PID], a.prevT, tk.T) {
+			ran := float64(runNS(v, a.last, *s))
+			d := sub(s.Slices, a.last.Slices)
+			if d > 0 && !reapedBetween(reaped[s.PID], a.prevT, tk.T) {
 				w := a.blk
 				if w == nil {
 					w = firstBlk[s.TID]
 				}
 				if isTimer(w) {
 					a.timerWk += d
+					if ran <= float64(d)*float64(thresholds.TimerPollMaxCPUPerWake) {
+						ran = 0 // a poll loop's own cost: no work done
+					}
 				} else {
 					a.wakes += d
 					progress = true
 				}
 			}
+			cpuNS += ran
 			if s.Blocked != nil {
 				if a.blk != nil && !sameWait(a.blk, s.Blocked) && !(isTimer(a.blk) && isTimer(s.Blocked)) {
 					if m.MovedTID == 0 {
@@ -330,6 +340,9 @@ func scan(v *view, from int64) (Measure, int64) {
 			cores = float64(runNS(v, a.first, a.last)) / 1e9 / secs
 		}
 		m.CPUCores += cores
+		if a.wakes == 0 && a.timerWk > 0 && cores*secs*1e9 <= float64(a.timerWk)*float64(thresholds.TimerPollMaxCPUPerWake) {
+			m.PollCores += cores
+		}
 		m.Threads++
 		if cores > m.BusiestCores || m.BusiestTID == 0 {
 			m.BusiestCores, m.BusiestTID, m.BusiestPID = cores, a.tid, a.pid

@@ -1,6 +1,7 @@
 package frozen
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -294,5 +295,33 @@ func TestReapingIsNoProgress(t *testing.T) {
 	}
 	if !strings.HasPrefix(r.Progress.Since, "since rank 2 (pid 203)") || r.Progress.From != tl.Ticks[30].T {
 		t.Errorf("the tail starts at the first reading without the dead rank: %q from %d", r.Progress.Since, r.Progress.From)
+	}
+}
+
+// TestTimerPollLoopsCPUIsNotProgress: gloo ranks deadlocked, as measured on
+// a real three-rank job: every main thread in a futex that never returns,
+// and in each rank a device loop woken about 100 times a second out of its
+// 10 ms epoll_wait, each wake-up costing ~40 µs of CPU: together 1.2 % of a
+// core, over the 1 % bar, yet no sign of progress. A thread that does real
+// work on each timer wake-up (5 ms) is progress.
+func TestTimerPollLoopsCPUIsNotProgress(t *testing.T) {
+	poll := &timeline.Blocked{Syscall: "epoll_wait", On: "anon_inode:[eventpoll]", Timed: true}
+	b := newTL(31, 100*time.Millisecond)
+	for r := range 3 {
+		pid := 10 + 10*r
+		b.proc(pid, 1, "python3", nil, map[string]string{"RANK": strconv.Itoa(r)})
+		b.thread(pid, pid, "python3", idle("futex", "futex 0x7f00", "futex_do_wait"))
+		b.thread(pid, pid+1, "python3", waking(poll, 10, 4e5)) // 10 wake-ups, 0.4 ms per 100 ms
+	}
+	p := MeasureProgress(b.tl)
+	if !p.Stalled() || p.CPUCores <= 0.01 {
+		t.Fatalf("three poll loops at 0.4 %% of a core each, everything else blocked: want stalled (and their CPU over 1 %%); %+v", p.Measure)
+	}
+	b = newTL(31, 100*time.Millisecond)
+	b.proc(10, 1, "python3", nil, nil)
+	b.thread(10, 10, "python3", idle("futex", "futex 0x7f00", "futex_do_wait"))
+	b.thread(10, 11, "python3", waking(poll, 10, 5e7)) // 5 ms of work per wake-up
+	if p := MeasureProgress(b.tl); p.Stalled() {
+		t.Errorf("a thread doing 5 ms of work on each timer wake-up is progress: %+v", p.Measure)
 	}
 }

@@ -47,6 +47,7 @@ func Text() map[string]string {
 		"StallMinSamples":            strconv.Itoa(StallMinSamples),
 		"StallMinWakeups":            strconv.Itoa(StallMinWakeups),
 		"StallMaxCPUCores":           pct(100 * StallMaxCPUCores),
+		"TimerPollMaxCPUPerWake":     dur(TimerPollMaxCPUPerWake),
 		"StallMaxIOBytesPerSec":      strconv.Itoa(StallMaxIOBytesPerSec>>10) + " KiB/s",
 		"StallMaxGPUUtil":            pct(StallMaxGPUUtil),
 		"StallSpinGPUUtil":           pct(StallSpinGPUUtil),

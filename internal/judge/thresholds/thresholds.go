@@ -279,6 +279,14 @@ const (
 	// store threads poll): well under 10 ms of CPU per second. A job doing
 	// any work (launching kernels, loading data) uses far more than 1 %.
 	StallMaxCPUCores = 0.01
+	// TimerPollMaxCPUPerWake: a thread woken only out of its own timed
+	// waits that runs at most this long per wake-up is a poll loop
+	// re-arming, and its CPU is housekeeping, whatever it sums to: gloo's
+	// device loop wakes from a 10 ms epoll_wait about 100 times a second
+	// at ~40 µs a wake-up (measured on a deadlocked three-rank gloo job:
+	// three such loops, 1.1-1.2 % of a core between them). A thread that
+	// does work on each tick (a sleep-paced loop) runs milliseconds.
+	TimerPollMaxCPUPerWake = 200 * time.Microsecond
 	// StallMaxIOBytesPerSec: less than 1 KiB/s read and written across the
 	// job (rchar + wchar, which count pipe and socket traffic too).
 	// Heartbeats and store keep-alives move a few bytes a second; a data
