@@ -199,7 +199,7 @@ type ProcInfo struct {
 	// NotVisible maps a field name to why it could not be read and what privilege would show it.
 	NotVisible map[string]string `json:"not_visible,omitempty"`
 
-	// Read once, near the end of the window (internal/probe/procfacts); nil
+	// Read once, near the end of the window (the end of the window, internal/diagnose); nil
 	// when not read.
 	// FDKinds is what the open descriptors are.
 	FDKinds *FDKinds `json:"fd_kinds,omitempty"`
