@@ -45,7 +45,7 @@ func Check(proc, what string) error {
 	if proc == "" {
 		proc = "/proc"
 	}
-	caps, err := effective(filepath.Join(proc, "self/status"))
+	caps, err := EffectiveCaps(filepath.Join(proc, "self/status"))
 	if err != nil {
 		return &Unavailable{What: what, Missing: "reading this process's capabilities", Err: err}
 	}
@@ -95,7 +95,8 @@ func BTF(sys string) bool {
 	return err == nil
 }
 
-func effective(status string) (uint64, error) {
+// EffectiveCaps reads the CapEff mask of a /proc/PID/status file.
+func EffectiveCaps(status string) (uint64, error) {
 	b, err := os.ReadFile(status)
 	if err != nil {
 		return 0, err
@@ -110,4 +111,17 @@ func effective(status string) (uint64, error) {
 		}
 	}
 	return 0, errors.New(status + ": no CapEff line")
+}
+
+// Comm is a task's name as the kernel's bpf_get_current_comm writes it: a
+// 16-byte field, NUL-terminated when shorter.
+func Comm(c [16]int8) string {
+	var b []byte
+	for _, x := range c {
+		if x == 0 {
+			break
+		}
+		b = append(b, byte(x))
+	}
+	return string(b)
 }

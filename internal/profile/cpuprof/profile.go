@@ -27,6 +27,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/gpufeed/gpufeed/internal/profile"
+	"github.com/gpufeed/gpufeed/internal/profile/bpfcap"
 )
 
 // DefaultHz is the sampling rate per CPU: off the timer's multiples, cheap
@@ -97,7 +98,7 @@ func Check(proc string) error {
 	if level <= 0 {
 		return nil
 	}
-	caps, err := effectiveCaps(filepath.Join(proc, "self/status"))
+	caps, err := bpfcap.EffectiveCaps(filepath.Join(proc, "self/status"))
 	if err != nil {
 		return &Unavailable{Missing: "reading the capabilities", Err: err}
 	}
@@ -106,23 +107,6 @@ func Check(proc string) error {
 	}
 	return &Unavailable{Missing: fmt.Sprintf("sampling every CPU needs CAP_PERFMON (or CAP_SYS_ADMIN, or root), "+
 		"or kernel.perf_event_paranoid at 0 or below (it is %d)", level)}
-}
-
-func effectiveCaps(status string) (uint64, error) {
-	b, err := os.ReadFile(status)
-	if err != nil {
-		return 0, err
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "CapEff:"); ok {
-			c, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
-			if err != nil {
-				return 0, fmt.Errorf("%s: CapEff: want hexadecimal, got %q", status, strings.TrimSpace(v))
-			}
-			return c, nil
-		}
-	}
-	return 0, fmt.Errorf("%s: no CapEff line", status)
 }
 
 // Profiler is a running profile.

@@ -537,7 +537,7 @@ func (p *Prober) read(window time.Duration, nowNS int64) *profile.DriverCalls {
 		}
 		th := threads[k.Tid]
 		if th == nil {
-			th = &profile.ThreadDriver{PID: int(k.Tgid), TID: int(k.Tid), Comm: comm(s.Comm)}
+			th = &profile.ThreadDriver{PID: int(k.Tgid), TID: int(k.Tid), Comm: bpfcap.Comm(s.Comm)}
 			threads[k.Tid] = th
 		}
 		e := entries[k.Index]
@@ -593,15 +593,4 @@ func unwrap(th *profile.ThreadDriver) {
 		}
 	}
 	th.Calls = slices.DeleteFunc(th.Calls, func(c profile.DriverCall) bool { return c.Calls == 0 && c.TimeNS == 0 })
-}
-
-func comm(c [16]int8) string {
-	var b []byte
-	for _, x := range c {
-		if x == 0 {
-			break
-		}
-		b = append(b, byte(x))
-	}
-	return string(b)
 }

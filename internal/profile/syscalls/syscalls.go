@@ -194,7 +194,7 @@ func (t *Tracer) read(window time.Duration, nowNS int64) *profile.SyscallSummary
 	for it.Next(&k, &s) {
 		th := threads[k.Tid]
 		if th == nil {
-			th = &profile.ThreadSyscalls{PID: int(k.Tgid), TID: int(k.Tid), Comm: comm(s.Comm)}
+			th = &profile.ThreadSyscalls{PID: int(k.Tgid), TID: int(k.Tid), Comm: bpfcap.Comm(s.Comm)}
 			threads[k.Tid] = th
 		}
 		row := profile.SyscallStat{Name: Name(int(k.Nr)), Nr: int(k.Nr), Calls: s.Calls, Errors: s.Errors,
@@ -350,17 +350,6 @@ func (t *Tracer) proc() string {
 		return "/proc"
 	}
 	return t.o.Proc
-}
-
-func comm(c [16]int8) string {
-	var b []byte
-	for _, x := range c {
-		if x == 0 {
-			break
-		}
-		b = append(b, byte(x))
-	}
-	return string(b)
 }
 
 // Name is syscall nr's name on this architecture ("syscall_N" where the
