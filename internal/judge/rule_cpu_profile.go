@@ -3,6 +3,7 @@ package judge
 import (
 	"fmt"
 
+	"github.com/gpufeed/gpufeed/internal/derive"
 	"github.com/gpufeed/gpufeed/internal/finding"
 	"github.com/gpufeed/gpufeed/internal/judge/thresholds"
 	"github.com/gpufeed/gpufeed/internal/profile"
@@ -60,13 +61,7 @@ func runCPUSplit(in *Input) []finding.Finding {
 	switch {
 	case syncS >= cpuSplitDominant && in.Attr.IdlePct < cpuSplitSyncMinIdlePct:
 		return nil
-	case syncS >= cpuSplitDominant && (1-syncS)*nanZero(th.CPU.Mean) < share/4:
-		// What a sync leaves the GPU idle for is the thread's work after
-		// it returns: a thread that does next to nothing but spin (its
-		// non-sync CPU under a quarter of the idle time it would be blamed
-		// for) left the GPU idle for another reason (waiting for a CPU
-		// itself). A quarter, not all: the relaunch after each sync and the
-		// waits for a CPU add to that work's idle time on a loaded host.
+	case syncS >= cpuSplitDominant && onlySpins(th, syncS, share):
 		return nil
 	case syncS >= cpuSplitDominant:
 		class = finding.SyncBound
@@ -104,6 +99,17 @@ func runCPUSplit(in *Input) []finding.Finding {
 		f.Decision = "Move the input work off the launch thread: a DataLoader with num_workers > 0 (persistent_workers, pin_memory), decoding on the GPU (DALI, torchvision.io.decode_jpeg on device), or data prepared ahead of time; CUDA graphs would not help."
 	}
 	return []finding.Finding{f}
+}
+
+// onlySpins says a thread whose syncs took syncShare of its time did next
+// to nothing else: what a sync leaves the GPU idle for is the thread's work
+// after it returns, and a thread whose CPU outside its syncs is under a
+// quarter of the idle share it would be blamed for (blamed, percent) left
+// the GPU idle for another reason (waiting for a CPU itself). A quarter, not
+// all: the relaunch after each sync and the waits for a CPU add to that
+// work's idle time on a loaded host.
+func onlySpins(th *derive.Thread, syncShare, blamed float64) bool {
+	return (1-syncShare)*nanZero(th.CPU.Mean) < blamed/4
 }
 
 func topName(tp profile.ThreadCPU, c profile.Category, fallback string) string {

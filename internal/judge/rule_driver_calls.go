@@ -61,12 +61,9 @@ func runDriverCalls(in *Input) []finding.Finding {
 		// spin is the bottleneck only where the GPU idles clearly (as the
 		// CPU profile's split decides).
 		return nil
-	case syncShare >= driverSyncDominant && syncShareIdle < thresholds.ModerateSharePct &&
-		(1-syncShare)*nanZero(th.CPU.Mean) < spinOrSubmit/4:
-		// A thread on a CPU that does next to nothing but sit in its syncs
-		// (its time outside them under a quarter of the idle time it would
-		// be blamed for) left the GPU idle for another reason, as in the
-		// split: waiting for a CPU itself.
+	case syncShare >= driverSyncDominant && syncShareIdle < thresholds.ModerateSharePct && onlySpins(th, syncShare, spinOrSubmit):
+		// As in the split: a thread that does next to nothing but sit in
+		// its syncs left the GPU idle for another reason.
 		return nil
 	case syncShare >= driverSyncDominant && syncShareIdle+spinOrSubmit >= thresholds.ModerateSharePct:
 		class = finding.SyncBound
