@@ -71,8 +71,8 @@ func runDriverCalls(in *Input) []finding.Finding {
 			threadName(th), 100*syncShare, sym, syncPace(d, td))
 	case syncShare < driverSyncFew && td.Launches > 0 && spinOrSubmit >= thresholds.ModerateSharePct && !fewLaunchesProfiled(in, th.Key.TID):
 		class = finding.SubmissionBound
-		claim = fmt.Sprintf("the launch thread %s launched %.0f kernels a second and was inside the CUDA driver's synchronisations only %.0f%% of the window: its time on a CPU went to launching work and the code around it, not to a spinning wait",
-			threadName(th), launchRate, 100*syncShare)
+		claim = fmt.Sprintf("the launch thread %s launched %s kernels a second and was inside the CUDA driver's synchronisations only %.0f%% of the window: its time on a CPU went to launching work and the code around it, not to a spinning wait",
+			threadName(th), d.LaunchRate(td), 100*syncShare)
 	default:
 		return nil
 	}
@@ -82,7 +82,7 @@ func runDriverCalls(in *Input) []finding.Finding {
 	src := "eBPF uprobes on the CUDA driver library's entry points"
 	launchWindow := window
 	if !d.LaunchContinuous {
-		launchWindow = fmt.Sprintf("launch probes on in bursts, %.2f s of the %.1f s window", float64(d.LaunchProbedNS)/1e9, float64(d.WindowNS)/1e9)
+		launchWindow = fmt.Sprintf("launch probes on in bursts, %.2f s of the %.1f s window; a floor, as each probe hit slows the launch", float64(d.LaunchProbedNS)/1e9, float64(d.WindowNS)/1e9)
 	}
 	if td.Launches > 0 {
 		f.Evidence = append(f.Evidence, ev("launch thread kernel launches (cuLaunchKernel and its variants)", launchRate, "/s", launchWindow, src))

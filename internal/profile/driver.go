@@ -1,6 +1,9 @@
 package profile
 
-import "sort"
+import (
+	"fmt"
+	"sort"
+)
 
 // Driver call classes: what an exported CUDA driver entry point does.
 const (
@@ -150,6 +153,17 @@ func (d *DriverCalls) LaunchesPerSecond(t ThreadDriver) float64 {
 		return 0
 	}
 	return float64(t.Launches) / (float64(d.LaunchProbedNS) / 1e9)
+}
+
+// LaunchRate is LaunchesPerSecond in words: "12000", or "at least 12000"
+// when the launches were counted in bursts, during which each probe hit
+// slows the launching thread, so the rate read then is below its own.
+func (d *DriverCalls) LaunchRate(t ThreadDriver) string {
+	r := fmt.Sprintf("%.0f", d.LaunchesPerSecond(t))
+	if d != nil && !d.LaunchContinuous {
+		r = "at least " + r
+	}
+	return r
 }
 
 // Thread returns thread tid's calls, or false.

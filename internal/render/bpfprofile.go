@@ -57,7 +57,7 @@ func (t *textWriter) driverCalls(d *profile.DriverCalls) {
 		}
 		var parts []string
 		if th.Launches > 0 {
-			parts = append(parts, fmt.Sprintf("%.0f launches/s", d.LaunchesPerSecond(th)))
+			parts = append(parts, d.LaunchRate(th)+" launches/s")
 		}
 		if th.GraphLaunches > 0 {
 			parts = append(parts, fmt.Sprintf("%.1f graph launches/s", d.PerSecond(th.GraphLaunches)))
