@@ -111,6 +111,11 @@ func TestDeadRankNamedAfterAttach(t *testing.T) {
 				if r.Verdict == nil || r.Verdict.Class != finding.Stalled || !strings.HasPrefix(r.Verdict.Summary, "Stalled: "+prefix) {
 					t.Errorf("verdict %+v", r.Verdict)
 				}
+				// Its ranks map no NCCL (a ring over pipes): the advice that
+				// makes survivors fail loudly is a process-group timeout.
+				if d := died[0].Decision; strings.Contains(d, "NCCL_") || !strings.Contains(d, "init_process_group(timeout=...)") {
+					t.Errorf("the ranks use no NCCL; decision: %s", d)
+				}
 				for _, f := range findingsWith(r, "rank-missing") {
 					t.Errorf("rank 2 is explained by its death: %s", f.Claim)
 				}

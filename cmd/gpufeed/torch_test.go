@@ -138,6 +138,17 @@ func checkGlooJob(t *testing.T, r render.Report, launcher int) {
 			t.Errorf("a gloo job's ranks are not DataLoader workers and use no NCCL: %s: %s", f.ID, f.Claim)
 		}
 	}
+	// Nor in the advice of another finding or the verdict: survivors are
+	// made to fail loudly by the process group's timeout, not NCCL's
+	// error handling.
+	if r.Verdict != nil && strings.Contains(r.Verdict.Decision, "NCCL_") {
+		t.Errorf("the verdict gives a gloo job NCCL advice: %s", r.Verdict.Decision)
+	}
+	for _, f := range r.Findings {
+		if f.ID != "distributed-backend" && strings.Contains(f.Decision, "NCCL_") {
+			t.Errorf("%s gives a gloo job NCCL advice: %s", f.ID, f.Decision)
+		}
+	}
 	b := findingsWith(r, "distributed-backend")
 	if len(b) != 1 || !strings.HasPrefix(b[0].Claim, "ranks 0-2 use gloo, not NCCL (they map libgloo") {
 		t.Errorf("want one distributed-backend finding naming gloo; findings:\n%s", claims(r))

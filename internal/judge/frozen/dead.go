@@ -224,7 +224,7 @@ func deathFindings(v *view, deaths []Death, threads []BlockedThread) []finding.F
 			}
 			f.Claim = name + " was killed by the OOM killer" + when + holding
 			f.Evidence = append(f.Evidence, killEvidence(k)...)
-			f.Decision = oomDecision(k)
+			f.Decision = oomDecision(v, k)
 		case string(kernlog.Segfault), string(kernlog.Trap):
 			c := d.Crash
 			in := ""
@@ -292,9 +292,10 @@ func killEvidence(k *kernlog.Kill) []finding.Evidence {
 
 func mib(b uint64) float64 { return round(float64(b)/(1<<20), 1) }
 
-func oomDecision(k *kernlog.Kill) string {
+func oomDecision(v *view, k *kernlog.Kill) string {
+	_, with := v.failLoudly()
 	shrink := "shrink what it holds: smaller batch or sequence length, fewer DataLoader workers, datasets in flat storage (numpy, Arrow, an mmap'd file) rather than lists of Python objects"
-	restart := " Restart the job: the surviving ranks never leave the collective on their own; with TORCH_NCCL_ASYNC_ERROR_HANDLING set they fail loudly instead."
+	restart := " Restart the job: the surviving ranks never leave the collective on their own; " + with + " they fail loudly instead."
 	if k.Constraint == "CONSTRAINT_MEMCG" {
 		limit := ""
 		if k.LimitBytes > 0 {

@@ -426,3 +426,42 @@ func TestReapedChildIOIsNoProgress(t *testing.T) {
 		t.Errorf("1.7 MB read by the launcher itself is progress: %+v", p)
 	}
 }
+
+// The advice that makes survivors fail loudly next time names the backend
+// the ranks were seen to use: NCCL's async error handling where they map
+// NCCL, the process group's timeout where they map gloo and no NCCL (the
+// distributed-backend finding says the NCCL settings do not apply there).
+func TestFailLoudlyAdviceFollowsTheBackend(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		mapped *timeline.Collectives
+		want   []string
+		reject string
+	}{
+		{"nccl", ncclMapped(), []string{"TORCH_NCCL_ASYNC_ERROR_HANDLING"}, "init_process_group"},
+		{"gloo", &timeline.Collectives{Mapped: []string{"/usr/lib/x86_64-linux-gnu/libgloo.so.0.5.0"}},
+			[]string{"init_process_group(timeout=...)", "30 minutes by default for gloo"}, "NCCL_"},
+		{"no-library", &timeline.Collectives{}, []string{"init_process_group(timeout=...)"}, "NCCL_"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tl := oomJob(t)
+			for _, p := range tl.Procs {
+				if p.Key.PID == 201 || p.Key.PID == 202 {
+					p.Collectives = tc.mapped
+				}
+			}
+			fs := Analyze(tl, nil).Findings
+			for _, id := range []string{"job-stalled", "member-died"} {
+				d := one(t, fs, id).Decision
+				for _, w := range tc.want {
+					if !strings.Contains(d, w) {
+						t.Errorf("%s decision lacks %q: %s", id, w, d)
+					}
+				}
+				if strings.Contains(d, tc.reject) {
+					t.Errorf("%s decision says %q: %s", id, tc.reject, d)
+				}
+			}
+		})
+	}
+}

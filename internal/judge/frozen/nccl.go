@@ -352,3 +352,36 @@ func rankWho(label string, ranks []int) string {
 	}
 	return who
 }
+
+// failLoudly is how a hung job's surviving ranks are made to fail loudly
+// next time instead of waiting in the collective, for the backend its live
+// ranks were seen to use: set, the advice as an imperative ("set ..."),
+// and with, as a condition ("with ... set"). NCCL's async error handling
+// where a rank maps NCCL, and where no rank was seen or a rank's memory
+// maps were not read (the common case on a GPU host); the process group's
+// timeout where every live rank was read and none uses NCCL, since NCCL's
+// settings do nothing there (gloo's default timeout is 30 minutes:
+// torch.distributed's init_process_group documentation).
+func (v *view) failLoudly() (set, with string) {
+	ranks, known, nccl, gloo := 0, true, false, false
+	for _, pid := range v.sortedPIDs() {
+		p := v.procs[pid]
+		if !isRankProcess(p) || p.Exited || !v.alive(pid) {
+			continue
+		}
+		b := v.backendOf(pid)
+		ranks++
+		known = known && b.known
+		nccl = nccl || b.nccl
+		gloo = gloo || strings.Contains(b.name(), "gloo")
+	}
+	if ranks == 0 || !known || nccl {
+		return "set TORCH_NCCL_ASYNC_ERROR_HANDLING", "with TORCH_NCCL_ASYNC_ERROR_HANDLING set"
+	}
+	timeout := "a shorter process-group timeout, init_process_group(timeout=...)"
+	why := "the ranks use no NCCL, so its error handling does not apply"
+	if gloo {
+		why = "30 minutes by default for gloo; the ranks use gloo, not NCCL, so NCCL's error handling does not apply"
+	}
+	return "pass " + timeout + " (" + why + ")", "given " + timeout + " (" + why + ")"
+}
