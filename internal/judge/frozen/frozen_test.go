@@ -465,3 +465,30 @@ func TestFailLoudlyAdviceFollowsTheBackend(t *testing.T) {
 		})
 	}
 }
+
+// Another job's python3 OOM-killed on the same host (a pid never seen in
+// this job) does not hide the launcher's zombie child: a dead child seen
+// in the job's tree outranks a kill known only from the kernel log.
+func TestZombieRankBesideAForeignKill(t *testing.T) {
+	b := newTL(31, 100*time.Millisecond)
+	b.proc(100, 1, "python3", []string{"python3", "launch.py"}, nil)
+	b.thread(100, 100, "python3", idle("wait4", "", "do_wait"))
+	for r, pid := range []int{201, 202} {
+		p := b.proc(pid, 100, "python3", []string{"python3", "train.py"}, map[string]string{"RANK": string(rune('0' + r)), "LOCAL_RANK": string(rune('0' + r)), "WORLD_SIZE": "3"})
+		p.Key.StartTime = uint64(5000 + r)
+		b.thread(pid, pid, "python3", idle("read", "pipe:[1]", "pipe_read"))
+	}
+	z := b.proc(203, 100, "python3", nil, nil)
+	z.Key.StartTime, z.Exited, z.Role = 5012, true, "child"
+	for _, pid := range []string{"203", "250"} {
+		b.tl.Events = append(b.tl.Events, timeline.Event{T: -int64(time.Minute), Kind: timeline.EventKernelLog,
+			Text: "Memory cgroup out of memory: Killed process " + pid + " (python3) total-vm:78064kB, anon-rss:65280kB, file-rss:6616kB, shmem-rss:0kB, UID:0 pgtables:200kB oom_score_adj:0"})
+	}
+	d := one(t, Analyze(b.tl, nil).Findings, "member-died")
+	if !strings.HasPrefix(d.Claim, "rank 2 (pid 203) was killed by the OOM killer") || !strings.HasSuffix(d.Claim, "; rank 2 by elimination (sure)") {
+		t.Errorf("%q", d.Claim)
+	}
+	if e, _ := evidence(d, "how pid 203 was matched to rank 2"); !strings.Contains(e.Text, "the kernel log's other python3 kill (pid 250) is of a process never seen in the job") {
+		t.Errorf("how %q", e.Text)
+	}
+}

@@ -236,6 +236,31 @@ func (v *view) matchRanks(deaths []Death, kills []kernlog.Kill) []Death {
 	if len(missing) == 0 || len(cands) == 0 {
 		return nil
 	}
+	// Dead children of the ranks' launcher, seen in the job's tree and
+	// killed themselves, outrank kills known only from the kernel log: on a shared host another job's
+	// process of the same command (python3) is killed too, and its pid,
+	// never seen in this job, would otherwise take the missing rank's place
+	// beside the zombie and leave both unnamed.
+	var foreign []int
+	if n.parent != 0 {
+		children := 0
+		for _, c := range cands {
+			if c.proc != nil && c.proc.PPID == n.parent && c.kill != nil {
+				children++ // killed itself: not some other child that ended
+			}
+		}
+		if children >= len(missing) {
+			kept := cands[:0]
+			for _, c := range cands {
+				if c.proc == nil && c.death == nil {
+					foreign = append(foreign, c.pid)
+					continue
+				}
+				kept = append(kept, c)
+			}
+			cands = kept
+		}
+	}
 	// Each candidate's place in the launch order narrows the ranks it can be.
 	type placed struct {
 		c       deadCandidate
@@ -304,6 +329,13 @@ func (v *view) matchRanks(deaths []Death, kills []kernlog.Kill) []Death {
 		}
 		if p.c.kill != nil && n.comm != "" && p.c.kill.Comm == n.comm {
 			m.Why = append(m.Why, "the kernel killed a "+safe(n.comm)+" process, the ranks' command")
+		}
+		if len(foreign) > 0 && child {
+			what := "the kernel log's other " + safe(n.comm) + " kill (pid " + ints(foreign) + ") is of a process never seen in the job, not a child of its launcher"
+			if len(foreign) > 1 {
+				what = "the kernel log's " + strconv.Itoa(len(foreign)) + " other " + safe(n.comm) + " kills (pids " + ints(foreign) + ") are of processes never seen in the job, not children of its launcher"
+			}
+			m.Why = append(m.Why, what)
 		}
 		if n.ordered && len(alive) > 1 {
 			order := "pids increase with the rank (" + pidsByRank(n, alive) + "): the launcher started them in order"
