@@ -105,7 +105,7 @@ it watches.`,
 	f.Var(&o.pid, "pid", "attach to the running process `PID` (and its descendants)")
 	addDurationFlag(f, &o.duration, "duration", sample.DefaultDuration, "how long to observe")
 	addDurationFlag(f, &o.interval, "interval", sample.DefaultInterval, "per-thread sampling interval")
-	o.out.add(cmd)
+	o.out.add(cmd, liveFormats)
 	addPerfettoFlag(f, &o.perfetto)
 	f.StringVar(&o.record, "record", "", "also save the raw samples to `FILE` (judge it later with gpufeed report)")
 	addRootFlag(f, &o.root)
@@ -130,7 +130,7 @@ func runDiagnose(cmd *cobra.Command, o diagnoseOpts, args []string) error {
 			return err
 		}
 	}
-	format, err := o.out.parseFor("diagnose")
+	format, err := o.out.parse()
 	if err != nil {
 		return err
 	}
