@@ -1,6 +1,9 @@
 package main
 
 import (
+	"os"
+	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -64,5 +67,79 @@ func TestDrillDurationIsChecked(t *testing.T) {
 	out, _, _ := run(t, "drill", "--help")
 	if !strings.Contains(out, "--duration duration") || strings.Contains(out, "--window") {
 		t.Errorf("drill --help: want --duration and no --window:\n%s", out)
+	}
+}
+
+// gpufeed pointed at itself (a shell that execs its last command gives it
+// the shell's $$) is a usage error, exit 2, for diagnose and top alike.
+func TestSelfAsTargetIsAUsageError(t *testing.T) {
+	for _, command := range []string{
+		`exec "$GPUFEED" diagnose --pid $$ --duration 2 --device none`,
+		`exec "$GPUFEED" top --pid $$ --plain --device none`,
+	} {
+		cmd := exec.Command("bash", "-c", command)
+		cmd.Env = append(os.Environ(), "GPUFEED="+gpufeed(t))
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		err := cmd.Run()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		}
+		if code != 2 || !strings.Contains(stderr.String(), "is this gpufeed process itself") {
+			t.Errorf("%s: exit %d, stderr %q; want 2", command, code, stderr.String())
+		}
+	}
+}
+
+// top --pid of a zombie says what it is (it has exited, its parent has not
+// reaped it) and that nothing of it runs to watch, instead of one empty
+// line and exit 0.
+func TestTopZombieIsNamed(t *testing.T) {
+	pid, parent := zombie(t)
+	_, stderr, code := run(t, "top", "--pid", strconv.Itoa(pid), "--plain", "--device", "none")
+	for _, want := range []string{"zombie", "pid " + strconv.Itoa(parent), "gpufeed diagnose --pid " + strconv.Itoa(pid)} {
+		if code != 2 || !strings.Contains(stderr, want) {
+			t.Errorf("exit %d, stderr %q; want 2 and %q", code, stderr, want)
+		}
+	}
+}
+
+// An attached target that exits ends top with a line saying so; stdout on
+// /dev/null (a character device, not a terminal) gets the plain lines, not
+// a full-screen view that cannot open a terminal.
+func TestTopSaysTheTargetExited(t *testing.T) {
+	target := exec.Command("sleep", "2.5")
+	if err := target.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { target.Process.Kill(); target.Wait() })
+	go target.Wait() // reaped as soon as it exits: top sees it gone
+	null, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer null.Close()
+	cmd := exec.Command(gpufeed(t), "top", "--pid", strconv.Itoa(target.Process.Pid), "--device", "none", "--window", "2")
+	cmd.Stdout = null
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	done := make(chan error, 1)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err = <-done:
+	case <-time.After(60 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("top did not end when its target exited")
+	}
+	if err != nil {
+		t.Fatalf("top with stdout on /dev/null: %v, stderr %q", err, stderr.String())
+	}
+	want := "pid " + strconv.Itoa(target.Process.Pid) + " (sleep) exited"
+	if !strings.Contains(stderr.String(), want) {
+		t.Errorf("stderr %q; want %q", stderr.String(), want)
 	}
 }

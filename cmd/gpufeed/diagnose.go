@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"golang.org/x/sys/unix"
 
 	"github.com/gpufeed/gpufeed/internal/diagnose"
 	"github.com/gpufeed/gpufeed/internal/gpu"
@@ -284,7 +285,7 @@ func openRoot(root, procRoot, sysRoot string) (procfs.FS, error) {
 }
 
 // checkTarget refuses, before the window starts, a --pid that names no
-// process or a kernel thread.
+// process, a kernel thread or this gpufeed process itself.
 func checkTarget(fs procfs.FS, pid int) error {
 	task, err := fs.Describe(pid)
 	switch {
@@ -292,6 +293,8 @@ func checkTarget(fs procfs.FS, pid int) error {
 		return usagef("--pid %d: no such process under %s", pid, fs.Proc)
 	case err == nil && task.KernelThread:
 		return asUsage(task.KernelThreadError())
+	case pid == os.Getpid() && fs.Proc == "/proc":
+		return usagef("pid %d is this gpufeed process itself (a shell that runs its last command in its own place gives it the shell's $$): point --pid at the job, or use -- COMMAND", pid)
 	}
 	return nil // a denied read is judged as far as it goes
 }
@@ -334,9 +337,12 @@ func warn(format string, args ...any) {
 	fmt.Fprintln(os.Stderr, "gpufeed: "+safetext.Escape(fmt.Sprintf(format, args...)))
 }
 
+// isTerminal says whether f is a terminal: one that answers the terminal
+// ioctl, not any character device (/dev/null is one, and a full-screen
+// view written there cannot open a terminal).
 func isTerminal(f *os.File) bool {
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
 }
 
 func progress(elapsed, window time.Duration, procs, threads int) {

@@ -85,10 +85,17 @@ func runTop(cmd *cobra.Command, o topOpts, args []string) error {
 	if err != nil {
 		return err
 	}
+	targetName := ""
 	if o.pid > 0 {
 		if err := checkTarget(fs, int(o.pid)); err != nil {
 			return err
 		}
+		// diagnose reads what is left of a zombie (how it ended, the
+		// kernel log); top has nothing of it to watch.
+		if task, err := fs.Describe(int(o.pid)); err == nil && task.Zombie {
+			return usagef("%s. top has nothing of it to watch: gpufeed diagnose --pid %d reads how it ended", task.ZombieNote(fs.Name(task.PPID)), o.pid)
+		}
+		targetName = fs.Name(int(o.pid))
 	}
 	out := cmd.OutOrStdout()
 	outFile, _ := out.(*os.File)
@@ -164,8 +171,15 @@ func runTop(cmd *cobra.Command, o topOpts, args []string) error {
 	case runErr != nil:
 		return runErr
 	}
-	if ended.Why == "target exited" && ended.ExitCode != nil {
+	if ended.Why != "target exited" {
+		return nil
+	}
+	if ended.ExitCode != nil {
+		warn("top: the command exited (exit status %d)", *ended.ExitCode)
 		return exitCode(*ended.ExitCode)
+	}
+	if targetName != "" {
+		warn("top: %s exited", targetName)
 	}
 	return nil
 }
