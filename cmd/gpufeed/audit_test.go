@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"os/exec"
 	"strconv"
@@ -141,5 +142,32 @@ func TestTopSaysTheTargetExited(t *testing.T) {
 	want := "pid " + strconv.Itoa(target.Process.Pid) + " (sleep) exited"
 	if !strings.Contains(stderr.String(), want) {
 		t.Errorf("stderr %q; want %q", stderr.String(), want)
+	}
+}
+
+// A trace that holds no GPU operation has no analysed span: its scope's
+// bounds are null, not the -1 the scope is built with.
+func TestTraceScopeWithoutGPUWorkIsNull(t *testing.T) {
+	path := t.TempDir() + "/cpu.json"
+	if err := os.WriteFile(path, []byte(`{"traceEvents":[{"ph":"X","cat":"cpu_op","name":"aten::add","pid":1,"tid":1,"ts":10,"dur":5}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, stderr, code := run(t, "trace", "-o", "json", path)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	validateSchema(t, out)
+	var doc struct {
+		Reports []struct {
+			Scope map[string]any `json:"scope"`
+		} `json:"reports"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil || len(doc.Reports) != 1 {
+		t.Fatalf("%v: %.300s", err, out)
+	}
+	for _, k := range []string{"start_ns", "end_ns"} {
+		if v, ok := doc.Reports[0].Scope[k]; !ok || v != nil {
+			t.Errorf("scope.%s = %v (present %v), want null", k, v, ok)
+		}
 	}
 }
