@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gpufeed/gpufeed/internal/clitest"
 )
 
 // What a sweep of bad input against the commands added after the first
@@ -168,6 +170,53 @@ func TestTraceScopeWithoutGPUWorkIsNull(t *testing.T) {
 	for _, k := range []string{"start_ns", "end_ns"} {
 		if v, ok := doc.Reports[0].Scope[k]; !ok || v != nil {
 			t.Errorf("scope.%s = %v (present %v), want null", k, v, ok)
+		}
+	}
+}
+
+// compare given a profiler trace says it is one and where traces are read,
+// instead of "expected a gpufeed-timeline header" (gzip) or "not one
+// gpufeed wrote" (plain JSON).
+func TestCompareNamesATrace(t *testing.T) {
+	dir := t.TempDir()
+	plain := dir + "/rank-0.json"
+	if err := os.WriteFile(plain, []byte(`{"schemaVersion":1,"traceEvents":[]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	nsys := dir + "/report.sqlite"
+	if err := os.WriteFile(nsys, append([]byte("SQLite format 3\x00"), make([]byte, 100)...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tr := range []string{"../../testdata/traces/ns_resolution_trace/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz", plain, nsys} {
+		_, stderr, code := run(t, "compare", "testdata/trainer.gpufeed", tr)
+		if code != 2 || !strings.Contains(stderr, "a profiler trace") || !strings.Contains(stderr, "gpufeed trace") {
+			t.Errorf("compare RECORDING %s: exit %d, stderr %q; want 2, naming a profiler trace and gpufeed trace", tr, code, stderr)
+		}
+	}
+}
+
+// A value gpufeed cannot use is a usage error (exit 2) named once, before
+// anything starts: --device bogus exited 3 with "--device bogus: --device
+// "bogus": ..."; the agent took --pid -1 and --max-jobs 0 silently and ran,
+// and --listen without a port exited 3.
+func TestBadDeviceAndAgentValuesAreUsageErrors(t *testing.T) {
+	const bogus = `gpufeed: --device "bogus": want auto, none, nvml or sim:PATH`
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"diagnose", "--pid", "1", "--duration", "2", "--device", "bogus"}, bogus},
+		{[]string{"top", "--pid", "1", "--plain", "--device", "bogus"}, bogus},
+		{[]string{"check", "--duration", "0", "--device", "bogus"}, bogus},
+		{[]string{"agent", "--device", "bogus"}, bogus},
+		{[]string{"diagnose", "--pid", "1", "--duration", "2", "--device", "sim:"}, "gpufeed: --device sim:PATH: the socket path is missing"},
+		{[]string{"agent", "--pid", "-1", "--device", "none", "--listen", "127.0.0.1:0"}, "gpufeed: --pid -1: want a process id, a positive integer"},
+		{[]string{"agent", "--max-jobs", "0", "--device", "none", "--listen", "127.0.0.1:0"}, "gpufeed: --max-jobs 0: want at least 1 process tree"},
+		{[]string{"agent", "--device", "none", "--listen", "bad"}, "gpufeed: --listen bad: want host:port (e.g. 127.0.0.1:9847 or :9847)"},
+	} {
+		r := clitest.Run(t, gpufeed(t), clitest.Cmd{Args: tc.args, Timeout: 30 * time.Second})
+		if r.Code != 2 || strings.TrimSpace(r.Stderr) != tc.want {
+			t.Errorf("%v: exit %d, stderr %q; want 2 and %q", tc.args, r.Code, r.Stderr, tc.want)
 		}
 	}
 }

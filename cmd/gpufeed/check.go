@@ -69,6 +69,9 @@ names no process or a kernel thread), 3 when gpufeed could not do its work
 			if err != nil {
 				return err
 			}
+			if err := gpusource.CheckSpec(device); err != nil {
+				return asUsage(err)
+			}
 			opts := check.Options{PID: int(pid), DataPath: data, Window: window, RequireGPU: requireGPU, DriverSkipped: device == "none"}
 			if root != "" {
 				opts.ProcRoot, opts.SysRoot, opts.DevRoot = filepath.Join(root, "proc"), filepath.Join(root, "sys"), filepath.Join(root, "dev")

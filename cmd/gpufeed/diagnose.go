@@ -93,6 +93,9 @@ it watches.`,
 			if (o.pid == 0) == (len(args) == 0) {
 				return usagef("give either --pid PID or -- COMMAND [ARGS...]")
 			}
+			if err := gpusource.CheckSpec(o.device); err != nil {
+				return asUsage(err)
+			}
 			if o.cmdOutput != "" && len(args) == 0 {
 				return usagef("--cmd-output is where a launched command's output goes: give -- COMMAND [ARGS...], not --pid")
 			}

@@ -19,6 +19,7 @@ import (
 	"github.com/gpufeed/gpufeed/internal/diagnose"
 	"github.com/gpufeed/gpufeed/internal/finding"
 	"github.com/gpufeed/gpufeed/internal/gpu"
+	"github.com/gpufeed/gpufeed/internal/gpu/gpusource"
 	"github.com/gpufeed/gpufeed/internal/live"
 	"github.com/gpufeed/gpufeed/internal/render"
 	"github.com/gpufeed/gpufeed/internal/safetext"
@@ -58,6 +59,9 @@ exit status when it ends; quitting top ends the command it started.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if (o.pid == 0) == (len(args) == 0) {
 				return usagef("give either --pid PID or -- COMMAND [ARGS...]")
+			}
+			if err := gpusource.CheckSpec(o.device); err != nil {
+				return asUsage(err)
 			}
 			if err := checkWindow(o.span, o.interval); err != nil {
 				return asUsage(errors.New(strings.ReplaceAll(err.Error(), "--duration", "--window")))
