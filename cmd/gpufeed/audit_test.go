@@ -220,3 +220,15 @@ func TestBadDeviceAndAgentValuesAreUsageErrors(t *testing.T) {
 		}
 	}
 }
+
+// drill jitter --cpu names a CPU this process may run on, checked before the
+// driver is loaded (999 exited 3 after loading it; -5 was taken as the
+// default).
+func TestDrillCPUIsChecked(t *testing.T) {
+	for _, cpu := range []string{"999", "-5"} {
+		_, stderr, code := run(t, "drill", "jitter", "--cpu", cpu)
+		if code != 2 || !strings.Contains(stderr, "--cpu "+cpu+": ") || strings.Contains(stderr, "CUDA driver") {
+			t.Errorf("--cpu %s: exit %d, stderr %q; want 2, naming --cpu, before any driver", cpu, code, stderr)
+		}
+	}
+}

@@ -131,6 +131,15 @@ func runDrill(cmd *cobra.Command, info drill.Info, format render.Format, fl dril
 	if err != nil {
 		return err
 	}
+	if info.Name == "jitter" && fl.cpu != -1 {
+		topo, err := drill.ReadTopology(fs)
+		if err != nil {
+			return err
+		}
+		if fl.cpu < 0 || !topo.Allowed.Contains(fl.cpu) {
+			return usagef("--cpu %d: want a CPU this process may run on (%s), or leave it out for the biggest core with an SMT sibling", fl.cpu, topo.Allowed)
+		}
+	}
 	var b *drill.Backend
 	var fallback string
 	if info.NeedsGPU {
