@@ -232,3 +232,23 @@ func TestDrillCPUIsChecked(t *testing.T) {
 		}
 	}
 }
+
+// Every short report ends with the whole line saying how to read more, at
+// 80 columns too: it was cut in the middle of "what a finding means" at 80,
+// and a directory of ranks cut it in the middle of "gpufeed explain" at 100.
+func TestShortReportsEndWithTheWholeHint(t *testing.T) {
+	const hint = "-v: evidence and tables; gpufeed explain ID: what a finding means"
+	for _, args := range [][]string{
+		{"trace", "../../testdata/traces/trace_filter"},
+		{"report", "testdata/trainer.gpufeed"},
+		{"trace", "../../testdata/traces/ns_resolution_trace"},
+	} {
+		for _, columns := range []string{"80", "100", "120"} {
+			r := clitest.Run(t, gpufeed(t), clitest.Cmd{Args: args, Env: []string{"COLUMNS=" + columns}})
+			lines := strings.Split(strings.TrimRight(r.Stdout, "\n"), "\n")
+			if r.Code != 0 || lines[len(lines)-1] != hint {
+				t.Errorf("%v COLUMNS=%s: exit %d, last line %q, want %q", args, columns, r.Code, lines[len(lines)-1], hint)
+			}
+		}
+	}
+}
