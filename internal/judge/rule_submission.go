@@ -2,6 +2,7 @@ package judge
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/gpufeed/gpufeed/internal/finding"
 	"github.com/gpufeed/gpufeed/internal/judge/thresholds"
@@ -23,11 +24,22 @@ func runSubmission(in *Input) []finding.Finding {
 	}
 	th := L.T
 	cpu, wait := nanZero(th.CPU.Mean), nanZero(th.Wait.Mean)
+	times := fmt.Sprintf("it ran %.0f%% of the time and waited for a CPU %.0f%%", cpu, wait)
+	if cpu+wait < thresholds.LaunchSaturatedPct {
+		// The share comes from the intervals in which the thread was
+		// saturated, and the window's means are below that (a busy phase
+		// in a quiet window): say what it did in those intervals, or the
+		// claim reads "no time left (it ran 3% of the time)".
+		if n, bc, bw := blamedLaunchTimes(in); n > 0 {
+			times = fmt.Sprintf("in the %d of %d intervals where the GPU idled because of it, it ran %.0f%% of the time and waited for a CPU %.0f%%; %.0f%% and %.0f%% over the whole window",
+				n, in.Attr.Measured, bc, bw, cpu, wait)
+			cpu, wait = bc, bw
+		}
+	}
 	f := finding.Finding{
 		ID: "launch-thread-saturated", Severity: in.causeSeverity(share), Supports: finding.SubmissionBound, Subject: threadSubject(th),
 		// Sources: 002 « Goulot de soumission CPU (launch-bound) », Task 6, Task 12, Checklist B; 000 §7-8
-		Claim: fmt.Sprintf("the launch thread %s has no time left to submit work (it ran %.0f%% of the time and waited for a CPU %.0f%%)%s",
-			threadName(th), cpu, wait, in.idleBecause(share)),
+		Claim: fmt.Sprintf("the launch thread %s has no time left to submit work (%s)%s", threadName(th), times, in.idleBecause(share)),
 	}
 	f.Evidence = append(f.Evidence, in.gpuUtilEvidence())
 	f.Evidence = append(f.Evidence, in.launchCPUEvidence()...)
@@ -48,4 +60,24 @@ func runSubmission(in *Input) []finding.Finding {
 			"and move per-sample Python and device calls out of the hot loop."
 	}
 	return []finding.Finding{f}
+}
+
+// blamedLaunchTimes is the launch thread's mean running and run-queue
+// shares over the intervals whose idle time went mostly to submission.
+func blamedLaunchTimes(in *Input) (n int, cpu, wait float64) {
+	at, th := in.Attr, in.Job.Launch.T
+	for i, c := range at.Cause {
+		if c != finding.SubmissionBound || i >= len(at.Attributed) || !at.Attributed[i] || i >= len(th.CPUPct) || math.IsNaN(th.CPUPct[i]) {
+			continue
+		}
+		n++
+		cpu += th.CPUPct[i]
+		if i < len(th.WaitPct) {
+			wait += nanZero(th.WaitPct[i])
+		}
+	}
+	if n == 0 {
+		return 0, 0, 0
+	}
+	return n, cpu / float64(n), wait / float64(n)
 }

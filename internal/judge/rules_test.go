@@ -712,3 +712,30 @@ func TestSpinningSyncAndLaunchLoopReadTheSame(t *testing.T) {
 		t.Errorf("launch loop, GPU busy 27 %%: %s shares %v, want submission-bound from 60 points and the rest named", v.Class, in.Attr.Share)
 	}
 }
+
+// TestSaturatedClaimInABusyPhase: a launch thread saturated for the first
+// second of a quiet five-second window is blamed for that second's idle
+// time; the claim gives its times in those intervals, not the window's
+// means (which read "no time left to submit work (it ran 21% of the
+// time)").
+func TestSaturatedClaimInABusyPhase(t *testing.T) {
+	phase := func(busy, quiet float64) func(int) float64 {
+		return func(i int) float64 {
+			if i < 10 {
+				return busy
+			}
+			return quiet
+		}
+	}
+	s := &synth{n: 50, util: phase(3, 97), procs: []*sProc{trainer(&sThread{cpu: phase(99, 1), wait: constF(0), user: 99})}}
+	_, fs, in := s.judge()
+	f := findingByID(fs, "launch-thread-saturated")
+	if f == nil {
+		t.Fatalf("no launch-thread-saturated finding (shares %v)", in.Attr.Share)
+	}
+	for _, want := range []string{"in the 10 of 50 intervals where the GPU idled because of it, it ran 99% of the time", "over the whole window"} {
+		if !strings.Contains(f.Claim, want) {
+			t.Errorf("claim %q does not say %q", f.Claim, want)
+		}
+	}
+}
