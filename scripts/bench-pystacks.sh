@@ -13,6 +13,13 @@
 #
 # Each target (scripts/bench/pytarget.py) runs one busy thread 30 frames
 # deep and 8 idle threads and prints its iterations each second.
+#
+# Each sampled window is followed by a control window of the same length in
+# which nothing watches either target: the same ratio taken there is what
+# the two targets differ by with no observer at all, so the spread of the
+# control ratios is the smallest difference this run can resolve on this
+# machine at this load (printed beside the sampled ones, with the load
+# average at the start and the end).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${1:-/usr/bin/python3}
@@ -35,7 +42,8 @@ mean() { # FILE FROM TO: mean of the reports FROM..TO
 }
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2)? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 
-: >"$work/ratio"; : >"$work/cpu"; : >"$work/hz"
+load_start=$(cut -d' ' -f1-3 /proc/loadavg)
+: >"$work/ratio"; : >"$work/cpu"; : >"$work/hz"; : >"$work/control"
 for i in $(seq "$WINDOWS"); do
 	if [ $((i % 2)) = 1 ]; then on=a off=b target=$pid_a; else on=b off=a target=$pid_b; fi
 	( /usr/bin/time -f "%U %S" -o "$work/time.$i" "$work/gpufeed" diagnose --pid "$target" --device none --py-stacks \
@@ -61,8 +69,17 @@ for f in r.get("findings", []):
 print(hz)
 PY
 	echo "window $i: sampled target $s it/s, the other $u it/s" >&2
+	# the control window: the same two targets, the same roles, no observer
+	from_on=$(($(wc -l <"$work/rate.$on") + 2)) from_off=$(($(wc -l <"$work/rate.$off") + 2))
+	sleep "$SECS"
+	to_on=$(wc -l <"$work/rate.$on") to_off=$(wc -l <"$work/rate.$off")
+	s=$(mean "$work/rate.$on" "$from_on" "$to_on") u=$(mean "$work/rate.$off" "$from_off" "$to_off")
+	awk -v a="$s" -v b="$u" 'BEGIN {printf "%.4f\n", (b>0)? a/b : 0}' >>"$work/control"
+	echo "control $i: the same target unwatched $s it/s, the other $u it/s" >&2
 done
-echo "python: $("$PY" -V 2>&1), ${WINDOWS} windows of ${SECS} s, two targets side by side"
+echo "python: $("$PY" -V 2>&1), ${WINDOWS} windows of ${SECS} s, two targets side by side, each window followed by a control window"
+echo "host: $(nproc) CPUs, load average (1/5/15 min) $load_start at the start, $(cut -d' ' -f1-3 /proc/loadavg) at the end"
 echo "sampled / unsampled throughput, median of windows: $(median <"$work/ratio") (all: $(paste -sd' ' "$work/ratio"))"
+echo "the same ratio unwatched (control), median:        $(median <"$work/control") (all: $(paste -sd' ' "$work/control"))"
 echo "gpufeed CPU per window (s), median:                $(median <"$work/cpu") (whole diagnose run, /proc sampling included, over $((SECS + 2)) s)"
 echo "python sampling rate achieved (Hz), median:        $(median <"$work/hz")"

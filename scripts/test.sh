@@ -26,25 +26,26 @@ if ! command -v staticcheck >/dev/null; then
 fi
 staticcheck ./...
 
-# The real PyTorch tests (a DataLoader, a torch.distributed job) run under
-# Debian's own interpreter with Debian's python3-torch: install it when
-# missing (quietly; waiting for a dpkg lock another apt holds). Where it
-# cannot be had, those tests skip and say why.
+# The real PyTorch tests (a DataLoader, a torch.distributed job, torchvision's
+# transforms) run under Debian's own interpreter with Debian's python3-torch
+# and python3-torchvision: install them when missing (quietly, without the
+# recommended video and GUI libraries; waiting for a dpkg lock another apt
+# holds). Where they cannot be had, those tests skip and say why.
 step "python3-torch"
-if /usr/bin/python3 -c 'import torch, numpy' >/dev/null 2>&1; then
+if /usr/bin/python3 -c 'import torch, numpy, torchvision' >/dev/null 2>&1; then
 	echo "present"
 else
 	sudo=""
 	[ "$(id -u)" = 0 ] || sudo="sudo -n"
 	apt_install() {
 		$sudo env DEBIAN_FRONTEND=noninteractive apt-get -qq -o DPkg::Lock::Timeout=300 install -y --no-install-recommends \
-			python3-torch python3-numpy >/dev/null 2>&1
+			python3-torch python3-numpy python3-torchvision >/dev/null 2>&1
 	}
 	if command -v apt-get >/dev/null && { apt_install || { $sudo apt-get -qq -o DPkg::Lock::Timeout=300 update >/dev/null 2>&1 && apt_install; }; } &&
-		/usr/bin/python3 -c 'import torch, numpy' >/dev/null 2>&1; then
-		echo "installed python3-torch"
+		/usr/bin/python3 -c 'import torch, numpy, torchvision' >/dev/null 2>&1; then
+		echo "installed python3-torch, python3-torchvision"
 	else
-		echo "python3-torch could not be installed (apt-get as root or passwordless sudo is needed): the real PyTorch tests will skip"
+		echo "python3-torch or python3-torchvision could not be installed (apt-get as root or passwordless sudo is needed): the real PyTorch tests will skip"
 	fi
 fi
 

@@ -129,6 +129,44 @@ func TestPythonTimeShares(t *testing.T) {
 	}
 }
 
+// TestPythonTimeTransforms: real CPU training loops whose thread spends its
+// time in torchvision's transforms (Debian's python3-torchvision), attached
+// twice each. With a DataLoader without workers (num_workers=0, the
+// default) the transforms run inside the DataLoader's __next__, in the
+// loop's own thread: that thread is not waiting on workers (it has none),
+// it runs the transforms, and the change is to give the DataLoader workers.
+// Applied to each batch in the loop, the change is workers or the GPU.
+func TestPythonTimeTransforms(t *testing.T) {
+	requireTorch(t)
+	if err := testjob.TorchVision(); err != nil {
+		t.Skip(err)
+	}
+	for _, c := range []struct{ mode, change string }{
+		{"transforms", "set num_workers"},
+		{"batch-transforms", "on the GPU on whole batches"},
+	} {
+		t.Run(c.mode, func(t *testing.T) {
+			job := startScenario(t, testjob.TorchPyTime, "--mode", c.mode)
+			awaitEvent(t, job, "steady", 120*time.Second)
+			for _, window := range []string{"3s", "4s"} {
+				r := diagnoseJSON(t, "--pid", strconv.Itoa(job.PID), "--duration", window, "--py-stacks")
+				fs := findingsWith(r, "python-time")
+				if len(fs) != 1 {
+					t.Fatalf("want one python-time finding; findings:\n%s", claims(r))
+				}
+				f := fs[0]
+				if f.Severity != finding.Warning || !strings.HasPrefix(f.Decision, "The thread spends ") ||
+					!strings.Contains(f.Decision, "% of its time in transforms run by this thread") || !strings.Contains(f.Decision, c.change) {
+					t.Errorf("window %s: %s %q\n%q", window, f.Severity, f.Claim, f.Decision)
+				}
+				if strings.Contains(f.Claim, "waiting on the DataLoader") {
+					t.Errorf("window %s: the thread has no workers to wait on: %q", window, f.Claim)
+				}
+			}
+		})
+	}
+}
+
 // TestPythonTimeLaunched: the same loop under diagnose --py-stacks -- CMD:
 // the sampler follows the job from its start, through its imports.
 func TestPythonTimeLaunched(t *testing.T) {

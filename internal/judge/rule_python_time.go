@@ -26,6 +26,20 @@ var (
 	dataloaderNext = func(f profile.Frame) bool {
 		return f.Function == "__next__" && strings.HasSuffix(f.File, "torch/utils/data/dataloader.py")
 	}
+	// workerWait is the multi-process iterator waiting for its workers'
+	// next batch (_MultiProcessingDataLoaderIter._get_data and
+	// _try_get_data, torch/utils/data/dataloader.py since PyTorch 1.2):
+	// only there is the thread waiting on workers.
+	workerWait = func(f profile.Frame) bool {
+		return (f.Function == "_get_data" || f.Function == "_try_get_data") && strings.HasSuffix(f.File, "torch/utils/data/dataloader.py")
+	}
+	// inThreadFetch is the Dataset fetcher (torch/utils/data/_utils/fetch.py:
+	// the Dataset's __getitem__ and collate) run by the iterating thread
+	// itself: a DataLoader without workers (num_workers=0). With workers
+	// the fetcher runs in the worker processes, never in this thread.
+	inThreadFetch = func(f profile.Frame) bool {
+		return strings.HasSuffix(f.File, "torch/utils/data/_utils/fetch.py")
+	}
 	transformFile = regexp.MustCompile(`(^|/)transforms?(/|\.py$)|/albumentations/|/kornia/augmentation/`)
 	isTransform   = func(f profile.Frame) bool { return transformFile.MatchString(f.File) }
 	isOptimizer   = func(f profile.Frame) bool {
@@ -128,15 +142,31 @@ func runPythonTime(in *Input) []finding.Finding {
 	src := "sampled Python stacks (" + top.Reader + ")"
 	pct := func(n int) float64 { return 100 * float64(n) / float64(th.Samples) }
 
+	// The DataLoader's __next__ is two stages: waiting there for the
+	// workers' next batch, or (a DataLoader without workers) running the
+	// Dataset's __getitem__ and collate in this thread, where the thread
+	// waits on nothing. Transforms run there are that loading's content.
+	wait := stackShare(th, func(fr []profile.Frame) bool { return hasFrame(fr, dataloaderNext) && hasFrame(fr, workerWait) })
+	fetch := stackShare(th, func(fr []profile.Frame) bool { return hasFrame(fr, dataloaderNext) && hasFrame(fr, inThreadFetch) })
+	tf := th.Share(isTransform)
+	tfChange := "run the transforms in DataLoader workers (inside the Dataset's __getitem__), or on the GPU on whole batches"
+	if tfFetch := stackShare(th, func(fr []profile.Frame) bool { return hasFrame(fr, isTransform) && hasFrame(fr, inThreadFetch) }); 2*tfFetch.Samples > tf.Samples {
+		tfChange = "they run in the Dataset's __getitem__ in this thread because the DataLoader has no workers (num_workers=0): set num_workers (within the cores) so worker processes run them, with persistent_workers=True, or run them on the GPU on whole batches"
+	}
+	const (
+		stageFetch     = 1
+		stageTransform = 2
+	)
 	stages := []struct {
 		name   string
 		share  profile.Share
 		change string
 	}{
-		{"waiting on the DataLoader's __next__", th.Share(dataloaderNext),
+		{"waiting on the DataLoader's __next__", wait,
 			"the DataLoader's workers do not keep up: raise num_workers (within the cores), set persistent_workers=True and prefetch_factor, pin_memory=True, and move per-sample work out of the collate function"},
-		{"in transforms run by this thread", th.Share(isTransform),
-			"run the transforms in DataLoader workers (inside the Dataset's __getitem__), or on the GPU on whole batches"},
+		{"loading batches itself in the DataLoader's __next__ (no workers: the Dataset's __getitem__ and collate in this thread)", fetch,
+			"the DataLoader has no workers (num_workers=0), so the thread that should feed the GPU reads and prepares every sample: set num_workers (within the cores) with persistent_workers=True and pin_memory=True"},
+		{"in transforms run by this thread", tf, tfChange},
 		{"in the optimizer step", th.Share(isOptimizer),
 			"use the fused or foreach optimizer implementations (torch.optim.AdamW(..., fused=True) or foreach=True), which launch a few large kernels instead of one per parameter"},
 	}
@@ -197,6 +227,11 @@ func runPythonTime(in *Input) []finding.Finding {
 	if holder != nil {
 		f.Claim += fmt.Sprintf("; thread %d (%s) held the GIL in %.0f %% of its samples", holder.TID, holder.Name, 100*float64(holder.GIL)/float64(max(holder.Samples, 1)))
 	}
+	// Transforms inside the thread's own loading are where that loading's
+	// time goes: the narrower stage leads when it is large enough itself.
+	if lead == stageFetch && pct(stages[stageTransform].share.Samples) >= thresholds.PythonStageSharePct {
+		lead, leadPct = stageTransform, pct(stages[stageTransform].share.Samples)
+	}
 	if lead >= 0 && leadPct >= thresholds.PythonStageSharePct {
 		f.Severity = finding.Warning
 		f.Decision = fmt.Sprintf("The thread spends %.0f %% of its time %s: %s.", leadPct, stages[lead].name, stages[lead].change)
@@ -227,6 +262,28 @@ func gilHolder(t profile.Top, except int) *profile.TopThread {
 func safeText(s string) string {
 	if len(s) > 600 {
 		s = s[:600] + "..."
+	}
+	return s
+}
+
+// hasFrame says whether a stack holds a frame match accepts.
+func hasFrame(fr []profile.Frame, match func(profile.Frame) bool) bool {
+	for _, f := range fr {
+		if match(f) {
+			return true
+		}
+	}
+	return false
+}
+
+// stackShare counts the samples whose whole stack match accepts.
+func stackShare(th *profile.TopThread, match func([]profile.Frame) bool) profile.Share {
+	s := profile.Share{Of: th.Samples, OfActive: th.Active}
+	for _, st := range th.Stacks {
+		if match(st.Frames) {
+			s.Samples += st.Samples
+			s.Active += st.Active
+		}
 	}
 	return s
 }

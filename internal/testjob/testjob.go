@@ -68,7 +68,10 @@ const (
 	TorchRanks Script = "torch_ranks.py"
 	// TorchPyTime is a small CPU training loop whose Python time has one
 	// known home (--mode loader: the DataLoader's __next__; item: .item()
-	// per value; optim: a per-parameter optimizer step).
+	// per value; optim: a per-parameter optimizer step; transforms:
+	// torchvision transforms run by a DataLoader without workers;
+	// batch-transforms: torchvision transforms on each batch in the loop,
+	// the last two needing TorchVision).
 	TorchPyTime Script = "torch_pytime.py"
 )
 
@@ -103,6 +106,28 @@ func TorchPython() (string, error) {
 		return "", torchCheck.err
 	}
 	return DebianPython, nil
+}
+
+var visionCheck struct {
+	once sync.Once
+	err  error
+}
+
+// TorchVision says whether TorchPython also imports torchvision (Debian's
+// python3-torchvision, which scripts/test.sh installs when missing), or
+// returns an ErrUnavailable error saying how to install it.
+func TorchVision() error {
+	if _, err := TorchPython(); err != nil {
+		return err
+	}
+	visionCheck.once.Do(func() {
+		out, err := exec.Command(DebianPython, "-c", "import torchvision.transforms, torchvision.datasets").CombinedOutput()
+		if err != nil {
+			visionCheck.err = fmt.Errorf("%w: %s cannot import torchvision (apt-get install python3-torchvision): %v: %s",
+				ErrUnavailable, DebianPython, err, lastLine(out))
+		}
+	})
+	return visionCheck.err
 }
 
 func lastLine(b []byte) string {

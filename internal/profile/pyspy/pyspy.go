@@ -1,5 +1,5 @@
 // Package pyspy reads Python stacks with py-spy (github.com/benfred/py-spy):
-// `py-spy dump --pid PID` prints every Python thread's stack and which one
+// `py-spy dump --nonblocking --pid PID` prints every Python thread's stack and which one
 // holds the GIL, from outside the process (it reads the interpreter's
 // memory; it needs CAP_SYS_PTRACE or root for another user's process).
 // gpufeed runs it only when asked (`diagnose --py-stacks`); what it printed
@@ -25,12 +25,15 @@ var ErrNotInstalled = errors.New("py-spy is not installed")
 // Runner runs a command and returns its standard output.
 type Runner func(ctx context.Context, name string, args ...string) ([]byte, error)
 
-// DumpTimeout bounds one dump: py-spy pauses the target while it reads its
-// stacks, which takes milliseconds; a dump that takes seconds is stuck.
+// DumpTimeout bounds one dump: reading the stacks takes milliseconds; a
+// dump that takes seconds is stuck.
 const DumpTimeout = 10 * time.Second
 
-// Dump runs `py-spy dump --pid PID` (run may be nil for the real command)
-// and returns its raw text and parsed processes.
+// Dump runs `py-spy dump --nonblocking --pid PID` (run may be nil for the
+// real command) and returns its raw text and parsed processes. Without
+// --nonblocking py-spy stops the target (ptrace) for the read; gpufeed never
+// stops the job it watches, so a stack torn by the running target is
+// accepted instead, as the built-in reader accepts it.
 func Dump(ctx context.Context, pid int, run Runner) ([]byte, []profile.Process, error) {
 	if run == nil {
 		if _, err := exec.LookPath("py-spy"); err != nil {
@@ -40,9 +43,9 @@ func Dump(ctx context.Context, pid int, run Runner) ([]byte, []profile.Process, 
 	}
 	ctx, cancel := context.WithTimeout(ctx, DumpTimeout)
 	defer cancel()
-	out, err := run(ctx, "py-spy", "dump", "--pid", strconv.Itoa(pid))
+	out, err := run(ctx, "py-spy", "dump", "--nonblocking", "--pid", strconv.Itoa(pid))
 	if err != nil {
-		return out, nil, fmt.Errorf("py-spy dump --pid %d: %w", pid, err)
+		return out, nil, fmt.Errorf("py-spy dump --nonblocking --pid %d: %w", pid, err)
 	}
 	procs, err := profile.ParsePySpy(bytes.NewReader(out))
 	return out, procs, err

@@ -8,6 +8,9 @@ import (
 	"testing"
 )
 
+// py-spy dump pauses the target while it reads it unless told not to
+// (--nonblocking): gpufeed never stops the job it watches, so the fallback
+// asks for the read without a pause, as the built-in reader does.
 func TestDumpRunsPySpy(t *testing.T) {
 	data, _ := os.ReadFile("../testdata/futexhang.txt")
 	var asked []string
@@ -16,7 +19,7 @@ func TestDumpRunsPySpy(t *testing.T) {
 		return data, nil
 	}
 	raw, ps, err := Dump(t.Context(), 31337, run)
-	if err != nil || len(ps) != 1 || len(raw) != len(data) || strings.Join(asked, " ") != "py-spy dump --pid 31337" {
+	if err != nil || len(ps) != 1 || len(raw) != len(data) || strings.Join(asked, " ") != "py-spy dump --nonblocking --pid 31337" {
 		t.Errorf("%v %v %v", asked, ps, err)
 	}
 	failing := func(context.Context, string, ...string) ([]byte, error) { return nil, errors.New("Permission denied") }

@@ -7,9 +7,18 @@ home, for the sampled Python stacks (diagnose --py-stacks):
                  .item(), one call per value (a host-device synchronisation
                  each on a GPU);
   --mode optim:  a model of many small parameters stepped by a per-parameter
-                 (for-loop) optimizer: the step dominates.
+                 (for-loop) optimizer: the step dominates;
+  --mode transforms: torchvision's FakeData with a torchvision augmentation
+                 pipeline (crop, flip, colour jitter, to tensor, normalise)
+                 as its transform, read by a DataLoader without workers
+                 (num_workers=0, the default): the training loop's own
+                 thread runs the transforms inside the DataLoader's __next__;
+  --mode batch-transforms: a DataLoader of ready tensors, and the loop
+                 augments each batch with torchvision's transforms on the
+                 CPU (what would be done on the GPU on whole batches).
 
-Runs under Debian's own python3 with python3-torch.
+Runs under Debian's own python3 with python3-torch (and python3-torchvision
+for the two transforms modes).
 
     /usr/bin/python3 torch_pytime.py --mode loader
 """
@@ -39,9 +48,23 @@ class Slow(Dataset):
         return torch.full((8,), float(x % 7))
 
 
+class Ready(Dataset):
+    """Images already decoded, as uint8-range float tensors: fetching one
+    costs an index."""
+
+    def __init__(self):
+        self.images = torch.rand(64, 3, 64, 64)
+
+    def __len__(self):
+        return 1 << 30
+
+    def __getitem__(self, i):
+        return self.images[i % len(self.images)], i % 8
+
+
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--mode", choices=["loader", "item", "optim"], default="loader")
+    p.add_argument("--mode", choices=["loader", "item", "optim", "transforms", "batch-transforms"], default="loader")
     p.add_argument("--seconds", type=float, default=0, help="end after this long (0: never)")
     a = p.parse_args()
     torch.set_num_threads(1)
@@ -58,11 +81,31 @@ def main():
         opt = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9, foreach=False)
     workers, cost = (1, 20000) if a.mode == "loader" else (0, 10)
     loader = DataLoader(Slow(cost), batch_size=16, num_workers=workers)
+    augment = None
+    if a.mode in ("transforms", "batch-transforms"):
+        import torchvision
+        import torchvision.transforms as T
+        pipeline = [T.RandomResizedCrop(48), T.RandomHorizontalFlip(), T.ColorJitter(0.4, 0.4, 0.4, 0.1)]
+        norm = T.Normalize([0.5] * 3, [0.25] * 3)
+        if a.mode == "transforms":
+            data = torchvision.datasets.FakeData(size=1 << 30, image_size=(3, 64, 64), num_classes=8,
+                                                 transform=T.Compose(pipeline + [T.ToTensor(), norm]))
+            loader = DataLoader(data, batch_size=16, num_workers=0)
+        else:
+            loader = DataLoader(Ready(), batch_size=16, num_workers=0)
+            augment = T.Compose(pipeline + [norm])
+        model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.AdaptiveAvgPool2d(1),
+                                    torch.nn.Flatten(), torch.nn.Linear(4, 8))
+        opt = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9, foreach=False)
     say("started", mode=a.mode)
     end = time.monotonic() + a.seconds if a.seconds > 0 else None
     for n, batch in enumerate(loader):
         if end is not None and time.monotonic() > end:
             break
+        if a.mode in ("transforms", "batch-transforms"):
+            batch = batch[0]  # (images, labels)
+        if augment is not None:
+            batch = augment(batch)  # the whole batch, in this thread
         inp = batch[:, :4].repeat(1, 1) if a.mode == "optim" else batch
         out = model(inp)
         loss = out.sum()
