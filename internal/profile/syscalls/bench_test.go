@@ -67,7 +67,7 @@ func BenchmarkSyscallOverhead(b *testing.B) {
 	}
 	times := map[string][]sample{}
 	var counted uint64
-	rounds := max(b.N, 5)
+	rounds := b.N // -benchtime Nx: go test runs it once with b.N 1 first
 	for i := 0; i < rounds; i++ {
 		for j := range modes {
 			m := modes[(i+j)%len(modes)] // rotating order
@@ -317,7 +317,7 @@ func BenchmarkSyscallOverheadDataLoader(b *testing.B) {
 	walls := map[string][]time.Duration{}
 	cpus := map[string][]time.Duration{}
 	var busiest, total []float64
-	for i := 0; i < max(b.N, 5); i++ {
+	for i := 0; i < b.N; i++ {
 		for j := range modes {
 			m := modes[(i+j)%len(modes)]
 			var w float64
