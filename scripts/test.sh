@@ -109,8 +109,12 @@ if command -v tmux >/dev/null; then export GPUFEED_REQUIRE_TMUX=1; fi
 step "go build"
 go build -o /dev/null ./cmd/gpufeed
 
+# cmd/gpufeed's end-to-end tests run real jobs for real windows: about 12
+# minutes alone on a 2-CPU machine, 15 and more on a loaded one. A package
+# that times out reports nothing of its other tests, so the limit is well
+# above the expected time rather than at it.
 step "go test"
-go test -count=1 -timeout 15m ./...
+go test -count=1 -timeout 25m ./...
 
 # The deployment files, decoded strictly into the Kubernetes and Prometheus
 # Operator API types by a module of its own (those types stay out of

@@ -108,6 +108,15 @@ func TestAttachProfiledLaunchThreadSplit(t *testing.T) {
 					t.Logf("run %d: crowded host, the spinning thread descheduled: %s", i, v.Summary)
 					continue
 				}
+				if job.class == finding.SyncBound && v.Class == finding.SyncBound && strings.Contains(v.Summary, "inside the CUDA driver's synchronisations") &&
+					slices.Contains(v.Because, "launch-thread-driver-calls") {
+					// The driver probes attached too and measured the time
+					// inside the synchronisations themselves: the verdict
+					// rests on that, the stronger evidence, and the split
+					// need not lead (as TestAttachSpinningSyncIsNoWrongClass).
+					t.Logf("run %d: named by the driver probes: %s", i, v.Summary)
+					continue
+				}
 				if v.Class != job.class || len(split) != 1 || split[0].Supports != job.class {
 					t.Errorf("run %d: %s judged %s: %s; want %s with the launch thread's split\n%s", i, job.name, v.Class, v.Summary, job.class, claims(r.rep))
 					continue

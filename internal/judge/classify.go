@@ -288,9 +288,10 @@ func unexplainedIdle(in *Input) string {
 func spinOrSubmit(in *Input) finding.Verdict {
 	at := in.Attr
 	v := inconclusive(fmt.Sprintf("what the launch thread %s does while it runs: a synchronisation that spins (CUDA's default wait while a process has fewer active contexts than the host has CPUs) "+
-		"and a thread submitting work both read as a running thread in user mode with no system call; sample its stack a few times (py-spy dump --pid %d), "+
-		"profile a few steps (torch.profiler or Nsight Systems, read with gpufeed trace), or run with blocking synchronisation "+
-		"(cudaDeviceScheduleBlockingSync), in which each wait sleeps and gpufeed sees it", threadName(in.Job.Launch.T), in.Job.Launch.T.PID), nil)
+		"and a thread submitting work both read as a running thread in user mode with no system call; gpufeed's own probes tell them apart: "+
+		"diagnose --pid %d --profile on (as root, or with CAP_PERFMON and CAP_BPF) times the driver's synchronisations, and --py-stacks shows the Python line it runs "+
+		"(a .item(), .cpu() or synchronize() call is a wait); or profile a few steps (torch.profiler or Nsight Systems, read with gpufeed trace), or run with blocking "+
+		"synchronisation (cudaDeviceScheduleBlockingSync), in which each wait sleeps and gpufeed sees it", threadName(in.Job.Launch.T), in.Job.Launch.T.PID), nil)
 	v.Summary = fmt.Sprintf("submission-bound or sync-bound, which cannot be told apart from outside the launch thread: it was on a CPU while the GPU idled %.0f%% of the window, "+
 		"either submitting work or spinning in a synchronisation (GPU idle time: %s)", at.IdlePct, strings.Join(idleSplit(at), ", "))
 	return v

@@ -49,8 +49,8 @@ func runSpinOrSubmit(in *Input) []finding.Finding {
 			"first to last slow-tier reading", fmt.Sprintf("/proc/%d/task/%d/status", th.PID, th.Key.TID)))
 	}
 	f.Evidence = append(f.Evidence, in.launchWhoEvidence())
-	f.Decision = fmt.Sprintf("Find out what the launch thread does while it runs: sample its stack a few times (py-spy dump --pid %d) or profile a few steps "+
-		"(torch.profiler or Nsight Systems, read with gpufeed trace). Time in synchronisations (torch.cuda.synchronize, .item(), .cpu(), cudaStreamSynchronize, "+
+	f.Decision = fmt.Sprintf("Find out what the launch thread does while it runs: diagnose --pid %d --profile on (as root, or with CAP_PERFMON and CAP_BPF) "+
+		"times the driver's synchronisations, --py-stacks shows the Python lines it runs, or profile a few steps (torch.profiler or Nsight Systems, read with gpufeed trace). Time in synchronisations (torch.cuda.synchronize, .item(), .cpu(), cudaStreamSynchronize, "+
 		"cudaMemcpy) is sync-bound: stop synchronising every step. Time launching (the Python and framework code between kernels) is submission-bound: "+
 		"fuse kernels or capture the step in a CUDA graph. A run with blocking synchronisation (cudaSetDeviceFlags(cudaDeviceScheduleBlockingSync) "+
 		"before the first CUDA call) makes each wait a sleep that gpufeed sees.", th.PID)

@@ -665,7 +665,7 @@ func TestSpinningSyncAndLaunchLoopReadTheSame(t *testing.T) {
 			t.Errorf("summary %q does not say %q", v.Summary, want)
 		}
 	}
-	for _, want := range []string{"py-spy dump --pid 100", "gpufeed trace", "cudaDeviceScheduleBlockingSync"} {
+	for _, want := range []string{"diagnose --pid 100 --profile on", "CAP_PERFMON and CAP_BPF", "--py-stacks", "gpufeed trace", "cudaDeviceScheduleBlockingSync"} {
 		if !strings.Contains(v.Missing, want) {
 			t.Errorf("missing %q does not say %q", v.Missing, want)
 		}
