@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gpufeed/gpufeed/internal/check"
+	"github.com/gpufeed/gpufeed/internal/finding"
 	"github.com/gpufeed/gpufeed/internal/render"
 )
 
@@ -236,6 +237,16 @@ func TestObserverIsNotPartOfTheJob(t *testing.T) {
 	}
 	if !strings.Contains(strings.Join(r.Notes, " "), "observer") {
 		t.Errorf("the report does not say the observer was left out: %q", r.Notes)
+	}
+	// bash only waits for its child, gpufeed: nothing of the job runs, and
+	// that is no frozen job (it read CRITICAL job-stalled).
+	if v := r.Verdict; v == nil || v.Class != finding.Idle || !strings.Contains(v.Summary, "gpufeed itself") {
+		t.Errorf("verdict %+v: want idle, waiting for gpufeed itself", v)
+	}
+	for _, f := range r.Findings {
+		if f.Severity == finding.Critical {
+			t.Errorf("critical finding %s about a shell waiting for gpufeed: %s", f.ID, f.Claim)
+		}
 	}
 }
 

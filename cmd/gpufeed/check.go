@@ -65,9 +65,12 @@ names no process or a kernel thread), 3 when gpufeed could not do its work
 (--device nvml and NVML cannot start).`,
 		Args: wrapArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			format, err := out.parseFor("check")
+			format, err := out.parse()
 			if err != nil {
 				return err
+			}
+			if err := gpusource.CheckSpec(device); err != nil {
+				return asUsage(err)
 			}
 			opts := check.Options{PID: int(pid), DataPath: data, Window: window, RequireGPU: requireGPU, DriverSkipped: device == "none"}
 			if root != "" {
@@ -139,7 +142,7 @@ names no process or a kernel thread), 3 when gpufeed could not do its work
 	f.Var(&pid, "pid", "the target process `PID` (a training or inference job); without it, per-process facts are gpufeed's own")
 	f.StringVar(&data, "data", "", "dataset directory, as the target names it")
 	f.StringVar(&root, "root", "", "read `DIR`/proc, DIR/sys and DIR/dev instead of /proc, /sys and /dev (a container with the host's / mounted at DIR, e.g. /host)")
-	out.add(cmd)
+	out.add(cmd, documentFormats)
 	f.BoolVarP(&quiet, "quiet", "q", false, "print failed checks only (text)")
 	f.StringVar(&device, "device", "auto", "GPU driver source: auto, nvml (an error if NVML cannot start) or none (driver checks report absent)")
 	durationFlag := newSeconds(&window, time.Second)

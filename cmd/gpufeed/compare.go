@@ -67,7 +67,7 @@ be read as a gpufeed document or recording.`,
 			return nil
 		},
 	}
-	out.add(cmd)
+	out.add(cmd, tableFormats)
 	return cmd
 }
 

@@ -66,7 +66,7 @@ when the scenario could not run on this machine.`,
 			if err := checkPerfetto(perfetto); err != nil {
 				return err
 			}
-			if _, err := out.parseFor("demo"); err != nil {
+			if _, err := out.parse(); err != nil {
 				return err
 			}
 			if alone && sc.Neighbours == 0 {
@@ -79,7 +79,7 @@ when the scenario could not run on this machine.`,
 	f.BoolVar(&list, "list", false, "list the scenarios")
 	addDurationFlag(f, &duration, "duration", sample.DefaultDuration, "how long to observe")
 	addDurationFlag(f, &interval, "interval", sample.DefaultInterval, "per-thread sampling interval")
-	out.add(cmd)
+	out.add(cmd, liveFormats)
 	addPerfettoFlag(f, &perfetto)
 	f.StringVar(&record, "record", "", "also save the raw samples to `FILE` (judge it later with gpufeed report)")
 	f.BoolVar(&alone, "without-neighbours", false, "run a scenario that has CPU hogs beside the job (noisy-neighbour) without them: the baseline to compare it with")

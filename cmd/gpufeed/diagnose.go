@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"golang.org/x/sys/unix"
 
 	"github.com/gpufeed/gpufeed/internal/diagnose"
 	"github.com/gpufeed/gpufeed/internal/gpu"
@@ -92,6 +93,9 @@ it watches.`,
 			if (o.pid == 0) == (len(args) == 0) {
 				return usagef("give either --pid PID or -- COMMAND [ARGS...]")
 			}
+			if err := gpusource.CheckSpec(o.device); err != nil {
+				return asUsage(err)
+			}
 			if o.cmdOutput != "" && len(args) == 0 {
 				return usagef("--cmd-output is where a launched command's output goes: give -- COMMAND [ARGS...], not --pid")
 			}
@@ -105,7 +109,7 @@ it watches.`,
 	f.Var(&o.pid, "pid", "attach to the running process `PID` (and its descendants)")
 	addDurationFlag(f, &o.duration, "duration", sample.DefaultDuration, "how long to observe")
 	addDurationFlag(f, &o.interval, "interval", sample.DefaultInterval, "per-thread sampling interval")
-	o.out.add(cmd)
+	o.out.add(cmd, liveFormats)
 	addPerfettoFlag(f, &o.perfetto)
 	f.StringVar(&o.record, "record", "", "also save the raw samples to `FILE` (judge it later with gpufeed report)")
 	addRootFlag(f, &o.root)
@@ -130,7 +134,7 @@ func runDiagnose(cmd *cobra.Command, o diagnoseOpts, args []string) error {
 			return err
 		}
 	}
-	format, err := o.out.parseFor("diagnose")
+	format, err := o.out.parse()
 	if err != nil {
 		return err
 	}
@@ -284,7 +288,7 @@ func openRoot(root, procRoot, sysRoot string) (procfs.FS, error) {
 }
 
 // checkTarget refuses, before the window starts, a --pid that names no
-// process or a kernel thread.
+// process, a kernel thread or this gpufeed process itself.
 func checkTarget(fs procfs.FS, pid int) error {
 	task, err := fs.Describe(pid)
 	switch {
@@ -292,6 +296,8 @@ func checkTarget(fs procfs.FS, pid int) error {
 		return usagef("--pid %d: no such process under %s", pid, fs.Proc)
 	case err == nil && task.KernelThread:
 		return asUsage(task.KernelThreadError())
+	case pid == os.Getpid() && fs.Proc == "/proc":
+		return usagef("pid %d is this gpufeed process itself (a shell that runs its last command in its own place gives it the shell's $$): point --pid at the job, or use -- COMMAND", pid)
 	}
 	return nil // a denied read is judged as far as it goes
 }
@@ -334,9 +340,12 @@ func warn(format string, args ...any) {
 	fmt.Fprintln(os.Stderr, "gpufeed: "+safetext.Escape(fmt.Sprintf(format, args...)))
 }
 
+// isTerminal says whether f is a terminal: one that answers the terminal
+// ioctl, not any character device (/dev/null is one, and a full-screen
+// view written there cannot open a terminal).
 func isTerminal(f *os.File) bool {
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
 }
 
 func progress(elapsed, window time.Duration, procs, threads int) {

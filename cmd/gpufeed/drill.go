@@ -77,7 +77,7 @@ run here (a drill that is not available in this build says why).`,
 	f := cmd.Flags()
 	f.StringVar(&fl.driver, "driver", "auto", "the CUDA driver: auto (libcuda.so.1, else a simulated GPU), cuda, sim, sim:SOCKET, or a library's path")
 	f.IntVar(&fl.gpu, "gpu", 0, "the CUDA device ordinal")
-	fl.out.add(cmd)
+	fl.out.add(cmd, tableFormats)
 	f.IntVar(&fl.kernels, "kernels", 2000, "jitter: tiny kernels per burst")
 	f.IntVar(&fl.reps, "reps", 5, "jitter, copy: repetitions per row")
 	f.Uint64Var(&fl.kernelNS, "kernel-ns", 885, "jitter: each tiny kernel's duration on the simulator, in nanoseconds (a real GPU runs an empty kernel)")
@@ -86,7 +86,9 @@ run here (a drill that is not available in this build says why).`,
 	f.StringVar(&fl.python, "python", "", "cow: the Python interpreter (default /usr/bin/python3 when present, else python3)")
 	f.IntVar(&fl.items, "items", 1_000_000, "cow: items in the dataset")
 	f.IntVar(&fl.workers, "workers", 4, "cow: forked workers; syscalls: DataLoader workers (at most 2 by default)")
-	addDurationFlag(f, &fl.window, "window", 5*time.Second, "syscalls: how long the system calls are counted")
+	durationFlag := newSeconds(&fl.window, 5*time.Second)
+	f.Var(durationFlag, "duration", "syscalls: how long the system calls are counted (seconds, or with a unit: 500ms, 2m)")
+	deprecatedAlias(f, durationFlag, "window", "use --duration, the name every command gives how long gpufeed observes")
 	return cmd
 }
 
@@ -120,11 +122,23 @@ func runDrill(cmd *cobra.Command, info drill.Info, format render.Format, fl dril
 	if fl.kernels < 1 || fl.reps < 1 || fl.workers < 1 || fl.items < 1 || fl.bytes < 1 {
 		return asUsage(errors.New("--kernels, --reps, --workers, --items and --bytes must be at least 1"))
 	}
+	if fl.window <= 0 {
+		return usagef("--duration %s: want a positive window (e.g. 5 or 5s)", humanDuration(fl.window))
+	}
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	fs, err := procfs.NewFS("", "")
 	if err != nil {
 		return err
+	}
+	if info.Name == "jitter" && fl.cpu != -1 {
+		topo, err := drill.ReadTopology(fs)
+		if err != nil {
+			return err
+		}
+		if fl.cpu < 0 || !topo.Allowed.Contains(fl.cpu) {
+			return usagef("--cpu %d: want a CPU this process may run on (%s), or leave it out for the biggest core with an SMT sibling", fl.cpu, topo.Allowed)
+		}
 	}
 	var b *drill.Backend
 	var fallback string

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -73,12 +74,19 @@ func humanDuration(d time.Duration) string {
 	return s
 }
 
-// formatValue is -o/--output: one of render.Formats, in any case.
-type formatValue string
+// formatValue is -o/--output: one of the formats its command writes
+// (render's, in any case). A format the command cannot write is refused
+// when the flag is parsed, before any work: a drill or a comparison does
+// not run to its end to say it cannot write HTML.
+type formatValue struct {
+	p        *string
+	allowed  []render.Format
+	rejected render.Format
+}
 
-func newFormat(p *string) *formatValue {
+func newFormat(p *string, allowed []render.Format) *formatValue {
 	*p = "text"
-	return (*formatValue)(p)
+	return &formatValue{p: p, allowed: allowed}
 }
 
 func (f *formatValue) Set(s string) error {
@@ -86,14 +94,39 @@ func (f *formatValue) Set(s string) error {
 	if err != nil {
 		return errors.New("unknown format")
 	}
-	*f = formatValue(v)
+	if !slices.Contains(f.allowed, v) {
+		f.rejected = v
+		return errors.New("not a format of this command")
+	}
+	*f.p = string(v)
 	return nil
 }
 
-func (f *formatValue) String() string { return string(*f) }
-func (f *formatValue) Type() string   { return "format" }
+func (f *formatValue) String() string {
+	if f == nil || f.p == nil {
+		return ""
+	}
+	return *f.p
+}
+func (f *formatValue) Type() string { return "format" }
 func (f *formatValue) want() string {
-	return "an output format: " + render.FormatList()
+	w := "an output format: " + formatList(f.allowed)
+	if f.rejected == render.FormatJSONL {
+		w += " (-o jsonl streams a live run's intervals: diagnose, demo)"
+	}
+	return w
+}
+
+// formatList names formats for a message or a flag's help: "text, json or html".
+func formatList(fs []render.Format) string {
+	var names []string
+	for _, f := range fs {
+		names = append(names, string(f))
+	}
+	if len(names) < 2 {
+		return strings.Join(names, "")
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
 }
 
 // pidValue is --pid: a positive integer.
@@ -138,9 +171,9 @@ func (c *choiceValue) String() string { return *c.p }
 func (c *choiceValue) Type() string   { return strings.Join(c.choices, "|") }
 func (c *choiceValue) want() string   { return "one of " + strings.Join(c.choices, ", ") }
 
-// addOutputFlag adds -o/--output to a command.
-func addOutputFlag(f *pflag.FlagSet, p *string) {
-	f.VarP(newFormat(p), "output", "o", "output format: "+render.FormatList())
+// addOutputFlag adds -o/--output to a command that writes formats.
+func addOutputFlag(f *pflag.FlagSet, p *string, formats []render.Format) {
+	f.VarP(newFormat(p, formats), "output", "o", "output format: "+formatList(formats))
 }
 
 // addDurationFlag adds a duration flag that takes bare seconds.

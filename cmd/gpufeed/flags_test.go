@@ -36,7 +36,7 @@ func TestBadValuesSayWhatTheFlagWants(t *testing.T) {
 		{[]string{"diagnose", "--pid", "1", "--duration", "ten"}, `gpufeed: --duration wants a duration: seconds (5, 2.5) or with a unit (500ms, 30s, 2m); got "ten"`},
 		{[]string{"demo", "--interval", "fast"}, `gpufeed: --interval wants a duration: seconds (5, 2.5) or with a unit (500ms, 30s, 2m); got "fast"`},
 		{[]string{"diagnose", "--pid", "1", "-o", "yaml"}, `gpufeed: -o/--output wants an output format: text, json, html or jsonl; got "yaml"`},
-		{[]string{"report", "-o", "xml", "x"}, `gpufeed: -o/--output wants an output format: text, json, html or jsonl; got "xml"`},
+		{[]string{"report", "-o", "xml", "x"}, `gpufeed: -o/--output wants an output format: text, json or html; got "xml"`},
 		{[]string{"check", "--fail-on", "error"}, `gpufeed: --fail-on wants one of fail, warn; got "error"`},
 		{[]string{"trace", "--workers", "many", "x"}, `gpufeed: --workers wants an integer; got "many"`},
 		{[]string{"simdev", "--pageable-factor", "half"}, `gpufeed: --pageable-factor wants a number; got "half"`},

@@ -117,7 +117,7 @@ func TestJSONLinesOnlyLive(t *testing.T) {
 		{"check", "-o", "jsonl"},
 	} {
 		out, stderr, code := run(t, args...)
-		if code != 2 || out != "" || !strings.Contains(stderr, "-o jsonl streams a live run's intervals (diagnose, demo): use -o json for "+args[0]) {
+		if code != 2 || out != "" || !strings.Contains(stderr, "-o/--output wants an output format: text, json or html (-o jsonl streams a live run's intervals: diagnose, demo)") {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q", args, code, out, stderr)
 		}
 	}

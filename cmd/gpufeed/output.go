@@ -18,24 +18,23 @@ type outputFlags struct {
 	verbose bool
 }
 
-func (o *outputFlags) add(cmd *cobra.Command) {
+// The formats each kind of command writes: a live run also streams its
+// intervals (jsonl); a recording, a check and a trace are one document
+// (text, json, html); a comparison and a drill's tables are text or json.
+var (
+	liveFormats     = []render.Format{render.FormatText, render.FormatJSON, render.FormatHTML, render.FormatJSONL}
+	documentFormats = []render.Format{render.FormatText, render.FormatJSON, render.FormatHTML}
+	tableFormats    = []render.Format{render.FormatText, render.FormatJSON}
+)
+
+func (o *outputFlags) add(cmd *cobra.Command, formats []render.Format) {
 	f := cmd.Flags()
-	addOutputFlag(f, &o.format)
+	addOutputFlag(f, &o.format, formats)
 	f.BoolVarP(&o.verbose, "verbose", "v", false, "show every finding's evidence and the tables (text)")
 }
 
 // parse checks the format before any work is done.
 func (o *outputFlags) parse() (render.Format, error) { return render.ParseFormat(o.format) }
-
-// parseFor is parse for command: JSON lines stream a live run's
-// intervals, so only diagnose and demo write them.
-func (o *outputFlags) parseFor(command string) (render.Format, error) {
-	f, err := o.parse()
-	if err == nil && f == render.FormatJSONL && command != "diagnose" && command != "demo" {
-		return "", usagef("-o jsonl streams a live run's intervals (diagnose, demo): use -o json for %s", command)
-	}
-	return f, err
-}
 
 func (o *outputFlags) options(w io.Writer) render.Options {
 	return render.Options{Verbose: o.verbose, Width: terminalWidth(w)}

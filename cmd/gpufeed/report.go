@@ -23,7 +23,7 @@ A truncated recording (a crash, a full disk) is judged on what it holds, with
 a note saying so.`,
 		Args: wrapArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if _, err := out.parseFor("report"); err != nil {
+			if _, err := out.parse(); err != nil {
 				return err
 			}
 			if err := checkPerfetto(perfetto); err != nil {
@@ -48,7 +48,7 @@ a note saying so.`,
 			return perfettoReport(perfetto, rep)
 		},
 	}
-	out.add(cmd)
+	out.add(cmd, documentFormats)
 	addPerfettoFlag(cmd.Flags(), &perfetto)
 	return cmd
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/gpufeed/gpufeed/internal/diagnose"
 	"github.com/gpufeed/gpufeed/internal/finding"
 	"github.com/gpufeed/gpufeed/internal/gpu"
+	"github.com/gpufeed/gpufeed/internal/gpu/gpusource"
 	"github.com/gpufeed/gpufeed/internal/live"
 	"github.com/gpufeed/gpufeed/internal/render"
 	"github.com/gpufeed/gpufeed/internal/safetext"
@@ -59,6 +60,9 @@ exit status when it ends; quitting top ends the command it started.`,
 			if (o.pid == 0) == (len(args) == 0) {
 				return usagef("give either --pid PID or -- COMMAND [ARGS...]")
 			}
+			if err := gpusource.CheckSpec(o.device); err != nil {
+				return asUsage(err)
+			}
 			if err := checkWindow(o.span, o.interval); err != nil {
 				return asUsage(errors.New(strings.ReplaceAll(err.Error(), "--duration", "--window")))
 			}
@@ -85,10 +89,17 @@ func runTop(cmd *cobra.Command, o topOpts, args []string) error {
 	if err != nil {
 		return err
 	}
+	targetName := ""
 	if o.pid > 0 {
 		if err := checkTarget(fs, int(o.pid)); err != nil {
 			return err
 		}
+		// diagnose reads what is left of a zombie (how it ended, the
+		// kernel log); top has nothing of it to watch.
+		if task, err := fs.Describe(int(o.pid)); err == nil && task.Zombie {
+			return usagef("%s. top has nothing of it to watch: gpufeed diagnose --pid %d reads how it ended", task.ZombieNote(fs.Name(task.PPID)), o.pid)
+		}
+		targetName = fs.Name(int(o.pid))
 	}
 	out := cmd.OutOrStdout()
 	outFile, _ := out.(*os.File)
@@ -164,8 +175,15 @@ func runTop(cmd *cobra.Command, o topOpts, args []string) error {
 	case runErr != nil:
 		return runErr
 	}
-	if ended.Why == "target exited" && ended.ExitCode != nil {
+	if ended.Why != "target exited" {
+		return nil
+	}
+	if ended.ExitCode != nil {
+		warn("top: the command exited (exit status %d)", *ended.ExitCode)
 		return exitCode(*ended.ExitCode)
+	}
+	if targetName != "" {
+		warn("top: %s exited", targetName)
 	}
 	return nil
 }

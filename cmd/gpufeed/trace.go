@@ -46,7 +46,7 @@ at the end of the report and the others are reported; the exit status is 2
 only when nothing could be read.`,
 		Args: wrapArgs(cobra.MinimumNArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			format, err := out.parseFor("trace")
+			format, err := out.parse()
 			if err != nil {
 				return err
 			}
@@ -122,7 +122,7 @@ only when nothing could be read.`,
 			return err
 		},
 	}
-	out.add(cmd)
+	out.add(cmd, documentFormats)
 	cmd.Flags().IntVar(&rank, "rank", 0, "with a directory of rank files: this rank's verdict and findings (-v: its tables too)")
 	addPerfettoFlag(cmd.Flags(), &perfetto)
 	cmd.Flags().BoolVar(&lastStep, "include-last-step", false, "keep the last ProfilerStep (HTA leaves it out by default)")

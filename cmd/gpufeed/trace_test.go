@@ -93,7 +93,7 @@ func TestTraceErrors(t *testing.T) {
 		{[]string{"trace", filepath.Join(dir, "missing.json")}, "no such file"},
 		{[]string{"trace", notTrace}, "not a trace"},
 		{[]string{"trace", bad}, "bad.json: byte offset 28: expected ',' or '}' in an event"},
-		{[]string{"trace", "-o", "xml", bad}, `-o/--output wants an output format: text, json, html or jsonl; got "xml"`},
+		{[]string{"trace", "-o", "xml", bad}, `-o/--output wants an output format: text, json or html; got "xml"`},
 		{[]string{"trace", dir + "/"}, "bad.json"},
 	} {
 		out, err := runTrace(t, tc.args...)

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -304,4 +305,45 @@ func grepLines(s, sub string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// TestAgentMetricsLabelsAreSafe: a job's name comes from the job (its
+// executable's name, or what it set with prctl). Prometheus's text format
+// escapes only backslash, quote and newline in label values, so a
+// right-to-left override or an escape sequence in it would reach the
+// terminal of whoever reads /metrics with curl, and a dashboard's legend:
+// it is written with '?' instead, as every other output writes it. (The
+// Slurm job id, pod UID and container id are read only when they are
+// digits or hex.)
+func TestAgentMetricsLabelsAreSafe(t *testing.T) {
+	dir := t.TempDir()
+	exe := filepath.Join(dir, "A\u202eB\x1b[31m\u2028")
+	b, err := os.ReadFile("/bin/sleep")
+	if err != nil {
+		t.Skip("no /bin/sleep to copy")
+	}
+	if err := os.WriteFile(exe, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	job := exec.Command(exe, "60")
+	job.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := job.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = job.Process.Kill(); _ = job.Wait() }()
+	cfg := testConfig(t)
+	cfg.PIDs = []int{job.Process.Pid}
+	a, srv := startAgent(t, cfg)
+	waitWindows(t, a, job.Process.Pid, 1, 30*time.Second)
+	_, body := get(t, srv.URL+"/metrics")
+	for _, bad := range []string{"\u202e", "\x1b", "\u2028", "\x07"} {
+		if strings.Contains(body, bad) {
+			t.Errorf("/metrics holds %q:\n%s", bad, grepLines(body, "verdict_info"))
+		}
+	}
+	for _, want := range []string{`comm="A?B?[31m?"`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %s:\n%s", want, grepLines(body, "verdict_info"))
+		}
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/gpufeed/gpufeed/internal/gpu"
+	"github.com/gpufeed/gpufeed/internal/safetext"
 )
 
 // The labels of every per-job series. Hostname, gpu, UUID and pci_bus_id
@@ -162,9 +163,15 @@ func (a *Agent) Collect(ch chan<- prometheus.Metric) {
 }
 
 // labelSets are the job's label values, one set per GPU it uses (j.mu held).
+// The names that come from outside (the process's comm, which the job
+// sets; the pod's names, from the runtime's records) pass through
+// safetext.Clean: Prometheus's text format escapes only backslash, quote
+// and newline in a label value, so an escape sequence or a bidirectional
+// override would reach the terminal of whoever curls /metrics.
 func (j *job) labelSets(host string, devs []gpu.DeviceInfo) [][]string {
+	c := safetext.Clean
 	base := func(g, uuid, bus string) []string {
-		return []string{host, g, uuid, bus, strconv.Itoa(j.key.PID), j.comm, j.id.SlurmJobID, j.id.PodUID, j.id.ContainerID, j.id.Namespace, j.id.Pod, j.id.Container}
+		return []string{c(host), g, uuid, bus, strconv.Itoa(j.key.PID), c(j.comm), j.id.SlurmJobID, j.id.PodUID, j.id.ContainerID, c(j.id.Namespace), c(j.id.Pod), c(j.id.Container)}
 	}
 	if len(j.devices) == 0 {
 		return [][]string{base("", "", "")}

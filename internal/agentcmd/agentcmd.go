@@ -79,6 +79,20 @@ enables TLS and basic authentication (the Prometheus exporters' web
 configuration file). It only reads: nothing it watches is changed.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := gpusource.CheckSpec(device); err != nil {
+				return UsageError{err}
+			}
+			for _, pid := range cfg.PIDs {
+				if pid <= 0 {
+					return UsageError{fmt.Errorf("--pid %d: want a process id, a positive integer", pid)}
+				}
+			}
+			if cfg.MaxJobs < 1 {
+				return UsageError{fmt.Errorf("--max-jobs %d: want at least 1 process tree", cfg.MaxJobs)}
+			}
+			if _, _, err := net.SplitHostPort(listen); err != nil {
+				return UsageError{fmt.Errorf("--listen %s: want host:port (e.g. 127.0.0.1:9847 or :9847)", listen)}
+			}
 			if cfg.Interval <= 0 || cfg.Window < 2*cfg.Interval || cfg.Ring < cfg.Window {
 				return UsageError{fmt.Errorf("--interval %v, --window %v, --ring %v: want an interval > 0, a window of at least two intervals and a ring of at least one window",
 					cfg.Interval, cfg.Window, cfg.Ring)}

@@ -13,6 +13,7 @@ package compare
 import (
 	"bufio"
 	"bytes"
+	"compress/gzip"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -138,9 +139,15 @@ const maxDocBytes = 256 << 20
 // Load reads one input: a recording (a gzip stream) or a JSON document of
 // gpufeed check, diagnose, report, demo or the agent's /report.
 func Load(name string, r io.Reader) (*Input, error) {
-	br := bufio.NewReader(r)
+	br := bufio.NewReaderSize(r, 64<<10)
 	magic, _ := br.Peek(2)
+	if prefix, _ := br.Peek(len(sqliteMagic)); string(prefix) == sqliteMagic {
+		return nil, notATrace(name, "an SQLite database (a profiler trace exported by Nsight Systems?)")
+	}
 	if len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
+		if p := gunzipPrefix(br); !bytes.HasPrefix(p, []byte(`{"format":"gpufeed-timeline"`)) && isTraceJSON(p) {
+			return nil, notATrace(name, "a profiler trace (Chrome-trace JSON, gzip)")
+		}
 		tl, warnings, err := timeline.Decode(br, name)
 		if err != nil {
 			return nil, err
@@ -157,6 +164,44 @@ func Load(name string, r io.Reader) (*Input, error) {
 		return nil, fmt.Errorf("%s: larger than %d MiB: not a gpufeed document", name, maxDocBytes>>20)
 	}
 	return parseDocument(name, b)
+}
+
+const sqliteMagic = "SQLite format 3\x00"
+
+// notATrace is the error for a profiler trace given to compare.
+func notATrace(name, what string) error {
+	return fmt.Errorf("%s: %s, not a gpufeed document or recording: compare reads what gpufeed check, diagnose, report and demo write; "+
+		"gpufeed trace FILE|DIR reads traces (and compares the ranks of a directory)", name, what)
+}
+
+// gunzipPrefix is the first KiB of the stream a gzip file starts, read
+// from what br has buffered without consuming it ("" when it does not
+// decode).
+func gunzipPrefix(br *bufio.Reader) []byte {
+	buf, _ := br.Peek(br.Size())
+	zr, err := gzip.NewReader(bytes.NewReader(buf))
+	if err != nil {
+		return nil
+	}
+	out, _ := io.ReadAll(io.LimitReader(zr, 1<<10))
+	return out
+}
+
+// isTraceJSON says whether b (a whole file or its first KiB) starts like
+// a Chrome trace: an object whose first keys are a profiler's
+// (traceEvents, schemaVersion, deviceProperties...) or an array of events.
+func isTraceJSON(b []byte) bool {
+	b = bytes.TrimLeft(b, " \t\r\n")
+	if len(b) > 0 && b[0] == '[' {
+		return bytes.Contains(b[:min(len(b), 1<<10)], []byte(`"ph"`))
+	}
+	head := b[:min(len(b), 1<<10)]
+	for _, key := range []string{`"traceEvents"`, `"schemaVersion"`, `"deviceProperties"`, `"displayTimeUnit"`} {
+		if bytes.Contains(head, []byte(key)) {
+			return true
+		}
+	}
+	return false
 }
 
 // header is the part of every gpufeed JSON document that says what it is.
@@ -177,6 +222,9 @@ func parseDocument(name string, b []byte) (*Input, error) {
 	var h header
 	if err := json.Unmarshal(b, &h); err != nil {
 		return nil, fmt.Errorf("%s: %s: expected a gpufeed JSON document (gpufeed check/diagnose/report -o json) or a recording", name, jsonErr(b, err))
+	}
+	if h.Tool != "gpufeed" && isTraceJSON(b) {
+		return nil, notATrace(name, "a profiler trace (Chrome-trace JSON)")
 	}
 	if h.Tool != "gpufeed" || h.SchemaVersion == nil {
 		return nil, fmt.Errorf("%s: a JSON document, but not one gpufeed wrote (no \"tool\": \"gpufeed\" and \"schema_version\")", name)

@@ -124,8 +124,8 @@ func Run(ctx context.Context, o Options, update func(Update)) (Ended, error) {
 			}
 		}()
 	}
-	if name := o.FS.Name(pid); name != "" && len(o.Command) == 0 {
-		target = fmt.Sprintf("pid %d (%s)", pid, name)
+	if len(o.Command) == 0 {
+		target = o.FS.Name(pid) // "pid N (comm)"
 	}
 
 	start := time.Now()

@@ -73,7 +73,7 @@ func (t *textOut) flush(w io.Writer) error {
 
 // moreHint is the last line of a short text report: how to see more, and
 // where to read what a finding means (ExplainHint, shortened to fit).
-const moreHint = "-v: every finding's evidence and the tables; gpufeed explain ID: what a finding means"
+const moreHint = "-v: evidence and tables; gpufeed explain ID: what a finding means" // fits 80 columns
 
 // Number writes a value with the precision a reader needs: whole numbers
 // as they are, others to about three significant digits, trailing zeros

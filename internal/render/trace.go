@@ -85,7 +85,8 @@ func (textRenderer) Trace(w io.Writer, res *TraceResult, o Options) error {
 				p.report(r)
 			}
 		} else {
-			p.line("%s", clip("--rank N: one rank's verdict and findings; "+moreHint, p.o.width()))
+			p.line("%s", clip("--rank N: one rank's verdict and findings", p.o.width()))
+			p.line("%s", clip(moreHint, p.o.width()))
 		}
 	default:
 		for i, r := range reports {

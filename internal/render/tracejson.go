@@ -21,7 +21,7 @@ type traceRank struct {
 	Source        string                   `json:"source"`
 	Format        string                   `json:"format"`
 	Rank          *int                     `json:"rank"`
-	Scope         tracestats.ScopeInfo     `json:"scope"`
+	Scope         traceScope               `json:"scope"`
 	Temporal      tracestats.Temporal      `json:"temporal_breakdown"`
 	Idle          []tracestats.StreamIdle  `json:"idle_time_breakdown"`
 	Launch        traceLaunch              `json:"kernel_launch_stats"`
@@ -81,6 +81,27 @@ func calls(c tracestats.CallTotals) callTotals {
 	if c.Bytes > 0 {
 		b := c.Bytes
 		out.Bytes = &b
+	}
+	return out
+}
+
+// traceScope is the analysed part of a rank's trace; its bounds are null
+// when no GPU operation was analysed (there is no span to bound), never
+// the -1 the scope is built with.
+type traceScope struct {
+	StartNs      *int64 `json:"start_ns"`
+	EndNs        *int64 `json:"end_ns"`
+	Steps        int    `json:"steps"`
+	DroppedSteps int    `json:"dropped_steps"`
+	GPUOps       int    `json:"gpu_ops"`
+	Note         string `json:"note,omitempty"`
+}
+
+func scope(s tracestats.ScopeInfo) traceScope {
+	out := traceScope{Steps: s.Steps, DroppedSteps: s.DroppedSteps, GPUOps: s.GPUOps, Note: s.Note}
+	if s.GPUOps > 0 && s.StartNs >= 0 && s.EndNs >= s.StartNs {
+		start, end := s.StartNs, s.EndNs
+		out.StartNs, out.EndNs = &start, &end
 	}
 	return out
 }
@@ -247,7 +268,7 @@ func traceJSON(res *TraceResult) traceDoc {
 		c := r.Counts
 		ru := r.Rules
 		tr := traceRank{
-			Source: r.Source, Format: r.Format, Scope: r.Scope, Temporal: r.Temporal, Idle: nonNil(r.Idle),
+			Source: r.Source, Format: r.Format, Scope: scope(r.Scope), Temporal: r.Temporal, Idle: nonNil(r.Idle),
 			Launch: traceLaunch{Launches: r.Launch.Launches, Runtime: usDist(r.Launch.RuntimeUs), Delay: usDist(r.Launch.DelayUs),
 				RuntimeOutliers: r.Launch.RuntimeOutliers, DelayOutliers: r.Launch.DelayOutliers, ShortKernels: r.Launch.ShortKernels,
 				ShortKernelGPUNs: r.Launch.ShortKernelGPUNs, GPU: usDist(r.Launch.GPUUs)},

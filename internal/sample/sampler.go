@@ -129,6 +129,9 @@ func New(cfg Config) (*Sampler, error) {
 	}
 	if inTree {
 		m.Notes = append(m.Notes, observerNote(chain))
+		// The chain climbs from gpufeed to the target: its last process
+		// is the target's child.
+		m.ObserverParent = cfg.PID
 	}
 	return s, nil
 }

@@ -275,11 +275,17 @@ func Decode(r io.Reader, name string) (*Timeline, []string, error) {
 			tl.Counts = rec.End.Counts
 			for _, p := range rec.End.Procs {
 				if p != nil {
+					if err := checkComm(p.Comm); err != nil {
+						return nil, nil, fmt.Errorf("%s: line %d: end record: pid %d: %v", name, line, p.Key.PID, err)
+					}
 					tl.Procs[p.Key] = p
 				}
 			}
 			for _, t := range rec.End.Threads {
 				if t != nil {
+					if err := checkComm(t.Comm); err != nil {
+						return nil, nil, fmt.Errorf("%s: line %d: end record: tid %d: %v", name, line, t.Key.TID, err)
+					}
 					tl.Threads[t.Key] = t
 				}
 			}
@@ -287,8 +293,14 @@ func Decode(r io.Reader, name string) (*Timeline, []string, error) {
 		case rec.Devices != nil:
 			tl.Devices = rec.Devices
 		case rec.Proc != nil:
+			if err := checkComm(rec.Proc.Comm); err != nil {
+				return nil, nil, fmt.Errorf("%s: line %d: pid %d: %v", name, line, rec.Proc.Key.PID, err)
+			}
 			tl.Procs[rec.Proc.Key] = rec.Proc
 		case rec.Thread != nil:
+			if err := checkComm(rec.Thread.Comm); err != nil {
+				return nil, nil, fmt.Errorf("%s: line %d: tid %d: %v", name, line, rec.Thread.Key.TID, err)
+			}
 			tl.Threads[rec.Thread.Key] = rec.Thread
 		case rec.Tick != nil:
 			tk := rec.Tick
@@ -334,6 +346,20 @@ func Decode(r io.Reader, name string) (*Timeline, []string, error) {
 	}
 	sort.SliceStable(tl.Events, func(i, j int) bool { return tl.Events[i].T < tl.Events[j].T })
 	return tl, warnings, nil
+}
+
+// maxComm is the longest name a kernel gives a task: TASK_COMM_LEN (16
+// bytes with its NUL) for a process or thread; recent kernels show a
+// kernel thread's full name, up to 64.
+const maxComm = 64
+
+// checkComm refuses a process or thread name no kernel keeps: what /proc
+// gave the sampler is at most maxComm bytes.
+func checkComm(comm string) error {
+	if len(comm) > maxComm {
+		return fmt.Errorf("a name of %d bytes: the kernel keeps at most %d of a process's or thread's name, so no sampler wrote it", len(comm), maxComm)
+	}
+	return nil
 }
 
 // checkMeta refuses a window no sampler runs.

@@ -165,6 +165,12 @@ func TestDecodeRefusesImpossibleTimelines(t *testing.T) {
 		{"negative window in the end record", []string{goodHeader, `{"tick":{"t":0}}`, `{"end":{"meta":{"interval":"100ms","duration":"-1s"}}}`}, "line 3"},
 		{"record after the end", []string{goodHeader, `{"tick":{"t":0}}`, `{"end":{"meta":{"interval":"100ms","duration":"2s"}}}`, `{"tick":{"t":5}}`}, "line 4"},
 		{"bad last line of a complete stream", []string{goodHeader, `{"tick":{"t":0}}`, `{"tick":{"t":`}, "line 3"},
+		// A kernel keeps at most 64 bytes of a name (16 for a thread, 64
+		// for a kernel thread's full name): a 1 MB one was printed whole,
+		// ten times over, in the JSON report of such a recording.
+		{"process name no kernel keeps", []string{goodHeader, `{"proc":{"key":{"pid":1,"start_time":1},"comm":"` + strings.Repeat("x", 1<<20) + `"}}`}, "line 2"},
+		{"thread name no kernel keeps", []string{goodHeader, `{"thread":{"key":{"tid":1,"start_time":1},"pid":1,"comm":"` + strings.Repeat("x", 65) + `"}}`}, "line 2"},
+		{"name no kernel keeps in the end record", []string{goodHeader, `{"tick":{"t":0}}`, `{"end":{"procs":[{"key":{"pid":1,"start_time":1},"comm":"` + strings.Repeat("x", 100) + `"}]}}`}, "line 3"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, warnings, err := Decode(bytes.NewReader(gzipLines(tc.lines...)), "odd.gpufeed")
@@ -227,5 +233,6 @@ func TestWriteFuzzSeeds(t *testing.T) {
 	writeSeed(t, "reversed-ticks", gzipLines(goodHeader, `{"tick":{"t":200000000}}`, `{"tick":{"t":100000000}}`))
 	writeSeed(t, "negative-window", gzipLines(`{"format":"gpufeed-timeline","schema_version":1,"meta":{"interval":"100ms","duration":"-2s"}}`))
 	writeSeed(t, "after-end", gzipLines(goodHeader, `{"end":{"meta":{"interval":"100ms","duration":"2s"}}}`, `{"tick":{"t":5}}`))
+	writeSeed(t, "long-comm", gzipLines(goodHeader, `{"proc":{"key":{"pid":1,"start_time":1},"comm":"`+strings.Repeat("x", 4096)+`"}}`))
 	writeSeed(t, "long-event", gzipLines(goodHeader, `{"event":{"t":0,"kind":"read-error","text":"`+strings.Repeat("\u202e", 3000)+`"}}`))
 }

@@ -76,6 +76,11 @@ type Meta struct {
 	// process was inside the watched tree and left out. The report shows
 	// them; a recording keeps them.
 	Notes []string `json:"notes,omitempty"`
+	// ObserverParent is the job's process that gpufeed itself runs under
+	// (a shell that started gpufeed on its own $$): the observer is left
+	// out of the job, so that process's wait for its child is a wait for
+	// gpufeed. 0 when gpufeed does not run inside the watched tree.
+	ObserverParent int `json:"observer_parent,omitempty"`
 	// Checks are gpufeed check's results for the target, run once at the end
 	// of the window with the same GPU source, so that a recording judged
 	// later reproduces them without re-running them. Nil when not run.

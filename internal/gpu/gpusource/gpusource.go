@@ -43,6 +43,20 @@ func Open(spec string, targetEnv map[string]string) (src gpu.Source, note string
 	return OpenWith(spec, targetEnv, Options{})
 }
 
+// CheckSpec says whether spec is a --device value Open can take, without
+// opening anything: commands refuse a bad one as a usage error before
+// their window starts.
+func CheckSpec(spec string) error {
+	spec = strings.TrimSpace(spec)
+	switch {
+	case spec == "sim:":
+		return errors.New("--device sim:PATH: the socket path is missing")
+	case spec == "none", spec == "nvml", spec == "auto", spec == "", strings.HasPrefix(spec, "sim:"):
+		return nil
+	}
+	return fmt.Errorf("--device %q: want auto, none, nvml or sim:PATH", spec)
+}
+
 // OpenWith is Open with options.
 func OpenWith(spec string, targetEnv map[string]string, opt Options) (gpu.Source, string, error) {
 	if opt.Getenv == nil {
@@ -58,15 +72,14 @@ func OpenWith(spec string, targetEnv map[string]string, opt Options) (gpu.Source
 		}
 	}
 	spec = strings.TrimSpace(spec)
+	if err := CheckSpec(spec); err != nil {
+		return nil, "", err
+	}
 	switch {
 	case spec == "none":
 		return nil, "GPU not sampled (--device none)", nil
 	case strings.HasPrefix(spec, "sim:"):
-		path := strings.TrimPrefix(spec, "sim:")
-		if path == "" {
-			return nil, "", errors.New("--device sim:PATH: the socket path is missing")
-		}
-		s, err := sim.Dial(path)
+		s, err := sim.Dial(strings.TrimPrefix(spec, "sim:"))
 		if err != nil {
 			return nil, "", err
 		}
@@ -80,7 +93,7 @@ func OpenWith(spec string, targetEnv map[string]string, opt Options) (gpu.Source
 	case spec == "auto" || spec == "":
 		return openAuto(targetEnv, opt)
 	}
-	return nil, "", fmt.Errorf("--device %q: want auto, none, nvml or sim:PATH", spec)
+	return nil, "", CheckSpec(spec) // not reached: CheckSpec refused it
 }
 
 func openAuto(targetEnv map[string]string, opt Options) (gpu.Source, string, error) {

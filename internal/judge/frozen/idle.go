@@ -32,6 +32,10 @@ const (
 	WaitPeer WaitKind = "peer"
 	// WaitChild: wait4 or waitid: a child of the job.
 	WaitChild WaitKind = "child"
+	// WaitObserver: wait4 or waitid in the process gpufeed runs under,
+	// with no live child in the job: it waits for gpufeed itself (a shell
+	// that started gpufeed on its own $$), so nothing of the job runs.
+	WaitObserver WaitKind = "observer"
 	// WaitDevice: a device channel (a synchronise, a blocking copy).
 	WaitDevice WaitKind = "device"
 	// WaitDisk: uninterruptible sleep (storage, a network file system, a driver).
@@ -68,6 +72,9 @@ func (v *view) waitKind(tw ThreadWait) WaitKind {
 			return WaitRequest
 		}
 	case "wait4", "waitid":
+		if v.waitsForObserver(tw.PID) {
+			return WaitObserver
+		}
 		return WaitChild
 	}
 	// A timed wait that kept timing out is a timer, whatever it waits on
@@ -91,6 +98,21 @@ func (v *view) waitKind(tw ThreadWait) WaitKind {
 		return WaitPeer
 	}
 	return WaitUnknown
+}
+
+// waitsForObserver says pid is the process gpufeed runs under and has no
+// live child in the job: the only child it can wait for is gpufeed's own
+// chain, which the sampler leaves out of the job.
+func (v *view) waitsForObserver(pid int) bool {
+	if pid == 0 || v.tl.Meta.ObserverParent != pid {
+		return false
+	}
+	for cpid, p := range v.procs {
+		if p.PPID == pid && v.alive(cpid) {
+			return false
+		}
+	}
+	return true
 }
 
 func listens(p *timeline.ProcInfo) bool {
@@ -161,7 +183,7 @@ func (v *view) idleWaits(m Measure) bool {
 	anchor := false
 	for _, w := range m.Waits {
 		switch w.Kind {
-		case WaitTimer, WaitRequest:
+		case WaitTimer, WaitRequest, WaitObserver:
 			anchor = true
 		case WaitChild:
 		case WaitLock:
@@ -217,6 +239,8 @@ func (v *view) describeWait(w ThreadWait) string {
 		return "waits on a lock (" + b.Syscall + ") for work from the thread that takes requests"
 	case WaitChild:
 		return "waits for its child in " + b.Syscall
+	case WaitObserver:
+		return "waits in " + b.Syscall + " for its only child, gpufeed itself (the observer, left out of the job)"
 	}
 	return string(w.Kind)
 }
@@ -253,7 +277,7 @@ func idleFinding(v *view, p Progress) finding.Finding {
 		}
 		g.tids = append(g.tids, w.TID)
 	}
-	order := map[WaitKind]int{WaitRequest: 0, WaitTimer: 1, WaitLock: 2, WaitChild: 3}
+	order := map[WaitKind]int{WaitObserver: 0, WaitRequest: 1, WaitTimer: 2, WaitLock: 3, WaitChild: 4}
 	sort.SliceStable(groups, func(i, j int) bool { return order[groups[i].kind] < order[groups[j].kind] })
 	lead := groups[0]
 	who := v.procName(lead.pid)
@@ -316,6 +340,9 @@ func idleFinding(v *view, p Progress) finding.Finding {
 	}
 	decision := "Nothing is wrong and there is nothing to speed up: an idle job keeps its GPU idle. "
 	switch {
+	case lead.kind == WaitObserver:
+		decision = "Nothing of the job runs but gpufeed itself: the process it watches only waits for gpufeed, its child. " +
+			"Point --pid at the job's own process (the training process, or the launcher of its ranks), or start the job under gpufeed: gpufeed diagnose -- COMMAND."
 	case lead.kind == WaitRequest:
 		decision += "It waits for requests"
 		if len(listening) > 0 {
