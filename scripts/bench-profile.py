@@ -69,6 +69,13 @@ def rates(rows, start, end):
     return (n1 - n0) / (t1 - t0), (n1 - n0) / (c1 - c0)
 
 
+def quartiles(v):
+    if len(v) < 4:
+        return min(v), max(v)
+    q = statistics.quantiles(v, n=4)
+    return q[0], q[2]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=6)
@@ -96,7 +103,7 @@ def main():
         time.sleep(1)
         modes = ["none", "off", "on"]
         got = {m: [] for m in modes}
-        profiled = []
+        profiled, probed = [], []
         observer = {"off": [], "on": []}
         for r in range(a.rounds):
             order = modes[r % 3:] + modes[:r % 3]
@@ -112,6 +119,8 @@ def main():
                     rep = json.loads(out.stdout)
                     if m == "on":
                         profiled.append(rep.get("cpu_profile") is not None)
+                        dc = rep.get("driver_calls") or {}
+                        probed.append(dc.get("state") == "on")
                     cpu = (rep.get("observer") or {}).get("cpu_of_one_core_percent")
                     if cpu is not None:
                         observer[m].append(cpu)
@@ -129,6 +138,7 @@ def main():
         job.wait()
         simdev.wait()
 
+    print("--profile on windows with the CUDA driver probes attached: %d of %d" % (probed.count(True), len(probed)))
     print("load average at the end: %s" % " ".join(open("/proc/loadavg").read().split()[:3]))
     print("%-26s %8s %22s %22s" % ("mode", "windows", "launches/s median", "launches/CPU-s median"))
     med = {}
@@ -147,7 +157,8 @@ def main():
         # Paired: each round's on window against the off window of the same round.
         pairs = [on[0] / off[0] for on, off in zip(got["on"], got["off"])]
         cpairs = [on[1] / off[1] for on, off in zip(got["on"], got["off"])]
-        print("profile on / off, launch rate: median %.3f (rounds: %s)" % (statistics.median(pairs), " ".join("%.3f" % p for p in pairs)))
+        print("profile on / off, launch rate: median %.3f, %.3f to %.3f, quartiles %.3f and %.3f (rounds: %s)" % (
+            statistics.median(pairs), min(pairs), max(pairs), *quartiles(pairs), " ".join("%.3f" % p for p in pairs)))
         print("profile on / off, launches per CPU second: median %.3f (rounds: %s)" % (statistics.median(cpairs), " ".join("%.3f" % p for p in cpairs)))
 
 

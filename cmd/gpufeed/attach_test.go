@@ -351,7 +351,7 @@ func TestAttachSpinningSyncIsNoWrongClass(t *testing.T) {
 					// submission-bound with the thread descheduled (a CPU of
 					// its own first), which holds whatever it did.
 					switch {
-					case v.Class == finding.Inconclusive && strings.Contains(v.Summary, "submission-bound or sync-bound") && strings.Contains(v.Missing, "py-spy dump"):
+					case v.Class == finding.Inconclusive && strings.Contains(v.Summary, "submission-bound or sync-bound") && strings.Contains(v.Missing, "--py-stacks"):
 					case v.Class == finding.SubmissionBound && slices.Contains(v.Because, "launch-thread-descheduled") && strings.Contains(v.Decision, "CPU of its own"):
 						t.Logf("run %d: crowded host, the spinning thread descheduled: %s", i, v.Summary)
 					default:

@@ -293,15 +293,21 @@ func TestFewLaunchesCountedAll(t *testing.T) {
 // The bursts' sizing: the probes' cost within the budget of the period,
 // at least the shortest burst, the whole period where launches are few.
 func TestNextBurst(t *testing.T) {
-	p := &Prober{o: Options{Budget: 0.02, HitCost: 25 * time.Microsecond, Period: time.Second, MinBurst: 20 * time.Millisecond}}
+	p := &Prober{o: Options{Budget: 0.02, HitCost: 25 * time.Microsecond, Period: time.Second, MinBurst: 20 * time.Millisecond, MaxDuty: 0.1}}
 	for _, tc := range []struct {
 		launches uint64
 		over     time.Duration
 		want     time.Duration
 	}{
-		{0, 50 * time.Millisecond, time.Second},              // none seen: on for the period
-		{10, 50 * time.Millisecond, time.Second},             // 200/s: 0.5 % of the time, continuous
-		{100, 50 * time.Millisecond, 400 * time.Millisecond}, // 2000/s: 5 %, 0.4 of the period
+		{0, 50 * time.Millisecond, time.Second},  // none seen: on for the period
+		{10, 50 * time.Millisecond, time.Second}, // 200/s: 0.5 % of the time, continuous
+		{40, 50 * time.Millisecond, time.Second}, // 800/s: 2 %, still continuous
+		// 2000/s: 5 % while on, 0.4 of the period would be within the
+		// budget at 25 us a hit, but a launch-bound thread starved of CPU
+		// reads this rate too: a tenth at most.
+		{100, 50 * time.Millisecond, 100 * time.Millisecond},
+		{120, 50 * time.Millisecond, 100 * time.Millisecond}, // 2,400/s (a starved launch loop, seen): not a third
+		{500, 50 * time.Millisecond, 80 * time.Millisecond},  // 10000/s: 25 % while on, 0.08 of the period
 		{5000, 50 * time.Millisecond, 20 * time.Millisecond}, // 100000/s: the shortest
 		{1, 0, 20 * time.Millisecond},                        // no time: the shortest
 	} {

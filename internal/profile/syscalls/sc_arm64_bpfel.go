@@ -29,17 +29,16 @@ type scFstat struct {
 }
 
 type scKey struct {
-	_    structs.HostLayout
-	Tgid uint32
-	Tid  uint32
-	Nr   uint32
-	Pad  uint32
+	_   structs.HostLayout
+	Tid uint32
+	Nr  uint32
 }
 
 type scStart struct {
 	_     structs.HostLayout
+	Tid   uint32
+	Nr    uint32
 	Ts    uint64
-	Nr    uint64
 	Uaddr uint64
 	Kind  uint64
 }
@@ -50,7 +49,15 @@ type scStat struct {
 	Errors uint64
 	Ns     uint64
 	MaxNs  uint64
+	Tgid   uint32
+	Pad    uint32
 	Comm   [16]int8
+}
+
+type scWatch struct {
+	_      structs.HostLayout
+	User   uint64
+	Forked uint64
 }
 
 // Names of all BPF objects in the ELF.
@@ -60,12 +67,15 @@ const (
 	scMapCounters    = "counters"
 	scMapFutexes     = "futexes"
 	scMapPids        = "pids"
+	scMapSlots       = "slots"
 	scMapStarts      = "starts"
 	scMapStats       = "stats"
+	scMapWatched     = "watched"
 	scProgFork       = "fork"
 	scProgSysEnter   = "sys_enter"
 	scProgSysExit    = "sys_exit"
 	scProgThreadExit = "thread_exit"
+	scVarSlotMask    = "slot_mask"
 )
 
 // loadSc returns the embedded CollectionSpec for sc.
@@ -123,14 +133,17 @@ type scMapSpecs struct {
 	Counters *ebpf.MapSpec `ebpf:"counters"`
 	Futexes  *ebpf.MapSpec `ebpf:"futexes"`
 	Pids     *ebpf.MapSpec `ebpf:"pids"`
+	Slots    *ebpf.MapSpec `ebpf:"slots"`
 	Starts   *ebpf.MapSpec `ebpf:"starts"`
 	Stats    *ebpf.MapSpec `ebpf:"stats"`
+	Watched  *ebpf.MapSpec `ebpf:"watched"`
 }
 
 // scVariableSpecs contains global variables before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type scVariableSpecs struct {
+	SlotMask *ebpf.VariableSpec `ebpf:"slot_mask"`
 }
 
 // scObjects contains all objects after they have been loaded into the kernel.
@@ -156,8 +169,10 @@ type scMaps struct {
 	Counters *ebpf.Map `ebpf:"counters"`
 	Futexes  *ebpf.Map `ebpf:"futexes"`
 	Pids     *ebpf.Map `ebpf:"pids"`
+	Slots    *ebpf.Map `ebpf:"slots"`
 	Starts   *ebpf.Map `ebpf:"starts"`
 	Stats    *ebpf.Map `ebpf:"stats"`
+	Watched  *ebpf.Map `ebpf:"watched"`
 }
 
 func (m *scMaps) Close() error {
@@ -165,8 +180,10 @@ func (m *scMaps) Close() error {
 		m.Counters,
 		m.Futexes,
 		m.Pids,
+		m.Slots,
 		m.Starts,
 		m.Stats,
+		m.Watched,
 	)
 }
 
@@ -174,6 +191,7 @@ func (m *scMaps) Close() error {
 //
 // It can be passed to loadScObjects or ebpf.CollectionSpec.LoadAndAssign.
 type scVariables struct {
+	SlotMask *ebpf.Variable `ebpf:"slot_mask"`
 }
 
 // scPrograms contains all programs after they have been loaded into the kernel.

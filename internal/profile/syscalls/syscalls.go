@@ -45,6 +45,10 @@ type Options struct {
 	// NoFollow keeps the set to the pids given (and Add's): children they
 	// fork are not counted.
 	NoFollow bool
+
+	// oneSlot puts every thread's call in progress in one slot, so that
+	// all but one thread go through the starts hash (tests of that path).
+	oneSlot bool
 }
 
 // Tracer is a running count.
@@ -57,7 +61,13 @@ type Tracer struct {
 
 	mu      sync.Mutex
 	stopped bool
+
+	addMu sync.Mutex // the watched bitmap's user words
 }
+
+// watchWords is the watched bitmap's length in 64-bit words (WATCH_WORDS in
+// bpf/syscalls.bpf.c: PID_MAX_LIMIT on 64-bit over 64).
+const watchWords = 4194304 / 64
 
 // Check says, without loading anything, whether this process may count
 // syscalls; an error is a *bpfcap.Unavailable naming what is missing.
@@ -79,6 +89,11 @@ func Start(pids []int, o Options) (*Tracer, error) {
 	follow := !o.NoFollow && bpfcap.BTF("")
 	if !follow {
 		delete(spec.Programs, "fork") // BTF-typed: needs the kernel's BTF
+	}
+	if o.oneSlot {
+		if err := spec.Variables["slot_mask"].Set(uint32(0)); err != nil {
+			return nil, fmt.Errorf("syscall summary: the BPF object: %w", err)
+		}
 	}
 	t := &Tracer{o: o, follow: follow}
 	if err := spec.LoadAndAssign(&t.objs, nil); err != nil {
@@ -119,7 +134,7 @@ func loadError(err error) error {
 		return &bpfcap.Unavailable{What: What, Missing: "loading eBPF programs needs CAP_BPF and CAP_PERFMON (or CAP_SYS_ADMIN, or root); " +
 			"in a container, a seccomp profile that allows bpf()", Err: err}
 	}
-	return &bpfcap.Unavailable{What: What, Missing: "a kernel that accepts this BPF program (5.8 or later)", Err: err}
+	return &bpfcap.Unavailable{What: What, Missing: "a kernel that accepts this BPF program (5.12 or later)", Err: err}
 }
 
 func attachError(name string, err error) error {
@@ -135,8 +150,24 @@ func (t *Tracer) Add(pid int) error {
 	if pid <= 0 {
 		return fmt.Errorf("syscall summary: pid %d: want a positive pid", pid)
 	}
+	t.addMu.Lock()
+	defer t.addMu.Unlock()
 	one := uint32(1)
 	if err := t.objs.Pids.Update(uint32(pid), one, ebpf.UpdateAny); err != nil {
+		return fmt.Errorf("syscall summary: watching pid %d: %w", pid, err)
+	}
+	// The bitmap the programs test: only this process writes the `user`
+	// words (under addMu), the fork program only the `forked` ones.
+	if pid >= watchWords*64 {
+		return fmt.Errorf("syscall summary: pid %d: above the kernel's largest pid", pid)
+	}
+	w := uint32(pid / 64)
+	var b scWatch
+	if err := t.objs.Watched.Lookup(w, &b); err != nil {
+		return fmt.Errorf("syscall summary: watching pid %d: %w", pid, err)
+	}
+	b.User |= 1 << (pid % 64)
+	if err := t.objs.Watched.Update(w, b, ebpf.UpdateExist); err != nil {
 		return fmt.Errorf("syscall summary: watching pid %d: %w", pid, err)
 	}
 	return nil
@@ -194,7 +225,7 @@ func (t *Tracer) read(window time.Duration, nowNS int64) *profile.SyscallSummary
 	for it.Next(&k, &s) {
 		th := threads[k.Tid]
 		if th == nil {
-			th = &profile.ThreadSyscalls{PID: int(k.Tgid), TID: int(k.Tid), Comm: bpfcap.Comm(s.Comm)}
+			th = &profile.ThreadSyscalls{PID: int(s.Tgid), TID: int(k.Tid), Comm: bpfcap.Comm(s.Comm)}
 			threads[k.Tid] = th
 		}
 		row := profile.SyscallStat{Name: Name(int(k.Nr)), Nr: int(k.Nr), Calls: s.Calls, Errors: s.Errors,
@@ -243,13 +274,7 @@ func (t *Tracer) read(window time.Duration, nowNS int64) *profile.SyscallSummary
 			w.Wakers = append(w.Wakers, ft)
 		}
 	}
-	var tid uint32
-	var st scStart
-	it = t.objs.Starts.Iterate()
-	for it.Next(&tid, &st) {
-		if st.Ts == 0 {
-			continue // between two calls
-		}
+	for tid, st := range t.inProgress() {
 		tgid, alive := t.tgidOf(int(tid))
 		if !alive {
 			continue // exited inside the call (exit, execve's old image)
@@ -306,6 +331,44 @@ func (t *Tracer) read(window time.Duration, nowNS int64) *profile.SyscallSummary
 		out.Totals = append(out.Totals, *r)
 	}
 	profile.SortSyscalls(out.Totals)
+	return out
+}
+
+// inProgress reads the calls in progress: the slots' and the starts hash's
+// entries with a start time, by thread.
+func (t *Tracer) inProgress() map[uint32]scStart {
+	out := map[uint32]scStart{}
+	keys := make([]uint32, 1024)
+	vals := make([]scStart, 1024)
+	var cursor ebpf.MapBatchCursor
+	for {
+		n, err := t.objs.Slots.BatchLookup(&cursor, keys, vals, nil)
+		for _, v := range vals[:n] {
+			if v.Tid != 0 && v.Ts != 0 {
+				out[v.Tid] = v
+			}
+		}
+		if err != nil {
+			if !errors.Is(err, ebpf.ErrKeyNotExist) { // ErrKeyNotExist: the end
+				// A kernel without batch lookups: element by element.
+				var i uint32
+				var v scStart
+				for it := t.objs.Slots.Iterate(); it.Next(&i, &v); {
+					if v.Tid != 0 && v.Ts != 0 {
+						out[v.Tid] = v
+					}
+				}
+			}
+			break
+		}
+	}
+	var tid uint32
+	var st scStart
+	for it := t.objs.Starts.Iterate(); it.Next(&tid, &st); {
+		if st.Ts != 0 {
+			out[tid] = st
+		}
+	}
 	return out
 }
 

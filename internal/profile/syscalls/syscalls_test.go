@@ -118,16 +118,42 @@ func calls(s *profile.SyscallSummary, pid int, name string) (n, errs uint64) {
 // in the window, its failed calls as errors, nothing before the window.
 func TestCountsMatchTheWorkload(t *testing.T) {
 	need(t)
+	t.Run("slots", func(t *testing.T) { countsMatch(t, Options{}) })
+	// Every thread in one slot: the workload's threads (the Go runtime's
+	// and the one making the calls) take turns in it or go through the
+	// starts hash; nothing is lost or counted twice either way.
+	t.Run("one-slot", func(t *testing.T) { countsMatch(t, Options{oneSlot: true}) })
+}
+
+func countsMatch(t *testing.T, o Options) {
 	w := startWorkload(t)
 	w.do(t, 1000, 0, 0) // before the window: not counted
+	var holder *workload
+	if o.oneSlot {
+		// Another process's thread takes the one slot first (and keeps it:
+		// it does not exit), so that the workload's calls go through the
+		// starts hash, whatever its idle runtime threads do.
+		holder = startWorkload(t)
+	}
 	for round := 0; round < 3; round++ {
-		tr, err := Start([]int{w.cmd.Process.Pid}, Options{})
+		pids := []int{w.cmd.Process.Pid}
+		if holder != nil {
+			pids = append(pids, holder.cmd.Process.Pid)
+		}
+		tr, err := Start(pids, o)
 		if err != nil {
 			t.Fatal(err)
 		}
+		if holder != nil {
+			holder.do(t, 0, 1, 0) // a close(-1): the table's getppid total stays the workload's
+		}
 		n := 5000 + 1000*round
 		w.do(t, n, 700, 0)
+		hashed := hashedThreads(tr)
 		s := tr.Stop()
+		if o.oneSlot && hashed == 0 {
+			t.Errorf("round %d: one slot, and no thread went through the starts hash", round)
+		}
 		if s.State != profile.StateOn {
 			t.Fatalf("state %q", s.State)
 		}
@@ -179,6 +205,11 @@ func TestFollowsChildren(t *testing.T) {
 // nothing, but its wait shows as in progress.
 func TestBlockedThreadInProgress(t *testing.T) {
 	need(t)
+	t.Run("slots", func(t *testing.T) { blockedInProgress(t, Options{}) })
+	t.Run("one-slot", func(t *testing.T) { blockedInProgress(t, Options{oneSlot: true}) })
+}
+
+func blockedInProgress(t *testing.T, o Options) {
 	// A call entered in the window and still running is reported (one
 	// entered before it is not seen at all).
 	c2 := exec.Command("sh", "-c", "read x")
@@ -187,19 +218,42 @@ func TestBlockedThreadInProgress(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { c2in.Close(); c2.Wait() }()
-	tr, err := Start([]int{c2.Process.Pid}, Options{})
+	pids := []int{c2.Process.Pid}
+	var w *workload
+	if o.oneSlot {
+		// A busy multi-threaded process takes the one slot first, so that
+		// sh's call in progress is in the starts hash.
+		w = startWorkload(t)
+		pids = append(pids, w.cmd.Process.Pid)
+	}
+	tr, err := Start(pids, o)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if w != nil {
+		w.do(t, 100, 0, 0)
 	}
 	// sh is already blocked in read(0); the first byte wakes it, it reads
 	// again and blocks inside the window.
 	c2in.Write([]byte("a"))
 	time.Sleep(300 * time.Millisecond)
+	hashed := hashedThreads(tr)
 	s := tr.Stop()
+	if o.oneSlot && hashed == 0 {
+		t.Errorf("one slot, and no thread went through the starts hash")
+	}
 	th, ok := s.Thread(c2.Process.Pid)
 	if !ok || th.InProgress == nil || th.InProgress.Name != "read" || th.InProgress.SinceNS < int64(200*time.Millisecond) {
 		t.Errorf("sh blocked in read: %+v", th)
 	}
+}
+
+// hashedThreads is how many threads found their slot held by another
+// thread and went through the starts hash.
+func hashedThreads(tr *Tracer) uint64 {
+	var c uint64
+	tr.objs.Counters.Lookup(uint32(3), &c)
+	return c
 }
 
 func TestUnavailableNamesTheCapability(t *testing.T) {

@@ -25,11 +25,11 @@ struct task_struct {
 	int tgid;
 } __attribute__((preserve_access_index));
 
+// A row of strace -c's table: one thread's calls of one syscall. The key
+// is 8 bytes (the shortest hash); the thread's process is in the row.
 struct key {
-	u32 tgid;
 	u32 tid;
 	u32 nr;
-	u32 pad;
 };
 
 struct stat {
@@ -37,12 +37,16 @@ struct stat {
 	u64 errors;
 	u64 ns;
 	u64 max_ns;
+	u32 tgid;
+	u32 pad;
 	char comm[16]; // the thread's name when its row was made
 };
 
+// A thread's syscall in progress (ts 0: none).
 struct start {
+	u32 tid; // the slot's owner (0: free); in the starts hash, unused
+	u32 nr;
 	u64 ts;
-	u64 nr;
 	u64 uaddr; // a futex call's word (0: not a futex wait or wake)
 	u64 kind;  // FUTEX_KIND_*
 };
@@ -78,6 +82,28 @@ struct fstat {
 #define NR_FUTEX_WAKE 454 // futex_wake(2), futex_wait(2): one number on every architecture
 #define NR_FUTEX_WAIT 455
 
+// The watched processes, as a bitmap over every possible tgid
+// (PID_MAX_LIMIT, 4194304 on 64-bit: 512 KiB of words): the first test of
+// every syscall of the host, an array element (the verifier inlines its
+// lookup: no helper call, no hash) and a bit. gpufeed sets bits in
+// `user`, the fork program in `forked` (atomically), so neither
+// overwrites the other's.
+struct watch {
+	u64 user;
+	u64 forked;
+};
+
+#define WATCH_WORDS (4194304 / 64)
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, WATCH_WORDS);
+	__type(key, u32);
+	__type(value, struct watch);
+} watched SEC(".maps");
+
+// The watched processes, for the summary's list of pids (not read per
+// syscall).
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 8192);
@@ -85,10 +111,25 @@ struct {
 	__type(value, u32); // 1
 } pids SEC(".maps");
 
-// A thread's syscall in progress (ts 0: none). One entry per thread,
-// updated in place (no update or delete per call: the hot path is two
-// lookups per syscall); a thread's entry goes when the thread exits
-// (sched_process_exit).
+// Per-thread slots for the call in progress, indexed by tid modulo
+// SLOTS: a thread claims a free slot at its first watched syscall
+// (compare-and-swap on the owner) and keeps it until it exits, so a call
+// is one array element written at entry and read at exit, not a hash
+// update. A thread whose slot another live thread holds uses the starts
+// hash instead.
+#define SLOTS 16384
+
+// The slot index mask, SLOTS - 1; a test sets it to 0 at load (every
+// thread in one slot) to drive the hash path.
+const volatile u32 slot_mask = SLOTS - 1;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, SLOTS);
+	__type(key, u32);
+	__type(value, struct start);
+} slots SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 16384);
@@ -112,10 +153,11 @@ struct {
 
 // [0]: exits whose (thread, syscall) row the full stats map could not
 // hold; [1]: children added by the fork program; [2]: futex calls whose
-// row the full futexes map could not hold.
+// row the full futexes map could not hold; [3]: threads whose slot
+// another thread held (their calls went through the starts hash).
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 3);
+	__uint(max_entries, 4);
 	__type(key, u32);
 	__type(value, u64);
 } counters SEC(".maps");
@@ -127,20 +169,44 @@ static __always_inline void count(u32 i)
 		__sync_fetch_and_add(c, 1);
 }
 
+static __always_inline int is_watched(u32 tgid)
+{
+	u32 w = tgid / 64;
+	struct watch *b = bpf_map_lookup_elem(&watched, &w);
+	return b && ((b->user | b->forked) >> (tgid % 64)) & 1;
+}
+
 // sys_enter(struct pt_regs *regs, long id)
 SEC("raw_tracepoint/sys_enter")
 int sys_enter(struct bpf_raw_tracepoint_args *ctx)
 {
 	u64 id = bpf_get_current_pid_tgid();
 	u32 tgid = id >> 32, tid = (u32)id;
-	if (!bpf_map_lookup_elem(&pids, &tgid))
+	if (!is_watched(tgid))
 		return 0;
+	u32 i = tid & slot_mask;
+	struct start *s = bpf_map_lookup_elem(&slots, &i);
+	if (!s)
+		return 0;
+	if (s->tid != tid) {
+		if (s->tid != 0 || __sync_val_compare_and_swap(&s->tid, 0, tid) != 0) {
+			// Held by another thread: this thread's calls go through the hash.
+			s = bpf_map_lookup_elem(&starts, &tid);
+			if (!s) {
+				struct start zero = {};
+				bpf_map_update_elem(&starts, &tid, &zero, BPF_NOEXIST);
+				s = bpf_map_lookup_elem(&starts, &tid);
+				if (!s)
+					return 0;
+				count(3);
+			}
+		}
+	}
 	long nr = ctx->args[1];
-	struct start s = {.ts = bpf_ktime_get_ns(), .nr = nr};
-	struct start *cur = bpf_map_lookup_elem(&starts, &tid);
+	u64 kind = 0, uaddr = 0;
 	if (nr == NR_FUTEX || nr == NR_FUTEX_WAKE || nr == NR_FUTEX_WAIT) {
 		const void *regs = (const void *)ctx->args[0];
-		u64 uaddr = 0, op = 0;
+		u64 op = 0;
 		bpf_probe_read_kernel(&uaddr, sizeof(uaddr), regs + REG_ARG0);
 		if (nr == NR_FUTEX) {
 			bpf_probe_read_kernel(&op, sizeof(op), regs + REG_ARG1);
@@ -150,7 +216,7 @@ int sys_enter(struct bpf_raw_tracepoint_args *ctx)
 			case 9:  // FUTEX_WAIT_BITSET
 			case 11: // FUTEX_WAIT_REQUEUE_PI
 			case 13: // FUTEX_LOCK_PI2
-				s.kind = FUTEX_KIND_WAIT;
+				kind = FUTEX_KIND_WAIT;
 				break;
 			case 1:  // FUTEX_WAKE
 			case 3:  // FUTEX_REQUEUE
@@ -158,20 +224,20 @@ int sys_enter(struct bpf_raw_tracepoint_args *ctx)
 			case 5:  // FUTEX_WAKE_OP
 			case 7:  // FUTEX_UNLOCK_PI
 			case 10: // FUTEX_WAKE_BITSET
-				s.kind = FUTEX_KIND_WAKE;
+				kind = FUTEX_KIND_WAKE;
 				break;
 			}
 		} else {
-			s.kind = nr == NR_FUTEX_WAIT ? FUTEX_KIND_WAIT : FUTEX_KIND_WAKE;
+			kind = nr == NR_FUTEX_WAIT ? FUTEX_KIND_WAIT : FUTEX_KIND_WAKE;
 		}
-		if (s.kind)
-			s.uaddr = uaddr;
+		if (!kind)
+			uaddr = 0;
 	}
-	if (cur) {
-		*cur = s; // only this thread writes its entry
-		return 0;
-	}
-	bpf_map_update_elem(&starts, &tid, &s, BPF_ANY);
+	// Only this thread writes its slot or entry.
+	s->nr = nr;
+	s->kind = kind;
+	s->uaddr = uaddr;
+	s->ts = bpf_ktime_get_ns();
 	return 0;
 }
 
@@ -181,11 +247,21 @@ int sys_exit(struct bpf_raw_tracepoint_args *ctx)
 {
 	u64 id = bpf_get_current_pid_tgid();
 	u32 tgid = id >> 32, tid = (u32)id;
-	struct start *s = bpf_map_lookup_elem(&starts, &tid);
-	if (!s || !s->ts)
-		return 0; // entered before the window, or not watched
+	if (!is_watched(tgid))
+		return 0;
+	u32 i = tid & slot_mask;
+	struct start *s = bpf_map_lookup_elem(&slots, &i);
+	if (!s)
+		return 0;
+	if (s->tid != tid) {
+		s = bpf_map_lookup_elem(&starts, &tid);
+		if (!s)
+			return 0; // no call entered in the window
+	}
+	if (!s->ts)
+		return 0; // entered before the window
 	u64 d = bpf_ktime_get_ns() - s->ts;
-	struct key k = {.tgid = tgid, .tid = tid, .nr = (u32)s->nr};
+	s->ts = 0;
 	if (s->kind) {
 		struct fkey fk = {.tgid = tgid, .tid = tid, .uaddr = s->uaddr, .kind = (u32)s->kind};
 		struct fstat *fs = bpf_map_lookup_elem(&futexes, &fk);
@@ -201,11 +277,11 @@ int sys_exit(struct bpf_raw_tracepoint_args *ctx)
 			count(2);
 		}
 	}
-	s->ts = 0;
+	struct key k = {.tid = tid, .nr = s->nr};
 	long ret = (long)ctx->args[1];
 	struct stat *st = bpf_map_lookup_elem(&stats, &k);
 	if (!st) {
-		struct stat zero = {};
+		struct stat zero = {.tgid = tgid};
 		bpf_get_current_comm(zero.comm, sizeof(zero.comm));
 		bpf_map_update_elem(&stats, &k, &zero, BPF_NOEXIST);
 		st = bpf_map_lookup_elem(&stats, &k);
@@ -225,12 +301,22 @@ int sys_exit(struct bpf_raw_tracepoint_args *ctx)
 	return 0;
 }
 
-// sched_process_exit(struct task_struct *p): the exiting thread's entry
-// goes (an exit or a thread killed inside a syscall never returns from it).
+// sched_process_exit(struct task_struct *p): the exiting thread's slot is
+// freed and its hash entry goes (an exit or a thread killed inside a
+// syscall never returns from it).
 SEC("raw_tracepoint/sched_process_exit")
 int thread_exit(struct bpf_raw_tracepoint_args *ctx)
 {
-	u32 tid = (u32)bpf_get_current_pid_tgid();
+	u64 id = bpf_get_current_pid_tgid();
+	u32 tgid = id >> 32, tid = (u32)id;
+	if (!is_watched(tgid))
+		return 0;
+	u32 i = tid & slot_mask;
+	struct start *s = bpf_map_lookup_elem(&slots, &i);
+	if (s && s->tid == tid) {
+		s->ts = 0;
+		__sync_val_compare_and_swap(&s->tid, tid, 0);
+	}
 	bpf_map_delete_elem(&starts, &tid);
 	return 0;
 }
@@ -240,11 +326,15 @@ SEC("tp_btf/sched_process_fork")
 int BPF_PROG(fork, struct task_struct *parent, struct task_struct *child)
 {
 	u32 ptgid = BPF_CORE_READ(parent, tgid);
-	if (!bpf_map_lookup_elem(&pids, &ptgid))
+	if (!is_watched(ptgid))
 		return 0;
 	u32 ctgid = BPF_CORE_READ(child, tgid);
 	if (ctgid == ptgid)
 		return 0; // a thread: its process is watched already
+	u32 w = ctgid / 64;
+	struct watch *b = bpf_map_lookup_elem(&watched, &w);
+	if (b)
+		__sync_fetch_and_or(&b->forked, 1ULL << (ctgid % 64));
 	u32 one = 1;
 	bpf_map_update_elem(&pids, &ctgid, &one, BPF_ANY);
 	count(1);
