@@ -176,16 +176,27 @@ static __always_inline int is_watched(u32 tgid)
 	return b && ((b->user | b->forked) >> (tgid % 64)) & 1;
 }
 
+// watched_slot is the slot array's entry for the current thread when its
+// process is watched (NULL otherwise), with the process's and the thread's
+// ids in *tgid and *tid: the entry may be held by another thread whose id
+// shares the slot (the caller checks s->tid).
+static __always_inline struct start *watched_slot(u32 *tgid, u32 *tid)
+{
+	u64 id = bpf_get_current_pid_tgid();
+	*tgid = id >> 32;
+	if (!is_watched(*tgid))
+		return NULL;
+	*tid = (u32)id;
+	u32 i = *tid & slot_mask;
+	return bpf_map_lookup_elem(&slots, &i);
+}
+
 // sys_enter(struct pt_regs *regs, long id)
 SEC("raw_tracepoint/sys_enter")
 int sys_enter(struct bpf_raw_tracepoint_args *ctx)
 {
-	u64 id = bpf_get_current_pid_tgid();
-	u32 tgid = id >> 32, tid = (u32)id;
-	if (!is_watched(tgid))
-		return 0;
-	u32 i = tid & slot_mask;
-	struct start *s = bpf_map_lookup_elem(&slots, &i);
+	u32 tgid, tid;
+	struct start *s = watched_slot(&tgid, &tid);
 	if (!s)
 		return 0;
 	if (s->tid != tid) {
@@ -245,12 +256,8 @@ int sys_enter(struct bpf_raw_tracepoint_args *ctx)
 SEC("raw_tracepoint/sys_exit")
 int sys_exit(struct bpf_raw_tracepoint_args *ctx)
 {
-	u64 id = bpf_get_current_pid_tgid();
-	u32 tgid = id >> 32, tid = (u32)id;
-	if (!is_watched(tgid))
-		return 0;
-	u32 i = tid & slot_mask;
-	struct start *s = bpf_map_lookup_elem(&slots, &i);
+	u32 tgid, tid;
+	struct start *s = watched_slot(&tgid, &tid);
 	if (!s)
 		return 0;
 	if (s->tid != tid) {
