@@ -337,9 +337,9 @@ func TestMissingRankAmbiguousKills(t *testing.T) {
 	}
 }
 
-// The launcher waits for its ranks in order: rank 2, OOM-killed before
-// gpufeed attached, is its zombie child. RANK/WORLD_SIZE only.
-func TestZombieRankSure(t *testing.T) {
+// launcherOfTwoRanks is a launcher waiting in wait4 and ranks 0 and 1 of
+// three (RANK, LOCAL_RANK, WORLD_SIZE) waiting in read on a pipe.
+func launcherOfTwoRanks() *tlb {
 	b := newTL(31, 100*time.Millisecond)
 	b.proc(100, 1, "python3", []string{"python3", "launch.py"}, nil)
 	b.thread(100, 100, "python3", idle("wait4", "", "do_wait"))
@@ -348,6 +348,13 @@ func TestZombieRankSure(t *testing.T) {
 		p.Key.StartTime = uint64(5000 + r)
 		b.thread(pid, pid, "python3", idle("read", "pipe:[1]", "pipe_read"))
 	}
+	return b
+}
+
+// The launcher waits for its ranks in order: rank 2, OOM-killed before
+// gpufeed attached, is its zombie child. RANK/WORLD_SIZE only.
+func TestZombieRankSure(t *testing.T) {
+	b := launcherOfTwoRanks()
 	z := b.proc(203, 100, "python3", nil, nil) // a zombie: no command line, no environment
 	z.Key.StartTime, z.Exited, z.Role = 5012, true, "child"
 	b.tl.Events = append(b.tl.Events, timeline.Event{T: -int64(time.Minute), Kind: timeline.EventKernelLog,
@@ -470,14 +477,7 @@ func TestFailLoudlyAdviceFollowsTheBackend(t *testing.T) {
 // this job) does not hide the launcher's zombie child: a dead child seen
 // in the job's tree outranks a kill known only from the kernel log.
 func TestZombieRankBesideAForeignKill(t *testing.T) {
-	b := newTL(31, 100*time.Millisecond)
-	b.proc(100, 1, "python3", []string{"python3", "launch.py"}, nil)
-	b.thread(100, 100, "python3", idle("wait4", "", "do_wait"))
-	for r, pid := range []int{201, 202} {
-		p := b.proc(pid, 100, "python3", []string{"python3", "train.py"}, map[string]string{"RANK": string(rune('0' + r)), "LOCAL_RANK": string(rune('0' + r)), "WORLD_SIZE": "3"})
-		p.Key.StartTime = uint64(5000 + r)
-		b.thread(pid, pid, "python3", idle("read", "pipe:[1]", "pipe_read"))
-	}
+	b := launcherOfTwoRanks()
 	z := b.proc(203, 100, "python3", nil, nil)
 	z.Key.StartTime, z.Exited, z.Role = 5012, true, "child"
 	for _, pid := range []string{"203", "250"} {
