@@ -79,7 +79,7 @@ func Copy(ctx context.Context, b *Backend, fs procfs.FS, opt CopyOptions) (*resu
 	}
 	pageablePtr := cudadrv.HostPtr(unsafePointer(pageable))
 
-	tab := result.Table{ID: "copy", Title: "bandwidth (median of the copies; range in brackets): pinned copies timed on the device by events between back-to-back copies, pageable ones from the call to the end of the copy",
+	tab := result.Table{ID: "copy", Title: "bandwidth (median of the copies; range in brackets)",
 		Columns: []result.Column{
 			{Key: "bandwidth_bytes_per_sec", Label: "bandwidth", Unit: result.BytesPerSec},
 			{Key: "link_percent", Label: "of the link", Unit: result.Percent},
@@ -120,6 +120,7 @@ func Copy(ctx context.Context, b *Backend, fs procfs.FS, opt CopyOptions) (*resu
 	}
 	rep.Tables = append(rep.Tables, tab)
 	rep.Notes = append(rep.Notes,
+		"pinned copies are timed on the device, by events between copies queued back to back (as CUDA's bandwidthTest does); pageable ones from the call to the end of the copy, which their call blocks for",
 		"no published reference for this drill: the link is the ceiling; a pinned copy reaches about 80 % of it (packet headers and flow control), a pageable one less, and its call blocks the calling thread until the data is staged (pin_memory=True in the DataLoader, non_blocking=True on .to() avoid both)")
 	if b.Simulated {
 		rep.Notes = append(rep.Notes, "on the simulator copy times follow the simulated link's model; a pageable copy really copies its bytes through a staging buffer on this CPU")
