@@ -183,7 +183,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		}
 		cmd = &Command{done: make(chan struct{})}
 		go func() {
-			cmd.code = exitStatus(child.Wait())
+			cmd.code = ExitStatus(child.Wait())
 			close(cmd.done)
 		}()
 		cfg.PID, cfg.Command, cfg.Launched, cfg.TargetDone = child.Process.Pid, o.Command, true, cmd.done
@@ -254,9 +254,9 @@ func startError(name string, err error) error {
 	return &StartError{Name: name, Err: err, ExitCode: ExitNotExecutable}
 }
 
-// exitStatus maps a command's end to a shell-style exit status: its own
-// code, or 128+signal when a signal killed it.
-func exitStatus(err error) int {
+// ExitStatus maps a command's end (what Wait returned) to a shell-style
+// exit status: its own code, or 128+signal when a signal killed it.
+func ExitStatus(err error) int {
 	if err == nil {
 		return 0
 	}

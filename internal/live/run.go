@@ -108,7 +108,7 @@ func Run(ctx context.Context, o Options, update func(Update)) (Ended, error) {
 		}
 		pid, done = child.Process.Pid, make(chan struct{})
 		go func() {
-			code = exitStatus(child.Wait())
+			code = diagnose.ExitStatus(child.Wait())
 			close(done)
 		}()
 		target = fmt.Sprintf("pid %d: %s", pid, strings.Join(o.Command, " "))
@@ -197,18 +197,4 @@ func isDone(c chan struct{}) bool {
 	default:
 		return false
 	}
-}
-
-func exitStatus(err error) int {
-	if err == nil {
-		return 0
-	}
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			return 128 + int(ws.Signal())
-		}
-		return ee.ExitCode()
-	}
-	return 1
 }

@@ -8,13 +8,10 @@
 package render
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
 	"math"
-
-	"github.com/gpufeed/gpufeed/internal/safetext"
 )
 
 // FormatJSONL is JSON lines: diagnose and demo stream per-interval lines
@@ -151,22 +148,4 @@ func at(s []float64, i int) *float64 {
 func WriteIntervalLine(w io.Writer, l IntervalLine) error { return writeJSONLine(w, l) }
 
 // writeJSONLine is writeJSON on one line.
-func writeJSONLine(w io.Writer, v any) error {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return err
-	}
-	rounded, err := roundNumbers(buf.Bytes())
-	if err != nil {
-		return err
-	}
-	var out bytes.Buffer
-	if err := json.Compact(&out, rounded); err != nil {
-		return err
-	}
-	out.WriteByte('\n')
-	_, err = w.Write(safetext.EscapeJSON(out.Bytes()))
-	return err
-}
+func writeJSONLine(w io.Writer, v any) error { return encodeJSON(w, v, json.Compact) }

@@ -138,6 +138,12 @@ func findingsJSON(fs []finding.Finding) []jsonFinding {
 // writeJSON encodes v, rounds its floats (roundNumbers), indents it and
 // escapes bidirectional controls.
 func writeJSON(w io.Writer, v any) error {
+	return encodeJSON(w, v, func(out *bytes.Buffer, b []byte) error { return json.Indent(out, b, "", "  ") })
+}
+
+// encodeJSON encodes v, rounds its floats, lays the text out (indented or
+// compact) and escapes bidirectional controls, one document per line end.
+func encodeJSON(w io.Writer, v any, layout func(*bytes.Buffer, []byte) error) error {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
@@ -149,7 +155,7 @@ func writeJSON(w io.Writer, v any) error {
 		return err
 	}
 	var out bytes.Buffer
-	if err := json.Indent(&out, rounded, "", "  "); err != nil {
+	if err := layout(&out, rounded); err != nil {
 		return err
 	}
 	out.WriteByte('\n')
