@@ -137,12 +137,7 @@ func Copy(ctx context.Context, b *Backend, fs procfs.FS, opt CopyOptions) (*resu
 // The calls' own times are kept: an asynchronous copy from pinned memory
 // returns before the data moved.
 func pinnedCopies(l *cudadrv.Lib, c cudadrv.Context, s cudadrv.Stream, d cudadrv.DevicePtr, h cudadrv.HostPtr, n uint64, reps int, h2d bool) (bws, calls []float64, err error) {
-	copyOnce := func() error {
-		if h2d {
-			return l.MemcpyHtoD(c, d, h, n, s, true)
-		}
-		return l.MemcpyDtoH(c, h, d, n, s, true)
-	}
+	copyOnce := func() error { return copyAsync(l, c, s, d, h, n, h2d) }
 	if err := copyOnce(); err != nil {
 		return nil, nil, err
 	}
@@ -201,11 +196,7 @@ func blockingCopies(l *cudadrv.Lib, c cudadrv.Context, s cudadrv.Stream, d cudad
 			return nil, nil, err
 		}
 		t0 := time.Now()
-		if h2d {
-			err = l.MemcpyHtoD(c, d, h, n, s, true)
-		} else {
-			err = l.MemcpyDtoH(c, h, d, n, s, true)
-		}
+		err = copyAsync(l, c, s, d, h, n, h2d)
 		called := time.Since(t0)
 		if err == nil {
 			err = l.StreamSynchronize(c, s)
@@ -221,6 +212,14 @@ func blockingCopies(l *cudadrv.Lib, c cudadrv.Context, s cudadrv.Stream, d cudad
 		calls = append(calls, float64(called))
 	}
 	return bws, calls, nil
+}
+
+// copyAsync queues one copy of n bytes between h and d on stream s.
+func copyAsync(l *cudadrv.Lib, c cudadrv.Context, s cudadrv.Stream, d cudadrv.DevicePtr, h cudadrv.HostPtr, n uint64, h2d bool) error {
+	if h2d {
+		return l.MemcpyHtoD(c, d, h, n, s, true)
+	}
+	return l.MemcpyDtoH(c, h, d, n, s, true)
 }
 
 func human(n uint64) string {
