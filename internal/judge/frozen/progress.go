@@ -448,6 +448,10 @@ type Idle struct {
 	Samples int
 	// Whole is set when the idle span is the whole window.
 	Whole bool
+	// StartUp is set when the idle span is a tail shorter than the usual
+	// quiet-tail rule asks for, judged because what came before it was the
+	// job's start-up: how much of that start-up the window held.
+	StartUp time.Duration
 }
 
 // Stalled says whether nothing progressed and the job is not merely idle:
@@ -510,8 +514,11 @@ func measureProgress(v *view, deaths []Death) Progress {
 	// most of the window.
 	if p.Progressing() {
 		span := time.Duration(v.t1 - quiet)
-		if span < thresholds.StallMinWindow || float64(span) < thresholds.QuietMinShare*float64(v.span()) || v.samplesFrom(quiet) < thresholds.StallMinSamples {
+		if v.samplesFrom(quiet) < thresholds.StallMinSamples {
 			return p
+		}
+		if span < thresholds.StallMinWindow || float64(span) < thresholds.QuietMinShare*float64(v.span()) {
+			return v.idleAfterStartUp(p, quiet, len(deaths) > 0)
 		}
 		tail, _ := scan(v, quiet)
 		if tail.Progressing() {
@@ -531,6 +538,63 @@ func measureProgress(v *view, deaths []Death) Progress {
 		p.Idle = &Idle{Measure: p.Measure, From: p.From, Span: p.Span, Samples: p.Samples, Whole: p.From == v.t0}
 	}
 	return p
+}
+
+// idleAfterStartUp judges a quiet tail too short for the rule above (under
+// StallMinWindow, or under half the window) when what came before it was
+// the job's own start-up: the job started inside the window (or at most
+// thresholds.StartUpInView before it: a server started by diagnose -- CMD,
+// or with cmd & gpufeed diagnose --pid $!), its GPU ran no steps over the
+// whole window (at most a warm-up), and the tail lasts thresholds.IdleAfterStartUpMinSpan with
+// every live thread waiting for requests or a timer. Such a job is idle
+// since its start-up ended: a server that took most of a short window to
+// import its modules and bind its socket, on a loaded host, was called
+// "too little work". The tail only ever makes it idle, never stalled (a
+// stall needs the full tail rule): p is returned unchanged otherwise.
+func (v *view) idleAfterStartUp(p Progress, quiet int64, lostMember bool) Progress {
+	span := time.Duration(v.t1 - quiet)
+	if !p.Judged || p.LiveProcs == 0 || lostMember || span < thresholds.IdleAfterStartUpMinSpan {
+		return p
+	}
+	// No step ran: the GPU stayed under StallMaxGPUUtil in every sample (a
+	// warm-up kernel's completion during the start-up is allowed; the tail
+	// itself must complete nothing, idleWaits checks it).
+	if p.GPUVisible && p.GPUMaxUtil > thresholds.StallMaxGPUUtil {
+		return p
+	}
+	started, ok := v.jobStarted()
+	if !ok || started < v.t0-int64(thresholds.StartUpInView) {
+		return p
+	}
+	tail, _ := scan(v, quiet)
+	if tail.Progressing() || !v.idleWaits(tail) {
+		return p
+	}
+	q := p
+	q.Measure, q.From, q.Span, q.Samples = tail, quiet, span, v.samplesFrom(quiet)
+	startUp := time.Duration(quiet - max(started, v.t0))
+	into := "since " + fmtSeconds(time.Duration(quiet-v.t0)) + " into the window, the end of its start-up"
+	if q.Since != "" {
+		into = q.Since + ", and " + into
+	}
+	q.Since = into
+	q.Idle = &Idle{Measure: tail, From: quiet, Span: span, Samples: q.Samples, StartUp: startUp}
+	return q
+}
+
+// jobStarted is when the job's first process started (timeline T, which
+// may be before the window), from the target's start time and the
+// window's uptime; a launched command starts at the window's start when
+// its start time is not known.
+func (v *view) jobStarted() (int64, bool) {
+	m := v.tl.Meta
+	if m.UptimeNS > 0 && m.Target.StartTime > 0 {
+		return int64(float64(m.Target.StartTime)*1e9/v.clockTick()) - m.UptimeNS, true
+	}
+	if m.Target.Launched {
+		return v.t0, true
+	}
+	return 0, false
 }
 
 func (v *view) samplesFrom(from int64) int {

@@ -277,6 +277,98 @@ func TestIdleAfterStartUp(t *testing.T) {
 	}
 }
 
+// TestIdleAfterAShortStartUpInView: a server started inside the window
+// (diagnose -- CMD) that spent 2.5 s of a 4 s window starting (reading its
+// modules in D state, a warm-up kernel completed, the GPU never above 1 %)
+// and then waited in accept: idle since its start-up ended, though the
+// quiet tail is under half the window. The same timeline attached to a
+// server that started long before the window, one whose GPU ran steps, or
+// one whose tail is under a second, is not judged idle by it; and a short
+// tail never makes a job stalled.
+func TestIdleAfterAShortStartUpInView(t *testing.T) {
+	const startupTicks = 25
+	build := func(tailAccept bool, gpu float64, startTicks uint64) *tlb {
+		b := newTL(41, 100*time.Millisecond)
+		b.tl.Meta.UptimeNS = 100000e9                                      // boot was 100000 s before the window
+		b.tl.Meta.Target = timeline.Target{PID: 10, StartTime: startTicks} // clock ticks since boot (100 Hz)
+		p := b.proc(10, 1, "python3", []string{"python3", "serve.py"}, nil)
+		listening(p, "127.0.0.1:8000", 4242)
+		b.thread(10, 10, "python3", func(i int) timeline.ThreadSample {
+			n := min(i, startupTicks)
+			s := timeline.ThreadSample{State: 'S', RunNS: uint64(n) * 1e5, Slices: uint64(n) * 3}
+			switch {
+			case i >= startupTicks && tailAccept:
+				s.Blocked = &timeline.Blocked{Syscall: "accept4", On: "socket:[4242]"}
+			case i >= startupTicks:
+				s.Blocked = &timeline.Blocked{Syscall: "recvfrom", On: "socket:[77]"} // a peer, not a client
+			default:
+				s.State = 'D'
+				s.Blocked = &timeline.Blocked{Syscall: "read", On: "/usr/lib/python3.11/x.py"}
+			}
+			return s
+		})
+		b.gpuProcs(0, func(i int) float64 {
+			if i < startupTicks {
+				return gpu
+			}
+			return 0
+		}, map[int]func(int) (float64, *uint64){10: func(i int) (float64, *uint64) {
+			sm := 0.0
+			if i < startupTicks {
+				sm = gpu
+			}
+			if i < 5 {
+				return sm, u64(0)
+			}
+			return sm, u64(1) // the warm-up kernel, completed during the start-up
+		}})
+		return b
+	}
+	const launchedAtWindowStart = 100000 * 100 // clock ticks: 100000 s after boot
+	r := Analyze(build(true, 1, launchedAtWindowStart).tl, nil)
+	id := r.Progress.Idle
+	if id == nil || r.Progress.Stalled() || id.StartUp != 2500*time.Millisecond || id.Span != 1500*time.Millisecond {
+		t.Fatalf("want idle since the start-up ended: %+v (idle %+v)", r.Progress, id)
+	}
+	f := one(t, r.Findings, "job-idle")
+	if !strings.Contains(f.Claim, "waits for connections in accept4") || !strings.Contains(f.Claim, "(since 2.5 s into the window, the end of its start-up)") {
+		t.Errorf("%q", f.Claim)
+	}
+	if v := Verdict(r); v == nil || v.Class != finding.Idle {
+		t.Errorf("verdict %+v", v)
+	}
+	// Started 0.5 s before the window (cmd & gpufeed diagnose --pid $!): idle too.
+	if r := Analyze(build(true, 1, launchedAtWindowStart-50).tl, nil); r.Progress.Idle == nil {
+		t.Errorf("a start-up half a second before the window is in view: %+v", r.Progress)
+	}
+	for _, c := range []struct {
+		what string
+		b    *tlb
+	}{
+		{"a server that started an hour before the window", build(true, 1, launchedAtWindowStart-360000)},
+		{"a job whose GPU ran steps before the tail", build(true, 40, launchedAtWindowStart)},
+		{"a job waiting on a peer at the end", build(false, 1, launchedAtWindowStart)},
+	} {
+		r := Analyze(c.b.tl, nil)
+		if r.Progress.Idle != nil || r.Progress.Stalled() {
+			t.Errorf("%s: a short quiet tail is neither idle nor stalled: %+v", c.what, r.Progress)
+		}
+		none(t, r.Findings, "job-idle")
+	}
+	// A tail under a second: 3.2 s of start-up in a 4 s window.
+	b := build(true, 1, launchedAtWindowStart)
+	for i := 25; i < 33; i++ {
+		for j := range b.tl.Ticks[i].Threads {
+			s := &b.tl.Ticks[i].Threads[j]
+			s.State, s.Slices, s.RunNS = 'D', uint64(i)*3, uint64(i)*1e5
+			s.Blocked = &timeline.Blocked{Syscall: "read", On: "/usr/lib/python3.11/x.py"}
+		}
+	}
+	if r := Analyze(b.tl, nil); r.Progress.Idle != nil {
+		t.Errorf("a 0.8 s tail is too short to judge: %+v", r.Progress.Idle)
+	}
+}
+
 // TestReapingIsNoProgress: a launcher woken to reap a rank that died, a few
 // readings after the rank's last sample (a loaded host), is not progress.
 func TestReapingIsNoProgress(t *testing.T) {

@@ -44,6 +44,8 @@ func Text() map[string]string {
 		"LaunchQueueFullShare":       pct(100 * LaunchQueueFullShare),
 		"ShortKernelsShare":          pct(100 * ShortKernelsShare),
 		"StallMinWindow":             dur(StallMinWindow),
+		"StartUpInView":              dur(StartUpInView),
+		"IdleAfterStartUpMinSpan":    dur(IdleAfterStartUpMinSpan),
 		"StallMinSamples":            strconv.Itoa(StallMinSamples),
 		"StallMinWakeups":            strconv.Itoa(StallMinWakeups),
 		"StallMaxCPUCores":           pct(100 * StallMaxCPUCores),

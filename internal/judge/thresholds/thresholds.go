@@ -317,6 +317,23 @@ const ReapGrace = time.Second
 // the window leaves it judged as working.
 const QuietMinShare = 0.5
 
+// A job whose start-up lies in the window (it started at most StartUpInView
+// before it: diagnose -- CMD, or cmd & gpufeed diagnose --pid $!), whose GPU
+// did no work over the whole window, and whose every thread has waited for
+// requests or a timer for at least IdleAfterStartUpMinSpan since its last
+// sign of progress, is idle since its start-up ended even when that tail is
+// shorter than StallMinWindow or half the window: a server importing its
+// modules from a cold page cache on a loaded host took 2-3 s of a 4 s
+// window and was called "too little work". A start-up is not a healthy
+// step pausing (no step ran: the GPU was idle throughout), and the tail
+// makes the job idle only, never stalled. 1 s is ten samples at the
+// default interval, and longer than the gaps between a start-up's own
+// reads and wake-ups.
+const (
+	StartUpInView           = time.Second
+	IdleAfterStartUpMinSpan = time.Second
+)
+
 // Blocked threads.
 const (
 	// DStateWarn: a thread in uninterruptible sleep (D) for a second or
