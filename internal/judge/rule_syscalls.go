@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/gpufeed/gpufeed/internal/finding"
+	"github.com/gpufeed/gpufeed/internal/gpu"
 	"github.com/gpufeed/gpufeed/internal/judge/thresholds"
 	"github.com/gpufeed/gpufeed/internal/profile"
 )
@@ -65,10 +66,15 @@ func runIoctls(in *Input) []finding.Finding {
 	if s == nil {
 		return nil
 	}
+	// Only ioctls that succeeded, from a process that talks to the GPU's
+	// driver, count: Python's open() asks every file it opens whether it
+	// is a terminal (ioctl TCGETS, failing with ENOTTY), so a loop reading
+	// files makes thousands of failed ioctls a second with no GPU at all.
 	var best profile.ThreadSyscalls
 	var bestN uint64
 	for _, th := range s.Threads {
-		if n := th.Stat("ioctl").Calls; n > bestN {
+		r := th.Stat("ioctl")
+		if n := r.Calls - min(r.Errors, r.Calls); n > bestN && talksToDriver(in, th.PID, th.TID) {
 			best, bestN = th, n
 		}
 	}
@@ -88,9 +94,9 @@ func runIoctls(in *Input) []finding.Finding {
 		sev = finding.Warning
 	}
 	f := finding.Finding{ID: "thread-ioctls-in-loop", Severity: sev, Subject: fmt.Sprintf("pid %d tid %d (%s)", best.PID, best.TID, best.Comm),
-		Claim: fmt.Sprintf("%s made %.0f ioctl calls a second (%.0f%% of the window inside them)", who, rate, 100*float64(r.TimeNS)/float64(s.WindowNS))}
+		Claim: fmt.Sprintf("%s made %.0f ioctl calls a second that succeeded (%.0f%% of the window inside ioctls)", who, rate, 100*float64(r.TimeNS)/float64(s.WindowNS))}
 	f.Evidence = append(f.Evidence,
-		ev("ioctl calls", rate, "/s", syscallWindow(s), syscallSource),
+		ev("ioctl calls that succeeded", rate, "/s", syscallWindow(s), syscallSource),
 		ev("time inside them", 100*float64(r.TimeNS)/float64(s.WindowNS), "% of the window", syscallWindow(s), syscallSource))
 	if r.Errors > 0 {
 		f.Evidence = append(f.Evidence, ev("of which failed", float64(r.Errors), "calls", syscallWindow(s), syscallSource))
@@ -107,6 +113,28 @@ func runIoctls(in *Input) []finding.Finding {
 	}
 	f.Decision = "Find what calls into the driver in the loop: allocations (the caching allocator emptied by torch.cuda.empty_cache(), tensors of changing shapes; keep shapes fixed, preallocate) or synchronisations (.item(), .cpu(), torch.cuda.synchronize(), blocking copies): move them out of the step."
 	return []finding.Finding{f}
+}
+
+// talksToDriver says the thread's process holds a GPU's device files
+// (/dev/nvidia*, read at the end of the window) or was seen calling the
+// CUDA driver (its uprobes): its ioctls can be the driver's.
+func talksToDriver(in *Input, pid, tid int) bool {
+	if d := in.Timeline.Meta.DriverCalls; d != nil && d.State == profile.StateOn {
+		if _, ok := d.Thread(tid); ok {
+			return true
+		}
+	}
+	for k, p := range in.Timeline.Procs {
+		if k.PID != pid || p.DeviceChannels == nil {
+			continue
+		}
+		for _, c := range p.DeviceChannels.Channels {
+			if gpu.IsNVIDIANode(c) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // runFutex: the launch thread spent half the window or more inside futex
