@@ -24,7 +24,9 @@ type DriverCalls struct {
 	// process of the job had a CUDA driver library mapped.
 	State   string `json:"state"`
 	Missing string `json:"missing,omitempty"`
-	// WindowNS is how long the probes counted (from the first attach).
+	// WindowNS is how long the probes counted: from the probing of the
+	// libraries mapped at the start (a library mapped later counts from its
+	// own probing, within this window).
 	WindowNS int64 `json:"window_ns,omitempty"`
 	// Libraries are the driver files probed (one set of probes per file,
 	// however many processes map it).

@@ -128,6 +128,22 @@ type probedFile struct {
 // they map, and keeps looking for libraries loaded later until Stop. An
 // error is a *bpfcap.Unavailable saying what would allow it.
 func Start(pids []int, o Options) (*Prober, error) {
+	p, err := Load(pids, o)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.Probe(); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// Load loads the program and watches pids without probing any library
+// yet: loading (the kernel's verifier) is the slow part, seconds on a
+// loaded host, and a caller that starts other probes too loads them all
+// first, then starts them together so that their windows are one
+// (Probe). An error is a *bpfcap.Unavailable saying what would allow it.
+func Load(pids []int, o Options) (*Prober, error) {
 	if o.Proc == "" {
 		o.Proc = "/proc"
 	}
@@ -186,14 +202,35 @@ func Start(pids []int, o Options) (*Prober, error) {
 			return nil, err
 		}
 	}
+	return p, nil
+}
+
+// Probe probes the driver libraries the watched processes map and starts
+// counting (the window starts once they are probed), then keeps looking
+// for libraries loaded later until Stop. On an error the prober is
+// closed.
+func (p *Prober) Probe() error {
 	p.started = time.Now()
 	p.setLaunch(true) // the first burst (or all the window)
 	if err := p.scan(); err != nil {
 		p.close()
-		return nil, err
+		return err
 	}
+	// The window starts once the libraries mapped now are probed: finding
+	// and probing them takes a loaded host a tenth of a second and more,
+	// in which nothing was counted, and rates over the window would read
+	// low by as much (and disagree with the syscall summary's, which
+	// counts from its own start). A library mapped later (a command
+	// launched under gpufeed loads it after its imports) is counted from
+	// its own probing, within this window.
+	p.mu.Lock()
+	p.started = time.Now()
+	if p.launchOn {
+		p.onSince = p.started
+	}
+	p.mu.Unlock()
 	go p.loop()
-	return p, nil
+	return nil
 }
 
 // Add watches one more process; its driver library is probed at the next

@@ -424,3 +424,34 @@ func median(v []float64) float64 {
 	}
 	return s[len(s)/2]
 }
+
+// The window is the time the probes counted: it starts once Start has
+// attached them to the library the process maps, not before the scan that
+// finds and probes it (which a loaded host can stretch to a tenth of a
+// second and more: rates over the window would read low by as much).
+func TestWindowStartsOnceProbed(t *testing.T) {
+	need(t)
+	w := startWorkload(t)
+	for round := 0; round < 3; round++ {
+		p, err := Start([]int{w.cmd.Process.Pid}, Options{Continuous: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		returned := time.Now()
+		if got := w.do(t, "launch 100"); got != "done" {
+			t.Fatalf("launch: %q", got)
+		}
+		d := p.Stop()
+		between := time.Since(returned)
+		// Start returns right after the window starts (1 ms: a goroutine
+		// to start, a preemption on a loaded host); probing the library
+		// took longer than that here before the window started after it.
+		if d.WindowNS <= 0 || time.Duration(d.WindowNS) > between+time.Millisecond {
+			t.Errorf("round %d: window %v, but Start returned only %v before Stop did: the window holds time before the probes were attached",
+				round, time.Duration(d.WindowNS), between)
+		}
+		if th, ok := d.Thread(w.cmd.Process.Pid); !ok || th.Call("cuLaunchKernel").Calls != 100 {
+			t.Errorf("round %d: %+v", round, d.Threads)
+		}
+	}
+}
