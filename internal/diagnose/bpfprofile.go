@@ -49,11 +49,25 @@ func bpfStarter(fsys procfs.FS, mode string, root int) (func() BPFStop, error) {
 		pids := treePIDs(fsys, root)
 		var sc *syscalls.Tracer
 		var dr *driverprobe.Prober
+		// Both loaded first (the verifier takes seconds on a loaded
+		// host), then started one right after the other: the syscall
+		// summary and the driver calls count over one window, and the
+		// report's "one sleep per sync" reads the same in both.
 		if scErr == nil {
-			sc, scErr = syscalls.Start(pids, syscalls.Options{Proc: fsys.Proc})
+			sc, scErr = syscalls.Load(pids, syscalls.Options{Proc: fsys.Proc})
 		}
 		if drErr == nil {
-			dr, drErr = driverprobe.Start(pids, driverprobe.Options{Proc: fsys.Proc})
+			dr, drErr = driverprobe.Load(pids, driverprobe.Options{Proc: fsys.Proc})
+		}
+		if dr != nil {
+			if drErr = dr.Probe(); drErr != nil {
+				dr = nil
+			}
+		}
+		if sc != nil {
+			if scErr = sc.Attach(); scErr != nil {
+				sc = nil
+			}
 		}
 		return func() (*profile.SyscallSummary, *profile.DriverCalls) {
 			s := &profile.SyscallSummary{State: profile.StateUnavailable, Missing: missingOf(scErr)}

@@ -76,6 +76,22 @@ func Check(proc string) error { return bpfcap.Check(proc, What) }
 // Start loads the programs, watches pids and starts counting. An error is
 // a *bpfcap.Unavailable saying what would allow it.
 func Start(pids []int, o Options) (*Tracer, error) {
+	t, err := Load(pids, o)
+	if err != nil {
+		return nil, err
+	}
+	if err := t.Attach(); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// Load loads the programs and watches pids without counting yet: loading
+// (the kernel's verifier) is the slow part, seconds on a loaded host, and
+// a caller that starts other probes too loads them all first, then
+// attaches them together so that their windows are one (Attach). An
+// error is a *bpfcap.Unavailable saying what would allow it.
+func Load(pids []int, o Options) (*Tracer, error) {
 	if err := Check(o.Proc); err != nil {
 		return nil, err
 	}
@@ -105,6 +121,12 @@ func Start(pids []int, o Options) (*Tracer, error) {
 			return nil, err
 		}
 	}
+	return t, nil
+}
+
+// Attach starts counting: the window starts here. On an error the
+// tracer is closed.
+func (t *Tracer) Attach() error {
 	for _, a := range []struct {
 		name string
 		prog *ebpf.Program
@@ -112,20 +134,20 @@ func Start(pids []int, o Options) (*Tracer, error) {
 		l, err := link.AttachRawTracepoint(link.RawTracepointOptions{Name: a.name, Program: a.prog})
 		if err != nil {
 			t.close()
-			return nil, attachError(a.name, err)
+			return attachError(a.name, err)
 		}
 		t.links = append(t.links, l)
 	}
-	if follow && t.objs.Fork != nil {
+	if t.follow && t.objs.Fork != nil {
 		l, err := link.AttachTracing(link.TracingOptions{Program: t.objs.Fork})
 		if err != nil {
 			t.close()
-			return nil, attachError("sched_process_fork", err)
+			return attachError("sched_process_fork", err)
 		}
 		t.links = append(t.links, l)
 	}
 	t.started = time.Now()
-	return t, nil
+	return nil
 }
 
 func loadError(err error) error {
