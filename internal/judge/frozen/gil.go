@@ -33,12 +33,16 @@ func gilFindings(v *view, cpus map[int]*threadCPU) []finding.Finding {
 			}
 			secs := c.Span.Seconds()
 			cores := float64(c.RunNS) / 1e9 / secs
-			if cores < thresholds.GILBusyCores {
+			// Busy is wanting a CPU (run + run-queue wait), not getting
+			// one: on a saturated host a spinning thread may run 3 % of
+			// a core and wait for one the rest of its turns.
+			want := float64(c.RunNS+c.WaitNS) / 1e9 / secs
+			if want < thresholds.GILBusyCores {
 				continue
 			}
 			busy = append(busy, c)
 			run += cores
-			demand += float64(c.RunNS+c.WaitNS) / 1e9 / secs
+			demand += want
 		}
 		if len(busy) < 2 || run > thresholds.GILMaxRunCores || demand/float64(len(busy)) > thresholds.GILMaxDemandPerThread {
 			continue

@@ -320,6 +320,19 @@ func TestGIL(t *testing.T) {
 	gilJob(b, 3, 0.4, 0.6)
 	v = newView(b.tl)
 	none(t, gilFindings(v, v.threadCPUs()), "gil-contention")
+	// the GIL-bound threads on a saturated host: each runs 3 % of a core
+	// and waits for a CPU 30 % of the time (its turns with the GIL)
+	b = newTL(31, 100*time.Millisecond)
+	gilJob(b, 3, 0.03, 0.30)
+	v = newView(b.tl)
+	if f := one(t, gilFindings(v, v.threadCPUs()), "gil-contention"); !strings.Contains(f.Claim, "3 busy Python threads ran 0.09 cores together and wanted only 0.99 CPUs") {
+		t.Errorf("%q", f.Claim)
+	}
+	// free threads on that host: each runs 5 % and wants a whole CPU
+	b = newTL(31, 100*time.Millisecond)
+	gilJob(b, 3, 0.05, 0.95)
+	v = newView(b.tl)
+	none(t, gilFindings(v, v.threadCPUs()), "gil-contention")
 	// one busy thread is no contention
 	b = newTL(31, 100*time.Millisecond)
 	gilJob(b, 1, 1, 0)

@@ -417,7 +417,9 @@ const (
 // to 1.1 cores and wanted (ran + waited in the run queue) 1.4 to 1.6 CPUs;
 // three threads hashing (which releases the GIL) wanted 3.0.
 const (
-	// GILBusyCores: a thread running at least 10 % of a core is busy.
+	// GILBusyCores: a thread that wants at least 10 % of a CPU (runs or
+	// waits in the run queue for one) is busy; on a saturated host (load
+	// 10 on 2 CPUs) each of three spinning threads ran 3 % of a core.
 	GILBusyCores = 0.10
 	// GILMaxRunCores: together the busy threads ran at most 1.25 cores.
 	GILMaxRunCores = 1.25
