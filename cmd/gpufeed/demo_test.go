@@ -3,10 +3,12 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -68,11 +70,25 @@ func TestDemoScenarios(t *testing.T) {
 				t.Errorf("demo %s exited 0 but: %s", sc.Name, problem)
 			}
 			if sc.Expect == finding.GPUBound {
+				// The verdict the scenario accepts on a crowded host
+				// rests on launch-thread-descheduled: where its own
+				// evidence shows the host saturated by processes outside
+				// the job, the warnings that support that verdict are
+				// true (the GPU idled while the launch thread waited for
+				// a CPU others held); any other warning is still wrong.
+				saturated := false
+				for _, f := range live.Findings {
+					if live.Verdict.Class == sc.UnderLoad && f.ID == "launch-thread-descheduled" && hostSaturated(f) {
+						saturated = true
+					}
+				}
 				for _, f := range live.Findings {
 					switch {
 					case f.Severity < finding.Warning:
 					case checkIDs[f.ID]:
 						t.Logf("platform check on this machine: %s %s: %s", f.Severity, f.ID, f.Claim)
+					case saturated && f.Supports == sc.UnderLoad:
+						t.Logf("on a saturated host: %s %s: %s", f.Severity, f.ID, f.Claim)
 					default:
 						t.Errorf("healthy GPU-bound job got a %s: %s: %s", f.Severity, f.ID, f.Claim)
 					}
@@ -102,6 +118,22 @@ func TestDemoScenarios(t *testing.T) {
 			}
 		})
 	}
+}
+
+// hostSaturated says whether a launch-thread-descheduled finding's own
+// evidence shows more runnable tasks outside the job than the host has
+// CPUs: a launch thread that waits for a CPU then waits for others' work.
+func hostSaturated(f finding.Finding) bool {
+	host, job := math.NaN(), math.NaN()
+	for _, e := range f.Evidence {
+		switch {
+		case strings.HasPrefix(e.What, "runnable tasks host-wide"):
+			host = e.Value
+		case e.What == "runnable threads of the job":
+			job = e.Value
+		}
+	}
+	return host-job > float64(runtime.NumCPU())
 }
 
 func findingLines(fs []finding.Finding) string {
