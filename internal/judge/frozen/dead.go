@@ -80,7 +80,7 @@ func Deaths(v *view) []Death {
 	for i := range events {
 		ev := &events[i]
 		if ev.Kind == kernlog.Segfault || ev.Kind == kernlog.Trap {
-			if pid, ok := v.jobPIDOf(ev.PID); ok {
+			if pid, ok := v.jobPIDOf(ev.PID); ok && !v.beforeStart(pid, ev.Wall) {
 				crashByPID[pid] = ev
 			}
 		}
@@ -95,7 +95,7 @@ func Deaths(v *view) []Death {
 			continue
 		}
 		d := Death{PID: pid, Cause: "exited", Via: "pid"}
-		if k := killByPID[pid]; k != nil {
+		if k := killByPID[pid]; k != nil && !v.beforeStart(pid, k.Wall) {
 			d.Cause, d.Kill, d.When = "oom-kill", k, k.Wall
 		} else if c := crashByPID[pid]; c != nil {
 			d.Cause, d.Crash, d.When = string(c.Kind), c, c.Wall
@@ -125,6 +125,22 @@ func Deaths(v *view) []Death {
 	// left, a reaped process no /proc entry): told by elimination.
 	out = append(out, v.matchRanks(out, kills)...)
 	return out
+}
+
+// beforeStart says whether a kernel line naming pid was written before
+// the process now holding that pid started: the kill or crash was of an
+// earlier process that had the pid (pids are reused, within seconds on a
+// busy host whose pid_max is 32768), not of this one. Unknown times say no.
+func (v *view) beforeStart(pid int, at time.Time) bool {
+	p, m := v.procs[pid], v.tl.Meta
+	if p == nil || at.IsZero() || p.Key.StartTime == 0 || m.ClockTick <= 0 || m.UptimeNS <= 0 {
+		return false
+	}
+	// The start time is in clock ticks since boot: a tick of rounding,
+	// and as much again for the uptime read at T=0.
+	startT := time.Duration(p.Key.StartTime)*time.Second/time.Duration(m.ClockTick) - time.Duration(m.UptimeNS)
+	slack := 2 * time.Second / time.Duration(m.ClockTick)
+	return at.Sub(m.Started) < startT-slack
 }
 
 // maybeDeadRank says an exited process without a rank may be a rank that

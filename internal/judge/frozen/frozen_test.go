@@ -492,3 +492,50 @@ func TestZombieRankBesideAForeignKill(t *testing.T) {
 		t.Errorf("how %q", e.Text)
 	}
 }
+
+// A kill the kernel logged before a helper started names the helper's pid
+// when the pid was reused (pid_max 32768 on a busy host): the helper's
+// exit is no member's death. The same kill after it started is one.
+func TestKillBeforeThePidsProcessStartedIsNotItsDeath(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		killAt time.Duration
+		died   bool
+	}{{"killed before it started", 500 * time.Millisecond, false}, {"killed while it ran", 2500 * time.Millisecond, true}} {
+		t.Run(c.name, func(t *testing.T) {
+			b := newTL(41, 100*time.Millisecond)
+			b.tl.Meta.UptimeNS = int64(1000 * time.Second)
+			b.proc(10, 1, "python3", []string{"python3", "serve.py"}, nil)
+			b.thread(10, 10, "python3", b.busy(0.5, 0))
+			b.quietProc(10)
+			// the helper started 1 s into the window (uptime 1001 s) and
+			// exited at 3 s
+			h := b.proc(300, 10, "sh", []string{"sh", "-c", "true"}, nil)
+			delete(b.tl.Procs, h.Key)
+			h.Key.StartTime = 100100
+			b.tl.Procs[h.Key] = h
+			h.Exited, h.LastSeen = true, int64(3*time.Second)
+			b.procSamples(300, func(i int) (timeline.ProcSample, bool) { return timeline.ProcSample{}, i >= 10 && i < 30 })
+			for _, line := range []string{
+				"oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),cpuset=/,mems_allowed=0,oom_memcg=/other,task_memcg=/other,task=python3,pid=300,uid=0",
+				"Memory cgroup out of memory: Killed process 300 (python3) total-vm:75672kB, anon-rss:65280kB, file-rss:6636kB, shmem-rss:0kB, UID:0 pgtables:192kB oom_score_adj:0",
+			} {
+				b.tl.Events = append(b.tl.Events, timeline.Event{T: int64(c.killAt), Kind: timeline.EventKernelLog, Text: line})
+			}
+			r := Analyze(b.tl, nil)
+			if died := len(findingsOf(r.Findings, "member-died")) > 0; died != c.died {
+				t.Errorf("member-died %v, want %v: %v", died, c.died, r.Findings)
+			}
+		})
+	}
+}
+
+func findingsOf(fs []finding.Finding, id string) []finding.Finding {
+	var out []finding.Finding
+	for _, f := range fs {
+		if f.ID == id {
+			out = append(out, f)
+		}
+	}
+	return out
+}
