@@ -21,6 +21,7 @@ import (
 	"github.com/gpufeed/gpufeed/internal/finding"
 	"github.com/gpufeed/gpufeed/internal/gpu/sim"
 	"github.com/gpufeed/gpufeed/internal/gpu/sim/simcuda"
+	"github.com/gpufeed/gpufeed/internal/judge/thresholds"
 	"github.com/gpufeed/gpufeed/internal/render"
 )
 
@@ -250,14 +251,27 @@ func TestAttachGPUBoundSyncLoopNeverStalled(t *testing.T) {
 				// On a crowded host the spinning thread can also wait for a
 				// CPU at each relaunch long enough to idle the GPU: that is
 				// submission-bound with the thread descheduled.
+				// Blocking, on a crowded host (a load of 13 on 2 CPUs), the
+				// thread woken from each synchronise waits for a CPU before
+				// it relaunches, and the GPU measured 87-89 % busy: the
+				// per-batch synchronise drains the queue, so that idle is
+				// the synchronise's, and sync-bound is then right. Only
+				// while the GPU measured at least 90 % busy must it be
+				// GPU-bound.
+				util := -1.0
+				if len(r.rep.GPUs) > 0 && r.rep.GPUs[0].UtilMean != nil {
+					util = *r.rep.GPUs[0].UtilMean
+				}
 				switch {
 				case v.Class == finding.GPUBound:
+				case mode == "block" && v.Class == finding.SyncBound && util >= 0 && util < 100-thresholds.GPUBoundIdleMaxPct:
+					t.Logf("run %d (%v window): blocking on a crowded host, the GPU %.0f %% busy: %s", i, r.window, util, v.Summary)
 				case mode == "spin" && v.Class == finding.SubmissionBound && slices.Contains(v.Because, "launch-thread-descheduled"):
 					t.Logf("run %d (%v window): spinning on a crowded host, descheduled: %s", i, r.window, v.Summary)
 				case mode == "spin" && v.Class == finding.Inconclusive:
 					t.Logf("run %d (%v window): spinning, GPU idle just over 10 %%: %s", i, r.window, v.Summary)
 				default:
-					t.Errorf("run %d (%v window): a GPU kept about 98 %% busy judged %s: %s (missing: %s)", i, r.window, v.Class, v.Summary, v.Missing)
+					t.Errorf("run %d (%v window): a GPU kept about 98 %% busy (measured %.0f %%) judged %s: %s (missing: %s)", i, r.window, util, v.Class, v.Summary, v.Missing)
 				}
 			}
 		})

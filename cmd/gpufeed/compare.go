@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/spf13/cobra"
@@ -38,6 +39,9 @@ A recording keeps every interval, so its noise is measured; a JSON report
 keeps percentiles, and only the GPU's spread (p10 to p90) among them.
 Change one thing at a time between two runs, so that what moved is its.
 
+"-" reads one of the documents from standard input (gpufeed check -o json |
+gpufeed compare - other-node.json); it may be given once.
+
 Exit status: 0 when nothing differs beyond the noise, 1 when something does
 (a check's status, a quantity, a verdict, a straggler), 2 when a file cannot
 be read as a gpufeed document or recording.`,
@@ -46,6 +50,9 @@ be read as a gpufeed document or recording.`,
 			format, err := out.parse()
 			if err != nil {
 				return err
+			}
+			if n := countStdin(args); n > 1 {
+				return usagef("\"-\" given %d times: standard input holds one document", n)
 			}
 			var inputs []*compare.Input
 			for _, name := range args {
@@ -71,13 +78,29 @@ be read as a gpufeed document or recording.`,
 	return cmd
 }
 
-func loadCompareInput(name string) (*compare.Input, error) {
-	f, err := os.Open(name)
-	if err != nil {
-		return nil, err
+func countStdin(args []string) int {
+	n := 0
+	for _, a := range args {
+		if a == "-" {
+			n++
+		}
 	}
-	defer f.Close()
-	in, err := compare.Load(name, f)
+	return n
+}
+
+func loadCompareInput(name string) (*compare.Input, error) {
+	var r io.Reader = os.Stdin
+	if name == "-" {
+		name = "standard input"
+	} else {
+		f, err := os.Open(name)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		r = f
+	}
+	in, err := compare.Load(name, r)
 	if err != nil {
 		return nil, err
 	}

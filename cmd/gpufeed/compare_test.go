@@ -249,3 +249,24 @@ func TestCompareDeathsAcrossNodes(t *testing.T) {
 		t.Errorf("text does not name the first death:\n%s", text)
 	}
 }
+
+// TestCompareReadsStandardInput: "-" stands for one document on standard
+// input, named "standard input" in the report and in errors; given twice
+// it is refused, since standard input holds one document.
+func TestCompareReadsStandardInput(t *testing.T) {
+	checks := filepath.Join("..", "..", "testdata", "check", "golden")
+	doc, err := os.ReadFile(filepath.Join(checks, "server-downgraded.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, stderr, code, _ := runIn(t, doc, "compare", "-", filepath.Join(checks, "server.json"))
+	if code != 1 || !strings.Contains(out, "standard input (check)") || !strings.Contains(out, "differ in status") {
+		t.Errorf("exit %d (want 1: the downgraded node differs)\nstdout %s\nstderr %s", code, out, stderr)
+	}
+	if _, stderr, code, _ := runIn(t, []byte("{"), "compare", "-", filepath.Join(checks, "server.json")); code != 2 || !strings.Contains(stderr, "standard input: line 1, column ") {
+		t.Errorf("a broken document on standard input: exit %d, %q", code, stderr)
+	}
+	if _, stderr, code, _ := runIn(t, doc, "compare", "-", "-"); code != 2 || !strings.Contains(stderr, `"-" given 2 times`) {
+		t.Errorf("- twice: exit %d, %q", code, stderr)
+	}
+}

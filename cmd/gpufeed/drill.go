@@ -119,8 +119,16 @@ func runDrill(cmd *cobra.Command, info drill.Info, format render.Format, fl dril
 	if fl.gpu < 0 {
 		return asUsage(errors.New("--gpu: want a CUDA device ordinal, 0 or more"))
 	}
-	if fl.kernels < 1 || fl.reps < 1 || fl.workers < 1 || fl.items < 1 || fl.bytes < 1 {
-		return asUsage(errors.New("--kernels, --reps, --workers, --items and --bytes must be at least 1"))
+	for _, c := range []struct {
+		flag string
+		v    int
+	}{{"--kernels", fl.kernels}, {"--reps", fl.reps}, {"--workers", fl.workers}, {"--items", fl.items}} {
+		if c.v < 1 {
+			return usagef("%s %d: want 1 or more", c.flag, c.v)
+		}
+	}
+	if fl.bytes < 1 {
+		return usagef("--bytes 0: want 1 or more")
 	}
 	if fl.window <= 0 {
 		return usagef("--duration %s: want a positive window (e.g. 5 or 5s)", humanDuration(fl.window))

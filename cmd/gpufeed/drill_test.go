@@ -224,3 +224,17 @@ func TestDrillAutoFallsBackToTheSimulatorAndSaysWhy(t *testing.T) {
 		t.Errorf("--driver bogus: exit %d, %q", code, stderr)
 	}
 }
+
+// TestDrillCountsNameTheirFlag: a count below 1 is refused naming the one
+// flag that was wrong and the value given, before any drill runs.
+func TestDrillCountsNameTheirFlag(t *testing.T) {
+	for _, tc := range []struct{ drill, flag, value string }{
+		{"jitter", "--kernels", "0"}, {"jitter", "--reps", "-3"}, {"cow", "--workers", "0"}, {"cow", "--items", "0"}, {"copy", "--bytes", "0"},
+	} {
+		_, stderr, code := run(t, "drill", tc.drill, tc.flag, tc.value)
+		want := "gpufeed: " + tc.flag + " " + tc.value + ": want 1 or more"
+		if code != exitUsage || strings.TrimSpace(stderr) != want {
+			t.Errorf("%s %s %s: exit %d, stderr %q; want %d and %q", tc.drill, tc.flag, tc.value, code, stderr, exitUsage, want)
+		}
+	}
+}

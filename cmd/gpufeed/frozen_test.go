@@ -43,7 +43,7 @@ func TestDiagnoseFrozenJob(t *testing.T) {
 		t.Fatalf("diagnose exited %d: %s", code, stderr)
 	}
 	first := strings.SplitN(live, "\n", 2)[0]
-	if !strings.HasPrefix(first, "VERDICT: stalled") || !strings.Contains(first, "The job is stalled") {
+	if !strings.HasPrefix(first, "VERDICT: stalled") || !strings.Contains(first, "the job is stalled") {
 		t.Errorf("the report must lead with the stalled verdict: %q", first)
 	}
 	for _, want := range wants {
@@ -108,7 +108,7 @@ func TestDeadRankNamedAfterAttach(t *testing.T) {
 				if !strings.HasPrefix(how, tc.sure+": ") || !strings.Contains(how, "WORLD_SIZE=3") || !strings.Contains(how, "ranks 0-1 alive") {
 					t.Errorf("how sure and why: %q", how)
 				}
-				if r.Verdict == nil || r.Verdict.Class != finding.Stalled || !strings.HasPrefix(r.Verdict.Summary, "Stalled: "+prefix) {
+				if r.Verdict == nil || r.Verdict.Class != finding.Stalled || !strings.HasPrefix(r.Verdict.Summary, "the job is stalled: "+prefix) {
 					t.Errorf("verdict %+v", r.Verdict)
 				}
 				// Its ranks map no NCCL (a ring over pipes): the advice that

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime/debug"
 	"runtime/pprof"
 	"syscall"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/prometheus/exporter-toolkit/web"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/gpufeed/gpufeed/internal/agent"
 	"github.com/gpufeed/gpufeed/internal/gpu"
@@ -54,10 +56,10 @@ func New(version string, openGPU OpenGPU) *cobra.Command {
 		}
 	}
 	var (
-		listen, webConfig, device, procRoot, sysRoot, kmsgPath, hostname string
-		cfg                                                              agent.Config
-		verbose                                                          bool
-		cpuProfile                                                       string
+		listen, webConfig, device, root, procRoot, sysRoot, kmsgPath, hostname string
+		cfg                                                                    agent.Config
+		verbose                                                                bool
+		cpuProfile                                                             string
 	)
 	cmd := &cobra.Command{
 		Use:   "agent",
@@ -97,6 +99,7 @@ configuration file). It only reads: nothing it watches is changed.`,
 				return UsageError{fmt.Errorf("--interval %v, --window %v, --ring %v: want an interval > 0, a window of at least two intervals and a ring of at least one window",
 					cfg.Interval, cfg.Window, cfg.Ring)}
 			}
+			procRoot, sysRoot, cfg.HostRoot, kmsgPath = underRoot(cmd.Flags(), root, procRoot, sysRoot, cfg.HostRoot, kmsgPath)
 			fs, err := procfs.NewFS(procRoot, sysRoot)
 			if err != nil {
 				return err
@@ -170,8 +173,9 @@ configuration file). It only reads: nothing it watches is changed.`,
 	f.StringVar(&listen, "listen", defaultAgentListen, "address to serve on (host:port; loopback by default)")
 	f.StringVar(&webConfig, "web.config.file", "", "Prometheus exporters' web configuration `FILE` (TLS, basic authentication)")
 	f.StringVar(&device, "device", "auto", "GPU source: auto, none, nvml or sim:PATH")
-	f.StringVar(&procRoot, "proc-root", procfs.DefaultProc, "where procfs is mounted (e.g. /host/proc in a container)")
-	f.StringVar(&sysRoot, "sys-root", procfs.DefaultSys, "where sysfs is mounted")
+	f.StringVar(&root, "root", "", "read `DIR`/proc, DIR/sys, DIR/dev/kmsg and the container runtime's records under DIR instead of /proc, /sys, /dev/kmsg and / (a container with the node's / mounted at DIR, e.g. /host; as diagnose --root), unless the flags below name one")
+	f.StringVar(&procRoot, "proc-root", procfs.DefaultProc, "where procfs is mounted (a container sharing the node's PID namespace reads its own /proc)")
+	f.StringVar(&sysRoot, "sys-root", procfs.DefaultSys, "where sysfs is mounted (e.g. /host/sys)")
 	f.StringVar(&cfg.HostRoot, "host-root", "/", "where the node's own files are (the container runtime's records of its containers, for pod and container names; e.g. /host in a container)")
 	f.StringVar(&kmsgPath, "kmsg", kmsg.DefaultPath, "the kernel log device (falls back to dmesg, then journalctl -k)")
 	f.StringVar(&hostname, "hostname", "", "the node's name in the Hostname label (default: the host name; in Kubernetes the node's name, as dcgm-exporter labels it)")
@@ -187,6 +191,31 @@ configuration file). It only reads: nothing it watches is changed.`,
 	_ = f.MarkHidden("cpu-profile")
 	f.IntVar(&cfg.MaxJobs, "max-jobs", agent.DefaultMaxJobs, "watch at most this many GPU process trees")
 	return cmd
+}
+
+// underRoot resolves --root DIR: /proc, /sys, the node's files and the
+// kernel log under DIR, as diagnose --root and check --root read them,
+// except where --proc-root, --sys-root, --host-root or --kmsg was given (a
+// DaemonSet sharing the node's PID namespace reads its own /proc and
+// mounts only the node's /sys, as node_exporter's --path.procfs and
+// --path.sysfs name each file system).
+func underRoot(f *pflag.FlagSet, root, proc, sys, host, kmsgPath string) (string, string, string, string) {
+	if root == "" {
+		return proc, sys, host, kmsgPath
+	}
+	if !f.Changed("proc-root") {
+		proc = filepath.Join(root, "proc")
+	}
+	if !f.Changed("sys-root") {
+		sys = filepath.Join(root, "sys")
+	}
+	if !f.Changed("host-root") {
+		host = root
+	}
+	if !f.Changed("kmsg") {
+		kmsgPath = filepath.Join(root, kmsg.DefaultPath)
+	}
+	return proc, sys, host, kmsgPath
 }
 
 // tuneMemory keeps the Go heap near what the agent holds: a node agent

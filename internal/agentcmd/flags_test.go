@@ -33,3 +33,31 @@ func TestDurationsTakeBareSeconds(t *testing.T) {
 		}
 	}
 }
+
+// TestRootNamesEveryFileSystem: --root DIR reads DIR/proc, DIR/sys,
+// DIR/dev/kmsg and the runtime's records under DIR, as diagnose --root
+// does; a per-file-system flag given beside it wins (a DaemonSet sharing
+// the node's PID namespace keeps its own /proc).
+func TestRootNamesEveryFileSystem(t *testing.T) {
+	for _, tc := range []struct {
+		args                   []string
+		proc, sys, host, kmsgP string
+	}{
+		{nil, "/proc", "/sys", "/", "/dev/kmsg"},
+		{[]string{"--root", "/host"}, "/host/proc", "/host/sys", "/host", "/host/dev/kmsg"},
+		{[]string{"--root", "/host", "--proc-root", "/proc"}, "/proc", "/host/sys", "/host", "/host/dev/kmsg"},
+		{[]string{"--root", "/host", "--kmsg", "/dev/kmsg", "--host-root", "/"}, "/host/proc", "/host/sys", "/", "/dev/kmsg"},
+		{[]string{"--sys-root", "/host/sys"}, "/proc", "/host/sys", "/", "/dev/kmsg"},
+	} {
+		cmd := New("test", nil)
+		if err := cmd.ParseFlags(tc.args); err != nil {
+			t.Fatal(err)
+		}
+		f := cmd.Flags()
+		get := func(n string) string { return f.Lookup(n).Value.String() }
+		proc, sys, host, k := underRoot(f, get("root"), get("proc-root"), get("sys-root"), get("host-root"), get("kmsg"))
+		if proc != tc.proc || sys != tc.sys || host != tc.host || k != tc.kmsgP {
+			t.Errorf("%v: proc %s, sys %s, host %s, kmsg %s; want %s, %s, %s, %s", tc.args, proc, sys, host, k, tc.proc, tc.sys, tc.host, tc.kmsgP)
+		}
+	}
+}

@@ -134,7 +134,7 @@ func TestOOMRankWhileWatched(t *testing.T) {
 	if !limit {
 		t.Errorf("no 64 MiB limit in the evidence: %+v", d.Evidence)
 	}
-	if !strings.HasPrefix(v.Summary, "Stalled: rank 2 (pid") || v.Confidence < 0.9 {
+	if !strings.HasPrefix(v.Summary, "the job is stalled: rank 2 (pid") || v.Confidence < 0.9 {
 		t.Errorf("verdict %+v", v)
 	}
 	if !strings.Contains(r.Progress.Since, fmt.Sprintf("rank 2 (pid %d)", victim)) {

@@ -313,7 +313,7 @@ func TestMissingRankNamedFromKill(t *testing.T) {
 	if e.Text != wantHow {
 		t.Errorf("how\n got %q\nwant %q", e.Text, wantHow)
 	}
-	if v := Verdict(r); v == nil || v.Confidence != confExplained || !strings.HasPrefix(v.Summary, "Stalled: local rank 2 (pid 203) was killed") {
+	if v := Verdict(r); v == nil || v.Confidence != confExplained || !strings.HasPrefix(v.Summary, "the job is stalled: local rank 2 (pid 203) was killed") {
 		t.Errorf("%+v", v)
 	}
 }

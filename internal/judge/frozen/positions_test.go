@@ -47,7 +47,7 @@ func TestRankPositionsNameTheStuckRank(t *testing.T) {
 		t.Errorf("%+v", f.Evidence)
 	}
 	v := Verdict(r)
-	if v == nil || !strings.HasPrefix(v.Summary, "Stalled: rank 2 is the member the others wait for") || v.Confidence != confExplained {
+	if v == nil || !strings.HasPrefix(v.Summary, "the job is stalled: rank 2 is the member the others wait for") || v.Confidence != confExplained {
 		t.Errorf("the verdict must lead with the stuck rank: %+v", v)
 	}
 }

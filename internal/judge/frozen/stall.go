@@ -47,7 +47,7 @@ func stalledFinding(v *view, p Progress) finding.Finding {
 	return finding.Finding{
 		ID:       "job-stalled",
 		Severity: finding.Critical,
-		Claim: fmt.Sprintf("The job is stalled: none of its %d live threads was woken out of a wait with no timeout, they gained %.2f %% of one core, %s and %s over %s",
+		Claim: fmt.Sprintf("the job is stalled: none of its %d live threads was woken out of a wait with no timeout, they gained %.2f %% of one core, %s and %s over %s",
 			p.Threads, p.CPUCores*100, io, gpu, fmtSeconds(p.Span)+sinceText(p)),
 		Evidence: ev,
 		Decision: "Nothing moves, so profiling cannot help: read the findings that follow (a member that died, where each thread waits). A frozen job is usually a dead rank whose peers wait in a collective forever: check the kernel log for kills (`dmesg -T | grep -i 'killed process'`), and " + loud + " so survivors fail loudly next time.",

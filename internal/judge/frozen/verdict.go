@@ -81,7 +81,7 @@ func Verdict(r Result) *finding.Verdict {
 	if lead != nil {
 		v.Summary = lead.Claim
 		if lead.ID != "job-stalled" {
-			v.Summary = "Stalled: " + lead.Claim
+			v.Summary = "the job is stalled: " + lead.Claim
 		}
 		v.Decision = lead.Decision
 	}

@@ -17,7 +17,7 @@ func TestVerdictLeadsWithTheDeath(t *testing.T) {
 	if v == nil || v.Class != finding.Stalled || v.Confidence != confExplained || v.Missing != "" {
 		t.Fatalf("%+v", v)
 	}
-	if !strings.HasPrefix(v.Summary, "Stalled: rank 2 (pid 203) was killed by the OOM killer") || !strings.Contains(v.Decision, "memory cgroup's limit") {
+	if !strings.HasPrefix(v.Summary, "the job is stalled: rank 2 (pid 203) was killed by the OOM killer") || !strings.Contains(v.Decision, "memory cgroup's limit") {
 		t.Errorf("%+v", v)
 	}
 	if strings.Join(v.Because, ",") != "job-stalled,member-died" {
@@ -30,7 +30,7 @@ func TestVerdictWithoutGPUSaysWhatIsMissing(t *testing.T) {
 	b.proc(10, 1, "python3", nil, nil)
 	b.thread(10, 10, "python3", idle("read", "pipe:[1]", "pipe_read"))
 	v := Verdict(Analyze(b.tl, nil))
-	if v == nil || v.Confidence != confNoGPU || !strings.Contains(v.Missing, "GPU utilisation was not visible") || !strings.HasPrefix(v.Summary, "The job is stalled") {
+	if v == nil || v.Confidence != confNoGPU || !strings.Contains(v.Missing, "GPU utilisation was not visible") || !strings.HasPrefix(v.Summary, "the job is stalled") {
 		t.Errorf("%+v", v)
 	}
 	b = newTL(31, 100*time.Millisecond)
