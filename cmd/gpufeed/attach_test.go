@@ -356,7 +356,14 @@ func TestAttachSpinningSyncIsNoWrongClass(t *testing.T) {
 						t.Errorf("run %d: profiled spinning synchronisation judged %s: %s; want sync-bound naming the driver's wait; %s", i, v.Class, v.Summary, prof)
 					}
 				case "block":
-					if v.Class != finding.SyncBound {
+					// On a saturated host the thread woken from each sync waits
+					// for a CPU longer than the sync took: submission-bound
+					// with the thread descheduled, as in the spin case.
+					switch {
+					case v.Class == finding.SyncBound:
+					case v.Class == finding.SubmissionBound && slices.Contains(v.Because, "launch-thread-descheduled") && strings.Contains(v.Decision, "CPU of its own"):
+						t.Logf("run %d: crowded host, the woken thread descheduled: %s", i, v.Summary)
+					default:
 						t.Errorf("run %d: blocking synchronisation judged %s, want sync-bound: %s", i, v.Class, v.Summary)
 					}
 				case "spin":

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -171,6 +172,16 @@ func TestAttachVerdictsUseDriverCalls(t *testing.T) {
 					continue
 				}
 				dc := findingsWith(r.rep, "launch-thread-driver-calls")
+				// On a saturated host (eight busy loops beside the suite on 2
+				// CPUs) the spinning thread waited for a CPU 80 % of the time
+				// after each sync, longer than its syncs took: submission-bound
+				// with the thread descheduled (a CPU of its own first) is then
+				// what holds, and the driver calls still measured the syncs.
+				if job.class == finding.SyncBound && v.Class == finding.SubmissionBound && slices.Contains(v.Because, "launch-thread-descheduled") &&
+					strings.Contains(v.Decision, "CPU of its own") && len(dc) == 1 && strings.Contains(dc[0].Claim, job.claim) {
+					t.Logf("run %d: crowded host, the spinning thread descheduled: %s", i, v.Summary)
+					continue
+				}
 				if v.Class != job.class || len(dc) != 1 || dc[0].Supports != job.class || !strings.Contains(dc[0].Claim, job.claim) {
 					t.Errorf("run %d: %s judged %s: %s; want %s with the driver calls' finding (%q)\n%s", i, job.name, v.Class, v.Summary, job.class, job.claim, claims(r.rep))
 					continue

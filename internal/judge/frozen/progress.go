@@ -524,8 +524,14 @@ func measureProgress(v *view, deaths []Death) Progress {
 		if tail.Progressing() {
 			return p
 		}
-		p.Measure, p.From, p.Span, p.Samples = tail, quiet, span, v.samplesFrom(quiet)
+		// The same situation reads the same whichever rule judged it: a
+		// start-up before an idle tail is named as such (judged on the
+		// whole span, before the tail replaces it).
 		into := "since " + fmtSeconds(time.Duration(quiet-v.t0)) + " into the window, its last sign of progress"
+		if _, ok := v.startUpBefore(p); ok && v.idleWaits(tail) {
+			into = "since " + fmtSeconds(time.Duration(quiet-v.t0)) + " into the window, the end of its start-up"
+		}
+		p.Measure, p.From, p.Span, p.Samples = tail, quiet, span, v.samplesFrom(quiet)
 		if p.Since != "" {
 			into = p.Since + ", and " + into
 		}
@@ -556,14 +562,8 @@ func (v *view) idleAfterStartUp(p Progress, quiet int64, lostMember bool) Progre
 	if !p.Judged || p.LiveProcs == 0 || lostMember || span < thresholds.IdleAfterStartUpMinSpan {
 		return p
 	}
-	// No step ran: the GPU stayed under StallMaxGPUUtil in every sample (a
-	// warm-up kernel's completion during the start-up is allowed; the tail
-	// itself must complete nothing, idleWaits checks it).
-	if p.GPUVisible && p.GPUMaxUtil > thresholds.StallMaxGPUUtil {
-		return p
-	}
-	started, ok := v.jobStarted()
-	if !ok || started < v.t0-int64(thresholds.StartUpInView) {
+	started, ok := v.startUpBefore(p)
+	if !ok {
 		return p
 	}
 	tail, _ := scan(v, quiet)
@@ -580,6 +580,23 @@ func (v *view) idleAfterStartUp(p Progress, quiet int64, lostMember bool) Progre
 	q.Since = into
 	q.Idle = &Idle{Measure: tail, From: quiet, Span: span, Samples: q.Samples, StartUp: startUp}
 	return q
+}
+
+// startUpBefore says what progressed before a quiet tail was the job's
+// start-up: the job started at most thresholds.StartUpInView before the
+// window, and no step ran: the GPU stayed under StallMaxGPUUtil in every
+// sample (a warm-up kernel's completion during the start-up is allowed;
+// the tail itself must complete nothing, idleWaits checks it). It returns
+// when the job started.
+func (v *view) startUpBefore(p Progress) (int64, bool) {
+	if p.GPUVisible && p.GPUMaxUtil > thresholds.StallMaxGPUUtil {
+		return 0, false
+	}
+	started, ok := v.jobStarted()
+	if !ok || started < v.t0-int64(thresholds.StartUpInView) {
+		return 0, false
+	}
+	return started, true
 }
 
 // jobStarted is when the job's first process started (timeline T, which

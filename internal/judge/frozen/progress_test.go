@@ -286,7 +286,7 @@ func TestIdleAfterStartUp(t *testing.T) {
 // one whose tail is under a second, is not judged idle by it; and a short
 // tail never makes a job stalled.
 func TestIdleAfterAShortStartUpInView(t *testing.T) {
-	const startupTicks = 25
+	startupTicks := 25
 	build := func(tailAccept bool, gpu float64, startTicks uint64) *tlb {
 		b := newTL(41, 100*time.Millisecond)
 		b.tl.Meta.UptimeNS = 100000e9                                      // boot was 100000 s before the window
@@ -366,6 +366,19 @@ func TestIdleAfterAShortStartUpInView(t *testing.T) {
 	}
 	if r := Analyze(b.tl, nil); r.Progress.Idle != nil {
 		t.Errorf("a 0.8 s tail is too short to judge: %+v", r.Progress.Idle)
+	}
+	// A 1.0 s start-up: the quiet tail is most of the window, judged by the
+	// usual rule, and named the same way.
+	startupTicks = 10
+	r = Analyze(build(true, 1, launchedAtWindowStart).tl, nil)
+	if r.Progress.Idle == nil || r.Progress.Idle.StartUp != 0 || !strings.Contains(one(t, r.Findings, "job-idle").Claim, "(since 1.0 s into the window, the end of its start-up)") {
+		t.Errorf("a long tail after a start-up in view: %+v (since %q)", r.Progress.Idle, r.Progress.Since)
+	}
+	// The same job attached long after its start: what came before the
+	// quiet is its last sign of progress, not a start-up.
+	r = Analyze(build(true, 1, launchedAtWindowStart-360000).tl, nil)
+	if r.Progress.Idle == nil || !strings.Contains(one(t, r.Findings, "job-idle").Claim, "(since 1.0 s into the window, its last sign of progress)") {
+		t.Errorf("a long tail after work: %+v (since %q)", r.Progress.Idle, r.Progress.Since)
 	}
 }
 
