@@ -584,7 +584,7 @@ func (v *view) idleAfterStartUp(p Progress, quiet int64, lostMember bool) Progre
 
 // startUpBefore says what progressed before a quiet tail was the job's
 // start-up: the job started at most thresholds.StartUpInView before the
-// window, and no step ran: the GPU stayed under StallMaxGPUUtil in every
+// window, or gpufeed launched it, and no step ran: the GPU stayed under StallMaxGPUUtil in every
 // sample (a warm-up kernel's completion during the start-up is allowed;
 // the tail itself must complete nothing, idleWaits checks it). It returns
 // when the job started.
@@ -593,7 +593,13 @@ func (v *view) startUpBefore(p Progress) (int64, bool) {
 		return 0, false
 	}
 	started, ok := v.jobStarted()
-	if !ok || started < v.t0-int64(thresholds.StartUpInView) {
+	if !ok {
+		return 0, false
+	}
+	// A command gpufeed launched is in its start-up at the window's start
+	// however long gpufeed took to start sampling it (loading its eBPF
+	// programs takes seconds on a loaded host).
+	if started < v.t0-int64(thresholds.StartUpInView) && !v.tl.Meta.Target.Launched {
 		return 0, false
 	}
 	return started, true

@@ -367,6 +367,13 @@ func TestIdleAfterAShortStartUpInView(t *testing.T) {
 	if r := Analyze(b.tl, nil); r.Progress.Idle != nil {
 		t.Errorf("a 0.8 s tail is too short to judge: %+v", r.Progress.Idle)
 	}
+	// Launched by gpufeed, which took 3 s to start sampling it: still its
+	// start-up.
+	lateWindow := build(true, 1, launchedAtWindowStart-300)
+	lateWindow.tl.Meta.Target.Launched = true
+	if r := Analyze(lateWindow.tl, nil); r.Progress.Idle == nil || !strings.Contains(r.Progress.Since, "the end of its start-up") {
+		t.Errorf("a launched command is in its start-up at the window's start: %+v (since %q)", r.Progress.Idle, r.Progress.Since)
+	}
 	// A 1.0 s start-up: the quiet tail is most of the window, judged by the
 	// usual rule, and named the same way.
 	startupTicks = 10
