@@ -213,6 +213,10 @@ func TestBadDeviceAndAgentValuesAreUsageErrors(t *testing.T) {
 		{[]string{"agent", "--pid", "-1", "--device", "none", "--listen", "127.0.0.1:0"}, "gpufeed: --pid -1: want a process id, a positive integer"},
 		{[]string{"agent", "--max-jobs", "0", "--device", "none", "--listen", "127.0.0.1:0"}, "gpufeed: --max-jobs 0: want at least 1 process tree"},
 		{[]string{"agent", "--device", "none", "--listen", "bad"}, "gpufeed: --listen bad: want host:port (e.g. 127.0.0.1:9847 or :9847)"},
+		{[]string{"agent", "--device", "none", "--listen", "127.0.0.1:0", "--root", "/nonexistent"},
+			"gpufeed: --root /nonexistent: no proc directory under it (mount the node's /proc at /nonexistent/proc): proc root: stat /nonexistent/proc: no such file or directory"},
+		{[]string{"agent", "--device", "none", "--listen", "127.0.0.1:0", "--proc-root", "/nonexistent"},
+			"gpufeed: --proc-root /nonexistent, --sys-root /sys: proc root: stat /nonexistent: no such file or directory"},
 	} {
 		r := clitest.Run(t, gpufeed(t), clitest.Cmd{Args: tc.args, Timeout: 30 * time.Second})
 		if r.Code != 2 || strings.TrimSpace(r.Stderr) != tc.want {

@@ -101,8 +101,11 @@ configuration file). It only reads: nothing it watches is changed.`,
 			}
 			procRoot, sysRoot, cfg.HostRoot, kmsgPath = underRoot(cmd.Flags(), root, procRoot, sysRoot, cfg.HostRoot, kmsgPath)
 			fs, err := procfs.NewFS(procRoot, sysRoot)
-			if err != nil {
-				return err
+			switch {
+			case err != nil && root != "" && !cmd.Flags().Changed("proc-root"):
+				return UsageError{fmt.Errorf("--root %s: no proc directory under it (mount the node's /proc at %s): %w", root, procRoot, err)}
+			case err != nil:
+				return UsageError{fmt.Errorf("--proc-root %s, --sys-root %s: %w", procRoot, sysRoot, err)}
 			}
 			src, name, err := openGPU(device, fs.Proc)
 			if err != nil {
