@@ -523,19 +523,9 @@ func TestKillBeforeThePidsProcessStartedIsNotItsDeath(t *testing.T) {
 				b.tl.Events = append(b.tl.Events, timeline.Event{T: int64(c.killAt), Kind: timeline.EventKernelLog, Text: line})
 			}
 			r := Analyze(b.tl, nil)
-			if died := len(findingsOf(r.Findings, "member-died")) > 0; died != c.died {
+			if died := len(byID(r.Findings, "member-died")) > 0; died != c.died {
 				t.Errorf("member-died %v, want %v: %v", died, c.died, r.Findings)
 			}
 		})
 	}
-}
-
-func findingsOf(fs []finding.Finding, id string) []finding.Finding {
-	var out []finding.Finding
-	for _, f := range fs {
-		if f.ID == id {
-			out = append(out, f)
-		}
-	}
-	return out
 }
