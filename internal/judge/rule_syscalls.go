@@ -2,6 +2,7 @@ package judge
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -124,17 +125,8 @@ func talksToDriver(in *Input, pid, tid int) bool {
 			return true
 		}
 	}
-	for k, p := range in.Timeline.Procs {
-		if k.PID != pid || p.DeviceChannels == nil {
-			continue
-		}
-		for _, c := range p.DeviceChannels.Channels {
-			if gpu.IsNVIDIANode(c) {
-				return true
-			}
-		}
-	}
-	return false
+	p := in.View.ProcByPID(pid)
+	return p != nil && p.Info.DeviceChannels != nil && slices.ContainsFunc(p.Info.DeviceChannels.Channels, gpu.IsNVIDIANode)
 }
 
 // runFutex: the launch thread spent half the window or more inside futex
