@@ -527,15 +527,9 @@ func measureProgress(v *view, deaths []Death) Progress {
 		// The same situation reads the same whichever rule judged it: a
 		// start-up before an idle tail is named as such (judged on the
 		// whole span, before the tail replaces it).
-		into := "since " + fmtSeconds(time.Duration(quiet-v.t0)) + " into the window, its last sign of progress"
-		if _, ok := v.startUpBefore(p); ok && v.idleWaits(tail) {
-			into = "since " + fmtSeconds(time.Duration(quiet-v.t0)) + " into the window, the end of its start-up"
-		}
+		_, startUp := v.startUpBefore(p)
+		p.Since = v.quietSince(p.Since, quiet, startUp && v.idleWaits(tail))
 		p.Measure, p.From, p.Span, p.Samples = tail, quiet, span, v.samplesFrom(quiet)
-		if p.Since != "" {
-			into = p.Since + ", and " + into
-		}
-		p.Since = into
 	}
 	if !p.Judged || p.LiveProcs == 0 || len(deaths) > 0 {
 		return p // a job that lost a member is not idle
@@ -551,8 +545,8 @@ func measureProgress(v *view, deaths []Death) Progress {
 // the job's own start-up: the job started inside the window (or at most
 // thresholds.StartUpInView before it: a server started by diagnose -- CMD,
 // or with cmd & gpufeed diagnose --pid $!), its GPU ran no steps over the
-// whole window (at most a warm-up), and the tail lasts thresholds.IdleAfterStartUpMinSpan with
-// every live thread waiting for requests or a timer. Such a job is idle
+// whole window (at most a warm-up), and the tail lasts
+// thresholds.IdleAfterStartUpMinSpan with every live thread waiting for requests or a timer. Such a job is idle
 // since its start-up ended: a server that took most of a short window to
 // import its modules and bind its socket, on a loaded host, was called
 // "too little work". The tail only ever makes it idle, never stalled (a
@@ -572,20 +566,30 @@ func (v *view) idleAfterStartUp(p Progress, quiet int64, lostMember bool) Progre
 	}
 	q := p
 	q.Measure, q.From, q.Span, q.Samples = tail, quiet, span, v.samplesFrom(quiet)
-	startUp := time.Duration(quiet - max(started, v.t0))
-	into := "since " + fmtSeconds(time.Duration(quiet-v.t0)) + " into the window, the end of its start-up"
-	if q.Since != "" {
-		into = q.Since + ", and " + into
-	}
-	q.Since = into
-	q.Idle = &Idle{Measure: tail, From: quiet, Span: span, Samples: q.Samples, StartUp: startUp}
+	q.Since = v.quietSince(q.Since, quiet, true)
+	q.Idle = &Idle{Measure: tail, From: quiet, Span: span, Samples: q.Samples, StartUp: time.Duration(quiet - max(started, v.t0))}
 	return q
+}
+
+// quietSince names where a quiet tail starts ("since 2.5 s into the
+// window, its last sign of progress", or "the end of its start-up"), after
+// what the span already said (since a member ended).
+func (v *view) quietSince(prev string, quiet int64, startUp bool) string {
+	what := "its last sign of progress"
+	if startUp {
+		what = "the end of its start-up"
+	}
+	into := "since " + fmtSeconds(time.Duration(quiet-v.t0)) + " into the window, " + what
+	if prev != "" {
+		into = prev + ", and " + into
+	}
+	return into
 }
 
 // startUpBefore says what progressed before a quiet tail was the job's
 // start-up: the job started at most thresholds.StartUpInView before the
-// window, or gpufeed launched it, and no step ran: the GPU stayed under StallMaxGPUUtil in every
-// sample (a warm-up kernel's completion during the start-up is allowed;
+// window, or gpufeed launched it, and no step ran: the GPU stayed under
+// StallMaxGPUUtil in every sample (a warm-up kernel's completion during the start-up is allowed;
 // the tail itself must complete nothing, idleWaits checks it). It returns
 // when the job started.
 func (v *view) startUpBefore(p Progress) (int64, bool) {
