@@ -20,8 +20,9 @@ type BlockedThread struct {
 	// (internal/timeline.Blocked); NotVisible says why they could not be.
 	Wchan, Syscall, On, NotVisible string
 	// InD is how long the thread has been in uninterruptible sleep at its
-	// last sample (consecutive samples in D); MaxD the longest such run in
-	// the window.
+	// last sample (consecutive samples in D with no run between them:
+	// schedstat's run count and run time unchanged); MaxD the longest such
+	// run in the window.
 	InD, MaxD time.Duration
 	// Exited: the thread was not sampled at the end of the window.
 	Exited bool
@@ -72,10 +73,11 @@ func onKind(on string) string {
 // how long it has been in D. Threads are ordered by pid, then tid.
 func BlockedThreads(v *view) []BlockedThread {
 	type acc struct {
-		b      BlockedThread
-		dStart int64
-		inD    bool
-		lastT  int64
+		b             BlockedThread
+		dStart        int64
+		inD           bool
+		lastT         int64
+		slices, runNS uint64
 	}
 	m := map[int]*acc{}
 	for _, tk := range v.tl.Ticks {
@@ -90,7 +92,12 @@ func BlockedThreads(v *view) []BlockedThread {
 				a.b.Wchan, a.b.Syscall, a.b.On, a.b.NotVisible = s.Blocked.Wchan, s.Blocked.Syscall, s.Blocked.On, s.Blocked.NotVisible
 			}
 			if s.State == 'D' {
-				if !a.inD {
+				// A thread scheduled in since the last sample left its
+				// sleep and entered another: a module import from a cold
+				// page cache is in D at every sample, a read at a time,
+				// and is not stuck in the kernel.
+				ran := s.Slices != a.slices || s.RunNS != a.runNS
+				if !a.inD || ran {
 					a.inD, a.dStart = true, tk.T
 				}
 				if d := time.Duration(tk.T - a.dStart); d > a.b.MaxD {
@@ -99,7 +106,7 @@ func BlockedThreads(v *view) []BlockedThread {
 			} else {
 				a.inD = false
 			}
-			a.lastT = tk.T
+			a.lastT, a.slices, a.runNS = tk.T, s.Slices, s.RunNS
 		}
 	}
 	out := make([]BlockedThread, 0, len(m))
@@ -217,8 +224,13 @@ func uninterruptible(v *view, threads []BlockedThread) (finding.Finding, bool) {
 		}
 		longest = max(longest, b.MaxD)
 		text := "in D for " + fmtSeconds(b.MaxD)
-		if b.InD > 0 {
+		switch {
+		case b.InD > 0 && b.InD == b.MaxD:
 			text = "in D for " + fmtSeconds(b.InD) + " and still there at the end"
+		case b.InD > 0:
+			// The evidence names the same sleep the claim counts: the
+			// longest, then the one still going at the end.
+			text += ", and in another sleep in D for " + fmtSeconds(b.InD) + " still there at the end"
 		}
 		if b.Wchan != "" && b.Wchan != "0" {
 			text += ", wchan " + safe(b.Wchan)

@@ -1,6 +1,7 @@
 package frozen
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -196,6 +197,47 @@ func TestDStateAndExitedThreads(t *testing.T) {
 	f := one(t, r.Findings, "uninterruptible-sleep")
 	if !strings.Contains(f.Claim, "2 threads") || !strings.Contains(f.Evidence[0].Text, "still there at the end") || !strings.Contains(f.Evidence[0].Text, "rpc_wait_bit_killable") {
 		t.Errorf("%+v", f)
+	}
+}
+
+// TestDSleepsOneAtATimeAreNoStuckThread: a thread importing modules from a
+// cold page cache is in D at every sample, each time in another read, and
+// is scheduled in between them (schedstat's run count grows): many short
+// sleeps, not one of 3 s. The same thread not scheduled in between is one
+// sleep, and is reported.
+func TestDSleepsOneAtATimeAreNoStuckThread(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		perTick uint64
+		stuck   bool
+	}{{"scheduled in between", 3, false}, {"never scheduled in", 0, true}} {
+		t.Run(c.name, func(t *testing.T) {
+			b := newTL(31, 100*time.Millisecond)
+			b.proc(10, 1, "python3", nil, nil)
+			b.thread(10, 10, "python3", func(i int) timeline.ThreadSample {
+				return timeline.ThreadSample{State: 'D', Slices: 100 + uint64(i)*c.perTick, RunNS: 5e6 + uint64(i)*c.perTick*1e5,
+					Blocked: &timeline.Blocked{Wchan: "folio_wait_bit_common", Syscall: "read", On: "/usr/lib/python3/dist-packages/torch/x" + strconv.Itoa(i) + ".pyc"}}
+			})
+			threads := BlockedThreads(newView(b.tl))
+			if got := len(byID(Analyze(b.tl, nil).Findings, "uninterruptible-sleep")) > 0; got != c.stuck || (threads[0].MaxD >= time.Second) != c.stuck {
+				t.Errorf("reported %v, longest D run %v; want reported %v", got, threads[0].MaxD, c.stuck)
+			}
+		})
+	}
+	// Stuck 2 s, scheduled in once, then in D again to the end: the
+	// evidence names the longest sleep (the claim's) and the last one.
+	b := newTL(31, 100*time.Millisecond)
+	b.proc(10, 1, "python3", nil, nil)
+	b.thread(10, 10, "python3", func(i int) timeline.ThreadSample {
+		n := uint64(0)
+		if i > 20 {
+			n = 1
+		}
+		return timeline.ThreadSample{State: 'D', Slices: 100 + n, RunNS: 5e6 + n*1e5, Blocked: &timeline.Blocked{Wchan: "rpc_wait_bit_killable", Syscall: "read", On: "/nfs/x"}}
+	})
+	f := one(t, Analyze(b.tl, nil).Findings, "uninterruptible-sleep")
+	if !strings.Contains(f.Claim, "up to 2.0 s") || !strings.HasPrefix(f.Evidence[0].Text, "in D for 2.0 s, and in another sleep in D for 0.9 s still there at the end") {
+		t.Errorf("claim %q, evidence %q", f.Claim, f.Evidence[0].Text)
 	}
 }
 
