@@ -134,6 +134,8 @@ type Agent struct {
 	deaths     map[deathKey]time.Time
 	notWatched int
 	found      string
+	// listeners are the HTTP listeners whose connections are counted.
+	listeners []namedLimit
 
 	// finishing lets one job at a time finish its window: judging and
 	// packing a window is the agent's peak of memory and CPU, and jobs
@@ -371,6 +373,25 @@ func (a *Agent) Job(pid int) *job {
 		}
 	}
 	return best
+}
+
+// jobAt returns the job whose tree is rooted at the process k, or nil.
+func (a *Agent) jobAt(k timeline.ProcKey) *job {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.jobs[k]
+}
+
+type namedLimit struct {
+	name  string
+	limit *ConnLimit
+}
+
+// CountConnections exports l's connections as the listener named name.
+func (a *Agent) CountConnections(name string, l *ConnLimit) {
+	a.mu.Lock()
+	a.listeners = append(a.listeners, namedLimit{name, l})
+	a.mu.Unlock()
 }
 
 // Close waits for the watchers (after Run's context ended).

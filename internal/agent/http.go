@@ -30,35 +30,91 @@ func (a *Agent) Registry() *prometheus.Registry {
 	return reg
 }
 
-// Handler serves the agent's endpoints:
+// Handler serves every endpoint of the agent:
 //
 //	/metrics            Prometheus exposition
-//	/recording?pid=PID  the job's ring as a recording (gpufeed report FILE)
-//	/report?pid=PID     the ring judged, as gpufeed report prints it (&format=json)
+//	/recording?pid=PID[&start=T]  the job's ring as a recording (gpufeed report FILE)
+//	/report?pid=PID[&start=T]     the ring judged, as gpufeed report prints it (&format=json)
 //	/pids?slurm_job_id=N | ?pod_uid=U   the root pids of a scheduler job's trees, one a line
 //	/                   the jobs watched, with their last verdicts
+//
+// A client of a Unix socket (its uid known from SO_PEERCRED) reads the
+// detail of its own jobs only, unless it is root, and no kernel log line
+// where the kernel would not show it one; any other client reads every
+// job's detail: serve Handler only where the clients are authenticated.
 func (a *Agent) Handler(reg *prometheus.Registry) http.Handler {
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}))
+	mux := a.baseMux(reg)
 	mux.HandleFunc("/recording", a.serveRecording)
 	mux.HandleFunc("/report", a.serveReport)
+	return mux
+}
+
+// MetricsHandler serves what the metrics already say, to any client:
+// /metrics, / and /pids. /report and /recording answer 403 saying where
+// they are served.
+func (a *Agent) MetricsHandler(reg *prometheus.Registry) http.Handler {
+	mux := a.baseMux(reg)
+	for _, p := range []string{"/report", "/recording"} {
+		mux.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) {
+			http.Error(w, p+": a job's details (its command line, environment, kernel log lines) are not served to "+
+				"unauthenticated clients: read them on the agent's Unix socket (--detail-socket), or enable them here "+
+				"with --web.config.file requiring basic authentication or client certificates", http.StatusForbidden)
+		})
+	}
+	return mux
+}
+
+func (a *Agent) baseMux(reg *prometheus.Registry) *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}))
 	mux.HandleFunc("/pids", a.servePIDs)
 	mux.HandleFunc("/", a.serveIndex)
 	return mux
 }
 
-// ringOf finds the job named by ?pid= and joins its ring, or writes the
-// HTTP error and returns nil.
+// maxEcho caps how much of a bad parameter a 400 response repeats.
+const maxEcho = 64
+
+// echo quotes a parameter for an error message, cut at maxEcho bytes.
+func echo(s string) string {
+	if len(s) > maxEcho {
+		return strconv.Quote(s[:maxEcho]) + fmt.Sprintf(" (%d bytes, cut)", len(s))
+	}
+	return strconv.Quote(s)
+}
+
+// ringOf finds the job named by ?pid= (and ?start=, its root's start time
+// as / lists it, when a pid was reused) and joins its ring, or writes the
+// HTTP error and returns nil. A client that may not read the job's
+// details gets 403; the kernel log lines it could not read itself are
+// left out.
 func (a *Agent) ringOf(w http.ResponseWriter, r *http.Request) (*timeline.Timeline, []string, int) {
-	s := r.URL.Query().Get("pid")
+	q := r.URL.Query()
+	s := q.Get("pid")
 	pid, err := strconv.Atoi(s)
 	if err != nil || pid <= 0 {
-		http.Error(w, fmt.Sprintf("pid=%s: want the pid of a watched job's root process (see /)", strconv.Quote(s)), http.StatusBadRequest)
+		http.Error(w, fmt.Sprintf("pid=%s: want the pid of a watched job's root process (see /)", echo(s)), http.StatusBadRequest)
 		return nil, nil, 0
 	}
-	j := a.Job(pid)
-	if j == nil {
+	var j *job
+	if st := q.Get("start"); st != "" {
+		start, err := strconv.ParseUint(st, 10, 64)
+		if err != nil {
+			http.Error(w, fmt.Sprintf("start=%s: want the start time of the job's root process as / lists it (clock ticks since boot)", echo(st)), http.StatusBadRequest)
+			return nil, nil, 0
+		}
+		j = a.jobAt(timeline.ProcKey{PID: pid, StartTime: start})
+		if j == nil {
+			http.Error(w, fmt.Sprintf("pid %d, start %d: no job rooted at this process is watched (see /)", pid, start), http.StatusNotFound)
+			return nil, nil, 0
+		}
+	} else if j = a.Job(pid); j == nil {
 		http.Error(w, fmt.Sprintf("pid %d: no job rooted at this pid is watched (see /)", pid), http.StatusNotFound)
+		return nil, nil, 0
+	}
+	v := viewerOf(r)
+	if !v.mayRead(j) {
+		http.Error(w, fmt.Sprintf("pid %d: this job runs as another user; %s reads only the jobs it runs (root reads all)", pid, v), http.StatusForbidden)
 		return nil, nil, 0
 	}
 	tl, notes, err := merge(j.chunks())
@@ -70,7 +126,32 @@ func (a *Agent) ringOf(w http.ResponseWriter, r *http.Request) (*timeline.Timeli
 		http.Error(w, fmt.Sprintf("pid %d: %v", pid, err), http.StatusInternalServerError)
 		return nil, nil, 0
 	}
+	if !v.mayReadKernelLog(a.cfg.FS.Proc) {
+		withoutKernelLog(tl, v)
+	}
 	return tl, notes, pid
+}
+
+// withoutKernelLog removes the kernel log's lines from a timeline for a
+// client that could not read them itself, and says so in their place: the
+// judgement then treats the kernel log as not read (no death is claimed or
+// ruled out from it).
+func withoutKernelLog(tl *timeline.Timeline, v viewer) {
+	kept := tl.Events[:0]
+	var last int64
+	if n := len(tl.Ticks); n > 0 {
+		last = tl.Ticks[n-1].T
+	}
+	for _, e := range tl.Events {
+		switch e.Kind {
+		case timeline.EventKernelLog, timeline.EventKernelLogCapped, timeline.EventKernelLogUnavailable:
+			continue
+		}
+		last = max(last, e.T)
+		kept = append(kept, e)
+	}
+	tl.Events = append(kept, timeline.Event{T: last, Kind: timeline.EventKernelLogUnavailable,
+		Text: "not shown to " + v.String() + ": kernel.dmesg_restrict=1 and the client lacks CAP_SYSLOG"})
 }
 
 func (a *Agent) serveRecording(w http.ResponseWriter, r *http.Request) {
@@ -93,7 +174,7 @@ func (a *Agent) serveReport(w http.ResponseWriter, r *http.Request) {
 	if q := r.URL.Query().Get("format"); q != "" {
 		f, err := render.ParseFormat(q)
 		if err != nil {
-			http.Error(w, fmt.Sprintf("format=%s: want %s", strconv.Quote(q), strings.Join(render.Formats(), " or ")), http.StatusBadRequest)
+			http.Error(w, fmt.Sprintf("format=%s: want %s", echo(q), strings.Join(render.Formats(), " or ")), http.StatusBadRequest)
 			return
 		}
 		format = f
@@ -132,12 +213,17 @@ func (a *Agent) serveIndex(w http.ResponseWriter, r *http.Request) {
 	}
 	found := a.found
 	a.mu.Unlock()
-	sort.Slice(jobs, func(i, k int) bool { return jobs[i].key.PID < jobs[k].key.PID })
+	sort.Slice(jobs, func(i, k int) bool {
+		if jobs[i].key.PID != jobs[k].key.PID {
+			return jobs[i].key.PID < jobs[k].key.PID
+		}
+		return jobs[i].key.StartTime < jobs[k].key.StartTime
+	})
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	fmt.Fprintf(w, "gpufeed agent on %s: %d jobs; GPU processes %s\n", safetext.Escape(a.cfg.Hostname), len(jobs), found)
-	fmt.Fprintf(w, "windows of %v, kept %v; /metrics, /report?pid=PID, /recording?pid=PID\n\n", a.cfg.Window, a.cfg.Ring)
+	fmt.Fprintf(w, "windows of %v, kept %v; /metrics, /report?pid=PID, /recording?pid=PID (&start=START when two jobs share a pid)\n\n", a.cfg.Window, a.cfg.Ring)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "PID\tCOMM\tGPUS\tSLURM JOB\tPOD UID\tPOD\tVERDICT\tJUDGED\tKEPT\tSTATE")
+	fmt.Fprintln(tw, "PID\tSTART\tCOMM\tGPUS\tSLURM JOB\tPOD UID\tPOD\tVERDICT\tJUDGED\tKEPT\tSTATE")
 	for _, j := range jobs {
 		j.mu.Lock()
 		verdict, judged := "-", "-"
@@ -153,7 +239,7 @@ func (a *Agent) serveIndex(w http.ResponseWriter, r *http.Request) {
 		if j.done {
 			state = "ended: " + j.doneWhy
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%v\t%s\t%s\t%s\t%s\t%s\t%.0f s\t%s\n", j.key.PID, safetext.Escape(j.comm), j.devices,
+		fmt.Fprintf(tw, "%d\t%d\t%s\t%v\t%s\t%s\t%s\t%s\t%s\t%.0f s\t%s\n", j.key.PID, j.key.StartTime, safetext.Escape(j.comm), j.devices,
 			dash(j.id.SlurmJobID), dash(j.id.PodUID), podName(j.id), verdict, judged, kept, safetext.Escape(state))
 		j.mu.Unlock()
 	}

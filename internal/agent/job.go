@@ -7,6 +7,7 @@ import (
 	"math"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/gpufeed/gpufeed/internal/derive"
@@ -31,6 +32,12 @@ type job struct {
 	key     timeline.ProcKey
 	comm    string
 	started time.Time
+
+	// uids are the root process's real, effective and saved uids when
+	// first watched (uidsKnown: they could be read): whose job it is, for
+	// the clients of the detail socket.
+	uids      [3]uint32
+	uidsKnown bool
 
 	mu      sync.Mutex
 	id      JobID
@@ -59,8 +66,10 @@ type chunk struct {
 }
 
 func newJob(a *Agent, r *gpuProc) *job {
-	return &job{a: a, key: r.key, comm: r.comm, started: time.Now(), devices: append([]int(nil), r.devices...), byNode: r.byNode,
+	j := &job{a: a, key: r.key, comm: r.comm, started: time.Now(), devices: append([]int(nil), r.devices...), byNode: r.byNode,
 		starved: map[string]float64{}, deaths: map[string]float64{}}
+	j.uids, j.uidsKnown = readUIDs(a.cfg.FS.PidPath(r.key.PID, "status"))
+	return j
 }
 
 func (j *job) setDevices(devs []int, byNode bool) {
@@ -102,20 +111,38 @@ func (j *job) watch(ctx context.Context) {
 	j.mu.Unlock()
 	j.a.cfg.Log.Info("watching job", "pid", j.key.PID, "comm", j.comm, "slurm_job_id", id.SlurmJobID, "pod_uid", id.PodUID,
 		"namespace", id.Namespace, "pod", id.Pod, "container", id.Container, "names_from", namesFrom(id))
+	failures := 0
 	for ctx.Err() == nil {
-		st, err := procfs.ReadStatOnce(fs.PidPath(j.key.PID, "stat"))
-		if err != nil || st.StartTime != j.key.StartTime {
+		switch j.alive() {
+		case gone:
 			j.end("exited")
 			return
+		case unknown:
+			// The process could not be read (no descriptor left, a
+			// transient error): it is not known to have exited, so the
+			// job stays watched and is read again an interval later.
+			j.wait(ctx)
+			continue
 		}
 		tl, err := j.window(ctx)
 		if tl == nil {
 			if ctx.Err() != nil {
 				return
 			}
-			j.end(fmt.Sprintf("cannot be sampled: %v", err))
+			failures++
+			if transient(err) || j.alive() != gone && failures < maxWindowFailures {
+				j.a.cfg.Log.Warn("window not sampled; the job stays watched", "pid", j.key.PID, "comm", j.comm, "err", err)
+				j.wait(ctx)
+				continue
+			}
+			if j.alive() == gone {
+				j.end("exited")
+			} else {
+				j.end(fmt.Sprintf("cannot be sampled: %v", err))
+			}
 			return
 		}
+		failures = 0
 		if ctx.Err() != nil && len(tl.Ticks) < 2 {
 			return // the agent stops: a window cut at once says nothing
 		}
@@ -123,10 +150,69 @@ func (j *job) watch(ctx context.Context) {
 		j.a.finishing.Lock()
 		j.finish(ctx, tl)
 		j.a.finishing.Unlock()
-		if ended == "target exited" {
+		// The sampler lost every process of the tree: the job ended only
+		// if its root is confirmed gone (the next turn reads it again).
+		if ended == "target exited" && j.alive() == gone {
 			j.end("exited")
 			return
 		}
+	}
+}
+
+// maxWindowFailures is how many windows in a row may fail to start, with
+// the root process still there, before the job is given up as one that
+// cannot be sampled; a transient failure (no descriptor or memory left)
+// never gives it up.
+const maxWindowFailures = 5
+
+// liveness is what a read of the job's root process says of it.
+type liveness int
+
+const (
+	alive liveness = iota
+	// gone: /proc/PID is not there, or holds another process (the pid
+	// was reused: another start time).
+	gone
+	// unknown: the read failed otherwise (EMFILE, ENFILE, ENOMEM, EIO):
+	// nothing is known of the process.
+	unknown
+)
+
+// alive reads the job's root process: gone only when its /proc entry is
+// confirmed absent or holds a process with another start time.
+func (j *job) alive() liveness {
+	fs := j.a.cfg.FS
+	st, err := procfs.ReadStatOnce(fs.PidPath(j.key.PID, "stat"))
+	switch {
+	case err == nil && st.StartTime == j.key.StartTime:
+		return alive
+	case err == nil:
+		return gone
+	case procfs.IsVanished(err):
+		return gone
+	}
+	_ = j.a.probe("liveness", func() error { return err })
+	return unknown
+}
+
+// transient says whether err is a shortage the process will get over: no
+// descriptor, no memory, an interrupted call.
+func transient(err error) bool {
+	for _, e := range []error{syscall.EMFILE, syscall.ENFILE, syscall.ENOMEM, syscall.EAGAIN, syscall.EINTR, syscall.ENOBUFS} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// wait sleeps one sampling interval, or until ctx ends.
+func (j *job) wait(ctx context.Context) {
+	t := time.NewTimer(j.a.cfg.Interval)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
 	}
 }
 
@@ -134,7 +220,8 @@ func (j *job) watch(ctx context.Context) {
 func (j *job) window(ctx context.Context) (*timeline.Timeline, error) {
 	c := j.a.cfg
 	cfg := sample.Config{FS: c.FS, PID: j.key.PID, Interval: c.Interval, Duration: c.Window,
-		SlowEvery: c.SlowEvery, RollupEvery: c.RollupEvery, DiscoverEvery: c.SlowEvery, GPUSource: c.GPUName, Tool: c.Tool}
+		SlowEvery: c.SlowEvery, RollupEvery: c.RollupEvery, DiscoverEvery: c.SlowEvery, GPUSource: c.GPUName, Tool: c.Tool,
+		SharedProcess: true}
 	if j.a.gpu != nil {
 		cfg.GPU = jobSource{j.a.gpu, j}
 	}

@@ -58,12 +58,19 @@ var (
 		"Runs of the probe that failed.", []string{"probe"}, nil)
 	descJobs = prometheus.NewDesc("gpufeed_jobs",
 		"GPU process trees found (state: watched, ended, not_watched past the cap on jobs).", []string{"state"}, nil)
+	descConns = prometheus.NewDesc("gpufeed_http_connections",
+		"Connections open to the agent's HTTP listener (listener: tcp, or unix for the detail socket).", []string{"listener"}, nil)
+	descConnsMax = prometheus.NewDesc("gpufeed_http_connections_max",
+		"The cap on the listener's open connections.", []string{"listener"}, nil)
+	descConnsShed = prometheus.NewDesc("gpufeed_http_connections_shed_total",
+		"Connections closed as soon as accepted because the listener's cap was reached.", []string{"listener"}, nil)
 )
 
 // Describe sends every metric's description.
 func (a *Agent) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descStarved, descObserved, descVerdict, descConfidence, descJudged, descWindows,
-		descRunq, descDeaths, descUp, descRingBytes, descRingSeconds, descCheck, descProbeOK, descProbeDur, descProbeFail, descJobs} {
+		descRunq, descDeaths, descUp, descRingBytes, descRingSeconds, descCheck, descProbeOK, descProbeDur, descProbeFail, descJobs,
+		descConns, descConnsMax, descConnsShed} {
 		ch <- d
 	}
 }
@@ -87,7 +94,13 @@ func (a *Agent) Collect(ch chan<- prometheus.Metric) {
 		probes = append(probes, probe{n, *p})
 	}
 	notWatched := a.notWatched
+	listeners := a.listeners
 	a.mu.Unlock()
+	for _, l := range listeners {
+		ch <- prometheus.MustNewConstMetric(descConns, prometheus.GaugeValue, float64(l.limit.Open()), l.name)
+		ch <- prometheus.MustNewConstMetric(descConnsMax, prometheus.GaugeValue, float64(l.limit.Max()), l.name)
+		ch <- prometheus.MustNewConstMetric(descConnsShed, prometheus.CounterValue, float64(l.limit.Shed()), l.name)
+	}
 	var devs []gpu.DeviceInfo
 	if a.gpu != nil {
 		devs = a.gpu.Devices()

@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/exporter-toolkit/web"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"go.yaml.in/yaml/v2"
 
 	"github.com/gpufeed/gpufeed/internal/agent"
 	"github.com/gpufeed/gpufeed/internal/gpu"
@@ -59,7 +60,8 @@ func New(version string, openGPU OpenGPU) *cobra.Command {
 		listen, webConfig, device, root, procRoot, sysRoot, kmsgPath, hostname string
 		cfg                                                                    agent.Config
 		verbose                                                                bool
-		cpuProfile                                                             string
+		cpuProfile, detailSocket                                               string
+		maxConns                                                               int
 	)
 	cmd := &cobra.Command{
 		Use:   "agent",
@@ -124,10 +126,15 @@ configuration file). It only reads: nothing it watches is changed.`,
 			cfg.Hostname = hostname
 			cfg.Version = version
 			cfg.Tool = "gpufeed " + version
+			authed := false
 			if webConfig != "" {
 				if err := web.Validate(webConfig); err != nil {
 					return UsageError{fmt.Errorf("--web.config.file %s: %w", webConfig, err)}
 				}
+				authed = authenticates(webConfig)
+			}
+			if maxConns < 1 {
+				return UsageError{fmt.Errorf("--max-connections %d: want at least 1", maxConns)}
 			}
 
 			if cpuProfile != "" {
@@ -142,18 +149,43 @@ configuration file). It only reads: nothing it watches is changed.`,
 				defer pprof.StopCPUProfile()
 			}
 			tuneMemory()
+			maxConns = connectionCap(maxConns, logger)
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			a := agent.New(cfg)
-			l, err := net.Listen("tcp", listen)
+			reg := a.Registry()
+			tcp, err := net.Listen("tcp", listen)
 			if err != nil {
 				return fmt.Errorf("--listen %s: %w", listen, err)
 			}
-			srv := &http.Server{Handler: a.Handler(a.Registry()), ReadHeaderTimeout: 10 * time.Second}
+			l := agent.LimitConnections(tcp, maxConns)
+			a.CountConnections("tcp", l)
+			// The TCP listener serves a job's details only to clients the
+			// web configuration authenticates; any other reads the metrics.
+			h := a.MetricsHandler(reg)
+			if authed {
+				h = a.Handler(reg)
+			}
+			srv := agent.NewServer(h)
 			flags := &web.FlagConfig{WebListenAddresses: &[]string{listen}, WebConfigFile: &webConfig}
-			served := make(chan error, 1)
+			served := make(chan error, 2)
 			go func() { served <- web.Serve(l, srv, flags, logger) }()
-			logger.Info("gpufeed agent listening", "address", l.Addr().String(), "gpu_source", name)
+			var detail *http.Server
+			if detailSocket != "" {
+				ul, err := listenUnix(detailSocket)
+				if err != nil {
+					_ = srv.Close()
+					return fmt.Errorf("--detail-socket %s: %w", detailSocket, err)
+				}
+				defer os.Remove(detailSocket)
+				dl := agent.LimitConnections(ul, maxConns)
+				a.CountConnections("unix", dl)
+				detail = agent.NewServer(a.Handler(reg))
+				go func() { served <- detail.Serve(dl) }()
+				logger.Info("gpufeed agent serving job details", "socket", detailSocket)
+			}
+			logger.Info("gpufeed agent listening", "address", tcp.Addr().String(), "gpu_source", name, "details", authed,
+				"max_connections", maxConns)
 			ran := make(chan error, 1)
 			go func() { ran <- a.Run(ctx) }()
 			select {
@@ -165,6 +197,9 @@ configuration file). It only reads: nothing it watches is changed.`,
 			shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
 			_ = srv.Shutdown(shutdown)
+			if detail != nil {
+				_ = detail.Shutdown(shutdown)
+			}
 			if errors.Is(err, http.ErrServerClosed) {
 				err = nil
 			}
@@ -174,7 +209,9 @@ configuration file). It only reads: nothing it watches is changed.`,
 	cmd.SetFlagErrorFunc(FlagError)
 	f := cmd.Flags()
 	f.StringVar(&listen, "listen", defaultAgentListen, "address to serve on (host:port; loopback by default)")
-	f.StringVar(&webConfig, "web.config.file", "", "Prometheus exporters' web configuration `FILE` (TLS, basic authentication)")
+	f.StringVar(&webConfig, "web.config.file", "", "Prometheus exporters' web configuration `FILE` (TLS, basic authentication); when it requires basic authentication or verified client certificates, --listen also serves /report and /recording")
+	f.StringVar(&detailSocket, "detail-socket", "", "also serve every endpoint, /report and /recording included, on the Unix socket `PATH`: root reads every job, another user only the jobs it runs, and kernel log lines only where the kernel would show them to it")
+	f.IntVar(&maxConns, "max-connections", agent.DefaultMaxConnections, "keep at most this many connections open per listener (more are closed at once)")
 	f.StringVar(&device, "device", "auto", "GPU source: auto, none, nvml or sim:PATH")
 	f.StringVar(&root, "root", "", "read `DIR`/proc, DIR/sys, DIR/dev/kmsg and the container runtime's records under DIR instead of /proc, /sys, /dev/kmsg and / (a container with the node's / mounted at DIR, e.g. /host; as diagnose --root), unless the flags below name one")
 	f.StringVar(&procRoot, "proc-root", procfs.DefaultProc, "where procfs is mounted (a container sharing the node's PID namespace reads its own /proc)")
@@ -219,6 +256,75 @@ func underRoot(f *pflag.FlagSet, root, proc, sys, host, kmsgPath string) (string
 		kmsgPath = filepath.Join(root, kmsg.DefaultPath)
 	}
 	return proc, sys, host, kmsgPath
+}
+
+// authenticates says whether a (valid) web configuration authenticates
+// every client: basic authentication users, or client certificates
+// required and verified.
+func authenticates(path string) bool {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return false
+	}
+	var c web.Config
+	if err := yaml.Unmarshal(b, &c); err != nil {
+		return false
+	}
+	return len(c.Users) > 0 || c.TLSConfig.ClientAuth == "RequireAndVerifyClientCert"
+}
+
+// connectionCap raises the soft limit on open files to the hard one and
+// keeps the listeners' connections to a quarter of it, whatever
+// --max-connections says: the rest is for watching the jobs (each
+// sampler keeps files open, discovery scans /proc).
+func connectionCap(want int, log *slog.Logger) int {
+	var rl syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
+		return want
+	}
+	if rl.Cur < rl.Max {
+		raised := rl
+		raised.Cur = rl.Max
+		if syscall.Setrlimit(syscall.RLIMIT_NOFILE, &raised) == nil {
+			rl = raised
+		}
+	}
+	// Two listeners (TCP and the detail socket) share the quarter.
+	if limit := int(min(rl.Cur/8, 1<<20)); want > limit {
+		log.Warn("connections capped below --max-connections by the open-file limit", "max_connections", max(limit, 1),
+			"nofile", rl.Cur)
+		return max(limit, 1)
+	}
+	return want
+}
+
+// listenUnix listens on a Unix socket at path that any local user may
+// connect to (each request is then judged by its client's credentials),
+// replacing a socket left by an agent that did not stop cleanly; any other
+// file there is an error.
+func listenUnix(path string) (net.Listener, error) {
+	if fi, err := os.Lstat(path); err == nil {
+		if fi.Mode()&os.ModeSocket == 0 {
+			return nil, fmt.Errorf("%s exists and is not a socket", path)
+		}
+		if c, err := net.Dial("unix", path); err == nil {
+			_ = c.Close()
+			return nil, fmt.Errorf("%s: another agent serves it", path)
+		}
+		if err := os.Remove(path); err != nil {
+			return nil, err
+		}
+	}
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, err
+	}
+	l.(*net.UnixListener).SetUnlinkOnClose(false)
+	if err := os.Chmod(path, 0o666); err != nil {
+		_ = l.Close()
+		return nil, err
+	}
+	return l, nil
 }
 
 // tuneMemory keeps the Go heap near what the agent holds: a node agent

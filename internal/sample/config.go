@@ -66,6 +66,12 @@ type Config struct {
 	Launched bool
 	// TargetDone, when set, is closed once a launched target has been reaped.
 	TargetDone <-chan struct{}
+	// SharedProcess says the sampler shares its process with other work
+	// (the agent: other jobs' samplers, its HTTP server, judging): the
+	// observer's CPU is then the sampler's ticks' own, each measured on the
+	// OS thread it ran on (RUSAGE_THREAD, the goroutine locked to it for
+	// the tick), not the whole process's (RUSAGE_SELF).
+	SharedProcess bool
 
 	Interval     time.Duration
 	Duration     time.Duration

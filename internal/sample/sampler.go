@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -54,6 +55,8 @@ type Sampler struct {
 	// observer holds gpufeed's own process and the processes that started
 	// it (pid -> start time): never part of the job, even inside its tree.
 	observer map[int]uint64
+	// tickUser and tickSys are the ticks' own CPU time (SharedProcess).
+	tickUser, tickSys uint64
 }
 
 type candidate struct {
@@ -284,7 +287,7 @@ func (s *Sampler) Run(ctx context.Context) (*timeline.Timeline, error) {
 		}
 		final := elapsed-first >= cfg.Duration-cfg.Interval/4
 		t0 := time.Now()
-		s.tick(elapsed, final)
+		s.ownTick(elapsed, final)
 		s.tickDur = append(s.tickDur, int64(time.Since(t0)))
 		if cfg.Progress != nil {
 			cfg.Progress(elapsed, cfg.Duration, len(s.procs), s.liveThreads())
@@ -321,7 +324,7 @@ func (s *Sampler) Run(ctx context.Context) (*timeline.Timeline, error) {
 		case <-timer.C:
 		}
 		if ended != "" {
-			s.tick(time.Since(s.start), true)
+			s.ownTick(time.Since(s.start), true)
 			break
 		}
 	}
@@ -330,9 +333,13 @@ func (s *Sampler) Run(ctx context.Context) (*timeline.Timeline, error) {
 	syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
 	wall := time.Since(s.start)
 	s.tl.Meta.Ended = ended
+	user, sys := uint64(tvNS(ru1.Utime)-tvNS(ru0.Utime)), uint64(tvNS(ru1.Stime)-tvNS(ru0.Stime))
+	if cfg.SharedProcess {
+		user, sys = s.tickUser, s.tickSys
+	}
 	s.tl.Meta.Observer = &timeline.Observer{
-		CPUUserNS:     uint64(tvNS(ru1.Utime) - tvNS(ru0.Utime)),
-		CPUSysNS:      uint64(tvNS(ru1.Stime) - tvNS(ru0.Stime)),
+		CPUUserNS:     user,
+		CPUSysNS:      sys,
 		WallNS:        int64(wall),
 		ThreadSamples: s.samples,
 		TickP50NS:     median(s.tickDur),
@@ -361,6 +368,23 @@ func keptBudget() int {
 		return 1 << 20
 	}
 	return max(0, int(rl.Cur)-fdReserve)
+}
+
+// ownTick runs one tick; in a shared process, with the goroutine locked to
+// its OS thread and the thread's CPU time counted as the sampler's.
+func (s *Sampler) ownTick(elapsed time.Duration, final bool) {
+	if !s.cfg.SharedProcess {
+		s.tick(elapsed, final)
+		return
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var ru0, ru1 syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_THREAD, &ru0)
+	s.tick(elapsed, final)
+	syscall.Getrusage(syscall.RUSAGE_THREAD, &ru1)
+	s.tickUser += uint64(max(0, tvNS(ru1.Utime)-tvNS(ru0.Utime)))
+	s.tickSys += uint64(max(0, tvNS(ru1.Stime)-tvNS(ru0.Stime)))
 }
 
 func tvNS(tv syscall.Timeval) int64 { return tv.Sec*1e9 + int64(tv.Usec)*1e3 }
