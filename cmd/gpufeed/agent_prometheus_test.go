@@ -78,6 +78,7 @@ func TestShippedRulesPassPromtool(t *testing.T) {
 // agentProc is a running gpufeed agent.
 type agentProc struct {
 	addr   string
+	pid    int
 	mu     sync.Mutex
 	stderr strings.Builder
 }
@@ -105,7 +106,7 @@ func startAgentProc(t *testing.T, hostname string, args ...string) *agentProc {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	a := &agentProc{}
+	a := &agentProc{pid: cmd.Process.Pid}
 	t.Cleanup(func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		done := make(chan struct{})

@@ -8,16 +8,22 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"fmt"
 	"math/big"
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"golang.org/x/crypto/bcrypt"
+	"golang.org/x/sys/unix"
 )
 
 // The agent's web configuration: the Prometheus exporters' file (TLS,
@@ -100,8 +106,12 @@ func TestAgentWebConfigTLSAndBasicAuth(t *testing.T) {
 	}
 	a := startAgentProc(t, "node-tls", "--device", "none", "--web.config.file", web)
 	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
-	get := func(scheme, user, pass string) (int, error) {
-		req, _ := http.NewRequest("GET", scheme+"://"+a.addr+"/metrics", nil)
+	get := func(scheme, user, pass string, path ...string) (int, error) {
+		p := "/metrics"
+		if len(path) > 0 {
+			p = path[0]
+		}
+		req, _ := http.NewRequest("GET", scheme+"://"+a.addr+p, nil)
 		if user != "" {
 			req.SetBasicAuth(user, pass)
 		}
@@ -121,7 +131,156 @@ func TestAgentWebConfigTLSAndBasicAuth(t *testing.T) {
 	if code, err := get("https", "", ""); err != nil || code != http.StatusUnauthorized {
 		t.Errorf("https without a password: %d %v, want 401", code, err)
 	}
+	// Every client authenticated: the details are served (no job: 404).
+	if code, err := get("https", "scraper", "s3cret", "/report?pid=1"); err != nil || code != http.StatusNotFound {
+		t.Errorf("/report with the password: %d %v, want 404 (served, no such job)", code, err)
+	}
 	if code, err := get("http", "scraper", "s3cret"); err == nil && code == http.StatusOK {
 		t.Errorf("plain http served the metrics (status %d): TLS is not in force", code)
+	}
+}
+
+// TestAgentWebConfigWithoutAuthServesNoDetail: TLS alone authenticates no
+// client: /metrics is served, /report and /recording are not.
+func TestAgentWebConfigWithoutAuthServesNoDetail(t *testing.T) {
+	dir := t.TempDir()
+	certFile, keyFile, pool := selfSigned(t, dir)
+	web := filepath.Join(dir, "web.yml")
+	if err := os.WriteFile(web, []byte("tls_server_config:\n  cert_file: "+certFile+"\n  key_file: "+keyFile+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a := startAgentProc(t, "node-tls", "--device", "none", "--web.config.file", web)
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	for path, want := range map[string]int{"/metrics": http.StatusOK, "/report?pid=1": http.StatusForbidden, "/recording?pid=1": http.StatusForbidden} {
+		resp, err := client.Get("https://" + a.addr + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("%s over TLS without authentication: %d, want %d", path, resp.StatusCode, want)
+		}
+	}
+}
+
+// TestAgentSurvivesIdleConnectionFlood: 2,500 connections to the agent
+// that send nothing, against an open-file limit of 1,024: the agent keeps
+// its descriptors and memory bounded (connections past its cap are closed
+// at once, the others once the header timeout passes), its discovery
+// never fails, and the job it watches stays watched with its history.
+func TestAgentSurvivesIdleConnectionFlood(t *testing.T) {
+	job := exec.Command("sleep", "300")
+	job.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := job.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = job.Process.Kill(); _ = job.Wait() }()
+	pid := strconv.Itoa(job.Process.Pid)
+	a := startAgentProc(t, "node-flood", "--device", "none", "--pid", pid)
+	lim := unix.Rlimit{Cur: 1024, Max: 1024}
+	if err := unix.Prlimit(a.pid, unix.RLIMIT_NOFILE, &lim, nil); err != nil {
+		t.Fatal(err)
+	}
+	windowsRe := regexp.MustCompile(`gpufeed_job_windows_total\{[^}]*pid="` + pid + `"[^}]*\} (\d+)`)
+	windows := func() int {
+		m := windowsRe.FindStringSubmatch(scrape(t, a.addr))
+		if m == nil {
+			return 0
+		}
+		n, _ := strconv.Atoi(m[1])
+		return n
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for windows() < 1 && time.Now().Before(deadline) {
+		time.Sleep(200 * time.Millisecond)
+	}
+	before := windows()
+	if before < 1 {
+		t.Fatalf("no window of the job judged before the flood:\n%s", a.log())
+	}
+	if resp, err := http.Get("http://" + a.addr + "/report?pid=" + pid); err != nil || resp.StatusCode != http.StatusForbidden {
+		t.Errorf("/report on the unauthenticated listener: %v %v, want 403", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+
+	// The flood, bounded in time: dialling stops after 20 s.
+	const flood = 2500
+	var conns []net.Conn
+	defer func() {
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	}()
+	stop := time.Now().Add(20 * time.Second)
+	for len(conns) < flood && time.Now().Before(stop) {
+		c, err := net.DialTimeout("tcp", a.addr, 2*time.Second)
+		if err != nil {
+			continue
+		}
+		conns = append(conns, c)
+	}
+	// Watch the agent's descriptors and memory while the connections
+	// wait out the header timeout.
+	peakFDs, peakRSS := 0, 0
+	for end := time.Now().Add(7 * time.Second); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
+		if fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", a.pid)); err == nil {
+			peakFDs = max(peakFDs, len(fds))
+		}
+		if st, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", a.pid)); err == nil {
+			if m := regexp.MustCompile(`VmRSS:\s+(\d+) kB`).FindSubmatch(st); m != nil {
+				kb, _ := strconv.Atoi(string(m[1]))
+				peakRSS = max(peakRSS, kb)
+			}
+		}
+	}
+	open := 0
+	for _, c := range conns {
+		_ = c.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
+		var b [1]byte
+		if _, err := c.Read(b[:]); err != nil {
+			if ne, ok := err.(net.Error); ok && ne.Timeout() {
+				open++
+			}
+		}
+	}
+	t.Logf("%d connections dialled; after 7 s %d still open; agent's peak %d descriptors, %d MiB resident", len(conns), open, peakFDs, peakRSS>>10)
+	if len(conns) < flood/2 {
+		t.Fatalf("only %d connections could be dialled", len(conns))
+	}
+	if open > 0 {
+		t.Errorf("%d idle connections still open after the header timeout", open)
+	}
+	if peakFDs > 512 {
+		t.Errorf("the agent held up to %d descriptors (limit 1024)", peakFDs)
+	}
+	if peakRSS > 96<<10 {
+		t.Errorf("the agent's resident memory reached %d MiB, past the DaemonSet's 96 MiB limit", peakRSS>>10)
+	}
+	for _, c := range conns {
+		_ = c.Close()
+	}
+	conns = nil
+
+	// Discovery kept working; the job is the same one, still watched, and
+	// judges windows on.
+	deadline = time.Now().Add(30 * time.Second)
+	for windows() <= before+1 && time.Now().Before(deadline) {
+		time.Sleep(200 * time.Millisecond)
+	}
+	m := scrape(t, a.addr)
+	if after := windows(); after <= before+1 {
+		t.Errorf("the job's windows went from %d to %d: not watched on", before, after)
+	}
+	for _, want := range []string{`gpufeed_probe_failures_total{probe="discover"} 0`, `gpufeed_job_watched{`, `gpufeed_http_connections_shed_total{listener="tcp"}`} {
+		if !strings.Contains(m, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	if regexp.MustCompile(`gpufeed_job_watched\{[^}]*\} 0`).MatchString(m) {
+		t.Errorf("the job is no longer watched:\n%s", regexp.MustCompile(`(?m)^gpufeed_job_watched.*$`).FindAllString(m, -1))
+	}
+	if log := a.log(); strings.Contains(log, "no longer watched") || strings.Contains(log, "too many open files") {
+		t.Errorf("the agent dropped the job or ran out of descriptors:\n%s", tail(log, 3000))
 	}
 }
