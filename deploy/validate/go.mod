@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring v0.95.2
+	golang.org/x/crypto v0.55.0
 	helm.sh/helm/v3 v3.22.0
 	k8s.io/api v0.37.2
 	sigs.k8s.io/json v0.0.0-20250730193827-2d320260d730
@@ -52,7 +53,6 @@ require (
 	github.com/x448/float16 v0.8.4 // indirect
 	go.yaml.in/yaml/v2 v2.4.4 // indirect
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
-	golang.org/x/crypto v0.55.0 // indirect
 	golang.org/x/net v0.58.0 // indirect
 	golang.org/x/oauth2 v0.36.0 // indirect
 	golang.org/x/sys v0.47.0 // indirect

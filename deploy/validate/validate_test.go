@@ -17,6 +17,7 @@ import (
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 )
@@ -55,7 +56,7 @@ func TestEveryFileIsValidated(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	known := []string{"daemonset.yaml", "service.yaml", "servicemonitor.yaml"}
+	known := []string{"daemonset.yaml", "service.yaml", "servicemonitor.yaml", "networkpolicy.yaml"}
 	for _, f := range files {
 		if !slices.Contains(known, filepath.Base(f)) {
 			t.Errorf("%s is not validated by this test", f)
@@ -179,5 +180,54 @@ func checkService(t *testing.T, ds *appsv1.DaemonSet, svc *corev1.Service, sm *m
 	}
 	if sm.Namespace != svc.Namespace || svc.Namespace != ds.Namespace {
 		t.Errorf("namespaces %s, %s, %s differ", ds.Namespace, svc.Namespace, sm.Namespace)
+	}
+}
+
+func TestNetworkPolicy(t *testing.T) {
+	var ds appsv1.DaemonSet
+	decode(t, "daemonset.yaml", &ds)
+	var np networkingv1.NetworkPolicy
+	decode(t, "networkpolicy.yaml", &np)
+	checkNetworkPolicy(t, &ds, &np)
+}
+
+// checkNetworkPolicy checks that the policy selects the agents' pods,
+// admits traffic from a selected source only (no empty peer: that would be
+// every pod), and to the metrics port only.
+func checkNetworkPolicy(t *testing.T, ds *appsv1.DaemonSet, np *networkingv1.NetworkPolicy) {
+	t.Helper()
+	if np.Kind != "NetworkPolicy" || np.APIVersion != "networking.k8s.io/v1" {
+		t.Errorf("kind %s/%s", np.APIVersion, np.Kind)
+	}
+	if np.Namespace != ds.Namespace {
+		t.Errorf("NetworkPolicy in %s, the agents in %s", np.Namespace, ds.Namespace)
+	}
+	if len(np.Spec.PodSelector.MatchLabels) == 0 {
+		t.Error("the NetworkPolicy selects every pod of the namespace, not the agents")
+	}
+	for k, v := range np.Spec.PodSelector.MatchLabels {
+		if ds.Spec.Template.Labels[k] != v {
+			t.Errorf("NetworkPolicy selector %s=%s selects no agent pod (labels %v)", k, v, ds.Spec.Template.Labels)
+		}
+	}
+	if !slices.Contains(np.Spec.PolicyTypes, networkingv1.PolicyTypeIngress) {
+		t.Errorf("policy types %v: want Ingress", np.Spec.PolicyTypes)
+	}
+	if len(np.Spec.Ingress) == 0 {
+		t.Fatal("no ingress rule: Prometheus could not scrape the agents")
+	}
+	for _, r := range np.Spec.Ingress {
+		if len(r.From) == 0 {
+			t.Error("an ingress rule admits every source")
+		}
+		for _, p := range r.From {
+			if p.PodSelector == nil && p.NamespaceSelector == nil && p.IPBlock == nil ||
+				p.NamespaceSelector != nil && len(p.NamespaceSelector.MatchLabels) == 0 && len(p.NamespaceSelector.MatchExpressions) == 0 && p.PodSelector == nil {
+				t.Errorf("ingress peer %+v admits every namespace", p)
+			}
+		}
+		if len(r.Ports) != 1 || r.Ports[0].Port == nil || r.Ports[0].Port.String() != "metrics" {
+			t.Errorf("ingress ports %+v, want the metrics port only", r.Ports)
+		}
 	}
 }
