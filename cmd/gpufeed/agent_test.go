@@ -284,3 +284,69 @@ func TestAgentSurvivesIdleConnectionFlood(t *testing.T) {
 		t.Errorf("the agent dropped the job or ran out of descriptors:\n%s", tail(log, 3000))
 	}
 }
+
+// TestAgentDetailSocket: --detail-socket serves the details on a Unix
+// socket any local user may connect to, each client judged by its uid
+// (root reads a root job, nobody does not), and is removed when the agent
+// stops; a path holding another file is refused.
+func TestAgentDetailSocket(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root: a client of another uid")
+	}
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Skip("no curl")
+	}
+	job := exec.Command("sleep", "300")
+	job.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := job.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = job.Process.Kill(); _ = job.Wait() }()
+	pid := strconv.Itoa(job.Process.Pid)
+	dir := t.TempDir()
+	for d := dir; d != os.TempDir() && d != "/"; d = filepath.Dir(d) {
+		_ = os.Chmod(d, 0o755)
+	}
+	sock := filepath.Join(dir, "agent.sock")
+	a := startAgentProc(t, "node-sock", "--device", "none", "--pid", pid, "--detail-socket", sock)
+	fi, err := os.Stat(sock)
+	if err != nil || fi.Mode()&os.ModeSocket == 0 || fi.Mode().Perm() != 0o666 {
+		t.Fatalf("socket %v %v: want a socket any user may connect to", fi, err)
+	}
+	fetch := func(uid uint32) (int, string) {
+		c := exec.Command("curl", "-sS", "--max-time", "20", "-w", "\n%{http_code}", "--unix-socket", sock, "http://agent/report?pid="+pid)
+		if uid != 0 {
+			c.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid}}
+		}
+		out, err := c.Output()
+		if err != nil {
+			t.Fatalf("curl as %d: %v", uid, err)
+		}
+		s := string(out)
+		i := strings.LastIndexByte(s, '\n')
+		code, _ := strconv.Atoi(s[i+1:])
+		return code, s[:i]
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	code, body := fetch(0)
+	for (code == http.StatusServiceUnavailable || code == http.StatusNotFound) && time.Now().Before(deadline) {
+		time.Sleep(300 * time.Millisecond)
+		code, body = fetch(0)
+	}
+	if code != http.StatusOK || !strings.Contains(body, "VERDICT") {
+		t.Fatalf("root's /report on the socket: %d\n%s\n%s", code, body, a.log())
+	}
+	if code, body := fetch(65534); code != http.StatusForbidden || strings.Contains(body, "VERDICT") {
+		t.Errorf("nobody's /report of root's job on the socket: %d, want 403\n%s", code, body)
+	}
+	other := filepath.Join(dir, "file")
+	if err := os.WriteFile(other, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, stderr, code := run(t, "agent", "--listen", "127.0.0.1:0", "--device", "none", "--detail-socket", other); code != 3 || !strings.Contains(stderr, "is not a socket") {
+		t.Errorf("--detail-socket on a file: status %d, %q", code, stderr)
+	}
+	if _, err := os.Stat(other); err != nil {
+		t.Errorf("the file at --detail-socket was removed: %v", err)
+	}
+}

@@ -184,7 +184,7 @@ configuration file). It only reads: nothing it watches is changed.`,
 				go func() { served <- detail.Serve(dl) }()
 				logger.Info("gpufeed agent serving job details", "socket", detailSocket)
 			}
-			logger.Info("gpufeed agent listening", "address", tcp.Addr().String(), "gpu_source", name, "details", authed,
+			logger.Info("gpufeed agent listening", "address", tcp.Addr().String(), "gpu_source", name, "detail_on_listen", authed,
 				"max_connections", maxConns)
 			ran := make(chan error, 1)
 			go func() { ran <- a.Run(ctx) }()
