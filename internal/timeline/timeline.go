@@ -120,7 +120,8 @@ type Tiers struct {
 // Observer is what sampling cost gpufeed itself.
 type Observer struct {
 	// CPUUserNS and CPUSysNS are gpufeed's own CPU time over the window
-	// (getrusage RUSAGE_SELF: the sampler, the GPU source, the runtime).
+	// (getrusage RUSAGE_SELF: the sampler, the GPU source, the runtime; in
+	// the agent, the sampler's ticks' own, RUSAGE_THREAD).
 	CPUUserNS uint64 `json:"cpu_user_ns"`
 	CPUSysNS  uint64 `json:"cpu_sys_ns"`
 	// WallNS is the sampling window's wall time.
