@@ -3,7 +3,6 @@ package agent
 import (
 	"context"
 	"errors"
-	"fmt"
 	"math"
 	"strings"
 	"sync"
@@ -121,7 +120,7 @@ func (j *job) watch(ctx context.Context) {
 			// The process could not be read (no descriptor left, a
 			// transient error): it is not known to have exited, so the
 			// job stays watched and is read again an interval later.
-			j.wait(ctx)
+			j.wait(ctx, j.a.cfg.Interval)
 			continue
 		}
 		tl, err := j.window(ctx)
@@ -129,18 +128,24 @@ func (j *job) watch(ctx context.Context) {
 			if ctx.Err() != nil {
 				return
 			}
-			failures++
-			if transient(err) || j.alive() != gone && failures < maxWindowFailures {
-				j.a.cfg.Log.Warn("window not sampled; the job stays watched", "pid", j.key.PID, "comm", j.comm, "err", err)
-				j.wait(ctx)
-				continue
-			}
 			if j.alive() == gone {
 				j.end("exited")
-			} else {
-				j.end(fmt.Sprintf("cannot be sampled: %v", err))
+				return
 			}
-			return
+			// A window that could not start, its root still there: the
+			// job stays watched (the failure is the sample probe's) and
+			// is tried again, an interval later after a shortage, a
+			// window later otherwise.
+			failures++
+			if failures == 1 {
+				j.a.cfg.Log.Warn("window not sampled; the job stays watched", "pid", j.key.PID, "comm", j.comm, "err", err)
+			}
+			if transient(err) {
+				j.wait(ctx, j.a.cfg.Interval)
+			} else {
+				j.wait(ctx, j.a.cfg.Window)
+			}
+			continue
 		}
 		failures = 0
 		if ctx.Err() != nil && len(tl.Ticks) < 2 {
@@ -152,26 +157,23 @@ func (j *job) watch(ctx context.Context) {
 		j.a.finishing.Unlock()
 		// The sampler lost every process of the tree: the job ended only
 		// if its root is confirmed gone (the next turn reads it again).
-		if ended == "target exited" && j.alive() == gone {
-			j.end("exited")
-			return
+		if ended == "target exited" {
+			if j.alive() == gone {
+				j.end("exited")
+				return
+			}
+			j.wait(ctx, j.a.cfg.Interval)
 		}
 	}
 }
-
-// maxWindowFailures is how many windows in a row may fail to start, with
-// the root process still there, before the job is given up as one that
-// cannot be sampled; a transient failure (no descriptor or memory left)
-// never gives it up.
-const maxWindowFailures = 5
 
 // liveness is what a read of the job's root process says of it.
 type liveness int
 
 const (
 	alive liveness = iota
-	// gone: /proc/PID is not there, or holds another process (the pid
-	// was reused: another start time).
+	// gone: /proc/PID is not there, holds a zombie, or holds another
+	// process (the pid was reused: another start time).
 	gone
 	// unknown: the read failed otherwise (EMFILE, ENFILE, ENOMEM, EIO):
 	// nothing is known of the process.
@@ -184,10 +186,10 @@ func (j *job) alive() liveness {
 	fs := j.a.cfg.FS
 	st, err := procfs.ReadStatOnce(fs.PidPath(j.key.PID, "stat"))
 	switch {
-	case err == nil && st.StartTime == j.key.StartTime:
+	case err == nil && st.StartTime == j.key.StartTime && st.State != 'Z' && st.State != 'X':
 		return alive
 	case err == nil:
-		return gone
+		return gone // exited (a zombie, its parent yet to reap it), or the pid reused
 	case procfs.IsVanished(err):
 		return gone
 	}
@@ -206,9 +208,9 @@ func transient(err error) bool {
 	return false
 }
 
-// wait sleeps one sampling interval, or until ctx ends.
-func (j *job) wait(ctx context.Context) {
-	t := time.NewTimer(j.a.cfg.Interval)
+// wait sleeps d, or until ctx ends.
+func (j *job) wait(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():

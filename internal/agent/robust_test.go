@@ -4,6 +4,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"syscall"
@@ -160,4 +161,45 @@ func TestAgentReportTakesStartTimeForReusedPID(t *testing.T) {
 			t.Errorf("%.40s...: %d, %d bytes, want 400 echoing at most a short cut of the value:\n%.300s", q, code, len(body), body)
 		}
 	}
+}
+
+// TestAgentEndsJobWhoseRootIsAZombie: a root killed and not yet reaped by
+// its parent (a zombie) has exited: the job ends, and does not spin on
+// windows of a process that is gone.
+func TestAgentEndsJobWhoseRootIsAZombie(t *testing.T) {
+	c := exec.Command("sleep", "120")
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	reaped := false
+	defer func() {
+		if !reaped {
+			_ = c.Process.Kill()
+			_ = c.Wait()
+		}
+	}()
+	pid := c.Process.Pid
+	cfg := testConfig(t)
+	cfg.PIDs = []int{pid}
+	a, _ := startAgent(t, cfg)
+	j := waitWindows(t, a, pid, 1, 60*time.Second)
+	_ = c.Process.Kill() // not waited for: a zombie until the end of the test
+	deadline := time.Now().Add(2*cfg.Window + 5*time.Second)
+	for time.Now().Before(deadline) {
+		if _, ok := j.endedAt(); ok {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	j.mu.Lock()
+	done, why, windows := j.done, j.doneWhy, j.windows
+	j.mu.Unlock()
+	if !done || why != "exited" {
+		t.Fatalf("job of a zombie root: ended %v (%q) after %d windows, want ended: exited", done, why, windows)
+	}
+	if windows > 4 {
+		t.Errorf("%d windows judged for a job whose root became a zombie", windows)
+	}
+	_ = c.Wait()
+	reaped = true
 }
