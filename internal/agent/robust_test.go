@@ -3,6 +3,7 @@ package agent
 import (
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"strconv"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpufeed/gpufeed/internal/procfs"
 	"github.com/gpufeed/gpufeed/internal/timeline"
 )
 
@@ -202,4 +204,38 @@ func TestAgentEndsJobWhoseRootIsAZombie(t *testing.T) {
 	}
 	_ = c.Wait()
 	reaped = true
+}
+
+// FuzzReportQuery: whatever the query, /report and /recording answer with
+// a client error or the job, never echo more than a short cut of it, and
+// do not panic.
+func FuzzReportQuery(f *testing.F) {
+	for _, s := range []string{"pid=1", "pid=abc", "pid=1&start=7", "pid=1&start=-1", "pid=99&start=18446744073709551616",
+		"pid=1&format=xml", "pid=%00", "pid=" + strings.Repeat("9", 300), "start=1", "pid=1&start=1&start=2", "pid=+1", "pid=0x10"} {
+		f.Add(s)
+	}
+	fs, err := procfs.NewFS("", "")
+	if err != nil {
+		f.Fatal(err)
+	}
+	a := New(Config{FS: fs, Hostname: "node-a"})
+	j := newJob(a, &gpuProc{key: timeline.ProcKey{PID: 1, StartTime: 7}, comm: "init"})
+	a.jobs[j.key] = j
+	h := a.Handler(a.Registry())
+	f.Fuzz(func(t *testing.T, q string) {
+		for _, p := range []string{"/report?", "/recording?"} {
+			req := httptest.NewRequest("GET", "/", nil)
+			req.URL.Path, req.URL.RawQuery = strings.TrimSuffix(p, "?"), q
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, req)
+			switch w.Code {
+			case http.StatusBadRequest, http.StatusNotFound, http.StatusServiceUnavailable:
+			default:
+				t.Errorf("%s%q: status %d", p, q, w.Code)
+			}
+			if w.Body.Len() > 400 {
+				t.Errorf("%s%q: %d bytes answered", p, q, w.Body.Len())
+			}
+		}
+	})
 }
