@@ -94,6 +94,11 @@ func partOfIdle(share, idle float64) string {
 	return fmt.Sprintf("%.0f %% of the time", share)
 }
 
+// isChurn: the other-API finding names allocator churn (churnClaim).
+func isChurn(f *finding.Finding) bool {
+	return f != nil && f.Decision == churnDecision
+}
+
 // candidate is one class a rank could be bound by, with its share.
 type candidate struct {
 	class   finding.Class
@@ -220,6 +225,16 @@ func decideClass(sh Shares, ops int, spanNs int64, byID map[string]*finding.Find
 			v.Summary = fmt.Sprintf("The GPU is idle %.0f %% of the time, %s while the launching thread sat in one-off set-up launches (first launches of their kernels, far longer than the others: module loading, lazy initialisation, first-call compilation), not in the steady state.", sh.IdlePct, partOfIdle(sh.Setup, sh.IdlePct))
 			v.Because = []string{"setup-launches"}
 			v.Missing = "steady-state steps: the window is dominated by set-up; profile after a warm-up (torch.profiler.schedule(wait=1, warmup=1, active=3))"
+		case sh.OtherAPI >= unexplained && sh.OtherAPI >= thresholds.ModerateSharePct && isChurn(byID["host-wait-other-api"]):
+			// Recurring in the steady state: allocator churn, named by
+			// its finding. No class holds it (a synchronising free and
+			// allocation calls on the launching thread), so the verdict
+			// stays inconclusive, but it says the cause and what to do.
+			f := byID["host-wait-other-api"]
+			v.Summary = fmt.Sprintf("The GPU is idle %.0f %% of the time. %s", sh.IdlePct, f.Claim)
+			v.Because = []string{"host-wait-other-api"}
+			v.Missing = "which tensors are freed and allocated each step: profile with profile_memory=True and with_stack=True, or record the allocator's history (torch.cuda.memory._record_memory_history)"
+			v.Decision = f.Decision
 		case sh.OtherAPI >= unexplained && sh.OtherAPI >= thresholds.ModerateSharePct:
 			v.Summary = fmt.Sprintf("The GPU is idle %.0f %% of the time while the launching thread sat in %s calls that launch nothing (%.0f %%): allocation, frees, stream creation, module loading.", sh.IdlePct, vo.api(), sh.OtherAPI)
 			v.Because = []string{"host-wait-other-api"}
