@@ -128,8 +128,8 @@ func judgeClocks(d gpu.DeviceInfo, samples []gpu.Sample, over string) Outcome {
 	switch {
 	case low && reasonsKnown && reasons&slowdownReasons != 0:
 		return Outcome{Status: Warn, Evidence: ev, Supports: finding.GPUBound,
-			Claim: fmt.Sprintf("SM clock %.0f MHz (mean of %d busy samples, %.0f%% busy over %s) under %.0f%% of the %d MHz %s, held down by %s: throttled",
-				mean, busyN, util, over, 100*clockLowFraction, *ref, refName, reasonList(reasons&slowdownReasons)),
+			Claim: fmt.Sprintf("SM clock %.0f MHz (mean over the busy readings, %d of %d; %.0f%% busy over %s) under %.0f%% of the %d MHz %s, held down by %s: throttled",
+				mean, busyN, utilN, util, over, 100*clockLowFraction, *ref, refName, reasonList(reasons&slowdownReasons)),
 			Decision: "Look at the throttle reasons (gpu-throttle): power limit, cooling and chassis airflow."}
 	case low && reasonsKnown:
 		return Outcome{Status: OK, Evidence: ev,
