@@ -94,8 +94,13 @@ func (r *reportView) contradictions() []string {
 			out = append(out, fmt.Sprintf("gpu-bound beside %s gpu-idle: %q", f.Severity, f.Claim))
 		}
 	}
-	if r.verdict.Class == string(finding.Idle) && busyKnown && r.gpuBusy >= 50 {
-		out = append(out, fmt.Sprintf("idle while the GPU was busy %.1f %% of the window", r.gpuBusy))
+	if (r.verdict.Class == string(finding.Idle) || r.verdict.Class == string(finding.Stalled)) && busyKnown && r.gpuBusy >= 50 {
+		out = append(out, fmt.Sprintf("%s while the GPU was busy %.1f %% of the window", r.verdict.Class, r.gpuBusy))
+	}
+	if f, ok := byID["job-idle"]; ok {
+		if g, ok := byID["gpu-busy"]; ok {
+			out = append(out, fmt.Sprintf("job-idle (%q) beside gpu-busy (%q)", f.Claim, g.Claim))
+		}
 	}
 	if f, ok := byID["gpu-idle"]; ok && alarming(f.Severity) {
 		if g, ok := byID["gpu-busy"]; ok {
@@ -222,6 +227,8 @@ func TestContradictionsAreFound(t *testing.T) {
 		{mk("gpu-bound", "busy", 6), 1},
 		{mk("gpu-bound", "busy", 95, viewFinding{ID: "gpu-idle", Severity: "warning"}), 1},
 		{mk("idle", "nothing to do", 80), 1},
+		{mk("stalled", "nothing moves", 90), 1},
+		{mk("inconclusive", "", math.NaN(), viewFinding{ID: "job-idle", Severity: "info"}, viewFinding{ID: "gpu-busy", Severity: "info"}), 1},
 		{mk("inconclusive", "", 5.7, viewFinding{ID: "gpu-clocks", Severity: "warning", Claim: "SM clock 1721 MHz of 1980 while 100% busy: throttled"}), 1},
 		{mk("submission-bound", "The CPU cannot launch fast enough", 60, saturated), 0},
 		{mk("gpu-bound", "busy", 95, viewFinding{ID: "gpu-clocks", Severity: "warning"}), 0},
