@@ -22,7 +22,13 @@ const sharedTraces = "../../../shared/traces"
 func traceInputs(t *testing.T) []string {
 	t.Helper()
 	var out []string
+	seen := map[string]bool{}
 	for _, root := range []string{"../../testdata/traces", sharedTraces, "/work/shared/traces"} {
+		abs, err := filepath.Abs(root)
+		if err != nil || seen[abs] {
+			continue
+		}
+		seen[abs] = true
 		dirs, _ := filepath.Glob(filepath.Join(root, "*"))
 		more, _ := filepath.Glob(filepath.Join(root, "critical_path", "*"))
 		for _, p := range append(dirs, more...) {
