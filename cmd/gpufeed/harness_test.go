@@ -33,6 +33,14 @@ func stableJSON(out string) string {
 	return strings.ReplaceAll(out, `"hostname": "`+h+`"`, `"hostname": "HOSTNAME"`)
 }
 
+// holds reports whether a text output says want, wherever the output
+// wrapped it to the terminal's width (at a space or, for a word longer
+// than a line such as a path, inside it): whitespace is left out of both.
+func holds(out, want string) bool {
+	squeeze := func(s string) string { return strings.Join(strings.Fields(s), "") }
+	return strings.Contains(squeeze(out), squeeze(want))
+}
+
 // gpufeed is the binary under test.
 func gpufeed(t testing.TB) string {
 	t.Helper()

@@ -150,7 +150,7 @@ func TestTraceDirectoryWithBadFiles(t *testing.T) {
 		"rank5.json":  "not a regular file (a named pipe)",
 		"locked.json": "", // permission denied, or (as root) not a trace
 	} {
-		if !strings.Contains(notRead, filepath.Join(dir, file)+": "+why) {
+		if !holds(notRead, filepath.Join(dir, file)+": "+why) {
 			t.Errorf("%s: not listed with %q:\n%s", file, why, notRead)
 		}
 	}
@@ -364,7 +364,7 @@ func TestTraceSharedCorrelationIDs(t *testing.T) {
 	if !strings.Contains(head, "a correlation id that is not unique") {
 		t.Errorf("the verdict does not say why the gaps are not attributed:\n%s", head)
 	}
-	if !strings.Contains(out, "WARNING: "+p+": correlation ids are not unique") {
+	if !holds(out, "WARNING: "+p+": correlation ids are not unique") {
 		t.Errorf("no warning about the shared ids:\n%s", out)
 	}
 }

@@ -88,6 +88,10 @@ type Options struct {
 	Window time.Duration
 	// Statfs reads filesystem statistics; nil is the real statfs(2).
 	Statfs procfs.StatfsFunc
+	// GPUWindow holds, by GPU index, the GPU's samples over a job's window
+	// when a longer run watched it (diagnose): gpu-clocks judges the clock
+	// over those, not over the check's own instant.
+	GPUWindow map[int][]gpu.Sample
 	// TargetExited, when set, says the target (PID) has exited and only
 	// its zombie is left: the per-process checks are absent with this
 	// claim, the others look at the platform.

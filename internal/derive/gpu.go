@@ -27,8 +27,11 @@ type GPU struct {
 	Points     []gpu.UtilPoint
 	PointStats Stats
 
-	// ClockEventReasons ORs the throttle reasons seen over the window.
+	// ClockEventReasons ORs the throttle reasons seen over the window;
+	// ClockEventsRead says the driver gave them at least once (a zero mask
+	// then means no reason, not unknown).
 	ClockEventReasons uint64
+	ClockEventsRead   bool
 	// Lost is the message from when the device stopped answering, and the tick index.
 	Lost   string
 	LostAt int
@@ -77,6 +80,7 @@ func (a *View) buildGPUs() {
 			g.Points = append(g.Points, s.Points...)
 			if s.ClockEventReasons != nil {
 				g.ClockEventReasons |= *s.ClockEventReasons
+				g.ClockEventsRead = true
 			}
 			i := ti - 1 // the sample covers the interval ending at this tick
 			if i < 0 || i >= n {

@@ -16,7 +16,8 @@ import (
 //   - each live process's device channels (procfs.ChannelProber), so the
 //     rules can tell a thread waiting on the GPU from one waiting on input;
 //   - gpufeed check's outcomes for the target, with the same GPU source
-//     (diagnose runs the same checks), kept in the timeline so gpufeed
+//     (diagnose runs the same checks) and the window's GPU samples (the
+//     clocks are judged over the run), kept in the timeline so gpufeed
 //     report reproduces them without re-running them.
 func afterWindow(ctx context.Context, tl *timeline.Timeline, fs procfs.FS, src gpu.Source) {
 	var simPaths []string
@@ -35,7 +36,7 @@ func afterWindow(ctx context.Context, tl *timeline.Timeline, fs procfs.FS, src g
 		p.DeviceChannels = &timeline.DeviceChannels{T: sinceStart(tl), Channels: res.Channels, NotVisible: res.NotVisible}
 	}
 
-	opts := check.Options{ProcRoot: fs.Proc, SysRoot: fs.Sys, PID: tl.Meta.Target.PID, GPU: src}
+	opts := check.Options{ProcRoot: fs.Proc, SysRoot: fs.Sys, PID: tl.Meta.Target.PID, GPU: src, GPUWindow: gpuWindow(tl)}
 	if tl.Meta.Ended == "target exited" {
 		opts.PID = 0 // nothing left to check per process; the platform still is
 	}
@@ -52,4 +53,19 @@ func sinceStart(tl *timeline.Timeline) int64 {
 		return 0
 	}
 	return time.Since(tl.Meta.Started).Nanoseconds()
+}
+
+// gpuWindow gathers each GPU's samples over the window, so gpu-clocks
+// judges the clock over the job's run, not over the one reading taken
+// after it (a GPU busy 6 % of the window can read 100 % in that instant).
+func gpuWindow(tl *timeline.Timeline) map[int][]gpu.Sample {
+	out := map[int][]gpu.Sample{}
+	for _, tk := range tl.Ticks {
+		for _, s := range tk.GPUs {
+			if s.Lost == "" {
+				out[s.Index] = append(out[s.Index], s)
+			}
+		}
+	}
+	return out
 }

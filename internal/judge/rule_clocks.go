@@ -22,7 +22,8 @@ func init() {
 //     upstream (002 Task 1);
 //   - gpu-clocks-low-under-load (warning): in busy intervals (idle under
 //     GPUBoundIdleMaxPct) the clock stays under ClockThrottledPct: power or
-//     thermal throttling (002 Task 11, erreur courante 5).
+//     thermal throttling (002 Task 11, erreur courante 5), unless the
+//     driver's clock event reasons were read and name no slowdown.
 func runClocks(in *Input) []finding.Finding {
 	var out []finding.Finding
 	for _, d := range in.Job.Devices {
@@ -69,7 +70,13 @@ func runClocks(in *Input) []finding.Finding {
 				Decision: "Nothing to change on the GPU: it downclocks because it waits. Find what it waits for upstream (the verdict).",
 			})
 		}
-		if busyLow > 0 && busyLow*2 >= busyN {
+		// A clock under the maximum while busy is throttling only when
+		// the driver, asked, gives a slowdown reason (power cap, thermal,
+		// hardware): without one it is the boost clock's own choice (H100
+		// and A100 rarely hold their maximum boost), not a fault.
+		slowdown := gpu.ClockEventSWPowerCap | gpu.ClockEventSWThermal | gpu.ClockEventsHardware
+		boostOnly := d.ClockEventsRead && d.ClockEventReasons&slowdown == 0
+		if busyLow > 0 && busyLow*2 >= busyN && !boostOnly {
 			reasons := ""
 			if d.ClockEventReasons&^gpu.ClockEventGPUIdle != 0 {
 				reasons = "; clock event reasons: " + gpu.DescribeClockEvents(d.ClockEventReasons&^gpu.ClockEventGPUIdle)

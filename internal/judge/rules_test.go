@@ -9,6 +9,7 @@ import (
 
 	"github.com/gpufeed/gpufeed/internal/derive"
 	"github.com/gpufeed/gpufeed/internal/finding"
+	"github.com/gpufeed/gpufeed/internal/gpu"
 	"github.com/gpufeed/gpufeed/internal/judge/thresholds"
 	"github.com/gpufeed/gpufeed/internal/timeline"
 )
@@ -442,10 +443,29 @@ func TestClocks(t *testing.T) {
 	if f := findingByID(fs, "gpu-clocks-low-under-load"); f == nil || f.Severity != finding.Warning {
 		t.Errorf("throttled: %+v", f)
 	}
+	// The same clock with the power cap named: throttled, and said why.
+	powerCap := gpu.ClockEventSWPowerCap
+	s.reasons = &powerCap
+	if f := findingByID(firstFindings(s), "gpu-clocks-low-under-load"); f == nil || !strings.Contains(f.Claim, "SW power cap") {
+		t.Errorf("power-capped: %+v", f)
+	}
+	// The driver read, no slowdown reason: the boost clock's choice (an
+	// H100 rarely holds its maximum boost), not throttling.
+	none := uint64(0)
+	s.reasons = &none
+	if f := findingByID(firstFindings(s), "gpu-clocks-low-under-load"); f != nil {
+		t.Errorf("throttled without a slowdown reason: %s", f.Claim)
+	}
+	s.reasons = nil
 	s.clock = constF(1700) // 86 %: fine
 	if _, fs, _ = s.judge(); findingByID(fs, "gpu-clocks-low-under-load") != nil {
 		t.Error("86 % of the maximum clock reported as throttled")
 	}
+}
+
+func firstFindings(s *synth) []finding.Finding {
+	_, fs, _ := s.judge()
+	return fs
 }
 
 func TestChecksFoldedExceptWindowMeasured(t *testing.T) {

@@ -15,17 +15,19 @@ import (
 // 100 ms, a slow tier every 10 ticks, threads whose CPU and run-queue wait
 // per interval, state per tick and blocked readings are given as functions.
 type synth struct {
-	n      int
-	noGPU  bool
-	util   func(i int) float64 // GPU utilisation of interval i, percent
-	rxBps  func(i int) float64 // PCIe RX bytes/s of interval i (nil: none)
-	clock  func(i int) float64 // SM clock MHz at the end of interval i (nil: none)
-	cpus   int
-	busy   func(cpu, i int) float64 // host CPU busy percent (nil: 50 %)
-	iowait func(i int) float64
-	ended  string
-	checks []finding.Finding
-	procs  []*sProc
+	n     int
+	noGPU bool
+	util  func(i int) float64 // GPU utilisation of interval i, percent
+	rxBps func(i int) float64 // PCIe RX bytes/s of interval i (nil: none)
+	clock func(i int) float64 // SM clock MHz at the end of interval i (nil: none)
+	// reasons are NVML's clock event reasons in every GPU sample (nil: not read).
+	reasons *uint64
+	cpus    int
+	busy    func(cpu, i int) float64 // host CPU busy percent (nil: 50 %)
+	iowait  func(i int) float64
+	ended   string
+	checks  []finding.Finding
+	procs   []*sProc
 }
 
 type sProc struct {
@@ -196,6 +198,7 @@ func (s *synth) timeline() *timeline.Timeline {
 				c := uint32(s.clock(i))
 				gs.SMClockMHz = &c
 			}
+			gs.ClockEventReasons = s.reasons
 			for _, p := range s.procs {
 				if p.listed {
 					gs.Processes = append(gs.Processes, gpu.Process{PID: p.pid})

@@ -168,12 +168,17 @@ func (textRenderer) Check(w io.Writer, r *CheckReport, o Options) error {
 	t := &textOut{}
 	width := o.width()
 	if o.Quiet {
+		// A node gate's only output: each failure whole, wrapped.
+		t.wrapAt = width
 		for _, res := range r.Results {
 			if res.Status == finding.CheckFail {
-				t.line("%s", clip(checkLine(res), width))
+				t.line("%s", checkLine(res))
 			}
 		}
 		return t.flush(w)
+	}
+	if o.Verbose {
+		t.wrapAt = width
 	}
 	t.line("%s", clip("gpufeed check: "+checkContext(r), width))
 	s := r.Summary

@@ -157,6 +157,11 @@ func TestTextSaysWhatConfidenceIsMadeOf(t *testing.T) {
 		Decision: "send it requests", Basis: "54% = 90% (every wait read\x1b[2J) × 60% for the evidence held (3.0 s judged; 5 s or more count in full)"}
 	r := Build(tl, derive.New(tl), v, []finding.Finding{{ID: "job-idle", Claim: "The job is idle"}}, nil)
 	lines := strings.Split(textOf(t, r, verbose), "\n")
+	// -v wraps to the width: fold the CONFIDENCE line's continuations.
+	for len(lines) > 3 && strings.HasPrefix(lines[3], "    ") {
+		lines[2] += " " + strings.TrimLeft(lines[3], " ")
+		lines = append(lines[:3], lines[4:]...)
+	}
 	if lines[1] != "DECISION: send it requests" || !strings.HasPrefix(lines[2], "CONFIDENCE: 54% = 90% (every wait read") ||
 		strings.ContainsRune(lines[2], 0x1b) || !strings.HasSuffix(lines[2], "5 s or more count in full)") {
 		t.Errorf("header:\n%s", strings.Join(lines[:3], "\n"))

@@ -32,6 +32,7 @@ const verdictEvidenceShown = 3
 func (textRenderer) Diagnose(w io.Writer, r *Report, o Options) error {
 	tw := &textWriter{o: o, window: sharedWindow(r.Findings)}
 	if o.Verbose {
+		tw.wrapAt = o.width()
 		tw.verbose(r)
 	} else {
 		tw.short(r)
@@ -78,31 +79,33 @@ func verdictLine(v *finding.Verdict) string {
 	return fmt.Sprintf("VERDICT: %s (confidence %.0f%%): %s", v.Class, v.Confidence*100, v.Summary)
 }
 
-// short is the default report: at most maxDefaultLines lines of at most
-// the terminal's width. The verdict, its numbers and the decision come
-// whole when they fit; the other findings take the lines left, one each,
-// and those that do not fit are counted on one line.
+// short is the default report: the verdict, its numbers, the decision and
+// what would conclude come whole, wrapped to the terminal's width with a
+// hanging indent, never cut; the other findings take the lines left of
+// maxDefaultLines (the warnings, up to three, always), one each and clipped
+// (a listing: -v lists them whole), and those that do not fit are counted
+// on one line.
 func (t *textWriter) short(r *Report) {
 	width := t.o.width()
 	v := r.Verdict
 	var verdict, evidence, decision, missing []string
 	first := ""
 	if v != nil {
-		verdict = wrap(verdictLine(v), width, "", "  ", 0)
+		verdict = wrapWhole(verdictLine(v), width, "", "  ")
 		if f := verdictFinding(r.Findings, v); f != nil {
 			first = f.ID
 			for i, e := range f.Evidence {
 				if i == verdictEvidenceShown {
 					break
 				}
-				evidence = append(evidence, numberLine("  - ", e, width))
+				evidence = append(evidence, numberLines("  - ", e, width)...)
 			}
 		}
 		if v.Decision != "" {
-			decision = wrap("DECISION: "+v.Decision, width, "", "  ", 0)
+			decision = wrapWhole("DECISION: "+v.Decision, width, "", "  ")
 		}
 		if v.Missing != "" {
-			missing = wrap("TO CONCLUDE: "+v.Missing, width, "", "  ", 0)
+			missing = wrapWhole("TO CONCLUDE: "+v.Missing, width, "", "  ")
 		}
 	}
 	var tail []string
@@ -113,7 +116,7 @@ func (t *textWriter) short(r *Report) {
 		}
 		tail = append(tail, clip("note: "+n, width))
 	}
-	tail = append(tail, wrap(runSummary(r), width, "", "  ", 2)...)
+	tail = append(tail, wrapWhole(runSummary(r), width, "", "  ")...)
 	tail = append(tail, clip(moreHint, width))
 	var others []finding.Finding
 	for _, f := range r.Findings {
@@ -121,8 +124,8 @@ func (t *textWriter) short(r *Report) {
 			others = append(others, f)
 		}
 	}
-	// Room the other findings claim: each warning or critical one (up to
-	// three), and one line for the rest.
+	// The findings take the room left, and at least the lines they claim:
+	// each warning or critical one (up to three), and one line for the rest.
 	need := 0
 	for _, f := range others {
 		if f.Severity >= finding.Warning && need < 3 {
@@ -132,22 +135,7 @@ func (t *textWriter) short(r *Report) {
 	if len(others) > need {
 		need++
 	}
-	// Shorten the longest of the verdict, decision and missing texts until
-	// the report fits; none below two lines.
-	for len(verdict)+len(evidence)+len(decision)+len(missing)+len(tail)+need > maxDefaultLines {
-		p := &decision
-		if len(verdict) > len(*p) {
-			p = &verdict
-		}
-		if len(missing) > len(*p) {
-			p = &missing
-		}
-		if len(*p) <= 2 {
-			break
-		}
-		*p = shorten(*p, width)
-	}
-	room := maxDefaultLines - len(verdict) - len(evidence) - len(decision) - len(missing) - len(tail)
+	room := max(maxDefaultLines-len(verdict)-len(evidence)-len(decision)-len(missing)-len(tail), need)
 	var mid []string
 	for i, f := range others {
 		if len(others) > room && i == room-1 {
@@ -165,18 +153,6 @@ func (t *textWriter) short(r *Report) {
 			t.line("%s", l)
 		}
 	}
-}
-
-// shorten drops a wrapped text's last line, marking the cut on the one
-// before.
-func shorten(lines []string, width int) []string {
-	out := lines[:len(lines)-1]
-	r := []rune(out[len(out)-1])
-	if len(r) > width-2 {
-		r = r[:width-2]
-	}
-	out[len(out)-1] = strings.TrimRight(strings.TrimSuffix(string(r), "…"), " ") + " …"
-	return out
 }
 
 // verdictFinding is the first finding the verdict names.

@@ -28,6 +28,10 @@ import (
 // where a table needs it; they need not clean.
 type textOut struct {
 	buf bytes.Buffer
+	// wrapAt, when set, wraps every line longer than it on its way out
+	// (wrapLine): the verbose reports, whose lines of evidence and tables
+	// would otherwise run past the terminal.
+	wrapAt int
 }
 
 func (t *textOut) printf(format string, args ...any) { fmt.Fprintf(&t.buf, format, cleanArgs(args)...) }
@@ -63,8 +67,10 @@ func (t *textOut) flush(w io.Writer) error {
 			out.WriteString(safetext.CleanLine(string(b)))
 			break
 		}
-		out.WriteString(safetext.CleanLine(string(b[:i])))
-		out.WriteByte('\n')
+		for _, l := range wrapLine(safetext.CleanLine(string(b[:i])), t.wrapAt) {
+			out.WriteString(l)
+			out.WriteByte('\n')
+		}
 		b = b[i+1:]
 	}
 	_, err := w.Write(out.Bytes())
@@ -235,18 +241,74 @@ func evidenceLine(e finding.Evidence, sharedWindow string, withSource bool) stri
 	return s
 }
 
-// numberLine is a piece of evidence on one line of at most width columns:
-// when it is too long the description is shortened, not the number.
-func numberLine(prefix string, e finding.Evidence, width int) string {
+// numberLines is a piece of evidence in at most width columns, wrapped
+// with a hanging indent when it is longer: nothing of its description or
+// its number is cut.
+func numberLines(prefix string, e finding.Evidence, width int) []string {
 	what, val := safetext.Clean(e.What), safetext.Clean(evidenceValue(e))
-	line := prefix + what + ": " + val
-	if n := utf8.RuneCountInString(line); n > width {
-		room := utf8.RuneCountInString(what) - (n - width)
-		if room >= 20 {
-			line = prefix + clip(what, room) + ": " + val
-		}
+	return wrapWhole(what+": "+val, width, prefix, strings.Repeat(" ", utf8.RuneCountInString(prefix)+2))
+}
+
+// wrapLine wraps one output line longer than width (0: never) at spaces,
+// continuing under its own indentation plus four columns; nothing is cut.
+func wrapLine(l string, width int) []string {
+	if width <= 0 || utf8.RuneCountInString(l) <= width {
+		return []string{l}
 	}
-	return clip(line, width)
+	lead := len(l) - len(strings.TrimLeft(l, " "))
+	indent := strings.Repeat(" ", min(lead+4, width/2))
+	// Break at the last space that fits, keeping the spacing within the
+	// line (a table row stays aligned up to its break).
+	var out []string
+	r := []rune(l)
+	for minCut := lead; len(r) > width; minCut = len(indent) {
+		cut := -1
+		for i := width; i > minCut; i-- {
+			if r[i] == ' ' {
+				cut = i
+				break
+			}
+		}
+		if cut < 0 {
+			cut = width
+		}
+		out = append(out, strings.TrimRight(string(r[:cut]), " "))
+		rest := strings.TrimLeft(string(r[cut:]), " ")
+		r = []rune(indent + rest)
+	}
+	return append(out, string(r))
+}
+
+// wrapWhole breaks s into lines of at most width columns at spaces, the
+// first starting with first, the others with rest, and never cuts: a word
+// longer than a line is split across lines. What the reader must read
+// whole (a verdict, a decision, what would conclude, evidence) goes
+// through it; only listings are clipped.
+func wrapWhole(s string, width int, first, rest string) []string {
+	words := strings.Fields(safetext.Clean(s))
+	var lines []string
+	cur, empty := first, true
+	for _, w := range words {
+		if !empty && utf8.RuneCountInString(cur)+1+utf8.RuneCountInString(w) > width {
+			lines = append(lines, cur)
+			cur, empty = rest, true
+		}
+		if !empty {
+			cur += " "
+		}
+		empty = false
+		// A word that does not fit a line on its own is split.
+		for room := width - utf8.RuneCountInString(cur); utf8.RuneCountInString(w) > room && room > 0; room = width - utf8.RuneCountInString(cur) {
+			r := []rune(w)
+			lines = append(lines, cur+string(r[:room]))
+			cur, w = rest, string(r[room:])
+		}
+		cur += w
+	}
+	if !empty || len(lines) == 0 {
+		lines = append(lines, cur)
+	}
+	return lines
 }
 
 // wrap breaks s into lines of at most width columns at spaces: the first

@@ -57,7 +57,10 @@ func sharePct(part, whole int64) float64 {
 // cross-rank findings; Options.Rank picks one rank's detail, verbose shows
 // every rank's.
 func (textRenderer) Trace(w io.Writer, res *TraceResult, o Options) error {
+	// Nothing runs past the terminal: a line longer than the width (a
+	// table row, a verbose line) wraps under its own indentation.
 	p := &printer{o: o}
+	p.wrapAt = o.width()
 	multi := res.Multi != nil && len(res.Multi.Ranks) > 1
 	reports := res.Reports
 	if o.Rank != nil {
@@ -160,22 +163,26 @@ func (p *printer) report(r *tracejudge.RankReport) {
 		}
 	}
 	if !p.o.Verbose {
-		for _, l := range wrap(head, width, "", "  ", 2) {
+		// The verdict, its numbers, the decision and what is missing come
+		// whole; only the listing of the other findings is clipped.
+		for _, l := range wrapWhole(head, width, "", "  ") {
 			p.line("%s", l)
 		}
-		for _, l := range wrap(v.Summary, width, "  ", "  ", 2) {
+		for _, l := range wrapWhole(v.Summary, width, "  ", "  ") {
 			p.line("%s", l)
 		}
 		for _, e := range ev[:min(verdictEvidenceShown, len(ev))] {
-			p.line("%s", numberLine("  - ", e, width))
+			for _, l := range numberLines("  - ", e, width) {
+				p.line("%s", l)
+			}
 		}
 		if v.Decision != "" {
-			for _, l := range wrap("DECISION: "+v.Decision, width, "", "  ", 3) {
+			for _, l := range wrapWhole("DECISION: "+v.Decision, width, "", "  ") {
 				p.line("%s", l)
 			}
 		}
 		if v.Missing != "" {
-			for _, l := range wrap("MISSING: "+v.Missing, width, "", "  ", 2) {
+			for _, l := range wrapWhole("MISSING: "+v.Missing, width, "", "  ") {
 				p.line("%s", l)
 			}
 		}
@@ -397,9 +404,9 @@ func (p *printer) nsight(r *tracejudge.RankReport) {
 
 func (p *printer) multi(m *tracejudge.MultiRank) {
 	p.line("RANKS: %d compared", len(m.Ranks))
-	p.line("  %-6s %-20s %6s %10s %10s %10s %10s  %s", "rank", "verdict", "conf", "idle %", "input %", "sync %", "step ms", "file")
+	p.line("  %-5s %-20s %5s %7s %8s %7s %9s  %s", "rank", "verdict", "conf", "idle %", "input %", "sync %", "step ms", "file")
 	for _, r := range m.Ranks {
-		p.line("  %-6d %-20s %6s %10.1f %10.1f %10.1f %10.3f  %s", r.Rank, r.Verdict.Class, traceConfidence(r.Verdict),
+		p.line("  %-5d %-20s %5s %7.1f %8.1f %7.1f %9.3f  %s", r.Rank, r.Verdict.Class, traceConfidence(r.Verdict),
 			r.Shares.IdlePct, r.Shares.Input, r.Shares.Sync, nsToMS(r.StepMedianNs), filepath.Base(r.Source))
 	}
 	if len(m.Stragglers) == 0 {

@@ -40,12 +40,14 @@ const (
 	// CauseUntraced: the launching thread was in nothing the profiler recorded.
 	CauseUntraced
 	// CauseLaunchLatency: the call launching the operation had returned but
-	// the operation had not started yet (driver and queue latency), or the
-	// whole gap is shorter than the consecutive-kernel delay.
+	// the operation had not started yet (driver and queue latency), up to
+	// the consecutive-kernel delay, or the whole gap is shorter than that
+	// delay.
 	CauseLaunchLatency
-	// CauseGPUWait: the operation was enqueued before the device went idle
-	// and still started late: it waited on another stream, an event, or
-	// another device.
+	// CauseGPUWait: the operation was enqueued (before the device went idle,
+	// or during the gap and then still more than the consecutive-kernel
+	// delay from its start) and started late: it waited on another stream,
+	// an event, or another device.
 	CauseGPUWait
 	// CauseNoLaunch: the operation after the gap has no launching call in
 	// the trace, so the gap cannot be attributed.
@@ -443,11 +445,22 @@ func attribute(s *scope, delay int64, steps []Step, setup map[int32]bool, onGap 
 					// [gs, hostEnd): the thread had not yet called the launch;
 					// [hostEnd, callEnd): it was inside the launching call;
 					// [callEnd, ge): the call had returned, the op not started.
+					// Up to delay of that is launch latency (the driver and
+					// the queue); an op enqueued on an idle device that
+					// starts later than that waited on something else (an
+					// event, another stream, another device or process), not
+					// on the CPU: the same GPU-side wait as an op launched
+					// before the gap opened.
 					hostEnd := min(r.Start, ge)
 					callEnd := min(r.End, ge)
 					ti.split(gs, hostEnd, &gd.ByCause)
 					gd.ByCause[callCause(t, r, setup[g.Launch])] += callEnd - hostEnd
-					gd.ByCause[CauseLaunchLatency] += ge - callEnd
+					latEnd := min(ge, callEnd+delay)
+					gd.ByCause[CauseLaunchLatency] += latEnd - callEnd
+					if latEnd < ge {
+						gd.ByCause[CauseGPUWait] += ge - latEnd
+						ti.split(latEnd, ge, &at.DuringGPUWait)
+					}
 					apiTime[r.Name] += callEnd - hostEnd
 					if ti.blockedInSyncAt(gs) {
 						gd.AfterSync = true

@@ -175,8 +175,74 @@ func ruleLaunchQueueFull(in *Input) *finding.Finding {
 	}
 }
 
+// churn says whether the GPU's waits in runtime calls that launch nothing
+// recur step after step (the steady state, not set-up), and which
+// allocator calls overlapped the gaps.
+type churn struct {
+	steps, total int      // steps whose gaps held such waits, steps profiled
+	calls        []string // allocation and free calls among those overlapping the gaps most
+}
+
+// steady: the waits recur in at least ChurnStepsShare of at least three
+// profiled steps, and allocator calls are among them.
+func (c churn) steady() bool {
+	return c.total >= 3 && float64(c.steps) >= churnStepsShare*float64(c.total) && len(c.calls) > 0
+}
+
+// churnStepsShare: what recurs in at least 80 % of the profiled steps is the
+// steady state, not start-up (one set-up step in five may be missing).
+const churnStepsShare = 0.8
+
+// allocatorCall: the runtime's allocation and free calls (cudaMalloc,
+// cudaFree, their Async, Host and Managed forms; hipMalloc, hipFree...).
+func allocatorCall(name string) bool {
+	for _, p := range []string{"cuda", "hip", "cu"} {
+		if rest, ok := strings.CutPrefix(name, p); ok {
+			return strings.HasPrefix(rest, "Malloc") || strings.HasPrefix(rest, "Free") || strings.HasPrefix(rest, "MemAlloc") ||
+				strings.HasPrefix(rest, "MemFree") || rest == "HostAlloc" || strings.HasPrefix(rest, "HostMalloc")
+		}
+	}
+	return false
+}
+
+func otherAPIChurn(r *RankReport) churn {
+	c := churn{total: len(r.Steps)}
+	for _, st := range r.Steps {
+		if st.ByCause[tracestats.CauseOtherAPI] > 0 {
+			c.steps++
+		}
+	}
+	for _, a := range r.Attribution.TopAPIs {
+		if allocatorCall(a.Name) {
+			c.calls = append(c.calls, a.Name)
+		}
+	}
+	return c
+}
+
+// churnClaim names allocator churn: what it costs and in how many steps.
+func churnClaim(c churn, share float64) string {
+	free := ""
+	for _, n := range c.calls {
+		if strings.Contains(n, "Free") {
+			free = n
+			break
+		}
+	}
+	why := "The allocation calls cost the launching thread's CPU time."
+	if free != "" {
+		why = "Each " + free + " synchronises (it waits for all the device's queued work before it returns, so the queue drains), and the allocation calls cost the launching thread's CPU time."
+	}
+	return fmt.Sprintf("Allocator churn: in %d of %d profiled steps the GPU waited while the launching thread was in %s (%.1f %% of the time): memory is freed and allocated again every step, the steady state, not set-up. %s",
+		c.steps, c.total, strings.Join(c.calls, " and "), share, why)
+}
+
+const churnDecision = "Keep buffers allocated across steps: let PyTorch's caching allocator reuse them (no torch.cuda.empty_cache() in the loop), preallocate outputs and reuse them, and set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True so a fragmented cache does not fall back to freeing and allocating."
+
 // ruleHostWaitOtherAPI: the GPU waited while the launching thread sat in
 // runtime calls that launch nothing (allocation, frees, stream creation).
+// When that recurs in (nearly) every profiled step with allocator calls
+// among them, it is allocator churn, named with its step count.
 func ruleHostWaitOtherAPI(in *Input) *finding.Finding {
 	sh, at, b, v := in.Sh, in.At, in.B, in.v
 	if sh.OtherAPI < thresholds.ModerateSharePct {
@@ -186,8 +252,15 @@ func ruleHostWaitOtherAPI(in *Input) *finding.Finding {
 		in.ctx.ev("share of GPU time lost in "+v.api()+" calls that launch nothing", sh.OtherAPI, "%", ""),
 		in.ctx.ev("idle while the launching thread was in "+v.api()+" calls that launch nothing", ms(b[tracestats.CauseOtherAPI]-at.AfterSync[tracestats.CauseOtherAPI]), "ms", v.runtimeEvents()),
 	}
+	c := otherAPIChurn(in.R)
+	if c.total > 0 {
+		ev = append(ev, in.ctx.ev("profiled steps whose gaps held such calls", float64(c.steps), fmt.Sprintf("of %d", c.total), "ProfilerStep#N, "+v.runtimeEvents()))
+	}
 	if len(at.TopAPIs) > 0 {
 		ev = append(ev, in.ctx.text("runtime calls overlapping the gaps most", topRanges(at.TopAPIs), v.runtimeEvents()))
+	}
+	if c.steady() {
+		return &finding.Finding{Severity: in.sev(sh.OtherAPI), Claim: churnClaim(c, sh.OtherAPI), Evidence: ev, Decision: churnDecision}
 	}
 	return &finding.Finding{
 		Severity: in.sev(sh.OtherAPI),

@@ -79,6 +79,26 @@ func computeShares(at *tracestats.Attribution, afterSync tracestats.ByCause, cop
 	return sh
 }
 
+// hostWait is the share of the span the GPU idled while the launching
+// thread was the one not enqueuing work: every host-side cause.
+func (sh Shares) hostWait() float64 {
+	return sh.Input + sh.Sync + sh.Transfer + sh.Submission + sh.OtherAPI + sh.Setup + sh.Untraced
+}
+
+// partOfIdle says how much of the idle time one cause holds: "mostly" only
+// when it is at least half of it, the bare share otherwise.
+func partOfIdle(share, idle float64) string {
+	if idle > 0 && 2*share >= idle {
+		return fmt.Sprintf("mostly (%.0f %% of the time)", share)
+	}
+	return fmt.Sprintf("%.0f %% of the time", share)
+}
+
+// isChurn: the other-API finding names allocator churn (churnClaim).
+func isChurn(f *finding.Finding) bool {
+	return f != nil && f.Decision == churnDecision
+}
+
 // candidate is one class a rank could be bound by, with its share.
 type candidate struct {
 	class   finding.Class
@@ -184,18 +204,37 @@ func decideClass(sh Shares, ops int, spanNs int64, byID map[string]*finding.Find
 		v := finding.Verdict{Class: finding.Inconclusive}
 		switch {
 		case sh.GPUWait >= unexplained && sh.GPUWait >= thresholds.ModerateSharePct:
-			v.Summary = fmt.Sprintf("The GPU is idle %.0f %% of the time, mostly (%.0f %%) waiting on its own dependencies (other streams, events, collectives), not on the CPU.", sh.IdlePct, sh.GPUWait)
 			v.Because = []string{"gpu-side-wait"}
-			v.Missing = "the wait is on the GPU side: compare ranks (stragglers) and stream dependencies; the CPU is not what delays the work"
+			// The CPU is cleared only when the launching thread's side
+			// (every host-wait share) is below what counts as a cause;
+			// otherwise the verdict says how much it holds, so it never
+			// stands beside a finding that names a CPU cause.
+			if host := sh.hostWait(); host < thresholds.ModerateSharePct {
+				v.Summary = fmt.Sprintf("The GPU is idle %.0f %% of the time, %s waiting on its own dependencies (other streams, events, collectives), not on the CPU (%.0f %%).", sh.IdlePct, partOfIdle(sh.GPUWait, sh.IdlePct), host)
+				v.Missing = "the wait is on the GPU side: compare ranks (stragglers) and stream dependencies; the CPU is not what delays the work"
+			} else {
+				v.Summary = fmt.Sprintf("The GPU is idle %.0f %% of the time: %s waiting on its own dependencies (other streams, events, collectives), the largest single cause; the launching thread's causes together hold %.0f %% of the time.", sh.IdlePct, partOfIdle(sh.GPUWait, sh.IdlePct), host)
+				v.Missing = fmt.Sprintf("which side to fix first: the GPU-side wait (compare ranks for stragglers, look at stream dependencies) or the launching thread's %.0f %%, spread over causes none of which leads (its findings)", host)
+			}
 			v.Decision = "Overlap communication with computation and look for a slow rank or a serialising stream dependency."
 		case sh.Untraced >= unexplained && sh.Untraced >= thresholds.ModerateSharePct:
 			v.Summary = fmt.Sprintf("The GPU is idle %.0f %% of the time while the launching thread ran nothing the profiler recorded (%.0f %%).", sh.IdlePct, sh.Untraced)
 			v.Because = []string{"host-wait-untraced"}
 			v.Missing = "what the launching thread did in the gaps: profile with with_stack=True (Python frames), or run gpufeed diagnose live to see whether it was running, sleeping or blocked"
 		case sh.Setup >= unexplained && sh.Setup >= thresholds.ModerateSharePct:
-			v.Summary = fmt.Sprintf("The GPU is idle %.0f %% of the time, mostly (%.0f %%) while the launching thread sat in one-off set-up launches (first launches of their kernels, far longer than the others: module loading, lazy initialisation, first-call compilation), not in the steady state.", sh.IdlePct, sh.Setup)
+			v.Summary = fmt.Sprintf("The GPU is idle %.0f %% of the time, %s while the launching thread sat in one-off set-up launches (first launches of their kernels, far longer than the others: module loading, lazy initialisation, first-call compilation), not in the steady state.", sh.IdlePct, partOfIdle(sh.Setup, sh.IdlePct))
 			v.Because = []string{"setup-launches"}
 			v.Missing = "steady-state steps: the window is dominated by set-up; profile after a warm-up (torch.profiler.schedule(wait=1, warmup=1, active=3))"
+		case sh.OtherAPI >= unexplained && sh.OtherAPI >= thresholds.ModerateSharePct && isChurn(byID["host-wait-other-api"]):
+			// Recurring in the steady state: allocator churn, named by
+			// its finding. No class holds it (a synchronising free and
+			// allocation calls on the launching thread), so the verdict
+			// stays inconclusive, but it says the cause and what to do.
+			f := byID["host-wait-other-api"]
+			v.Summary = fmt.Sprintf("The GPU is idle %.0f %% of the time. %s", sh.IdlePct, f.Claim)
+			v.Because = []string{"host-wait-other-api"}
+			v.Missing = "which tensors are freed and allocated each step: profile with profile_memory=True and with_stack=True, or record the allocator's history (torch.cuda.memory._record_memory_history)"
+			v.Decision = f.Decision
 		case sh.OtherAPI >= unexplained && sh.OtherAPI >= thresholds.ModerateSharePct:
 			v.Summary = fmt.Sprintf("The GPU is idle %.0f %% of the time while the launching thread sat in %s calls that launch nothing (%.0f %%): allocation, frees, stream creation, module loading.", sh.IdlePct, vo.api(), sh.OtherAPI)
 			v.Because = []string{"host-wait-other-api"}
