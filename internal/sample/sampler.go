@@ -54,6 +54,9 @@ type Sampler struct {
 	// observer holds gpufeed's own process and the processes that started
 	// it (pid -> start time): never part of the job, even inside its tree.
 	observer map[int]uint64
+	// parentAnon caches a parent's anonymous mappings for the tick they
+	// were read in (its forked children's inherited memory).
+	parentAnon map[int]*parentMaps
 }
 
 type candidate struct {
