@@ -178,6 +178,8 @@ type COWLevel struct {
 	// twice); Span is the longest first-to-last span among them.
 	Rate float64
 	Span time.Duration
+	// Gained is what they copied between those readings, summed.
+	Gained float64
 	// Exited and Joined count the group's workers that exited during the
 	// window and those forked during it: workers replaced (a DataLoader
 	// without persistent_workers starts new ones every epoch).
@@ -203,10 +205,14 @@ func cowLevel(v *view, a *derive.View, g WorkerGroup) (COWLevel, bool) {
 			continue
 		}
 		wc := workerCopies{PID: w}
+		// The rate counts from the worker's first reading once settled
+		// (its first seconds' writes are what a fresh fork holds), the
+		// level is its last reading.
+		from := v.settledFrom(w)
 		n := 0
 		for i := range a.TickT {
 			s := p.Sample(i)
-			if s == nil || s.Inherited == nil {
+			if s == nil || s.Inherited == nil || a.TickT[i] < from {
 				continue
 			}
 			if n == 0 {
@@ -214,6 +220,16 @@ func cowLevel(v *view, a *derive.View, g WorkerGroup) (COWLevel, bool) {
 			}
 			wc.Last, wc.TLast = *s.Inherited, a.TickT[i]
 			n++
+		}
+		if n == 0 {
+			// Not settled yet: its level alone.
+			for i := len(a.TickT) - 1; i >= 0; i-- {
+				if s := p.Sample(i); s != nil && s.Inherited != nil {
+					wc.First, wc.TFirst, wc.Last, wc.TLast = *s.Inherited, a.TickT[i], *s.Inherited, a.TickT[i]
+					n = 1
+					break
+				}
+			}
 		}
 		if n == 0 {
 			continue
@@ -228,6 +244,7 @@ func cowLevel(v *view, a *derive.View, g WorkerGroup) (COWLevel, bool) {
 				l.Rate = 0
 			}
 			l.Rate += d
+			l.Gained += float64(wc.Last.CopiedBytes) - float64(wc.First.CopiedBytes)
 			l.Span = max(l.Span, span)
 		}
 		l.per = append(l.per, wc)
@@ -246,6 +263,12 @@ func (l COWLevel) levelFound() bool {
 	excess := l.Copied - float64(l.Workers)*float64(thresholds.COWInheritedBaseline)
 	return excess >= thresholds.COWMinCopied && l.ParentRSS > 0 &&
 		l.Copied/float64(l.Workers) >= thresholds.COWMinCopiedShare*l.ParentRSS
+}
+
+// copying says the workers copy now: their copies grew by COWMinGrowth
+// and at COWMinCopiedRate or more together between their readings.
+func (l COWLevel) copying() bool {
+	return !math.IsNaN(l.Rate) && l.Gained >= thresholds.COWMinGrowth && l.Rate >= thresholds.COWMinCopiedRate
 }
 
 // cowLevels returns the inherited-memory level of every fork group that
@@ -297,7 +320,7 @@ func cowFindings(v *view, a *derive.View, groups []WorkerGroup) []finding.Findin
 		}
 		rising := cpRate >= thresholds.COWMinRate && gained >= thresholds.COWMinGrowth && cpRate >= thresholds.COWMinCopyShare*usRate
 		lv, haveLevel := cowLevel(v, a, g)
-		if !rising && !(haveLevel && lv.levelFound()) {
+		if !rising && !(haveLevel && (lv.levelFound() || lv.copying())) {
 			continue
 		}
 		sort.Slice(grows, func(i, j int) bool { return grows[i].PID < grows[j].PID })
@@ -330,7 +353,11 @@ func cowFindings(v *view, a *derive.View, groups []WorkerGroup) []finding.Findin
 				rate = lv.Rate
 				f.Evidence = append(f.Evidence, finding.Evidence{What: "copy rate of the workers together (change of what they copied)", Value: round(lv.Rate/(1<<20), 2), Unit: "MiB/s",
 					Window: fmt.Sprintf("first to last reading, up to %s", fmtSeconds(lv.Span)), Source: "/proc/PID/smaps"})
-				claim += fmt.Sprintf("; they copy %s together now", fmtBytes(lv.Rate)+"/s")
+				if lv.Rate >= 1<<10 {
+					claim += fmt.Sprintf("; they copy %s together now", fmtBytes(lv.Rate)+"/s")
+				} else {
+					claim += "; they copy nothing more now"
+				}
 			}
 			if lv.Exited > 0 && lv.Joined > 0 {
 				f.Evidence = append(f.Evidence, finding.Evidence{What: "workers replaced during the window (exited, and forked anew)", Value: float64(min(lv.Exited, lv.Joined)), Window: "the window", Source: "/proc/PID/stat"})
@@ -394,7 +421,7 @@ func cowSeverity(v *view, g WorkerGroup, f *finding.Finding, claim *string, have
 			f.Evidence = append(f.Evidence, finding.Evidence{What: "most the workers can still copy (resident memory they still share: RSS minus USS)", Value: round(ceiling/(1<<20), 1), Unit: "MiB", Source: "/proc/PID/statm, /proc/PID/smaps_rollup"})
 		}
 		sev = finding.Info
-	case rate > 0:
+	case rate >= 1<<10:
 		eta := time.Duration(h.bytes / rate * float64(time.Second))
 		*claim += "; at this rate " + h.what + " is reached in " + fmtDuration(eta)
 		f.Evidence = append(f.Evidence, finding.Evidence{What: "projected time until " + h.what + " is reached", Value: round(eta.Seconds(), 0), Unit: "s", Window: "linear projection of the window's rate", Source: "copy rate and the limit above"})
@@ -402,7 +429,9 @@ func cowSeverity(v *view, g WorkerGroup, f *finding.Finding, claim *string, have
 			sev = finding.Info
 		}
 	default:
-		*claim += fmt.Sprintf("; they copy nothing more now, and could copy up to %s more", fmtBytes(ceiling))
+		// Not copying now: what they still share would not fit, but
+		// nothing moves toward the limit.
+		*claim += fmt.Sprintf("; all they still share (%s) would not fit in %s", fmtBytes(ceiling), h.what)
 		sev = finding.Info
 	}
 	if haveLevel && h.limit > 0 && lv.Copied >= thresholds.COWWarnShare*h.limit {

@@ -65,6 +65,7 @@ func Text() map[string]string {
 		"COWMinCopied":               strconv.Itoa(COWMinCopied>>20) + " MiB",
 		"COWMinCopiedShare":          pct(100 * COWMinCopiedShare),
 		"COWWarnShare":               pct(100 * COWWarnShare),
+		"COWMinCopiedRate":           strconv.Itoa(COWMinCopiedRate>>10) + " KiB/s",
 		"FDMinRate":                  num(FDMinRate),
 		"FDMinGrowth":                strconv.Itoa(FDMinGrowth),
 		"FDHorizon":                  dur(FDHorizon),
