@@ -326,7 +326,9 @@ type copiedReading struct {
 
 // TestDataLoaderCopiedLevelAttached: one long-lived real torch DataLoader
 // per kind (4 workers forked over a list of 3 M floats, over a numpy array,
-// and spawned over the list), gpufeed attached to each at 3 s, 30 s and 90 s
+// and spawned over the list), reading in random order (each worker touches
+// every page of the list within seconds, then copies little more: a rate
+// alone misses it from about 30 s on), gpufeed attached to each at 3 s, 30 s and 90 s
 // after the workers started, with a 5 s and a 15 s window at each age (the
 // two at once). Over the list every window finds the copies, and the amount
 // it reports is within 10 % of what smaps gives at the end of the window
@@ -341,7 +343,7 @@ func TestDataLoaderCopiedLevelAttached(t *testing.T) {
 	for _, kind := range []struct{ name, storage, method string }{{"list", "list", "fork"}, {"numpy", "numpy", "fork"}, {"spawn", "list", "spawn"}} {
 		t.Run(kind.name, func(t *testing.T) {
 			t.Parallel()
-			job := startScenario(t, testjob.TorchDataLoader, "--storage", kind.storage, "--workers", "4", "--items", "3000000", "--start-method", kind.method)
+			job := startScenario(t, testjob.TorchDataLoader, "--storage", kind.storage, "--workers", "4", "--items", "3000000", "--start-method", kind.method, "--shuffle")
 			workers := awaitEvent(t, job, "workers", 180*time.Second).Ints("workers")
 			started := time.Now()
 			if len(workers) != 4 {

@@ -9,7 +9,9 @@ its unique memory (USS) climbs while its resident memory stays flat. With
 --storage numpy the same numbers are one numpy array: reading an item writes
 nothing shared, and each worker stays at what a fresh fork holds. With
 --start-method spawn the workers start from a fresh interpreter and are sent
-the dataset: they inherit no memory to copy.
+the dataset: they inherit no memory to copy. With --shuffle the items are read
+in random order, so each worker touches (and copies) every page of a list
+within its first seconds, then copies little more.
 
 Runs under Debian's own python3 with python3-torch and python3-numpy.
 
@@ -50,9 +52,10 @@ def main():
     p.add_argument("--batch", type=int, default=256)
     p.add_argument("--step", type=float, default=0.005)
     p.add_argument("--start-method", choices=["fork", "spawn"], default="fork")
+    p.add_argument("--shuffle", action="store_true", help="read in random order: each worker touches every page within seconds")
     a = p.parse_args()
     loader = DataLoader(Items(a.storage, a.items), batch_size=a.batch, num_workers=a.workers,
-                        multiprocessing_context=a.start_method, persistent_workers=True)
+                        multiprocessing_context=a.start_method, persistent_workers=True, shuffle=a.shuffle)
     announced = False
     while True:
         it = iter(loader)
