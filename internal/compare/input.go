@@ -684,7 +684,7 @@ func recordedDeaths(in *judge.Input, res time.Duration) []Death {
 // their parent's memory (copy-on-write) at the end of the window: a level
 // read at the window's end, so it has no per-interval spread.
 func cowMetric(copied float64, workers, intervals int) *Metric {
-	return &Metric{Key: "worker_cow_copied", Name: "forked workers' copies of their parent's memory", Unit: "MiB", Better: -1,
+	return &Metric{Key: "worker_cow_copied", Name: "forked workers' copied memory", Unit: "MiB", Better: -1,
 		P10: math.NaN(), P50: math.NaN(), P90: math.NaN(), Mean: copied / (1 << 20), N: intervals,
 		Of: fmt.Sprintf("%d forked workers, at the end of the window", workers)}
 }

@@ -12,7 +12,7 @@ import (
 // spread (a level at each window's end): said in words, no noise claimed.
 func TestCompareSaysWorkerCopies(t *testing.T) {
 	m := func(v float64) *compare.Metric {
-		return &compare.Metric{Key: "worker_cow_copied", Name: "forked workers' copies of their parent's memory", Unit: "MiB",
+		return &compare.Metric{Key: "worker_cow_copied", Name: "forked workers' copied memory", Unit: "MiB",
 			P10: math.NaN(), P50: math.NaN(), P90: math.NaN(), Mean: v, N: 100}
 	}
 	in := []*compare.Input{
