@@ -5,10 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -185,7 +189,7 @@ func TestGlooRanksLaunched(t *testing.T) {
 	checkGlooJob(t, r, r.Target.PID)
 }
 
-var cowClaim = regexp.MustCompile(`^\d forked workers? of pid (\d+) \(python3\) copy its memory at (\d+\.\d) [KM]iB/s together, copy-on-write: their unique memory rises while their resident memory stays flat`)
+var cowClaim = regexp.MustCompile(`^\d forked workers? of pid (\d+) \(python3\) hold (\d+\.\d) [KM]iB of private copies of its memory, copy-on-write: pages they shared with it became their own as they touched its Python objects`)
 
 // checkCOW: over a list, the DataLoader's forked workers are found copying
 // the trainer's memory, with the fix; over a numpy array they are not.
@@ -214,11 +218,11 @@ func checkCOW(t *testing.T, r render.Report, storage string, trainer int) {
 	}
 	var baseline, perWorker bool
 	for _, e := range f.Evidence {
-		baseline = baseline || strings.Contains(e.What, "fork baseline") && e.Value > 0 && e.Value <= 8
-		perWorker = perWorker || strings.HasPrefix(e.What, "unique memory (USS) of worker pid") && e.Unit == "MiB/s" && e.Value > 0
+		baseline = baseline || strings.HasPrefix(e.What, "what a fresh fork holds of its own in those mappings") && e.Value > 0 && e.Value <= 8
+		perWorker = perWorker || strings.HasPrefix(e.What, "copied by worker pid") && e.Unit == "MiB" && e.Value > 0
 	}
 	if !baseline || !perWorker {
-		t.Errorf("want the fork baseline and each worker's USS rate in the evidence: %+v", f.Evidence)
+		t.Errorf("want a fresh fork's copies and each worker's in the evidence: %+v", f.Evidence)
 	}
 }
 
@@ -244,6 +248,211 @@ func TestDataLoaderCopyOnWrite(t *testing.T) {
 			r := diagnoseLaunched(t, 20*time.Second, py, "-u", filepath.Join(dir, string(testjob.TorchDataLoader)),
 				"--storage", storage, "--workers", "4", "--items", "3000000")
 			checkCOW(t, r, storage, r.Target.PID)
+		})
+	}
+}
+
+// smapsAnon reads the anonymous private writable mappings of /proc/PID/smaps
+// (start-end -> Rss and Private_Dirty in bytes): the test's own reading,
+// independent of gpufeed's parser.
+func smapsAnon(pid int) (map[string][2]float64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps", pid))
+	if err != nil {
+		return nil, err
+	}
+	out := map[string][2]float64{}
+	cur := ""
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 {
+			continue
+		}
+		if !strings.HasSuffix(f[0], ":") {
+			cur = ""
+			path := ""
+			if len(f) > 5 {
+				path = f[5]
+			}
+			if len(f) >= 5 && f[4] == "0" && f[1][1] == 'w' && f[1][3] == 'p' && (path == "" || path == "[heap]" || strings.HasPrefix(path, "[anon:")) {
+				cur = f[0]
+				out[cur] = [2]float64{}
+			}
+			continue
+		}
+		if cur == "" || len(f) < 3 {
+			continue
+		}
+		v, _ := strconv.ParseFloat(f[1], 64)
+		m := out[cur]
+		switch f[0] {
+		case "Rss:":
+			m[0] = v * 1024
+		case "Private_Dirty:":
+			m[1] = v * 1024
+		}
+		out[cur] = m
+	}
+	return out, nil
+}
+
+// copiedBySmaps is what the workers copied of their parent's memory, as
+// smaps gives it: each worker's Private_Dirty in the anonymous mappings the
+// parent has at the same addresses, summed.
+func copiedBySmaps(parent int, workers []int) (float64, error) {
+	pm, err := smapsAnon(parent)
+	if err != nil {
+		return 0, err
+	}
+	sum := 0.0
+	for _, w := range workers {
+		wm, err := smapsAnon(w)
+		if err != nil {
+			return 0, err
+		}
+		for rng, m := range wm {
+			if _, ok := pm[rng]; ok {
+				sum += m[1]
+			}
+		}
+	}
+	return sum, nil
+}
+
+// copiedReading is the test's own smaps figure at a moment.
+type copiedReading struct {
+	at     time.Time
+	copied float64
+}
+
+// TestDataLoaderCopiedLevelAttached: one long-lived real torch DataLoader
+// per kind (4 workers forked over a list of 3 M floats, over a numpy array,
+// and spawned over the list), reading in random order (each worker touches
+// every page of the list within seconds, then copies little more: a rate
+// alone misses it from about 30 s on), gpufeed attached to each at 3 s, 30 s and 90 s
+// after the workers started, with a 5 s and a 15 s window at each age (the
+// two at once). Over the list every window finds the copies, and the amount
+// it reports is within 10 % of what smaps gives at the end of the window
+// (read by the test every half second); over the numpy array and with spawn
+// workers nothing is found. Attached at 90 s the workers have copied most of
+// what they will (the rate alone missed them).
+func TestDataLoaderCopiedLevelAttached(t *testing.T) {
+	requireTorch(t)
+	bin := gpufeed(t)
+	ages := []time.Duration{3 * time.Second, 30 * time.Second, 90 * time.Second}
+	windows := []time.Duration{5 * time.Second, 15 * time.Second}
+	for _, kind := range []struct{ name, storage, method string }{{"list", "list", "fork"}, {"numpy", "numpy", "fork"}, {"spawn", "list", "spawn"}} {
+		t.Run(kind.name, func(t *testing.T) {
+			t.Parallel()
+			job := startScenario(t, testjob.TorchDataLoader, "--storage", kind.storage, "--workers", "4", "--items", "3000000", "--start-method", kind.method, "--shuffle")
+			workers := awaitEvent(t, job, "workers", 180*time.Second).Ints("workers")
+			started := time.Now()
+			if len(workers) != 4 {
+				t.Fatalf("workers %v", workers)
+			}
+			// The test's own smaps readings, every half second, until the end.
+			var mu sync.Mutex
+			var readings []copiedReading
+			stop := make(chan struct{})
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				for {
+					if c, err := copiedBySmaps(job.PID, workers); err == nil {
+						mu.Lock()
+						readings = append(readings, copiedReading{time.Now(), c})
+						mu.Unlock()
+					}
+					select {
+					case <-stop:
+						return
+					case <-time.After(500 * time.Millisecond):
+					}
+				}
+			}()
+			defer func() { close(stop); <-done }()
+			for _, age := range ages {
+				time.Sleep(time.Until(started.Add(age)))
+				reports := make([]render.Report, len(windows))
+				errs := make([]error, len(windows))
+				var wg sync.WaitGroup
+				for i, w := range windows {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						cmd := exec.CommandContext(t.Context(), bin, "diagnose", "--device", "none", "-o", "json", "--pid", strconv.Itoa(job.PID), "--duration", w.String())
+						var stderr strings.Builder
+						cmd.Stderr = &stderr
+						out, err := cmd.Output()
+						if err == nil {
+							err = json.Unmarshal(out, &reports[i])
+						}
+						if err != nil {
+							errs[i] = fmt.Errorf("diagnose --duration %s: %v: %s", w, err, stderr.String())
+						}
+					}()
+				}
+				wg.Wait()
+				if c, err := copiedBySmaps(job.PID, workers); err == nil {
+					mu.Lock()
+					readings = append(readings, copiedReading{time.Now(), c})
+					mu.Unlock()
+				}
+				for i, r := range reports {
+					if errs[i] != nil {
+						t.Fatal(errs[i])
+					}
+					label := fmt.Sprintf("attached %s after start, %s window", age, windows[i])
+					begun, err := time.Parse(time.RFC3339Nano, r.Window.Started)
+					if err != nil {
+						t.Fatal(err)
+					}
+					end := begun.Add(time.Duration(r.Window.DurationNS))
+					// smaps' figure at the window's end lies between the
+					// test's last reading before it and its first after.
+					mu.Lock()
+					var before, after *copiedReading
+					for j := range readings {
+						rd := &readings[j]
+						if !rd.at.After(end) {
+							before = rd
+						} else if after == nil {
+							after = rd
+						}
+					}
+					mu.Unlock()
+					if before == nil || after == nil {
+						t.Fatalf("%s: no smaps reading of the test's on both sides of the window's end %s", label, end)
+					}
+					want := after.copied
+					cow := findingsWith(r, "worker-cow-growth")
+					if kind.name != "list" {
+						t.Logf("%s: smaps says the workers copied %.1f MiB", label, want/(1<<20))
+						for _, f := range cow {
+							t.Errorf("%s: %s workers copy nothing to speak of: %s", label, kind.name, f.Claim)
+						}
+						continue
+					}
+					if len(cow) != 1 {
+						t.Errorf("%s: want one worker-cow-growth finding (smaps says the workers copied %.1f MiB); findings:\n%s", label, want/(1<<20), claims(r))
+						continue
+					}
+					got := math.NaN()
+					for _, e := range cow[0].Evidence {
+						if strings.HasPrefix(e.What, "copied so far by the 4 workers together") && e.Unit == "MiB" {
+							got = e.Value * (1 << 20)
+						}
+					}
+					lo, hi := min(before.copied, after.copied), max(before.copied, after.copied)
+					t.Logf("%s: gpufeed %.1f MiB, smaps %.1f MiB %s before the window's end, %.1f MiB %s after; %s", label, got/(1<<20),
+						before.copied/(1<<20), end.Sub(before.at), after.copied/(1<<20), after.at.Sub(end), cow[0].Claim)
+					if math.IsNaN(got) || got < 0.9*lo || got > 1.1*hi {
+						t.Errorf("%s: copied %.1f MiB, smaps says %.1f to %.1f MiB around the window's end; evidence %+v", label, got/(1<<20), lo/(1<<20), hi/(1<<20), cow[0].Evidence)
+					}
+					if !strings.Contains(cow[0].Claim, "hold ") || !strings.Contains(cow[0].Claim, "of private copies of its memory") {
+						t.Errorf("%s: claim %q", label, cow[0].Claim)
+					}
+				}
+			}
 		})
 	}
 }

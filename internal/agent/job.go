@@ -52,9 +52,12 @@ type job struct {
 	observed, runqWait float64
 	starved            map[string]float64
 	deaths             map[string]float64
-	done               bool
-	doneAt             time.Time
-	doneWhy            string
+	// cowCopied is what the forked workers copied of their parent's memory
+	// at the end of the last window; nil when none was read.
+	cowCopied *float64
+	done      bool
+	doneAt    time.Time
+	doneWhy   string
 }
 
 // chunk is one window kept in the ring.
@@ -322,6 +325,14 @@ func (j *job) finish(ctx context.Context, tl *timeline.Timeline) {
 	defer j.mu.Unlock()
 	j.verdict, j.judgedAt = verdict, time.Now()
 	j.windows++
+	j.cowCopied = nil
+	if len(in.Frozen.COW) > 0 {
+		c := 0.0
+		for _, l := range in.Frozen.COW {
+			c += l.Copied
+		}
+		j.cowCopied = &c
+	}
 	j.observed += measured
 	j.runqWait += runq
 	at := in.Attr

@@ -347,3 +347,50 @@ func TestAgentMetricsLabelsAreSafe(t *testing.T) {
 		}
 	}
 }
+
+// TestAgentExportsWorkerCopies: a job whose two forked workers walked a
+// list of Python floats held by their parent (copy-on-write), then hold
+// their copies; the agent, watching it by pid, exports what they copied as
+// smaps gives it (the workers' Private_Dirty in the mappings they share
+// with the parent, the figure gpufeed diagnose's tests check independently).
+func TestAgentExportsWorkerCopies(t *testing.T) {
+	r, err := testjob.Start(t.Context(), testjob.COW, nil, "--storage", "objects", "--workers", "2", "--items", "1500000", "--seconds", "2")
+	if err != nil {
+		t.Skipf("the copy-on-write workload cannot run here: %v", err)
+	}
+	defer r.Stop()
+	m, err := r.Await(t.Context(), "workers", 60*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	workers := m.Ints("workers")
+	for range workers {
+		if _, err := r.Await(t.Context(), "walked", 60*time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := testConfig(t)
+	cfg.PIDs = []int{r.PID}
+	a, _ := startAgent(t, cfg)
+	waitWindows(t, a, r.PID, 2, 60*time.Second)
+	got := series(t, a, "gpufeed_worker_cow_copied_bytes", map[string]string{"pid": strconv.Itoa(r.PID)})
+	if len(got) != 1 {
+		t.Fatalf("copied-bytes series %v, want one", got)
+	}
+	fs := cfg.FS
+	parent, err := fs.AnonMappings(r.PID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := 0.0
+	for _, w := range workers {
+		maps, err := fs.AnonMappings(w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want += float64(procfs.MatchInherited(parent, maps).Copied)
+	}
+	if v := value(got[0]); want < 8<<20 || v < 0.9*want || v > 1.1*want {
+		t.Errorf("gpufeed_worker_cow_copied_bytes %.1f MiB, smaps says %.1f MiB", v/(1<<20), want/(1<<20))
+	}
+}

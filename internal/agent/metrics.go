@@ -47,6 +47,9 @@ var (
 	descRingSeconds = desc("gpufeed_job_ring_seconds",
 		"Time the job's ring of recorded windows covers.")
 
+	descCOWCopied = desc("gpufeed_worker_cow_copied_bytes",
+		"Memory the job's forked worker processes (DataLoader workers started by fork) hold as private copies of their parent's memory: copy-on-write, their Private_Dirty in the anonymous mappings they share with it (smaps), summed over the workers, at the end of the last window. Absent when no forked worker was read.")
+
 	descCheck = prometheus.NewDesc("gpufeed_platform_check_status",
 		"A platform check's outcome (status: ok, warn, fail, absent, not-visible, error), 1 for the current one.",
 		[]string{"Hostname", "check", "subject", "status"}, nil)
@@ -69,7 +72,7 @@ var (
 // Describe sends every metric's description.
 func (a *Agent) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descStarved, descObserved, descVerdict, descConfidence, descJudged, descWindows,
-		descRunq, descDeaths, descUp, descRingBytes, descRingSeconds, descCheck, descProbeOK, descProbeDur, descProbeFail, descJobs,
+		descRunq, descDeaths, descUp, descRingBytes, descRingSeconds, descCOWCopied, descCheck, descProbeOK, descProbeDur, descProbeFail, descJobs,
 		descConns, descConnsMax, descConnsShed} {
 		ch <- d
 	}
@@ -140,6 +143,9 @@ func (a *Agent) Collect(ch chan<- prometheus.Metric) {
 				gauge(descVerdict, 1, string(j.verdict.Class))
 				gauge(descConfidence, j.verdict.Confidence)
 				gauge(descJudged, float64(j.judgedAt.UnixNano())/1e9)
+			}
+			if j.cowCopied != nil && !j.done {
+				gauge(descCOWCopied, *j.cowCopied)
 			}
 			gauge(descRingBytes, float64(j.ringLen))
 			secs := 0.0

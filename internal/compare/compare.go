@@ -307,7 +307,7 @@ func compareChecks(checks []*Input) *NodeDiff {
 }
 
 // rowOrder is the order quantities are shown in: what the GPU did first.
-var rowOrder = []string{"gpu_busy", "launch_cpu", "launch_wait", "job_cpu", "host_busy"}
+var rowOrder = []string{"gpu_busy", "launch_cpu", "launch_wait", "job_cpu", "host_busy", "worker_cow_copied"}
 
 func compareRuns(ins []*Input) *RunDiff {
 	rd := &RunDiff{SameJob: true}

@@ -2,6 +2,7 @@ package compare
 
 import (
 	"bytes"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -194,6 +195,52 @@ func TestLoadRejects(t *testing.T) {
 		_, err := Load("x.json", bytes.NewReader([]byte(tc.doc)))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%.40q: error %v, want %q", tc.doc, err, tc.want)
+		}
+	}
+}
+
+// Two diagnose reports of a DataLoader job: the forked workers' copies of
+// their parent's memory (summed over the workers alive at the end) become a
+// row and a move, less being better.
+func TestWorkerCopiesCompared(t *testing.T) {
+	doc := func(copied ...float64) *Input {
+		procs := `{"pid": 100, "comm": "python3", "cpu_percent": {}}`
+		for i, c := range copied {
+			procs += fmt.Sprintf(`, {"pid": %d, "comm": "python3", "cpu_percent": {}, "cow_copied_bytes": %g}`, 200+i, c)
+		}
+		procs += `, {"pid": 300, "comm": "python3", "cpu_percent": {}, "exited": true, "cow_copied_bytes": 1e9}`
+		b := fmt.Sprintf(`{"tool": "gpufeed", "schema_version": %d, "command": "diagnose", "target": {"pid": 100, "comm": "python3"},
+			"window": {"started": "2026-07-13T14:22:00Z", "duration_ns": 10000000000, "samples": 101}, "processes": [%s]}`, SchemaVersion, procs)
+		in, err := Load("run.json", strings.NewReader(b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return in
+	}
+	r := Compare([]*Input{doc(40<<20, 40<<20, 40<<20, 40<<20), doc(2<<20, 2<<20, 2<<20, 2<<20)})
+	var row *Row
+	for i := range r.Runs.Rows {
+		if r.Runs.Rows[i].Key == "worker_cow_copied" {
+			row = &r.Runs.Rows[i]
+		}
+	}
+	if row == nil || row.Metrics[0].Mean != 160 || row.Metrics[1].Mean != 8 || row.Unit != "MiB" || row.Metrics[0].Of != "4 forked workers, at the end of the window" {
+		t.Fatalf("row %+v", row)
+	}
+	var mv *Move
+	for i := range r.Runs.Moves {
+		if r.Runs.Moves[i].Key == "worker_cow_copied" {
+			mv = &r.Runs.Moves[i]
+		}
+	}
+	if mv == nil || mv.Delta != -152 || mv.Stat != "mean" || mv.Measured {
+		t.Errorf("move %+v", mv)
+	}
+	// A run without forked workers read has no such row.
+	r = Compare([]*Input{doc(), doc()})
+	for _, row := range r.Runs.Rows {
+		if row.Key == "worker_cow_copied" {
+			t.Errorf("row without readings: %+v", row)
 		}
 	}
 }

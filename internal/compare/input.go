@@ -347,12 +347,16 @@ type reportJSON struct {
 		Samples    int    `json:"samples"`
 	} `json:"window"`
 	Processes []struct {
-		PID     int    `json:"pid"`
-		Comm    string `json:"comm"`
-		Role    string `json:"role"`
-		Rank    string `json:"rank"`
-		CPU     stat   `json:"cpu_percent"`
-		Threads []struct {
+		PID    int    `json:"pid"`
+		Comm   string `json:"comm"`
+		Role   string `json:"role"`
+		Rank   string `json:"rank"`
+		CPU    stat   `json:"cpu_percent"`
+		Exited bool   `json:"exited"`
+		// COWCopied is a forked worker's private copies of its parent's
+		// memory at the end of the window.
+		COWCopied *float64 `json:"cow_copied_bytes"`
+		Threads   []struct {
 			TID     int      `json:"tid"`
 			Comm    string   `json:"comm"`
 			Role    string   `json:"role"`
@@ -463,6 +467,16 @@ func parseReport(b []byte) (*Run, error) {
 	if job != nil {
 		run.Metrics = append(run.Metrics, job)
 	}
+	copied, forked := 0.0, 0
+	for _, p := range r.Processes {
+		if p.COWCopied != nil && !p.Exited {
+			copied += *p.COWCopied
+			forked++
+		}
+	}
+	if forked > 0 {
+		run.Metrics = append(run.Metrics, cowMetric(copied, forked, max(0, r.Window.Samples-1)))
+	}
 	if r.Host != nil && r.Host.Busy.P50 != nil {
 		run.Metrics = append(run.Metrics, &Metric{Key: "host_busy", Name: "host CPUs busy", Unit: "%", P10: math.NaN(),
 			P50: *r.Host.Busy.P50, P90: math.NaN(), Mean: math.NaN(), N: r.Host.Busy.Samples, Of: "all CPUs"})
@@ -569,6 +583,14 @@ func FromTimeline(name string, tl *timeline.Timeline) *Input {
 	if v.Host != nil {
 		add("host_busy", "host CPUs busy", "%", 0, "all CPUs", v.Host.BusyPct)
 	}
+	if len(in.Frozen.COW) > 0 {
+		copied, workers := 0.0, 0
+		for _, l := range in.Frozen.COW {
+			copied += l.Copied
+			workers += l.Workers
+		}
+		run.Metrics = append(run.Metrics, cowMetric(copied, workers, len(v.Intervals)))
+	}
 	run.Deaths = recordedDeaths(in, run.Resolution)
 	return &Input{File: name, Kind: KindRecording, Host: tl.Meta.Hostname, Run: run}
 }
@@ -656,4 +678,13 @@ func recordedDeaths(in *judge.Input, res time.Duration) []Death {
 		out = append(out, d)
 	}
 	return out
+}
+
+// cowMetric is what the job's forked workers hold as private copies of
+// their parent's memory (copy-on-write) at the end of the window: a level
+// read at the window's end, so it has no per-interval spread.
+func cowMetric(copied float64, workers, intervals int) *Metric {
+	return &Metric{Key: "worker_cow_copied", Name: "forked workers' copied memory", Unit: "MiB", Better: -1,
+		P10: math.NaN(), P50: math.NaN(), P90: math.NaN(), Mean: copied / (1 << 20), N: intervals,
+		Of: fmt.Sprintf("%d forked workers, at the end of the window", workers)}
 }

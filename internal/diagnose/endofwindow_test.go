@@ -200,7 +200,7 @@ func TestCOWObjectsVersusArray(t *testing.T) {
 				t.Fatalf("want a worker-cow-growth finding; findings %v", res.Findings)
 			}
 			f := cow[0]
-			re := regexp.MustCompile(fmt.Sprintf(`^\d forked workers? of pid %d \(python3\) copy its memory at \d+\.\d MiB/s together`, r.PID))
+			re := regexp.MustCompile(fmt.Sprintf(`^\d forked workers? of pid %d \(python3\) hold \d+\.\d MiB of private copies of its memory, .*; they copy \d+\.\d MiB/s together now`, r.PID))
 			if !re.MatchString(f.Claim) || !strings.Contains(f.Claim, "copy-on-write") {
 				t.Errorf("claim %q", f.Claim)
 			}

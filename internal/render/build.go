@@ -181,6 +181,7 @@ func buildProcess(p *derive.Proc) Process {
 	out.RSSBytes = lastNum(p.RSSBytes)
 	out.PSSBytes = lastNum(p.PSSBytes)
 	out.USSBytes = lastNum(p.USSBytes)
+	out.COWCopiedBytes = lastCopied(p)
 	out.FDs = lastNum(p.FDs)
 	for _, th := range p.Threads {
 		out.Threads = append(out.Threads, buildThread(th))
@@ -314,4 +315,16 @@ func jobKernelLine(tl *timeline.Timeline, e timeline.Event) bool {
 		}
 	}
 	return false
+}
+
+// lastCopied is a forked process's last reading of what it copied of the
+// memory it inherited; nil when never read.
+func lastCopied(p *derive.Proc) *float64 {
+	for i := len(p.RSSBytes) - 1; i >= 0; i-- {
+		if s := p.Sample(i); s != nil && s.Inherited != nil {
+			v := float64(s.Inherited.CopiedBytes)
+			return &v
+		}
+	}
+	return nil
 }

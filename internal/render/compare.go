@@ -292,6 +292,10 @@ func runSentences(rd *compare.RunDiff) []string {
 		a, b := rd.Labels[0], rd.Labels[1]
 		switch {
 		case !mv.Measured:
+			if mv.Key == "worker_cow_copied" {
+				out = append(out, fmt.Sprintf("The forked workers' private copies of their parent's memory (copy-on-write) went from %s MiB in %s to %s MiB in %s (%s); a level at the end of each window, not a rate.",
+					Number(mv.From), a, Number(mv.To), b, signed(mv.Delta)+" "+mv.Unit))
+			}
 			if mv.Key == "gpu_busy" {
 				out = append(out, fmt.Sprintf("GPU busy moved %s %s (%s of the per-interval values), but neither input keeps the within-run spread: whether that is beyond the noise is not known (compare recordings).",
 					signed(mv.Delta), deltaUnit(mv.Unit), mv.Stat))

@@ -131,10 +131,15 @@ type Process struct {
 	// CPUPercent is the process's CPU in percent of one core per interval.
 	CPUPercent Stat `json:"cpu_percent"`
 
-	RSSBytes       *float64 `json:"rss_bytes"`
-	PSSBytes       *float64 `json:"pss_bytes"`
-	USSBytes       *float64 `json:"uss_bytes"`
-	USSGrowthBps   *float64 `json:"uss_growth_bytes_per_sec"`
+	RSSBytes     *float64 `json:"rss_bytes"`
+	PSSBytes     *float64 `json:"pss_bytes"`
+	USSBytes     *float64 `json:"uss_bytes"`
+	USSGrowthBps *float64 `json:"uss_growth_bytes_per_sec"`
+	// COWCopiedBytes is, for a process forked from its parent (no exec
+	// since), what it holds as private copies of the anonymous memory it
+	// inherited (smaps Private_Dirty at the parent's addresses), at its
+	// last reading; absent when not read.
+	COWCopiedBytes *float64 `json:"cow_copied_bytes,omitempty"`
 	RSSGrowthBps   *float64 `json:"rss_growth_bytes_per_sec"`
 	FDs            *float64 `json:"fds"`
 	FDLimit        *uint64  `json:"fd_soft_limit"`

@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -294,5 +295,65 @@ func TestLaunchedTargetGoneBeforeTheFirstRead(t *testing.T) {
 	}
 	if tl.Meta.Ended != "target exited" || len(tl.Procs) != 0 {
 		t.Errorf("ended %q with %d processes: want an empty run that ended with the target", tl.Meta.Ended, len(tl.Procs))
+	}
+}
+
+// A child forked without exec has what it copied of its parent's anonymous
+// mappings read (both smaps, on the rollup tier, at the window's ends at
+// least); a child that exec'd has not, nor has the target.
+func TestLiveForkedChildCopiesRead(t *testing.T) {
+	python, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("python3 not found")
+	}
+	const script = `
+import os, subprocess, time
+data = [float(i) for i in range(300000)]  # about 7 MiB of float objects
+r, w = os.pipe()
+if os.fork() == 0:
+    s = 0.0
+    for x in data:  # reading writes each object's reference count: copy-on-write
+        s += x
+    os.write(w, b"x")
+    time.sleep(30)
+    os._exit(0)
+os.read(r, 1)
+subprocess.Popen(["sleep", "30"])
+print("ready", flush=True)
+time.sleep(30)
+`
+	cmd := exec.Command(python, "-c", script)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); cmd.Wait() })
+	if _, err := bufio.NewReader(out).ReadString('\n'); err != nil {
+		t.Fatal(err)
+	}
+	tl, _ := sampleLive(t, cmd.Process.Pid, 2*time.Second)
+	read := map[string]*timeline.Inherited{}
+	for _, p := range tl.Procs {
+		for _, tk := range tl.Ticks {
+			for _, s := range tk.Procs {
+				if s.PID == p.Key.PID && s.Inherited != nil {
+					read[p.Comm] = s.Inherited
+				}
+			}
+		}
+	}
+	in := read["python3"]
+	if in == nil || in.CopiedBytes < 6<<20 || in.Mappings == 0 || in.ParentRSSBytes < in.CopiedBytes {
+		t.Errorf("the forked child's copies: %+v, want at least the 6 MiB of floats it read", in)
+	}
+	if s := read["sleep"]; s != nil {
+		t.Errorf("an exec'd child inherits nothing to copy: %+v", s)
+	}
+	if len(read) != 1 {
+		t.Errorf("read for %d processes, want the forked child alone: %v", len(read), read)
 	}
 }

@@ -375,11 +375,23 @@ func (s *Sampler) slowProc(p *trackedProc, ps *timeline.ProcSample, t int64) {
 }
 
 // rollup reads smaps_rollup within its CPU budget: after a read costing c,
-// the next waits max(RollupEvery, c/RollupBudget).
+// the next waits max(RollupEvery, c/RollupBudget). A process forked from
+// its parent (no exec since) also has both smaps read, within the same
+// budget: what it copied of the memory it inherited.
 func (s *Sampler) rollup(p *trackedProc, ps *timeline.ProcSample, t int64) {
 	var ru0, ru1 syscall.Rusage
 	syscall.Getrusage(syscall.RUSAGE_THREAD, &ru0)
 	r, err := s.fs.ReadRollup(p.pid)
+	if err != nil {
+		s.fieldError(p, t, "pss", err)
+	} else {
+		ps.PSSBytes, ps.USSBytes = &r.PSS, &r.USS
+	}
+	if parent := s.forkParent(p); parent != nil {
+		if in, ok := s.inherited(p, parent, t); ok {
+			ps.Inherited = &in
+		}
+	}
 	syscall.Getrusage(syscall.RUSAGE_THREAD, &ru1)
 	cost := time.Duration(tvNS(ru1.Utime) + tvNS(ru1.Stime) - tvNS(ru0.Utime) - tvNS(ru0.Stime))
 	wait := s.cfg.RollupEvery
@@ -388,11 +400,52 @@ func (s *Sampler) rollup(p *trackedProc, ps *timeline.ProcSample, t int64) {
 		s.tl.Counts.RollupSkipped++
 	}
 	p.nextRollup = time.Duration(t) + wait
-	if err != nil {
-		s.fieldError(p, t, "pss", err)
-		return
+}
+
+// forkParent is p's parent when p was forked from it and has not exec'd
+// since (the same memory layout, both in the tree); nil otherwise.
+func (s *Sampler) forkParent(p *trackedProc) *trackedProc {
+	parent := s.procs[p.info.PPID]
+	if parent == nil || parent.gone || p.info.Key.PID == s.cfg.PID || p.info.Layout == nil || parent.info.Layout == nil ||
+		*p.info.Layout != *parent.info.Layout {
+		return nil
 	}
-	ps.PSSBytes, ps.USSBytes = &r.PSS, &r.USS
+	return parent
+}
+
+// parentMaps are a parent's anonymous mappings, read once per tick for all
+// its forked children.
+type parentMaps struct {
+	t    int64
+	maps []procfs.AnonMapping
+	err  error
+}
+
+// inherited reads what p holds of the anonymous mappings it inherited from
+// parent: both smaps, the parent's once per tick.
+func (s *Sampler) inherited(p, parent *trackedProc, t int64) (timeline.Inherited, bool) {
+	pm := s.parentAnon[parent.pid]
+	if pm == nil || pm.t != t {
+		if s.parentAnon == nil {
+			s.parentAnon = map[int]*parentMaps{}
+		}
+		pm = &parentMaps{t: t}
+		pm.maps, pm.err = s.fs.AnonMappings(parent.pid)
+		s.parentAnon[parent.pid] = pm
+		if pm.err != nil {
+			s.fieldError(parent, t, "smaps", pm.err)
+		}
+	}
+	if pm.err != nil {
+		return timeline.Inherited{}, false
+	}
+	maps, err := s.fs.AnonMappings(p.pid)
+	if err != nil {
+		s.fieldError(p, t, "smaps", err)
+		return timeline.Inherited{}, false
+	}
+	in := procfs.MatchInherited(pm.maps, maps)
+	return timeline.Inherited{Mappings: in.Mappings, CopiedBytes: in.Copied, SharedBytes: in.Shared, ParentRSSBytes: in.ParentRSS}, true
 }
 
 func (s *Sampler) procExit(p *trackedProc, t int64) {
@@ -406,6 +459,7 @@ func (s *Sampler) procExit(p *trackedProc, t int64) {
 	p.close()
 	p.info.Exited = true
 	delete(s.procs, p.pid)
+	delete(s.parentAnon, p.pid)
 	s.event(timeline.Event{T: t, Kind: timeline.EventProcExit, PID: p.pid, Text: p.info.Comm})
 }
 

@@ -57,6 +57,9 @@ type Sampler struct {
 	observer map[int]uint64
 	// tickUser and tickSys are the ticks' own CPU time (SharedProcess).
 	tickUser, tickSys uint64
+	// parentAnon caches a parent's anonymous mappings for the tick they
+	// were read in (its forked children's inherited memory).
+	parentAnon map[int]*parentMaps
 }
 
 type candidate struct {

@@ -422,6 +422,26 @@ type ProcSample struct {
 	// Rarely (smaps_rollup): proportional and unique set size.
 	PSSBytes *uint64 `json:"pss_bytes,omitempty"`
 	USSBytes *uint64 `json:"uss_bytes,omitempty"`
+	// With smaps_rollup, for a process forked from its parent that has not
+	// exec'd: what it holds of the anonymous mappings it inherited
+	// (PROC/PID/smaps of both). Nil when not read.
+	Inherited *Inherited `json:"inherited,omitempty"`
+}
+
+// Inherited is what a forked process holds of the anonymous private
+// mappings its parent has too, at the same addresses (fork keeps them):
+// the heap, malloc arenas, the interpreter's object arenas.
+type Inherited struct {
+	// Mappings counts the mappings found in both.
+	Mappings int `json:"mappings"`
+	// CopiedBytes is its Private_Dirty there: pages it now holds a copy of
+	// its own (copy-on-write), its parent's no longer.
+	CopiedBytes uint64 `json:"copied_bytes"`
+	// SharedBytes is its Shared_Clean + Shared_Dirty there: what it still
+	// shares, the most it can still copy.
+	SharedBytes uint64 `json:"shared_bytes"`
+	// ParentRSSBytes is the parent's resident memory in those mappings.
+	ParentRSSBytes uint64 `json:"parent_rss_bytes"`
 }
 
 // IO are /proc/PID/io counters.

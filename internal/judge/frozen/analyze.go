@@ -12,6 +12,9 @@ type Result struct {
 	Blocked  []BlockedThread
 	Deaths   []Death
 	Workers  []WorkerGroup
+	// COW is what each fork group's workers copied of the memory they
+	// inherited (only groups whose smaps were read).
+	COW      []COWLevel
 	Findings []finding.Finding
 }
 
@@ -29,6 +32,7 @@ func Analyze(tl *timeline.Timeline, a *derive.View) Result {
 	r.Progress = measureProgress(v, r.Deaths)
 	stalled := r.Progress.Stalled()
 	r.Workers = WorkerGroups(v)
+	r.COW = cowLevels(v, a, r.Workers)
 	add := func(fs ...finding.Finding) { r.Findings = append(r.Findings, fs...) }
 	switch {
 	case stalled:

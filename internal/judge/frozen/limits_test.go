@@ -386,3 +386,110 @@ func TestFDStartupBurstIsNoLeak(t *testing.T) {
 	})
 	one(t, fdf(b.tl), "fd-exhaustion")
 }
+
+// levelJob: n forked workers that hold copied bytes each in the mappings
+// they inherited at the window's start, and copy rate bytes/s more (smaps
+// read once a second); the parent holds parentRSS there; the cgroup allows
+// limit with usage. No USS readings: the level alone is judged.
+func levelJob(n int, copied, rate, parentRSS float64, limit, usage uint64) *timeline.Timeline {
+	b := newTL(101, 100*time.Millisecond)
+	trainerWithWorkers(b, n, Fork)
+	for _, p := range b.tl.Procs {
+		p.MemCgroup = &timeline.MemCgroup{Version: 1, Path: "/job", LimitAt: "/job", LimitBytes: u64(limit), UsageBytes: u64(usage)}
+	}
+	for i := range n {
+		b.procSamples(200+i, func(i int) (timeline.ProcSample, bool) {
+			s := timeline.ProcSample{Threads: 1, RSSPages: uint64(parentRSS) / 4096}
+			if i%10 == 0 {
+				c := copied + rate*b.secs(i)
+				s.Inherited = &timeline.Inherited{Mappings: 120, CopiedBytes: uint64(c), SharedBytes: uint64(parentRSS - c), ParentRSSBytes: uint64(parentRSS)}
+			}
+			return s, true
+		})
+	}
+	return b.tl
+}
+
+// Workers that copied 40 MiB each before the window and copy nothing more
+// (a DataLoader attached late): found by the level, though the rate is nil.
+func TestCOWLevelWithoutRate(t *testing.T) {
+	f := one(t, cowOf(levelJob(4, 40<<20, 0, 215<<20, 64<<30, 1<<30)), "worker-cow-growth")
+	want := "4 forked workers of pid 100 (python3) hold 160.0 MiB of private copies of its memory, copy-on-write: pages they shared with it became their own as they touched its Python objects; " +
+		"that is 136.0 MiB more than 4 fresh forks (6.0 MiB each), 40.0 MiB per worker of the 215.0 MiB it holds in those mappings; they copy nothing more now; " +
+		"at most 700.0 MiB more once each has copied all it still shares, which fits in the memory cgroup limit (64.0 GiB on /job)"
+	if f.Severity != finding.Info || f.Claim != want {
+		t.Errorf("claim\n got %q\nwant %q (%s)", f.Claim, want, f.Severity)
+	}
+	if e, ok := evidence(f, "copied so far by the 4 workers together"); !ok || e.Value != 160 || e.Unit != "MiB" {
+		t.Errorf("%+v", e)
+	}
+	if e, ok := evidence(f, "copy rate of the workers together"); !ok || e.Value != 0 || !strings.Contains(e.Window, "10.0 s") {
+		t.Errorf("%+v", e)
+	}
+	if e, ok := evidence(f, "copied by worker pid 203"); !ok || e.Value != 40 || !strings.Contains(e.What, "120 mappings") {
+		t.Errorf("%+v", e)
+	}
+}
+
+// Workers over flat storage hold what a fresh fork holds (4 MiB each,
+// measured): nothing is found, however long they ran.
+func TestCOWLevelNoneForFreshForks(t *testing.T) {
+	none(t, cowOf(levelJob(4, 4<<20, 0, 122<<20, 64<<30, 1<<30)), "worker-cow-growth")
+	// 16 MiB beyond fresh forks, but a sliver of a large parent (the
+	// interpreter's objects every worker touches): not found either.
+	none(t, cowOf(levelJob(4, 12<<20, 0, 8<<30, 64<<30, 1<<30)), "worker-cow-growth")
+}
+
+// Copies taking a tenth of the memory limit are a warning, copying or not.
+func TestCOWLevelWarnsByShareOfLimit(t *testing.T) {
+	f := one(t, cowOf(levelJob(8, 200<<20, 0, 1<<30, 12<<30, 6<<30)), "worker-cow-growth")
+	if f.Severity != finding.Warning || !strings.Contains(f.Claim, "; the copies already take 13 % of the memory cgroup limit (12.0 GiB)") {
+		t.Errorf("%s %q", f.Severity, f.Claim)
+	}
+	// Copying at 10 MiB/s with 1 GiB left: the limit in under two minutes.
+	f = one(t, cowOf(levelJob(2, 20<<20, 5<<20, 1<<30, 4<<30, 3<<30)), "worker-cow-growth")
+	if f.Severity != finding.Warning || !strings.Contains(f.Claim, "they copy 10.0 MiB/s together now; at this rate the memory cgroup limit (4.0 GiB on /job) is reached in 2 min") {
+		t.Errorf("%s %q", f.Severity, f.Claim)
+	}
+}
+
+// Workers replaced during the window (an epoch ending without
+// persistent_workers): said, with the fix.
+func TestCOWLevelRespawnedWorkers(t *testing.T) {
+	tl := levelJob(4, 40<<20, 0, 215<<20, 64<<30, 1<<30)
+	for _, p := range tl.Procs {
+		switch p.Key.PID {
+		case 200, 201:
+			p.Exited, p.LastSeen = true, tl.Ticks[40].T
+		case 202, 203:
+			p.FirstSeen = tl.Ticks[50].T
+		}
+	}
+	for i := range tl.Ticks {
+		tk := &tl.Ticks[i]
+		kept := tk.Procs[:0]
+		for _, s := range tk.Procs {
+			if (s.PID == 200 || s.PID == 201) && i > 40 || (s.PID == 202 || s.PID == 203) && i < 50 {
+				continue
+			}
+			kept = append(kept, s)
+		}
+		tk.Procs = kept
+	}
+	f := one(t, cowOf(tl), "worker-cow-growth")
+	if !strings.Contains(f.Claim, "2 workers exited and 2 were forked during the window: workers started anew (each epoch without persistent_workers) copy again from nothing") ||
+		!strings.Contains(f.Decision, "persistent_workers=True") || !strings.HasPrefix(f.Claim, "2 forked workers of pid 100 (python3) hold 80.0 MiB") {
+		t.Errorf("%q\n%q", f.Claim, f.Decision)
+	}
+}
+
+// Workers that copied little so far but copy now (a DataLoader on a loaded
+// host, 3 s after its start): found by the growth of their copies, 0.3
+// MiB/s together, below the unique-memory rule's rate.
+func TestCOWLevelSlowCopying(t *testing.T) {
+	f := one(t, cowOf(levelJob(4, 6<<20, 75<<10, 215<<20, 64<<30, 1<<30)), "worker-cow-growth")
+	if !strings.Contains(f.Claim, "they copy 300.0 KiB/s together now") {
+		t.Errorf("%q", f.Claim)
+	}
+	none(t, cowOf(levelJob(4, 6<<20, 20<<10, 215<<20, 64<<30, 1<<30)), "worker-cow-growth") // 80 KiB/s: too little
+}

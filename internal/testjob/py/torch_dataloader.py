@@ -7,7 +7,11 @@ reading an item increments its reference count, a write to the page holding
 it, so copy-on-write gives the worker its own copy of every page it reads and
 its unique memory (USS) climbs while its resident memory stays flat. With
 --storage numpy the same numbers are one numpy array: reading an item writes
-nothing shared, and each worker stays at what a fresh fork holds.
+nothing shared, and each worker stays at what a fresh fork holds. With
+--start-method spawn the workers start from a fresh interpreter and are sent
+the dataset: they inherit no memory to copy. With --shuffle the items are read
+in random order, so each worker touches (and copies) every page of a list
+within its first seconds, then copies little more.
 
 Runs under Debian's own python3 with python3-torch and python3-numpy.
 
@@ -47,9 +51,11 @@ def main():
     p.add_argument("--items", type=int, default=3_000_000)
     p.add_argument("--batch", type=int, default=256)
     p.add_argument("--step", type=float, default=0.005)
+    p.add_argument("--start-method", choices=["fork", "spawn"], default="fork")
+    p.add_argument("--shuffle", action="store_true", help="read in random order: each worker touches every page within seconds")
     a = p.parse_args()
     loader = DataLoader(Items(a.storage, a.items), batch_size=a.batch, num_workers=a.workers,
-                        multiprocessing_context="fork", persistent_workers=True)
+                        multiprocessing_context=a.start_method, persistent_workers=True, shuffle=a.shuffle)
     announced = False
     while True:
         it = iter(loader)
