@@ -199,22 +199,53 @@ func runDiagnose(cmd *cobra.Command, o diagnoseOpts, args []string) error {
 	case err != nil:
 		return err
 	}
-	if stream != nil {
-		if err := stream.Flush(); err != nil {
-			return err
-		}
+	// Every output asked for is attempted; one that could not be written
+	// is gpufeed's failure, said after the others.
+	var failed []error
+	if res.RecordErr != nil {
+		failed = append(failed, res.RecordErr)
 	}
-	if err := writeReport(cmd, "diagnose", res.Report, o.out); err != nil {
-		return err
+	var outErr error
+	if stream != nil {
+		outErr = stream.Flush()
+	}
+	if outErr == nil {
+		outErr = writeReport(cmd, "diagnose", res.Report, o.out)
+	}
+	if outErr != nil {
+		failed = append(failed, fmt.Errorf("writing the report: %w", outErr))
 	}
 	if err := perfettoReport(o.perfetto, res.Report); err != nil {
-		return err
+		failed = append(failed, err)
 	}
-	if res.Command != nil {
-		// gpufeed only watches: the command runs to its end.
-		return exitCode(res.Command.Wait())
+	return commandEnd(res.Command, failed)
+}
+
+// commandEnd is how a diagnose run ends once its outputs are written:
+// failed lists the outputs that could not be. A launched command is waited
+// for (gpufeed only watches: the command runs to its end, and the wrapper
+// ends with it); its status is diagnose's, unless an output failed: then
+// gpufeed's own failure status (125), after saying the command's status.
+// Attached, a failed output exits 3.
+func commandEnd(c *diagnose.Command, failed []error) error {
+	code := -1
+	if c != nil {
+		code = c.Wait()
 	}
-	return nil
+	if len(failed) == 0 {
+		if code >= 0 {
+			return exitCode(code)
+		}
+		return nil
+	}
+	for _, err := range failed {
+		warn("%v", err)
+	}
+	if code >= 0 {
+		warn("the command exited with status %d; gpufeed exits %d because an output it was asked for could not be written", code, exitWrapperFailed)
+		return exitCode(exitWrapperFailed)
+	}
+	return exitCode(exitRuntime)
 }
 
 // jsonlTap is the Tap of a run streamed as JSON lines (-o jsonl): a live

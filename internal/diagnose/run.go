@@ -72,6 +72,9 @@ type Result struct {
 	// report is ready before the command ends: gpufeed only watches, and
 	// the command runs to its end (Wait).
 	Command *Command
+	// RecordErr, when set, says the recording asked for could not be
+	// written in full; the report is still whole.
+	RecordErr *RecordError
 }
 
 // Command is a command diagnose launched.
@@ -240,7 +243,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if tl == nil {
 		return nil, err
 	}
-	return &Result{Timeline: tl, Report: Judge(tl, nil), Command: cmd}, nil
+	res := &Result{Timeline: tl, Report: Judge(tl, nil), Command: cmd}
+	errors.As(err, &res.RecordErr)
+	return res, nil
 }
 
 // startError says why a command could not be started, with the status a

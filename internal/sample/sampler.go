@@ -343,10 +343,17 @@ func (s *Sampler) Run(ctx context.Context) (*timeline.Timeline, error) {
 	}
 	AssignRoles(s.tl)
 	if s.recErr != nil {
-		return s.tl, fmt.Errorf("recording stopped: %w", s.recErr)
+		return s.tl, &RecordError{Err: s.recErr}
 	}
 	return s.tl, nil
 }
+
+// RecordError is the recorder's first error: recording stopped there,
+// sampling went on.
+type RecordError struct{ Err error }
+
+func (e *RecordError) Error() string { return "recording stopped: " + e.Err.Error() }
+func (e *RecordError) Unwrap() error { return e.Err }
 
 // fdReserve is what the kept-file budget leaves of the open-file limit for
 // everything else: processes' statm and task/ (two each), one-shot reads,
