@@ -189,7 +189,14 @@ func runDiagnose(cmd *cobra.Command, o diagnoseOpts, args []string) error {
 	res, err := diagnose.Run(ctx, opts)
 	var start *diagnose.StartError
 	var early *diagnose.EndedEarlyError
+	var watch *diagnose.WatchError
 	switch {
+	case errors.As(err, &watch):
+		// gpufeed failed; the command did not: it runs to its end, and the
+		// wrapper ends with it.
+		warn("%v", watch.Err)
+		warn("the command goes on unwatched: gpufeed waits for it to end")
+		return commandEnd(watch.Command, []error{errors.New("no report: gpufeed could not watch the command")})
 	case errors.As(err, &start):
 		warn("%v", start)
 		return exitCode(start.ExitCode)
@@ -242,7 +249,7 @@ func commandEnd(c *diagnose.Command, failed []error) error {
 		warn("%v", err)
 	}
 	if code >= 0 {
-		warn("the command exited with status %d; gpufeed exits %d because an output it was asked for could not be written", code, exitWrapperFailed)
+		warn("the command exited with status %d; gpufeed exits %d because of its own failure above", code, exitWrapperFailed)
 		return exitCode(exitWrapperFailed)
 	}
 	return exitCode(exitRuntime)

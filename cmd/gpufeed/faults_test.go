@@ -111,3 +111,51 @@ func TestOutputsThatCannotBeWrittenFail(t *testing.T) {
 		}
 	})
 }
+
+// TestOutOfDescriptorsIsGpufeedsFailure: gpufeed under a tiny open-file
+// limit (prlimit --nofile) cannot read the job; that is its own failure,
+// never "the target exited" (it said "target exited after 0 s" and exited
+// 0 on a job that ran on). Before the window, in the middle of it (a job
+// that starts ten processes after a second, each costing two kept files)
+// and with a command (waited for, its status said, exit 125).
+func TestOutOfDescriptorsIsGpufeedsFailure(t *testing.T) {
+	prlimit, err := exec.LookPath("prlimit")
+	if err != nil {
+		t.Skip("no prlimit")
+	}
+	bin := gpufeed(t)
+	const want = "this is gpufeed's own failure, not the job's"
+	for _, tc := range []struct {
+		name, limit, job, when string
+	}{
+		{"before the window", "14", "sleep 60", "before the window started"},
+		{"in the window", "20", "sleep 1; for i in 1 2 3 4 5 6 7 8 9 10; do sleep 60 & done; wait", "s into the window"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			job := startWorkload(t, os.Environ(), false, "sh", "-c", tc.job)
+			r := clitest.Run(t, prlimit, clitest.Cmd{Args: []string{"--nofile=" + tc.limit + ":" + tc.limit, bin, "diagnose",
+				"--pid", strconv.Itoa(job.Process.Pid), "--duration", "3s", "--device", "none", "--profile", "off"}})
+			if r.Code != exitRuntime || !strings.Contains(r.Stderr, "out of file descriptors ") || !strings.Contains(r.Stderr, tc.when) ||
+				!strings.Contains(r.Stderr, want) || !strings.Contains(r.Stderr, "ulimit -n; it is "+tc.limit) {
+				t.Errorf("exit %d, stderr %q; want %d and %q", r.Code, r.Stderr, exitRuntime, want)
+			}
+			if strings.Contains(r.Stdout, "target exited") || strings.Contains(r.Stdout, "VERDICT") {
+				t.Errorf("a report was given on what could not be read:\n%s", r.Stdout)
+			}
+			if job.ProcessState != nil {
+				t.Fatal("the job ended: the test proves nothing")
+			}
+		})
+	}
+	t.Run("command", func(t *testing.T) {
+		t0 := time.Now()
+		r := clitest.Run(t, prlimit, clitest.Cmd{Args: []string{"--nofile=16:16", bin, "diagnose", "--duration", "2s",
+			"--device", "none", "--profile", "off", "--", "sh", "-c", "sleep 3; exit 7"}})
+		if r.Code != exitWrapperFailed || !strings.Contains(r.Stderr, want) || !strings.Contains(r.Stderr, "the command exited with status 7") {
+			t.Errorf("exit %d, stderr %q; want %d, %q and the command's status", r.Code, r.Stderr, exitWrapperFailed, want)
+		}
+		if took := time.Since(t0); took < 3*time.Second {
+			t.Errorf("gpufeed exited after %v, before its command", took)
+		}
+	})
+}

@@ -194,6 +194,10 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 
 	s, err := sample.New(cfg)
 	if err != nil {
+		var own *sample.OutOfFilesError
+		if cmd != nil && errors.As(err, &own) {
+			return nil, &WatchError{Err: err, Command: cmd} // gpufeed's failure; the command goes on
+		}
 		if cmd != nil {
 			return nil, &EndedEarlyError{Err: err, ExitCode: cmd.Wait()} // it ended before it could be watched
 		}
@@ -241,12 +245,26 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		}
 	})
 	if tl == nil {
+		if cmd != nil {
+			return nil, &WatchError{Err: err, Command: cmd}
+		}
 		return nil, err
 	}
 	res := &Result{Timeline: tl, Report: Judge(tl, nil), Command: cmd}
 	errors.As(err, &res.RecordErr)
 	return res, nil
 }
+
+// WatchError says the watch of a launched command failed after it started
+// (gpufeed ran out of descriptors, /proc could not be read): there is no
+// report, and the command goes on; Command is there to wait for it.
+type WatchError struct {
+	Err     error
+	Command *Command
+}
+
+func (e *WatchError) Error() string { return e.Err.Error() }
+func (e *WatchError) Unwrap() error { return e.Err }
 
 // startError says why a command could not be started, with the status a
 // shell would give: 127 when it is not found, 126 when it is found but

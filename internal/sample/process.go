@@ -60,6 +60,9 @@ func (s *Sampler) discover(t int64) {
 		}
 		st, err := procfs.ReadStatOnce(s.fs.PidPath(pid, "stat"))
 		if err != nil {
+			if isEMFILE(err) {
+				s.readError(t, pid, err) // a process not looked at: gpufeed's failure
+			}
 			return // vanished before it could be read: not ours to count
 		}
 		if start, ok := s.observer[pid]; ok && start == st.StartTime {
