@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"syscall"
 	"time"
 
@@ -88,7 +89,12 @@ changes its outcome for a scheduler or a CI job; gpufeed's own failure there
 exits 125. If the command ends before --duration the report covers what was
 seen. Standard output is the report's: the command's output goes to standard
 error, or to --cmd-output FILE. gpufeed only reads: it never changes the job
-it watches.`,
+it watches.
+
+SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 sent to gpufeed are
+passed on to the command (as timeout(1) does), except a terminal's Ctrl-C,
+Ctrl-\ and hang-up, which reach the command already; the first four end the
+window, and the report says which signal stopped the run and when.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if (o.pid == 0) == (len(args) == 0) {
 				return usagef("give either --pid PID or -- COMMAND [ARGS...]")
@@ -152,8 +158,17 @@ func runDiagnose(cmd *cobra.Command, o diagnoseOpts, args []string) error {
 			return usagef("--record %s: %v", o.record, err)
 		}
 	}
-	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	// A stop signal ends the window (the report of what was seen follows);
+	// with a command, every signal here is passed on to it for its whole
+	// life (diagnose.StopSignals, PassOnSignals).
+	sigs := make(chan os.Signal, 8)
+	caught := diagnose.StopSignals
+	if len(args) > 0 {
+		caught = append(slices.Clip(caught), diagnose.PassOnSignals...)
+	}
+	signal.Notify(sigs, caught...)
+	defer signal.Stop(sigs)
+	ctx := cmd.Context()
 	var stream *live.Stream
 	var win *live.Window
 	opts := diagnose.Options{FS: fs, PID: int(o.pid), Command: args, Interval: o.interval, Duration: o.duration,
@@ -168,7 +183,7 @@ func runDiagnose(cmd *cobra.Command, o diagnoseOpts, args []string) error {
 			return src, name, nil
 		},
 		Kmsg: kmsg.Reader{Path: o.kmsgPath}, PyStacks: o.pyStacks, Profile: o.profile, Record: o.record, Warn: func(m string) { warn("%s", m) },
-		Tool: "gpufeed " + version}
+		Tool: "gpufeed " + version, Signals: sigs}
 	if len(args) > 0 {
 		// Standard output is the report's: the command writes elsewhere.
 		opts.CommandStdin, opts.CommandOutput = os.Stdin, os.Stderr

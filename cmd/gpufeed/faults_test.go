@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -158,4 +160,182 @@ func TestOutOfDescriptorsIsGpufeedsFailure(t *testing.T) {
 			t.Errorf("gpufeed exited after %v, before its command", took)
 		}
 	})
+}
+
+// trapJob traps SIGTERM, SIGINT and SIGUSR1, says each on stderr, exits 42
+// on SIGTERM or SIGINT and goes on after SIGUSR1.
+const trapJob = `trap 'echo got USR1 >&2' USR1; trap 'echo got TERM >&2; exit 42' TERM; trap 'echo got INT >&2; exit 42' INT; echo ready >&2; while :; do sleep 0.05; done`
+
+// startDiagnose starts gpufeed diagnose with args, its stdout and stderr
+// kept, in a process group of its own (as a scheduler's step runs it: no
+// terminal), and returns it once its command has said "ready".
+func startDiagnose(t *testing.T, args ...string) (*exec.Cmd, *lockedBuf, *lockedBuf) {
+	t.Helper()
+	cmd := exec.Command(gpufeed(t), args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	out, errb := &lockedBuf{}, &lockedBuf{}
+	cmd.Stdout, cmd.Stderr = out, errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		_ = cmd.Wait()
+	})
+	return cmd, out, errb
+}
+
+type lockedBuf struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuf) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuf) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// waitFor waits until f holds, failing the test after d.
+func waitFor(t *testing.T, d time.Duration, what string, f func() bool) {
+	t.Helper()
+	for end := time.Now().Add(d); !f(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("%s: not after %v", what, d)
+		}
+	}
+}
+
+// TestSignalsArePassedOnToTheCommand: SIGTERM sent to gpufeed's pid alone
+// (as timeout, kill, scancel and a container runtime send it) reaches the
+// command, which traps it and exits 42; gpufeed exits at once with that
+// status, and the report says the run was stopped, by which signal and
+// when. SIGUSR1 is passed on without ending the window. Before, the window
+// ended, the report came, and gpufeed waited for a command that never heard
+// the signal.
+func TestSignalsArePassedOnToTheCommand(t *testing.T) {
+	t.Run("SIGTERM", func(t *testing.T) {
+		g, out, stderr := startDiagnose(t, "diagnose", "--duration", "60s", "--device", "none", "--profile", "off", "--", "sh", "-c", trapJob)
+		waitFor(t, 10*time.Second, "the command's ready", func() bool { return strings.Contains(stderr.String(), "ready") })
+		time.Sleep(2500 * time.Millisecond)
+		if err := g.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		t0 := time.Now()
+		done := make(chan struct{})
+		go func() { _ = g.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(15 * time.Second):
+			t.Fatalf("gpufeed did not end 15 s after SIGTERM; stderr: %s", stderr.String())
+		}
+		took := time.Since(t0)
+		if code := g.ProcessState.ExitCode(); code != 42 || !strings.Contains(stderr.String(), "got TERM") {
+			t.Errorf("exit %d, stderr %q; want the command's 42 after it got SIGTERM", code, stderr.String())
+		}
+		if took > 5*time.Second {
+			t.Errorf("gpufeed took %v to end after SIGTERM", took)
+		}
+		if want := "note: the run was stopped: SIGTERM reached gpufeed "; !strings.Contains(out.String(), want) {
+			t.Errorf("the report does not say %q:\n%s", want, out.String())
+		}
+	})
+	t.Run("SIGUSR1", func(t *testing.T) {
+		g, out, stderr := startDiagnose(t, "diagnose", "--duration", "3s", "--device", "none", "--profile", "off", "-o", "json", "--", "sh", "-c", trapJob)
+		waitFor(t, 10*time.Second, "the command's ready", func() bool { return strings.Contains(stderr.String(), "ready") })
+		time.Sleep(time.Second)
+		if err := g.Process.Signal(syscall.SIGUSR1); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 5*time.Second, "the command's USR1", func() bool { return strings.Contains(stderr.String(), "got USR1") })
+		waitFor(t, 15*time.Second, "the report", func() bool { return strings.Contains(out.String(), `"ended": "duration"`) })
+		if g.ProcessState != nil {
+			t.Fatalf("gpufeed ended (%v) before its command", g.ProcessState)
+		}
+		_ = g.Process.Signal(syscall.SIGTERM)
+		_ = g.Wait()
+		if code := g.ProcessState.ExitCode(); code != 42 {
+			t.Errorf("exit %d after SIGTERM past the report; want the command's 42; stderr %q", code, stderr.String())
+		}
+	})
+	t.Run("attached", func(t *testing.T) {
+		job := startWorkload(t, os.Environ(), false, "sh", "-c", trapJob)
+		g, out, stderr := startDiagnose(t, "diagnose", "--pid", strconv.Itoa(job.Process.Pid), "--duration", "60s", "--device", "none", "--profile", "off")
+		time.Sleep(3 * time.Second)
+		_ = g.Process.Signal(syscall.SIGTERM)
+		_ = g.Wait()
+		if code := g.ProcessState.ExitCode(); code != 0 || !strings.Contains(out.String(), "note: the run was stopped: SIGTERM reached gpufeed ") {
+			t.Errorf("exit %d, stderr %q; want 0 and the report saying it was stopped:\n%s", code, stderr.String(), out.String())
+		}
+		if err := syscall.Kill(job.Process.Pid, 0); err != nil {
+			t.Errorf("attached, gpufeed must not pass the signal on to a job it did not start: %v", err)
+		}
+	})
+}
+
+// ptyCtrlC runs gpufeed ARGS... on a new terminal (python3's pty), waits
+// for "ready", types Ctrl-C, waits a second, then sends SIGTERM to gpufeed
+// and prints everything the terminal showed.
+const ptyCtrlC = `
+import os, pty, select, signal, sys, time
+pid, fd = pty.fork()
+if pid == 0:
+    os.execv(sys.argv[1], sys.argv[1:])
+buf = b""
+def pump(secs):
+    global buf
+    end = time.time() + secs
+    while time.time() < end:
+        r, _, _ = select.select([fd], [], [], 0.05)
+        if r:
+            try:
+                buf += os.read(fd, 65536)
+            except OSError:
+                return
+pump(0)
+for _ in range(200):
+    if b"ready" in buf:
+        break
+    pump(0.05)
+pump(2)
+os.write(fd, b"\x03")
+pump(3)
+os.kill(pid, signal.SIGTERM)
+pump(5)
+_, status = os.waitpid(pid, 0)
+sys.stdout.write(buf.decode(errors="replace"))
+print("\nexit", os.waitstatus_to_exitcode(status))
+`
+
+// countJob counts the SIGINTs it gets (exits 42 on SIGTERM).
+const countJob = `n=0; trap 'n=$((n+1)); echo "got INT $n" >&2' INT; trap 'exit 42' TERM; echo ready >&2; while :; do sleep 0.05; done`
+
+// TestCtrlCReachesTheCommandOnce: a terminal's Ctrl-C reaches its whole
+// foreground process group, the command with gpufeed: gpufeed does not pass
+// that SIGINT on again (a second KeyboardInterrupt would break a Python
+// job's clean-up). The window still ends on it, and SIGTERM afterwards is
+// passed on.
+func TestCtrlCReachesTheCommandOnce(t *testing.T) {
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("no python3")
+	}
+	r := clitest.Run(t, py, clitest.Cmd{Args: []string{"-c", ptyCtrlC, gpufeed(t), "diagnose", "--duration", "60s",
+		"--device", "none", "--profile", "off", "-o", "json", "--", "sh", "-c", countJob}, Timeout: time.Minute})
+	if r.Code != 0 {
+		t.Fatalf("the terminal harness failed: %d %s %s", r.Code, r.Stdout, r.Stderr)
+	}
+	if !strings.Contains(r.Stdout, "got INT 1") || strings.Contains(r.Stdout, "got INT 2") || !strings.Contains(r.Stdout, "exit 42") {
+		t.Errorf("want the command to get one SIGINT from Ctrl-C and gpufeed to exit with its 42:\n%s", r.Stdout)
+	}
+	if !strings.Contains(r.Stdout, `"ended": "stopped by SIGINT"`) || !strings.Contains(r.Stdout, "SIGINT reached gpufeed") ||
+		!strings.Contains(r.Stdout, "the terminal sent it there too") {
+		t.Errorf("the report must say the run was stopped by SIGINT, not passed on:\n%s", r.Stdout)
+	}
 }

@@ -66,7 +66,8 @@ type Meta struct {
 	// Observer is gpufeed's own cost while sampling: the observer's cost is
 	// part of the measurement.
 	Observer *Observer `json:"observer,omitempty"`
-	// Ended says how the window ended: "duration", "target exited", "interrupted".
+	// Ended says how the window ended: "duration", "target exited", "interrupted",
+	// "stopped by SIGTERM" (a signal reached gpufeed; a note says when).
 	Ended string `json:"ended,omitempty"`
 	// UptimeNS is the time since boot at T=0 (PROC/uptime), 0 when not
 	// read: a process's age at T is UptimeNS + T - start_time/ClockTick.
