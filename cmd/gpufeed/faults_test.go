@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +13,8 @@ import (
 	"time"
 
 	"github.com/gpufeed/gpufeed/internal/clitest"
+	"github.com/gpufeed/gpufeed/internal/finding"
+	"github.com/gpufeed/gpufeed/internal/render"
 )
 
 // Faults around the job: outputs that cannot be written, signals sent to
@@ -338,4 +341,101 @@ func TestCtrlCReachesTheCommandOnce(t *testing.T) {
 		!strings.Contains(r.Stdout, "the terminal sent it there too") {
 		t.Errorf("the report must say the run was stopped by SIGINT, not passed on:\n%s", r.Stdout)
 	}
+}
+
+// stormC forks a child that exits at once, reaps it and sleeps 1/RATE s,
+// for SECONDS (forever when not given), then exits 0.
+const stormC = `#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/wait.h>
+int main(int argc, char **argv) {
+	int rate = atoi(argv[1]);
+	double secs = argc > 2 ? atof(argv[2]) : 1e9;
+	struct timespec gap = {0, 1000000000L / rate}, t0, t;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	printf("ready\n");
+	fflush(stdout);
+	for (;;) {
+		pid_t p = fork();
+		if (p == 0) _exit(0);
+		waitpid(p, NULL, 0);
+		nanosleep(&gap, NULL);
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		if (t.tv_sec - t0.tv_sec + (t.tv_nsec - t0.tv_nsec) / 1e9 > secs) return 0;
+	}
+}
+`
+
+// buildStorm compiles stormC.
+func buildStorm(t *testing.T) string {
+	t.Helper()
+	cc, err := exec.LookPath("cc")
+	if err != nil {
+		t.Skip("no C compiler for the fork storm")
+	}
+	dir := t.TempDir()
+	src := filepath.Join(dir, "storm.c")
+	if err := os.WriteFile(src, []byte(stormC), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "storm")
+	if out, err := exec.Command(cc, "-O2", "-o", bin, src).CombinedOutput(); err != nil {
+		t.Fatalf("cc: %v %s", err, out)
+	}
+	return bin
+}
+
+// TestForkStormIsProgress: a process forking 500 children a second, each
+// exiting at once, keeps working: it is neither stalled nor idle (it was
+// judged idle, "nothing in the job moved", and stalled elsewhere), and
+// job-forks says it keeps starting processes, with the rate seen, the CPU
+// of the children it reaped and the host's forks. Attached and launched.
+func TestForkStormIsProgress(t *testing.T) {
+	storm := buildStorm(t)
+	check := func(t *testing.T, out string) {
+		t.Helper()
+		var rep render.Report
+		if err := json.Unmarshal([]byte(out), &rep); err != nil {
+			t.Fatalf("not JSON: %v\n%.300s", err, out)
+		}
+		if v := rep.Verdict; v == nil || v.Class == finding.Stalled || v.Class == finding.Idle {
+			t.Errorf("a fork storm judged %+v", rep.Verdict)
+		}
+		var forks *finding.Finding
+		for i, f := range rep.Findings {
+			if f.ID == "job-stalled" || f.ID == "job-idle" {
+				t.Errorf("%s: %s", f.ID, f.Claim)
+			}
+			if f.ID == "job-forks" {
+				forks = &rep.Findings[i]
+			}
+		}
+		if forks == nil {
+			t.Fatalf("no job-forks finding: %v", findingIDs(rep.Findings))
+		}
+		if !strings.Contains(forks.Claim, "keeps starting processes that end at once: at least") ||
+			!strings.Contains(forks.Claim, "a second (all of the host's forks)") {
+			t.Errorf("job-forks claim: %s", forks.Claim)
+		}
+		t.Logf("%s: %s", rep.Verdict.Class, forks.Claim)
+	}
+	t.Run("attached", func(t *testing.T) {
+		job := startWorkload(t, os.Environ(), true, storm, "500")
+		r := clitest.Run(t, gpufeed(t), clitest.Cmd{Args: []string{"diagnose", "--pid", strconv.Itoa(job.Process.Pid), "--duration", "6s",
+			"--device", "none", "--profile", "off", "-o", "json"}})
+		if r.Code != 0 {
+			t.Fatalf("exit %d: %s", r.Code, r.Stderr)
+		}
+		check(t, r.Stdout)
+	})
+	t.Run("command", func(t *testing.T) {
+		r := clitest.Run(t, gpufeed(t), clitest.Cmd{Args: []string{"diagnose", "--duration", "6s",
+			"--device", "none", "--profile", "off", "-o", "json", "--", storm, "500", "7"}})
+		if r.Code != 0 {
+			t.Fatalf("exit %d: %s", r.Code, r.Stderr)
+		}
+		check(t, r.Stdout)
+	})
 }

@@ -415,6 +415,11 @@ type ProcSample struct {
 	PID      int    `json:"pid"`
 	Threads  int    `json:"threads"`
 	RSSPages uint64 `json:"rss_pages"` // statm resident
+	// ChildCPUTicks is the CPU of the children the process has reaped
+	// (cutime + cstime, clock ticks), as of its main thread's last stat
+	// reading; nil when the main thread was not read (recordings that
+	// predate it too). Children too short-lived to be sampled show here.
+	ChildCPUTicks *uint64 `json:"child_cpu_ticks,omitempty"`
 
 	// About once a second.
 	FDs *int `json:"fds,omitempty"` // entries in /proc/PID/fd
@@ -441,6 +446,9 @@ type HostSample struct {
 	ProcsRunning int        `json:"procs_running"`
 	ProcsBlocked int        `json:"procs_blocked"`
 	Ctxt         uint64     `json:"ctxt"`
+	// Forks is /proc/stat's "processes": forks since boot, host-wide (0 in
+	// recordings that predate it).
+	Forks uint64 `json:"forks,omitempty"`
 	// PSI is nil where /proc/pressure is absent.
 	PSI   *PSI       `json:"psi,omitempty"`
 	Mem   *MemInfo   `json:"mem,omitempty"`
