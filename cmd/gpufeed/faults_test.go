@@ -79,6 +79,31 @@ func TestOutputsThatCannotBeWrittenFail(t *testing.T) {
 			t.Errorf("the report must still be printed:\n%s", r.Stdout)
 		}
 	})
+	t.Run("jsonl goes on", func(t *testing.T) {
+		// The live stream in front of the recording goes on to the end of
+		// the window when the file fills (it stopped halfway).
+		disk := tinyDisk(t, 4<<10)
+		job := startWorkload(t, os.Environ(), true, py, "-c", threadsJob)
+		rec := filepath.Join(disk, "run.gpufeed")
+		r := clitest.Run(t, bin, clitest.Cmd{Args: []string{"diagnose", "--pid", strconv.Itoa(job.Process.Pid), "--duration", "4s",
+			"--device", "none", "--profile", "off", "-o", "jsonl", "--record", rec}})
+		if r.Code != exitRuntime || !strings.Contains(r.Stderr, "--record "+rec+": ") {
+			t.Errorf("exit %d, stderr %q", r.Code, r.Stderr)
+		}
+		var last int64
+		for _, line := range strings.Split(strings.TrimSpace(r.Stdout), "\n") {
+			var iv struct {
+				Type  string `json:"type"`
+				EndNS int64  `json:"end_ns"`
+			}
+			if json.Unmarshal([]byte(line), &iv) == nil && iv.Type == "interval" {
+				last = max(last, iv.EndNS)
+			}
+		}
+		if last < int64(3500*time.Millisecond) {
+			t.Errorf("the stream's last interval ends at %v of a 4 s window:\n%.2000s", time.Duration(last), r.Stdout)
+		}
+	})
 	t.Run("command", func(t *testing.T) {
 		disk := tinyDisk(t, 4<<10)
 		rec := filepath.Join(disk, "run.gpufeed")

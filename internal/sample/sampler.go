@@ -424,12 +424,16 @@ func (s *Sampler) liveThreads() int {
 	return n
 }
 
-// record sends one item to the recorder; the first error stops recording.
+// record sends one item to the recorder and keeps its first error. The
+// recorder is called after an error too: a live consumer in front of the
+// recording (-o jsonl's window) goes on when the file cannot be written (a
+// full disk stopped the stream halfway), and a recording that failed
+// refuses each item at once.
 func (s *Sampler) record(fn func(Recorder) error) {
-	if s.cfg.Recorder == nil || s.recErr != nil {
+	if s.cfg.Recorder == nil {
 		return
 	}
-	if err := fn(s.cfg.Recorder); err != nil {
+	if err := fn(s.cfg.Recorder); err != nil && s.recErr == nil {
 		s.recErr = err
 	}
 }
