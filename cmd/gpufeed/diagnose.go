@@ -166,6 +166,11 @@ func runDiagnose(cmd *cobra.Command, o diagnoseOpts, args []string) error {
 	if len(args) > 0 {
 		caught = append(slices.Clip(caught), diagnose.PassOnSignals...)
 	}
+	// A signal ignored when gpufeed started stays ignored, for gpufeed and
+	// the command it starts (nohup's SIGHUP, a shell's SIGINT and SIGQUIT
+	// for a background job): catching it would hand the command a default
+	// action its caller turned off.
+	caught = slices.DeleteFunc(slices.Clone(caught), signal.Ignored)
 	signal.Notify(sigs, caught...)
 	defer signal.Stop(sigs)
 	ctx := cmd.Context()

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -290,6 +291,25 @@ func TestSignalsArePassedOnToTheCommand(t *testing.T) {
 		_ = g.Wait()
 		if code := g.ProcessState.ExitCode(); code != 42 {
 			t.Errorf("exit %d after SIGTERM past the report; want the command's 42; stderr %q", code, stderr.String())
+		}
+	})
+	t.Run("ignored stays ignored", func(t *testing.T) {
+		// Under nohup (SIGHUP ignored) the command keeps SIGHUP ignored:
+		// gpufeed does not catch what its caller turned off.
+		nohup, err := exec.LookPath("nohup")
+		if err != nil {
+			t.Skip("no nohup")
+		}
+		dir := t.TempDir()
+		r := clitest.Run(t, nohup, clitest.Cmd{Dir: dir, Args: []string{gpufeed(t), "diagnose", "--duration", "2s", "--device", "none", "--profile", "off",
+			"--cmd-output", filepath.Join(dir, "cmd.txt"), "--", "sh", "-c", "grep SigIgn /proc/self/status; sleep 2.5"}})
+		b, err := os.ReadFile(filepath.Join(dir, "cmd.txt"))
+		if err != nil {
+			t.Fatalf("exit %d %s: %v", r.Code, r.Stderr, err)
+		}
+		var mask uint64
+		if _, err := fmt.Sscanf(strings.TrimSpace(string(b)), "SigIgn:\t%x", &mask); err != nil || mask&1 == 0 {
+			t.Errorf("the command under nohup must keep SIGHUP ignored: %q (%v)", b, err)
 		}
 	})
 	t.Run("attached", func(t *testing.T) {
