@@ -162,15 +162,15 @@ func runDiagnose(cmd *cobra.Command, o diagnoseOpts, args []string) error {
 	// with a command, every signal here is passed on to it for its whole
 	// life (diagnose.StopSignals, PassOnSignals).
 	sigs := make(chan os.Signal, 8)
-	caught := diagnose.StopSignals
+	caught := slices.Clone(diagnose.StopSignals)
 	if len(args) > 0 {
-		caught = append(slices.Clip(caught), diagnose.PassOnSignals...)
+		caught = append(caught, diagnose.PassOnSignals...)
 	}
 	// A signal ignored when gpufeed started stays ignored, for gpufeed and
 	// the command it starts (nohup's SIGHUP, a shell's SIGINT and SIGQUIT
 	// for a background job): catching it would hand the command a default
 	// action its caller turned off.
-	caught = slices.DeleteFunc(slices.Clone(caught), signal.Ignored)
+	caught = slices.DeleteFunc(caught, signal.Ignored)
 	signal.Notify(sigs, caught...)
 	defer signal.Stop(sigs)
 	ctx := cmd.Context()
@@ -249,30 +249,28 @@ func runDiagnose(cmd *cobra.Command, o diagnoseOpts, args []string) error {
 }
 
 // commandEnd is how a diagnose run ends once its outputs are written:
-// failed lists the outputs that could not be. A launched command is waited
-// for (gpufeed only watches: the command runs to its end, and the wrapper
-// ends with it); its status is diagnose's, unless an output failed: then
-// gpufeed's own failure status (125), after saying the command's status.
-// Attached, a failed output exits 3.
+// failed lists the outputs that could not be, said at once. A launched
+// command is waited for (gpufeed only watches: the command runs to its
+// end, and the wrapper ends with it); its status is diagnose's, unless an
+// output failed: then gpufeed's own failure status (125), after saying the
+// command's status. Attached, a failed output exits 3.
 func commandEnd(c *diagnose.Command, failed []error) error {
-	code := -1
-	if c != nil {
-		code = c.Wait()
-	}
-	if len(failed) == 0 {
-		if code >= 0 {
-			return exitCode(code)
-		}
-		return nil
-	}
+	// Said at once, not when a long command ends.
 	for _, err := range failed {
 		warn("%v", err)
 	}
-	if code >= 0 {
+	if c == nil {
+		if len(failed) > 0 {
+			return exitCode(exitRuntime)
+		}
+		return nil
+	}
+	code := c.Wait()
+	if len(failed) > 0 {
 		warn("the command exited with status %d; gpufeed exits %d because of its own failure above", code, exitWrapperFailed)
 		return exitCode(exitWrapperFailed)
 	}
-	return exitCode(exitRuntime)
+	return exitCode(code)
 }
 
 // jsonlTap is the Tap of a run streamed as JSON lines (-o jsonl): a live
