@@ -241,6 +241,7 @@ func scan(v *view, from int64) (Measure, int64) {
 	m.SpanSec = secs
 	m.Forking = secs > 0 && m.Started >= thresholds.ForkMinCount && float64(m.Started)/secs >= thresholds.ForkMinPerSec
 	childPrev, childPrevT := map[int]uint64{}, map[int]int64{}
+	members := v.memberExits()
 	lastReap := from
 	var childNS float64
 	var prevTickT int64 = -1
@@ -255,14 +256,16 @@ func scan(v *view, from int64) (Measure, int64) {
 		}
 		// Reaped children's CPU: what the live processes' cutime+cstime
 		// gained between their readings, leaving out the readings over
-		// which a child seen by the sampler exited (a member's death is
-		// no progress, and its CPU was counted while it lived).
+		// which a member exited (a child sampled in two readings or more:
+		// its death is no progress, and its CPU was counted while it
+		// lived). A fork storm's child glimpsed in one reading is no
+		// member.
 		var reapedNS float64
 		for _, ps := range tk.Procs {
 			if ps.ChildCPUTicks == nil || !v.alive(ps.PID) {
 				continue
 			}
-			if prev, ok := childPrev[ps.PID]; ok && *ps.ChildCPUTicks > prev && !reapedBetween(reaped[ps.PID], childPrevT[ps.PID], tk.T) {
+			if prev, ok := childPrev[ps.PID]; ok && *ps.ChildCPUTicks > prev && !reapedBetween(members[ps.PID], childPrevT[ps.PID], tk.T) {
 				reapedNS += float64(*ps.ChildCPUTicks-prev) * 1e9 / v.clockTick()
 				m.ReapReadings++
 			}
