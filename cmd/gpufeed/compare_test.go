@@ -8,7 +8,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/gpufeed/gpufeed/internal/clitest"
 	"github.com/gpufeed/gpufeed/internal/golden"
 	"github.com/gpufeed/gpufeed/internal/testjob"
 )
@@ -163,7 +165,8 @@ func TestCompareBadInput(t *testing.T) {
 		file, want string
 	}{
 		{write("empty.json", ""), "empty.json: empty file"},
-		{write("text.json", "hello\n"), "text.json: line 1, column 1: invalid character"},
+		{write("text.json", "hello\n"), `text.json: not a gpufeed document: expected gpufeed's JSON output (-o json) or a recording; it starts with "hello\n"`},
+		{write("json.json", "{\n  \"tool\": gpufeed\n}"), "json.json: line 2, column 11: invalid character 'g'"},
 		{write("cut.json", string(b[:len(b)/2])), "cut.json: "},
 		{write("other.json", `{"a": 1}`), "other.json: a JSON document, but not one gpufeed wrote"},
 		{write("v1.json", `{"schema_version": 1, "tool": "gpufeed", "command": "check"}`), "v1.json: schema version 1; this gpufeed reads version 2"},
@@ -188,6 +191,39 @@ func TestCompareBadInput(t *testing.T) {
 	out, stderr, code := run(t, "compare", filepath.Join(runs, "alone.gpufeed"), cut)
 	if code != 1 || !strings.Contains(stderr, "warning: ") || !strings.Contains(out, "GPU busy") {
 		t.Errorf("truncated recording: exit %d, stderr %q\n%s", code, stderr, out)
+	}
+}
+
+// TestCompareRefusesHugeFilesBeforeReading: compare sniffs and caps before
+// it reads, as report and trace do: a 2 GiB sparse file of zeros, and one
+// that starts like JSON, are refused at once, in bounded memory (it read
+// about 600 MB of the first before refusing it).
+func TestCompareRefusesHugeFilesBeforeReading(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join("..", "..", "testdata", "compare", "alone.json")
+	sparse := func(name, start string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(start), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Truncate(p, 2<<30); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for _, tc := range []struct{ file, want string }{
+		{sparse("zeros.json", ""), `zeros.json: not a gpufeed document: expected gpufeed's JSON output (-o json) or a recording; it starts with "\x00\x00`},
+		{sparse("big.json", `{"tool": "gpufeed", `), "big.json: 2048 MiB, larger than the 256 MiB a gpufeed document can be"},
+	} {
+		t0 := time.Now()
+		r := clitest.Run(t, gpufeed(t), clitest.Cmd{Args: []string{"compare", good, tc.file}, Timeout: time.Minute})
+		took := time.Since(t0)
+		if r.Code != 2 || !strings.Contains(r.Stderr, tc.want) {
+			t.Errorf("%s: exit %d, stderr %q; want 2 and %q", filepath.Base(tc.file), r.Code, r.Stderr, tc.want)
+		}
+		if r.MaxRSS > 64<<20 || took > 10*time.Second {
+			t.Errorf("%s: refused after %v with %d MiB resident: it read the file before refusing it", filepath.Base(tc.file), took, r.MaxRSS>>20)
+		}
 	}
 }
 

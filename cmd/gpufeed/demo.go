@@ -156,6 +156,7 @@ func runDemo(cmd *cobra.Command, sc demo.Scenario, duration, interval time.Durat
 	if tl == nil {
 		return err
 	}
+	recErr := err // a recording that could not be written: a failure, after the report
 	if stream != nil {
 		if err := stream.Flush(); err != nil {
 			return err
@@ -168,6 +169,9 @@ func runDemo(cmd *cobra.Command, sc demo.Scenario, duration, interval time.Durat
 	}
 	if err := perfettoReport(perfetto, rep); err != nil {
 		return err
+	}
+	if recErr != nil {
+		return recErr
 	}
 	if alone {
 		fmt.Fprintf(os.Stderr, "gpufeed demo %s: verdict %s without the neighbours (the scenario's own verdict needs them: not checked)\n", sc.Name, verdictClass(rep))

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"syscall"
 	"time"
 
@@ -88,7 +89,12 @@ changes its outcome for a scheduler or a CI job; gpufeed's own failure there
 exits 125. If the command ends before --duration the report covers what was
 seen. Standard output is the report's: the command's output goes to standard
 error, or to --cmd-output FILE. gpufeed only reads: it never changes the job
-it watches.`,
+it watches.
+
+SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 sent to gpufeed are
+passed on to the command (as timeout(1) does), except a terminal's Ctrl-C,
+Ctrl-\ and hang-up, which reach the command already; the first four end the
+window, and the report says which signal stopped the run and when.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if (o.pid == 0) == (len(args) == 0) {
 				return usagef("give either --pid PID or -- COMMAND [ARGS...]")
@@ -152,8 +158,22 @@ func runDiagnose(cmd *cobra.Command, o diagnoseOpts, args []string) error {
 			return usagef("--record %s: %v", o.record, err)
 		}
 	}
-	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	// A stop signal ends the window (the report of what was seen follows);
+	// with a command, every signal here is passed on to it for its whole
+	// life (diagnose.StopSignals, PassOnSignals).
+	sigs := make(chan os.Signal, 8)
+	caught := slices.Clone(diagnose.StopSignals)
+	if len(args) > 0 {
+		caught = append(caught, diagnose.PassOnSignals...)
+	}
+	// A signal ignored when gpufeed started stays ignored, for gpufeed and
+	// the command it starts (nohup's SIGHUP, a shell's SIGINT and SIGQUIT
+	// for a background job): catching it would hand the command a default
+	// action its caller turned off.
+	caught = slices.DeleteFunc(caught, signal.Ignored)
+	signal.Notify(sigs, caught...)
+	defer signal.Stop(sigs)
+	ctx := cmd.Context()
 	var stream *live.Stream
 	var win *live.Window
 	opts := diagnose.Options{FS: fs, PID: int(o.pid), Command: args, Interval: o.interval, Duration: o.duration,
@@ -168,7 +188,7 @@ func runDiagnose(cmd *cobra.Command, o diagnoseOpts, args []string) error {
 			return src, name, nil
 		},
 		Kmsg: kmsg.Reader{Path: o.kmsgPath}, PyStacks: o.pyStacks, Profile: o.profile, Record: o.record, Warn: func(m string) { warn("%s", m) },
-		Tool: "gpufeed " + version}
+		Tool: "gpufeed " + version, Signals: sigs}
 	if len(args) > 0 {
 		// Standard output is the report's: the command writes elsewhere.
 		opts.CommandStdin, opts.CommandOutput = os.Stdin, os.Stderr
@@ -189,7 +209,14 @@ func runDiagnose(cmd *cobra.Command, o diagnoseOpts, args []string) error {
 	res, err := diagnose.Run(ctx, opts)
 	var start *diagnose.StartError
 	var early *diagnose.EndedEarlyError
+	var watch *diagnose.WatchError
 	switch {
+	case errors.As(err, &watch):
+		// gpufeed failed; the command did not: it runs to its end, and the
+		// wrapper ends with it.
+		warn("%v", watch.Err)
+		warn("the command goes on unwatched: gpufeed waits for it to end")
+		return commandEnd(watch.Command, []error{errors.New("no report: gpufeed could not watch the command")})
 	case errors.As(err, &start):
 		warn("%v", start)
 		return exitCode(start.ExitCode)
@@ -199,22 +226,51 @@ func runDiagnose(cmd *cobra.Command, o diagnoseOpts, args []string) error {
 	case err != nil:
 		return err
 	}
-	if stream != nil {
-		if err := stream.Flush(); err != nil {
-			return err
-		}
+	// Every output asked for is attempted; one that could not be written
+	// is gpufeed's failure, said after the others.
+	var failed []error
+	if res.RecordErr != nil {
+		failed = append(failed, res.RecordErr)
 	}
-	if err := writeReport(cmd, "diagnose", res.Report, o.out); err != nil {
-		return err
+	var outErr error
+	if stream != nil {
+		outErr = stream.Flush()
+	}
+	if outErr == nil {
+		outErr = writeReport(cmd, "diagnose", res.Report, o.out)
+	}
+	if outErr != nil {
+		failed = append(failed, fmt.Errorf("writing the report: %w", outErr))
 	}
 	if err := perfettoReport(o.perfetto, res.Report); err != nil {
-		return err
+		failed = append(failed, err)
 	}
-	if res.Command != nil {
-		// gpufeed only watches: the command runs to its end.
-		return exitCode(res.Command.Wait())
+	return commandEnd(res.Command, failed)
+}
+
+// commandEnd is how a diagnose run ends once its outputs are written:
+// failed lists the outputs that could not be, said at once. A launched
+// command is waited for (gpufeed only watches: the command runs to its
+// end, and the wrapper ends with it); its status is diagnose's, unless an
+// output failed: then gpufeed's own failure status (125), after saying the
+// command's status. Attached, a failed output exits 3.
+func commandEnd(c *diagnose.Command, failed []error) error {
+	// Said at once, not when a long command ends.
+	for _, err := range failed {
+		warn("%v", err)
 	}
-	return nil
+	if c == nil {
+		if len(failed) > 0 {
+			return exitCode(exitRuntime)
+		}
+		return nil
+	}
+	code := c.Wait()
+	if len(failed) > 0 {
+		warn("the command exited with status %d; gpufeed exits %d because of its own failure above", code, exitWrapperFailed)
+		return exitCode(exitWrapperFailed)
+	}
+	return exitCode(code)
 }
 
 // jsonlTap is the Tap of a run streamed as JSON lines (-o jsonl): a live

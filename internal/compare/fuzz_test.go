@@ -23,6 +23,11 @@ func FuzzLoad(f *testing.F) {
 		f.Add(b[:len(b)/2])
 	}
 	f.Add([]byte(`{"tool":"gpufeed","schema_version":2,"command":"diagnose","events":[{"kind":"kmsg","text":"Killed process 1 (x)"}]}`))
+	// What the sniff refuses from its first bytes: zeros (a sparse file),
+	// text, a BOM and white space before the document.
+	f.Add(make([]byte, 64))
+	f.Add([]byte("hello\n"))
+	f.Add([]byte("\xef\xbb\xbf \n{\"tool\":\"gpufeed\"}"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		in, err := Load("fuzz", bytes.NewReader(b))
 		if err != nil {

@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
 	"regexp"
 	"strconv"
@@ -28,6 +29,7 @@ import (
 	"github.com/gpufeed/gpufeed/internal/kernlog"
 	"github.com/gpufeed/gpufeed/internal/safetext"
 	"github.com/gpufeed/gpufeed/internal/timeline"
+	"github.com/gpufeed/gpufeed/internal/trace"
 )
 
 // Kind is what an input file holds.
@@ -156,6 +158,16 @@ func Load(name string, r io.Reader) (*Input, error) {
 		in.Warnings = warnings
 		return in, nil
 	}
+	// Sniffed and capped before anything is read, as the trace and
+	// recording readers do: a document gpufeed wrote starts with '{', and a
+	// regular file's size is known; a 2 GB file of zeros is refused at once.
+	head, _ := br.Peek(16)
+	if t := bytes.TrimLeft(head, trace.JSONStart); len(t) > 0 && t[0] != '{' {
+		return nil, fmt.Errorf("%s: not a gpufeed document: expected gpufeed's JSON output (-o json) or a recording; %s", name, trace.LooksLike(head))
+	}
+	if size, ok := regularSize(r); ok && size > maxDocBytes {
+		return nil, fmt.Errorf("%s: %d MiB, larger than the %d MiB a gpufeed document can be: not a gpufeed document", name, size>>20, maxDocBytes>>20)
+	}
 	b, err := io.ReadAll(io.LimitReader(br, maxDocBytes+1))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
@@ -167,6 +179,19 @@ func Load(name string, r io.Reader) (*Input, error) {
 }
 
 const sqliteMagic = "SQLite format 3\x00"
+
+// regularSize is r's size when r is a regular file.
+func regularSize(r io.Reader) (int64, bool) {
+	f, ok := r.(interface{ Stat() (fs.FileInfo, error) })
+	if !ok {
+		return 0, false
+	}
+	st, err := f.Stat()
+	if err != nil || !st.Mode().IsRegular() {
+		return 0, false
+	}
+	return st.Size(), true
+}
 
 // notATrace is the error for a profiler trace given to compare.
 func notATrace(name, what string) error {

@@ -2,6 +2,7 @@ package diagnose
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 
@@ -47,11 +48,27 @@ type Observation struct {
 	Tap func(next sample.Recorder) sample.Recorder
 }
 
+// RecordError says the recording asked for (--record) could not be
+// written in full: the run was observed and judged, but the file is cut
+// short or empty (a full disk, a quota, an I/O error). It is a failure of
+// the command, given after the report.
+type RecordError struct {
+	Path string
+	Err  error
+}
+
+func (e *RecordError) Error() string {
+	return fmt.Sprintf("--record %s: the recording could not be written in full (%v): it is cut short or empty", e.Path, e.Err)
+}
+
+func (e *RecordError) Unwrap() error { return e.Err }
+
 // Observe runs a prepared sampler for its window (recording it when asked),
 // adds the facts read once per run (device channels and platform checks,
 // then the end-of-window reads), lets finish complete the timeline in
 // between, then closes the recording. A nil timeline comes with the error
-// that prevented sampling; other problems go to o.Warn.
+// that prevented sampling; a timeline with a *RecordError is a run judged
+// whose recording could not be written; other problems go to o.Warn.
 func Observe(ctx context.Context, s *sample.Sampler, o Observation, finish func(*timeline.Timeline)) (*timeline.Timeline, error) {
 	warn := func(format string, args ...any) {
 		if o.Warn != nil {
@@ -124,7 +141,11 @@ func Observe(ctx context.Context, s *sample.Sampler, o Observation, finish func(
 		}
 		return nil, runErr
 	}
-	if runErr != nil {
+	var recErr error
+	var re *sample.RecordError
+	if errors.As(runErr, &re) {
+		recErr = re.Err
+	} else if runErr != nil {
 		warn("warning: %v", runErr)
 	}
 	afterWindow(ctx, tl, o.EndOfWindow.FS, o.GPU)
@@ -145,9 +166,12 @@ func Observe(ctx context.Context, s *sample.Sampler, o Observation, finish func(
 		if cerr := recFile.Close(); err == nil {
 			err = cerr
 		}
-		if err != nil {
-			warn("warning: recording %s: %v", o.Record, err)
+		if recErr == nil {
+			recErr = err
 		}
+	}
+	if recErr != nil {
+		return tl, &RecordError{Path: o.Record, Err: recErr}
 	}
 	return tl, nil
 }

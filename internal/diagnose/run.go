@@ -62,6 +62,11 @@ type Options struct {
 	Profile string
 	// Tap is as in Observation.
 	Tap func(next sample.Recorder) sample.Recorder
+	// Signals, when set, are the signals gpufeed was sent (the caller
+	// notifies StopSignals, and PassOnSignals with a command): a stop
+	// signal ends the window and the report says so; with a command each
+	// is passed on to it, until it ends (see terminalDelivered).
+	Signals <-chan os.Signal
 }
 
 // Result is what one diagnose run produced.
@@ -72,6 +77,9 @@ type Result struct {
 	// report is ready before the command ends: gpufeed only watches, and
 	// the command runs to its end (Wait).
 	Command *Command
+	// RecordErr, when set, says the recording asked for could not be
+	// written in full; the report is still whole.
+	RecordErr *RecordError
 }
 
 // Command is a command diagnose launched.
@@ -173,6 +181,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 
 	cfg := sample.Config{FS: fsys, PID: o.PID, Interval: o.Interval, Duration: o.Duration,
 		GPU: src, GPUSource: srcName, Tool: o.Tool}
+	ctx, stopWindow := context.WithCancel(ctx)
+	defer stopWindow()
+	relay := &signalRelay{}
 	var cmd *Command
 	var child *exec.Cmd
 	if len(o.Command) > 0 {
@@ -186,11 +197,24 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			cmd.code = ExitStatus(child.Wait())
 			close(cmd.done)
 		}()
+		if o.Signals != nil {
+			// Passed on for the command's whole life, past the report.
+			go relay.run(o.Signals, child.Process, cmd.done, stopWindow)
+		}
 		cfg.PID, cfg.Command, cfg.Launched, cfg.TargetDone = child.Process.Pid, o.Command, true, cmd.done
 	}
 
+	if cmd == nil && o.Signals != nil {
+		done := make(chan struct{})
+		defer close(done)
+		go relay.run(o.Signals, nil, done, stopWindow)
+	}
 	s, err := sample.New(cfg)
 	if err != nil {
+		var own *sample.OutOfFilesError
+		if cmd != nil && errors.As(err, &own) {
+			return nil, &WatchError{Err: err, Command: cmd} // gpufeed's failure; the command goes on
+		}
 		if cmd != nil {
 			return nil, &EndedEarlyError{Err: err, ExitCode: cmd.Wait()} // it ended before it could be watched
 		}
@@ -220,6 +244,12 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	tl, err := Observe(ctx, s, obs, func(tl *timeline.Timeline) {
 		tl.Meta.Notes = append(tl.Meta.Notes, notes...)
+		if st := relay.first(); st != nil {
+			if tl.Meta.Ended == "interrupted" {
+				tl.Meta.Ended = "stopped by " + signalName(st.Signal)
+			}
+			tl.Meta.Notes = append([]string{st.note(tl.Meta.Started, cmd != nil)}, tl.Meta.Notes...)
+		}
 		if zombie != nil && zombie.HasExit {
 			code := zombie.ShellStatus()
 			tl.Meta.Target.ExitCode = &code
@@ -237,11 +267,28 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		default:
 		}
 	})
+
 	if tl == nil {
+		if cmd != nil {
+			return nil, &WatchError{Err: err, Command: cmd}
+		}
 		return nil, err
 	}
-	return &Result{Timeline: tl, Report: Judge(tl, nil), Command: cmd}, nil
+	res := &Result{Timeline: tl, Report: Judge(tl, nil), Command: cmd}
+	errors.As(err, &res.RecordErr)
+	return res, nil
 }
+
+// WatchError says the watch of a launched command failed after it started
+// (gpufeed ran out of descriptors, /proc could not be read): there is no
+// report, and the command goes on; Command is there to wait for it.
+type WatchError struct {
+	Err     error
+	Command *Command
+}
+
+func (e *WatchError) Error() string { return e.Err.Error() }
+func (e *WatchError) Unwrap() error { return e.Err }
 
 // startError says why a command could not be started, with the status a
 // shell would give: 127 when it is not found, 126 when it is found but

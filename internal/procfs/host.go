@@ -83,6 +83,7 @@ func (h *Host) Sample(full bool) (*timeline.HostSample, error) {
 		ProcsRunning: h.st.ProcsRunning,
 		ProcsBlocked: h.st.ProcsBlocked,
 		Ctxt:         h.st.Ctxt,
+		Forks:        h.st.Processes,
 	}
 	if !full {
 		return hs, nil

@@ -4,8 +4,10 @@ import "github.com/gpufeed/gpufeed/internal/timeline"
 
 // HostStat is the part of /proc/stat gpufeed samples.
 type HostStat struct {
-	CPUs         []timeline.CPUTimes
-	Ctxt         uint64
+	CPUs []timeline.CPUTimes
+	Ctxt uint64
+	// Processes is the forks since boot ("processes"), host-wide.
+	Processes    uint64
 	ProcsRunning int
 	ProcsBlocked int
 }
@@ -47,6 +49,13 @@ func ParseProcStat(file string, b []byte, s *HostStat) error {
 				return &ParseError{File: file, Line: lineNo, Want: "ctxt N"}
 			}
 			s.Ctxt = v
+		case hasPrefix(line, "processes "):
+			f, _ := nextField(line, 10)
+			v, ok := parseUint(f)
+			if !ok {
+				return &ParseError{File: file, Line: lineNo, Want: "processes N"}
+			}
+			s.Processes = v
 		case hasPrefix(line, "procs_running "), hasPrefix(line, "procs_blocked "):
 			f, _ := nextField(line, 14)
 			v, ok := parseUint(f)

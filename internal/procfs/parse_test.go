@@ -49,6 +49,14 @@ func TestParseStat(t *testing.T) {
 	if string(s.Comm) != "a) b (c" || s.State != 'S' || s.UTime != 12 || s.STime != 34 || s.NumThreads != 9 || s.StartTime != 555 {
 		t.Errorf("tricky: got %+v comm %q", s, s.Comm)
 	}
+	// cutime and cstime (fields 16, 17): the reaped children's CPU.
+	reaped := strings.Replace(realStat, " 7 3 0 0 20 ", " 7 3 41 5 20 ", 1)
+	if err := ParseStat([]byte(reaped), &s); err != nil {
+		t.Fatal(err)
+	}
+	if s.UTime != 7 || s.STime != 3 || s.CUTime != 41 || s.CSTime != 5 {
+		t.Errorf("cutime, cstime: got %+v", s)
+	}
 }
 
 func TestParseStatErrors(t *testing.T) {
@@ -186,7 +194,7 @@ func TestParseProcStat(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(hs.CPUs) != 2 || hs.CPUs[0].User != 60 || hs.CPUs[0].Nice != 1 || hs.CPUs[0].IRQ != 3 || hs.CPUs[0].Steal != 4 ||
-		hs.CPUs[1].CPU != 1 || hs.Ctxt != 4200001 || hs.ProcsRunning != 8 || hs.ProcsBlocked != 1 {
+		hs.CPUs[1].CPU != 1 || hs.Ctxt != 4200001 || hs.Processes != 9000 || hs.ProcsRunning != 8 || hs.ProcsBlocked != 1 {
 		t.Errorf("%+v", hs)
 	}
 	if err := ParseProcStat("stat", []byte("ctxt 1\n"), &hs); err == nil {

@@ -18,6 +18,11 @@ type Stat struct {
 	NumThreads int    // field 20
 	StartTime  uint64 // field 22, clock ticks since boot
 	Processor  int    // field 39, CPU last run on
+	// CUTime and CSTime (fields 16, 17, clock ticks) are the CPU of the
+	// process's children it has waited for: per process, the same in
+	// every thread's stat. A child that lives less than a sampling
+	// interval shows only here, in its parent, once reaped.
+	CUTime, CSTime uint64
 }
 
 // maxCommLen bounds the command name in stat (kernel threads' full names
@@ -28,7 +33,7 @@ const maxCommLen = 64
 const statFieldsWanted = 39
 
 // statWanted marks the fields ParseStat converts; the others are skipped.
-var statWanted = [statFieldsWanted + 1]bool{4: true, 14: true, 15: true, 20: true, 22: true, 39: true}
+var statWanted = [statFieldsWanted + 1]bool{4: true, 14: true, 15: true, 16: true, 17: true, 20: true, 22: true, 39: true}
 
 // ParseStat parses a stat line into s without allocating, in one pass over
 // the bytes after the command name. The name is cut at the LAST ')' because
@@ -97,7 +102,7 @@ func ParseStat(b []byte, s *Stat) error {
 		switch field {
 		case 4:
 			s.PPID = signed(v, neg)
-		case 14, 15, 22:
+		case 14, 15, 16, 17, 22:
 			if neg {
 				return &ParseError{File: "stat", Offset: start, Want: "field " + itoa(field) + " as an unsigned integer"}
 			}
@@ -106,6 +111,10 @@ func ParseStat(b []byte, s *Stat) error {
 				s.UTime = v
 			case 15:
 				s.STime = v
+			case 16:
+				s.CUTime = v
+			case 17:
+				s.CSTime = v
 			case 22:
 				s.StartTime = v
 			}

@@ -60,6 +60,9 @@ func (s *Sampler) discover(t int64) {
 		}
 		st, err := procfs.ReadStatOnce(s.fs.PidPath(pid, "stat"))
 		if err != nil {
+			if isEMFILE(err) {
+				s.readError(t, pid, err) // a process not looked at: gpufeed's failure
+			}
 			return // vanished before it could be read: not ours to count
 		}
 		if start, ok := s.observer[pid]; ok && start == st.StartTime {
@@ -290,6 +293,7 @@ func (s *Sampler) sampleProc(p *trackedProc, tk *timeline.Tick, t int64, slow, f
 	}
 	live := 0
 	mainAlive := false
+	var childTicks uint64
 	for i := 0; i < len(p.order); i++ {
 		th := p.order[i]
 		ts, err := s.sampleThread(p, th, full || slow && th.state != 'S')
@@ -305,6 +309,7 @@ func (s *Sampler) sampleProc(p *trackedProc, tk *timeline.Tick, t int64, slow, f
 		live++
 		if th.tid == p.pid {
 			mainAlive = true
+			childTicks = th.childTicks
 			if ts.Comm != nil && string(ts.Comm) != string(p.mainComm) {
 				// exec (or a rename of the process): re-read what exec changes.
 				p.mainComm = append(p.mainComm[:0], ts.Comm...)
@@ -335,6 +340,9 @@ func (s *Sampler) sampleProc(p *trackedProc, tk *timeline.Tick, t int64, slow, f
 	p.hadMM = p.hadMM || sm.Size > 0
 	p.info.LastSeen = t
 	ps := timeline.ProcSample{PID: p.pid, Threads: live, RSSPages: sm.Resident}
+	if mainAlive {
+		ps.ChildCPUTicks = &childTicks
+	}
 	if slow {
 		s.slowProc(p, &ps, t)
 	}

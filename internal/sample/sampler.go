@@ -52,6 +52,9 @@ type Sampler struct {
 	gpuLost      map[int]bool
 	tickDur      []int64
 	samples      int
+	// ownErr is the first read that failed for want of a descriptor
+	// (EMFILE, ENFILE): gpufeed's own failure, never the job's end.
+	ownErr error
 	// observer holds gpufeed's own process and the processes that started
 	// it (pid -> start time): never part of the job, even inside its tree.
 	observer map[int]uint64
@@ -80,6 +83,9 @@ func New(cfg Config) (*Sampler, error) {
 		cfg.FS = fs
 	}
 	st, err := procfs.ReadStatOnce(cfg.FS.PidPath(cfg.PID, "stat"))
+	if isEMFILE(err) {
+		return nil, &OutOfFilesError{Err: err}
+	}
 	if err != nil && cfg.Launched && procfs.IsVanished(err) {
 		st, err = procfs.Stat{}, nil
 	}
@@ -239,10 +245,16 @@ func (s *Sampler) Run(ctx context.Context) (*timeline.Timeline, error) {
 	cfg := s.cfg
 	var err error
 	if s.procRoot, err = procfs.OpenDir(s.fs.Proc); err != nil {
+		if isEMFILE(err) {
+			return nil, &OutOfFilesError{Err: err}
+		}
 		return nil, err
 	}
 	defer s.procRoot.Close()
 	if s.host, err = procfs.OpenHost(s.fs); err != nil {
+		if isEMFILE(err) {
+			return nil, &OutOfFilesError{Err: err}
+		}
 		return nil, err
 	}
 	defer s.host.Close()
@@ -268,9 +280,17 @@ func (s *Sampler) Run(ctx context.Context) (*timeline.Timeline, error) {
 		s.record(func(r Recorder) error { return r.WriteDevices(s.tl.Devices) })
 	}
 
-	// The target itself is tracked first; everything else is found by its parent.
+	// The target itself is tracked first; everything else is found by its
+	// parent. Only its absence (ENOENT, ESRCH) or another process under its
+	// pid (another start time) means it is gone; a read that failed for
+	// another reason is no news of it.
 	if st, err := procfs.ReadStatOnce(s.fs.PidPath(cfg.PID, "stat")); err == nil && st.StartTime == s.tl.Meta.Target.StartTime {
 		s.addProc(cfg.PID, st, 0)
+	} else if err != nil && !procfs.IsVanished(err) {
+		s.readError(0, cfg.PID, err)
+	}
+	if s.ownErr != nil {
+		return nil, &OutOfFilesError{Err: s.ownErr}
 	}
 
 	timer := time.NewTimer(0)
@@ -292,6 +312,11 @@ func (s *Sampler) Run(ctx context.Context) (*timeline.Timeline, error) {
 		t0 := time.Now()
 		s.ownTick(elapsed, final)
 		s.tickDur = append(s.tickDur, int64(time.Since(t0)))
+		if s.ownErr != nil {
+			// What failed to be read is unknown, not gone: no timeline
+			// can say what the job did.
+			return nil, &OutOfFilesError{Err: s.ownErr, After: time.Since(s.start)}
+		}
 		if cfg.Progress != nil {
 			cfg.Progress(elapsed, cfg.Duration, len(s.procs), s.liveThreads())
 		}
@@ -328,6 +353,9 @@ func (s *Sampler) Run(ctx context.Context) (*timeline.Timeline, error) {
 		}
 		if ended != "" {
 			s.ownTick(time.Since(s.start), true)
+			if s.ownErr != nil {
+				return nil, &OutOfFilesError{Err: s.ownErr, After: time.Since(s.start)}
+			}
 			break
 		}
 	}
@@ -353,10 +381,17 @@ func (s *Sampler) Run(ctx context.Context) (*timeline.Timeline, error) {
 	}
 	AssignRoles(s.tl)
 	if s.recErr != nil {
-		return s.tl, fmt.Errorf("recording stopped: %w", s.recErr)
+		return s.tl, &RecordError{Err: s.recErr}
 	}
 	return s.tl, nil
 }
+
+// RecordError is the recorder's first error: recording stopped there,
+// sampling went on.
+type RecordError struct{ Err error }
+
+func (e *RecordError) Error() string { return "recording stopped: " + e.Err.Error() }
+func (e *RecordError) Unwrap() error { return e.Err }
 
 // fdReserve is what the kept-file budget leaves of the open-file limit for
 // everything else: processes' statm and task/ (two each), one-shot reads,
@@ -416,12 +451,16 @@ func (s *Sampler) liveThreads() int {
 	return n
 }
 
-// record sends one item to the recorder; the first error stops recording.
+// record sends one item to the recorder and keeps its first error. The
+// recorder is called after an error too: a live consumer in front of the
+// recording (-o jsonl's window) goes on when the file cannot be written (a
+// full disk stopped the stream halfway), and a recording that failed
+// refuses each item at once.
 func (s *Sampler) record(fn func(Recorder) error) {
-	if s.cfg.Recorder == nil || s.recErr != nil {
+	if s.cfg.Recorder == nil {
 		return
 	}
-	if err := fn(s.cfg.Recorder); err != nil {
+	if err := fn(s.cfg.Recorder); err != nil && s.recErr == nil {
 		s.recErr = err
 	}
 }
@@ -431,9 +470,52 @@ func (s *Sampler) event(e timeline.Event) {
 	s.record(func(r Recorder) error { return r.WriteEvent(e) })
 }
 
+// OutOfFilesError says gpufeed could not open a file for want of a
+// descriptor: its own open-file limit (EMFILE) or the system's (ENFILE) was
+// reached. It is gpufeed's failure: what could not be read is unknown, not
+// gone, and the run is not judged.
+type OutOfFilesError struct {
+	Err   error
+	After time.Duration // into the window (0: before it started)
+}
+
+func (e *OutOfFilesError) Error() string {
+	what := "out of file descriptors"
+	fix := "raise gpufeed's open-file limit (ulimit -n; it is " + softNoFile() + ") and run it again"
+	if errors.Is(e.Err, syscall.ENFILE) {
+		what = "the system's open-file table is full"
+		fix = "the host has run out of file descriptors (fs.file-max; see /proc/sys/fs/file-nr); run gpufeed again once some are free"
+	}
+	when := "before the window started"
+	if e.After > 0 {
+		when = fmt.Sprintf("%.1f s into the window", e.After.Seconds())
+	}
+	return fmt.Sprintf("%s %s (%v): this is gpufeed's own failure, not the job's: what it could not read is unknown, so no verdict is given; %s",
+		what, when, e.Err, fix)
+}
+
+func (e *OutOfFilesError) Unwrap() error { return e.Err }
+
+// softNoFile is this process's soft open-file limit, in words.
+func softNoFile() string {
+	var rl syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
+		return "unknown"
+	}
+	if rl.Cur > 1<<40 {
+		return "unlimited"
+	}
+	return strconv.FormatUint(rl.Cur, 10)
+}
+
 // readError counts a read that failed for another reason than vanished or
-// denied, and leaves an event naming it (once per message).
+// denied, and leaves an event naming it (once per message). A read that
+// failed for want of a descriptor is remembered: it ends the run as
+// gpufeed's own failure (OutOfFilesError).
 func (s *Sampler) readError(t int64, pid int, err error) {
+	if isEMFILE(err) && s.ownErr == nil {
+		s.ownErr = err
+	}
 	s.tl.Counts.ReadErrors++
 	msg := err.Error()
 	for _, e := range s.tl.Events {

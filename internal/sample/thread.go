@@ -19,11 +19,14 @@ type trackedThread struct {
 	sched *procfs.Kept
 	comm  []byte
 	// Last stat fields and the schedstat they were read with.
-	state    byte
-	utime    uint64
-	stime    uint64
-	cpu      int
-	haveStat bool
+	state byte
+	utime uint64
+	stime uint64
+	cpu   int
+	// childTicks is the process's reaped children's CPU (cutime+cstime)
+	// at the last stat reading.
+	childTicks uint64
+	haveStat   bool
 	// statJustRead: openThread read stat a moment ago; the first sample uses it.
 	statJustRead bool
 	lastSched    procfs.Schedstat
@@ -106,6 +109,7 @@ func (s *Sampler) openThread(p *trackedProc, tid int, t int64) (*trackedThread, 
 	th.comm = append([]byte(nil), st.Comm...)
 	// This read is also the first sample's stat: do not read it twice.
 	th.state, th.utime, th.stime, th.cpu, th.haveStat, th.statJustRead = st.State, st.UTime, st.STime, st.Processor, true, true
+	th.childTicks = st.CUTime + st.CSTime
 	key := timeline.ThreadKey{TID: tid, StartTime: st.StartTime}
 	if old, ok := s.tl.Threads[key]; ok {
 		// Seen before (a rescan after a transient read failure): keep one record.
@@ -188,6 +192,7 @@ func (s *Sampler) sampleThread(p *trackedProc, th *trackedThread, fresh bool) (t
 			th.info.Comm = string(th.comm)
 		}
 		th.state, th.utime, th.stime, th.cpu = st.State, st.UTime, st.STime, st.Processor
+		th.childTicks = st.CUTime + st.CSTime
 		th.haveStat = true
 		out.Comm = st.Comm
 	}

@@ -2,6 +2,7 @@ package timeline
 
 import (
 	"bufio"
+	"bytes"
 	"compress/flate"
 	"compress/gzip"
 	"encoding/json"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/gpufeed/gpufeed/internal/gpu"
+	"github.com/gpufeed/gpufeed/internal/safetext"
 )
 
 // The recording format ("run.gpufeed"): gzip-compressed JSON lines, written
@@ -64,8 +66,13 @@ type record struct {
 
 // Writer streams a timeline to a recording.
 type Writer struct {
-	w         io.Writer
-	gz        *gzip.Writer
+	w   io.Writer
+	gz  *gzip.Writer
+	buf bytes.Buffer
+	// enc encodes one record into buf, whose bidirectional controls are
+	// escaped before it goes to gz: a recording holds the job's names and
+	// command lines as -o json does, escaped alike, so zcat or jq on it
+	// shows no reordered line.
 	enc       *json.Encoder
 	lastFlush time.Time
 	wroteMeta bool
@@ -74,15 +81,21 @@ type Writer struct {
 
 // NewWriter starts a recording on w. Call WriteMeta first, Close last.
 func NewWriter(w io.Writer) *Writer {
-	gz := gzip.NewWriter(w)
-	return &Writer{w: w, gz: gz, enc: json.NewEncoder(gz), lastFlush: time.Now()}
+	wr := &Writer{w: w, gz: gzip.NewWriter(w), lastFlush: time.Now()}
+	wr.enc = json.NewEncoder(&wr.buf)
+	return wr
 }
 
 func (w *Writer) put(v any) error {
 	if w.err != nil {
 		return w.err
 	}
+	w.buf.Reset()
 	if err := w.enc.Encode(v); err != nil {
+		w.err = err
+		return err
+	}
+	if _, err := w.gz.Write(safetext.EscapeJSON(w.buf.Bytes())); err != nil {
 		w.err = err
 		return err
 	}

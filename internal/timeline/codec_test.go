@@ -203,3 +203,42 @@ func FuzzDecode(f *testing.F) {
 		_, _, _ = Decode(bytes.NewReader(b), "fuzz")
 	})
 }
+
+// A recording holds the job's own names and command lines; -o json writes
+// their bidirectional controls as \u escapes (safetext.EscapeJSON), so that
+// a terminal showing it is not reordered. The recording, read with zcat or
+// jq, must be as safe: the same escapes, decoding to the same values.
+func TestRecordingEscapesBidiControlsAsJSONOutputDoes(t *testing.T) {
+	tl := sampleTimeline()
+	evil := "train\u202eyp.3nohtyp"
+	for _, p := range tl.Procs {
+		p.Comm, p.Cmdline = evil, []string{"python3", evil}
+	}
+	tl.Meta.Target.Command = []string{evil}
+	tl.Events[0].Text = evil
+	var buf bytes.Buffer
+	if err := Encode(&buf, tl); err != nil {
+		t.Fatal(err)
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(buf.Bytes()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var plain bytes.Buffer
+	if _, err := plain.ReadFrom(zr); err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(plain.Bytes(), []byte("\u202e")) {
+		t.Errorf("the recording holds U+202E unescaped:\n%s", plain.String())
+	}
+	if !bytes.Contains(plain.Bytes(), []byte(`train\u202eyp`)) {
+		t.Errorf("the recording does not hold the escaped name:\n%s", plain.String())
+	}
+	got, warnings, err := Decode(bytes.NewReader(buf.Bytes()), "rec")
+	if err != nil || len(warnings) > 0 {
+		t.Fatalf("decode: %v %v", err, warnings)
+	}
+	if a, b := canonical(t, tl), canonical(t, got); a != b {
+		t.Errorf("escaping changed what the recording decodes to:\n%s\n%s", a, b)
+	}
+}

@@ -66,7 +66,8 @@ type Meta struct {
 	// Observer is gpufeed's own cost while sampling: the observer's cost is
 	// part of the measurement.
 	Observer *Observer `json:"observer,omitempty"`
-	// Ended says how the window ended: "duration", "target exited", "interrupted".
+	// Ended says how the window ended: "duration", "target exited", "interrupted",
+	// "stopped by SIGTERM" (a signal reached gpufeed; a note says when).
 	Ended string `json:"ended,omitempty"`
 	// UptimeNS is the time since boot at T=0 (PROC/uptime), 0 when not
 	// read: a process's age at T is UptimeNS + T - start_time/ClockTick.
@@ -415,6 +416,11 @@ type ProcSample struct {
 	PID      int    `json:"pid"`
 	Threads  int    `json:"threads"`
 	RSSPages uint64 `json:"rss_pages"` // statm resident
+	// ChildCPUTicks is the CPU of the children the process has reaped
+	// (cutime + cstime, clock ticks), as of its main thread's last stat
+	// reading; nil when the main thread was not read (recordings that
+	// predate it too). Children too short-lived to be sampled show here.
+	ChildCPUTicks *uint64 `json:"child_cpu_ticks,omitempty"`
 
 	// About once a second.
 	FDs *int `json:"fds,omitempty"` // entries in /proc/PID/fd
@@ -461,6 +467,9 @@ type HostSample struct {
 	ProcsRunning int        `json:"procs_running"`
 	ProcsBlocked int        `json:"procs_blocked"`
 	Ctxt         uint64     `json:"ctxt"`
+	// Forks is /proc/stat's "processes": forks since boot, host-wide (0 in
+	// recordings that predate it).
+	Forks uint64 `json:"forks,omitempty"`
 	// PSI is nil where /proc/pressure is absent.
 	PSI   *PSI       `json:"psi,omitempty"`
 	Mem   *MemInfo   `json:"mem,omitempty"`

@@ -57,6 +57,7 @@ func Analyze(tl *timeline.Timeline, a *derive.View) Result {
 	add(fdFindings(v, a)...)
 	add(gilFindings(v, cpus)...)
 	add(workerFindings(v, r.Workers)...)
+	add(forkFindings(v, r.Progress)...)
 	add(pyStackFindings(v)...)
 	add(kernelLogNotes(v)...)
 	return r

@@ -74,6 +74,23 @@ type Measure struct {
 	// Waits is where each live thread waits at the span's end, with what
 	// that wait is (WaitKind), by pid then tid.
 	Waits []ThreadWait
+	// ChildCores is the CPU of the children the job's live processes
+	// reaped over the span (cutime+cstime growth), in cores: children too
+	// short-lived to be sampled (a fork storm's) show only there.
+	ChildCores float64
+	// Started counts the job's processes first seen over the span (after
+	// the window's first reading), StartedExited those of them that also
+	// exited in it; Forking says they came often enough to be progress
+	// (thresholds.ForkMinCount, ForkMinPerSec).
+	Started, StartedExited int
+	Forking                bool
+	SpanSec                float64
+	// ReapReadings counts the readings over which a live process's reaped
+	// children's CPU grew (each reaped at least one child); Reaping says
+	// they came often enough to be a stream of children
+	// (thresholds.ForkMinCount, ForkMinPerSec), not one member's death.
+	ReapReadings int
+	Reaping      bool
 }
 
 // ThreadWait is one live thread at the end of a span.
@@ -102,6 +119,12 @@ func (m Measure) HostProgress() []string {
 	}
 	if m.IOVisible && m.IOBytesPerSec > thresholds.StallMaxIOBytesPerSec {
 		out = append(out, fmt.Sprintf("it moved %.0f B/s of I/O", m.IOBytesPerSec))
+	}
+	if m.Reaping && m.ChildCores > thresholds.StallMaxCPUCores {
+		out = append(out, fmt.Sprintf("the children it reaped (in %d readings) gained %.2f %% of one core", m.ReapReadings, m.ChildCores*100))
+	}
+	if m.Forking {
+		out = append(out, fmt.Sprintf("%d of its processes started in %.1f s (%d of them also ended)", m.Started, m.SpanSec, m.StartedExited))
 	}
 	return out
 }
@@ -200,12 +223,58 @@ func scan(v *view, from int64) (Measure, int64) {
 	comps := map[[2]int]*compAcc{}
 	devices := map[int]bool{}
 	m.GPUMinUtil = 100
+	// Processes of the job started over the span: a job that keeps
+	// starting processes (a fork storm, a shell loop) is doing something,
+	// even when each child lives less than a reading and the parent only
+	// wakes to reap them.
+	var starts []int64
+	for pid, p := range v.procs {
+		if p.FirstSeen > v.t0 && p.FirstSeen >= from {
+			starts = append(starts, p.FirstSeen)
+			m.Started++
+			if !v.alive(pid) {
+				m.StartedExited++
+			}
+		}
+	}
+	sort.Slice(starts, func(i, j int) bool { return starts[i] < starts[j] })
+	m.SpanSec = secs
+	m.Forking = secs > 0 && m.Started >= thresholds.ForkMinCount && float64(m.Started)/secs >= thresholds.ForkMinPerSec
+	childPrev, childPrevT := map[int]uint64{}, map[int]int64{}
+	members := v.memberExits()
+	lastReap := from
+	var childNS float64
 	var prevTickT int64 = -1
 	for _, tk := range v.tl.Ticks {
 		if tk.T < from {
 			continue
 		}
 		progress := false
+		if m.Forking && prevTickT >= 0 {
+			i := sort.Search(len(starts), func(i int) bool { return starts[i] > prevTickT })
+			progress = i < len(starts) && starts[i] <= tk.T
+		}
+		// Reaped children's CPU: what the live processes' cutime+cstime
+		// gained between their readings, leaving out the readings over
+		// which a member exited (a child sampled in two readings or more:
+		// its death is no progress, and its CPU was counted while it
+		// lived). A fork storm's child glimpsed in one reading is no
+		// member.
+		var reapedNS float64
+		for _, ps := range tk.Procs {
+			if ps.ChildCPUTicks == nil || !v.alive(ps.PID) {
+				continue
+			}
+			if prev, ok := childPrev[ps.PID]; ok && *ps.ChildCPUTicks > prev && !reapedBetween(members[ps.PID], childPrevT[ps.PID], tk.T) {
+				reapedNS += float64(*ps.ChildCPUTicks-prev) * 1e9 / v.clockTick()
+				m.ReapReadings++
+			}
+			childPrev[ps.PID], childPrevT[ps.PID] = *ps.ChildCPUTicks, tk.T
+		}
+		childNS += reapedNS
+		if reapedNS > 0 {
+			lastReap = tk.T
+		}
 		var cpuNS float64
 		for i := range tk.Threads {
 			s := &tk.Threads[i]
@@ -316,6 +385,15 @@ func scan(v *view, from int64) (Measure, int64) {
 		prevTickT = tk.T
 	}
 	m.IOVisible = len(ios) > 0
+	if secs > 0 {
+		m.ChildCores = childNS / 1e9 / secs
+		m.Reaping = m.ReapReadings >= thresholds.ForkMinCount && float64(m.ReapReadings)/secs >= thresholds.ForkMinPerSec
+	}
+	if m.Reaping && m.ChildCores > thresholds.StallMaxCPUCores {
+		// A stream of reaped children: every reading in which one was
+		// reaped showed the job working.
+		lastProgress = max(lastProgress, lastReap)
+	}
 	for d := range devices {
 		m.GPUDevices = append(m.GPUDevices, d)
 	}

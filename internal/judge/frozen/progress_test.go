@@ -437,3 +437,65 @@ func TestTimerPollLoopsCPUIsNotProgress(t *testing.T) {
 		t.Errorf("a thread doing 5 ms of work on each timer wake-up is progress: %+v", p.Measure)
 	}
 }
+
+// TestReapedRankCPUIsNoProgress: the launcher reaps the rank that died and
+// the rank's CPU folds into its cutime at once: one reading, a member's
+// death, not a stream of children: still stalled, no job-forks.
+func TestReapedRankCPUIsNoProgress(t *testing.T) {
+	tl := oomJob(t)
+	for i := range tl.Ticks {
+		for j := range tl.Ticks[i].Procs {
+			if ps := &tl.Ticks[i].Procs[j]; ps.PID == 100 {
+				v := uint64(0)
+				if i >= 33 {
+					v = 290 // rank 2's 2.9 s of CPU, reaped a few readings after its last sample
+				}
+				ps.ChildCPUTicks = &v
+			}
+		}
+	}
+	r := Analyze(tl, nil)
+	if !r.Progress.Stalled() || r.Progress.Reaping {
+		t.Errorf("a dead rank's reaped CPU counted as progress: %+v", r.Progress)
+	}
+	none(t, r.Findings, "job-forks")
+}
+
+// TestForkStormIsProgress: a parent woken by its own timer (a sleep between
+// forks) whose children live less than a reading: it shows no CPU and no
+// wake-up of its own, but its reaped children's CPU grows a tick every
+// other reading (as measured on a C loop forking 500 children a second)
+// and a few of its children were seen starting and ending. Not idle, not
+// stalled; job-forks says so.
+func TestForkStormIsProgress(t *testing.T) {
+	b := newTL(61, 100*time.Millisecond)
+	b.proc(10, 1, "storm", []string{"./storm", "500"}, nil)
+	b.thread(10, 10, "storm", idle("clock_nanosleep", "", "hrtimer_nanosleep"))
+	b.procSamples(10, func(i int) (timeline.ProcSample, bool) {
+		return timeline.ProcSample{Threads: 1, RSSPages: 100, ChildCPUTicks: u64(uint64(i / 2))}, true
+	})
+	for k, at := range []int{7, 19, 33, 48} { // children seen in one reading each
+		pid := 100 + k
+		c := b.proc(pid, 10, "storm", []string{"./storm", "500"}, nil)
+		c.FirstSeen, c.LastSeen, c.Exited = b.tl.Ticks[at].T, b.tl.Ticks[at].T, true
+		b.thread(pid, pid, "storm", func(i int) timeline.ThreadSample {
+			if i != at {
+				return timeline.ThreadSample{}
+			}
+			return timeline.ThreadSample{State: 'R', RunNS: 1e4}
+		})
+	}
+	for i := range b.tl.Ticks {
+		b.tl.Ticks[i].Host = &timeline.HostSample{Forks: 1000 + uint64(i)*50}
+	}
+	r := Analyze(b.tl, nil)
+	if r.Progress.Stalled() || r.Progress.Idle != nil || !r.Progress.Reaping {
+		t.Errorf("a fork storm judged stalled or idle: %+v", r.Progress)
+	}
+	none(t, r.Findings, "job-stalled")
+	none(t, r.Findings, "job-idle")
+	f := one(t, r.Findings, "job-forks")
+	if !strings.Contains(f.Claim, "pid 10 (storm) keeps starting processes that end at once") || !strings.Contains(f.Claim, "up to 500 a second (all of the host's forks)") {
+		t.Errorf("claim %q", f.Claim)
+	}
+}

@@ -120,6 +120,21 @@ func (v *view) childExits() map[int][]int64 {
 	return out
 }
 
+// memberExits is childExits for the children sampled in two readings or
+// more: members of the job, not a fork storm's children glimpsed once.
+func (v *view) memberExits() map[int][]int64 {
+	out := map[int][]int64{}
+	for pid, p := range v.procs {
+		if v.alive(pid) {
+			continue
+		}
+		if t, ok := v.lastProcT[pid]; ok && t > p.FirstSeen {
+			out[p.PPID] = append(out[p.PPID], t)
+		}
+	}
+	return out
+}
+
 // reapedBetween says whether the readings [from, to) may hold the reaping
 // of a child: the child was last seen before to, and no more than
 // thresholds.ReapGrace before from. The parent wakes to reap it (and the kernel folds

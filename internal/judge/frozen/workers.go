@@ -160,11 +160,13 @@ func workerFindings(v *view, groups []WorkerGroup) []finding.Finding {
 			}
 			out = append(out, f)
 		}
-		if cores > 0 && len(g.Workers) > cores {
+		// Workers alive at once: a fork storm's children, each gone
+		// before the next starts, never take turns on the CPUs.
+		if n := v.concurrentWorkers(g.Workers); cores > 0 && n > cores {
 			out = append(out, finding.Finding{ID: "workers-exceed-cores", Severity: finding.Warning, Subject: name,
-				Claim: fmt.Sprintf("%s runs %d worker processes on %d CPUs: they take turns, and the trainer's own threads wait behind them", name, len(g.Workers), cores),
+				Claim: fmt.Sprintf("%s runs %d worker processes on %d CPUs: they take turns, and the trainer's own threads wait behind them", name, n, cores),
 				Evidence: []finding.Evidence{
-					{What: "worker processes (" + g.Method + ")", Value: float64(len(g.Workers)), Source: "/proc/PID/stat (ppid), /proc/PID/cmdline"},
+					{What: "worker processes (" + g.Method + ") alive at once, most", Value: float64(n), Source: "/proc/PID/stat (ppid), /proc/PID/cmdline"},
 					{What: "CPUs the parent may run on", Value: float64(cores), Source: coresSrc},
 				},
 				Decision: "Use at most as many DataLoader workers as cores left after the trainer's own threads (num_workers <= cores - 2 is a common start); more workers add memory, not throughput.",

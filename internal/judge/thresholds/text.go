@@ -49,6 +49,8 @@ func Text() map[string]string {
 		"StallMinSamples":            strconv.Itoa(StallMinSamples),
 		"StallMinWakeups":            strconv.Itoa(StallMinWakeups),
 		"StallMaxCPUCores":           pct(100 * StallMaxCPUCores),
+		"ForkMinCount":               strconv.Itoa(ForkMinCount),
+		"ForkMinPerSec":              strconv.FormatFloat(ForkMinPerSec, 'f', -1, 64) + "/s",
 		"TimerPollMaxCPUPerWake":     dur(TimerPollMaxCPUPerWake),
 		"StallMaxIOBytesPerSec":      strconv.Itoa(StallMaxIOBytesPerSec>>10) + " KiB/s",
 		"StallMaxGPUUtil":            pct(StallMaxGPUUtil),

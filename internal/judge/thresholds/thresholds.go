@@ -279,6 +279,14 @@ const (
 	// store threads poll): well under 10 ms of CPU per second. A job doing
 	// any work (launching kernels, loading data) uses far more than 1 %.
 	StallMaxCPUCores = 0.01
+	// ForkMinCount and ForkMinPerSec: a job that starts at least this many
+	// processes, at least this often, over a span is not stalled: it
+	// keeps doing something, even when each child exits before it can be
+	// sampled and the parent only wakes to reap it (a fork storm of 500
+	// children a second was judged stalled). A monitor that runs a
+	// command every few seconds inside a stalled job stays under it.
+	ForkMinCount  = 5
+	ForkMinPerSec = 1.0
 	// TimerPollMaxCPUPerWake: a thread woken only out of its own timed
 	// waits that runs at most this long per wake-up is a poll loop
 	// re-arming, and its CPU is housekeeping, whatever it sums to: gloo's

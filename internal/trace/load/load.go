@@ -96,13 +96,13 @@ func Open(path string) (*File, error) {
 	case len(head) >= 2 && head[0] == 0x1f && head[1] == 0x8b:
 		lf.Format = Kineto
 	default:
-		if t := bytes.TrimLeft(head, " \t\r\n\xef\xbb\xbf"); len(t) > 0 && (t[0] == '{' || t[0] == '[') {
+		if t := bytes.TrimLeft(head, trace.JSONStart); len(t) > 0 && (t[0] == '{' || t[0] == '[') {
 			lf.Format = Kineto
 		}
 	}
 	if lf.Format == "" {
 		lf.Close()
-		return nil, fmt.Errorf("%s: not a trace: expected Chrome-trace JSON (plain or gzip) or an Nsight Systems SQLite export; %s", lf.Name, looksLike(head))
+		return nil, fmt.Errorf("%s: not a trace: expected Chrome-trace JSON (plain or gzip) or an Nsight Systems SQLite export; %s", lf.Name, trace.LooksLike(head))
 	}
 	if lf.Format == Kineto {
 		lf.SizeHint = kineto.SizeHint(lf.f)
@@ -119,28 +119,6 @@ func fdPath(path string) (string, bool) {
 		}
 	}
 	return "", false
-}
-
-// looksLike says what the first bytes of a file that is no trace show.
-func looksLike(head []byte) string {
-	if len(head) == 0 {
-		return "the file is empty"
-	}
-	for _, m := range []struct {
-		magic, what string
-	}{
-		{"\x7fELF", "an ELF executable or library"},
-		{"PK\x03\x04", "a zip archive (unzip it first)"},
-		{"\x28\xb5\x2f\xfd", "zstd-compressed data (decompress it first: zstd -d)"},
-		{"BZh", "bzip2-compressed data (decompress it first: bunzip2)"},
-		{"\xfd7zXZ", "xz-compressed data (decompress it first: xz -d)"},
-		{"\x80\x02", "a Python pickle"},
-	} {
-		if bytes.HasPrefix(head, []byte(m.magic)) {
-			return "it looks like " + m.what
-		}
-	}
-	return fmt.Sprintf("it starts with %q", head)
 }
 
 // Read reads the trace: one for a Kineto file, one per process with GPU work
