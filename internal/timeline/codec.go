@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gpufeed/gpufeed/internal/gpu"
+	"github.com/gpufeed/gpufeed/internal/safetext"
 )
 
 // The recording format ("run.gpufeed"): gzip-compressed JSON lines, written
@@ -278,6 +279,7 @@ func Decode(r io.Reader, name string) (*Timeline, []string, error) {
 					if err := checkComm(p.Comm); err != nil {
 						return nil, nil, fmt.Errorf("%s: line %d: end record: pid %d: %v", name, line, p.Key.PID, err)
 					}
+					p.Cmdline = safetext.ScrubArgs(p.Cmdline)
 					tl.Procs[p.Key] = p
 				}
 			}
@@ -296,6 +298,9 @@ func Decode(r io.Reader, name string) (*Timeline, []string, error) {
 			if err := checkComm(rec.Proc.Comm); err != nil {
 				return nil, nil, fmt.Errorf("%s: line %d: pid %d: %v", name, line, rec.Proc.Key.PID, err)
 			}
+			// A recording made before command lines were scrubbed where
+			// they are read still holds their secrets: scrubbed here too.
+			rec.Proc.Cmdline = safetext.ScrubArgs(rec.Proc.Cmdline)
 			tl.Procs[rec.Proc.Key] = rec.Proc
 		case rec.Thread != nil:
 			if err := checkComm(rec.Thread.Comm); err != nil {

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"compress/gzip"
 	"encoding/json"
+	"io"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -202,4 +204,44 @@ func FuzzDecode(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		_, _, _ = Decode(bytes.NewReader(b), "fuzz")
 	})
+}
+
+// TestDecodeScrubsCommandLines: a recording made before command lines were
+// scrubbed where they are read still holds their secrets; read back, the
+// processes' command lines are scrubbed (safetext.ScrubArgs), both from
+// their proc records and from the end record.
+func TestDecodeScrubsCommandLines(t *testing.T) {
+	tl := &Timeline{
+		Meta:  Meta{Tool: "gpufeed test", Interval: Duration(time.Second), Duration: Duration(2 * time.Second)},
+		Procs: map[ProcKey]*ProcInfo{{PID: 7}: {Key: ProcKey{PID: 7}, Comm: "python", Cmdline: []string{"python", "x.py", "--password=hunter2", "--db", "postgres://u:pw@h/x"}}},
+		Ticks: []Tick{{T: 0}, {T: int64(time.Second)}},
+	}
+	var b bytes.Buffer
+	if err := Encode(&b, tl); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(gunzip(t, b.Bytes()), []byte("hunter2")) {
+		t.Fatal("the test recording does not hold the secret")
+	}
+	got, _, err := Decode(&b, "old.gpufeed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"python", "x.py", "--password=***", "--db", "postgres://u:***@h/x"}
+	if c := got.Procs[ProcKey{PID: 7}].Cmdline; !slices.Equal(c, want) {
+		t.Errorf("cmdline %q, want %q", c, want)
+	}
+}
+
+func gunzip(t *testing.T, b []byte) []byte {
+	t.Helper()
+	zr, err := gzip.NewReader(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
