@@ -39,7 +39,7 @@ func TestBadValuesSayWhatTheFlagWants(t *testing.T) {
 		{[]string{"report", "-o", "xml", "x"}, `gpufeed: -o/--output wants an output format: text, json or html; got "xml"`},
 		{[]string{"check", "--fail-on", "error"}, `gpufeed: --fail-on wants one of fail, warn; got "error"`},
 		{[]string{"trace", "--workers", "many", "x"}, `gpufeed: --workers wants an integer; got "many"`},
-		{[]string{"simdev", "--pageable-factor", "half"}, `gpufeed: --pageable-factor wants a number; got "half"`},
+		{[]string{"simdev", "--pageable-factor", "half"}, `gpufeed: --pageable-factor wants a decimal number (0.5, 1e-2; not a hex float such as 0x1p-1); got "half"`},
 	} {
 		_, stderr, code := run(t, tc.args...)
 		if code != 2 || strings.TrimSpace(stderr) != tc.want {
