@@ -52,6 +52,9 @@ func (d *secondsValue) want() string {
 // duration.
 func parseSeconds(s string) (time.Duration, error) {
 	s = strings.TrimSpace(s)
+	if notDecimal(s) {
+		return 0, errNotDecimal
+	}
 	if f, err := strconv.ParseFloat(s, 64); err == nil {
 		if f != f || f > float64(1<<62)/1e9 || f < -float64(1<<62)/1e9 { // NaN or out of range
 			return 0, errors.New("out of range")
@@ -60,6 +63,72 @@ func parseSeconds(s string) (time.Duration, error) {
 	}
 	return time.ParseDuration(s)
 }
+
+// errNotDecimal refuses a number written in hex.
+var errNotDecimal = errors.New("not a decimal number")
+
+// notDecimal reports a number written in hex: Go's float parser takes hex
+// floats (0x1p-4 for 0.0625) and pflag's integers 0x10, which nobody means
+// on a command line and which read as something else at a glance.
+// (Integers here are read in base ten: 010 is ten, not pflag's eight.)
+func notDecimal(s string) bool {
+	s = strings.TrimLeft(s, "+-")
+	return len(s) >= 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X')
+}
+
+// decimalFloat is a number flag written in decimal (0.5, 1e-2), not as a
+// hex float.
+type decimalFloat float64
+
+func newDecimalFloat(p *float64, def float64) *decimalFloat {
+	*p = def
+	return (*decimalFloat)(p)
+}
+
+func (d *decimalFloat) Set(s string) error {
+	s = strings.TrimSpace(s)
+	if notDecimal(s) {
+		return errNotDecimal
+	}
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return err
+	}
+	*d = decimalFloat(v)
+	return nil
+}
+
+func (d *decimalFloat) String() string { return strconv.FormatFloat(float64(*d), 'g', -1, 64) }
+func (d *decimalFloat) Type() string   { return "float" }
+func (d *decimalFloat) want() string {
+	return "a decimal number (0.5, 1e-2; not a hex float such as 0x1p-1)"
+}
+
+// decimalInt is an integer flag read in base ten: pflag's own takes 0x10,
+// 0b101 and reads 010 as eight.
+type decimalInt int
+
+func newDecimalInt(p *int, def int) *decimalInt {
+	*p = def
+	return (*decimalInt)(p)
+}
+
+func (d *decimalInt) Set(s string) error {
+	s = strings.TrimSpace(s)
+	if notDecimal(s) {
+		return errNotDecimal
+	}
+	v, err := strconv.Atoi(s)
+	if err != nil {
+		return err
+	}
+	*d = decimalInt(v)
+	return nil
+}
+
+func (d *decimalInt) String() string { return strconv.Itoa(int(*d)) }
+func (d *decimalInt) Type() string   { return "int" }
+func (d *decimalInt) want() string   { return "a decimal integer (not hex such as 0x10)" }
 
 // humanDuration prints a flag's duration as a user would type it: 10s,
 // 100ms, 1m30s (time.Duration's own String, without a trailing 0s unit).

@@ -39,7 +39,7 @@ func TestBadValuesSayWhatTheFlagWants(t *testing.T) {
 		{[]string{"report", "-o", "xml", "x"}, `gpufeed: -o/--output wants an output format: text, json or html; got "xml"`},
 		{[]string{"check", "--fail-on", "error"}, `gpufeed: --fail-on wants one of fail, warn; got "error"`},
 		{[]string{"trace", "--workers", "many", "x"}, `gpufeed: --workers wants an integer; got "many"`},
-		{[]string{"simdev", "--pageable-factor", "half"}, `gpufeed: --pageable-factor wants a number; got "half"`},
+		{[]string{"simdev", "--pageable-factor", "half"}, `gpufeed: --pageable-factor wants a decimal number (0.5, 1e-2; not a hex float such as 0x1p-1); got "half"`},
 	} {
 		_, stderr, code := run(t, tc.args...)
 		if code != 2 || strings.TrimSpace(stderr) != tc.want {
@@ -281,5 +281,41 @@ func TestCheckGates(t *testing.T) {
 	}
 	if _, stderr, code := run(t, "check", "--require-gpu", "--device", "none"); code != 2 || !strings.Contains(stderr, "--require-gpu asks for a GPU and --device none for none") {
 		t.Errorf("--require-gpu --device none: exit %d, %q; want 2", code, stderr)
+	}
+}
+
+// TestSamplerDocExitStatuses: the bad values docs/SAMPLER.md lists for
+// diagnose exit as its table says: 2 with --pid, 125 with -- CMD (gpufeed's
+// own failure, never a status of the command; the README's exit statuses).
+// The table said 2 for both.
+func TestSamplerDocExitStatuses(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "SAMPLER.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		row  string // the table row's first cell
+		args []string
+	}{
+		{"| `--interval 1us` |", []string{"--interval", "1us"}},
+		{"| `--interval 10s --duration 2s` |", []string{"--interval", "10s", "--duration", "2s"}},
+		{"| `--duration 0`, `-o xml`, `--pid -3` |", []string{"--duration", "0"}},
+		{"| `--device bogus`, `--device sim:` |", []string{"--device", "bogus"}},
+	} {
+		var row string
+		for _, l := range strings.Split(string(doc), "\n") {
+			if strings.HasPrefix(l, tc.row) {
+				row = l
+			}
+		}
+		if !strings.HasSuffix(row, "| 2 (125 with `-- CMD`) |") {
+			t.Errorf("SAMPLER.md's row %s says %q; want exit 2, 125 with -- CMD", tc.row, row)
+		}
+		if _, stderr, code := run(t, append(append([]string{"diagnose"}, tc.args...), "--pid", "1")...); code != 2 {
+			t.Errorf("diagnose %v --pid 1: exit %d, want 2 (%s)", tc.args, code, stderr)
+		}
+		if _, stderr, code := run(t, append(append([]string{"diagnose"}, tc.args...), "--", "true")...); code != 125 {
+			t.Errorf("diagnose %v -- true: exit %d, want 125 (%s)", tc.args, code, stderr)
+		}
 	}
 }

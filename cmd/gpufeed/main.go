@@ -12,9 +12,11 @@ import (
 	"runtime/debug"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpufeed/gpufeed/internal/diagnose"
 	"github.com/gpufeed/gpufeed/internal/safetext"
 )
 
@@ -147,9 +149,19 @@ the change to make.
 	return root
 }
 
+// removalWait bounds how long gpufeed waits at exit for its CUDA driver
+// probes to be removed (a second or two on a 6.x kernel).
+const removalWait = 30 * time.Second
+
 func main() {
 	cmd, err := newRootCmd().ExecuteC()
-	os.Exit(exitStatus(cmd, err, os.Args[1:]))
+	code := exitStatus(cmd, err, os.Args[1:])
+	// The CUDA driver probes are removed in the background once a window
+	// ends; exiting in the middle would leave one in the kernel.
+	if !diagnose.AwaitProbesRemoved(removalWait) {
+		fmt.Fprintf(os.Stderr, "gpufeed: the CUDA driver probes were still being removed after %v; exiting now may leave one in the kernel (its log says \"leaking uprobe\")\n", removalWait)
+	}
+	os.Exit(code)
 }
 
 // exitStatus prints err (when it is gpufeed's to print) and returns the

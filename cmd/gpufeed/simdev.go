@@ -58,10 +58,10 @@ GPUFEED_SIMDEV=PATH. It runs until interrupted.`,
 	f := cmd.Flags()
 	f.StringVar(&socket, "socket", "", "Unix socket path to listen on")
 	f.StringVar(&link, "link", "gen4x16", "PCIe link, GENxWIDTH: copy bandwidth derives from it")
-	f.IntVar(&opt.Devices, "devices", 1, "number of simulated GPUs")
+	f.Var(newDecimalInt(&opt.Devices, 1), "devices", "number of simulated GPUs")
 	addDurationFlag(f, &opt.PointWindow, "point-window", sim.DefaultPointWindow, "width of a fine-grained utilisation point")
-	f.IntVar(&opt.MaxPending, "max-pending", sim.DefaultMaxPending, "operations a stream holds before a submit blocks")
-	f.Float64Var(&opt.PageableFactor, "pageable-factor", sim.DefaultPageableFactor, "pageable/pinned copy bandwidth ratio")
+	f.Var(newDecimalInt(&opt.MaxPending, sim.DefaultMaxPending), "max-pending", "operations a stream holds before a submit blocks")
+	f.Var(newDecimalFloat(&opt.PageableFactor, sim.DefaultPageableFactor), "pageable-factor", "pageable/pinned copy bandwidth ratio")
 	f.DurationVar(&opt.LaunchCost, "launch-cost", sim.DefaultLaunchCost, "user CPU each launch, async copy or event record costs the launching thread in the driver")
 	f.StringVar(&opt.Name, "name", "", "device name in reports (default \"gpufeed simulated GPU\")")
 	return cmd
@@ -80,8 +80,8 @@ func checkSimdevFlags(o sim.Options) error {
 		return fmt.Errorf("--devices %d: want 1 to %d simulated GPUs", o.Devices, sim.MaxDevices)
 	case o.MaxPending < 1 || o.MaxPending > sim.MaxPendingLimit:
 		return fmt.Errorf("--max-pending %d: want 1 to %d operations a stream holds before a submit blocks", o.MaxPending, sim.MaxPendingLimit)
-	case math.IsNaN(o.PageableFactor) || o.PageableFactor <= 0 || o.PageableFactor > 1:
-		return fmt.Errorf("--pageable-factor %g: want a ratio in (0, 1]: a pageable copy runs at this share of a pinned copy's bandwidth", o.PageableFactor)
+	case math.IsNaN(o.PageableFactor) || o.PageableFactor < sim.MinPageableFactor || o.PageableFactor > 1:
+		return fmt.Errorf("--pageable-factor %g: want a ratio from %g to 1: a pageable copy runs at this share of a pinned copy's bandwidth", o.PageableFactor, sim.MinPageableFactor)
 	case o.LaunchCost < minLaunchCost || o.LaunchCost > sim.MaxLaunchCost:
 		return fmt.Errorf("--launch-cost %v: want %v to %v of CPU per launch", o.LaunchCost, minLaunchCost, sim.MaxLaunchCost)
 	case o.PointWindow < sim.MinPointWindow || o.PointWindow > sim.DefaultRetention:

@@ -89,6 +89,15 @@ func TestSimdevRejectsImpossibleValues(t *testing.T) {
 		{"--pageable-factor", "+Inf", "--pageable-factor"},
 		{"--pageable-factor", "-1", "--pageable-factor"},
 		{"--pageable-factor", "0", "--pageable-factor"},
+		// A factor so small that a 4 KB pageable copy never returned, and
+		// numbers in hex (0x1p-1 is 0.5; pflag took 0x2 devices).
+		{"--pageable-factor", "1e-300", "want a ratio from 0.01 to 1"},
+		{"--pageable-factor", "0.005", "want a ratio from 0.01 to 1"},
+		{"--pageable-factor", "0x1p-1", "--pageable-factor wants a decimal number (0.5, 1e-2; not a hex float such as 0x1p-1)"},
+		{"--pageable-factor", "-0X1P-1", "not a hex float"},
+		{"--devices", "0x2", "--devices wants a decimal integer"},
+		{"--max-pending", "0x10", "--max-pending wants a decimal integer"},
+		{"--point-window", "0x1p-4", "--point-window wants a duration"},
 		{"--devices", "-5", "--devices"},
 		{"--devices", "0", "--devices"},
 		{"--devices", "65", "--devices"},

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"strconv"
+	"time"
 
 	"github.com/gpufeed/gpufeed/internal/procfs"
 	"github.com/gpufeed/gpufeed/internal/profile"
@@ -82,6 +83,12 @@ func bpfStarter(fsys procfs.FS, mode string, root int) (func() BPFStop, error) {
 		}
 	}, nil
 }
+
+// AwaitProbesRemoved waits, at most timeout, until the CUDA driver probes
+// of every window are out of the kernel, and says whether they are: a
+// process that diagnosed calls it before it exits (driverprobe.AwaitRemoval
+// says why).
+func AwaitProbesRemoved(timeout time.Duration) bool { return driverprobe.AwaitRemoval(timeout) }
 
 // checkBPF fails when the syscall summary or the driver probes are not
 // allowed, naming what is missing.

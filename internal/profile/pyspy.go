@@ -105,7 +105,7 @@ func ParsePySpy(r io.Reader) ([]Process, error) {
 			if err != nil || pid <= 0 {
 				return procs, fmt.Errorf("%w: line %d: expected \"Process PID: COMMAND\", got %q", ErrSyntax, n, clip(line))
 			}
-			procs = append(procs, Process{PID: pid, Cmdline: cmdline})
+			procs = append(procs, Process{PID: pid, Cmdline: safetext.ScrubCommandLine(cmdline)})
 			cur, th = &procs[len(procs)-1], nil
 		case strings.HasPrefix(line, "Python v"):
 			if cur == nil {

@@ -86,3 +86,16 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// TestPySpyCommandLineScrubbed: py-spy's process line carries the
+// process's command line; its secrets are scrubbed as /proc's are.
+func TestPySpyCommandLineScrubbed(t *testing.T) {
+	dump := "Process 4242: python train.py --password=hunter2 --hub-token hf_" + strings.Repeat("aB3", 12) + " --db postgres://u:pw@h/x\nPython v3.11.7 (/usr/bin/python3.11)\n"
+	procs, err := ParsePySpy(strings.NewReader(dump))
+	if err != nil || len(procs) != 1 {
+		t.Fatalf("%v %+v", err, procs)
+	}
+	if want := "python train.py --password=*** --hub-token *** --db postgres://u:***@h/x"; procs[0].Cmdline != want {
+		t.Errorf("cmdline %q, want %q", procs[0].Cmdline, want)
+	}
+}

@@ -195,8 +195,141 @@ func Encode(w io.Writer, tl *Timeline) error {
 	return enc.Close(tl)
 }
 
-// maxLine bounds one JSON line: a tick of 10,000 threads is ~2 MB.
-const maxLine = 256 << 20
+// Each line is capped as it is read, by what it holds (its record's key,
+// written first): a recording is untrusted, and gzip compresses a line of
+// one repeated byte a thousandfold, so a 927 KB file held a 200 MB event
+// that took 697 MiB and 38 s to read whole. The caps are far above what a
+// sampler writes: a tick of 10,000 threads is ~2 MB; the header and the
+// end record (every process's and thread's facts, the CPU profile and
+// driver calls in the meta) a few MB; a process its command line (at most
+// 1 MiB as read) and allowlisted environment; an event a kernel log line
+// or an error message, under a few KiB.
+const (
+	maxLine      = 64 << 20 // the header, a tick, the end record
+	maxProcLine  = 4 << 20
+	maxSmallLine = 1 << 20 // a thread, an event, the devices, a record of a kind this gpufeed does not know
+)
+
+// lineCap is the cap of a line that starts with prefix (the first bytes
+// read of it), and the kind of record it holds.
+func lineCap(prefix []byte, first bool) (int, string) {
+	if first {
+		return maxLine, "header"
+	}
+	p := bytes.TrimLeft(prefix, " \t\r")
+	if !bytes.HasPrefix(p, []byte("{")) {
+		return maxSmallLine, "line"
+	}
+	p = bytes.TrimLeft(p[1:], " \t\r")
+	for _, k := range []struct {
+		key  string
+		cap  int
+		kind string
+	}{
+		{`"tick"`, maxLine, "tick"}, {`"end"`, maxLine, "end record"}, {`"proc"`, maxProcLine, "process record"},
+		{`"thread"`, maxSmallLine, "thread record"}, {`"event"`, maxSmallLine, "event"}, {`"devices"`, maxSmallLine, "device record"},
+	} {
+		if bytes.HasPrefix(p, []byte(k.key)) {
+			return k.cap, k.kind
+		}
+	}
+	return maxSmallLine, "record"
+}
+
+// lineReader reads a recording's lines, each capped by lineCap while it
+// is read: the bytes of a line past its cap are read and dropped, never
+// held, and the line is returned empty with tooLong set.
+type lineReader struct {
+	r   *bufio.Reader
+	buf []byte
+	err error
+	n   int // lines returned
+	off int64
+	// Of the last line: its offset in the decompressed stream, and when
+	// it was too long, its kind, cap and length.
+	start   int64
+	tooLong bool
+	kind    string
+	cap     int
+	size    int64
+}
+
+func newLineReader(r io.Reader) *lineReader {
+	return &lineReader{r: bufio.NewReaderSize(r, 64<<10)}
+}
+
+// Scan reads the next line; false at the end of the stream or on an error
+// (Err).
+func (l *lineReader) Scan() bool {
+	l.buf, l.tooLong, l.start, l.size = l.buf[:0], false, l.off, 0
+	if l.err != nil {
+		return false
+	}
+	limit := -1
+	for {
+		chunk, err := l.r.ReadSlice('\n')
+		l.off += int64(len(chunk))
+		l.size += int64(len(chunk))
+		if limit < 0 {
+			limit, l.kind = lineCap(chunk, l.n == 0)
+			l.cap = limit
+		}
+		if !l.tooLong {
+			if len(l.buf)+len(chunk) > limit+1 { // +1: the newline
+				l.tooLong = true
+				l.buf = l.buf[:0]
+			} else {
+				l.buf = append(l.buf, chunk...)
+			}
+		}
+		switch {
+		case err == bufio.ErrBufferFull:
+			continue
+		case err == nil:
+			l.n++
+			l.buf = bytes.TrimSuffix(l.buf, []byte("\n"))
+			return true
+		default:
+			// A read error drops the part of the line read (a stream cut
+			// mid-line: the caller warns that it is truncated); the end
+			// of the stream returns a last line without a newline.
+			l.err = err
+			if err != io.EOF || l.size == 0 {
+				return false
+			}
+			l.n++
+			return true
+		}
+	}
+}
+
+// Bytes is the last line, without its newline (empty when too long).
+func (l *lineReader) Bytes() []byte { return l.buf }
+
+// Err is the error that ended the reading, nil at the end of the stream.
+func (l *lineReader) Err() error {
+	if l.err == io.EOF {
+		return nil
+	}
+	return l.err
+}
+
+// tooLongMsg says which line was too long, where, and why it cannot be a
+// sampler's.
+func (l *lineReader) tooLongMsg(name string) string {
+	return fmt.Sprintf("%s: line %d (byte %d of the decompressed stream): %s of %s, more than the %s a sampler writes at most",
+		name, l.n, l.start, l.kind, sizeText(l.size), sizeText(int64(l.cap)))
+}
+
+func sizeText(n int64) string {
+	switch {
+	case n >= 1<<20:
+		return strconv.FormatFloat(float64(n)/(1<<20), 'f', 1, 64) + " MiB"
+	case n >= 1<<10:
+		return strconv.FormatFloat(float64(n)/(1<<10), 'f', 1, 64) + " KiB"
+	}
+	return strconv.FormatInt(n, 10) + " bytes"
+}
 
 // Decode reads a recording. name is used in messages. It refuses a file of
 // another format or an unknown schema version, and one whose content cannot
@@ -223,8 +356,7 @@ func Decode(r io.Reader, name string) (*Timeline, []string, error) {
 	}
 	gz.Multistream(false)
 	sr := &streamReader{gz: gz, br: br}
-	sc := bufio.NewScanner(sr)
-	sc.Buffer(make([]byte, 0, 64<<10), maxLine)
+	sc := newLineReader(sr)
 	tl := &Timeline{Procs: map[ProcKey]*ProcInfo{}, Threads: map[ThreadKey]*ThreadInfo{}}
 	var warnings []string
 	line := 0
@@ -235,6 +367,12 @@ func Decode(r io.Reader, name string) (*Timeline, []string, error) {
 		return nil, nil, fmt.Errorf("%s: empty recording (no header line)", name)
 	}
 	line++
+	if sc.tooLong {
+		if err := streamErr(name, nextErr(sc)); err != nil {
+			return nil, nil, err
+		}
+		return nil, nil, errors.New(sc.tooLongMsg(name) + ": not a gpufeed recording's header")
+	}
 	var h header
 	if err := json.Unmarshal(sc.Bytes(), &h); err != nil || h.Format != FormatName {
 		if err := streamErr(name, nextErr(sc)); err != nil {
@@ -257,6 +395,11 @@ func Decode(r io.Reader, name string) (*Timeline, []string, error) {
 	lastTick := 0
 	for sc.Scan() {
 		line++
+		if sc.tooLong {
+			// Dropped as it was read: the rest of the recording is read.
+			warnings = append(warnings, sc.tooLongMsg(name)+": skipped")
+			continue
+		}
 		var rec record
 		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
 			if !sc.Scan() && sr.cut() {
@@ -291,6 +434,7 @@ func Decode(r io.Reader, name string) (*Timeline, []string, error) {
 					if err := checkComm(p.Comm); err != nil {
 						return nil, nil, fmt.Errorf("%s: line %d: end record: pid %d: %v", name, line, p.Key.PID, err)
 					}
+					p.Cmdline = safetext.ScrubArgs(p.Cmdline)
 					tl.Procs[p.Key] = p
 				}
 			}
@@ -309,6 +453,9 @@ func Decode(r io.Reader, name string) (*Timeline, []string, error) {
 			if err := checkComm(rec.Proc.Comm); err != nil {
 				return nil, nil, fmt.Errorf("%s: line %d: pid %d: %v", name, line, rec.Proc.Key.PID, err)
 			}
+			// A recording made before command lines were scrubbed where
+			// they are read still holds their secrets: scrubbed here too.
+			rec.Proc.Cmdline = safetext.ScrubArgs(rec.Proc.Cmdline)
 			tl.Procs[rec.Proc.Key] = rec.Proc
 		case rec.Thread != nil:
 			if err := checkComm(rec.Thread.Comm); err != nil {
@@ -333,9 +480,6 @@ func Decode(r io.Reader, name string) (*Timeline, []string, error) {
 		}
 	}
 	if err := sc.Err(); err != nil && !sr.cut() {
-		if errors.Is(err, bufio.ErrTooLong) {
-			return nil, nil, fmt.Errorf("%s: line %d: longer than %d MiB: not a line a sampler writes", name, line+1, maxLine>>20)
-		}
 		if err := streamErr(name, err); err != nil {
 			return nil, nil, err
 		}
@@ -390,7 +534,7 @@ func seconds(ns int64) string { return strconv.FormatFloat(float64(ns)/1e9, 'f',
 
 // nextErr reads on past the current line so that a stream error behind it
 // (a checksum that does not match) is found before a line is blamed.
-func nextErr(sc *bufio.Scanner) error {
+func nextErr(sc *lineReader) error {
 	for sc.Scan() {
 	}
 	return sc.Err()

@@ -4,6 +4,10 @@ import (
 	"bytes"
 	"compress/gzip"
 	"encoding/json"
+	"io"
+	"os"
+	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -202,6 +206,109 @@ func FuzzDecode(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		_, _, _ = Decode(bytes.NewReader(b), "fuzz")
 	})
+}
+
+// TestDecodeScrubsCommandLines: a recording made before command lines were
+// scrubbed where they are read still holds their secrets; read back, the
+// processes' command lines are scrubbed (safetext.ScrubArgs), both from
+// their proc records and from the end record.
+func TestDecodeScrubsCommandLines(t *testing.T) {
+	tl := &Timeline{
+		Meta:  Meta{Tool: "gpufeed test", Interval: Duration(time.Second), Duration: Duration(2 * time.Second)},
+		Procs: map[ProcKey]*ProcInfo{{PID: 7}: {Key: ProcKey{PID: 7}, Comm: "python", Cmdline: []string{"python", "x.py", "--password=hunter2", "--db", "postgres://u:pw@h/x"}}},
+		Ticks: []Tick{{T: 0}, {T: int64(time.Second)}},
+	}
+	var b bytes.Buffer
+	if err := Encode(&b, tl); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(gunzip(t, b.Bytes()), []byte("hunter2")) {
+		t.Fatal("the test recording does not hold the secret")
+	}
+	got, _, err := Decode(&b, "old.gpufeed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"python", "x.py", "--password=***", "--db", "postgres://u:***@h/x"}
+	if c := got.Procs[ProcKey{PID: 7}].Cmdline; !slices.Equal(c, want) {
+		t.Errorf("cmdline %q, want %q", c, want)
+	}
+}
+
+func gunzip(t *testing.T, b []byte) []byte {
+	t.Helper()
+	zr, err := gzip.NewReader(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// bombRecording is a recording whose third line is an event of mib MiB of
+// one repeated byte, between two ticks, without an end record.
+func bombRecording(t *testing.T, mib int) []byte {
+	var b bytes.Buffer
+	zw, _ := gzip.NewWriterLevel(&b, gzip.BestCompression)
+	put := func(v any) {
+		line, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		zw.Write(append(line, '\n'))
+	}
+	put(header{Format: FormatName, SchemaVersion: SchemaVersion, Meta: &Meta{Tool: "gpufeed test", Interval: Duration(time.Second), Duration: Duration(3 * time.Second)}})
+	put(record{Tick: &Tick{T: 0}})
+	zw.Write([]byte(`{"event":{"t":1,"kind":"kmsg","text":"`))
+	chunk := bytes.Repeat([]byte("A"), 1<<20)
+	for range mib {
+		zw.Write(chunk)
+	}
+	zw.Write([]byte("\"}}\n"))
+	put(record{Tick: &Tick{T: int64(time.Second)}})
+	put(record{Event: &Event{T: 2, Kind: EventProcExit, PID: 7, Text: "python"}})
+	zw.Close()
+	return b.Bytes()
+}
+
+// TestDecodeBombLineBounded: a recording whose event line decompresses to
+// 100 MB (from ~100 KB on disk: one repeated byte) is read in bounded
+// memory: the line is dropped as it is read, past its cap, with a warning
+// naming the file, the line, its offset and its size, and the rest of the
+// recording is kept. The whole line was held (then parsed and copied): a
+// 200 MB event took 697 MiB and 38 s.
+func TestDecodeBombLineBounded(t *testing.T) {
+	b := bytes.NewBuffer(bombRecording(t, 100))
+	if b.Len() > 1<<20 {
+		t.Fatalf("the bomb is %d bytes compressed", b.Len())
+	}
+	if os.Getenv("GPUFEED_WRITE_SEEDS") != "" {
+		writeSeed(t, "event-over-cap", bombRecording(t, 2))
+	}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	tl, warnings, err := Decode(b, "bomb.gpufeed")
+	runtime.ReadMemStats(&after)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 16<<20 {
+		t.Errorf("reading allocated %d MiB for a 100 MiB line: want it dropped as read", alloc>>20)
+	}
+	if len(tl.Ticks) != 2 || len(tl.Events) != 1 || tl.Events[0].Text != "python" {
+		var texts []int
+		for _, e := range tl.Events {
+			texts = append(texts, len(e.Text))
+		}
+		t.Errorf("kept %d ticks, events of texts of %v bytes: want the rest of the recording", len(tl.Ticks), texts)
+	}
+	if w := strings.Join(warnings, "\n"); !strings.Contains(w, "bomb.gpufeed: line 3 (byte ") || !strings.Contains(w, "event of 100.0 MiB, more than the 1.0 MiB a sampler writes at most: skipped") {
+		t.Errorf("warnings %q: want one naming the file, the line, its offset and size", warnings)
+	}
 }
 
 // A recording holds the job's own names and command lines; -o json writes

@@ -115,14 +115,22 @@ func callRules(s *scope) NsightRules {
 // lowUse splits [start, end) of one device into chunks and returns the
 // coalesced windows whose summed operation time is below pct of the chunk.
 func lowUse(t *trace.Trace, ops []int32, start, end int64, chunks int, pct float64) []LowUseWindow {
-	if end <= start || chunks <= 0 || len(ops) == 0 {
+	// end-start overflows for times no reader keeps (trace.MaxTime), and
+	// an op outside [start, end) has no chunk: neither may index used.
+	if end <= start || end-start <= 0 || chunks <= 0 || len(ops) == 0 {
 		return nil
 	}
-	size := (end - start + int64(chunks) - 1) / int64(chunks)
+	size := (end - start) / int64(chunks) // rounded up, without overflow
+	if (end-start)%int64(chunks) != 0 {
+		size++
+	}
 	used := make([]int64, chunks)
 	for _, i := range ops {
 		g := &t.GPU[i]
-		for c := (g.Start - start) / size; c < int64(chunks); c++ {
+		if g.End <= start || g.Start >= end {
+			continue
+		}
+		for c := max(g.Start-start, 0) / size; c < int64(chunks); c++ {
 			cs := start + c*size
 			if cs >= g.End {
 				break

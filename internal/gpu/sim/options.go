@@ -24,6 +24,11 @@ const (
 	// copy is staged through a pinned bounce buffer by an extra host memcpy,
 	// which roughly halves the achieved rate.
 	DefaultPageableFactor = 0.5
+	// MinPageableFactor is the least pageable/pinned ratio the model takes:
+	// a hundredth (a real staged copy runs at a third to two thirds of a
+	// pinned one). At 1e-300 a 4 KB pageable copy lasted longer than any
+	// clock counts, and never returned.
+	MinPageableFactor = 0.01
 	// PCIeEfficiency is the share of the raw link rate a pinned copy achieves
 	// (TLP headers and flow control): about 25 GB/s of Gen4 x16's 31.5 GB/s,
 	// what bandwidthTest reports on such links.
@@ -203,8 +208,8 @@ func (o Options) validate() error {
 	if _, ok := gpu.PCIeLinkBytesPerSec(o.LinkGen, o.LinkWidth); !ok {
 		return fmt.Errorf("PCIe link Gen%d x%d: want generation 1-6 and width 1, 2, 4, 8, 12, 16 or 32", o.LinkGen, o.LinkWidth)
 	}
-	if o.PageableFactor > 1 {
-		return fmt.Errorf("pageable factor %g: want a ratio in (0, 1]", o.PageableFactor)
+	if o.PageableFactor > 1 || o.PageableFactor < MinPageableFactor {
+		return fmt.Errorf("pageable factor %g: want a ratio from %g to 1", o.PageableFactor, MinPageableFactor)
 	}
 	if o.IdleSMClockMHz > o.MaxSMClockMHz {
 		return fmt.Errorf("idle SM clock %d MHz above the maximum %d MHz", o.IdleSMClockMHz, o.MaxSMClockMHz)

@@ -48,7 +48,11 @@ func gilFindings(v *view, cpus map[int]*threadCPU) []finding.Finding {
 			continue
 		}
 		sort.SliceStable(busy, func(i, j int) bool { return busy[i].RunNS > busy[j].RunNS })
-		name := v.procName(pid)
+		// Names as the kernel gave them: the renderers escape them, as
+		// they do the live rules' findings beside this one (text shows
+		// ESC as ?, JSON keeps it as \u001b); escaped here they read
+		// \x1b in every output, unlike the rest of the report.
+		name := v.procNameRaw(pid)
 		// Sources: 004 (The GIL); 000 §3
 		f := finding.Finding{ID: "gil-contention", Severity: finding.Warning, Subject: name,
 			Claim: fmt.Sprintf("%s shows GIL contention: %d busy Python threads ran %.2f cores together and wanted only %.2f CPUs (threads free of the GIL would want %d): one runs Python at a time",
@@ -56,7 +60,7 @@ func gilFindings(v *view, cpus map[int]*threadCPU) []finding.Finding {
 			Decision: "Find the thread holding the GIL (`py-spy top --pid " + strconv.Itoa(pid) + " --gil`, or `gpufeed diagnose --py-stacks`), then move its CPU work out of Python threads: into DataLoader worker processes, or into calls that release the GIL (NumPy, torch operations on whole tensors)."}
 		for _, c := range busy {
 			secs := c.Span.Seconds()
-			f.Evidence = append(f.Evidence, finding.Evidence{What: "CPU of " + v.threadName(c.TID), Value: round(float64(c.RunNS)/1e9/secs*100, 1), Unit: "% of one core",
+			f.Evidence = append(f.Evidence, finding.Evidence{What: "CPU of " + v.threadNameRaw(c.TID), Value: round(float64(c.RunNS)/1e9/secs*100, 1), Unit: "% of one core",
 				Window: "over " + fmtSeconds(c.Span), Source: fmt.Sprintf("/proc/%d/task/%d/schedstat", pid, c.TID)})
 		}
 		f.Evidence = append(f.Evidence,

@@ -53,9 +53,9 @@ func nameGILHolders(v *view, pid int, f *finding.Finding) {
 					best = x
 				}
 			}
-			what = safe(best.Function + " (" + best.File + ")")
+			what = best.Function + " (" + best.File + ")" // escaped by the renderers (gil.go)
 		}
-		who := v.threadName(h.th.TID)
+		who := v.threadNameRaw(h.th.TID)
 		f.Evidence = append(f.Evidence, finding.Evidence{What: "rounds in which " + who + " held the GIL, mostly in " + what,
 			Value: round(h.share*100, 1), Unit: "%", Window: window, Source: "sampled Python stacks (" + top.Reader + ")"})
 		if i < 3 {

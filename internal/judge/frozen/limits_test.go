@@ -1,12 +1,14 @@
 package frozen
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/gpufeed/gpufeed/internal/derive"
 	"github.com/gpufeed/gpufeed/internal/procfs"
+	"github.com/gpufeed/gpufeed/internal/safetext"
 
 	"github.com/gpufeed/gpufeed/internal/finding"
 	"github.com/gpufeed/gpufeed/internal/gpu"
@@ -492,4 +494,35 @@ func TestCOWLevelSlowCopying(t *testing.T) {
 		t.Errorf("%q", f.Claim)
 	}
 	none(t, cowOf(levelJob(4, 6<<20, 20<<10, 215<<20, 64<<30, 1<<30)), "worker-cow-growth") // 80 KiB/s: too little
+}
+
+// TestGILNamesLeftToTheRenderers: gil-contention names the process and
+// its threads as the kernel gave them, as the live rules' findings beside
+// it do, and the renderers escape them the one way (text: ESC and U+202E
+// as ?; JSON: the data kept, \u001b). It escaped them itself, so every
+// output read py\x1b[2Jthon, unlike the rest of the report.
+func TestGILNamesLeftToTheRenderers(t *testing.T) {
+	b := newTL(31, 100*time.Millisecond)
+	b.proc(10, 1, "py\x1b[2Jthon", []string{"python3", "x.py"}, nil)
+	for i := range 3 {
+		b.thread(10, 10+i, "bu\u202esy", b.busy(0.33, 0.17))
+	}
+	v := newView(b.tl)
+	f := one(t, gilFindings(v, v.threadCPUs()), "gil-contention")
+	if f.Subject != "pid 10 (py\x1b[2Jthon)" || !strings.HasPrefix(f.Claim, "pid 10 (py\x1b[2Jthon) shows GIL contention") {
+		t.Errorf("subject %q, claim %q: want the name as the kernel gave it", f.Subject, f.Claim)
+	}
+	if len(f.Evidence) == 0 || f.Evidence[0].What != "CPU of tid 10 (bu\u202esy)" {
+		t.Errorf("evidence %+v: want the thread's name as the kernel gave it", f.Evidence)
+	}
+	if got := safetext.Clean(f.Claim); !strings.HasPrefix(got, "pid 10 (py?[2Jthon) shows") {
+		t.Errorf("as text: %q", got)
+	}
+	js, err := json.Marshal(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(js), `py\u001b[2Jthon`) || strings.Contains(string(js), `\\x1b`) {
+		t.Errorf("as JSON: %s", js)
+	}
 }

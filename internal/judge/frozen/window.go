@@ -170,7 +170,16 @@ func rank(p *timeline.ProcInfo) (label string, n int, ok bool) {
 
 // procName names a process for a claim: "rank 2 (pid 48213)" or
 // "pid 48213 (python3)".
-func (v *view) procName(pid int) string {
+func (v *view) procName(pid int) string { return v.procNameWith(pid, safe) }
+
+// procNameRaw is procName with the process's name as the kernel gave it,
+// for a finding that leaves the escaping to the renderers, as the live
+// rules' findings do (gil-contention).
+func (v *view) procNameRaw(pid int) string {
+	return v.procNameWith(pid, func(s string) string { return s })
+}
+
+func (v *view) procNameWith(pid int, safe func(string) string) string {
 	p := v.procs[pid]
 	if m := v.matched[pid]; m != nil {
 		return m.Name() + " (pid " + strconv.Itoa(pid) + ")"
@@ -185,7 +194,15 @@ func (v *view) procName(pid int) string {
 }
 
 // threadName names a thread: "tid 1234 (pt_main_thread)".
-func (v *view) threadName(tid int) string {
+func (v *view) threadName(tid int) string { return v.threadNameWith(tid, safe) }
+
+// threadNameRaw is threadName with the thread's name as the kernel gave it
+// (see procNameRaw).
+func (v *view) threadNameRaw(tid int) string {
+	return v.threadNameWith(tid, func(s string) string { return s })
+}
+
+func (v *view) threadNameWith(tid int, safe func(string) string) string {
 	if th := v.threads[tid]; th != nil && th.Comm != "" {
 		return "tid " + strconv.Itoa(tid) + " (" + safe(th.Comm) + ")"
 	}

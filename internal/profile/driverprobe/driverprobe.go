@@ -552,7 +552,9 @@ func (p *Prober) Stop() *profile.DriverCalls {
 		p.links = append(p.links, f.launch...)
 		f.launch = nil
 	}
+	removing.Add(1)
 	go func(links []link.Link, objs dpObjects) {
+		defer removing.Done()
 		closeAll(links)
 		objs.Close()
 		close(p.closed)
@@ -563,6 +565,30 @@ func (p *Prober) Stop() *profile.DriverCalls {
 
 // Removed is closed once the probes are gone after Stop.
 func (p *Prober) Removed() <-chan struct{} { return p.closed }
+
+// removing counts the Stops whose probes are still being removed.
+var removing sync.WaitGroup
+
+// AwaitRemoval waits, at most timeout, until the probes of every Stop are
+// removed, and says whether they are. A process that probed calls it
+// before it exits. Stop removes the probes in the background (about a
+// tenth of a second each on a 6.x kernel, one after the other: seconds in
+// all), and a process that exits in the middle leaves the probe being
+// removed in the kernel for good: the exit's SIGKILL reaches the thread
+// inside close(2), the kernel's lookup of the probed page (to put its
+// instruction back) fails on the pending signal, and the kernel logs
+// "uprobe: gpufeed:PID failed to unregister, leaking uprobe". The
+// probes closed by the exit itself are removed.
+func AwaitRemoval(timeout time.Duration) bool {
+	done := make(chan struct{})
+	go func() { removing.Wait(); close(done) }()
+	select {
+	case <-done:
+		return true
+	case <-time.After(timeout):
+		return false
+	}
+}
 
 func (p *Prober) read(window time.Duration, nowNS int64) *profile.DriverCalls {
 	out := &profile.DriverCalls{State: profile.StateOn, WindowNS: window.Nanoseconds()}

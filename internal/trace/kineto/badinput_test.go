@@ -35,6 +35,37 @@ func TestNegativeTimestampDropped(t *testing.T) {
 	}
 }
 
+// TestKernelOutsideWindowDropped: a kernel of 2.5 h in a trace whose
+// profiler span is 5 ms is no time the profiler recorded: dropped, counted
+// and warned about, as negative times are. Kept, it made the trace 2.5 h
+// long and the GPU busy all of it. A kernel a little past the span (a
+// flush) and a CPU annotation far past it (Kineto closes an open
+// ProfilerStep range late) are kept.
+func TestKernelOutsideWindowDropped(t *testing.T) {
+	src := `{"traceEvents": [
+{"ph": "X", "cat": "Trace", "name": "PyTorch Profiler (0)", "pid": "Spans", "tid": "PyTorch Profiler", "ts": 1000, "dur": 5000},
+{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1500, "dur": 50, "args": {"stream": 7, "correlation": 1}},
+{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 2000, "dur": 9000000000, "args": {"stream": 7, "correlation": 2}},
+{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 5900, "dur": 600, "args": {"stream": 7, "correlation": 3}},
+{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 5500, "dur": 13000000}
+]}`
+	tr := decodeString(t, src, Options{})
+	if len(tr.GPU) != 2 || tr.Counts.GPUOps != 2 || len(tr.CPU) != 1 || tr.Counts.BadTime != 1 {
+		t.Errorf("gpu %d (count %d) cpu %d bad-time %d; want the 2.5 h kernel alone dropped and counted", len(tr.GPU), tr.Counts.GPUOps, len(tr.CPU), tr.Counts.BadTime)
+	}
+	for _, g := range tr.GPU {
+		if g.Dur() > 1000000 {
+			t.Errorf("kept a kernel of %d ns", g.Dur())
+		}
+	}
+	if !hasWarning(tr, "dropped 1 event lying more than the profiled window's length outside it", "5ms of profiler span", "ends 2h29m59.99") {
+		t.Errorf("warnings %q: want one naming the count, the window and why", tr.Warnings)
+	}
+	if err := tr.Check(); err != nil {
+		t.Error(err)
+	}
+}
+
 // TestNotATrace: JSON that is not a Chrome trace is an error saying what
 // the file is not and, where it can tell, what it is.
 func TestNotATrace(t *testing.T) {

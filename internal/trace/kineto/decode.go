@@ -17,6 +17,7 @@ package kineto
 
 import (
 	"github.com/gpufeed/gpufeed/internal/safetext"
+	"time"
 
 	"bufio"
 	"bytes"
@@ -924,6 +925,17 @@ func (d *decoder) finish() *trace.Trace {
 		for _, p := range props {
 			m.Devices = append(m.Devices, trace.Device{ID: p.ID, Name: p.Name, SMs: p.NumSms, Bytes: p.TotalGlobalMem})
 		}
+	}
+	if n, first := d.b.DropOutsideWindow(d.profStart, d.profEnd); n > 0 {
+		// The window is the profiler's own span, known once every event
+		// is read: an event more than its length outside it (a 2.5 h
+		// kernel in a 5 ms trace) is no time the profiler recorded.
+		what := fmt.Sprintf("%d events", n)
+		if n == 1 {
+			what = "1 event"
+		}
+		d.b.Warnf("%s: dropped %s lying more than the profiled window's length outside it (%s of profiler span; the first: %s)",
+			d.name, what, time.Duration(d.profEnd-d.profStart), first)
 	}
 	if d.badTimes > 0 {
 		d.b.Warnf("%s: dropped %d events whose ts or dur is NaN, infinite, negative or missing (the first at byte offset %d: %s)", d.name, d.badTimes, d.firstBadTime, d.badTimeWhat)

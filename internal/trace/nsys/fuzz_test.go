@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/gpufeed/gpufeed/internal/judge/tracejudge"
 	"github.com/gpufeed/gpufeed/internal/trace"
 	"github.com/gpufeed/gpufeed/internal/trace/tracegen"
 )
@@ -45,7 +46,9 @@ func TestWriteFuzzSeeds(t *testing.T) {
 }
 
 // FuzzRead writes arbitrary bytes as a database file and reads it: the
-// reader must never panic, and any trace it returns must pass trace.Check.
+// reader must never panic, any trace it returns must pass trace.Check and
+// hold no GPU operation at an impossible time, and judging it must not
+// panic.
 // The seed corpus (testdata/fuzz/FuzzRead) holds small valid exports; CI
 // runs the seeds only.
 func FuzzRead(f *testing.F) {
@@ -63,6 +66,14 @@ func FuzzRead(f *testing.F) {
 			if err := tr.Check(); err != nil {
 				t.Fatal(err)
 			}
+			for _, g := range tr.GPU {
+				if trace.ImpossibleTime(g.Start, g.End) != "" || trace.OutsideWindow(g.Start, g.End, tr.Meta.ProfiledStart, tr.Meta.ProfiledEnd) != "" {
+					t.Fatalf("kept a GPU operation at [%d, %d] in the window [%d, %d]", g.Start, g.End, tr.Meta.ProfiledStart, tr.Meta.ProfiledEnd)
+				}
+			}
+			// What gpufeed trace does next must not panic either (a
+			// negative start did, in the low-use windows).
+			tracejudge.Analyze(tr, tracejudge.Options{})
 		}
 	})
 }

@@ -134,6 +134,8 @@ type reader struct {
 	profStart   int64
 	profEnd     int64
 	badTime     int64
+	// firstBadTime names the first row dropped for its times.
+	firstBadTime string
 	// bad counts, per table, the rows skipped because a value did not fit.
 	bad map[string]*badRows
 }
@@ -181,7 +183,9 @@ func (r *reader) load() error {
 		t.Counts.BadRows = skipped
 		t.Warnings = append(t.Warnings, bad...)
 		if r.badTime > 0 {
-			p.b.Warnf("%s: dropped %d events whose end precedes their start", r.path, r.badTime)
+			t.Counts.BadTime = r.badTime
+			p.b.Warnf("%s: dropped %d rows whose times no profiler records (a negative start, an end before the start or past 2^62 ns, a GPU operation more than the profiled window's length outside it; the first: %s)",
+				r.path, r.badTime, r.firstBadTime)
 		}
 	}
 	return nil
@@ -365,11 +369,33 @@ func (r *reader) loadDevices() error {
 	return nil
 }
 
-func (r *reader) gpuOp(pid int64, op trace.GPUOp, dev, stream int64) {
-	if op.End < op.Start {
-		r.badTime++
-		return
+// impossible counts a row whose times no profiler records (see
+// trace.ImpossibleTime; a GPU operation's, trace.OutsideWindow too) and
+// says whether it is one.
+func (r *reader) impossible(table string, v *row, start, end int64) bool {
+	why := trace.ImpossibleTime(start, end)
+	if why == "" && strings.HasPrefix(table, "CUPTI_ACTIVITY_KIND_") && table != "CUPTI_ACTIVITY_KIND_RUNTIME" {
+		why = trace.OutsideWindow(start, end, r.profStart, r.profEnd)
 	}
+	if why == "" {
+		return false
+	}
+	if r.badTime == 0 {
+		r.firstBadTime = table + " " + rowName(v) + ": " + why
+	}
+	r.badTime++
+	return true
+}
+
+// rowName names the current row of a table for a warning.
+func rowName(v *row) string {
+	if id, ok := v.rowid.(int64); ok {
+		return fmt.Sprintf("rowid %d", id)
+	}
+	return "(a table without rowids)"
+}
+
+func (r *reader) gpuOp(pid int64, op trace.GPUOp, dev, stream int64) {
 	p := r.proc(pid)
 	op.Stream = p.b.Stream(int32(dev), stream)
 	p.b.AddGPU(op)
@@ -392,6 +418,9 @@ func (r *reader) loadKernels() error {
 		gy, _ := v.nullInt(8)
 		gz, _ := v.nullInt(9)
 		if !v.ok() {
+			return
+		}
+		if r.impossible("CUPTI_ACTIVITY_KIND_KERNEL", v, start, end) {
 			return
 		}
 		pid, _ := ids(gpid)
@@ -419,6 +448,9 @@ func (r *reader) loadMemcpy() error {
 		src, srcOK := v.nullInt(8)
 		dst, dstOK := v.nullInt(9)
 		if !v.ok() {
+			return
+		}
+		if r.impossible("CUPTI_ACTIVITY_KIND_MEMCPY", v, start, end) {
 			return
 		}
 		dir := r.copyKind[ck]
@@ -451,6 +483,9 @@ func (r *reader) loadMemset() error {
 		if !v.ok() {
 			return
 		}
+		if r.impossible("CUPTI_ACTIVITY_KIND_MEMSET", v, start, end) {
+			return
+		}
 		k := trace.MemUnknown
 		if mkOK {
 			k = r.memKind[mk]
@@ -476,6 +511,9 @@ func (r *reader) loadSync() error {
 		if !v.ok() {
 			return
 		}
+		if r.impossible("CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", v, start, end) {
+			return
+		}
 		name := r.syncType[st]
 		if name == "" {
 			name = "Synchronization"
@@ -497,8 +535,7 @@ func (r *reader) loadRuntime() error {
 		if !v.ok() {
 			return
 		}
-		if end < start {
-			r.badTime++
+		if r.impossible("CUPTI_ACTIVITY_KIND_RUNTIME", v, start, end) {
 			return
 		}
 		pid, tid := ids(gtid)
@@ -535,8 +572,7 @@ func (r *reader) loadNVTX() error {
 		if !v.ok() {
 			return
 		}
-		if end < start {
-			r.badTime++
+		if r.impossible("NVTX_EVENTS", v, start, end) {
 			return
 		}
 		s := txt
@@ -561,8 +597,7 @@ func (r *reader) loadOSRT() error {
 		if !v.ok() {
 			return
 		}
-		if end < start {
-			r.badTime++
+		if r.impossible("OSRT_API", v, start, end) {
 			return
 		}
 		pid, th := ids(gtid)

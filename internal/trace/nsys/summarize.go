@@ -25,9 +25,9 @@ func (r *reader) summarize() error {
 	}
 	rtPid := fmt.Sprintf(pidOf, "r.globalTid")
 	// Only the rows the loader keeps count (rows.go): integers where the
-	// schema has them, calls that do not end before they start.
-	rtOK := validSQL("r", runtimeInts) + " AND r.end >= r.start"
-	mOK := validSQL("m", memcpyInts) + " AND m.end >= m.start"
+	// schema has them, times a profiler records (trace.ImpossibleTime).
+	rtOK := validSQL("r", runtimeInts) + " AND " + r.possibleSQL("r", false)
+	mOK := validSQL("m", memcpyInts) + " AND " + r.possibleSQL("m", true)
 	calls := func(kind trace.RuntimeKind, set func(*trace.Summaries, trace.CallSummary)) error {
 		list := ids[kind]
 		if len(list) == 0 {
@@ -114,4 +114,14 @@ func inList(ids []int64) string {
 		b.WriteString(strconv.FormatInt(id, 10))
 	}
 	return b.String()
+}
+
+// possibleSQL is trace.ImpossibleTime's test, negated, in SQL: the rows of
+// alias whose times the loader keeps; with gpu, trace.OutsideWindow's too.
+func (r *reader) possibleSQL(alias string, gpu bool) string {
+	c := fmt.Sprintf("%[1]s.start >= 0 AND %[1]s.end >= %[1]s.start AND %[1]s.end <= %[2]d", alias, trace.MaxTime)
+	if ws, we := r.profStart, r.profEnd; gpu && we > ws && ws >= 0 && we <= trace.MaxTime {
+		c += fmt.Sprintf(" AND %[2]d - %[1]s.start <= %[4]d AND %[1]s.end - %[3]d <= %[4]d", alias, ws, we, we-ws)
+	}
+	return c
 }
