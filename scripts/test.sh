@@ -107,6 +107,38 @@ done
 if command -v chromium >/dev/null; then export GPUFEED_REQUIRE_BROWSER=1; fi
 if command -v tmux >/dev/null; then export GPUFEED_REQUIRE_TMUX=1; fi
 
+# The agent's image is built and run as the DaemonSet runs it
+# (cmd/gpufeed-agent's TestAgentContainer) with podman: podman, runc and
+# debootstrap (no registry is reachable: the image's bases are made from
+# Debian's packages), installed when missing. scripts/image.sh configures
+# podman for itself. Where they cannot be had the test skips and says why.
+step "podman, runc, debootstrap"
+missing=""
+for pkg in podman runc debootstrap; do command -v "$pkg" >/dev/null || missing="$missing $pkg"; done
+if [ -z "$missing" ]; then
+	echo "present"
+else
+	sudo=""
+	[ "$(id -u)" = 0 ] || sudo="sudo -n"
+	ctr_install() { $sudo env DEBIAN_FRONTEND=noninteractive apt-get -qq -o DPkg::Lock::Timeout=300 install -y --no-install-recommends $missing >/dev/null 2>&1; }
+	if command -v apt-get >/dev/null && { ctr_install || { $sudo apt-get -qq -o DPkg::Lock::Timeout=300 update >/dev/null 2>&1 && ctr_install; }; } &&
+		command -v podman >/dev/null; then
+		echo "installed$missing"
+	else
+		echo "$missing could not be installed (apt-get as root or passwordless sudo is needed): the container test will skip"
+	fi
+fi
+
+# helm lint and helm template over the chart (deploy/validate's
+# TestHelmCLI): helm built from its Go module, the version deploy/validate
+# renders the chart with.
+step "helm"
+if ! command -v helm >/dev/null; then
+	go install helm.sh/helm/v3/cmd/helm@v3.22.0
+fi
+helm version --short
+export GPUFEED_REQUIRE_HELM=1
+
 step "go build"
 go build -o /dev/null ./cmd/gpufeed
 
