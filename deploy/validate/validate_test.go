@@ -69,6 +69,13 @@ func TestDaemonSet(t *testing.T) {
 	var ds appsv1.DaemonSet
 	decode(t, "daemonset.yaml", &ds)
 	checkDaemonSet(t, &ds)
+	// Reading another user's /proc/PID/fd, environ, syscall and smaps
+	// needs both: DAC_READ_SEARCH to open them (the user's, mode 0400),
+	// SYS_PTRACE for the kernel's ptrace read check (measured in a
+	// container: either alone is refused). SYSLOG reads the kernel log.
+	if add := ds.Spec.Template.Spec.Containers[0].SecurityContext.Capabilities.Add; !slices.Equal(add, []corev1.Capability{"SYS_PTRACE", "DAC_READ_SEARCH", "SYSLOG"}) {
+		t.Errorf("adds %v, want SYS_PTRACE, DAC_READ_SEARCH and SYSLOG", add)
+	}
 	if img := ds.Spec.Template.Spec.Containers[0].Image; img != madeImage(t) {
 		t.Errorf("image %s, want %s: the image make image builds", img, madeImage(t))
 	}
@@ -138,8 +145,8 @@ func checkDaemonSet(t *testing.T, ds *appsv1.DaemonSet) {
 		t.Errorf("drops %v, want ALL", sc.Capabilities.Drop)
 	}
 	for _, add := range sc.Capabilities.Add {
-		if add != "SYS_PTRACE" && add != "SYSLOG" {
-			t.Errorf("adds %s: the agent needs SYS_PTRACE (other processes' /proc) and SYSLOG (the kernel log) only", add)
+		if add != "SYS_PTRACE" && add != "DAC_READ_SEARCH" && add != "SYSLOG" {
+			t.Errorf("adds %s: the agent needs SYS_PTRACE and DAC_READ_SEARCH (other users' /proc/PID files) and SYSLOG (the kernel log) only", add)
 		}
 	}
 	hostPaths := map[string]string{}
