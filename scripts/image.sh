@@ -133,4 +133,7 @@ else
 fi
 echo "image: $engine build $image" >&2
 "$engine" build "${run_flags[@]}" "${build_args[@]}" -f "$ctx/Containerfile" -t "$image" "$ctx"
+# The build stage's image (untagged, hundreds of MB) is not kept: the
+# build cache (a cache mount) is what makes the next build quick.
+"$engine" image prune -f --filter label=io.github.gpufeed.stage=build >/dev/null || true
 echo "image: built $image ($("$engine" image inspect --format '{{.Size}}' "$image") bytes)" >&2

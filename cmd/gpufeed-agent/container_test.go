@@ -92,6 +92,8 @@ func TestAgentContainer(t *testing.T) {
 		c.Env = env
 		return c
 	}
+	// The bases and the build cache stay for the next run; the image goes.
+	t.Cleanup(func() { _ = engineCmd("image", "rm", image).Run() })
 	if out, err := engineCmd("image", "inspect", "--format", "{{.Size}}", image).Output(); err == nil {
 		t.Logf("image %s: %s bytes", image, strings.TrimSpace(string(out)))
 	}
