@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -111,6 +112,21 @@ func TestAgentContainer(t *testing.T) {
 	t.Cleanup(job.Stop)
 	pid := strconv.Itoa(job.PID)
 
+	// A job of another user (nobody), holding its Slurm job id in its
+	// environment only: the agent reads it (the slurm_job_id label) only
+	// when it can open another user's /proc/PID/environ, which needs
+	// DAC_READ_SEARCH and SYS_PTRACE both.
+	var other *exec.Cmd
+	if os.Geteuid() == 0 {
+		other = exec.Command("sleep", "300")
+		other.Env = []string{"SLURM_JOB_ID=4242", "PATH=/usr/bin:/bin"}
+		other.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+		if err := other.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = other.Process.Kill(); _ = other.Wait() })
+	}
+
 	addr := freePort(t)
 	name := fmt.Sprintf("gpufeed-agent-test-%d", os.Getpid())
 	sockDir := filepath.Dir(job.Socket)
@@ -128,6 +144,9 @@ func TestAgentContainer(t *testing.T) {
 	args = append(args, daemonSetArgs...)
 	args = append(args, "--device=sim:"+job.Socket, "--interval=100ms", "--slow-every=500ms", "--window=3s",
 		"--ring=9s", "--discover-every=500ms")
+	if other != nil {
+		args = append(args, "--pid="+strconv.Itoa(other.Process.Pid))
+	}
 	if out, err := engineCmd(args...).CombinedOutput(); err != nil {
 		t.Fatalf("%s %v: %v\n%s", engine, args, err, out)
 	}
@@ -166,6 +185,17 @@ func TestAgentContainer(t *testing.T) {
 	}
 	if s := query(t, base, `gpufeed_gpu_starved_seconds_total{pid="`+pid+`",cause="submission-bound"} > 0`); len(s) != 1 {
 		t.Errorf("starved seconds of the job: %v, want one series above 0", s)
+	}
+	if other != nil {
+		opid := strconv.Itoa(other.Process.Pid)
+		var w []promSample
+		waitFor("the other user's job watched", 30*time.Second, func() bool {
+			w = query(t, base, `gpufeed_job_watched{pid="`+opid+`"}`)
+			return len(w) == 1
+		})
+		if got := w[0].Metric["slurm_job_id"]; got != "4242" {
+			t.Errorf("the other user's job: slurm_job_id=%q, want 4242 from its environment (%v)", got, w[0].Metric)
+		}
 	}
 	// What the container cannot read it says: the probes' state.
 	for _, s := range query(t, base, `gpufeed_probe_success == 0`) {
