@@ -15,8 +15,8 @@
 # passwordless sudo). podman is run with its own configuration (the
 # CONTAINERS_CONF this script writes): no default ulimits (the ones podman
 # sets are refused on these machines) and the runc runtime (crun refuses
-# their hybrid cgroup layout). `scripts/image.sh --env` prints the
-# environment and runtime flags for running podman by hand the same way.
+# their hybrid cgroup layout). `eval "$(scripts/image.sh --env)"` sets the
+# same for running podman by hand.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -64,10 +64,13 @@ if [ "$engine" = podman ]; then
 	export CONTAINERS_CONF=$conf
 	if command -v runc >/dev/null; then run_flags=(--runtime "$(command -v runc)"); fi
 fi
+# --env: shell assignments (eval "$(scripts/image.sh --env)"): the engine,
+# podman's configuration and its runtime, to run the image by hand as the
+# tests do.
 if [ "${1:-}" = --env ]; then
-	[ -n "${CONTAINERS_CONF:-}" ] && echo "CONTAINERS_CONF=$CONTAINERS_CONF"
-	echo "ENGINE=$engine"
-	echo "RUNTIME_FLAGS=${run_flags[*]}"
+	if [ -n "${CONTAINERS_CONF:-}" ]; then printf 'export CONTAINERS_CONF=%q\n' "$CONTAINERS_CONF"; fi
+	printf 'ENGINE=%q\n' "$engine"
+	printf 'RUNTIME=%q\n' "${run_flags[1]:-}"
 	exit 0
 fi
 

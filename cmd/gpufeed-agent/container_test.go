@@ -70,14 +70,16 @@ func TestAgentContainer(t *testing.T) {
 	var engine string
 	var runtimeFlags []string
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-		k, v, _ := strings.Cut(line, "=")
+		k, v, _ := strings.Cut(strings.TrimPrefix(line, "export "), "=")
 		switch k {
 		case "ENGINE":
 			engine = v
-		case "RUNTIME_FLAGS":
-			runtimeFlags = strings.Fields(v)
+		case "RUNTIME":
+			if v != "" && v != "''" {
+				runtimeFlags = []string{"--runtime", v}
+			}
 		default:
-			env = append(env, line)
+			env = append(env, k+"="+v)
 		}
 	}
 	image := "gpufeed-agent:container-test"
