@@ -20,3 +20,11 @@ COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null)
 
 build:
 	go build -trimpath -ldflags "-X main.version=$(VERSION) -X main.commit=$(COMMIT)" -o gpufeed ./cmd/gpufeed
+
+# The node agent's image (Containerfile), with podman or docker: from
+# Debian's packages and the module proxy where no registry is reachable.
+# IMAGE defaults to gpufeed-agent:<the chart's appVersion>, the image the
+# manifests and the chart name.
+.PHONY: image
+image:
+	scripts/image.sh

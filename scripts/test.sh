@@ -107,6 +107,43 @@ done
 if command -v chromium >/dev/null; then export GPUFEED_REQUIRE_BROWSER=1; fi
 if command -v tmux >/dev/null; then export GPUFEED_REQUIRE_TMUX=1; fi
 
+# The agent's image is built and run as the DaemonSet runs it
+# (cmd/gpufeed-agent's TestAgentContainer) with podman: podman, runc and
+# debootstrap (no registry is reachable: the image's bases are made from
+# Debian's packages), installed when missing. scripts/image.sh configures
+# podman for itself. Where they cannot be had the test skips and says why.
+step "podman, runc, debootstrap"
+missing=""
+for pkg in podman runc debootstrap; do command -v "$pkg" >/dev/null || missing="$missing $pkg"; done
+if [ -z "$missing" ]; then
+	echo "present"
+else
+	sudo=""
+	[ "$(id -u)" = 0 ] || sudo="sudo -n"
+	ctr_install() { $sudo env DEBIAN_FRONTEND=noninteractive apt-get -qq -o DPkg::Lock::Timeout=300 install -y --no-install-recommends $missing >/dev/null 2>&1; }
+	if command -v apt-get >/dev/null && { ctr_install || { $sudo apt-get -qq -o DPkg::Lock::Timeout=300 update >/dev/null 2>&1 && ctr_install; }; } &&
+		command -v podman >/dev/null; then
+		echo "installed$missing"
+	else
+		echo "$missing could not be installed (apt-get as root or passwordless sudo is needed): the container test will skip"
+	fi
+fi
+
+# helm lint and helm template over the chart (deploy/validate's
+# TestHelmCLI): helm built from its Go module, the version deploy/validate
+# renders the chart with. Its build (minutes on 2 CPUs) runs beside the go
+# test step below, and is waited for before deploy/validate.
+step "helm"
+helm_log=$(mktemp)
+helm_pid=""
+if command -v helm >/dev/null; then
+	echo "present"
+else
+	go install helm.sh/helm/v3/cmd/helm@v3.22.0 >"$helm_log" 2>&1 &
+	helm_pid=$!
+	echo "building helm v3.22.0 in the background"
+fi
+
 step "go build"
 go build -o /dev/null ./cmd/gpufeed
 
@@ -121,7 +158,14 @@ go test -count=1 -timeout 25m ./...
 # Operator API types by a module of its own (those types stay out of
 # gpufeed's dependencies).
 step "deploy/validate"
-(cd deploy/validate && go vet ./... && go test -count=1 ./...)
+if [ -n "$helm_pid" ] && ! wait "$helm_pid"; then
+	cat "$helm_log"
+	echo "go install helm.sh/helm/v3/cmd/helm@v3.22.0 failed"
+	exit 1
+fi
+rm -f "$helm_log"
+helm version --short
+(cd deploy/validate && go vet ./... && GPUFEED_REQUIRE_HELM=1 go test -count=1 ./...)
 
 # The race detector runs on the packages where goroutines share state.
 race_pkgs=$(go list ./internal/... | grep -E '/(sample|gpu|trace/kineto|agent|drill)($|/)' || true)

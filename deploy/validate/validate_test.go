@@ -9,6 +9,7 @@ package validate
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -56,7 +57,7 @@ func TestEveryFileIsValidated(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	known := []string{"daemonset.yaml", "service.yaml", "servicemonitor.yaml", "networkpolicy.yaml"}
+	known := []string{"00-namespace.yaml", "daemonset.yaml", "service.yaml", "servicemonitor.yaml", "networkpolicy.yaml"}
 	for _, f := range files {
 		if !slices.Contains(known, filepath.Base(f)) {
 			t.Errorf("%s is not validated by this test", f)
@@ -68,6 +69,48 @@ func TestDaemonSet(t *testing.T) {
 	var ds appsv1.DaemonSet
 	decode(t, "daemonset.yaml", &ds)
 	checkDaemonSet(t, &ds)
+	// Reading another user's /proc/PID/fd, environ, syscall and smaps
+	// needs both: DAC_READ_SEARCH to open them (the user's, mode 0400),
+	// SYS_PTRACE for the kernel's ptrace read check (measured in a
+	// container: either alone is refused). SYSLOG reads the kernel log.
+	if add := ds.Spec.Template.Spec.Containers[0].SecurityContext.Capabilities.Add; !slices.Equal(add, []corev1.Capability{"SYS_PTRACE", "DAC_READ_SEARCH", "SYSLOG"}) {
+		t.Errorf("adds %v, want SYS_PTRACE, DAC_READ_SEARCH and SYSLOG", add)
+	}
+	if img := ds.Spec.Template.Spec.Containers[0].Image; img != madeImage(t) {
+		t.Errorf("image %s, want %s: the image make image builds", img, madeImage(t))
+	}
+}
+
+// madeImage is the image make image builds (scripts/image.sh).
+func madeImage(t *testing.T) string {
+	t.Helper()
+	cmd := exec.Command("../../scripts/image.sh", "--image")
+	cmd.Env = append(os.Environ(), "IMAGE=")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("scripts/image.sh --image: %v", err)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// TestNamespace: kubectl apply -f deploy/kubernetes/ creates the
+// namespace first (files are applied in name order), and its Pod Security
+// level admits what the agent needs (hostPID, SYS_PTRACE: privileged).
+func TestNamespace(t *testing.T) {
+	var ns corev1.Namespace
+	decode(t, "00-namespace.yaml", &ns)
+	var ds appsv1.DaemonSet
+	decode(t, "daemonset.yaml", &ds)
+	if ns.Kind != "Namespace" || ns.APIVersion != "v1" || ns.Name != ds.Namespace {
+		t.Errorf("%s/%s %s, want the v1 Namespace %s the DaemonSet is in", ns.APIVersion, ns.Kind, ns.Name, ds.Namespace)
+	}
+	if lvl := ns.Labels["pod-security.kubernetes.io/enforce"]; lvl != "privileged" {
+		t.Errorf("pod-security.kubernetes.io/enforce=%q: the baseline level refuses hostPID and SYS_PTRACE", lvl)
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	if len(files) == 0 || filepath.Base(files[0]) != "00-namespace.yaml" {
+		t.Errorf("files in order %v: the namespace must come first", files)
+	}
 }
 
 // checkDaemonSet checks what the agent's DaemonSet must say, however it was
@@ -102,14 +145,21 @@ func checkDaemonSet(t *testing.T, ds *appsv1.DaemonSet) {
 		t.Errorf("drops %v, want ALL", sc.Capabilities.Drop)
 	}
 	for _, add := range sc.Capabilities.Add {
-		if add != "SYS_PTRACE" && add != "SYSLOG" {
-			t.Errorf("adds %s: the agent needs SYS_PTRACE (other processes' /proc) and SYSLOG (the kernel log) only", add)
+		if add != "SYS_PTRACE" && add != "DAC_READ_SEARCH" && add != "SYSLOG" {
+			t.Errorf("adds %s: the agent needs SYS_PTRACE and DAC_READ_SEARCH (other users' /proc/PID files) and SYSLOG (the kernel log) only", add)
 		}
 	}
 	hostPaths := map[string]string{}
 	for _, v := range spec.Volumes {
 		if v.HostPath != nil {
 			hostPaths[v.Name] = v.HostPath.Path
+			// An unprivileged container's device cgroup refuses to
+			// open a device node it was not given (/dev/kmsg: the
+			// kernel log is read through syslog(2) instead).
+			if strings.HasPrefix(v.HostPath.Path, "/dev/") || v.HostPath.Type != nil &&
+				(*v.HostPath.Type == corev1.HostPathCharDev || *v.HostPath.Type == corev1.HostPathBlockDev) {
+				t.Errorf("volume %s mounts the device %s: an unprivileged container cannot open it", v.Name, v.HostPath.Path)
+			}
 		}
 	}
 	for _, m := range c.VolumeMounts {
@@ -145,6 +195,12 @@ func checkDaemonSet(t *testing.T, ds *appsv1.DaemonSet) {
 	}
 	if len(c.Ports) != 1 || c.Ports[0].Name != "metrics" || c.Ports[0].ContainerPort != 9847 {
 		t.Errorf("ports %+v, want metrics 9847", c.Ports)
+	}
+	if p := c.ReadinessProbe; p == nil || (p.HTTPGet == nil || p.HTTPGet.Port.String() != "metrics") && (p.TCPSocket == nil || p.TCPSocket.Port.String() != "metrics") {
+		t.Errorf("readiness probe %+v: want the metrics port probed", p)
+	}
+	if sc.RunAsUser == nil || *sc.RunAsUser != 0 {
+		t.Errorf("runAsUser %v: the added capabilities reach the agent only as root (allowPrivilegeEscalation: false refuses file capabilities)", sc.RunAsUser)
 	}
 }
 

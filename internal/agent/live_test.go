@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -294,6 +295,18 @@ func TestAgentProbeFailureKeepsScrape(t *testing.T) {
 	}
 	if !strings.Contains(body, `verdict="idle"`) {
 		t.Errorf("sleep 60 not judged idle:\n%s", grepLines(body, "verdict_info"))
+	}
+	// The platform checks' subjects are identifiers in the labels (paths,
+	// PCI addresses), never the report's sentences: the node's /dev/shm
+	// check, run in the agent's own process, names its /dev/shm by path.
+	checks := grepLines(body, "gpufeed_platform_check_status{")
+	if !regexp.MustCompile(`check="dev-shm",status="[a-z-]+",subject="/proc/self/root/dev/shm"`).MatchString(checks) {
+		t.Errorf("/metrics lacks the dev-shm check's subject as a path:\n%s", checks)
+	}
+	for _, m := range regexp.MustCompile(`subject="([^"]*)"`).FindAllStringSubmatch(checks, -1) {
+		if strings.ContainsAny(m[1], " ()'") {
+			t.Errorf("platform check subject %q is not an identifier:\n%s", m[1], checks)
+		}
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/gpufeed/gpufeed/internal/check"
 	"github.com/gpufeed/gpufeed/internal/gpu"
 	"github.com/gpufeed/gpufeed/internal/safetext"
 )
@@ -162,12 +163,13 @@ func (a *Agent) Collect(ch chan<- prometheus.Metric) {
 
 	seen := map[string]bool{}
 	for _, c := range checks {
-		k := c.ID + "\x00" + c.Subject
+		id := safetext.Clean(check.SubjectID(c.Subject))
+		k := c.ID + "\x00" + id
 		if seen[k] {
 			continue // one series per check and subject
 		}
 		seen[k] = true
-		ch <- prometheus.MustNewConstMetric(descCheck, prometheus.GaugeValue, 1, host, c.ID, c.Subject, string(c.Status))
+		ch <- prometheus.MustNewConstMetric(descCheck, prometheus.GaugeValue, 1, host, c.ID, id, string(c.Status))
 	}
 	sort.Slice(probes, func(i, j int) bool { return probes[i].name < probes[j].name })
 	for _, p := range probes {

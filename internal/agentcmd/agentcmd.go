@@ -27,6 +27,7 @@ import (
 	"github.com/gpufeed/gpufeed/internal/agent"
 	"github.com/gpufeed/gpufeed/internal/gpu"
 	"github.com/gpufeed/gpufeed/internal/gpu/gpusource"
+	"github.com/gpufeed/gpufeed/internal/judge/thresholds"
 	"github.com/gpufeed/gpufeed/internal/kmsg"
 	"github.com/gpufeed/gpufeed/internal/procfs"
 )
@@ -97,9 +98,8 @@ configuration file). It only reads: nothing it watches is changed.`,
 			if _, _, err := net.SplitHostPort(listen); err != nil {
 				return UsageError{fmt.Errorf("--listen %s: want host:port (e.g. 127.0.0.1:9847 or :9847)", listen)}
 			}
-			if cfg.Interval <= 0 || cfg.Window < 2*cfg.Interval || cfg.Ring < cfg.Window {
-				return UsageError{fmt.Errorf("--interval %v, --window %v, --ring %v: want an interval > 0, a window of at least two intervals and a ring of at least one window",
-					cfg.Interval, cfg.Window, cfg.Ring)}
+			if err := checkWindow(cfg.Interval, cfg.Window, cfg.Ring); err != nil {
+				return UsageError{err}
 			}
 			procRoot, sysRoot, cfg.HostRoot, kmsgPath = underRoot(cmd.Flags(), root, procRoot, sysRoot, cfg.HostRoot, kmsgPath)
 			fs, err := procfs.NewFS(procRoot, sysRoot)
@@ -339,4 +339,25 @@ func tuneMemory() {
 	if os.Getenv("GOMEMLIMIT") == "" {
 		debug.SetMemoryLimit(20 << 20)
 	}
+}
+
+// checkWindow refuses, as diagnose refuses its --duration, a window no
+// verdict can ever be given on: shorter than thresholds.MinWindow, or
+// holding fewer than thresholds.MinIntervals intervals (every window would
+// be exported as inconclusive, for good); and a ring that cannot keep one
+// window.
+func checkWindow(interval, window, ring time.Duration) error {
+	switch {
+	case interval <= 0:
+		return fmt.Errorf("--interval %v: want a positive interval (e.g. 2s)", interval)
+	case window < thresholds.MinWindow:
+		return fmt.Errorf("--window %v: a verdict needs a window of at least %v (a shorter one cannot tell a pattern from noise); give --window %v or more",
+			window, thresholds.MinWindow, thresholds.MinWindow)
+	case window/interval < thresholds.MinIntervals:
+		return fmt.Errorf("--window %v holds %d intervals of %v; a verdict needs at least %d: give a shorter --interval (at most %v) or a longer --window (at least %v)",
+			window, window/interval, interval, thresholds.MinIntervals, window/thresholds.MinIntervals, interval*thresholds.MinIntervals)
+	case ring < window:
+		return fmt.Errorf("--ring %v is shorter than --window %v: want a ring of at least one window", ring, window)
+	}
+	return nil
 }

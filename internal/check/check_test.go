@@ -97,6 +97,11 @@ func TestFixtureMachines(t *testing.T) {
 				if r.Claim == "" {
 					t.Errorf("%s %s: missing claim", r.ID, r.Subject)
 				}
+				// The agent's metrics name the subject by an identifier:
+				// one token, no prose.
+				if id := SubjectID(r.Subject); (r.Subject != "") != (id != "") || strings.ContainsAny(id, " ()'") {
+					t.Errorf("%s %q: identifier %q, want one token naming it", r.ID, r.Subject, id)
+				}
 				if (r.Status == Fail || r.Status == Warn) && (r.Decision == "" || len(r.Evidence) == 0) {
 					t.Errorf("%s %s: a %s needs evidence and a decision", r.ID, r.Subject, r.Status)
 				}

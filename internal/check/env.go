@@ -123,7 +123,7 @@ func (e *env) subjectPID() string {
 	if e.opts.PID > 0 {
 		return "pid " + strconv.Itoa(e.opts.PID)
 	}
-	return "gpufeed's own process (no --pid)"
+	return ownProcess
 }
 
 func (e *env) targetStatus() (procfs.Status, error) {

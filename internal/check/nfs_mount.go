@@ -38,7 +38,7 @@ func judgeNFSMount(m procfs.NFSMount, dataPath, src string) Outcome {
 	if dataPath != "" {
 		p := path.Clean("/" + dataPath)
 		if p == m.MountPoint || strings.HasPrefix(p, strings.TrimSuffix(m.MountPoint, "/")+"/") {
-			subj += " (holds --data)"
+			subj += nfsHoldsData
 		}
 	}
 	var req, retrans, timeouts, rtt uint64

@@ -307,6 +307,7 @@ func (r *Reader) readCommand(ctx context.Context, run Runner, name string, args 
 	g := &ring{max: r.maxRecords(), since: r.Since}
 	br := bufio.NewReaderSize(out, 64<<10)
 	var read int64
+	printed := 0
 	for {
 		line, err := readLine(br)
 		if len(line) > 0 {
@@ -318,6 +319,7 @@ func (r *Reader) readCommand(ctx context.Context, run Runner, name string, args 
 				e = kernlog.ParseLine(string(line))
 			}
 			if e.Message != "" {
+				printed++
 				g.add(e)
 			}
 			if read >= r.maxBytes() {
@@ -337,7 +339,9 @@ func (r *Reader) readCommand(ctx context.Context, run Runner, name string, args 
 		return nil, cerr
 	}
 	log.Entries, log.Dropped = g.ordered(), g.dropped
-	if len(log.Entries) == 0 && log.Dropped == 0 {
+	// A log with no line since Since (the job's start: a quiet kernel) is
+	// read; a command that printed no message at all read nothing.
+	if printed == 0 {
 		return nil, fmt.Errorf("%s: printed no kernel messages", source)
 	}
 	return log, nil

@@ -125,6 +125,27 @@ func TestFallbackToDmesg(t *testing.T) {
 	}
 }
 
+// TestFallbackQuietSinceStart: dmesg printed the kernel log, none of it
+// since the job started (Since): the log is read and empty, not a failure
+// (the agent in a container, reading through dmesg, failed its
+// end-of-window probe every window of a quiet kernel).
+func TestFallbackQuietSinceStart(t *testing.T) {
+	f := &fakeRunner{out: map[string]string{"dmesg": "<6>[   10.000000] eth0: link up\n<6>[   20.000000] usb 1-1: new device\n"}}
+	r := &Reader{Path: filepath.Join(t.TempDir(), "absent"), Run: f.run, BootTime: fixedBoot, Since: 30 * time.Second}
+	log, err := r.Read(t.Context())
+	if err != nil {
+		t.Fatalf("a kernel log quiet since the job started: %v", err)
+	}
+	if log.Source != "dmesg --raw" || len(log.Entries) != 0 {
+		t.Errorf("source %q, %d entries: want dmesg's, none since the start", log.Source, len(log.Entries))
+	}
+	// A command that printed no message at all is still a failure.
+	f = &fakeRunner{out: map[string]string{"dmesg": "\n"}}
+	if _, err := (&Reader{Path: filepath.Join(t.TempDir(), "absent"), Run: f.run, BootTime: fixedBoot}).Read(t.Context()); err == nil || !strings.Contains(err.Error(), "printed no kernel messages") {
+		t.Errorf("dmesg printing nothing: %v, want it said", err)
+	}
+}
+
 func TestFallbackToJournal(t *testing.T) {
 	f := &fakeRunner{
 		fail: map[string]error{"dmesg": errors.New("dmesg: read kernel buffer failed: Operation not permitted")},

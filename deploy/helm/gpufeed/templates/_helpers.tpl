@@ -12,6 +12,23 @@ app.kubernetes.io/name: {{ include "gpufeed.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 helm.sh/chart: {{ .Chart.Name }}-{{ .Chart.Version | replace "+" "_" }}
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{/* The namespace of every object: namespace, else the release's. */}}
+{{- define "gpufeed.namespace" -}}{{ .Values.namespace | default .Release.Namespace }}{{- end -}}
+
+{{/* Whether the ServiceMonitor is rendered: serviceMonitor.enabled true,
+     or auto where the cluster serves the Prometheus Operator's CRD. */}}
+{{- define "gpufeed.serviceMonitor" -}}
+{{- $e := toString .Values.serviceMonitor.enabled -}}
+{{- if eq $e "true" -}}true
+{{- else if eq $e "auto" -}}
+{{- if or (.Capabilities.APIVersions.Has "monitoring.coreos.com/v1/ServiceMonitor") (.Capabilities.APIVersions.Has "monitoring.coreos.com/v1") -}}true{{- end -}}
+{{- else if ne $e "false" -}}{{ fail (printf "serviceMonitor.enabled %q: want auto, true or false" $e) }}
+{{- end -}}
 {{- end -}}
 
 {{/* The runtime's record directory on the node, for --criRecords. */}}
