@@ -1,6 +1,10 @@
 package judge
 
-import "github.com/gpufeed/gpufeed/internal/finding"
+import (
+	"slices"
+
+	"github.com/gpufeed/gpufeed/internal/finding"
+)
 
 // applyCPUSplit gives the class the launch thread's CPU profile names
 // (launch-thread-cpu-split) the idle time /proc could only call submission
@@ -27,6 +31,26 @@ func applyCPUSplit(in *Input, fs []finding.Finding) {
 	delete(share, SpinOrSubmit)
 	share[split.Supports] += moved
 	in.Attr.Share = share
+	// The intervals whose idle went mostly to those go to the class too:
+	// they carry it (the confidence counts them).
+	mostly := make(map[finding.Class]int, len(in.Attr.Mostly))
+	for c, n := range in.Attr.Mostly {
+		if c == finding.SubmissionBound || c == SpinOrSubmit {
+			c = split.Supports
+		}
+		mostly[c] += n
+	}
+	in.Attr.Mostly = mostly
+	cause := slices.Clone(in.Attr.Cause)
+	for i, c := range cause {
+		if c == finding.SubmissionBound || c == SpinOrSubmit {
+			cause[i] = split.Supports
+		}
+	}
+	in.Attr.Cause = cause
+	if split.Supports != finding.SubmissionBound {
+		in.Attr.Descheduled = 0
+	}
 }
 
 // profileVeto is the launch thread's CPU split finding when it names no

@@ -66,6 +66,11 @@ func TestCPUSplitByProfile(t *testing.T) {
 		if v.Class != tc.want || (tc.want != finding.SubmissionBound && !strings.Contains(v.Summary, tc.claim)) {
 			t.Errorf("verdict %s %q, want %s from the profile", v.Class, v.Summary, tc.want)
 		}
+		// The intervals /proc gave to submission carry the class the
+		// profile names: its confidence is the evidence's, not 0.
+		if v.Confidence < 0.5 {
+			t.Errorf("verdict %s at %.2f: %s", v.Class, v.Confidence, v.Basis)
+		}
 	}
 	// Without a profile (not allowed, or an older recording) nothing changes.
 	s := &synth{n: 50, util: constF(30), procs: []*sProc{trainer(&sThread{cpu: constF(97), wait: constF(0)})}}
@@ -152,8 +157,8 @@ func TestCPUSplitKernelTimeIsTheThreadsOwnWork(t *testing.T) {
 	if f == nil || f.Supports != finding.Preprocessing || !strings.Contains(f.Claim, "61% in the kernel on its own behalf") {
 		t.Fatalf("want a preprocessing-bound split counting the kernel's 61%%, got %+v", f)
 	}
-	if v.Class != finding.Preprocessing {
-		t.Errorf("verdict %s: %s; want preprocessing-bound", v.Class, v.Summary)
+	if v.Class != finding.Preprocessing || v.Confidence < 0.8 {
+		t.Errorf("verdict %s at %.2f: %s; want preprocessing-bound, carried by the intervals /proc gave to submission (basis %s)", v.Class, v.Confidence, v.Summary, v.Basis)
 	}
 }
 
