@@ -66,6 +66,14 @@ type Attribution struct {
 	// it ran, and from /proc its running cannot be told from its own input
 	// work or a spin (Classify says so where no probe separated them).
 	Descheduled float64
+	// Carry is, per class, how many intervals carry it, each counted by the
+	// share of its explained idle time (the idle time some cause took) that
+	// went to the class: an interval split evenly between two causes
+	// carries half of each. CarryN counts the intervals with explained idle
+	// time. The confidence counts them (judge/confidence.go), rather than
+	// whole intervals won by a hair.
+	Carry  map[finding.Class]float64
+	CarryN int
 }
 
 // Top returns the class with the largest share (excluding Unexplained) and
@@ -92,7 +100,7 @@ func (at Attribution) Coverage() float64 {
 func attribute(in *Input) Attribution {
 	j := &in.Job
 	n := len(in.View.Intervals)
-	at := Attribution{Intervals: n, Share: map[finding.Class]float64{}, Mostly: map[finding.Class]int{},
+	at := Attribution{Intervals: n, Share: map[finding.Class]float64{}, Mostly: map[finding.Class]int{}, Carry: map[finding.Class]float64{},
 		Cause: make([]finding.Class, n), Attributed: make([]bool, n)}
 	L := j.Launch
 	// The launch thread's sleep mix over the window, from its readings
@@ -151,6 +159,14 @@ func attribute(in *Input) Attribution {
 		if idle > 0 {
 			at.Mostly[most]++
 			at.Cause[i], at.Attributed[i] = most, true
+			if e := 1 - w[Unexplained]; e > 1e-9 {
+				at.CarryN++
+				for cls, f := range w {
+					if cls != Unexplained && f > 0 {
+						at.Carry[cls] += f / e
+					}
+				}
+			}
 		}
 	}
 	if at.Measured > 0 {

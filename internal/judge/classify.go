@@ -69,7 +69,7 @@ func Classify(in *Input, fs []finding.Finding) finding.Verdict {
 			judged = in.Frozen.Progress.Idle.Span
 		}
 		n := intervalsIn(in, judged)
-		withEvidence(v, n, n, "intervals judged, all of them quiet")
+		withEvidence(v, float64(n), n, "intervals judged, all of them quiet")
 		return *v
 	}
 	if at.Measured == 0 {
@@ -88,7 +88,7 @@ func Classify(in *Input, fs []finding.Finding) finding.Verdict {
 		}
 		v := verdictFor(finding.GPUBound, at.Coverage(), fs, "")
 		v.Basis = fmt.Sprintf("the GPU read in %.0f%% of the intervals, idle %.0f%% of the window", at.Coverage()*100, at.IdlePct)
-		withEvidence(&v, busy, at.Measured, fmt.Sprintf("intervals had the GPU idle under %.0f%%", thresholds.GPUBoundIdleMaxPct))
+		withEvidence(&v, float64(busy), at.Measured, fmt.Sprintf("intervals had the GPU idle under %.0f%%", thresholds.GPUBoundIdleMaxPct))
 		return v
 	}
 	if in.Job.Launch == nil {
@@ -106,8 +106,13 @@ func Classify(in *Input, fs []finding.Finding) finding.Verdict {
 		return inconclusive(unexplainedIdle(in), idleSplit(at))
 	}
 	next, nextShare := at.runnerUp(top)
-	margin := math.Max(0, (share-nextShare)/at.IdlePct)
-	conf := at.Coverage() * (0.5 + 0.5*margin)
+	explained := math.Max(0, at.IdlePct-unexplained)
+	margin, explainedFrac := 0.0, 0.0
+	if explained > 0 {
+		margin = math.Max(0, (share-nextShare)/explained)
+		explainedFrac = explained / at.IdlePct
+	}
+	conf := at.Coverage() * (0.5 + 0.5*margin) * (0.5 + 0.5*explainedFrac)
 	note := ""
 	if share/at.IdlePct*100 < thresholds.DominantCausePct {
 		note = fmt.Sprintf("; other causes of idle time: %s", strings.Join(idleSplitExcept(at, top), ", "))
@@ -115,9 +120,9 @@ func Classify(in *Input, fs []finding.Finding) finding.Verdict {
 		note = fmt.Sprintf("; another %.0f%% of the window's idle time is %s: the launch thread was on a CPU, submitting or spinning in a synchronisation", spin, SpinOrSubmit)
 	}
 	v := verdictFor(top, conf, fs, note)
-	v.Basis = fmt.Sprintf("the GPU read in %.0f%% of the intervals × %.0f%% for this cause's lead: it explains %.0f%% of the GPU's idle time, the next (%s) %.0f%%",
-		at.Coverage()*100, (0.5+0.5*margin)*100, share/at.IdlePct*100, causeName(next), nextShare/at.IdlePct*100)
-	withEvidence(&v, at.Mostly[top], at.attributedIntervals(), "intervals had their idle time mostly from it")
+	v.Basis = fmt.Sprintf("the GPU read in %.0f%% of the intervals × %.0f%% for this cause's lead over the next (%s): %.0f%% against %.0f%% of the idle time a cause explains × %.0f%% for the %.0f%% of the idle time some cause explains",
+		at.Coverage()*100, (0.5+0.5*margin)*100, causeName(next), 100*share/math.Max(explained, 1e-9), 100*nextShare/math.Max(explained, 1e-9), (0.5+0.5*explainedFrac)*100, 100*explainedFrac)
+	withEvidence(&v, at.Carry[top], at.CarryN, "intervals with explained idle time, each counted by the share of it this cause took")
 	agreement(&v, fs)
 	if top == finding.SubmissionBound && busyThreadUnseparated(in, fs, share) {
 		indistinct(&v, in)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -24,12 +25,12 @@ import (
 // one-sided 95 % (Wilson score interval, z = ConfidenceZ), from k of n
 // carrying it: a small sample is not taken at its face value (3 of 3 is
 // not 100 %), and a large one is.
-func wilsonLower(k, n int) float64 {
+func wilsonLower(k float64, n int) float64 {
 	if n <= 0 {
 		return 0
 	}
 	z := thresholds.ConfidenceZ
-	p := float64(min(k, n)) / float64(n)
+	p := math.Min(math.Max(k, 0), float64(n)) / float64(n)
 	nf := float64(n)
 	den := 1 + z*z/nf
 	c := p + z*z/(2*nf)
@@ -39,12 +40,12 @@ func wilsonLower(k, n int) float64 {
 
 // withEvidence multiplies a verdict's confidence by the least share of its
 // intervals that carry it (k of n, wilsonLower), and says so in the basis.
-func withEvidence(v *finding.Verdict, k, n int, what string) {
+func withEvidence(v *finding.Verdict, k float64, n int, what string) {
 	f := wilsonLower(k, n)
 	base := v.Confidence
 	v.Confidence = round2(math.Max(0, math.Min(1, base*f)))
-	v.Basis = fmt.Sprintf("%.0f%% = %.0f%% (%s) × %.0f%% for how many intervals carry it (%d of %d %s; at least %.0f%% of such intervals would, at 95%%)",
-		v.Confidence*100, base*100, v.Basis, f*100, k, n, what, f*100)
+	v.Basis = fmt.Sprintf("%.0f%% = %.0f%% (%s) × %.0f%% for how many intervals carry it (%s of %d %s; at least %.0f%% of such intervals would, at 95%%)",
+		v.Confidence*100, base*100, v.Basis, f*100, strconv.FormatFloat(math.Round(k*10)/10, 'f', -1, 64), n, what, f*100)
 }
 
 // intervalsIn is how many of the window's intervals a span holds.
@@ -56,8 +57,9 @@ func intervalsIn(in *Input, span time.Duration) int {
 	return max(1, int(math.Round(float64(span)/float64(iv))))
 }
 
-// runnerUp is the cause with the largest share after top (unexplained and
-// spin-or-submit time included: they compete with it too).
+// runnerUp is the cause with the largest share after top (spin-or-submit
+// time included: it competes with it too). Unexplained time is no cause
+// that competes: it is evidence missing, counted apart (explainedShare).
 func (at Attribution) runnerUp(top finding.Class) (finding.Class, float64) {
 	var best finding.Class = Unexplained
 	bestShare := 0.0
@@ -67,21 +69,11 @@ func (at Attribution) runnerUp(top finding.Class) (finding.Class, float64) {
 	}
 	slices.Sort(keys)
 	for _, c := range keys {
-		if c != top && at.Share[c] > bestShare {
+		if c != top && c != Unexplained && at.Share[c] > bestShare {
 			best, bestShare = c, at.Share[c]
 		}
 	}
 	return best, bestShare
-}
-
-// attributedIntervals counts the intervals whose idle time went mostly to
-// some cause (the intervals with GPU idle time and a reading).
-func (at Attribution) attributedIntervals() int {
-	n := 0
-	for _, k := range at.Mostly {
-		n += k
-	}
-	return n
 }
 
 func causeName(c finding.Class) string {

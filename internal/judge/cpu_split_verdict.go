@@ -41,6 +41,16 @@ func applyCPUSplit(in *Input, fs []finding.Finding) {
 		mostly[c] += n
 	}
 	in.Attr.Mostly = mostly
+	carry := make(map[finding.Class]float64, len(in.Attr.Carry))
+	for c, k := range in.Attr.Carry {
+		if c == finding.SubmissionBound || c == SpinOrSubmit {
+			c = split.Supports
+		}
+		if c != Unexplained {
+			carry[c] += k
+		}
+	}
+	in.Attr.Carry = carry
 	cause := slices.Clone(in.Attr.Cause)
 	for i, c := range cause {
 		if c == finding.SubmissionBound || c == SpinOrSubmit {
