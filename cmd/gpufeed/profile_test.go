@@ -342,7 +342,10 @@ func TestUnprivilegedProfileSaysWhatIsMissing(t *testing.T) {
 			cmd.Env = append(os.Environ(), "COLUMNS=100")
 			if text, err := cmd.Output(); err == nil {
 				screen := strings.Join(strings.Fields(string(text)), " ")
-				if !strings.Contains(screen, "cannot tell submission-bound from") && !strings.Contains(screen, "cannot be told apart") {
+				// (on a crowded host the thread waits for a CPU more than it
+				// runs, and a CPU of its own comes first: no ambiguity)
+				crowded := strings.Contains(screen, "DECISION: Give the launch thread a CPU of its own first")
+				if !crowded && !strings.Contains(screen, "cannot tell submission-bound from") && !strings.Contains(screen, "cannot be told apart") {
 					t.Errorf("the first screen as nobody does not say what cannot be told apart:\n%s", text)
 				}
 				if i, j := strings.Index(screen, "note: CPU profile not taken"), strings.Index(screen, "note: syscall summary"); i < 0 || (j >= 0 && j < i) {

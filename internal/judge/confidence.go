@@ -136,7 +136,8 @@ func indistinct(v *finding.Verdict, in *Input) {
 			thresholds.IndistinctMaxConfidence*100, v.Basis)
 		v.Confidence = thresholds.IndistinctMaxConfidence
 	}
-	v.Summary += "; from /proc alone gpufeed cannot tell submission-bound from preprocessing-bound (its own input work) or sync-bound (a spinning sync)"
+	// First, so that a first screen that shortens the summary keeps it.
+	v.Summary = "from /proc alone gpufeed cannot tell submission-bound from preprocessing-bound (its own input work) or sync-bound (a spinning sync): " + v.Summary
 	v.Missing = tellApart(in)
 	v.Decision = "Tell them apart first (below); then launching: fused kernels or a CUDA graph; its own input work: DataLoader workers (num_workers > 0); a spin: no .item() every step."
 }
