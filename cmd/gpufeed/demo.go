@@ -17,6 +17,7 @@ import (
 	"github.com/gpufeed/gpufeed/internal/kmsg"
 	"github.com/gpufeed/gpufeed/internal/live"
 	"github.com/gpufeed/gpufeed/internal/procfs"
+	"github.com/gpufeed/gpufeed/internal/profile"
 	"github.com/gpufeed/gpufeed/internal/render"
 	"github.com/gpufeed/gpufeed/internal/sample"
 )
@@ -33,6 +34,7 @@ func newDemoCmd() *cobra.Command {
 		perfetto string
 		launch   bool
 		alone    bool
+		prof     string
 	)
 	cmd := &cobra.Command{
 		Use:   "demo [NAME]",
@@ -69,10 +71,20 @@ when the scenario could not run on this machine.`,
 			if _, err := out.parse(); err != nil {
 				return err
 			}
+			pfs, err := procfs.NewFS("", "")
+			if err != nil {
+				return err
+			}
+			if err := diagnose.CheckProfile(pfs, prof); err != nil {
+				if prof == diagnose.ProfileOn {
+					return fmt.Errorf("--profile on: %w", err)
+				}
+				return usagef("%v", err)
+			}
 			if alone && sc.Neighbours == 0 {
 				return asUsage(fmt.Errorf("--without-neighbours: scenario %s runs no neighbours", sc.Name))
 			}
-			return runDemo(cmd, sc, duration, interval, out, record, perfetto, launch, alone)
+			return runDemo(cmd, sc, duration, interval, out, record, perfetto, prof, launch, alone)
 		},
 	}
 	f := cmd.Flags()
@@ -83,6 +95,7 @@ when the scenario could not run on this machine.`,
 	addPerfettoFlag(f, &perfetto)
 	f.StringVar(&record, "record", "", "also save the raw samples to `FILE` (judge it later with gpufeed report)")
 	f.BoolVar(&alone, "without-neighbours", false, "run a scenario that has CPU hogs beside the job (noisy-neighbour) without them: the baseline to compare it with")
+	f.StringVar(&prof, "profile", diagnose.ProfileAuto, "CPU profile, syscall summary and CUDA driver calls of the workload, as diagnose takes them: auto (where allowed; otherwise says what is missing), on (fail if not allowed) or off")
 	f.BoolVar(&launch, "launch", false, "observe from the workload's start, as diagnose -- COMMAND does (default: attach once it is working, as diagnose --pid does)")
 	return cmd
 }
@@ -95,12 +108,16 @@ func listScenarios(cmd *cobra.Command) error {
 		if name == demo.Default {
 			name += " (default)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", name, s.Expect, s.Title)
+		expect := string(s.Expect)
+		if s.WithoutProbes != "" {
+			expect += " (" + string(s.WithoutProbes) + " without the CPU profile)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", name, expect, s.Title)
 	}
 	return tw.Flush()
 }
 
-func runDemo(cmd *cobra.Command, sc demo.Scenario, duration, interval time.Duration, out outputFlags, record, perfetto string, launch, alone bool) error {
+func runDemo(cmd *cobra.Command, sc demo.Scenario, duration, interval time.Duration, out outputFlags, record, perfetto, prof string, launch, alone bool) error {
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	exe, err := os.Executable()
@@ -142,8 +159,15 @@ func runDemo(cmd *cobra.Command, sc demo.Scenario, duration, interval time.Durat
 	if err != nil {
 		return fmt.Errorf("demo %s: the workload cannot be watched: %w (%s)", sc.Name, err, run.Stderr())
 	}
+	// The probes diagnose takes (--profile auto by default): where the host
+	// allows them, they tell a launching thread from one that spins in a
+	// synchronisation or decodes its own input.
+	startProfile, startBPF, err := diagnose.Probes(fs, prof, run.PID)
+	if err != nil {
+		return fmt.Errorf("--profile on: %w", err)
+	}
 	obs := diagnose.Observation{GPU: src, Record: record, Warn: func(m string) { warn("%s", m) },
-		EndOfWindow: diagnose.EndOfWindow{FS: fs, Kmsg: kmsg.Reader{Path: kmsg.DefaultPath}}}
+		EndOfWindow: diagnose.EndOfWindow{FS: fs, Kmsg: kmsg.Reader{Path: kmsg.DefaultPath}}, Profile: startProfile, BPF: startBPF}
 	var stream *live.Stream
 	if format, _ := out.parse(); format == render.FormatJSONL {
 		var win *live.Window
@@ -177,12 +201,19 @@ func runDemo(cmd *cobra.Command, sc demo.Scenario, duration, interval time.Durat
 		fmt.Fprintf(os.Stderr, "gpufeed demo %s: verdict %s without the neighbours (the scenario's own verdict needs them: not checked)\n", sc.Name, verdictClass(rep))
 		return nil
 	}
-	if problem := sc.Check(rep.Verdict, rep.Findings); problem != "" {
+	if problem := sc.Check(rep.Verdict, rep.Findings, probed(rep)); problem != "" {
 		fmt.Fprintf(os.Stderr, "gpufeed demo %s: %s\n", sc.Name, problem)
 		return exitCode(exitFound)
 	}
 	fmt.Fprintf(os.Stderr, "gpufeed demo %s: verdict %s, as this scenario produces\n", sc.Name, rep.Verdict.Class)
 	return nil
+}
+
+// probed says whether a report holds the CPU profile or the driver calls
+// (the probes that tell a launching thread from a spinning or decoding one).
+func probed(rep *render.Report) bool {
+	return (rep.CPUProfile != nil && rep.CPUProfile.State == profile.StateOn) ||
+		(rep.DriverCalls != nil && rep.DriverCalls.State == profile.StateOn)
 }
 
 func verdictClass(rep *render.Report) string {

@@ -66,7 +66,7 @@ func TestDemoScenarios(t *testing.T) {
 				t.Fatalf("demo %s: exit %d, verdict %s (%s)\nstderr: %s\nfindings: %s", sc.Name, code, live.Verdict.Class,
 					live.Verdict.Summary, stderr, findingLines(live.Findings))
 			}
-			if problem := sc.Check(live.Verdict, live.Findings); problem != "" {
+			if problem := sc.Check(live.Verdict, live.Findings, probed(&live)); problem != "" {
 				t.Errorf("demo %s exited 0 but: %s", sc.Name, problem)
 			}
 			if sc.Expect == finding.GPUBound {
@@ -189,6 +189,17 @@ func TestDemoRecordingsGolden(t *testing.T) {
 			}
 			out := report(nil)
 			golden.Check(t, filepath.Join("testdata", "demo-"+sc.Name+".text"), out)
+			// The verdict expected of the recording: the scenario's, or,
+			// where it was recorded without the probes (CPU profile,
+			// driver calls), the one /proc alone gives.
+			var recorded render.Report
+			if err := json.Unmarshal([]byte(report(nil, "-o", "json")), &recorded); err != nil {
+				t.Fatal(err)
+			}
+			expect := sc.Expect
+			if !probed(&recorded) && sc.WithoutProbes != "" {
+				expect = sc.WithoutProbes
+			}
 			for _, columns := range []string{"", "40", "80", "100", "120", "200"} {
 				env := []string{"COLUMNS=" + columns}
 				text := out
@@ -211,13 +222,13 @@ func TestDemoRecordingsGolden(t *testing.T) {
 						t.Errorf("COLUMNS=%s: a line of %d columns, want at most %d: %q", columns, n, width, l)
 					}
 				}
-				if !strings.HasPrefix(strings.Join(strings.Fields(text), " "), "VERDICT: "+string(sc.Expect)+" (confidence ") {
+				if !strings.HasPrefix(strings.Join(strings.Fields(text), " "), "VERDICT: "+string(expect)+" (confidence ") {
 					t.Errorf("COLUMNS=%s: the report does not lead with the verdict: %q", columns, lines[0])
 				}
 				// An inconclusive verdict's decision says what would conclude it.
 				// Only the verdict's own lines (indented) come before it.
 				if i := slices.IndexFunc(lines, func(l string) bool {
-					return strings.HasPrefix(l, "DECISION: ") || sc.Expect == "inconclusive" && strings.HasPrefix(l, "TO CONCLUDE: ")
+					return strings.HasPrefix(l, "DECISION: ") || expect == "inconclusive" && strings.HasPrefix(l, "TO CONCLUDE: ")
 				}); i < 0 || slices.ContainsFunc(lines[1:i], func(l string) bool { return !strings.HasPrefix(l, "  ") }) {
 					t.Errorf("COLUMNS=%s: no decision after the verdict and its numbers:\n%s", columns, text)
 				}

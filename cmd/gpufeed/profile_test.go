@@ -41,6 +41,28 @@ while True:
         dev.launch(200)
 `
 
+// freshBufferDecodeWorkload: a launch thread that inflates each batch into
+// fresh memory (glibc told to map every large block anew and unmap it when
+// freed, as a DataLoader with num_workers=0 allocating new PIL or numpy
+// buffers per sample does): most of its CPU is the kernel's, faulting in and
+// zeroing the new pages, and it launches two kernels per batch.
+const freshBufferDecodeWorkload = `
+import ctypes, sys, zlib
+sys.path.insert(0, sys.argv[1])
+import gpufeed_simdev
+libc = ctypes.CDLL(None)
+libc.mallopt(-3, 128 << 10)  # M_MMAP_THRESHOLD: every block of 128 KiB or more is a fresh mapping
+libc.mallopt(-1, 0)          # M_TRIM_THRESHOLD
+dev = gpufeed_simdev.connect()
+blob = zlib.compress(bytes(32 << 20), 1)
+print("ready", flush=True)
+while True:
+    batch = zlib.decompress(blob)
+    del batch
+    for _ in range(2):
+        dev.launch(200)
+`
+
 // launchLoopWorkload: a launch loop of tiny kernels (5 us each, shorter
 // than a launch costs the thread), a synchronisation every 100.
 const launchLoopWorkload = `
@@ -63,7 +85,11 @@ var profiledJobs = []struct {
 	shares       *regexp.Regexp // in the launch-thread-cpu-split finding's claim
 }{
 	{"decode", decodeWorkload, finding.Preprocessing,
-		regexp.MustCompile(`: ([5-9]\d|100)% of the launch thread's CPU in decoding, \d+% in framework CPU operators, \d+% in the interpreter, and [0-4]% in launch calls$`)},
+		regexp.MustCompile(`: ([5-9]\d|100)% of the launch thread's CPU in decoding, \d+% in the kernel on its own behalf \(allocations, page faults, reads\), \d+% in copies, \d+% in framework CPU operators, \d+% in the interpreter, and [0-4]% in launch calls`)},
+	// The kernel's time on the thread's behalf (page faults, mmap, munmap)
+	// is its own work: preprocessing-bound, never submission-bound.
+	{"decode-fresh-buffers", freshBufferDecodeWorkload, finding.Preprocessing,
+		regexp.MustCompile(`: \d+% of the launch thread's CPU in decoding, ([3-9]\d|100)% in the kernel on its own behalf \(allocations, page faults, reads\), \d+% in copies, \d+% in framework CPU operators, \d+% in the interpreter, and [0-4]% in launch calls`)},
 	{"launch-loop", launchLoopWorkload, finding.SubmissionBound,
 		regexp.MustCompile(`: \d+% of the launch thread's CPU in cuLaunchKernel and \d+% in the interpreter, framework and driver around it$`)},
 	{"spin-sync", syncBoundWorkload, finding.SyncBound,
@@ -289,6 +315,18 @@ func TestUnprivilegedProfileSaysWhatIsMissing(t *testing.T) {
 				if !strings.Contains(note, wantMissing) || !strings.Contains(note, wantCannot) {
 					t.Errorf("run %d: the notes do not say what would show the profile and what cannot be told apart:\n%s", i, note)
 				}
+				// The first screen shows one note: the profile's, not the
+				// syscall summary's.
+				if len(r.Notes) == 0 || !strings.HasPrefix(r.Notes[0], "CPU profile not taken") {
+					t.Errorf("run %d: the first note is not the CPU profile's: %q", i, r.Notes)
+				}
+				// A submission-bound verdict from /proc alone says what it
+				// cannot tell apart and how to, at most a third sure.
+				if v := r.Verdict; v != nil && v.Class == finding.SubmissionBound && !slices.Contains(v.Because, "launch-thread-descheduled") &&
+					(v.Confidence > 0.33 || !strings.Contains(v.Summary, "cannot tell submission-bound from preprocessing-bound") ||
+						!strings.Contains(v.Missing, "CAP_PERFMON") || !strings.Contains(v.Missing, "--py-stacks")) {
+					t.Errorf("run %d: %s at %.0f%%: %s (to conclude: %s)", i, v.Class, 100*v.Confidence, v.Summary, v.Missing)
+				}
 				// /proc's verdict: the launch thread on a CPU is
 				// submission-bound, or launching and spinning are not told
 				// apart.
@@ -296,8 +334,26 @@ func TestUnprivilegedProfileSaysWhatIsMissing(t *testing.T) {
 					t.Errorf("run %d: %s as nobody judged %s: %s; want /proc's submission-bound or inconclusive", i, job.name, v.Class, v.Summary)
 				}
 			}
+			// The first screen (text, 100 columns): the verdict says what
+			// cannot be told apart, or the profile's note does, before the
+			// findings.
+			cmd := exec.Command(bin, "diagnose", "--pid", pid, "--duration", "3s")
+			cmd.Dir, cmd.SysProcAttr = filepath.Dir(bin), &syscall.SysProcAttr{Credential: nobody}
+			cmd.Env = append(os.Environ(), "COLUMNS=100")
+			if text, err := cmd.Output(); err == nil {
+				screen := strings.Join(strings.Fields(string(text)), " ")
+				// (on a crowded host the thread waits for a CPU more than it
+				// runs, and a CPU of its own comes first: no ambiguity)
+				crowded := strings.Contains(screen, "DECISION: Give the launch thread a CPU of its own first")
+				if !crowded && !strings.Contains(screen, "cannot tell submission-bound from") && !strings.Contains(screen, "cannot be told apart") {
+					t.Errorf("the first screen as nobody does not say what cannot be told apart:\n%s", text)
+				}
+				if i, j := strings.Index(screen, "note: CPU profile not taken"), strings.Index(screen, "note: syscall summary"); i < 0 || (j >= 0 && j < i) {
+					t.Errorf("the first screen's first note is not the CPU profile's:\n%s", text)
+				}
+			}
 			// --profile on fails before the window (30 s), naming the reason.
-			cmd := exec.Command(bin, "diagnose", "--pid", pid, "--duration", "30s", "--profile", "on")
+			cmd = exec.Command(bin, "diagnose", "--pid", pid, "--duration", "30s", "--profile", "on")
 			cmd.Dir, cmd.SysProcAttr = filepath.Dir(bin), &syscall.SysProcAttr{Credential: nobody}
 			start := time.Now()
 			o, err := cmd.CombinedOutput()

@@ -50,51 +50,73 @@ func TestScenariosDefaultFirstAndComplete(t *testing.T) {
 func TestCheck(t *testing.T) {
 	s, _ := Lookup("noisy-neighbour")
 	v := &finding.Verdict{Class: finding.SubmissionBound}
-	if p := s.Check(v, []finding.Finding{{ID: "launch-thread-descheduled"}}); p != "" {
+	if p := s.Check(v, []finding.Finding{{ID: "launch-thread-descheduled"}}, true); p != "" {
 		t.Errorf("expected verdict and finding: %q", p)
 	}
-	if p := s.Check(v, nil); !strings.Contains(p, "no launch-thread-descheduled finding") {
+	if p := s.Check(v, nil, true); !strings.Contains(p, "no launch-thread-descheduled finding") {
 		t.Errorf("missing finding: %q", p)
 	}
-	if p := s.Check(&finding.Verdict{Class: finding.SyncBound}, nil); !strings.Contains(p, "expected submission-bound") {
+	if p := s.Check(&finding.Verdict{Class: finding.SyncBound}, nil, true); !strings.Contains(p, "expected submission-bound") {
 		t.Errorf("wrong class: %q", p)
 	}
-	if p := s.Check(nil, nil); p == "" {
+	if p := s.Check(nil, nil, true); p == "" {
 		t.Error("no verdict accepted")
 	}
 	// A critical finding about a job that runs fails the scenario, even with
 	// the right class.
-	if p := s.Check(v, []finding.Finding{{ID: "launch-thread-descheduled"}, {ID: "job-stalled", Severity: finding.Critical}}); !strings.Contains(p, "critical job-stalled") {
+	if p := s.Check(v, []finding.Finding{{ID: "launch-thread-descheduled"}, {ID: "job-stalled", Severity: finding.Critical}}, true); !strings.Contains(p, "critical job-stalled") {
 		t.Errorf("critical finding on a running job: %q", p)
 	}
 	st, _ := Lookup("stalled")
-	if p := st.Check(&finding.Verdict{Class: finding.Stalled}, []finding.Finding{{ID: "job-stalled", Severity: finding.Critical}}); p != "" {
+	if p := st.Check(&finding.Verdict{Class: finding.Stalled}, []finding.Finding{{ID: "job-stalled", Severity: finding.Critical}}, true); p != "" {
 		t.Errorf("stalled scenario with its critical finding: %q", p)
 	}
 }
 
 // TestSyncVariants: the synchronisation-bound job runs twice, once with
-// blocking waits (sync-bound) and once with CUDA's spinning ones, where the
-// verdict must name neither class; the runner's environment says which.
+// blocking waits (sync-bound) and once with CUDA's spinning ones: with the
+// probes (CPU profile, driver calls) the spin is sync-bound; without them
+// the verdict must name neither class; the runner's environment says which.
 func TestSyncVariants(t *testing.T) {
 	block, _ := Lookup("sync-bound")
 	spin, err := Lookup("sync-bound-spin")
 	if err != nil || block.Python != spin.Python || block.Sync != "block" || spin.Sync != "spin" ||
-		spin.Expect != finding.Inconclusive || len(spin.MustFind) == 0 {
+		spin.Expect != finding.SyncBound || spin.WithoutProbes != finding.Inconclusive || len(spin.MustFind) == 0 {
 		t.Fatalf("sync-bound %+v, sync-bound-spin %+v (%v)", block, spin, err)
 	}
 	spinFound := []finding.Finding{{ID: "launch-thread-spins-or-submits"}}
-	if p := spin.Check(&finding.Verdict{Class: finding.Inconclusive}, spinFound); p != "" {
-		t.Errorf("spinning, inconclusive: %q", p)
+	if p := spin.Check(&finding.Verdict{Class: finding.Inconclusive}, spinFound, false); p != "" {
+		t.Errorf("spinning, no probes, inconclusive: %q", p)
 	}
-	if p := spin.Check(&finding.Verdict{Class: finding.SubmissionBound}, spinFound); !strings.Contains(p, "expected inconclusive") {
+	if p := spin.Check(&finding.Verdict{Class: finding.SyncBound}, spinFound, true); p != "" {
+		t.Errorf("spinning, probed, sync-bound: %q", p)
+	}
+	if p := spin.Check(&finding.Verdict{Class: finding.Inconclusive}, spinFound, true); !strings.Contains(p, "expected sync-bound") {
+		t.Errorf("spinning, probed, inconclusive: %q", p)
+	}
+	if p := spin.Check(&finding.Verdict{Class: finding.SubmissionBound}, spinFound, false); !strings.Contains(p, "expected inconclusive without the CPU profile") {
 		t.Errorf("spinning, submission-bound without waiting for a CPU: %q", p)
 	}
-	if p := spin.Check(&finding.Verdict{Class: finding.SubmissionBound}, append(spinFound, finding.Finding{ID: "launch-thread-descheduled"})); p != "" {
-		t.Errorf("spinning on a crowded host, submission-bound with the launch thread descheduled: %q", p)
+	for _, c := range []finding.Class{finding.SubmissionBound, finding.Inconclusive} {
+		if p := spin.Check(&finding.Verdict{Class: c}, append(spinFound, finding.Finding{ID: "launch-thread-descheduled"}), true); p != "" {
+			t.Errorf("spinning on a crowded host, %s with the launch thread descheduled: %q", c, p)
+		}
 	}
-	if p := spin.Check(&finding.Verdict{Class: finding.SyncBound}, spinFound); p == "" {
-		t.Error("spinning judged sync-bound accepted")
+	if p := spin.Check(&finding.Verdict{Class: finding.SyncBound}, spinFound, false); p == "" {
+		t.Error("spinning judged sync-bound without probes accepted")
+	}
+	// The training thread decoding its own batches: preprocessing-bound
+	// with the profile, submission-bound (capped) without; never
+	// submission-bound where the profile was taken.
+	main, _ := Lookup("preprocessing-main-thread")
+	if main.Expect != finding.Preprocessing || main.WithoutProbes != finding.SubmissionBound {
+		t.Fatalf("preprocessing-main-thread expects %s (without probes %s)", main.Expect, main.WithoutProbes)
+	}
+	if p := main.Check(&finding.Verdict{Class: finding.SubmissionBound}, nil, true); !strings.Contains(p, "expected preprocessing-bound") {
+		t.Errorf("decoding main thread, probed, submission-bound: %q", p)
+	}
+	if p := main.Check(&finding.Verdict{Class: finding.SubmissionBound}, nil, false); p != "" {
+		t.Errorf("decoding main thread, no probes, submission-bound: %q", p)
 	}
 	if m := syncMode([]string{"GPUFEED_SIMDEV_SYNC=spin", "PATH=/bin", "GPUFEED_SIMDEV_SYNC=block"}); m != "block" {
 		t.Errorf("the last GPUFEED_SIMDEV_SYNC counts: got %q", m)

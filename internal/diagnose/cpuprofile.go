@@ -87,3 +87,21 @@ func inTree(fsys procfs.FS, pid, root int) bool {
 	}
 	return pid == root
 }
+
+// Probes returns what starts the CPU profile, the syscall summary and the
+// CUDA driver probes of the tree under root for an Observation, under the
+// --profile mode given, as Run starts them: auto takes what the host allows
+// and says what is missing for the rest; on fails here, before the window,
+// naming what is missing; off takes none. gpufeed demo observes its
+// scenarios with them, as diagnose --pid does.
+func Probes(fsys procfs.FS, mode string, root int) (func() func() *profile.CPUProfile, func() BPFStop, error) {
+	startBPF, err := bpfStarter(fsys, mode, root)
+	if err != nil {
+		return nil, nil, err
+	}
+	startProfile, err := profileStarter(fsys, mode, root)
+	if err != nil {
+		return nil, nil, err
+	}
+	return startProfile, startBPF, nil
+}

@@ -113,11 +113,12 @@ func Observe(ctx context.Context, s *sample.Sampler, o Observation, finish func(
 	}
 	tl, runErr := s.Run(ctx)
 	stopPy()
+	var bpfNoted []string
 	if stopBPF != nil {
 		sc, dr := stopBPF()
 		if tl != nil {
 			tl.Meta.Syscalls, tl.Meta.DriverCalls = sc, dr
-			tl.Meta.Notes = append(tl.Meta.Notes, bpfNotes(sc, dr)...)
+			bpfNoted = bpfNotes(sc, dr)
 		}
 	}
 	if stopProfile != nil {
@@ -125,9 +126,15 @@ func Observe(ctx context.Context, s *sample.Sampler, o Observation, finish func(
 		if tl != nil {
 			tl.Meta.CPUProfile = prof
 			if prof.State == profile.StateUnavailable {
+				// First: the first screen shows one note, and this one says
+				// which verdicts cannot be told apart without it; the
+				// syscall summary's and driver calls' notes matter less.
 				tl.Meta.Notes = append(tl.Meta.Notes, "CPU profile not taken: "+prof.Missing+". Without it, "+prof.CannotTell+".")
 			}
 		}
+	}
+	if tl != nil {
+		tl.Meta.Notes = append(tl.Meta.Notes, bpfNoted...)
 	}
 	if tops != nil && tl != nil {
 		addPySamples(tl, rec, <-tops)

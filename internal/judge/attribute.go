@@ -59,6 +59,21 @@ type Attribution struct {
 	// (measured, with some idle time). The timeline renderers shade them.
 	Cause      []finding.Class
 	Attributed []bool
+	// Descheduled is the part of the submission-bound share (percent of the
+	// window) that passed while the launch thread waited for a CPU: a
+	// thread waiting to run cannot launch whatever it runs for, so this part
+	// is submission under any reading. The rest of that share passed while
+	// it ran, and from /proc its running cannot be told from its own input
+	// work or a spin (Classify says so where no probe separated them).
+	Descheduled float64
+	// Carry is, per class, how many intervals carry it, each counted by the
+	// share of its explained idle time (the idle time some cause took) that
+	// went to the class: an interval split evenly between two causes
+	// carries half of each. CarryN counts the intervals with explained idle
+	// time. The confidence counts them (judge/confidence.go), rather than
+	// whole intervals won by a hair.
+	Carry  map[finding.Class]float64
+	CarryN int
 }
 
 // Top returns the class with the largest share (excluding Unexplained) and
@@ -85,7 +100,7 @@ func (at Attribution) Coverage() float64 {
 func attribute(in *Input) Attribution {
 	j := &in.Job
 	n := len(in.View.Intervals)
-	at := Attribution{Intervals: n, Share: map[finding.Class]float64{}, Mostly: map[finding.Class]int{},
+	at := Attribution{Intervals: n, Share: map[finding.Class]float64{}, Mostly: map[finding.Class]int{}, Carry: map[finding.Class]float64{},
 		Cause: make([]finding.Class, n), Attributed: make([]bool, n)}
 	L := j.Launch
 	// The launch thread's sleep mix over the window, from its readings
@@ -128,10 +143,10 @@ func attribute(in *Input) Attribution {
 			r, q := L.T.CPUPct[i], nanZero(L.T.WaitPct[i])
 			if r+q >= thresholds.LaunchSaturatedPct {
 				at.LaunchSaturated++
-				splitSaturated(w, r, q, g, c, idle)
+				at.Descheduled += idle * splitSaturated(w, r, q, g, c, idle)
 				break
 			}
-			attributeSpare(w, j, i, mix, r, q, g, c, idle)
+			at.Descheduled += idle * attributeSpare(w, j, i, mix, r, q, g, c, idle)
 		}
 		var most finding.Class
 		mostW := -1.0
@@ -144,6 +159,14 @@ func attribute(in *Input) Attribution {
 		if idle > 0 {
 			at.Mostly[most]++
 			at.Cause[i], at.Attributed[i] = most, true
+			if e := 1 - w[Unexplained]; e > 1e-9 {
+				at.CarryN++
+				for cls, f := range w {
+					if cls != Unexplained && f > 0 {
+						at.Carry[cls] += f / e
+					}
+				}
+			}
 		}
 	}
 	if at.Measured > 0 {
@@ -151,6 +174,7 @@ func attribute(in *Input) Attribution {
 		for cls := range at.Share {
 			at.Share[cls] /= float64(at.Measured)
 		}
+		at.Descheduled /= float64(at.Measured)
 	} else {
 		at.IdlePct = math.NaN()
 	}
@@ -175,7 +199,8 @@ func attribute(in *Input) Attribution {
 // r + q) is submission too under either reading: a thread waiting to run
 // cannot launch, nor notice that the GPU finished and queue the next step
 // (the launch thread descheduled). What remains could be either: it goes
-// to SpinOrSubmit.
+// to SpinOrSubmit. It returns the descheduled part's fraction of the idle
+// time (Attribution.Descheduled).
 //
 // When the copy engines were busier than the kernels (at least
 // TransferMinCopyPct and at least g), the bound does not hold: a copy from
@@ -185,19 +210,24 @@ func attribute(in *Input) Attribution {
 // outlast c. The thread was then moving data or waiting for it, as a
 // thread asleep on the device while copies dominate is (attributeSpare):
 // transfer-bound.
-func splitSaturated(w map[finding.Class]float64, r, q, g, c, idle float64) {
+func splitSaturated(w map[finding.Class]float64, r, q, g, c, idle float64) float64 {
 	if idle <= 0 {
 		w[finding.SubmissionBound] = 1
-		return
+		return 0
 	}
 	if c >= thresholds.TransferMinCopyPct && c >= g {
 		w[finding.TransferBound] = 1
-		return
+		return 0
 	}
-	sure := 0.0
+	sure, alone := 0.0, 0.0
 	if work := r - math.Min(r, math.Min(100, g+c)); work > 0 {
 		if wall := work * (r + q) / r; wall > g {
 			sure = math.Min(idle, 100*(1-g/wall))
+		}
+		// With a CPU to itself the same work would take work, not wall:
+		// the idle beyond what it would leave then is its waits for a CPU.
+		if work > g {
+			alone = math.Min(sure, 100*(1-g/work))
 		}
 	}
 	rest := idle - sure
@@ -209,6 +239,7 @@ func splitSaturated(w map[finding.Class]float64, r, q, g, c, idle float64) {
 	if spin := rest - desched; spin > 0 {
 		w[SpinOrSubmit] = spin / idle
 	}
+	return (sure - alone + desched) / idle
 }
 
 // attributeSpare splits an interval's GPU idle time when the launch thread
@@ -217,14 +248,15 @@ func splitSaturated(w map[finding.Class]float64, r, q, g, c, idle float64) {
 // on, weighted by how long it slept on each kind of wait. The rest of the
 // idle time passed while it ran or waited for a CPU: the CPU side could not
 // produce work faster, which is submission, or a spin or a copy's staging,
-// split as splitSaturated splits a saturated interval.
+// split as splitSaturated splits a saturated interval. It returns the
+// fraction of the idle time the thread spent waiting for a CPU.
 //
 // Its share in D comes from the two ticks around the interval; the rest of
 // its sleep is split by the window's mix of its sleep readings. A wait on
 // the device cannot have lasted longer than the device was busy (kernels or
 // copies): beyond that the channel was slow to answer, which explains no GPU
 // idle time. A blocked write to the device is the submission path itself.
-func attributeSpare(w map[finding.Class]float64, j *Job, i int, mix [numWaitKinds]float64, r, q, g, c, idle float64) {
+func attributeSpare(w map[finding.Class]float64, j *Job, i int, mix [numWaitKinds]float64, r, q, g, c, idle float64) float64 {
 	sleep := math.Max(0, 100-r-q)
 	cover := 1.0
 	if idle > 0 {
@@ -275,11 +307,13 @@ func attributeSpare(w map[finding.Class]float64, j *Job, i int, mix [numWaitKind
 		// The rest passed while it ran or waited for a CPU: split as a
 		// saturated interval's idle is (a spin, a pageable copy's staging).
 		onCPU := map[finding.Class]float64{}
-		splitSaturated(onCPU, r, q, g, c, idle)
+		d := splitSaturated(onCPU, r, q, g, c, idle)
 		for cls, v := range onCPU {
 			w[cls] += (1 - cover) * v
 		}
+		return (1 - cover) * d
 	}
+	return 0
 }
 
 // dShareTicks is how many ticks each side of an interval its D share is

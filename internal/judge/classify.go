@@ -41,13 +41,19 @@ var CauseID = map[finding.Class]string{
 //     if it took at least ModerateSharePct of the window and more than the
 //     unexplained share; else inconclusive, saying what was missing.
 //
-// Confidence is the share of the evidence that points to the class: for a
-// cause, the share of all idle time it explains times the share of the
-// window the GPU was read; for GPU-bound, the share of intervals the GPU was
-// busy; for stalled and idle, frozen-job triage's own (higher when a dead
-// member explains the stall, lower without a GPU in view). It then falls
-// with the amount of evidence: times the judged time over
-// ConfidenceFullWindow (at most 1). Verdict.Basis says so in words.
+// Confidence says how likely the verdict is right from the evidence, not
+// from the window's length (confidence.go): for a cause, the share of the
+// intervals with a GPU reading times how far it is ahead of the next cause
+// (its margin in the GPU's idle time), times the least share of the
+// intervals it carries at 95 % (a Wilson bound: a cause that carries every
+// one of 30 intervals is right at least 92 % of the time, of 100 at least
+// 97 %); halved where an independent source (the CPU profile, the driver
+// calls, the syscalls) names another class; capped where the launch
+// thread's running time carries a submission-bound verdict and no probe
+// told launching from its own input work or a spin. For GPU-bound, the
+// intervals with the GPU busy; for stalled and idle, frozen-job triage's
+// own, times the bound over the intervals it judged. Verdict.Basis says so
+// in words.
 func Classify(in *Input, fs []finding.Finding) finding.Verdict {
 	a, at := in.View, in.Attr
 	window := time.Duration(a.WindowNS)
@@ -62,7 +68,8 @@ func Classify(in *Input, fs []finding.Finding) finding.Verdict {
 		if v.Class == finding.Idle && in.Frozen.Progress.Idle != nil {
 			judged = in.Frozen.Progress.Idle.Span
 		}
-		withEvidence(v, judged)
+		n := intervalsIn(in, judged)
+		withEvidence(v, float64(n), n, "intervals judged, all of them quiet")
 		return *v
 	}
 	if at.Measured == 0 {
@@ -79,9 +86,9 @@ func Classify(in *Input, fs []finding.Finding) finding.Verdict {
 				busy++
 			}
 		}
-		v := verdictFor(finding.GPUBound, float64(busy)/float64(at.Intervals), fs, "")
-		v.Basis = fmt.Sprintf("%d of %d intervals had the GPU idle under %.0f%%", busy, at.Intervals, thresholds.GPUBoundIdleMaxPct)
-		withEvidence(&v, window)
+		v := verdictFor(finding.GPUBound, at.Coverage(), fs, "")
+		v.Basis = fmt.Sprintf("the GPU read in %.0f%% of the intervals, idle %.0f%% of the window", at.Coverage()*100, at.IdlePct)
+		withEvidence(&v, float64(busy), at.Measured, fmt.Sprintf("intervals had the GPU idle under %.0f%%", thresholds.GPUBoundIdleMaxPct))
 		return v
 	}
 	if in.Job.Launch == nil {
@@ -93,9 +100,19 @@ func Classify(in *Input, fs []finding.Finding) finding.Verdict {
 		return spinOrSubmit(in)
 	}
 	if top == "" || share < thresholds.ModerateSharePct || unexplained > share {
+		if veto := profileVeto(fs); veto != nil {
+			return inconclusive(veto.Claim, idleSplit(at))
+		}
 		return inconclusive(unexplainedIdle(in), idleSplit(at))
 	}
-	conf := share / at.IdlePct * at.Coverage()
+	next, nextShare := at.runnerUp(top)
+	explained := math.Max(0, at.IdlePct-unexplained)
+	margin, explainedFrac := 0.0, 0.0
+	if explained > 0 {
+		margin = math.Max(0, (share-nextShare)/explained)
+		explainedFrac = explained / at.IdlePct
+	}
+	conf := at.Coverage() * (0.5 + 0.5*margin) * (0.5 + 0.5*explainedFrac)
 	note := ""
 	if share/at.IdlePct*100 < thresholds.DominantCausePct {
 		note = fmt.Sprintf("; other causes of idle time: %s", strings.Join(idleSplitExcept(at, top), ", "))
@@ -103,25 +120,14 @@ func Classify(in *Input, fs []finding.Finding) finding.Verdict {
 		note = fmt.Sprintf("; another %.0f%% of the window's idle time is %s: the launch thread was on a CPU, submitting or spinning in a synchronisation", spin, SpinOrSubmit)
 	}
 	v := verdictFor(top, conf, fs, note)
-	v.Basis = fmt.Sprintf("this cause explains %.0f%% of the GPU's idle time, × %.0f%% of the intervals with the GPU read",
-		share/at.IdlePct*100, at.Coverage()*100)
-	withEvidence(&v, window)
-	return v
-}
-
-// withEvidence lowers a verdict's confidence with the amount of evidence
-// behind it: times the judged time over ConfidenceFullWindow, at most 1. A
-// short attach cannot tell a pattern from a passing phase (a checkpoint, a
-// slow step) as well as a long one; the basis says by how much it counted.
-func withEvidence(v *finding.Verdict, judged time.Duration) {
-	f := math.Min(1, float64(judged)/float64(thresholds.ConfidenceFullWindow))
-	if f < 0 {
-		f = 0
+	v.Basis = fmt.Sprintf("the GPU read in %.0f%% of the intervals × %.0f%% for this cause's lead over the next (%s): %.0f%% against %.0f%% of the idle time a cause explains × %.0f%% for the %.0f%% of the idle time some cause explains",
+		at.Coverage()*100, (0.5+0.5*margin)*100, causeName(next), 100*share/math.Max(explained, 1e-9), 100*nextShare/math.Max(explained, 1e-9), (0.5+0.5*explainedFrac)*100, 100*explainedFrac)
+	withEvidence(&v, at.Carry[top], at.CarryN, "intervals with explained idle time, each counted by the share of it this cause took")
+	agreement(&v, fs)
+	if top == finding.SubmissionBound && busyThreadUnseparated(in, fs, share) {
+		indistinct(&v, in)
 	}
-	base := v.Confidence
-	v.Confidence = round2(math.Max(0, math.Min(1, base*f)))
-	v.Basis = fmt.Sprintf("%.0f%% = %.0f%% (%s) × %.0f%% for the evidence held (%.1f s judged; %.0f s or more count in full)",
-		v.Confidence*100, base*100, v.Basis, f*100, judged.Seconds(), thresholds.ConfidenceFullWindow.Seconds())
+	return v
 }
 
 // verdictFor states a class from its cause finding and the findings that

@@ -1,14 +1,25 @@
 package judge
 
-import "github.com/gpufeed/gpufeed/internal/finding"
+import (
+	"slices"
+
+	"github.com/gpufeed/gpufeed/internal/finding"
+)
 
 // applyCPUSplit gives the class the launch thread's CPU profile names
 // (launch-thread-cpu-split) the idle time /proc could only call submission
 // or spin-or-submit: the profile saw what the thread did in that time.
 // Without a split finding the attribution is left as it is.
+//
+// A CPU profile that shows the thread launching under a tenth of its CPU
+// and names no class (profileVeto) vetoes submission-bound: that idle time
+// then goes unexplained, and the verdict says what the profile saw.
 func applyCPUSplit(in *Input, fs []finding.Finding) {
 	split := splitFinding(fs)
-	if split == nil || split.Supports == "" || in.Attr.Share == nil {
+	if split == nil && profileVeto(fs) != nil {
+		split = &finding.Finding{Supports: Unexplained}
+	}
+	if split == nil || in.Attr.Share == nil {
 		return
 	}
 	share := make(map[finding.Class]float64, len(in.Attr.Share))
@@ -20,6 +31,48 @@ func applyCPUSplit(in *Input, fs []finding.Finding) {
 	delete(share, SpinOrSubmit)
 	share[split.Supports] += moved
 	in.Attr.Share = share
+	// The intervals whose idle went mostly to those go to the class too:
+	// they carry it (the confidence counts them).
+	mostly := make(map[finding.Class]int, len(in.Attr.Mostly))
+	for c, n := range in.Attr.Mostly {
+		if c == finding.SubmissionBound || c == SpinOrSubmit {
+			c = split.Supports
+		}
+		mostly[c] += n
+	}
+	in.Attr.Mostly = mostly
+	carry := make(map[finding.Class]float64, len(in.Attr.Carry))
+	for c, k := range in.Attr.Carry {
+		if c == finding.SubmissionBound || c == SpinOrSubmit {
+			c = split.Supports
+		}
+		if c != Unexplained {
+			carry[c] += k
+		}
+	}
+	in.Attr.Carry = carry
+	cause := slices.Clone(in.Attr.Cause)
+	for i, c := range cause {
+		if c == finding.SubmissionBound || c == SpinOrSubmit {
+			cause[i] = split.Supports
+		}
+	}
+	in.Attr.Cause = cause
+	if split.Supports != finding.SubmissionBound {
+		in.Attr.Descheduled = 0
+	}
+}
+
+// profileVeto is the launch thread's CPU split finding when it names no
+// class: its profile shows launch calls under a tenth of its CPU, so the
+// thread was not submitting work, and nothing else dominated.
+func profileVeto(fs []finding.Finding) *finding.Finding {
+	for i := range fs {
+		if fs[i].ID == "launch-thread-cpu-split" && fs[i].Supports == "" {
+			return &fs[i]
+		}
+	}
+	return nil
 }
 
 // splitCause is the split finding when it names c and c's own cause

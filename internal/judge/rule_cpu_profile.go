@@ -2,6 +2,8 @@ package judge
 
 import (
 	"fmt"
+	"sort"
+	"strings"
 
 	"github.com/gpufeed/gpufeed/internal/derive"
 	"github.com/gpufeed/gpufeed/internal/finding"
@@ -20,8 +22,15 @@ func init() {
 
 // The least the profile needs and the shares that name a class: half the
 // thread's samples in one kind of work names it; a launch loop is one
-// whose driver launch calls hold a tenth of its CPU at least, a thread
-// launching under a twentieth of its CPU does its own preprocessing.
+// whose driver launch calls hold a tenth of its CPU at least: a thread
+// launching under a tenth of its CPU is never called submission-bound
+// (its CPU went elsewhere: the profile vetoes the class), and with its own
+// work (decoding, copies, allocations and page faults in the kernel, CPU
+// operators, the interpreter) at half or more it does its own
+// preprocessing. Between a twentieth and a tenth of launch calls, the
+// interpreter and framework operators alone do not name preprocessing (a
+// Python model's own code is no input work): decoding, copies and the
+// kernel must outweigh them and other libraries.
 const (
 	cpuSplitMinSamples  = 20
 	cpuSplitDominant    = 0.5
@@ -35,12 +44,30 @@ const (
 	cpuSplitSyncMinIdlePct = 2 * thresholds.GPUBoundIdleMaxPct
 )
 
+// ownWork is the share of a thread's samples in its own work, none of it
+// the driver's nor a lock's: decoding, copies, the interpreter, framework
+// CPU operators, other libraries, and the kernel. A kernel-mode sample is
+// charged to the kernel only when the code that entered it was neither a
+// driver call nor a lock (internal/profile/cpuprof): it is the thread's own
+// allocations (brk, mmap), the page faults of writing into fresh buffers
+// (zlib inflating a batch into new memory, PIL and numpy allocations), its
+// reads: its own work, done in the kernel. input is the part that is
+// input work for certain: decoding, copies and the kernel on its behalf.
+func ownWork(tp profile.ThreadCPU) (own, input float64) {
+	input = tp.Share(profile.Decode) + tp.Share(profile.Memcpy) + tp.Share(profile.Kernel)
+	return input + tp.Share(profile.Interpreter) + tp.Share(profile.Framework) + tp.Share(profile.Other), input
+}
+
 // runCPUSplit: when the launch thread was on a CPU through the GPU's idle
 // time (saturated, or the share that may be a spin), its CPU profile says
 // which: time inside the driver's syncs (spinning) is sync-bound; time in
 // launch calls plus the framework and interpreter around them is
-// submission-bound; time in decoding, CPU operators or the interpreter with
-// few launches is its own preprocessing.
+// submission-bound; its own work (decoding, copies, the kernel on its
+// behalf, CPU operators, the interpreter) with few launches is its own
+// preprocessing. A profile with launch calls under a tenth of the thread's
+// samples that names no class still vetoes submission-bound: the finding
+// then supports no class, and the idle time /proc gave to submission goes
+// unexplained (applyCPUSplit).
 func runCPUSplit(in *Input) []finding.Finding {
 	L := in.Job.Launch
 	share := in.Attr.Share[finding.SubmissionBound] + in.Attr.Share[SpinOrSubmit]
@@ -55,14 +82,22 @@ func runCPUSplit(in *Input) []finding.Finding {
 	}
 	syncS, launchS := tp.Share(profile.DriverSync), tp.Share(profile.DriverLaunch)
 	around := tp.Share(profile.Interpreter) + tp.Share(profile.Framework) + tp.Share(profile.DriverOther)
-	prep := tp.Share(profile.Decode) + tp.Share(profile.Framework) + tp.Share(profile.Interpreter)
+	own, input := ownWork(tp)
 	var class finding.Class
 	var what string
 	switch {
 	case syncS >= cpuSplitDominant && in.Attr.IdlePct < cpuSplitSyncMinIdlePct:
 		return nil
 	case syncS >= cpuSplitDominant && onlySpins(th, syncS, share):
-		return nil
+		// It spun whenever it ran and did too little else to leave the
+		// GPU idle this long: it waited for a CPU. Not a launch loop
+		// either, which the profile says.
+		if launchS >= cpuSplitLaunchLoop {
+			return nil
+		}
+		what = fmt.Sprintf("%.0f%% of the launch thread's CPU inside %s (spinning) and only %.0f%% in launch calls, so it was not submitting work; "+
+			"its CPU outside the synchronisations is too little to have left the GPU idle this long: it waited for a CPU %.0f%% of the time (see launch-thread-descheduled), and a CPU of its own comes first",
+			100*syncS, topName(tp, profile.DriverSync, "the driver's synchronisations"), 100*launchS, nanZero(th.Wait.Mean))
 	case syncS >= cpuSplitDominant:
 		class = finding.SyncBound
 		what = fmt.Sprintf("%.0f%% of the launch thread's CPU inside %s (spinning)", 100*syncS, topName(tp, profile.DriverSync, "the driver's synchronisations"))
@@ -70,20 +105,32 @@ func runCPUSplit(in *Input) []finding.Finding {
 		class = finding.SubmissionBound
 		what = fmt.Sprintf("%.0f%% of the launch thread's CPU in %s and %.0f%% in the interpreter, framework and driver around it",
 			100*launchS, topName(tp, profile.DriverLaunch, "the driver's launch calls"), 100*around)
-	case launchS < cpuSplitFewLaunches && prep+tp.Share(profile.Memcpy) >= cpuSplitDominant:
+	case launchS < cpuSplitLaunchLoop && own >= cpuSplitDominant && (launchS < cpuSplitFewLaunches || input >= own-input):
 		class = finding.Preprocessing
-		what = fmt.Sprintf("%.0f%% of the launch thread's CPU in decoding, %.0f%% in framework CPU operators, %.0f%% in the interpreter, and %.0f%% in launch calls",
-			100*tp.Share(profile.Decode), 100*tp.Share(profile.Framework), 100*tp.Share(profile.Interpreter), 100*launchS)
+		what = fmt.Sprintf("%.0f%% of the launch thread's CPU in decoding, %.0f%% in the kernel on its own behalf (allocations, page faults, reads), %.0f%% in copies, %.0f%% in framework CPU operators, %.0f%% in the interpreter, and %.0f%% in launch calls",
+			100*tp.Share(profile.Decode), 100*tp.Share(profile.Kernel), 100*tp.Share(profile.Memcpy), 100*tp.Share(profile.Framework), 100*tp.Share(profile.Interpreter), 100*launchS)
+		if o := tp.Share(profile.Other); o >= 0.05 {
+			what += fmt.Sprintf(" (%.0f%% in other libraries, %s the most)", 100*o, topName(tp, profile.Other, "unnamed code"))
+		}
+	case launchS < cpuSplitLaunchLoop:
+		what = fmt.Sprintf("only %.0f%% of the launch thread's CPU in launch calls (a launch loop spends a tenth or more there), so it was not submitting work; %s; its Python stacks (--py-stacks) or a profiler trace say what that work is",
+			100*launchS, largestShares(tp))
 	default:
 		return nil
 	}
 	f := finding.Finding{ID: "launch-thread-cpu-split", Severity: in.causeSeverity(share), Supports: class, Subject: threadSubject(th),
 		Claim: fmt.Sprintf("the launch thread %s was on a CPU while the GPU idled (%.0f%% of the window), and its CPU profile says what it did: %s", threadName(th), share, what)}
+	if class == "" {
+		f.Severity = finding.Info
+	}
 	window := fmt.Sprintf("%d samples at %d Hz over %.1f s", tp.Samples, prof.FrequencyHz, float64(prof.WindowNS)/1e9)
 	src := "perf cpu-clock samples on every CPU, symbols from the ELF files in /proc/PID/maps"
 	for _, c := range profile.Categories {
 		if n := tp.Categories[c]; n > 0 {
 			label := "launch thread CPU in " + string(c)
+			if c == profile.Kernel {
+				label = "launch thread CPU in the kernel on its own behalf (allocations, page faults, reads)"
+			}
 			if top, ok := tp.TopIn(c); ok && top.Symbol != "" && c != profile.Kernel {
 				label += " (mostly " + top.Symbol + " in " + top.File + ")"
 			}
@@ -110,6 +157,30 @@ func runCPUSplit(in *Input) []finding.Finding {
 // work's idle time on a loaded host.
 func onlySpins(th *derive.Thread, syncShare, blamed float64) bool {
 	return (1-syncShare)*nanZero(th.CPU.Mean) < blamed/4
+}
+
+// largestShares names the thread's two largest categories: "61% in the
+// kernel, 30% in decode".
+func largestShares(tp profile.ThreadCPU) string {
+	type kv struct {
+		c profile.Category
+		n int
+	}
+	var all []kv
+	for _, c := range profile.Categories {
+		if n := tp.Categories[c]; n > 0 {
+			all = append(all, kv{c, n})
+		}
+	}
+	sort.SliceStable(all, func(i, j int) bool { return all[i].n > all[j].n })
+	var parts []string
+	for _, x := range all[:min(2, len(all))] {
+		parts = append(parts, fmt.Sprintf("%.0f%% in %s", 100*tp.Share(x.c), x.c))
+	}
+	if len(parts) == 0 {
+		return "no category held its samples"
+	}
+	return "its CPU went " + strings.Join(parts, ", ")
 }
 
 func topName(tp profile.ThreadCPU, c profile.Category, fallback string) string {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/gpufeed/gpufeed/internal/derive"
 	"github.com/gpufeed/gpufeed/internal/finding"
+	"github.com/gpufeed/gpufeed/internal/judge/thresholds"
 	"github.com/gpufeed/gpufeed/internal/profile"
 )
 
@@ -30,9 +31,10 @@ func TestCPUSplitByProfile(t *testing.T) {
 		{map[profile.Category]int{profile.Decode: 60, profile.Interpreter: 30, profile.DriverLaunch: 2, profile.Other: 8},
 			profile.SymbolSamples{Symbol: "inflate", File: "libz.so.1", Category: profile.Decode, Samples: 60},
 			finding.Preprocessing, "60% of the launch thread's CPU in decoding"},
-		// Mixed, nothing dominant: no split is claimed.
+		// Mixed, nothing dominant: no class is named, but launch calls
+		// under a tenth veto submission-bound.
 		{map[profile.Category]int{profile.DriverSync: 30, profile.DriverLaunch: 5, profile.Other: 65}, profile.SymbolSamples{},
-			"", ""},
+			"", "only 5% of the launch thread's CPU in launch calls"},
 	} {
 		s := &synth{n: 50, util: constF(30), procs: []*sProc{trainer(&sThread{cpu: constF(97), wait: constF(0)})}}
 		tl := s.timeline()
@@ -48,8 +50,11 @@ func TestCPUSplitByProfile(t *testing.T) {
 		v, fs := Judge(tl, derive.New(tl))
 		f := findingByID(fs, "launch-thread-cpu-split")
 		if tc.want == "" {
-			if f != nil {
-				t.Errorf("mixed profile: want no split, got %+v", f)
+			if f == nil || f.Supports != "" || !strings.Contains(f.Claim, tc.claim) {
+				t.Errorf("mixed profile: want a finding naming no class, with %q; got %+v", tc.claim, f)
+			}
+			if v.Class == finding.SubmissionBound {
+				t.Errorf("mixed profile with 5%% in launch calls: verdict %s %q", v.Class, v.Summary)
 			}
 			continue
 		}
@@ -60,6 +65,11 @@ func TestCPUSplitByProfile(t *testing.T) {
 		// submission-bound one with its own /proc cause, the split beside).
 		if v.Class != tc.want || (tc.want != finding.SubmissionBound && !strings.Contains(v.Summary, tc.claim)) {
 			t.Errorf("verdict %s %q, want %s from the profile", v.Class, v.Summary, tc.want)
+		}
+		// The intervals /proc gave to submission carry the class the
+		// profile names: its confidence is the evidence's, not 0.
+		if v.Confidence < 0.5 {
+			t.Errorf("verdict %s at %.2f: %s", v.Class, v.Confidence, v.Basis)
 		}
 	}
 	// Without a profile (not allowed, or an older recording) nothing changes.
@@ -95,8 +105,11 @@ func TestCPUSplitSpinOnABusyGPUIsNotSyncBound(t *testing.T) {
 
 // The launch thread spinning in its syncs whenever it runs, but waiting
 // for a CPU more than half the time (a crowded host): the profile saw only
-// its running time, so the part it waited stays submission-bound, with a
-// CPU of its own first; the spin does not take the verdict.
+// its running time, spinning, with no launch calls: neither sync-bound (its
+// work after each sync is too little to leave the GPU idle this long) nor
+// submission-bound (it launched under a tenth of its CPU: the profile
+// vetoes it). The verdict names neither and says a CPU of its own comes
+// first. (It was submission-bound against its own profile.)
 func TestCPUSplitLeavesTheWaitForACPU(t *testing.T) {
 	s := &synth{n: 50, util: constF(45), procs: []*sProc{trainer(&sThread{cpu: constF(42), wait: constF(56)})}}
 	tl := s.timeline()
@@ -107,7 +120,116 @@ func TestCPUSplitLeavesTheWaitForACPU(t *testing.T) {
 			Categories: map[profile.Category]int{profile.DriverSync: 196, profile.Interpreter: 4},
 			Top:        []profile.SymbolSamples{{Symbol: "wait_until", File: "libgpufeed-simcuda.so", Category: profile.DriverSync, Samples: 196}}}}}
 	v, fs := Judge(tl, derive.New(tl))
+	if v.Class == finding.SubmissionBound || v.Class == finding.SyncBound {
+		t.Errorf("verdict %s: %s; want neither (the thread spun when it ran, and waited for a CPU 56%%)\n%v", v.Class, v.Summary, fs)
+	}
+	if !strings.Contains(v.Missing, "a CPU of its own comes first") || !strings.Contains(v.Missing, "only 0% in launch calls") {
+		t.Errorf("the verdict does not say what the profile saw and what comes first: %q", v.Missing)
+	}
+}
+
+// profiled judges a saturated launch thread (GPU busy 3 %) with the CPU
+// profile given.
+func profiled(cats map[profile.Category]int, top ...profile.SymbolSamples) (*finding.Verdict, []finding.Finding) {
+	s := &synth{n: 50, util: constF(3), procs: []*sProc{trainer(&sThread{cpu: constF(97), wait: constF(0)})}}
+	tl := s.timeline()
+	in := NewInput(tl, derive.New(tl))
+	th := in.Job.Launch.T
+	n := 0
+	for _, v := range cats {
+		n += v
+	}
+	tl.Meta.CPUProfile = &profile.CPUProfile{State: profile.StateOn, FrequencyHz: 99, CPUs: 2, WindowNS: 5e9,
+		Threads: []profile.ThreadCPU{{PID: th.PID, TID: th.Key.TID, Samples: n, Categories: cats, Top: top}}}
+	return Judge(tl, derive.New(tl))
+}
+
+// A decoder whose CPU goes mostly to the kernel (zlib inflating into fresh
+// buffers: brk, mmap and the page faults of the first write), none to
+// launch calls: the kernel's time on its behalf is its own work, and the
+// verdict is preprocessing-bound. (It stayed submission-bound: decoding,
+// copies and the interpreter held under half its samples, and nothing
+// counted the kernel's.)
+func TestCPUSplitKernelTimeIsTheThreadsOwnWork(t *testing.T) {
+	v, fs := profiled(map[profile.Category]int{profile.Kernel: 183, profile.Decode: 90, profile.Interpreter: 21, profile.DriverOther: 6},
+		profile.SymbolSamples{Symbol: "inflate", File: "libz.so.1", Category: profile.Decode, Samples: 90})
+	f := findingByID(fs, "launch-thread-cpu-split")
+	if f == nil || f.Supports != finding.Preprocessing || !strings.Contains(f.Claim, "61% in the kernel on its own behalf") {
+		t.Fatalf("want a preprocessing-bound split counting the kernel's 61%%, got %+v", f)
+	}
+	if v.Class != finding.Preprocessing || v.Confidence < 0.8 {
+		t.Errorf("verdict %s at %.2f: %s; want preprocessing-bound, carried by the intervals /proc gave to submission (basis %s)", v.Class, v.Confidence, v.Summary, v.Basis)
+	}
+}
+
+// The profile vetoes submission-bound: launch calls under a tenth of the
+// thread's samples, the rest in the interpreter and framework (no input
+// work for certain): no class is named from the profile, and the verdict
+// is not submission-bound; it says what the profile saw. With a tenth or
+// more in launch calls it is submission-bound.
+func TestCPUSplitVetoesSubmissionUnderATenth(t *testing.T) {
+	v, fs := profiled(map[profile.Category]int{profile.DriverLaunch: 7, profile.Interpreter: 60, profile.Framework: 33})
+	f := findingByID(fs, "launch-thread-cpu-split")
+	if f == nil || f.Supports != "" || !strings.Contains(f.Claim, "only 7% of the launch thread's CPU in launch calls") {
+		t.Errorf("want the profile's veto, got %+v", f)
+	}
+	if v.Class == finding.SubmissionBound {
+		t.Errorf("verdict %s (%.2f): %s, while the profile shows 7%% in launch calls", v.Class, v.Confidence, v.Summary)
+	}
+	if !strings.Contains(v.Missing, "only 7% of the launch thread's CPU in launch calls") {
+		t.Errorf("the verdict does not say what the profile saw: %q", v.Missing)
+	}
+	v, _ = profiled(map[profile.Category]int{profile.DriverLaunch: 12, profile.Interpreter: 55, profile.Framework: 33})
 	if v.Class != finding.SubmissionBound {
-		t.Errorf("verdict %s: %s; want submission-bound (the thread waited for a CPU 56%%)\n%v", v.Class, v.Summary, fs)
+		t.Errorf("12%% in launch calls: verdict %s, want submission-bound", v.Class)
+	}
+}
+
+// The driver calls alone: 67 launches a second from a thread running 97 %
+// of the time is 14 ms of CPU per launch, no launch loop: the driver calls
+// do not confirm submission, and the verdict says the busy-thread classes
+// cannot be told apart. (They named submission-bound.)
+func TestDriverCallsFewLaunchesForTheCPUAreNoLaunchLoop(t *testing.T) {
+	tl := saturatedAt(3).timeline()
+	tl.Meta.DriverCalls = driverOf(100, 335, 0, 0)
+	v, fs := Judge(tl, derive.New(tl))
+	if f := findingByID(fs, "launch-thread-driver-calls"); f != nil && f.Supports == finding.SubmissionBound {
+		t.Errorf("67 launches a second confirm submission: %s", f.Claim)
+	}
+	if v.Confidence > thresholds.IndistinctMaxConfidence || !strings.Contains(v.Summary, "cannot tell submission-bound from preprocessing-bound") {
+		t.Errorf("verdict %s (%.2f): %s", v.Class, v.Confidence, v.Summary)
+	}
+	// 12,000 launches a second: a launch loop, confirmed.
+	tl = saturatedAt(3).timeline()
+	tl.Meta.DriverCalls = driverOf(100, 60000, 5, 1e8)
+	if v, _ = Judge(tl, derive.New(tl)); v.Class != finding.SubmissionBound || v.Confidence <= thresholds.IndistinctMaxConfidence {
+		t.Errorf("a launch loop the driver calls confirm: %s (%.2f): %s", v.Class, v.Confidence, v.Summary)
+	}
+}
+
+// Without any probe that saw what the saturated thread ran, the verdict
+// says which classes cannot be told apart and the cheapest way to tell
+// them, on its first lines (summary and what to do), with a confidence
+// of at most a third. (It was submission-bound at 100 %, the note behind
+// -v.)
+func TestBusyThreadWithoutProbesSaysWhatCannotBeToldApart(t *testing.T) {
+	tl := saturatedAt(3).timeline()
+	tl.Meta.CPUProfile = &profile.CPUProfile{State: profile.StateUnavailable, Missing: "sampling every CPU needs CAP_PERFMON"}
+	v, _ := Judge(tl, derive.New(tl))
+	if v.Class != finding.SubmissionBound || v.Confidence > thresholds.IndistinctMaxConfidence {
+		t.Errorf("verdict %s at %.2f, want submission-bound at most %.2f", v.Class, v.Confidence, thresholds.IndistinctMaxConfidence)
+	}
+	for _, want := range []string{"cannot tell submission-bound from preprocessing-bound (its own input work) or sync-bound (a spinning sync)"} {
+		if !strings.Contains(v.Summary, want) {
+			t.Errorf("summary lacks %q: %s", want, v.Summary)
+		}
+	}
+	for _, want := range []string{"CAP_PERFMON", "--py-stacks", "this run could not take"} {
+		if !strings.Contains(v.Missing, want) {
+			t.Errorf("what to do lacks %q: %s", want, v.Missing)
+		}
+	}
+	if strings.Contains(v.Decision, "fuse kernels (torch.compile), capture the step") {
+		t.Errorf("the decision acts on one reading: %s", v.Decision)
 	}
 }

@@ -69,7 +69,7 @@ func runDriverCalls(in *Input) []finding.Finding {
 		class = finding.SyncBound
 		claim = fmt.Sprintf("the launch thread %s was inside the CUDA driver's synchronisations %.0f%% of the window (%s, %s)",
 			threadName(th), 100*syncShare, sym, syncPace(d, td))
-	case syncShare < driverSyncFew && td.Launches > 0 && spinOrSubmit >= thresholds.ModerateSharePct && !fewLaunchesProfiled(in, th.Key.TID):
+	case syncShare < driverSyncFew && td.Launches > 0 && spinOrSubmit >= thresholds.ModerateSharePct && !fewLaunchesProfiled(in, th.Key.TID) && !fewLaunchesForCPU(nanZero(th.CPU.Mean), launchRate):
 		class = finding.SubmissionBound
 		claim = fmt.Sprintf("the launch thread %s launched %s kernels a second and was inside the CUDA driver's synchronisations only %.0f%% of the window: its time on a CPU went to launching work and the code around it, not to a spinning wait",
 			threadName(th), d.LaunchRate(td), 100*syncShare)
@@ -139,10 +139,27 @@ func syncPace(d *profile.DriverCalls, td profile.ThreadDriver) string {
 }
 
 // fewLaunchesProfiled says whether the thread's CPU profile shows it
-// launching under a twentieth of its CPU: then its time on a CPU is its
-// own preprocessing (launch-thread-cpu-split), and no spin is not enough
-// to call it submission.
+// launching under a tenth of its CPU: then its time on a CPU went to other
+// work (launch-thread-cpu-split), and no spin is not enough to call it
+// submission.
 func fewLaunchesProfiled(in *Input, tid int) bool {
 	tp, ok := in.Timeline.Meta.CPUProfile.Thread(tid)
-	return ok && tp.Samples >= cpuSplitMinSamples && tp.Share(profile.DriverLaunch) < cpuSplitFewLaunches
+	return ok && tp.Samples >= cpuSplitMinSamples && tp.Share(profile.DriverLaunch) < cpuSplitLaunchLoop
+}
+
+// driverMaxCPUPerLaunch: no kernel launch costs the launching thread a
+// millisecond of CPU, framework and interpreter included (a PyTorch eager
+// operator costs some tens of microseconds); a thread that ran more than
+// that per launch it made spent its CPU on other work.
+const driverMaxCPUPerLaunch = time.Millisecond
+
+// fewLaunchesForCPU says whether a thread running cpuPct of the time made
+// too few launches (per second) for launching to be what it ran for: 67
+// launches a second from a thread running 90% of the time is 13 ms of CPU
+// per launch, a thread decoding its batches, not a launch loop.
+func fewLaunchesForCPU(cpuPct, launchesPerS float64) bool {
+	if launchesPerS <= 0 {
+		return true
+	}
+	return cpuPct/100/launchesPerS > driverMaxCPUPerLaunch.Seconds()
 }

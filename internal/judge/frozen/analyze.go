@@ -36,7 +36,7 @@ func Analyze(tl *timeline.Timeline, a *derive.View) Result {
 	add := func(fs ...finding.Finding) { r.Findings = append(r.Findings, fs...) }
 	switch {
 	case stalled:
-		add(stalledFinding(v, r.Progress))
+		add(stalledFinding(v, r.Progress, r.Blocked, r.Deaths))
 	case r.Progress.Idle != nil:
 		add(idleFinding(v, r.Progress))
 	}

@@ -571,3 +571,57 @@ func TestKillBeforeThePidsProcessStartedIsNotItsDeath(t *testing.T) {
 		})
 	}
 }
+
+// TestStallDecisionFitsTheWait: the decision of a stall follows the wait
+// found. One process, its helper thread reading a pipe nobody in the job
+// writes while the training thread waits for the lock it holds (the
+// stalled demo): the pipe, that no thread writes it, how to find its
+// holders, and the lock, with no NCCL advice. The same with a writer of
+// the job blocked writing the pipe: the writer named. Threads waiting only
+// on each other's futexes: a deadlock. A rank of a distributed job (or a
+// member that died): the NCCL advice. (Every stall got the NCCL advice.)
+func TestStallDecisionFitsTheWait(t *testing.T) {
+	single := func(writer bool) *timeline.Timeline {
+		b := newTL(101, 100*time.Millisecond)
+		b.proc(100, 1, "python3", []string{"python3", "train.py"}, nil)
+		b.thread(100, 100, "python3", idle("futex", "", "futex_wait_queue"))
+		b.thread(100, 101, "loader", idle("read", "pipe:[4242]", "pipe_read"))
+		if writer {
+			b.proc(200, 100, "python3", []string{"python3", "-c", "worker"}, nil)
+			b.thread(200, 200, "python3", idle("write", "pipe:[4242]", "pipe_write"))
+			b.quietProc(200)
+		}
+		b.quietProc(100)
+		b.gpuUtil(0, func(int) float64 { return 0 })
+		return b.tl
+	}
+	d := one(t, Analyze(single(false), nil).Findings, "job-stalled").Decision
+	for _, want := range []string{"tid 101 (loader)", "waits to read pipe:[4242]", "no thread of the job was seen writing it", `grep 'pipe:\[4242\]'`, "1 other thread of pid 100 waits on a lock or condition (futex)"} {
+		if !strings.Contains(d, want) {
+			t.Errorf("pipe with no writer: the decision lacks %q: %s", want, d)
+		}
+	}
+	if strings.Contains(d, "NCCL") || strings.Contains(d, "collective") {
+		t.Errorf("pipe with no writer: NCCL advice for a job with no NCCL: %s", d)
+	}
+	d = one(t, Analyze(single(true), nil).Findings, "job-stalled").Decision
+	if !strings.Contains(d, "its writer, pid 200") {
+		t.Errorf("pipe with a blocked writer: the decision does not name it: %s", d)
+	}
+
+	b := newTL(101, 100*time.Millisecond)
+	b.proc(100, 1, "python3", []string{"python3", "serve.py"}, nil)
+	b.thread(100, 100, "python3", idle("futex", "", "futex_wait_queue"))
+	b.thread(100, 101, "worker", idle("futex", "", "futex_wait_queue"))
+	b.quietProc(100)
+	b.gpuUtil(0, func(int) float64 { return 0 })
+	d = one(t, Analyze(b.tl, nil).Findings, "job-stalled").Decision
+	if !strings.Contains(d, "a deadlock") || strings.Contains(d, "NCCL") {
+		t.Errorf("threads waiting on each other's locks: %s", d)
+	}
+
+	d = one(t, Analyze(oomJob(t), nil).Findings, "job-stalled").Decision
+	if !strings.Contains(d, "TORCH_NCCL_ASYNC_ERROR_HANDLING") || !strings.Contains(d, "dead rank") {
+		t.Errorf("a dead rank of an NCCL job: %s", d)
+	}
+}

@@ -10,7 +10,7 @@ import (
 )
 
 // stalledFinding is the verdict-carrying finding: nothing progresses.
-func stalledFinding(v *view, p Progress) finding.Finding {
+func stalledFinding(v *view, p Progress, blocked []BlockedThread, deaths []Death) finding.Finding {
 	window := strconv.Itoa(p.Samples) + " samples over " + fmtSeconds(p.Span)
 	if p.Since != "" {
 		window += ", " + p.Since
@@ -43,14 +43,13 @@ func stalledFinding(v *view, p Progress) finding.Finding {
 			}
 		}
 	}
-	loud, _ := v.failLoudly()
 	return finding.Finding{
 		ID:       "job-stalled",
 		Severity: finding.Critical,
 		Claim: fmt.Sprintf("the job is stalled: none of its %d live threads was woken out of a wait with no timeout, they gained %.2f %% of one core, %s and %s over %s",
 			p.Threads, p.CPUCores*100, io, gpu, fmtSeconds(p.Span)+sinceText(p)),
 		Evidence: ev,
-		Decision: "Nothing moves, so profiling cannot help: read the findings that follow (a member that died, where each thread waits). A frozen job is usually a dead rank whose peers wait in a collective forever: check the kernel log for kills (`dmesg -T | grep -i 'killed process'`), and " + loud + " so survivors fail loudly next time.",
+		Decision: stallDecision(v, p, blocked, deaths),
 		// Sources: 004 (The OOM killer; The NCCL hang)
 		Supports: finding.Stalled,
 		Subject:  "job",
@@ -143,6 +142,101 @@ func (v *view) memberExits() map[int][]int64 {
 func reapedBetween(exits []int64, from, to int64) bool {
 	for _, t := range exits {
 		if t < to && t+int64(thresholds.ReapGrace) >= from {
+			return true
+		}
+	}
+	return false
+}
+
+// stallDecision is the change a stall calls for, fitted to the wait found:
+// a collective (a dead or missing member, a rank of a distributed job, NCCL
+// in the job, a GPU spinning on a peer) gets the distributed advice; a job
+// that waits on itself gets the wait followed: a pipe and its writer (or
+// that no thread of the job writes it), a lock that threads of one process
+// wait on while another of them reads, threads waiting on each other's
+// locks and nothing else, a socket and the process at its other end.
+func stallDecision(v *view, p Progress, blocked []BlockedThread, deaths []Death) string {
+	const first = "Nothing moves, so profiling cannot help: "
+	if len(deaths) > 0 || p.GPUSpinning() || v.distributed() {
+		loud, _ := v.failLoudly()
+		return first + "read the findings that follow (a member that died, where each thread waits). A frozen distributed job is usually a dead rank whose peers wait in a collective forever: check the kernel log for kills (`dmesg -T | grep -i 'killed process'`), and " + loud + " so survivors fail loudly next time."
+	}
+	type reader struct {
+		b  BlockedThread
+		on string
+	}
+	var pipes, sockets []reader
+	futex := map[int][]int{} // pid: tids waiting on a futex
+	writers := map[string][]BlockedThread{}
+	for _, b := range blocked {
+		if b.Exited {
+			continue
+		}
+		switch {
+		case b.Syscall == "futex" || b.Syscall == "futex_waitv":
+			futex[b.PID] = append(futex[b.PID], b.TID)
+		case strings.HasPrefix(b.On, "pipe:") && isWrite(b.Syscall):
+			writers[b.On] = append(writers[b.On], b)
+		case strings.HasPrefix(b.On, "pipe:"):
+			pipes = append(pipes, reader{b, b.On})
+		case strings.HasPrefix(b.On, "socket:"):
+			sockets = append(sockets, reader{b, b.On})
+		}
+	}
+	var say []string
+	if len(pipes) > 0 {
+		r := pipes[0]
+		who := v.procName(r.b.PID) + " " + v.threadName(r.b.TID)
+		inode := strings.TrimSuffix(strings.TrimPrefix(r.on, "pipe:["), "]")
+		if w := writers[r.on]; len(w) > 0 {
+			say = append(say, fmt.Sprintf("%s waits to read %s while its writer, %s %s, is blocked writing it: one of them holds what the other needs", who, safe(r.on), v.procName(w[0].PID), v.threadName(w[0].TID)))
+		} else {
+			say = append(say, fmt.Sprintf("%s waits to read %s and no thread of the job was seen writing it: its writer is another process (a worker or peer that died) or none "+
+				"(`ls -l /proc/*/fd 2>/dev/null | grep 'pipe:\\[%s\\]'` lists its holders); give the read a timeout", who, safe(r.on), inode))
+		}
+		if tids := futex[r.b.PID]; len(tids) > 0 {
+			say = append(say, fmt.Sprintf("%s of pid %d %s on a lock or condition (futex), likely the reader's: do not block on input while holding a lock",
+				plural(len(tids), "other thread", "other threads"), r.b.PID, map[bool]string{true: "waits", false: "wait"}[len(tids) == 1]))
+			delete(futex, r.b.PID)
+		}
+	}
+	if len(sockets) > 0 {
+		r := sockets[0]
+		say = append(say, fmt.Sprintf("%s %s waits to read %s, for the process at its other end (`ss -xp` or `ss -tp` names it): a peer, a server or a worker that stopped answering; give the call a timeout",
+			v.procName(r.b.PID), v.threadName(r.b.TID), safe(r.on)))
+	}
+	if len(pipes) == 0 && len(sockets) == 0 {
+		for _, pid := range v.sortedPIDs() {
+			if tids := futex[pid]; len(tids) >= 2 {
+				say = append(say, fmt.Sprintf("%d threads of %s wait on locks or conditions (futex) and on nothing else: they wait on each other, a deadlock. Take locks in one order everywhere, or with timeouts", len(tids), v.procName(pid)))
+				break
+			}
+		}
+	}
+	if len(say) == 0 {
+		return first + "follow each thread's wait (the findings that follow say where each waits): a read waits for its writer, a futex for a lock or condition another thread holds; `gpufeed diagnose --py-stacks` shows the Python line each thread waits on."
+	}
+	return first + strings.Join(say, "; ") + ". `gpufeed diagnose --py-stacks` shows the Python line each waits on."
+}
+
+// isWrite says a syscall writes.
+func isWrite(sc string) bool {
+	switch sc {
+	case "write", "writev", "pwrite64", "pwritev", "pwritev2", "sendmsg", "sendto", "splice", "vmsplice":
+		return true
+	}
+	return false
+}
+
+// distributed says the job is one of several ranks or runs NCCL: a stall is
+// then most likely a collective waiting for a peer.
+func (v *view) distributed() bool {
+	for _, pid := range v.sortedPIDs() {
+		p := v.procs[pid]
+		if p.Exited {
+			continue
+		}
+		if isRankProcess(p) || v.backendOf(pid).nccl {
 			return true
 		}
 	}

@@ -113,14 +113,18 @@ const (
 	// intervals see a 1 s slow tier twice.
 	MinWindow    = 2 * time.Second
 	MinIntervals = 20
-	// ConfidenceFullWindow: a live verdict's confidence is scaled by the
-	// share of this much evidence the window held (judged time over 5 s,
-	// at most 1): a 3 s attach carries at most 60 %. Five seconds are five
-	// readings of where every sleeping thread waits (the slow tier reads
-	// about once a second: the mix of those readings splits the idle time)
-	// and fifty 100 ms intervals; for a stall, the pause of a checkpoint or
-	// a long collective that a shorter window cannot tell from a hang.
-	ConfidenceFullWindow = 5 * time.Second
+	// ConfidenceZ: a verdict's confidence is multiplied by the least share
+	// of its intervals that carry its cause, at one-sided 95 % (Wilson's
+	// score bound with z = 1.645): 30 of 30 intervals (a 3 s window) give
+	// 92 %, 100 of 100 (10 s) 97 %: more evidence raises it, a longer window
+	// by itself barely does.
+	ConfidenceZ = 1.645
+	// IndistinctMaxConfidence: a submission-bound verdict carried by the
+	// launch thread's running time, with no probe that saw what it ran
+	// (CPU profile, driver calls), is one of three readings of the same
+	// /proc picture (launching, its own input work, a spinning sync): at
+	// most a third.
+	IndistinctMaxConfidence = 0.33
 	// MinIntervalsSampled: slots a late tick skipped (an overrun: a loaded
 	// host delayed the sampler) count toward MinIntervals, as long as at
 	// least this many intervals were sampled: the window's span is what a
