@@ -57,6 +57,7 @@ type Sampler struct {
 	observer map[int]uint64
 	// tickUser and tickSys are the ticks' own CPU time (SharedProcess).
 	tickUser, tickSys uint64
+	cgTick            cgroupTick // this tick's cgroup counter reads (cgroup.go)
 }
 
 type candidate struct {
