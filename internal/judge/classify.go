@@ -37,7 +37,10 @@ var CauseID = map[finding.Class]string{
 //  3. no GPU utilisation read (no device visible, or lost early): inconclusive;
 //  4. GPU idle under GPUBoundIdleMaxPct: GPU-bound;
 //  5. no launch thread found: inconclusive;
-//  6. otherwise the class that took the largest share of the GPU's idle time,
+//  6. the launch thread throttled by its CPU limit (cpu-quota-throttled)
+//     while its CPU side leads the idle split: submission-bound, led by the
+//     limit (quotaVerdict);
+//  7. otherwise the class that took the largest share of the GPU's idle time,
 //     if it took at least ModerateSharePct of the window and more than the
 //     unexplained share; else inconclusive, saying what was missing.
 //
@@ -86,6 +89,10 @@ func Classify(in *Input, fs []finding.Finding) finding.Verdict {
 	}
 	if in.Job.Launch == nil {
 		return inconclusive(fmt.Sprintf("the GPU was idle %.0f%% of the window, but no thread of the observed job was seen (did the job start, or is the work done by a process outside the tree?); point --pid at the process that uses the GPU", at.IdlePct), nil)
+	}
+	if v, ok := quotaVerdict(in, fs); ok {
+		withEvidence(&v, window)
+		return v
 	}
 	top, share := at.Top()
 	unexplained := at.Share[Unexplained]

@@ -20,6 +20,8 @@ func Text() map[string]string {
 		"CPUBottleneckDatapointsPct": pct(CPUBottleneckDatapointsPct),
 		"LaunchSaturatedPct":         pct(LaunchSaturatedPct),
 		"LaunchWaitPct":              pct(LaunchWaitPct),
+		"QuotaThrottledPct":          pct(QuotaThrottledPct),
+		"QuotaMinPeriods":            strconv.Itoa(QuotaMinPeriods),
 		"ProducerBusyPct":            pct(ProducerBusyPct),
 		"ProducerIOWaitPct":          pct(ProducerIOWaitPct),
 		"PCIeAchievableShare":        pct(100 * PCIeAchievableShare),

@@ -65,6 +65,17 @@ const (
 	// becomes GPU idle time when kernels are shorter than launches). It is
 	// ModerateSharePct: the most that wait can cost the GPU.
 	LaunchWaitPct = ModerateSharePct
+
+	// QuotaThrottledPct: a cgroup throttled by its CFS bandwidth limit in
+	// at least this share of the periods it ran in spends its quota before
+	// the period ends, over and over: its CPU limit, not the host, sets
+	// the pace. At the high cut-off: a job throttled now and then (a burst
+	// at start-up) is not named.
+	QuotaThrottledPct = HighSharePct
+
+	// QuotaMinPeriods: fewer periods than this (ten at the 100 ms default)
+	// are too few to tell a share of throttled periods from chance.
+	QuotaMinPeriods = 10
 )
 
 // The input pipeline (the job's threads other than the launch thread).
