@@ -50,6 +50,7 @@ type job struct {
 	windows  uint64
 	// Counters over the job's life as the agent watched it, in seconds.
 	observed, runqWait float64
+	cgroup             cgroupSnap // the target's cgroups at the last window (cgroup_metrics.go)
 	starved            map[string]float64
 	deaths             map[string]float64
 	done               bool
@@ -296,6 +297,7 @@ func (j *job) finish(ctx context.Context, tl *timeline.Timeline) {
 			runq += L.T.WaitPct[i] / 100 * iv.Seconds()
 		}
 	}
+	cg := lastCgroup(tl, j.key.PID) // before packing thins the ticks
 	var newDeaths []string
 	for _, d := range in.Frozen.Deaths {
 		if j.a.countDeath(d.PID, d.Cause) {
@@ -324,6 +326,9 @@ func (j *job) finish(ctx context.Context, tl *timeline.Timeline) {
 	j.windows++
 	j.observed += measured
 	j.runqWait += runq
+	if cg.info != nil || cg.sample != nil {
+		j.cgroup = cg
+	}
 	at := in.Attr
 	if measured > 0 && !math.IsNaN(at.IdlePct) {
 		switch verdict.Class {
