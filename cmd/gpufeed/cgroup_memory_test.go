@@ -44,7 +44,8 @@ while True:
 `
 
 // TestAttachMemoryCgroupTimeLeftAndOOMKill: a process growing ~40 MiB/s in
-// a real cgroup v1 memory cgroup limited to 300 MiB. Attached for 3 s while
+// a real cgroup v1 memory cgroup limited to 300 MiB, three times. Attached
+// for 2.5 s while
 // it grows, the time left before the limit is within 20 % of the real time
 // to the OOM kill; attached across the kill, the kill is named by member
 // (the child's pid), from the cgroup's oom_kill count.
@@ -57,7 +58,7 @@ func TestAttachMemoryCgroupTimeLeftAndOOMKill(t *testing.T) {
 		t.Skip("python3 not found")
 	}
 	gpufeed(t) // built before the clock starts: a build takes longer than the growth
-	for round := range 2 {
+	for round := range 3 {
 		t.Run(strconv.Itoa(round), func(t *testing.T) {
 			cg, err := testjob.NewMemoryCgroup(fmt.Sprintf("gpufeed-test-mem-%d-%d", os.Getpid(), round), 300<<20)
 			if errors.Is(err, testjob.ErrUnavailable) {
@@ -99,11 +100,16 @@ func TestAttachMemoryCgroupTimeLeftAndOOMKill(t *testing.T) {
 			if len(child) != 3 || child[0] != "child" {
 				t.Fatalf("workload: %v", child)
 			}
-			time.Sleep(500 * time.Millisecond)
-			// One short window while it grows, one across the kill, at once.
+			time.Sleep(200 * time.Millisecond)
+			// One short window while it grows (ending about 5 s before the
+			// kill: the wake-up of the parent that times the kill on a
+			// crowded host is a few hundred ms, a small part of that), one
+			// across the kill, at once.
 			type res struct{ runs []attachRun }
 			short, long := make(chan res, 1), make(chan res, 1)
-			go func() { short <- res{attachRepeatedly(t, cmd.Process.Pid, 1, []time.Duration{3 * time.Second})} }()
+			go func() {
+				short <- res{attachRepeatedly(t, cmd.Process.Pid, 1, []time.Duration{2500 * time.Millisecond})}
+			}()
 			go func() { long <- res{attachRepeatedly(t, cmd.Process.Pid, 1, []time.Duration{12 * time.Second})} }()
 			var killed []string
 			select {

@@ -173,6 +173,17 @@ func memTowardLimit(in *Input, g *memCgroup) (finding.Finding, bool) {
 	if last.m.Events && last.m.Max > first.m.Max {
 		f.Evidence = append(f.Evidence, ev("times its usage hit the limit", float64(last.m.Max-first.m.Max), "events", window, src+events))
 	}
+	// Each member's own growth (resident set, least squares over the
+	// window): which of them grows.
+	members := append([]*derive.Proc(nil), g.members...)
+	sort.SliceStable(members, func(i, j int) bool { return nanZero(members[i].RSSGrowth) > nanZero(members[j].RSSGrowth) })
+	for i, p := range members {
+		if i == 3 || math.IsNaN(p.RSSGrowth) {
+			break
+		}
+		f.Evidence = append(f.Evidence, ev("resident set growth of "+memberNames([]*derive.Proc{p}, 1), p.RSSGrowth/(1<<20), "MiB/s", in.window(len(in.View.Intervals)),
+			"/proc/"+strconv.Itoa(p.Key.PID)+"/statm resident, least squares"))
+	}
 	f.Decision = "Find what grows (a cache, tensors kept alive across steps, a leak in a worker) and bound it, or raise the container's memory limit above the job's peak; " +
 		"page cache is not counted here, as the kernel reclaims it first."
 	return f, true
