@@ -23,10 +23,22 @@ import (
 // test host too: with a dozen runnable tasks on two CPUs a spinner gets
 // about a third of a CPU, never reaching a 0.6 quota (cpu.stat then shows
 // no throttled period, and the limit is rightly not blamed).
+//
+// The sync-bound job (a blocking synchronisation every four 1 ms kernels)
+// under the same limit is throttled too, but its launch thread sleeps on
+// the device most of the time and waits for a CPU only about a tenth: the
+// verdict stays sync-bound (the synchronisation costs the idle time), and
+// its summary names the limit beside it; no neighbour is blamed.
 func TestAttachCPUQuotaIsTheCause(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: live attach runs")
 	}
+	for _, sc := range []string{"launch-bound", "sync-bound"} {
+		t.Run(sc, func(t *testing.T) { attachInQuota(t, sc) })
+	}
+}
+
+func attachInQuota(t *testing.T, quotaScenario string) {
 	cg, err := testjob.NewCPUCgroup("gpufeed-test-quota", 20000, 100000)
 	if errors.Is(err, testjob.ErrUnavailable) {
 		t.Skip(err)
@@ -39,7 +51,7 @@ func TestAttachCPUQuotaIsTheCause(t *testing.T) {
 			t.Error(err)
 		}
 	}()
-	sc, err := demo.Lookup("launch-bound")
+	sc, err := demo.Lookup(quotaScenario)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,8 +88,12 @@ func TestAttachCPUQuotaIsTheCause(t *testing.T) {
 			continue
 		}
 		t.Logf("run %d: %s (%.0f%%): %s; because %v", i, v.Class, v.Confidence*100, v.Summary, v.Because)
-		if v.Class != finding.SubmissionBound || len(v.Because) == 0 || v.Because[0] != "cpu-quota-throttled" {
+		led := v.Class == finding.SubmissionBound && len(v.Because) > 0 && v.Because[0] == "cpu-quota-throttled"
+		switch {
+		case quotaScenario == "launch-bound" && !led:
 			t.Errorf("run %d: %s because %v, want submission-bound led by cpu-quota-throttled", i, v.Class, v.Because)
+		case quotaScenario == "sync-bound" && !led && v.Class != finding.SyncBound:
+			t.Errorf("run %d: %s because %v, want sync-bound with the limit named, or submission-bound led by it", i, v.Class, v.Because)
 		}
 		if !strings.Contains(v.Summary, "0.2-CPU limit") || !strings.Contains(v.Summary, "% of periods") {
 			t.Errorf("run %d: summary does not name the limit: %q", i, v.Summary)

@@ -90,9 +90,10 @@ func Classify(in *Input, fs []finding.Finding) finding.Verdict {
 	if in.Job.Launch == nil {
 		return inconclusive(fmt.Sprintf("the GPU was idle %.0f%% of the window, but no thread of the observed job was seen (did the job start, or is the work done by a process outside the tree?); point --pid at the process that uses the GPU", at.IdlePct), nil)
 	}
-	if v, ok := quotaVerdict(in, fs); ok {
-		withEvidence(&v, window)
-		return v
+	quotaV, quotaNote, throttled := quotaVerdict(in, fs)
+	if throttled {
+		withEvidence(&quotaV, window)
+		return quotaV
 	}
 	top, share := at.Top()
 	unexplained := at.Share[Unexplained]
@@ -109,7 +110,7 @@ func Classify(in *Input, fs []finding.Finding) finding.Verdict {
 	} else if spin := at.Share[SpinOrSubmit]; spin >= thresholds.ModerateSharePct {
 		note = fmt.Sprintf("; another %.0f%% of the window's idle time is %s: the launch thread was on a CPU, submitting or spinning in a synchronisation", spin, SpinOrSubmit)
 	}
-	v := verdictFor(top, conf, fs, note)
+	v := verdictFor(top, conf, fs, note+quotaNote)
 	v.Basis = fmt.Sprintf("this cause explains %.0f%% of the GPU's idle time, × %.0f%% of the intervals with the GPU read",
 		share/at.IdlePct*100, at.Coverage()*100)
 	withEvidence(&v, window)

@@ -168,14 +168,16 @@ func runCPUQuota(in *Input) []finding.Finding {
 }
 
 // quotaVerdict: while the launch thread's CPU limit throttles it and the
-// GPU waits, the idle time the launch thread's CPU side explains
-// (submission, a synchronisation, a spin that cannot be told from either)
-// is the limit's: a thread that may not run can neither launch nor notice
-// that the GPU finished. The verdict is submission-bound, led by the
-// limit, when that CPU-side share leads the idle split; ok is false
-// otherwise (storage, input or copies lead: the limit is then a finding,
-// not the verdict).
-func quotaVerdict(in *Input, fs []finding.Finding) (finding.Verdict, bool) {
+// GPU waits, the idle time that passed while the launch thread was on a
+// CPU or waiting for one (submission, and the spin that cannot be told
+// from it) is the limit's: a throttled thread is runnable, not running, so
+// schedstat counts the throttled time as its run-queue wait, which the
+// attribution gives to submission. The verdict is submission-bound, led by
+// the limit, when that share leads the idle split. Time the thread slept
+// on the device is not the limit's (a sleeping thread spends no quota):
+// when synchronisation or another cause leads, ok is false and note names
+// the limit beside that verdict.
+func quotaVerdict(in *Input, fs []finding.Finding) (v finding.Verdict, note string, ok bool) {
 	var cause *finding.Finding
 	for i := range fs {
 		if fs[i].ID == "cpu-quota-throttled" && fs[i].Severity >= finding.Warning {
@@ -184,23 +186,25 @@ func quotaVerdict(in *Input, fs []finding.Finding) (finding.Verdict, bool) {
 	}
 	at := in.Attr
 	if cause == nil || at.IdlePct <= 0 {
-		return finding.Verdict{}, false
+		return v, "", false
 	}
-	cpuSide := at.Share[finding.SubmissionBound] + at.Share[finding.SyncBound] + at.Share[SpinOrSubmit]
+	q, _ := throttledLaunch(in)
+	note = fmt.Sprintf("; its %s-CPU limit also throttled it in %.0f%% of periods (cpu-quota-throttled)", fmtCPUs(q.Limit), q.Pct())
+	cpuSide := at.Share[finding.SubmissionBound] + at.Share[SpinOrSubmit]
 	if cpuSide < thresholds.ModerateSharePct || cpuSide < at.Share[Unexplained] {
-		return finding.Verdict{}, false
+		return v, note, false
 	}
 	for _, c := range finding.Classes {
-		if c != finding.SubmissionBound && c != finding.SyncBound && at.Share[c] > cpuSide {
-			return finding.Verdict{}, false
+		if c != finding.SubmissionBound && at.Share[c] > cpuSide {
+			return v, note, false
 		}
 	}
 	conf := cpuSide / at.IdlePct * at.Coverage()
-	v := verdictFor(finding.SubmissionBound, conf, fs, "")
+	v = verdictFor(finding.SubmissionBound, conf, fs, "")
 	v.Because = append([]string{cause.ID}, slices.DeleteFunc(v.Because, func(id string) bool { return id == cause.ID })...)
-	v.Summary = fmt.Sprintf("%s: the GPU idled %.0f%% of the window, %.0f%% while its launch thread could not run or submit", cause.Claim, at.IdlePct, cpuSide)
+	v.Summary = fmt.Sprintf("%s: the GPU idled %.0f%% of the window, %.0f%% while its launch thread was on a CPU or held off one", cause.Claim, at.IdlePct, cpuSide)
 	v.Decision = cause.Decision
-	v.Basis = fmt.Sprintf("the launch thread's CPU side (submission, synchronisation or spin, throttled by its CPU limit) explains %.0f%% of the GPU's idle time, × %.0f%% of the intervals with the GPU read",
+	v.Basis = fmt.Sprintf("the launch thread's time on a CPU or throttled off one (submission, or a spin that cannot be told from it) explains %.0f%% of the GPU's idle time, × %.0f%% of the intervals with the GPU read",
 		cpuSide/at.IdlePct*100, at.Coverage()*100)
-	return v, true
+	return v, "", true
 }
