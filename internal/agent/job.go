@@ -50,6 +50,7 @@ type job struct {
 	windows  uint64
 	// Counters over the job's life as the agent watched it, in seconds.
 	observed, runqWait float64
+	cgroup             cgroupSnap // the target's cgroups at the last window (cgroup_metrics.go)
 	starved            map[string]float64
 	deaths             map[string]float64
 	// cowCopied is what the forked workers copied of their parent's memory
@@ -299,6 +300,7 @@ func (j *job) finish(ctx context.Context, tl *timeline.Timeline) {
 			runq += L.T.WaitPct[i] / 100 * iv.Seconds()
 		}
 	}
+	cg := lastCgroup(tl, j.key.PID) // before packing thins the ticks
 	var newDeaths []string
 	for _, d := range in.Frozen.Deaths {
 		if j.a.countDeath(d.PID, d.Cause) {
@@ -335,6 +337,9 @@ func (j *job) finish(ctx context.Context, tl *timeline.Timeline) {
 	}
 	j.observed += measured
 	j.runqWait += runq
+	if cg.info != nil || cg.sample != nil {
+		j.cgroup = cg
+	}
 	at := in.Attr
 	if measured > 0 && !math.IsNaN(at.IdlePct) {
 		switch verdict.Class {

@@ -138,6 +138,11 @@ func shiftT(p *timeline.ProcInfo, off int64) {
 		m.T += off
 		p.MemCgroup = &m
 	}
+	if p.Cgroup != nil {
+		c := *p.Cgroup
+		c.T += off
+		p.Cgroup = &c
+	}
 	if p.Listening != nil {
 		l := *p.Listening
 		l.T += off

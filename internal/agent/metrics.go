@@ -77,6 +77,9 @@ func (a *Agent) Describe(ch chan<- *prometheus.Desc) {
 		descConns, descConnsMax, descConnsShed} {
 		ch <- d
 	}
+	for _, d := range cgroupDescs {
+		ch <- d
+	}
 }
 
 // Collect reads what the agent last concluded. Nothing is measured during
@@ -134,6 +137,7 @@ func (a *Agent) Collect(ch chan<- prometheus.Metric) {
 			counter(descWindows, float64(j.windows))
 			counter(descObserved, j.observed)
 			counter(descRunq, j.runqWait)
+			collectCgroup(j.cgroup, gauge, counter)
 			for _, c := range sortedKeys(j.starved) {
 				counter(descStarved, j.starved[c], c)
 			}

@@ -114,7 +114,7 @@ var registry = []Check{
 	gpuNUMACheck, numaAffinityCheck, numaMemoryCheck,
 	cpuGovernorCheck, cpuFrequencyCheck, cpuSMTCheck, cpuCapacityCheck, cpuIsolationCheck, cpuIRQCheck,
 	kernelSchedulerCheck,
-	limitNofileCheck, limitMemlockCheck, limitNprocCheck, devShmCheck,
+	limitNofileCheck, limitMemlockCheck, limitNprocCheck, cgroupLimitsCheck, devShmCheck,
 	memoryAvailableCheck, memoryDirtyCheck, memorySwapCheck, memoryTHPCheck, pressureCheck,
 	dataFilesystemCheck, nfsClientCheck, nfsMountCheck,
 	gpuDriverCheck, gpuPersistenceCheck, gpuECCCheck, gpuMemoryHealthCheck, gpuPowerLimitCheck, gpuClocksCheck, gpuThrottleCheck,
@@ -124,7 +124,7 @@ var registry = []Check{
 // left for them to read (its mount table reads EINVAL, its limits and
 // placement belong to no running code).
 var processChecks = map[string]bool{
-	"numa-affinity": true, "numa-memory": true, "limit-nofile": true, "limit-memlock": true, "limit-nproc": true,
+	"numa-affinity": true, "numa-memory": true, "limit-nofile": true, "limit-memlock": true, "limit-nproc": true, "cgroup-limits": true,
 	"dev-shm": true, "data-filesystem": true, "nfs-mount": true,
 }
 

@@ -42,6 +42,7 @@ type env struct {
 	gpuAt0, gpuAt1 time.Time
 	uptime         float64
 	uptimeErr      error
+	cgThreads      *cgroupThreads // cgroup_limits.go's first reading
 }
 
 type pciListing struct {
@@ -78,6 +79,7 @@ func (e *env) firstReadings() {
 	}
 	e.irqAt0 = time.Now()
 	e.uptime, e.uptimeErr = e.fs.Uptime()
+	e.firstCgroupReadings()
 	if e.opts.GPU != nil {
 		e.gpuInfo = e.opts.GPU.Devices()
 		e.gpu0, e.gpuErr = e.opts.GPU.Sample()

@@ -37,7 +37,10 @@ var CauseID = map[finding.Class]string{
 //  3. no GPU utilisation read (no device visible, or lost early): inconclusive;
 //  4. GPU idle under GPUBoundIdleMaxPct: GPU-bound;
 //  5. no launch thread found: inconclusive;
-//  6. otherwise the class that took the largest share of the GPU's idle time,
+//  6. the launch thread throttled by its CPU limit (cpu-quota-throttled)
+//     while its CPU side leads the idle split: submission-bound, led by the
+//     limit (quotaVerdict);
+//  7. otherwise the class that took the largest share of the GPU's idle time,
 //     if it took at least ModerateSharePct of the window and more than the
 //     unexplained share; else inconclusive, saying what was missing.
 //
@@ -94,6 +97,11 @@ func Classify(in *Input, fs []finding.Finding) finding.Verdict {
 	if in.Job.Launch == nil {
 		return inconclusive(fmt.Sprintf("the GPU was idle %.0f%% of the window, but no thread of the observed job was seen (did the job start, or is the work done by a process outside the tree?); point --pid at the process that uses the GPU", at.IdlePct), nil)
 	}
+	quotaV, quotaNote, throttled := quotaVerdict(in, fs)
+	if throttled {
+		withEvidence(&quotaV, at.Carry[finding.SubmissionBound]+at.Carry[SpinOrSubmit], at.CarryN, "intervals with explained idle time, each counted by the share of it the launch thread's time on or off a CPU took")
+		return quotaV
+	}
 	top, share := at.Top()
 	unexplained := at.Share[Unexplained]
 	if spin := at.Share[SpinOrSubmit]; spin >= thresholds.ModerateSharePct && spin > share && spin >= unexplained {
@@ -119,7 +127,7 @@ func Classify(in *Input, fs []finding.Finding) finding.Verdict {
 	} else if spin := at.Share[SpinOrSubmit]; spin >= thresholds.ModerateSharePct {
 		note = fmt.Sprintf("; another %.0f%% of the window's idle time is %s: the launch thread was on a CPU, submitting or spinning in a synchronisation", spin, SpinOrSubmit)
 	}
-	v := verdictFor(top, conf, fs, note)
+	v := verdictFor(top, conf, fs, note+quotaNote)
 	v.Basis = fmt.Sprintf("the GPU read in %.0f%% of the intervals × %.0f%% for this cause's lead over the next (%s): %.0f%% against %.0f%% of the idle time a cause explains × %.0f%% for the %.0f%% of the idle time some cause explains",
 		at.Coverage()*100, (0.5+0.5*margin)*100, causeName(next), 100*share/math.Max(explained, 1e-9), 100*nextShare/math.Max(explained, 1e-9), (0.5+0.5*explainedFrac)*100, 100*explainedFrac)
 	withEvidence(&v, at.Carry[top], at.CarryN, "intervals with explained idle time, each counted by the share of it this cause took")

@@ -39,6 +39,12 @@ func runDescheduled(in *Input) []finding.Finding {
 	if in.starved() && th.Wait.Mean >= thresholds.HighSharePct {
 		f.Severity = finding.Warning
 	}
+	if q, ok := throttledLaunch(in); ok {
+		// Its wait is its own cgroup's CPU limit (cpu-quota-throttled),
+		// not a neighbour: a throttled thread is runnable, not running.
+		who = fmt.Sprintf("its own cgroup's %s-CPU limit, which throttled it in %.0f%% of periods (cpu-quota-throttled), more than with other tasks", fmtCPUs(q.Limit), q.Pct())
+		f.Severity = finding.Info
+	}
 	f.Claim = fmt.Sprintf("the launch thread %s waited for a CPU %.0f%% of the time, competing with %s", threadName(th), th.Wait.Mean, who)
 	switch {
 	case in.Attr.Measured == 0:

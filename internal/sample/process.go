@@ -33,6 +33,7 @@ type trackedProc struct {
 	hadMM      bool // statm has shown an address space
 	nextRollup time.Duration
 	gone       bool
+	cgroup     *cgroupState // its cgroups (cgroup.go); nil until the first slow tick
 }
 
 func (p *trackedProc) close() {
@@ -380,6 +381,7 @@ func (s *Sampler) slowProc(p *trackedProc, ps *timeline.ProcSample, t int64) {
 	} else {
 		s.fieldError(p, t, "fds", err)
 	}
+	s.slowCgroup(p, ps, t)
 }
 
 // rollup reads smaps_rollup within its CPU budget: after a read costing c,

@@ -63,6 +63,7 @@ type Sampler struct {
 	// parentAnon caches a parent's anonymous mappings for the tick they
 	// were read in (its forked children's inherited memory).
 	parentAnon map[int]*parentMaps
+	cgTick     cgroupTick // this tick's cgroup counter reads (cgroup.go)
 }
 
 type candidate struct {

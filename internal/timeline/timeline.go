@@ -214,6 +214,10 @@ type ProcInfo struct {
 	CUDA *CUDAUse `json:"cuda,omitempty"`
 	// MemCgroup is the process's memory cgroup, its limit and usage.
 	MemCgroup *MemCgroup `json:"mem_cgroup,omitempty"`
+	// Cgroup is what the process's cgroups limit (CPU quota, cpuset,
+	// memory, pids), read on its first slow tick and again every few
+	// seconds; nil when no cgroup hierarchy is visible.
+	Cgroup *Cgroup `json:"cgroup,omitempty"`
 	// Listening are the listening sockets the process holds
 	// (internal/probe/listen): a process waiting in accept or in an event
 	// loop on one waits for requests.
@@ -432,6 +436,9 @@ type ProcSample struct {
 	// exec'd: what it holds of the anonymous mappings it inherited
 	// (PROC/PID/smaps of both). Nil when not read.
 	Inherited *Inherited `json:"inherited,omitempty"`
+	// About once a second: the counters of the process's cgroups (CPU
+	// throttling, memory); nil when not read.
+	Cgroup *CgroupSample `json:"cgroup,omitempty"`
 }
 
 // Inherited is what a forked process holds of the anonymous private
@@ -448,6 +455,81 @@ type Inherited struct {
 	SharedBytes uint64 `json:"shared_bytes"`
 	// ParentRSSBytes is the parent's resident memory in those mappings.
 	ParentRSSBytes uint64 `json:"parent_rss_bytes"`
+}
+
+// Cgroup is what limits a process's cgroups: the tightest limit on each
+// controller's path and the cgroup setting it (its path as the kernel
+// names it, "/kubepods.slice/..."). Absent limits are nil or zero as
+// documented; what could not be read is in NotVisible with its reason.
+type Cgroup struct {
+	// T is when it was read, monotonic nanoseconds since Meta.Started.
+	T int64 `json:"t"`
+	// Mode is "v1", "v2" or "hybrid".
+	Mode string `json:"mode"`
+	// CPUVersion and MemVersion say which hierarchy each controller was
+	// read from (1 or 2; 0 when not read).
+	CPUVersion int `json:"cpu_version,omitempty"`
+	MemVersion int `json:"mem_version,omitempty"`
+	// CPUPath is the process's cpu cgroup; CPULimitAt the one setting the
+	// quota. CPUQuotaUs/CPUPeriodUs are the CFS bandwidth limit (0: none).
+	CPUPath     string `json:"cpu_path,omitempty"`
+	CPUQuotaUs  int64  `json:"cpu_quota_us,omitempty"`
+	CPUPeriodUs int64  `json:"cpu_period_us,omitempty"`
+	CPULimitAt  string `json:"cpu_limit_at,omitempty"`
+	// CPUWeight (v2 cpu.weight) or CPUShares (v1 cpu.shares).
+	CPUWeight *uint64 `json:"cpu_weight,omitempty"`
+	CPUShares *uint64 `json:"cpu_shares,omitempty"`
+	// CPUSet is the effective cpuset list ("0-3").
+	CPUSet string `json:"cpuset,omitempty"`
+	// MemPath is the process's memory cgroup; MemMax the tightest limit
+	// (nil: none) set at MemLimitAt; MemHigh the tightest v2 memory.high.
+	MemPath    string  `json:"mem_path,omitempty"`
+	MemMax     *uint64 `json:"mem_max,omitempty"`
+	MemLimitAt string  `json:"mem_limit_at,omitempty"`
+	MemHigh    *uint64 `json:"mem_high,omitempty"`
+	PidsMax    *uint64 `json:"pids_max,omitempty"`
+	// NotVisible maps a file or controller to why it was not read.
+	NotVisible map[string]string `json:"not_visible,omitempty"`
+}
+
+// CPULimit is the quota in CPUs (0.6 for 60000/100000); 0 when none.
+func (c *Cgroup) CPULimit() float64 {
+	if c == nil || c.CPUQuotaUs <= 0 || c.CPUPeriodUs <= 0 {
+		return 0
+	}
+	return float64(c.CPUQuotaUs) / float64(c.CPUPeriodUs)
+}
+
+// CgroupSample are a process's cgroup counters at one slow tick: the CPU
+// throttling of the cgroup setting the quota, the memory of the one
+// setting the memory limit. A nil part was not read.
+type CgroupSample struct {
+	CPU         *CgroupCPU `json:"cpu,omitempty"`
+	Mem         *CgroupMem `json:"mem,omitempty"`
+	PidsCurrent *uint64    `json:"pids_current,omitempty"`
+}
+
+// CgroupCPU is cpu.stat's bandwidth counters (cumulative).
+type CgroupCPU struct {
+	NrPeriods   uint64 `json:"nr_periods"`
+	NrThrottled uint64 `json:"nr_throttled"`
+	ThrottledNs uint64 `json:"throttled_ns"`
+}
+
+// CgroupMem is the memory cgroup's usage, its anonymous and page-cache
+// parts (nil when memory.stat was not read) and its cumulative events
+// (nil when not read): v2 memory.events; v1 failcnt as Max and
+// oom_control's oom_kill and under_oom.
+type CgroupMem struct {
+	Usage    uint64  `json:"usage"`
+	Anon     *uint64 `json:"anon,omitempty"`
+	File     *uint64 `json:"file,omitempty"`
+	High     uint64  `json:"high,omitempty"`
+	Max      uint64  `json:"max,omitempty"`
+	OOM      uint64  `json:"oom,omitempty"`
+	OOMKill  uint64  `json:"oom_kill,omitempty"`
+	UnderOOM bool    `json:"under_oom,omitempty"`
+	Events   bool    `json:"events,omitempty"`
 }
 
 // IO are /proc/PID/io counters.

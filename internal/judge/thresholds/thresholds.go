@@ -65,6 +65,25 @@ const (
 	// becomes GPU idle time when kernels are shorter than launches). It is
 	// ModerateSharePct: the most that wait can cost the GPU.
 	LaunchWaitPct = ModerateSharePct
+
+	// QuotaThrottledPct: a cgroup throttled by its CFS bandwidth limit in
+	// at least this share of the periods it ran in spends its quota before
+	// the period ends, over and over: its CPU limit, not the host, sets
+	// the pace. At the high cut-off: a job throttled now and then (a burst
+	// at start-up) is not named.
+	QuotaThrottledPct = HighSharePct
+
+	// QuotaMinPeriods: fewer periods than this (ten at the 100 ms default)
+	// are too few to tell a share of throttled periods from chance.
+	QuotaMinPeriods = 10
+
+	// MemCgroupMinRate: a memory cgroup's anonymous memory growing slower
+	// than this (1 MiB/s, 3.5 GiB an hour) is not projected: the noise of
+	// allocator pools and caches at the slow tier's readings.
+	MemCgroupMinRate = 1 << 20
+	// MemCgroupMinReadings: a growth rate from fewer slow-tier readings
+	// (about a second apart) is not projected.
+	MemCgroupMinReadings = 3
 )
 
 // The input pipeline (the job's threads other than the launch thread).
@@ -464,3 +483,8 @@ const (
 	// per busy thread, is at most 0.75: free-running threads want 1.0 each.
 	GILMaxDemandPerThread = 0.75
 )
+
+// MemCgroupHorizon: a memory cgroup that would reach its limit later than
+// this at its current growth is not named: over an hour, a growth seen in a
+// window of seconds says little about the next hour.
+const MemCgroupHorizon = time.Hour

@@ -1,0 +1,71 @@
+package judge
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/gpufeed/gpufeed/internal/derive"
+	"github.com/gpufeed/gpufeed/internal/finding"
+	"github.com/gpufeed/gpufeed/internal/timeline"
+)
+
+// withQuota gives the trainer of a synthetic timeline a 0.6-CPU quota and
+// cpu.stat readings on its slow ticks: throttledPer of every 10 periods
+// throttled each second.
+func withQuota(tl *timeline.Timeline, throttledPer uint64) {
+	for k, p := range tl.Procs {
+		if k.PID == 100 {
+			p.Cgroup = &timeline.Cgroup{Mode: "v1", CPUVersion: 1, CPUQuotaUs: 60000, CPUPeriodUs: 100000, CPULimitAt: "/kubepods/pod1/c1", CPUPath: "/kubepods/pod1/c1"}
+		}
+	}
+	n := uint64(0)
+	for i := range tl.Ticks {
+		for j := range tl.Ticks[i].Procs {
+			ps := &tl.Ticks[i].Procs[j]
+			if ps.PID == 100 && ps.FDs != nil { // a slow tick
+				ps.Cgroup = &timeline.CgroupSample{CPU: &timeline.CgroupCPU{NrPeriods: 10 * n, NrThrottled: throttledPer * n, ThrottledNs: throttledPer * n * 40e6}}
+				n++
+			}
+		}
+	}
+}
+
+func quotaLoop() *synth {
+	// A launch loop that runs 60 % and waits 40 % of every interval (the
+	// wait is its throttled time), with the GPU idle 80 %.
+	return &synth{n: 50, util: constF(20), procs: []*sProc{trainer(&sThread{cpu: constF(60), wait: constF(40)})}}
+}
+
+func TestCPUQuotaLeadsTheVerdict(t *testing.T) {
+	s := quotaLoop()
+	tl := s.timeline()
+	withQuota(tl, 4)
+	v, fs := Judge(tl, derive.New(tl))
+	emitsOnlyItsIDs(NewInput(tl, derive.New(tl)))
+	if v.Class != finding.SubmissionBound || len(v.Because) == 0 || v.Because[0] != "cpu-quota-throttled" {
+		t.Fatalf("%s because %v: %s", v.Class, v.Because, v.Summary)
+	}
+	if !strings.Contains(v.Summary, "throttled in 40% of periods by its 0.6-CPU limit (cgroup /kubepods/pod1/c1)") || !strings.Contains(v.Decision, "static CPU manager") {
+		t.Errorf("summary %q decision %q", v.Summary, v.Decision)
+	}
+	if d := findingByID(fs, "launch-thread-descheduled"); d == nil || d.Severity != finding.Info || !strings.Contains(d.Claim, "its own cgroup's 0.6-CPU limit") {
+		t.Errorf("descheduled: %+v", d)
+	}
+}
+
+// The same loop whose cgroup was throttled in 1 of 10 periods (a host so
+// busy the job never reaches its quota): the limit is not blamed.
+func TestCPUQuotaRarelyThrottledIsNotBlamed(t *testing.T) {
+	s := quotaLoop()
+	tl := s.timeline()
+	withQuota(tl, 1)
+	v, fs := Judge(tl, derive.New(tl))
+	if findingByID(fs, "cpu-quota-throttled") != nil || (len(v.Because) > 0 && v.Because[0] == "cpu-quota-throttled") {
+		t.Errorf("a quota throttling 10%% of periods blamed: %s %v", v.Summary, v.Because)
+	}
+	// And without any cgroup readings (an old recording): no finding.
+	tl = quotaLoop().timeline()
+	if _, fs := Judge(tl, derive.New(tl)); findingByID(fs, "cpu-quota-throttled") != nil {
+		t.Error("cpu-quota-throttled without cgroup readings")
+	}
+}
