@@ -118,9 +118,10 @@ func (t *textWriter) short(r *Report) {
 	}
 	tail = append(tail, wrapWhole(runSummary(r), width, "", "  ")...)
 	tail = append(tail, clip(moreHint, width))
+	ranks := rankTable(r.Findings, width)
 	var others []finding.Finding
 	for _, f := range r.Findings {
-		if f.ID != first {
+		if f.ID != first && f.ID != "ranks" {
 			others = append(others, f)
 		}
 	}
@@ -135,7 +136,7 @@ func (t *textWriter) short(r *Report) {
 	if len(others) > need {
 		need++
 	}
-	room := max(maxDefaultLines-len(verdict)-len(evidence)-len(decision)-len(missing)-len(tail), need)
+	room := max(maxDefaultLines-len(verdict)-len(evidence)-len(decision)-len(missing)-len(ranks)-len(tail), need)
 	var mid []string
 	for i, f := range others {
 		if len(others) > room && i == room-1 {
@@ -148,11 +149,53 @@ func (t *textWriter) short(r *Report) {
 		}
 		mid = append(mid, clip("  "+findingHead(f, v), width))
 	}
-	for _, part := range [][]string{verdict, evidence, decision, missing, mid, tail} {
+	for _, part := range [][]string{verdict, evidence, decision, missing, ranks, mid, tail} {
 		for _, l := range part {
 			t.line("%s", l)
 		}
 	}
+}
+
+// maxRankRows bounds the per-rank table of the first screen; -v lists
+// every rank.
+const maxRankRows = 8
+
+// rankTable is the first screen's per-rank table: one line per rank from
+// the rank-straggler or ranks finding's "rank N" rows (the straggler's
+// row marked), clipped; nil for a job without ranks.
+func rankTable(fs []finding.Finding, width int) []string {
+	for _, f := range fs {
+		if f.ID != "rank-straggler" && f.ID != "ranks" {
+			continue
+		}
+		straggler := ""
+		if f.ID == "rank-straggler" {
+			straggler = strings.TrimSuffix(strings.SplitN(f.Subject, " (", 2)[0], ")")
+		}
+		head := "RANKS: no straggler"
+		if straggler != "" {
+			head = "RANKS: the straggler is " + straggler + ", the others wait for it"
+		}
+		out := []string{clip(head, width)}
+		n := 0
+		for _, e := range f.Evidence {
+			if !strings.HasPrefix(e.What, "rank ") {
+				continue
+			}
+			if n == maxRankRows {
+				out = append(out, clip("  … and more ranks (-v)", width))
+				break
+			}
+			n++
+			mark := "  "
+			if e.What == straggler {
+				mark = "> "
+			}
+			out = append(out, clip(mark+e.What+": "+e.Text, width))
+		}
+		return out
+	}
+	return nil
 }
 
 // verdictFinding is the first finding the verdict names.

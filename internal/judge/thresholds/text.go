@@ -41,6 +41,8 @@ func Text() map[string]string {
 		"NsightLowUseChunks":         strconv.Itoa(NsightLowUseChunks),
 		"CopiesDominatePct":          pct(CopiesDominatePct),
 		"StragglerLagPct":            pct(StragglerLagPct),
+		"RankBusyPct":                pct(RankBusyPct),
+		"RankWaitPct":                pct(RankWaitPct),
 		"LaunchQueueFullShare":       pct(100 * LaunchQueueFullShare),
 		"ShortKernelsShare":          pct(100 * ShortKernelsShare),
 		"StallMinWindow":             dur(StallMinWindow),

@@ -5,7 +5,10 @@ MASTER_ADDR and MASTER_PORT in each rank's environment, and waits for them.
 
 The ranks all_reduce a small tensor in a loop. With --hang R, rank R takes a
 lock it already holds after --rounds rounds (a deadlock in its own code)
-while the others wait for it in all_reduce. --preexec-delay S holds each
+while the others wait for it in all_reduce. With --slow R, rank R spends
+--slow-ms milliseconds of its own CPU before each all_reduce (--slow-how
+cpu) or sleeps that long (--slow-how sleep): a straggler its peers wait
+for in all_reduce. --preexec-delay S holds each
 rank for S seconds between fork and exec (a launcher setting up a cgroup or
 CPU binding there), so an observer sees it first with the launcher's
 command line, environment and memory layout.
@@ -39,6 +42,14 @@ def rank_main(a):
             lock.acquire()
             say("hung", rank=rank)
             lock.acquire()  # never returns: the others wait in all_reduce
+        if rank == a.slow:
+            if a.slow_how == "sleep":
+                time.sleep(a.slow_ms / 1000)
+            else:
+                end = time.thread_time() + a.slow_ms / 1000
+                x = 0
+                while time.thread_time() < end:
+                    x += sum(range(1000))
         dist.all_reduce(t)
         if n == a.rounds:
             say("rounds-done", rank=rank)
@@ -76,6 +87,9 @@ if __name__ == "__main__":
     p.add_argument("--rounds", type=int, default=20)
     p.add_argument("--pause", type=float, default=0.02)
     p.add_argument("--port", type=int, default=0)
+    p.add_argument("--slow", type=int, default=-1)
+    p.add_argument("--slow-ms", type=float, default=150)
+    p.add_argument("--slow-how", choices=["cpu", "sleep"], default="cpu")
     p.add_argument("--preexec-delay", type=float, default=0)
     a = p.parse_args()
     if "RANK" in os.environ:
