@@ -1,6 +1,8 @@
 package main
 
 import (
+	"encoding/json"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -8,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpufeed/gpufeed/internal/render"
 	"github.com/gpufeed/gpufeed/internal/testjob"
 )
 
@@ -61,4 +64,50 @@ func TestStragglerBySleepNamedByRank(t *testing.T) {
 		t.Skip("-short: live attach runs")
 	}
 	checkStraggler(t, "sleep", `sleeps \d+ % of the window`)
+}
+
+// TestStragglerVerdictOnSimulatedGPU: the same job with a GPU side (each
+// step a 2 ms kernel on gpufeed's simulated device): the job's verdict is
+// the straggler's, says which rank it is, and carries rank 0's wait.
+func TestStragglerVerdictOnSimulatedGPU(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: live attach runs")
+	}
+	requireTorch(t)
+	pydir, _ := filepath.Abs("../../python")
+	sock := startSimdev(t)
+	job, err := testjob.Start(t.Context(), testjob.TorchRanks, []string{"GPUFEED_SIMDEV=" + sock},
+		"--world", "2", "--slow", "1", "--pause", "0", "--rounds", "5", "--simdev", pydir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { job.Stop() })
+	pids := awaitEvent(t, job, "ranks", 60*time.Second).IntMap("ranks")
+	awaitEvent(t, job, "rounds-done", 120*time.Second)
+	for _, window := range []string{"3s", "4s"} {
+		out, stderr, code := run(t, "diagnose", "--device", "sim:"+sock, "--pid", strconv.Itoa(job.PID), "--duration", window, "-o", "json")
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, stderr)
+		}
+		var r render.Report
+		if err := json.Unmarshal([]byte(out), &r); err != nil {
+			t.Fatal(err)
+		}
+		if r.Verdict == nil || !strings.HasPrefix(r.Verdict.Summary, "rank 1 of 2, the straggler the other ranks wait for: ") ||
+			!strings.Contains(r.Verdict.Summary, "pid "+strconv.Itoa(pids["1"])) {
+			t.Errorf("%s: verdict %+v\n%s", window, r.Verdict, claims(r))
+			continue
+		}
+		waits := false
+		for _, f := range r.Findings {
+			if len(r.Verdict.Because) > 0 && f.ID == r.Verdict.Because[0] {
+				for _, e := range f.Evidence {
+					waits = waits || strings.HasPrefix(e.What, "rank 0 (pid "+strconv.Itoa(pids["0"])+") waits for rank 1 in a collective")
+				}
+			}
+		}
+		if !waits {
+			t.Errorf("%s: the verdict's finding does not carry rank 0's wait:\n%s", window, claims(r))
+		}
+	}
 }

@@ -303,7 +303,7 @@ func stragglerVerdict(in *Input, v *finding.Verdict, fs []finding.Finding) {
 		for _, r := range in.Job.Ranks {
 			if r.State == RankCollective {
 				ev = append(ev, finding.Evidence{What: fmt.Sprintf("rank %s (pid %d) waits for rank %s in a collective", r.Rank, r.Proc.Key.PID, s.Rank),
-					Value: math.Round(r.Asleep*10) / 10, Unit: "% of the window", Text: r.Top,
+					Value: math.Round(r.Asleep*10) / 10, Unit: "% of the window", Text: fmt.Sprintf("%.0f %% of the window (%s)", r.Asleep, r.Top),
 					Source: fmt.Sprintf("/proc/%d/task/%d/{stat,syscall,wchan}", r.Proc.Key.PID, r.Proc.Key.PID)})
 			}
 		}

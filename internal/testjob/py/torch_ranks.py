@@ -8,7 +8,8 @@ lock it already holds after --rounds rounds (a deadlock in its own code)
 while the others wait for it in all_reduce. With --slow R, rank R spends
 --slow-ms milliseconds of its own CPU before each all_reduce (--slow-how
 cpu) or sleeps that long (--slow-how sleep): a straggler its peers wait
-for in all_reduce. --preexec-delay S holds each
+for in all_reduce. --simdev DIR gives each step a GPU side on gpufeed's
+simulated device (a 2 ms kernel and a synchronise). --preexec-delay S holds each
 rank for S seconds between fork and exec (a launcher setting up a cgroup or
 CPU binding there), so an observer sees it first with the launcher's
 command line, environment and memory layout.
@@ -34,6 +35,11 @@ def rank_main(a):
     rank = int(os.environ["RANK"])
     dist.init_process_group("gloo")  # env://: MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE
     t = torch.ones(1024)
+    dev = None
+    if a.simdev:  # a GPU side: gpufeed's simulated device (GPUFEED_SIMDEV)
+        sys.path.insert(0, a.simdev)
+        import gpufeed_simdev
+        dev = gpufeed_simdev.connect()
     n = 0
     while True:
         n += 1
@@ -50,6 +56,9 @@ def rank_main(a):
                 x = 0
                 while time.thread_time() < end:
                     x += sum(range(1000))
+        if dev is not None:
+            dev.launch(2000)  # a 2 ms kernel, then wait for it
+            dev.synchronize()
         dist.all_reduce(t)
         if n == a.rounds:
             say("rounds-done", rank=rank)
@@ -90,6 +99,7 @@ if __name__ == "__main__":
     p.add_argument("--slow", type=int, default=-1)
     p.add_argument("--slow-ms", type=float, default=150)
     p.add_argument("--slow-how", choices=["cpu", "sleep"], default="cpu")
+    p.add_argument("--simdev", default="", help="directory of gpufeed_simdev.py: each rank drives the simulated GPU")
     p.add_argument("--preexec-delay", type=float, default=0)
     a = p.parse_args()
     if "RANK" in os.environ:
