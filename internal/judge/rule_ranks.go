@@ -48,13 +48,23 @@ type RankView struct {
 	Top                         string
 }
 
+// pollCalls wait on a set of descriptors the sampler does not decode.
+var pollCalls = map[string]bool{"poll": true, "ppoll": true, "select": true, "pselect6": true,
+	"epoll_wait": true, "epoll_pwait": true, "epoll_pwait2": true}
+
 // rankWait sorts one reading of where a thread slept: "peer", "data",
-// "timer" or "".
-func rankWait(b *timeline.Blocked) string {
+// "timer" or "". withWorkers says the rank has DataLoader or
+// multiprocessing workers of its own: its main thread polls their result
+// pipes for batches (a collective waits on a futex or a socket read), so a
+// poll there is a wait for data.
+func rankWait(b *timeline.Blocked, withWorkers bool) string {
 	if b == nil {
 		return ""
 	}
 	if strings.HasPrefix(b.On, "pipe:") || strings.HasPrefix(b.Wchan, "pipe_") {
+		return "data"
+	}
+	if withWorkers && (pollCalls[b.Syscall] || b.Syscall == "" && (strings.HasPrefix(b.Wchan, "do_sys_poll") || strings.HasPrefix(b.Wchan, "do_select"))) {
 		return "data"
 	}
 	if timerCalls[b.Syscall] || strings.HasPrefix(b.Wchan, "hrtimer_nanosleep") || strings.HasPrefix(b.Wchan, "do_nanosleep") {
@@ -80,6 +90,12 @@ func rankWait(b *timeline.Blocked) string {
 // with a RANK), sorted by rank.
 func rankViews(tl *timeline.Timeline, a *derive.View) []RankView {
 	var out []RankView
+	workers := map[int]bool{} // pid -> it has worker processes of its own
+	for _, p := range a.Procs {
+		if p.Info != nil && !p.Info.Exited && (p.Role == "dataloader-worker" || p.Role == "worker") {
+			workers[p.Info.PPID] = true
+		}
+	}
 	for _, p := range a.Procs {
 		r := p.Rank()
 		if r == "" || p.Role != "rank" {
@@ -109,11 +125,11 @@ func rankViews(tl *timeline.Timeline, a *derive.View) []RankView {
 		v.Top = w.topWaits(1)
 		for i := 0; i < len(th.CPUPct)+1; i++ {
 			s := th.Sample(i)
-			if s == nil || (s.State != 'S' && s.State != 'D') || (s.Blocked == nil && s.Switches == nil) {
-				continue
+			if s == nil || (s.State != 'S' && s.State != 'D') || s.Blocked == nil || s.Blocked.NotVisible != "" {
+				continue // not read on this tick: where it slept is unknown, not "elsewhere"
 			}
 			v.Readings++
-			switch rankWait(s.Blocked) {
+			switch rankWait(s.Blocked, workers[p.Key.PID]) {
 			case "peer":
 				v.Peer++
 			case "data":
@@ -171,22 +187,46 @@ func rankGPUs(tl *timeline.Timeline, pid int) []int {
 	return out
 }
 
+// PeerShare is the share of the readings of where the launch thread slept
+// that were peer waits, percent (0 with no reading).
+func (v RankView) PeerShare() float64 {
+	if v.Readings == 0 {
+		return 0
+	}
+	return 100 * float64(v.Peer) / float64(v.Readings)
+}
+
 // Straggler is the rank its peers wait for: it alone does not wait in a
-// collective while every other live rank does. nil when none is named.
+// collective while every other live rank does. A rank whose own waits are
+// mixed counts as not waiting only when its share of peer waits is
+// StragglerPeerGap points under every waiting rank's (a rank that sleeps
+// most of its step and joins the collective last spends a little of it in
+// the collective, and a second's readings catch that). nil when none is
+// named.
 func Straggler(ranks []RankView) *RankView {
 	var straggler *RankView
-	waiting := 0
+	waiting, minPeer := 0, 100.0
+	for i := range ranks {
+		if ranks[i].State == RankCollective {
+			waiting++
+			minPeer = min(minPeer, ranks[i].PeerShare())
+		}
+	}
 	for i := range ranks {
 		switch ranks[i].State {
 		case RankCollective:
-			waiting++
 		case RankBusy, RankData, RankSleeps:
 			if straggler != nil {
 				return nil // two ranks not waiting: no single one to name
 			}
 			straggler = &ranks[i]
+		case RankMixed:
+			if ranks[i].Readings == 0 || ranks[i].PeerShare() > minPeer-thresholds.StragglerPeerGap || straggler != nil {
+				return nil
+			}
+			straggler = &ranks[i]
 		default:
-			return nil // dead or unread: frozen-job triage speaks of a dead rank
+			return nil // dead: frozen-job triage speaks of a dead rank
 		}
 	}
 	if waiting == 0 || straggler == nil {
@@ -272,7 +312,8 @@ func runRanks(in *Input) []finding.Finding {
 	if len(waiters) > 1 {
 		who = "ranks " + strings.Join(waiters, ", ") + " wait"
 	}
-	doing := map[string]string{RankBusy: "runs its own work", RankData: "waits for its input data", RankSleeps: "sleeps"}[s.State]
+	doing := map[string]string{RankBusy: "runs its own work", RankData: "waits for its input data", RankSleeps: "sleeps",
+		RankMixed: fmt.Sprintf("spends the window on its own work and waits (%.0f %% of a core, %.0f %% of its waits on peers)", s.Demand, s.PeerShare())}[s.State]
 	f := finding.Finding{ID: "rank-straggler", Severity: finding.Warning, Subject: fmt.Sprintf("rank %s (pid %d)", s.Rank, s.Proc.Key.PID),
 		Claim: fmt.Sprintf("rank %s of %s (pid %d) is the straggler: it %s while %s for it in a collective (at least %.0f %% of the window); the job runs at rank %s's pace",
 			s.Rank, world, s.Proc.Key.PID, doing, who, minWait, s.Rank),

@@ -19,7 +19,9 @@ func TestStragglerNamedOnlyWhenAllOthersWait(t *testing.T) {
 		{"two busy", []RankView{rv("0", RankBusy), rv("1", RankBusy), rv("2", RankCollective)}, ""},
 		{"all wait (a hang)", []RankView{rv("0", RankCollective), rv("1", RankCollective)}, ""},
 		{"a dead rank", []RankView{rv("0", RankCollective), rv("1", RankDead), rv("2", RankBusy)}, ""},
-		{"mixed", []RankView{rv("0", RankCollective), rv("1", RankMixed)}, ""},
+		{"mixed, unread", []RankView{rv("0", RankCollective), rv("1", RankMixed)}, ""},
+		{"mixed, few peer waits", []RankView{{Rank: "0", State: RankCollective, Readings: 4, Peer: 4}, {Rank: "1", State: RankMixed, Readings: 4, Peer: 2}}, "1"},
+		{"mixed, as many peer waits", []RankView{{Rank: "0", State: RankCollective, Readings: 4, Peer: 3}, {Rank: "1", State: RankMixed, Readings: 4, Peer: 2}}, ""},
 	} {
 		got := ""
 		if s := Straggler(c.ranks); s != nil {
@@ -43,9 +45,19 @@ func TestRankWait(t *testing.T) {
 		{timeline.Blocked{Syscall: "clock_nanosleep"}, "timer"},
 		{timeline.Blocked{Syscall: "read", On: "/data/x"}, ""},
 		{timeline.Blocked{Wchan: "futex_wait_queue"}, "peer"},
+		{timeline.Blocked{Syscall: "poll"}, "peer"},
 	} {
-		if got := rankWait(&c.b); got != c.want {
+		if got := rankWait(&c.b, false); got != c.want {
 			t.Errorf("%+v: %q, want %q", c.b, got, c.want)
 		}
+	}
+}
+
+func TestRankWaitPollWithWorkersIsData(t *testing.T) {
+	if got := rankWait(&timeline.Blocked{Syscall: "poll"}, true); got != "data" {
+		t.Errorf("poll in a rank with workers: %q, want data", got)
+	}
+	if got := rankWait(&timeline.Blocked{Syscall: "futex"}, true); got != "peer" {
+		t.Errorf("futex in a rank with workers: %q, want peer", got)
 	}
 }

@@ -43,6 +43,7 @@ func Text() map[string]string {
 		"StragglerLagPct":            pct(StragglerLagPct),
 		"RankBusyPct":                pct(RankBusyPct),
 		"RankWaitPct":                pct(RankWaitPct),
+		"StragglerPeerGap":           num(StragglerPeerGap) + " points",
 		"LaunchQueueFullShare":       pct(100 * LaunchQueueFullShare),
 		"ShortKernelsShare":          pct(100 * ShortKernelsShare),
 		"StallMinWindow":             dur(StallMinWindow),

@@ -245,6 +245,10 @@ const (
 	// is named when every other rank waits and it alone does not.
 	RankBusyPct = 50.0
 	RankWaitPct = 60.0
+	// StragglerPeerGap: a rank whose waits are mixed is the straggler only
+	// when its share of peer waits is at least this many points under every
+	// waiting rank's.
+	StragglerPeerGap = 40.0
 
 	// StragglerLagPct: a rank is a straggler when it enters collectives at
 	// least this share of the median step time after the first rank.

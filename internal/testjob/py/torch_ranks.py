@@ -7,7 +7,8 @@ The ranks all_reduce a small tensor in a loop. With --hang R, rank R takes a
 lock it already holds after --rounds rounds (a deadlock in its own code)
 while the others wait for it in all_reduce. With --slow R, rank R spends
 --slow-ms milliseconds of its own CPU before each all_reduce (--slow-how
-cpu) or sleeps that long (--slow-how sleep): a straggler its peers wait
+cpu), sleeps that long (--slow-how sleep) or waits that long for a batch from
+its DataLoader's one worker (--slow-how data): a straggler its peers wait
 for in all_reduce. --simdev DIR gives each step a GPU side on gpufeed's
 simulated device (a 2 ms kernel and a synchronise). --preexec-delay S holds each
 rank for S seconds between fork and exec (a launcher setting up a cgroup or
@@ -40,6 +41,20 @@ def rank_main(a):
         sys.path.insert(0, a.simdev)
         import gpufeed_simdev
         dev = gpufeed_simdev.connect()
+    batches = None
+    if rank == a.slow and a.slow_how == "data":
+        # its input comes from a DataLoader worker that takes slow_ms per batch
+        from torch.utils.data import DataLoader, Dataset
+
+        class Slow(Dataset):
+            def __len__(self):
+                return 1 << 30
+
+            def __getitem__(self, i):
+                time.sleep(a.slow_ms / 1000)
+                return torch.ones(4)
+
+        batches = iter(DataLoader(Slow(), batch_size=1, num_workers=1, prefetch_factor=1, persistent_workers=True))
     n = 0
     while True:
         n += 1
@@ -51,6 +66,8 @@ def rank_main(a):
         if rank == a.slow:
             if a.slow_how == "sleep":
                 time.sleep(a.slow_ms / 1000)
+            elif a.slow_how == "data":
+                next(batches)
             else:
                 end = time.thread_time() + a.slow_ms / 1000
                 x = 0
@@ -98,7 +115,7 @@ if __name__ == "__main__":
     p.add_argument("--port", type=int, default=0)
     p.add_argument("--slow", type=int, default=-1)
     p.add_argument("--slow-ms", type=float, default=150)
-    p.add_argument("--slow-how", choices=["cpu", "sleep"], default="cpu")
+    p.add_argument("--slow-how", choices=["cpu", "sleep", "data"], default="cpu")
     p.add_argument("--simdev", default="", help="directory of gpufeed_simdev.py: each rank drives the simulated GPU")
     p.add_argument("--preexec-delay", type=float, default=0)
     a = p.parse_args()
