@@ -64,6 +64,7 @@ func fillProcFacts(fs procfs.FS, tl *timeline.Timeline, t int64) procFactsCounts
 		}
 		if u, err := fs.Mappings(k.PID, 0); err == nil {
 			cuda.Mapped = append(cuda.Mapped, u.Objects...)
+			cuda.DriverAPI = fs.DriverAPILibraries(k.PID, u.Executables)
 			cudaRead = true
 			p.Collectives = &timeline.Collectives{Mapped: append([]string{}, u.Collectives...)}
 		} else {

@@ -67,6 +67,10 @@ type Job struct {
 	CPUs int
 	// CPUsFrom says where CPUs comes from.
 	CPUsFrom string
+	// Ranks are the job's ranks, by rank (rule_ranks.go); Straggler the one
+	// the others wait for, nil when none is named.
+	Ranks     []RankView
+	Straggler *RankView
 }
 
 // NewInput builds the shared view of a timeline.
@@ -166,6 +170,8 @@ func buildJob(tl *timeline.Timeline, a *derive.View) Job {
 		j.CPUs = 1
 	}
 
+	j.Ranks = rankViews(tl, a)
+	j.Straggler = Straggler(j.Ranks)
 	j.Launch = findLaunchThread(&j)
 	for _, p := range a.Procs {
 		for _, th := range p.Threads {

@@ -31,6 +31,9 @@ type LaunchThread struct {
 //     pt_autograd_N);
 //  4. then the busiest: the most time running or runnable.
 //
+// The main thread of the straggler rank, when one is named, comes before
+// all: the job runs at its pace.
+//
 // On a real host the CUDA default synchronisation spins before it sleeps, so
 // step 2 rarely sees the device and step 3-4 decide; docs/RULES.md says so.
 func findLaunchThread(j *Job) *LaunchThread {
@@ -41,6 +44,7 @@ func findLaunchThread(j *Job) *LaunchThread {
 		demand             float64
 		profile            WaitProfile
 		nonHelper, present bool
+		straggler          bool
 	}
 	var cands []cand
 	for _, p := range j.GPUProcs {
@@ -50,11 +54,12 @@ func findLaunchThread(j *Job) *LaunchThread {
 			c.device = c.profile.Asleep[WaitDevice]+c.profile.Asleep[WaitSubmit] > 0
 			c.demand = nanZero(th.CPU.Mean) + nanZero(th.Wait.Mean)
 			c.present = th.CPU.N > 0
+			c.straggler = j.Straggler != nil && th == j.Straggler.Thread
 			cands = append(cands, c)
 		}
 	}
 	better := func(a, b cand) bool { // a before b
-		for _, k := range [][2]bool{{a.present, b.present}, {a.nonHelper, b.nonHelper}, {a.device, b.device}, {a.main, b.main}} {
+		for _, k := range [][2]bool{{a.present, b.present}, {a.straggler, b.straggler}, {a.nonHelper, b.nonHelper}, {a.device, b.device}, {a.main, b.main}} {
 			if k[0] != k[1] {
 				return k[0]
 			}
@@ -76,6 +81,8 @@ func findLaunchThread(j *Job) *LaunchThread {
 	c := cands[best]
 	var how string
 	switch {
+	case c.straggler:
+		how = "the main thread of the straggler, rank " + j.Straggler.Rank + ","
 	case c.device:
 		how = fmt.Sprintf("seen blocked on the device %d times", c.profile.Asleep[WaitDevice]+c.profile.Asleep[WaitSubmit])
 	case c.main && c.th.Role == "autograd":

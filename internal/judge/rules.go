@@ -94,6 +94,7 @@ func JudgeInput(in *Input) (*finding.Verdict, []finding.Finding) {
 	applyCPUSplit(in, fs)
 	v := Classify(in, fs)
 	fs = settle(v, fs)
+	stragglerVerdict(in, &v, fs)
 	finding.VerdictFirst(&v, fs)
 	return &v, fs
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/gpufeed/gpufeed/internal/gpu"
@@ -39,6 +40,10 @@ type Mappings struct {
 	// libnccl, librccl, libmpi, libucc and libgloo shared objects by path,
 	// and "/dev/shm/nccl-*" for NCCL's shared-memory transport segments.
 	Collectives []string
+	// Executables are the distinct file-backed executable mappings (one per
+	// device and inode, the first range seen), at most MaxDriverCandidates:
+	// the objects whose exports DriverAPILibraries reads.
+	Executables []MappedObject
 	// Truncated says the maps file was larger than the cap.
 	Truncated bool
 }
@@ -83,6 +88,7 @@ func ParseMaps(r io.Reader, maxBytes int64) (Mappings, error) {
 	var u Mappings
 	seen := map[string]bool{}
 	seenColl := map[string]bool{}
+	seenExe := map[string]bool{}
 	br := bufio.NewReaderSize(r, 64<<10)
 	var read int64
 	for {
@@ -93,6 +99,10 @@ func ParseMaps(r io.Reader, maxBytes int64) (Mappings, error) {
 			break
 		}
 		p := mappedPath(line)
+		if o, ok := executable(line, p); ok && !seenExe[o.Dev+" "+strconv.FormatUint(o.Inode, 10)] && len(u.Executables) < MaxDriverCandidates {
+			seenExe[o.Dev+" "+strconv.FormatUint(o.Inode, 10)] = true
+			u.Executables = append(u.Executables, o)
+		}
 		if c := collective(p); c != "" && !seenColl[c] {
 			seenColl[c] = true
 			u.Collectives = append(u.Collectives, c)
@@ -116,6 +126,23 @@ func ParseMaps(r io.Reader, maxBytes int64) (Mappings, error) {
 	sort.Strings(u.Objects)
 	sort.Strings(u.Collectives)
 	return u, nil
+}
+
+// executable returns a maps line's mapping when it maps a file (a path, a
+// non-zero inode) executable.
+func executable(line, p string) (MappedObject, bool) {
+	if !strings.HasPrefix(p, "/") || strings.HasPrefix(p, "/dev/") {
+		return MappedObject{}, false
+	}
+	f := strings.Fields(line)
+	if len(f) < 6 || len(f[1]) < 3 || f[1][2] != 'x' {
+		return MappedObject{}, false
+	}
+	ino, err := strconv.ParseUint(f[4], 10, 64)
+	if err != nil || ino == 0 {
+		return MappedObject{}, false
+	}
+	return MappedObject{Range: f[0], Dev: f[3], Inode: ino, Path: p}, true
 }
 
 // mappedPath returns the path column of a maps line ("" for anonymous).

@@ -118,9 +118,13 @@ func (t *textWriter) short(r *Report) {
 	}
 	tail = append(tail, wrapWhole(runSummary(r), width, "", "  ")...)
 	tail = append(tail, clip(moreHint, width))
+	ranks := rankTable(r.Findings, width)
+	if v != nil && v.Class == finding.Stalled {
+		ranks = append(ranks, waitingStacks(r.Findings, width)...)
+	}
 	var others []finding.Finding
 	for _, f := range r.Findings {
-		if f.ID != first {
+		if f.ID != first && f.ID != "ranks" {
 			others = append(others, f)
 		}
 	}
@@ -135,7 +139,7 @@ func (t *textWriter) short(r *Report) {
 	if len(others) > need {
 		need++
 	}
-	room := max(maxDefaultLines-len(verdict)-len(evidence)-len(decision)-len(missing)-len(tail), need)
+	room := max(maxDefaultLines-len(verdict)-len(evidence)-len(decision)-len(missing)-len(ranks)-len(tail), need)
 	var mid []string
 	for i, f := range others {
 		if len(others) > room && i == room-1 {
@@ -148,11 +152,139 @@ func (t *textWriter) short(r *Report) {
 		}
 		mid = append(mid, clip("  "+findingHead(f, v), width))
 	}
-	for _, part := range [][]string{verdict, evidence, decision, missing, mid, tail} {
+	for _, part := range [][]string{verdict, evidence, decision, missing, ranks, mid, tail} {
 		for _, l := range part {
 			t.line("%s", l)
 		}
 	}
+}
+
+// maxRankRows bounds the per-rank table of the first screen; -v lists
+// every rank.
+const maxRankRows = 8
+
+// rankTable is the first screen's per-rank table: one line per rank from
+// the rank-straggler or ranks finding's "rank N" rows (the straggler's
+// row marked), clipped; nil for a job without ranks.
+func rankTable(fs []finding.Finding, width int) []string {
+	for _, f := range fs {
+		if f.ID != "rank-straggler" && f.ID != "ranks" {
+			continue
+		}
+		straggler := ""
+		if f.ID == "rank-straggler" {
+			straggler = strings.TrimSuffix(strings.SplitN(f.Subject, " (", 2)[0], ")")
+		}
+		head := "RANKS: no straggler"
+		if straggler != "" {
+			head = "RANKS: the straggler is " + straggler + ", the others wait for it"
+		}
+		out := []string{clip(head, width)}
+		n := 0
+		for _, e := range f.Evidence {
+			if !strings.HasPrefix(e.What, "rank ") {
+				continue
+			}
+			if n == maxRankRows {
+				out = append(out, clip("  … and more ranks (-v)", width))
+				break
+			}
+			n++
+			mark := "  "
+			if e.What == straggler {
+				mark = "> "
+			}
+			out = append(out, clip(mark+e.What+": "+e.Text, width))
+		}
+		return out
+	}
+	return nil
+}
+
+// maxStackRows bounds the waiting threads' lines of the first screen.
+const maxStackRows = 8
+
+// waitingStacks is a stalled job's first-screen account of where each
+// thread waits in Python (asked with --py-stacks): one line per thread of
+// the python-stacks findings, the program's own line (the innermost frame
+// outside Python's standard library) and the call it waits in, files by
+// their base names (-v gives the paths), clipped.
+func waitingStacks(fs []finding.Finding, width int) []string {
+	var out []string
+	n, procs := 0, 0
+	for _, f := range fs {
+		if f.ID == "python-stacks" {
+			procs++
+		}
+	}
+	for _, f := range fs {
+		if f.ID != "python-stacks" {
+			continue
+		}
+		who := "  "
+		if procs > 1 {
+			who += f.Subject + " "
+		}
+		for _, e := range f.Evidence {
+			if !strings.HasPrefix(e.What, "thread ") {
+				continue
+			}
+			if n == maxStackRows {
+				out = append(out, clip("  … and more threads (-v)", width))
+				return out
+			}
+			if len(out) == 0 {
+				out = append(out, "WHERE EACH THREAD WAITS (Python stacks):")
+			}
+			n++
+			out = append(out, clip(who+e.What+": "+waitLine(e.Text), width))
+		}
+	}
+	return out
+}
+
+// waitLine picks from a stack ("fn (path:line) <- caller (path:line) <-
+// ...", innermost first) the program's own line and the call it waits in:
+// "at one (train.py:7)" or "at <module> (train.py:19), in
+// _wait_for_tstate_lock (threading.py:1139)".
+func waitLine(stack string) string {
+	frames := strings.Split(stack, " <- ")
+	if len(frames) == 0 || !strings.HasSuffix(frames[0], ")") || !strings.Contains(frames[0], ":") {
+		return stack // "no Python frame (native code or idle)"
+	}
+	own := -1
+	for i, fr := range frames {
+		if fr != "..." && !stdlibFrame(fr) {
+			own = i
+			break
+		}
+	}
+	switch own {
+	case 0:
+		return "at " + shortFrame(frames[0])
+	case -1:
+		return "in " + shortFrame(frames[0])
+	}
+	return "at " + shortFrame(frames[own]) + ", in " + shortFrame(frames[0])
+}
+
+// stdlibFrame says a frame runs in Python's own library ("/lib/python3.11/").
+func stdlibFrame(fr string) bool {
+	i := strings.Index(fr, "/lib/python")
+	return i >= 0 && !strings.Contains(fr[i:], "-packages/")
+}
+
+// shortFrame writes a frame's file by its base name: "join (threading.py:1119)".
+func shortFrame(fr string) string {
+	open, end := strings.LastIndexByte(fr, '('), strings.LastIndexByte(fr, ')')
+	if open < 0 || end < open {
+		return fr
+	}
+	file := fr[open+1 : end]
+	if i := strings.LastIndexByte(file, '/'); i >= 0 {
+		file = file[i+1:]
+	}
+	return fr[:open+1] + file + fr[end:]
 }
 
 // verdictFinding is the first finding the verdict names.

@@ -305,6 +305,29 @@ type CUDAUse struct {
 	Mapped []string `json:"mapped"`
 	// DeviceFDs lists the /dev/nvidia* nodes held open (/proc/PID/fd).
 	DeviceFDs []string `json:"device_fds"`
+	// DriverAPI lists the mapped shared objects that export the CUDA
+	// driver's entry point, cuInit (read from their dynamic symbol tables):
+	// libcuda.so, or any library implementing the driver API under another
+	// name (gpufeed's simulated driver).
+	DriverAPI []string `json:"driver_api,omitempty"`
+}
+
+// DriverLoaded says the process maps a CUDA driver: a library exporting
+// the driver API, or libcuda.so by name where the exports were not read.
+// Runtimes load the driver only to initialise it.
+func (c *CUDAUse) DriverLoaded() bool {
+	if c == nil {
+		return false
+	}
+	if len(c.DriverAPI) > 0 {
+		return true
+	}
+	for _, m := range c.Mapped {
+		if len(m) < 11 || m[:11] != "/dev/nvidia" {
+			return true // libcuda.so*
+		}
+	}
+	return false
 }
 
 // Initialised says the process holds a CUDA context's driver handles:

@@ -140,17 +140,30 @@ func workerFindings(v *view, groups []WorkerGroup) []finding.Finding {
 			cores, coresSrc = v.tl.Meta.NumCPU, "online CPUs"
 		}
 		// fork after CUDA init
-		if g.Method == Fork && parent.CUDA.Initialised() {
-			f := finding.Finding{ID: "fork-after-cuda-init", Severity: finding.Warning, Subject: name,
-				Claim:    fmt.Sprintf("%s forked %s after initialising CUDA: they inherited its driver handles", name, plural(len(g.Workers), "worker", "workers")),
-				Decision: "Forked workers are safe only while they never touch CUDA: a CUDA call in one fails (\"Cannot re-initialize CUDA in forked subprocess\") or hangs on a lock held by a driver thread that did not survive the fork. Use DataLoader(multiprocessing_context=\"spawn\") or \"forkserver\" (started before any CUDA call), or keep the workers strictly CPU-only.",
-				// Sources: 000 §5; 004 (Why fork() corrupts CUDA)
+		if g.Method == Fork && (parent.CUDA.Initialised() || parent.CUDA.DriverLoaded()) {
+			what := "after initialising CUDA: they inherited its driver handles"
+			if !parent.CUDA.Initialised() {
+				what = "after loading the CUDA driver (" + strings.Join(baseNames(parent.CUDA.DriverAPI), ", ") + "): they inherited its state"
+				if len(parent.CUDA.DriverAPI) == 0 {
+					what = "after loading the CUDA driver: they inherited its state"
+				}
 			}
-			f.Evidence = append(f.Evidence, finding.Evidence{What: "parent's CUDA driver handles", Text: strings.Join(append(append([]string{}, parent.CUDA.DeviceFDs...), parent.CUDA.Mapped...), ", "), Source: "/proc/" + strconv.Itoa(g.Parent) + "/{fd,maps}"})
+			f := finding.Finding{ID: "fork-after-cuda-init", Severity: finding.Warning, Subject: name,
+				Claim:    fmt.Sprintf("%s forked %s (pids %s) %s", name, plural(len(g.Workers), "worker", "workers"), ints(g.Workers), what),
+				Decision: "Forked workers are safe only while they never touch CUDA: a CUDA call in one fails (\"Cannot re-initialize CUDA in forked subprocess\") or hangs on a lock held by a driver thread that did not survive the fork. Use DataLoader(multiprocessing_context=\"spawn\") or \"forkserver\" (started before any CUDA call), or keep the workers strictly CPU-only.",
+				// Sources: 000 §5; 004 (Why fork() corrupts CUDA); CUDA
+				// Driver API reference (cuInit).
+			}
+			if handles := append(append([]string{}, parent.CUDA.DeviceFDs...), parent.CUDA.Mapped...); len(handles) > 0 {
+				f.Evidence = append(f.Evidence, finding.Evidence{What: "parent's CUDA driver handles", Text: strings.Join(handles, ", "), Source: "/proc/" + strconv.Itoa(g.Parent) + "/{fd,maps}"})
+			}
+			if len(parent.CUDA.DriverAPI) > 0 {
+				f.Evidence = append(f.Evidence, finding.Evidence{What: "parent maps the CUDA driver API (a library exporting cuInit)", Text: strings.Join(parent.CUDA.DriverAPI, ", "), Source: "/proc/" + strconv.Itoa(g.Parent) + "/maps, the library's dynamic symbol table"})
+			}
 			for _, w := range g.Workers {
 				wp := v.procs[w]
-				if wp.CUDA != nil && (len(wp.CUDA.DeviceFDs) > 0 || len(wp.CUDA.Mapped) > 0) {
-					f.Evidence = append(f.Evidence, finding.Evidence{What: "inherited by worker pid " + strconv.Itoa(w), Text: strings.Join(append(append([]string{}, wp.CUDA.DeviceFDs...), wp.CUDA.Mapped...), ", "), Source: "/proc/" + strconv.Itoa(w) + "/{fd,maps}"})
+				if wp.CUDA != nil && (len(wp.CUDA.DeviceFDs) > 0 || len(wp.CUDA.Mapped) > 0 || len(wp.CUDA.DriverAPI) > 0) {
+					f.Evidence = append(f.Evidence, finding.Evidence{What: "inherited by worker pid " + strconv.Itoa(w), Text: strings.Join(append(append(append([]string{}, wp.CUDA.DeviceFDs...), wp.CUDA.Mapped...), wp.CUDA.DriverAPI...), ", "), Source: "/proc/" + strconv.Itoa(w) + "/{fd,maps}"})
 				}
 				if v.onGPU(w) {
 					f.Severity = finding.Critical
@@ -191,6 +204,15 @@ func workerFindings(v *view, groups []WorkerGroup) []finding.Finding {
 			info.Evidence = append(info.Evidence, finding.Evidence{What: "CPUs the parent may run on", Value: float64(cores), Source: coresSrc})
 		}
 		out = append(out, info)
+	}
+	return out
+}
+
+// baseNames are the file names of paths.
+func baseNames(paths []string) []string {
+	out := make([]string, len(paths))
+	for i, p := range paths {
+		out[i] = p[strings.LastIndexByte(p, '/')+1:]
 	}
 	return out
 }

@@ -260,6 +260,19 @@ const (
 	TraceEvidenceFullSpanNs = int64(100e6)
 	TraceEvidenceMin        = 0.3
 
+	// RankBusyPct: a rank's launch thread wanting at least this share of a
+	// core (running plus run-queue wait) is busy. RankWaitPct: a rank waits
+	// for its peers when its launch thread sleeps at least this share of the
+	// window's samples and at least RankWaitPct of the readings of where it
+	// slept are peer waits (futex, socket, poll: a collective). A straggler
+	// is named when every other rank waits and it alone does not.
+	RankBusyPct = 50.0
+	RankWaitPct = 60.0
+	// StragglerPeerGap: a rank whose waits are mixed is the straggler only
+	// when its share of peer waits is at least this many points under every
+	// waiting rank's.
+	StragglerPeerGap = 40.0
+
 	// StragglerLagPct: a rank is a straggler when it enters collectives at
 	// least this share of the median step time after the first rank.
 	// Anchor: ModerateSharePct (XProf's 5 %), applied to step time.

@@ -5,7 +5,12 @@ MASTER_ADDR and MASTER_PORT in each rank's environment, and waits for them.
 
 The ranks all_reduce a small tensor in a loop. With --hang R, rank R takes a
 lock it already holds after --rounds rounds (a deadlock in its own code)
-while the others wait for it in all_reduce. --preexec-delay S holds each
+while the others wait for it in all_reduce. With --slow R, rank R spends
+--slow-ms milliseconds of its own CPU before each all_reduce (--slow-how
+cpu), sleeps that long (--slow-how sleep) or waits that long for a batch from
+its DataLoader's one worker (--slow-how data): a straggler its peers wait
+for in all_reduce. --simdev DIR gives each step a GPU side on gpufeed's
+simulated device (a 2 ms kernel and a synchronise). --preexec-delay S holds each
 rank for S seconds between fork and exec (a launcher setting up a cgroup or
 CPU binding there), so an observer sees it first with the launcher's
 command line, environment and memory layout.
@@ -31,6 +36,25 @@ def rank_main(a):
     rank = int(os.environ["RANK"])
     dist.init_process_group("gloo")  # env://: MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE
     t = torch.ones(1024)
+    dev = None
+    if a.simdev:  # a GPU side: gpufeed's simulated device (GPUFEED_SIMDEV)
+        sys.path.insert(0, a.simdev)
+        import gpufeed_simdev
+        dev = gpufeed_simdev.connect()
+    batches = None
+    if rank == a.slow and a.slow_how == "data":
+        # its input comes from a DataLoader worker that takes slow_ms per batch
+        from torch.utils.data import DataLoader, Dataset
+
+        class Slow(Dataset):
+            def __len__(self):
+                return 1 << 30
+
+            def __getitem__(self, i):
+                time.sleep(a.slow_ms / 1000)
+                return torch.ones(4)
+
+        batches = iter(DataLoader(Slow(), batch_size=1, num_workers=1, prefetch_factor=1, persistent_workers=True))
     n = 0
     while True:
         n += 1
@@ -39,6 +63,19 @@ def rank_main(a):
             lock.acquire()
             say("hung", rank=rank)
             lock.acquire()  # never returns: the others wait in all_reduce
+        if rank == a.slow:
+            if a.slow_how == "sleep":
+                time.sleep(a.slow_ms / 1000)
+            elif a.slow_how == "data":
+                next(batches)
+            else:
+                end = time.thread_time() + a.slow_ms / 1000
+                x = 0
+                while time.thread_time() < end:
+                    x += sum(range(1000))
+        if dev is not None:
+            dev.launch(2000)  # a 2 ms kernel, then wait for it
+            dev.synchronize()
         dist.all_reduce(t)
         if n == a.rounds:
             say("rounds-done", rank=rank)
@@ -76,6 +113,10 @@ if __name__ == "__main__":
     p.add_argument("--rounds", type=int, default=20)
     p.add_argument("--pause", type=float, default=0.02)
     p.add_argument("--port", type=int, default=0)
+    p.add_argument("--slow", type=int, default=-1)
+    p.add_argument("--slow-ms", type=float, default=150)
+    p.add_argument("--slow-how", choices=["cpu", "sleep", "data"], default="cpu")
+    p.add_argument("--simdev", default="", help="directory of gpufeed_simdev.py: each rank drives the simulated GPU")
     p.add_argument("--preexec-delay", type=float, default=0)
     a = p.parse_args()
     if "RANK" in os.environ:
