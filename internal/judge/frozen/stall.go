@@ -2,11 +2,13 @@ package frozen
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/gpufeed/gpufeed/internal/finding"
 	"github.com/gpufeed/gpufeed/internal/judge/thresholds"
+	"github.com/gpufeed/gpufeed/internal/timeline"
 )
 
 // stalledFinding is the verdict-carrying finding: nothing progresses.
@@ -213,10 +215,20 @@ func stallDecision(v *view, p Progress, blocked []BlockedThread, deaths []Death)
 			}
 		}
 	}
-	if len(say) == 0 {
-		return first + "follow each thread's wait (the findings that follow say where each waits): a read waits for its writer, a futex for a lock or condition another thread holds; `gpufeed diagnose --py-stacks` shows the Python line each thread waits on."
+	stacks := " `gpufeed diagnose --py-stacks` shows the Python line each thread waits on."
+	if v.hasPyStacks() {
+		stacks = " The Python stacks below show the line each thread waits on."
 	}
-	return first + strings.Join(say, "; ") + ". `gpufeed diagnose --py-stacks` shows the Python line each waits on."
+	if len(say) == 0 {
+		return first + "follow each thread's wait (the findings that follow say where each waits): a read waits for its writer, a futex for a lock or condition another thread holds." + stacks
+	}
+	return first + strings.Join(say, "; ") + "." + stacks
+}
+
+// hasPyStacks says whether the window read the job's Python stacks
+// (--py-stacks): the decision then points at them, not at the flag.
+func (v *view) hasPyStacks() bool {
+	return slices.ContainsFunc(v.tl.Events, func(e timeline.Event) bool { return e.Kind == timeline.EventPyStacks })
 }
 
 // isWrite says a syscall writes.
