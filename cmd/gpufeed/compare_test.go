@@ -216,7 +216,7 @@ func TestCompareRefusesHugeFilesBeforeReading(t *testing.T) {
 		{sparse("big.json", `{"tool": "gpufeed", `), "big.json: 2048 MiB, larger than the 256 MiB a gpufeed document can be"},
 	} {
 		t0 := time.Now()
-		r := clitest.Run(t, gpufeed(t), clitest.Cmd{Args: []string{"compare", good, tc.file}, Timeout: time.Minute})
+		r := clitest.Run(t, gpufeed(t), clitest.Cmd{Args: []string{"compare", good, tc.file}, Timeout: time.Minute, PeakRSS: true})
 		took := time.Since(t0)
 		if r.Code != 2 || !strings.Contains(r.Stderr, tc.want) {
 			t.Errorf("%s: exit %d, stderr %q; want 2 and %q", filepath.Base(tc.file), r.Code, r.Stderr, tc.want)

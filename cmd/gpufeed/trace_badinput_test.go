@@ -35,7 +35,7 @@ var (
 // directory used to block gpufeed forever: two minutes end any run.
 func runIn(t *testing.T, stdin []byte, args ...string) (string, string, int, int64) {
 	t.Helper()
-	r := clitest.Run(t, gpufeed(t), clitest.Cmd{Args: args, Stdin: stdin, Timeout: 2 * time.Minute})
+	r := clitest.Run(t, gpufeed(t), clitest.Cmd{Args: args, Stdin: stdin, Timeout: 2 * time.Minute, PeakRSS: true})
 	return r.Stdout, r.Stderr, r.Code, r.MaxRSS
 }
 
