@@ -105,7 +105,7 @@ func TestHelmChartRendersThePlainManifests(t *testing.T) {
 	var svc corev1.Service
 	decode(t, "service.yaml", &svc)
 	var sm monitoringv1.ServiceMonitor
-	decode(t, "servicemonitor.yaml", &sm)
+	decode(t, "prometheus-operator/servicemonitor.yaml", &sm)
 	for _, c := range []struct {
 		what        string
 		chart, file any

@@ -52,15 +52,88 @@ func decodeBytes(t *testing.T, name string, b []byte, into any) {
 	}
 }
 
+// operatorDir holds what only a cluster running the Prometheus Operator
+// accepts: kubectl apply -f deploy/kubernetes/ does not descend into it.
+const operatorDir = "prometheus-operator"
+
 func TestEveryFileIsValidated(t *testing.T) {
 	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	known := []string{"00-namespace.yaml", "daemonset.yaml", "service.yaml", "servicemonitor.yaml", "networkpolicy.yaml"}
-	for _, f := range files {
-		if !slices.Contains(known, filepath.Base(f)) {
+	more, err := filepath.Glob(filepath.Join(dir, "*", "*.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	known := []string{"00-namespace.yaml", "daemonset.yaml", "service.yaml", "networkpolicy.yaml",
+		operatorDir + "/servicemonitor.yaml"}
+	for _, f := range append(files, more...) {
+		rel, err := filepath.Rel(dir, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Contains(known, filepath.ToSlash(rel)) {
 			t.Errorf("%s is not validated by this test", f)
+		}
+	}
+}
+
+// builtinGroups are the API groups every Kubernetes cluster serves (""
+// is the core group, apiVersion v1).
+var builtinGroups = []string{"", "apps", "batch", "networking.k8s.io", "policy", "rbac.authorization.k8s.io",
+	"scheduling.k8s.io", "node.k8s.io", "storage.k8s.io"}
+
+// apiGroups lists the API group of each document of a manifest file.
+func apiGroups(t *testing.T, path string) []string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var groups []string
+	for i, doc := range strings.Split(string(b), "\n---") {
+		var head struct {
+			APIVersion string `json:"apiVersion"`
+		}
+		if err := yaml.Unmarshal([]byte(doc), &head); err != nil {
+			t.Fatalf("%s document %d: %v", path, i+1, err)
+		}
+		if head.APIVersion == "" {
+			continue // comments only
+		}
+		g, _, ok := strings.Cut(head.APIVersion, "/")
+		if !ok {
+			g = ""
+		}
+		groups = append(groups, g)
+	}
+	return groups
+}
+
+// TestPlainApplyNeedsNoCRD: kubectl apply -f deploy/kubernetes/ applies
+// every file of the directory (not its subdirectories) and fails on a
+// kind the cluster does not serve, so the top level holds built-in kinds
+// only; the Prometheus Operator's go under prometheus-operator/, applied
+// where the operator runs.
+func TestPlainApplyNeedsNoCRD(t *testing.T) {
+	files, _ := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	for _, f := range files {
+		for _, g := range apiGroups(t, f) {
+			if !slices.Contains(builtinGroups, g) {
+				t.Errorf("%s holds a kind of API group %q, which a cluster without its CRDs refuses: "+
+					"kubectl apply -f deploy/kubernetes/ would fail there; move it to a subdirectory", f, g)
+			}
+		}
+	}
+	ops, _ := filepath.Glob(filepath.Join(dir, operatorDir, "*.yaml"))
+	if len(ops) == 0 {
+		t.Fatalf("no manifest in %s", filepath.Join(dir, operatorDir))
+	}
+	for _, f := range ops {
+		for _, g := range apiGroups(t, f) {
+			if g != "monitoring.coreos.com" {
+				t.Errorf("%s holds a kind of API group %q: only the Prometheus Operator's belong there", f, g)
+			}
 		}
 	}
 }
@@ -210,7 +283,7 @@ func TestServiceAndServiceMonitor(t *testing.T) {
 	var svc corev1.Service
 	decode(t, "service.yaml", &svc)
 	var sm monitoringv1.ServiceMonitor
-	decode(t, "servicemonitor.yaml", &sm)
+	decode(t, "prometheus-operator/servicemonitor.yaml", &sm)
 	checkService(t, &ds, &svc, &sm)
 }
 
