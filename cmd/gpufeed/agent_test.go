@@ -1,6 +1,9 @@
 package main
 
 import (
+	"bytes"
+	"compress/gzip"
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -9,6 +12,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"fmt"
+	"io"
 	"math/big"
 	"net"
 	"net/http"
@@ -352,5 +356,92 @@ func TestAgentDetailSocket(t *testing.T) {
 	}
 	if _, err := os.Stat(other); err != nil {
 		t.Errorf("the file at --detail-socket was removed: %v", err)
+	}
+}
+
+// TestAgentDetailsScrubCommandLineSecrets: a job whose command line holds a
+// password flag and a URL with a password, watched by the agent: /report
+// (text, verbose and JSON) and /recording (its bytes, as a client saves
+// them) read on the detail socket hold neither secret, the JSON report and
+// the recording the flag and the URL. The scrubbing happens where the agent reads /proc/PID/cmdline;
+// reading the recording back (gpufeed report FILE) would scrub it again,
+// so the recording is checked as served.
+func TestAgentDetailsScrubCommandLineSecrets(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root: the detail socket serves a root client the jobs of every user")
+	}
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("no python3")
+	}
+	job := exec.Command(py, "-c", "import time; time.sleep(300)", "--password=hunter2", "postgres://u:s3cr3t@h/db")
+	job.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := job.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = job.Process.Kill(); _ = job.Wait() }()
+	pid := strconv.Itoa(job.Process.Pid)
+	sock := filepath.Join(t.TempDir(), "agent.sock")
+	a := startAgentProc(t, "node-scrub", "--device", "none", "--pid", pid, "--detail-socket", sock)
+	client := &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", sock)
+		}}}
+	get := func(path string) (int, []byte) {
+		resp, err := client.Get("http://agent" + path)
+		if err != nil {
+			t.Fatalf("GET %s on the detail socket: %v", path, err)
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatalf("GET %s: %v", path, err)
+		}
+		return resp.StatusCode, b
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	code, body := get("/report?pid=" + pid)
+	for (code == http.StatusServiceUnavailable || code == http.StatusNotFound) && time.Now().Before(deadline) {
+		time.Sleep(300 * time.Millisecond)
+		code, body = get("/report?pid=" + pid)
+	}
+	if code != http.StatusOK {
+		t.Fatalf("/report on the socket: %d\n%s\n%s", code, body, a.log())
+	}
+	docs := map[string][]byte{}
+	for _, path := range []string{"/report?pid=" + pid + "&verbose=1", "/report?pid=" + pid + "&format=json", "/recording?pid=" + pid} {
+		code, b := get(path)
+		if code != http.StatusOK {
+			t.Fatalf("%s: %d\n%s", path, code, b)
+		}
+		if strings.HasPrefix(path, "/recording") {
+			zr, err := gzip.NewReader(bytes.NewReader(b))
+			if err != nil {
+				t.Fatalf("%s: %v", path, err)
+			}
+			if b, err = io.ReadAll(zr); err != nil {
+				t.Fatalf("%s: %v", path, err)
+			}
+		}
+		docs[path] = b
+	}
+	for path, b := range docs {
+		s := string(b)
+		for _, secret := range []string{"hunter2", "s3cr3t"} {
+			if strings.Contains(s, secret) {
+				t.Errorf("%s holds the secret %q of the job's command line:\n%s", path, secret, tail(s, 3000))
+			}
+		}
+		// The flag and the URL are still there, their secrets replaced
+		// (the text report cuts a command line to 60 characters: the
+		// interpreter and its script fill them).
+		if strings.Contains(path, "verbose") {
+			continue
+		}
+		for _, kept := range []string{"--password=", "postgres://u:"} {
+			if !strings.Contains(s, kept) {
+				t.Errorf("%s lacks %q of the job's command line: the command line is not shown at all, so the test proves nothing:\n%s", path, kept, tail(s, 3000))
+			}
+		}
 	}
 }
