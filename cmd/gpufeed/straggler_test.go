@@ -14,23 +14,52 @@ import (
 	"github.com/gpufeed/gpufeed/internal/testjob"
 )
 
-// A straggler named by rank: a real 2-rank torch.distributed (gloo) job
-// started by a plain launcher (RANK, WORLD_SIZE, MASTER_ADDR=127.0.0.1 in
-// each rank's environment), rank 1 spending 150 ms per step before its
-// all_reduce while rank 0 waits in it. gpufeed attaches to the launcher,
-// repeatedly; the default first screen names rank 1 as the straggler and
-// rank 0 as waiting, and the JSON carries the same finding.
+// A straggler named by rank: a real torch.distributed (gloo) job of 2-4
+// ranks started by a plain launcher (RANK, LOCAL_RANK, WORLD_SIZE,
+// MASTER_ADDR=127.0.0.1 and a free MASTER_PORT in each rank's environment),
+// one rank spending 150 ms per step before its all_reduce while the others
+// wait in it. gpufeed attaches to the launcher, repeatedly; the default first
+// screen names the slow rank as the straggler and every other rank as
+// waiting, and the JSON carries the same finding.
+//
+// Debian's torchrun (torch 1.13) fails before it starts any worker, so the
+// jobs of 3 and 4 ranks take the launcher's --torchrun-env: each rank gets
+// the whole environment torchrun's agent sets on one node (also
+// LOCAL_WORLD_SIZE, GROUP_RANK, ROLE_RANK, TORCHELASTIC_RUN_ID), and rank
+// detection runs on what it would read under torchrun.
 
 func checkStraggler(t *testing.T, how string, rank1 string) {
 	t.Helper()
-	job := startScenario(t, testjob.TorchRanks, "--world", "2", "--slow", "1", "--slow-how", how, "--pause", "0", "--rounds", "5")
+	checkStragglerOf(t, 2, 1, how, rank1)
+}
+
+// checkStragglerOf: a job of world ranks whose rank slow is the straggler;
+// with more than 2 ranks, the torchrun environment.
+func checkStragglerOf(t *testing.T, world, slow int, how string, slowRow string) {
+	t.Helper()
+	args := []string{"--world", strconv.Itoa(world), "--slow", strconv.Itoa(slow), "--slow-how", how, "--pause", "0", "--rounds", "5"}
+	if world > 2 {
+		args = append(args, "--torchrun-env")
+	}
+	job := startScenario(t, testjob.TorchRanks, args...)
 	m := awaitEvent(t, job, "ranks", 60*time.Second)
 	pids := m.IntMap("ranks")
 	awaitEvent(t, job, "rounds-done", 120*time.Second)
-	row0 := regexp.MustCompile(`(?m)^  rank 0: pid ` + strconv.Itoa(pids["0"]) + `, no GPU: waits in a collective \d+ % of the window`)
-	row1 := regexp.MustCompile(`(?m)^> rank 1: pid ` + strconv.Itoa(pids["1"]) + `, no GPU: ` + rank1)
+	var rows []*regexp.Regexp
+	for r := range world {
+		if r == slow {
+			rows = append(rows, regexp.MustCompile(`(?m)^> rank `+strconv.Itoa(r)+`: pid `+strconv.Itoa(pids[strconv.Itoa(r)])+`, no GPU: `+slowRow))
+		} else {
+			rows = append(rows, regexp.MustCompile(`(?m)^  rank `+strconv.Itoa(r)+`: pid `+strconv.Itoa(pids[strconv.Itoa(r)])+`, no GPU: waits in a collective \d+ % of the window`))
+		}
+	}
+	head := "RANKS: the straggler is rank " + strconv.Itoa(slow) + ", the others wait for it"
+	windows := []string{"3s", "3s", "4s"}
+	if world > 2 { // one attach: each rank is a Python process to read
+		windows = []string{"4s"}
+	}
 	var wg sync.WaitGroup
-	for i, window := range []string{"3s", "3s", "4s"} {
+	for i, window := range windows {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -39,15 +68,20 @@ func checkStraggler(t *testing.T, how string, rank1 string) {
 				t.Errorf("run %d: exit %d: %s", i, code, stderr)
 				return
 			}
-			if !strings.Contains(out, "RANKS: the straggler is rank 1, the others wait for it") || !row0.MatchString(out) || !row1.MatchString(out) {
-				t.Errorf("run %d (%s): the first screen does not name rank 1 the straggler and rank 0 waiting:\n%s", i, window, out)
+			ok := strings.Contains(out, head)
+			for _, row := range rows {
+				ok = ok && row.MatchString(out)
+			}
+			if !ok {
+				t.Errorf("run %d (%s): the first screen does not name rank %d of %d the straggler and the others waiting:\n%s", i, window, slow, world, out)
 			}
 		}()
 	}
 	wg.Wait()
 	r := diagnoseJSON(t, "--pid", strconv.Itoa(job.PID), "--duration", "3s")
 	fs := findingsWith(r, "rank-straggler")
-	if len(fs) != 1 || fs[0].Subject != "rank 1 (pid "+strconv.Itoa(pids["1"])+")" || !strings.HasPrefix(fs[0].Claim, "rank 1 of 2 (pid ") {
+	if len(fs) != 1 || fs[0].Subject != "rank "+strconv.Itoa(slow)+" (pid "+strconv.Itoa(pids[strconv.Itoa(slow)])+")" ||
+		!strings.HasPrefix(fs[0].Claim, "rank "+strconv.Itoa(slow)+" of "+strconv.Itoa(world)+" (pid ") {
 		t.Errorf("JSON findings:\n%s", claims(r))
 	}
 }
@@ -57,6 +91,19 @@ func TestStragglerByCPUNamedByRank(t *testing.T) {
 		t.Skip("-short: live attach runs")
 	}
 	checkStraggler(t, "cpu", `busy, its launch thread wants \d+ % of a core`)
+}
+
+// TestStragglerByCPUAmongThreeAndFourRanks: the same straggler among 3 and
+// 4 ranks under torchrun's environment, a different rank each time.
+func TestStragglerByCPUAmongThreeAndFourRanks(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: live attach runs")
+	}
+	for _, c := range []struct{ world, slow int }{{3, 2}, {4, 1}} {
+		t.Run(strconv.Itoa(c.world)+"ranks", func(t *testing.T) {
+			checkStragglerOf(t, c.world, c.slow, "cpu", `busy, its launch thread wants \d+ % of a core`)
+		})
+	}
 }
 
 func TestStragglerBySleepNamedByRank(t *testing.T) {

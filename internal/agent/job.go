@@ -56,6 +56,9 @@ type job struct {
 	// cowCopied is what the forked workers copied of their parent's memory
 	// at the end of the last window; nil when none was read.
 	cowCopied *float64
+	// straggler is the rank the others waited for in the last window; nil
+	// when none was named.
+	straggler *stragglerSnap
 	done      bool
 	doneAt    time.Time
 	doneWhy   string
@@ -335,6 +338,16 @@ func (j *job) finish(ctx context.Context, tl *timeline.Timeline) {
 		}
 		j.cowCopied = &c
 	}
+	j.straggler = nil
+	if st := in.Job.Straggler; st != nil {
+		wait := 100.0
+		for _, r := range in.Job.Ranks {
+			if r.State == judge.RankCollective {
+				wait = min(wait, r.Asleep)
+			}
+		}
+		j.straggler = &stragglerSnap{rank: st.Rank, pid: st.Proc.Key.PID, wait: wait / 100}
+	}
 	j.observed += measured
 	j.runqWait += runq
 	if cg.info != nil || cg.sample != nil {
@@ -416,4 +429,13 @@ func namesFrom(id JobID) string {
 		}
 	}
 	return strings.Join(parts, "; ")
+}
+
+// stragglerSnap is the straggler of a job's last window: its rank, its pid,
+// and the smallest share of the window (0 to 1) another rank spent waiting
+// for it in a collective (the rank-straggler finding's "at least").
+type stragglerSnap struct {
+	rank string
+	pid  int
+	wait float64
 }

@@ -407,3 +407,44 @@ func TestAgentExportsWorkerCopies(t *testing.T) {
 		t.Errorf("gpufeed_worker_cow_copied_bytes %.1f MiB, smaps says %.1f MiB", v/(1<<20), want/(1<<20))
 	}
 }
+
+// TestAgentExportsRankStraggler: a real 2-rank torch.distributed (gloo)
+// job whose rank 1 spends 150 ms of its own CPU before each all_reduce
+// while rank 0 waits in it; the agent, watching the launcher by pid, names
+// rank 1 (and its pid) as the straggler, with rank 0's wait as the value.
+func TestAgentExportsRankStraggler(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a live torch job")
+	}
+	r, err := testjob.Start(t.Context(), testjob.TorchRanks, nil, "--world", "2", "--slow", "1", "--pause", "0", "--rounds", "5")
+	if err != nil {
+		t.Skipf("the torch.distributed workload cannot run here: %v", err)
+	}
+	defer r.Stop()
+	m, err := r.Await(t.Context(), "ranks", 60*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pids := m.IntMap("ranks")
+	if _, err := r.Await(t.Context(), "rounds-done", 120*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig(t)
+	cfg.PIDs = []int{r.PID}
+	a, _ := startAgent(t, cfg)
+	waitWindows(t, a, r.PID, 2, 60*time.Second)
+	got := series(t, a, "gpufeed_rank_straggler", map[string]string{"pid": strconv.Itoa(r.PID)})
+	if len(got) != 1 {
+		t.Fatalf("straggler series %v, want one", got)
+	}
+	labels := map[string]string{}
+	for _, l := range got[0].GetLabel() {
+		labels[l.GetName()] = l.GetValue()
+	}
+	if labels["rank"] != "1" || labels["rank_pid"] != strconv.Itoa(pids["1"]) {
+		t.Errorf("straggler labels %v, want rank 1, rank_pid %d", labels, pids["1"])
+	}
+	if v := value(got[0]); v < 0.5 || v > 1 {
+		t.Errorf("rank 0 waited %.2f of the window for rank 1, want most of it", v)
+	}
+}

@@ -51,6 +51,9 @@ var (
 	descCOWCopied = desc("gpufeed_worker_cow_copied_bytes",
 		"Memory the job's forked worker processes (DataLoader workers started by fork) hold as private copies of their parent's memory: copy-on-write, their Private_Dirty in the anonymous mappings they share with it (smaps), summed over the workers, at the end of the last window. Absent when no forked worker was read.")
 
+	descStraggler = desc("gpufeed_rank_straggler",
+		"The rank of the job its other ranks waited for in a collective over the last window (rank, and rank_pid its process), while it alone ran its own work, waited for its input or slept: the job runs at its pace. The value is the smallest share of the window, 0 to 1, another rank spent waiting for it. Absent when no straggler was named.", "rank", "rank_pid")
+
 	descCheck = prometheus.NewDesc("gpufeed_platform_check_status",
 		"A platform check's outcome (status: ok, warn, fail, absent, not-visible, error), 1 for the current one.",
 		[]string{"Hostname", "check", "subject", "status"}, nil)
@@ -73,7 +76,7 @@ var (
 // Describe sends every metric's description.
 func (a *Agent) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descStarved, descObserved, descVerdict, descConfidence, descJudged, descWindows,
-		descRunq, descDeaths, descUp, descRingBytes, descRingSeconds, descCOWCopied, descCheck, descProbeOK, descProbeDur, descProbeFail, descJobs,
+		descRunq, descDeaths, descUp, descRingBytes, descRingSeconds, descCOWCopied, descStraggler, descCheck, descProbeOK, descProbeDur, descProbeFail, descJobs,
 		descConns, descConnsMax, descConnsShed} {
 		ch <- d
 	}
@@ -151,6 +154,9 @@ func (a *Agent) Collect(ch chan<- prometheus.Metric) {
 			}
 			if j.cowCopied != nil && !j.done {
 				gauge(descCOWCopied, *j.cowCopied)
+			}
+			if s := j.straggler; s != nil && !j.done {
+				gauge(descStraggler, s.wait, safetext.Clean(s.rank), strconv.Itoa(s.pid))
 			}
 			gauge(descRingBytes, float64(j.ringLen))
 			secs := 0.0

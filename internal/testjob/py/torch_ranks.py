@@ -13,7 +13,11 @@ for in all_reduce. --simdev DIR gives each step a GPU side on gpufeed's
 simulated device (a 2 ms kernel and a synchronise). --preexec-delay S holds each
 rank for S seconds between fork and exec (a launcher setting up a cgroup or
 CPU binding there), so an observer sees it first with the launcher's
-command line, environment and memory layout.
+command line, environment and memory layout. --torchrun-env gives each rank
+the whole environment torchrun's elastic agent sets on one node (also
+LOCAL_WORLD_SIZE, GROUP_RANK=0 and a TORCHELASTIC_RUN_ID), so that rank
+detection is exercised as under torchrun: Debian's torchrun (torch 1.13)
+fails before it starts any worker, so this launcher stands in for it.
 
     /usr/bin/python3 torch_ranks.py --world 3 --hang 1
 """
@@ -95,6 +99,11 @@ def launcher(a):
         env = dict(os.environ)
         env.update({"RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": str(a.world),
                     "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)})
+        if a.torchrun_env:
+            env.update({"LOCAL_WORLD_SIZE": str(a.world), "GROUP_RANK": "0",
+                        "GROUP_WORLD_SIZE": "1", "ROLE_RANK": str(rank), "ROLE_WORLD_SIZE": str(a.world),
+                        "TORCHELASTIC_RUN_ID": "gpufeed-test-%d" % os.getpid(),
+                        "TORCHELASTIC_RESTART_COUNT": "0", "TORCHELASTIC_MAX_RESTARTS": "0"})
         preexec = None
         if a.preexec_delay > 0:
             def preexec(d=a.preexec_delay):
@@ -118,6 +127,7 @@ if __name__ == "__main__":
     p.add_argument("--slow-how", choices=["cpu", "sleep", "data"], default="cpu")
     p.add_argument("--simdev", default="", help="directory of gpufeed_simdev.py: each rank drives the simulated GPU")
     p.add_argument("--preexec-delay", type=float, default=0)
+    p.add_argument("--torchrun-env", action="store_true", help="each rank gets the environment torchrun sets on one node")
     a = p.parse_args()
     if "RANK" in os.environ:
         rank_main(a)
