@@ -331,6 +331,12 @@ func TestAttachSpinningSyncIsNoWrongClass(t *testing.T) {
 			time.Sleep(300 * time.Millisecond)
 			runs := attachRepeatedly(t, w.Process.Pid, 3, []time.Duration{4 * time.Second}, extra...)
 			requireNeverStalled(t, "sync-bound job ("+mode+")", runs)
+			named := 0
+			defer func() {
+				if mode == "block" && named == 0 && !t.Failed() {
+					t.Errorf("blocking synchronisation named sync-bound in none of %d runs", len(runs))
+				}
+			}()
 			for i, r := range runs {
 				v := r.rep.Verdict
 				if r.err != "" || v == nil {
@@ -359,10 +365,21 @@ func TestAttachSpinningSyncIsNoWrongClass(t *testing.T) {
 					// On a saturated host the thread woken from each sync waits
 					// for a CPU longer than the sync took: submission-bound
 					// with the thread descheduled, as in the spin case.
+					// In a 4 s window where the thread sleeps is read about
+					// once a second (the slow tier): when few of those reads
+					// fell in the idle intervals, more idle time is
+					// unexplained than sync-bound, and the verdict says no
+					// class can be named, splitting the idle time between
+					// those two only. That names no wrong class; at least one
+					// of the three runs must still name the sync (below).
 					switch {
 					case v.Class == finding.SyncBound:
+						named++
 					case v.Class == finding.SubmissionBound && slices.Contains(v.Because, "launch-thread-descheduled") && strings.Contains(v.Decision, "CPU of its own"):
+						named++
 						t.Logf("run %d: crowded host, the woken thread descheduled: %s", i, v.Summary)
+					case v.Class == finding.Inconclusive && onlyUnexplainedAndSync(v.Summary):
+						t.Logf("run %d: too few readings of the sleep in this window: %s", i, v.Summary)
 					default:
 						t.Errorf("run %d: blocking synchronisation judged %s, want sync-bound: %s", i, v.Class, v.Summary)
 					}
@@ -556,4 +573,22 @@ func TestAttachIdleBesideABusyNeighbour(t *testing.T) {
 		}
 	}
 	t.Logf("%d of %d windows showed cpu0 pegged with the other CPUs quiet", pattern, len(runs))
+}
+
+// onlyUnexplainedAndSync says whether an inconclusive verdict's idle split
+// ("(GPU idle time: unexplained 17%, sync-bound 9%)") names no class but
+// sync-bound.
+func onlyUnexplainedAndSync(summary string) bool {
+	_, split, ok := strings.Cut(summary, "(GPU idle time: ")
+	if !ok {
+		return false
+	}
+	split, _, _ = strings.Cut(split, ")")
+	for _, part := range strings.Split(split, ", ") {
+		name, _, _ := strings.Cut(part, " ")
+		if name != "unexplained" && name != "sync-bound" {
+			return false
+		}
+	}
+	return strings.Contains(split, "sync-bound")
 }
