@@ -1,7 +1,6 @@
 package testjob
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"os"
@@ -34,7 +33,7 @@ func NewMemoryCgroup(name string, limit uint64) (*MemoryCgroup, error) {
 	if _, err := os.Stat(filepath.Join(MemoryV1Root, "memory.limit_in_bytes")); err != nil {
 		return nil, fmt.Errorf("%w: no cgroup v1 memory controller at %s", ErrUnavailable, MemoryV1Root)
 	}
-	own, err := ownMemoryCgroup()
+	own, err := ownV1Cgroup("memory")
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
@@ -69,25 +68,4 @@ func (c *MemoryCgroup) Remove() error {
 		time.Sleep(20 * time.Millisecond)
 	}
 	return fmt.Errorf("removing %s: %w", c.Dir, err)
-}
-
-// ownMemoryCgroup reads this process's memory cgroup path (v1).
-func ownMemoryCgroup() (string, error) {
-	f, err := os.Open("/proc/self/cgroup")
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		parts := strings.SplitN(sc.Text(), ":", 3)
-		if len(parts) == 3 {
-			for _, ctrl := range strings.Split(parts[1], ",") {
-				if ctrl == "memory" {
-					return parts[2], nil
-				}
-			}
-		}
-	}
-	return "", errors.New("/proc/self/cgroup names no v1 memory cgroup")
 }
