@@ -28,7 +28,10 @@ import (
 // under the same limit is throttled too, but its launch thread sleeps on
 // the device most of the time and waits for a CPU only about a tenth: the
 // verdict stays sync-bound (the synchronisation costs the idle time), and
-// its summary names the limit beside it; no neighbour is blamed.
+// its summary names the limit beside it; no neighbour is blamed. A window
+// that read the throttled thread asleep on the device too rarely to tie the
+// idle time to it is inconclusive and names the limit; a third or more name
+// the class.
 func TestAttachCPUQuotaIsTheCause(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: live attach runs")
@@ -77,6 +80,17 @@ func attachInQuota(t *testing.T, quotaScenario string) {
 	if live := runs[len(runs)-1].rep.Verdict; live == nil || rep.Verdict.Class != live.Class || rep.Verdict.Summary != live.Summary {
 		t.Errorf("recording judged %v, live %v", rep.Verdict, live)
 	}
+	// The sync-bound job's launch thread, throttled, is runnable rather
+	// than asleep on the device in most readings of a loaded host: a window
+	// that read it asleep in too few intervals leaves the idle time
+	// unexplained and is inconclusive, naming the limit in its first line
+	// (checked below). A third of the windows or more name the class.
+	named := 0
+	defer func() {
+		if quotaScenario == "sync-bound" && 3*named < len(runs) {
+			t.Errorf("%d of %d runs named sync-bound or the limit as the cause, want a third or more", named, len(runs))
+		}
+	}()
 	for i, r := range runs {
 		if r.err != "" {
 			t.Errorf("run %d: %s", i, r.err)
@@ -92,7 +106,9 @@ func attachInQuota(t *testing.T, quotaScenario string) {
 		switch {
 		case quotaScenario == "launch-bound" && !led:
 			t.Errorf("run %d: %s because %v, want submission-bound led by cpu-quota-throttled", i, v.Class, v.Because)
-		case quotaScenario == "sync-bound" && !led && v.Class != finding.SyncBound:
+		case quotaScenario == "sync-bound" && (led || v.Class == finding.SyncBound):
+			named++
+		case quotaScenario == "sync-bound" && v.Class != finding.Inconclusive:
 			t.Errorf("run %d: %s because %v, want sync-bound with the limit named, or submission-bound led by it", i, v.Class, v.Because)
 		}
 		if !strings.Contains(v.Summary, "0.2-CPU limit") || !strings.Contains(v.Summary, "% of periods") {

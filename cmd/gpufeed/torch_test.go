@@ -239,8 +239,15 @@ func TestDataLoaderCopyOnWrite(t *testing.T) {
 	for _, storage := range []string{"list", "numpy"} {
 		t.Run(storage, func(t *testing.T) {
 			job := startScenario(t, testjob.TorchDataLoader, "--storage", storage, "--workers", "4", "--items", "3000000")
-			awaitEvent(t, job, "workers", 120*time.Second)
+			workers := awaitEvent(t, job, "workers", 120*time.Second).Ints("workers")
 			time.Sleep(2 * time.Second) // attach to a loader already running
+			if storage == "list" {
+				// On a loaded host the workers take longer to touch the
+				// list: attach once smaps itself shows what the finding
+				// needs (16 MiB beyond four fresh forks' 6 MiB each), so
+				// that the windows judge copies that exist.
+				awaitCopied(t, job.PID, workers, 40<<20, 60*time.Second)
+			}
 			for _, window := range []string{"4s", "5s"} {
 				checkCOW(t, diagnoseJSON(t, "--pid", strconv.Itoa(job.PID), "--duration", window), storage, job.PID)
 			}
@@ -316,6 +323,23 @@ func copiedBySmaps(parent int, workers []int) (float64, error) {
 		}
 	}
 	return sum, nil
+}
+
+// awaitCopied waits until the workers' copies of their parent's memory,
+// by the test's own smaps reading, reach want bytes.
+func awaitCopied(t *testing.T, parent int, workers []int, want float64, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		c, err := copiedBySmaps(parent, workers)
+		if err == nil && c >= want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("workers %v of pid %d copied %.0f MiB after %v (err %v), want %.0f MiB", workers, parent, c/(1<<20), timeout, err, want/(1<<20))
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
 }
 
 // copiedReading is the test's own smaps figure at a moment.

@@ -108,10 +108,20 @@ func Classify(in *Input, fs []finding.Finding) finding.Verdict {
 		return spinOrSubmit(in)
 	}
 	if top == "" || share < thresholds.ModerateSharePct || unexplained > share {
+		var v finding.Verdict
 		if veto := profileVeto(fs); veto != nil {
-			return inconclusive(veto.Claim, idleSplit(at))
+			v = inconclusive(veto.Claim, idleSplit(at))
+		} else {
+			v = inconclusive(unexplainedIdle(in), idleSplit(at))
 		}
-		return inconclusive(unexplainedIdle(in), idleSplit(at))
+		if quotaNote != "" {
+			// No cause leads, but the limit is measured: the first
+			// line says so, since a throttled thread is the likeliest
+			// lead to what the window could not tie the idle time to.
+			q, _ := throttledLaunch(in)
+			v.Summary += fmt.Sprintf("; the launch thread's %s-CPU limit throttled it in %.0f%% of periods (cpu-quota-throttled)", fmtCPUs(q.Limit), q.Pct())
+		}
+		return v
 	}
 	next, nextShare := at.runnerUp(top)
 	explained := math.Max(0, at.IdlePct-unexplained)
