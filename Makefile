@@ -3,13 +3,19 @@
 # those warnings (and only those) are silenced here.
 export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 
-.PHONY: demo test build
+.PHONY: demo check test build
 
 # Build, then diagnose the default built-in scenario on a simulated GPU.
 demo:
 	go run ./cmd/gpufeed demo
 
-# The whole test suite (what CI runs).
+# The fast deterministic loop: gofmt, vet, staticcheck and every test that
+# needs no live process (go test -short): a few minutes.
+check:
+	scripts/check.sh
+
+# The whole test suite (what CI runs): the same, plus the live end-to-end
+# tests once each and the race detector on the concurrent packages.
 test:
 	scripts/test.sh
 

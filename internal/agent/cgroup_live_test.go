@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gpufeed/gpufeed/internal/gpu/sim"
+	"github.com/gpufeed/gpufeed/internal/livetest"
 	"github.com/gpufeed/gpufeed/internal/testjob"
 )
 
@@ -14,6 +15,7 @@ import (
 // CPU: the agent exports the limit and the cgroup's throttling under the
 // cAdvisor-mirroring names.
 func TestAgentExportsCgroupThrottling(t *testing.T) {
+	livetest.Need(t)
 	cg, err := testjob.NewCPUCgroup("gpufeed-test-agent", 20000, 100000)
 	if errors.Is(err, testjob.ErrUnavailable) {
 		t.Skip(err)

@@ -24,6 +24,7 @@ import (
 	"github.com/gpufeed/gpufeed/internal/finding"
 	"github.com/gpufeed/gpufeed/internal/gpu/sim"
 	"github.com/gpufeed/gpufeed/internal/kmsg"
+	"github.com/gpufeed/gpufeed/internal/livetest"
 	"github.com/gpufeed/gpufeed/internal/procfs"
 	"github.com/gpufeed/gpufeed/internal/testjob"
 	"github.com/gpufeed/gpufeed/internal/timeline"
@@ -155,6 +156,7 @@ func value(m *dto.Metric) float64 {
 // dcgm-exporter's labels, and serves its ring as a recording gpufeed
 // report judges alike.
 func TestAgentLaunchBoundScenario(t *testing.T) {
+	livetest.Need(t)
 	run := startScenario(t, "launch-bound")
 	src, err := sim.Dial(run.Socket)
 	if err != nil {
@@ -247,6 +249,7 @@ func TestAgentLaunchBoundScenario(t *testing.T) {
 // by pid: these ranks use no GPU); the kernel log's kill is a member
 // death, counted once however many windows read it again.
 func TestAgentCountsOOMKilledMemberOnce(t *testing.T) {
+	livetest.Need(t)
 	ctx := context.Background()
 	o, err := testjob.StartRanks(ctx, 2, 150)
 	if err != nil {
@@ -272,6 +275,7 @@ func TestAgentCountsOOMKilledMemberOnce(t *testing.T) {
 // end-of-window probe fails and says so, and the scrape still serves the
 // job's metrics.
 func TestAgentProbeFailureKeepsScrape(t *testing.T) {
+	livetest.Need(t)
 	sleep := exec.Command("sleep", "60")
 	sleep.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := sleep.Start(); err != nil {
@@ -329,6 +333,7 @@ func grepLines(s, sub string) string {
 // Slurm job id, pod UID and container id are read only when they are
 // digits or hex.)
 func TestAgentMetricsLabelsAreSafe(t *testing.T) {
+	livetest.Need(t)
 	dir := t.TempDir()
 	exe := filepath.Join(dir, "A\u202eB\x1b[31m\u2028")
 	b, err := os.ReadFile("/bin/sleep")
@@ -367,6 +372,7 @@ func TestAgentMetricsLabelsAreSafe(t *testing.T) {
 // smaps gives it (the workers' Private_Dirty in the mappings they share
 // with the parent, the figure gpufeed diagnose's tests check independently).
 func TestAgentExportsWorkerCopies(t *testing.T) {
+	livetest.Need(t)
 	r, err := testjob.Start(t.Context(), testjob.COW, nil, "--storage", "objects", "--workers", "2", "--items", "1500000", "--seconds", "2")
 	if err != nil {
 		t.Skipf("the copy-on-write workload cannot run here: %v", err)

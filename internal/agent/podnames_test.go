@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpufeed/gpufeed/internal/livetest"
 	"github.com/gpufeed/gpufeed/internal/testjob"
 )
 
@@ -22,6 +23,7 @@ import (
 // carry each one's names, and / says which part of a pod is known by its
 // UID only.
 func TestAgentNamesPods(t *testing.T) {
+	livetest.Need(t)
 	top, err := testjob.NewMemoryCgroup("kubepods-gpufeed-"+strconv.Itoa(os.Getpid()), 1<<30)
 	if errors.Is(err, testjob.ErrUnavailable) {
 		t.Skip(err)

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpufeed/gpufeed/internal/livetest"
 	"github.com/gpufeed/gpufeed/internal/procfs"
 	"github.com/gpufeed/gpufeed/internal/timeline"
 )
@@ -22,6 +23,7 @@ import (
 // the job is still running, so it stays watched, with its history, and its
 // windows go on once descriptors are free again.
 func TestAgentKeepsJobThroughDescriptorExhaustion(t *testing.T) {
+	livetest.Need(t)
 	pid := startSleep(t, 0)
 	cfg := testConfig(t)
 	cfg.PIDs = []int{pid}
@@ -76,6 +78,7 @@ func TestAgentKeepsJobThroughDescriptorExhaustion(t *testing.T) {
 // agent cost its process CPU; the report's observer cost is the sampler's
 // own, so sampling one sleeping process stays a small share of a core.
 func TestAgentObserverCostIsTheSamplersOwn(t *testing.T) {
+	livetest.Need(t)
 	pid := startSleep(t, 0)
 	cfg := testConfig(t)
 	cfg.PIDs = []int{pid}
@@ -124,6 +127,7 @@ func TestAgentObserverCostIsTheSamplersOwn(t *testing.T) {
 // their start times; /report?pid=&start= reads the one asked for. A bad
 // parameter is echoed cut.
 func TestAgentReportTakesStartTimeForReusedPID(t *testing.T) {
+	livetest.Need(t)
 	pid := startSleep(t, 0)
 	cfg := testConfig(t)
 	cfg.PIDs = []int{pid}
@@ -169,6 +173,7 @@ func TestAgentReportTakesStartTimeForReusedPID(t *testing.T) {
 // its parent (a zombie) has exited: the job ends, and does not spin on
 // windows of a process that is gone.
 func TestAgentEndsJobWhoseRootIsAZombie(t *testing.T) {
+	livetest.Need(t)
 	c := exec.Command("sleep", "120")
 	if err := c.Start(); err != nil {
 		t.Fatal(err)

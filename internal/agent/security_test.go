@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gpufeed/gpufeed/internal/livetest"
 )
 
 // The agent's detail (a job's command line, allowlisted environment and
@@ -84,6 +86,7 @@ func curlAs(t *testing.T, uid uint32, sock, path string) (int, string) {
 // segfault line with its instruction pointer would give away the
 // process's address space layout. Its own job it reads, without them.
 func TestAgentDetailSocketAnswersEachUserAsTheKernelWould(t *testing.T) {
+	livetest.Need(t)
 	if os.Getuid() != 0 {
 		t.Skip("needs root: jobs of two users, and a client of each")
 	}

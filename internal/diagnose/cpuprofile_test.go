@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpufeed/gpufeed/internal/livetest"
 	"github.com/gpufeed/gpufeed/internal/procfs"
 	"github.com/gpufeed/gpufeed/internal/profile"
 	"github.com/gpufeed/gpufeed/internal/profile/cpuprof"
@@ -18,6 +19,7 @@ import (
 // the profile of its main thread, in the interpreter; a child of another
 // tree is not kept.
 func TestRunAttachedProfilesTheTree(t *testing.T) {
+	livetest.Need(t)
 	fsys := fsOrSkip(t)
 	if err := cpuprof.Check(""); err != nil {
 		t.Skip(err)

@@ -11,6 +11,7 @@ import (
 	"github.com/gpufeed/gpufeed/internal/diagnose"
 	"github.com/gpufeed/gpufeed/internal/finding"
 	"github.com/gpufeed/gpufeed/internal/judge/frozen"
+	"github.com/gpufeed/gpufeed/internal/livetest"
 	"github.com/gpufeed/gpufeed/internal/procfs"
 	"github.com/gpufeed/gpufeed/internal/sample"
 	"github.com/gpufeed/gpufeed/internal/testjob"
@@ -108,6 +109,7 @@ func requireKernelLog(t *testing.T, tl *timeline.Timeline) {
 // TestOOMRankWhileWatched: gpufeed watches a three-rank job when rank 2 is
 // OOM-killed in its 64 MiB memory cgroup; ranks 0-1 then wait for it.
 func TestOOMRankWhileWatched(t *testing.T) {
+	livetest.Need(t)
 	o, err := testjob.StartRanks(t.Context(), 2, 150, "NCCL_ASYNC_ERROR_HANDLING=1")
 	if errors.Is(err, testjob.ErrUnavailable) {
 		t.Skip(err)
@@ -159,6 +161,7 @@ func TestOOMRankWhileWatched(t *testing.T) {
 // TestOOMRankBeforeAttach: gpufeed attaches after rank 2 was killed; the
 // kernel log since the job started still names it.
 func TestOOMRankBeforeAttach(t *testing.T) {
+	livetest.Need(t)
 	o, err := testjob.StartOOMRanks(t.Context(), 2)
 	if errors.Is(err, testjob.ErrUnavailable) {
 		t.Skip(err)
@@ -183,6 +186,7 @@ func TestOOMRankBeforeAttach(t *testing.T) {
 }
 
 func TestCOWObjectsVersusArray(t *testing.T) {
+	livetest.Need(t)
 	for _, storage := range []string{"objects", "array"} {
 		t.Run(storage, func(t *testing.T) {
 			r := start(t, testjob.COW, nil, "--storage", storage, "--workers", "2", "--items", "1500000", "--seconds", "8")
@@ -219,6 +223,7 @@ func TestCOWObjectsVersusArray(t *testing.T) {
 }
 
 func TestFDLeakTimeToExhaustion(t *testing.T) {
+	livetest.Need(t)
 	r := start(t, testjob.FDLeak, nil, "--soft", "400", "--rate", "25")
 	await(t, r, "limit")
 	_, res := observe(t, r.PID, 4*time.Second)
@@ -230,6 +235,7 @@ func TestFDLeakTimeToExhaustion(t *testing.T) {
 }
 
 func TestPipeHangStalled(t *testing.T) {
+	livetest.Need(t)
 	r := start(t, testjob.PipeHang, nil)
 	await(t, r, "waiting")
 	_, res := observe(t, r.PID, 2500*time.Millisecond)
@@ -246,6 +252,7 @@ func TestPipeHangStalled(t *testing.T) {
 }
 
 func TestFutexHangStalled(t *testing.T) {
+	livetest.Need(t)
 	r := start(t, testjob.FutexHang, nil, "--waiters", "3")
 	await(t, r, "waiting")
 	_, res := observe(t, r.PID, 2500*time.Millisecond)
@@ -264,6 +271,7 @@ func TestFutexHangStalled(t *testing.T) {
 }
 
 func TestGILThreads(t *testing.T) {
+	livetest.Need(t)
 	r := start(t, testjob.GILThreads, nil, "--threads", "3")
 	await(t, r, "spinning")
 	_, res := observe(t, r.PID, 3*time.Second)

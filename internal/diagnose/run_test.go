@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gpufeed/gpufeed/internal/finding"
+	"github.com/gpufeed/gpufeed/internal/livetest"
 	"github.com/gpufeed/gpufeed/internal/procfs"
 )
 
@@ -24,6 +25,7 @@ func fsOrSkip(t *testing.T) procfs.FS {
 }
 
 func TestRunAttachedJudgesTheWindow(t *testing.T) {
+	livetest.Need(t)
 	job := exec.Command("sh", "-c", "while :; do :; done")
 	if err := job.Start(); err != nil {
 		t.Fatal(err)
@@ -48,6 +50,7 @@ func TestRunAttachedJudgesTheWindow(t *testing.T) {
 }
 
 func TestRunLaunchedGivesTheCommandsStatus(t *testing.T) {
+	livetest.Need(t)
 	var out strings.Builder
 	res, err := Run(t.Context(), Options{FS: fsOrSkip(t), Command: []string{"sh", "-c", "echo hello; sleep 1; exit 3"},
 		CommandOutput: &out, Interval: 50 * time.Millisecond, Duration: 3 * time.Second, Tool: "test"})

@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"testing"
 
+	"github.com/gpufeed/gpufeed/internal/livetest"
 	"github.com/gpufeed/gpufeed/internal/procfs"
 )
 
@@ -12,6 +13,7 @@ import (
 // their unique memory as their reads copy the pages; those that read one
 // flat array do not.
 func TestCowListGrowsFlatDoesNot(t *testing.T) {
+	livetest.Need(t)
 	py := DefaultPython()
 	if _, err := exec.LookPath(py); err != nil {
 		t.Skipf("no %s", py)

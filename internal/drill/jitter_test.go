@@ -7,6 +7,7 @@ import (
 
 	"github.com/gpufeed/gpufeed/internal/drill/result"
 	"github.com/gpufeed/gpufeed/internal/gpu/sim"
+	"github.com/gpufeed/gpufeed/internal/livetest"
 	"github.com/gpufeed/gpufeed/internal/procfs"
 )
 
@@ -37,6 +38,7 @@ func row(t *testing.T, tab result.Table, key string) result.Row {
 // one, the same kernels take each a launch's CPU time: the quiet row is
 // launch-bound, well above the GPU time.
 func TestJitterGraphRowIsTheGPUTime(t *testing.T) {
+	livetest.Need(t)
 	b := simBackend(t)
 	fs, err := procfs.NewFS("", "")
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/gpufeed/gpufeed/internal/livetest"
 	"github.com/gpufeed/gpufeed/internal/procfs"
 )
 
@@ -33,6 +34,7 @@ func TestMain(m *testing.M) {
 // kernel; the reader says so with the privilege that would show it, never
 // as an empty stack.
 func TestDeniedSaysWhichPrivilege(t *testing.T) {
+	livetest.Need(t)
 	if os.Getuid() != 0 {
 		t.Skip("needs root to start a reader under another uid")
 	}

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpufeed/gpufeed/internal/livetest"
 	"github.com/gpufeed/gpufeed/internal/procfs"
 	"github.com/gpufeed/gpufeed/internal/profile"
 )
@@ -114,6 +115,7 @@ func ours(fr []profile.Frame) []string {
 }
 
 func TestKnownProgramEveryVersion(t *testing.T) {
+	livetest.Need(t)
 	mk := markers(t)
 	want := map[string][]string{
 		"main":   {"main_wait:" + strconv.Itoa(mk["main-sleep"]), "<module>:" + strconv.Itoa(mk["module-call"])},
@@ -231,6 +233,7 @@ func TestNotPython(t *testing.T) {
 // An interpreter whose layout the reader does not know is said to be
 // unreadable by version; none is guessed at.
 func TestUnknownVersionIsNotReadable(t *testing.T) {
+	livetest.Need(t)
 	root := os.Getenv("PYENV_ROOT")
 	if root == "" {
 		root = "/root/.pyenv"
@@ -250,6 +253,7 @@ func TestUnknownVersionIsNotReadable(t *testing.T) {
 // A layout that does not match the interpreter (one offset off) yields a
 // layout error, never a stack.
 func TestWrongLayoutIsNotAStack(t *testing.T) {
+	livetest.Need(t)
 	python := interpreters(t)["pyenv-3.11"]
 	if python == "" {
 		t.Skip("pyenv-3.11 is not installed on this machine")

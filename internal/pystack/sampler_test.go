@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpufeed/gpufeed/internal/livetest"
 	"github.com/gpufeed/gpufeed/internal/procfs"
 	"github.com/gpufeed/gpufeed/internal/profile"
 )
@@ -15,6 +16,7 @@ import (
 // spinning thread running in spin and holding the GIL, and the user's
 // lines with their source text.
 func TestSamplerShares(t *testing.T) {
+	livetest.Need(t)
 	pys := interpreters(t)
 	for _, name := range []string{"pyenv-3.8", "pyenv-3.12", "debian-python3"} {
 		t.Run(name, func(t *testing.T) {

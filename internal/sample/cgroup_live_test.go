@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpufeed/gpufeed/internal/livetest"
 	"github.com/gpufeed/gpufeed/internal/testjob"
 	"github.com/gpufeed/gpufeed/internal/timeline"
 )
@@ -17,6 +18,7 @@ import (
 // slow tier records the limit and cpu.stat's throttling, which grows over
 // the window in most periods.
 func TestLiveCgroupThrottlingSampled(t *testing.T) {
+	livetest.Need(t)
 	cg, err := testjob.NewCPUCgroup("gpufeed-test-sample", 20000, 100000)
 	if errors.Is(err, testjob.ErrUnavailable) {
 		t.Skip(err)

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpufeed/gpufeed/internal/livetest"
 	"github.com/gpufeed/gpufeed/internal/procfs"
 )
 
@@ -14,6 +15,7 @@ import (
 // the next tick by default, and only at the next listing when the tree is
 // listed every second.
 func TestDiscoverEvery(t *testing.T) {
+	livetest.Need(t)
 	for _, c := range []struct {
 		every            time.Duration
 		minSeen, maxSeen time.Duration

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/gpufeed/gpufeed/internal/derive"
+	"github.com/gpufeed/gpufeed/internal/livetest"
 	"github.com/gpufeed/gpufeed/internal/timeline"
 )
 
@@ -152,6 +153,7 @@ func threadByTID(t *testing.T, a *derive.View, tid int) *derive.Thread {
 // ~ 100 % of wall time), that its CPU agrees with the kernel's utime+stime,
 // and that a sleeping thread uses nothing.
 func TestLiveSpinningAndSleepingThreads(t *testing.T) {
+	livetest.Need(t)
 	pid, tids := startLoad(t, "spin-sleep")
 	tl, a := sampleLive(t, pid, 1500*time.Millisecond)
 	spin := threadByTID(t, a, tids["spin"][0])
@@ -197,6 +199,7 @@ func TestLiveSpinningAndSleepingThreads(t *testing.T) {
 }
 
 func TestLiveRunQueueWaitOfPinnedCompetitor(t *testing.T) {
+	livetest.Need(t)
 	const others = 2
 	pid, tids := startLoad(t, fmt.Sprintf("compete:%d", others))
 	_, a := sampleLive(t, pid, 1500*time.Millisecond)
@@ -230,6 +233,7 @@ func TestLiveRunQueueWaitOfPinnedCompetitor(t *testing.T) {
 // only re-reading the command line reveals it (a torchrun-style launcher
 // starting python3 ranks).
 func TestLiveExecKeepingTheNameIsSeen(t *testing.T) {
+	livetest.Need(t)
 	python, err := exec.LookPath("python3")
 	if err != nil {
 		t.Skip("python3 not found")
@@ -302,6 +306,7 @@ func TestLaunchedTargetGoneBeforeTheFirstRead(t *testing.T) {
 // mappings read (both smaps, on the rollup tier, at the window's ends at
 // least); a child that exec'd has not, nor has the target.
 func TestLiveForkedChildCopiesRead(t *testing.T) {
+	livetest.Need(t)
 	python, err := exec.LookPath("python3")
 	if err != nil {
 		t.Skip("python3 not found")

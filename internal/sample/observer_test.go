@@ -6,12 +6,15 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gpufeed/gpufeed/internal/livetest"
 )
 
 // The observer runs inside the tree it watches (this test process is a
 // child of its parent, the target): it is left out of the job, and the
 // timeline says so.
 func TestObserverInsideTheTreeIsLeftOut(t *testing.T) {
+	livetest.Need(t)
 	s, err := New(Config{PID: os.Getppid(), Duration: 300 * time.Millisecond, Interval: 100 * time.Millisecond, Tool: "test"})
 	if err != nil {
 		t.Fatal(err)

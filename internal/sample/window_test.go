@@ -4,12 +4,15 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/gpufeed/gpufeed/internal/livetest"
 )
 
 // The window from the first tick to the last covers the requested duration,
 // even when the first tick comes late (the target's threads are opened
 // before it): a requested 2 s window is never 1.998 s.
 func TestWindowCoversTheRequestedDuration(t *testing.T) {
+	livetest.Need(t)
 	pid, _ := startLoad(t, "threads:300")
 	const d = 500 * time.Millisecond
 	for range 3 {

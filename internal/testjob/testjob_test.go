@@ -12,6 +12,7 @@ import (
 
 	"github.com/gpufeed/gpufeed/internal/kernlog"
 	"github.com/gpufeed/gpufeed/internal/kmsg"
+	"github.com/gpufeed/gpufeed/internal/livetest"
 )
 
 // These tests check that each workload really puts the machine in the state
@@ -95,6 +96,7 @@ func requireAMD64Syscalls(t *testing.T) {
 }
 
 func TestOOMRanksReallyKilled(t *testing.T) {
+	livetest.Need(t)
 	requireAMD64Syscalls(t)
 	o, err := StartOOMRanks(t.Context(), 2)
 	if errors.Is(err, ErrUnavailable) {
@@ -155,6 +157,7 @@ func privateBytes(t *testing.T, pid int) uint64 {
 }
 
 func TestCOWObjectsGrowArrayStaysFlat(t *testing.T) {
+	livetest.Need(t)
 	growth := map[string]uint64{}
 	for _, storage := range []string{"objects", "array"} {
 		r := start(t, COW, "--storage", storage, "--workers", "2", "--items", "1000000", "--seconds", "3")
@@ -183,6 +186,7 @@ func TestCOWObjectsGrowArrayStaysFlat(t *testing.T) {
 }
 
 func TestCOWSpawnWorkersRunSpawnMain(t *testing.T) {
+	livetest.Need(t)
 	r := start(t, COW, "--storage", "array", "--workers", "1", "--items", "1000", "--seconds", "0.1", "--start", "spawn")
 	m := await(t, r, "workers")
 	// spawn does not wait for the child's exec: read until it has happened
@@ -202,6 +206,7 @@ func fdCount(t *testing.T, pid int) int {
 }
 
 func TestFDLeakGrowsTowardSoftLimit(t *testing.T) {
+	livetest.Need(t)
 	r := start(t, FDLeak, "--soft", "200", "--rate", "50")
 	await(t, r, "limit")
 	limits := read(t, procFile(r.PID, 0, "limits"))
@@ -240,6 +245,7 @@ func TestFDLeakGrowsTowardSoftLimit(t *testing.T) {
 }
 
 func TestPipeHangBothBlockedInRead(t *testing.T) {
+	livetest.Need(t)
 	requireAMD64Syscalls(t)
 	r := start(t, PipeHang)
 	m := await(t, r, "waiting")
@@ -252,6 +258,7 @@ func TestPipeHangBothBlockedInRead(t *testing.T) {
 }
 
 func TestFutexHangWaitersInFutex(t *testing.T) {
+	livetest.Need(t)
 	requireAMD64Syscalls(t)
 	r := start(t, FutexHang, "--waiters", "3")
 	m := await(t, r, "waiting")
@@ -287,6 +294,7 @@ func schedstat(t *testing.T, pid, tid int) (run, wait uint64) {
 // while one holds the GIL the others sleep, so together they want about
 // one CPU however many there are.
 func TestGILThreadsShareOneCore(t *testing.T) {
+	livetest.Need(t)
 	r := start(t, GILThreads, "--threads", "3")
 	m := await(t, r, "spinning")
 	threads := m.Ints("threads")

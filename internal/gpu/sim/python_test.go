@@ -13,6 +13,7 @@ import (
 	"github.com/gpufeed/gpufeed/internal/gpu"
 	"github.com/gpufeed/gpufeed/internal/gpu/sim"
 	"github.com/gpufeed/gpufeed/internal/gpu/sim/wire"
+	"github.com/gpufeed/gpufeed/internal/livetest"
 )
 
 // pythonWorkload drives the device through python/gpufeed_simdev.py from a
@@ -58,6 +59,7 @@ type pythonReport struct {
 }
 
 func TestPythonClientFromARealProcess(t *testing.T) {
+	livetest.Need(t)
 	python, err := exec.LookPath("python3")
 	if err != nil {
 		t.Skip("python3 not found: the Python client cannot be exercised")
@@ -263,6 +265,7 @@ json.dump(out, sys.stdout)
 `
 
 func TestPythonClientBlockingCalls(t *testing.T) {
+	livetest.Need(t)
 	python, err := exec.LookPath("python3")
 	if err != nil {
 		t.Skip("python3 not found: the Python client cannot be exercised")

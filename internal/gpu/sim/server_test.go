@@ -17,6 +17,7 @@ import (
 	"github.com/gpufeed/gpufeed/internal/gpu/sim"
 	"github.com/gpufeed/gpufeed/internal/gpu/sim/simclient"
 	"github.com/gpufeed/gpufeed/internal/gpu/sim/wire"
+	"github.com/gpufeed/gpufeed/internal/livetest"
 )
 
 // startDevice serves a simulated device for the test's duration.
@@ -77,6 +78,7 @@ func dialSync(t *testing.T, path, mode string) *simclient.Client {
 }
 
 func TestSynchronizeReturnsNoEarlierThanTheLastEnd(t *testing.T) {
+	livetest.Need(t)
 	for _, mode := range []string{"spin", "yield", "block"} {
 		t.Run(mode, func(t *testing.T) {
 			c := dialSync(t, startDevice(t, sim.Options{}), mode)
@@ -116,6 +118,7 @@ func TestSynchronizeReturnsNoEarlierThanTheLastEnd(t *testing.T) {
 }
 
 func TestPageableCopyBlocksPinnedDoesNot(t *testing.T) {
+	livetest.Need(t)
 	c := dialSync(t, startDevice(t, sim.Options{LinkGen: 3, LinkWidth: 16}), "block")
 	info := c.Info()
 	const n = 256 << 20
@@ -221,6 +224,7 @@ func TestFullStreamBlocksTheSubmitter(t *testing.T) {
 }
 
 func TestUtilisationThroughTheSource(t *testing.T) {
+	livetest.Need(t)
 	path := startDevice(t, sim.Options{})
 	src := observe(t, path)
 	c := dial(t, path)
@@ -294,6 +298,7 @@ func sample1(t *testing.T, src gpu.Source) gpu.Sample {
 // TestBusyDeviceCostsNoCPU: a device with queued work must not spin: the
 // server reads rings only when asked, and a blocking synchronise sleeps.
 func TestBusyDeviceCostsNoCPU(t *testing.T) {
+	livetest.Need(t)
 	path := startDevice(t, sim.Options{})
 	c := dialSync(t, path, "block")
 	cpu0 := processCPU(t)

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpufeed/gpufeed/internal/livetest"
 	"github.com/gpufeed/gpufeed/internal/profile"
 )
 
@@ -102,6 +103,7 @@ func profileOf(t *testing.T, pid int, window time.Duration) profile.ThreadCPU {
 // Each mode of the job, attached to while it runs, repeated: the main
 // thread's CPU lands in the category its code is, with the symbol named.
 func TestAttachedJobShares(t *testing.T) {
+	livetest.Need(t)
 	needPerf(t)
 	job := buildJob(t)
 	for _, c := range []struct {
@@ -136,6 +138,7 @@ func TestAttachedJobShares(t *testing.T) {
 
 // Python's own eval loop, in the interpreter on PATH and in Debian's.
 func TestAttachedPythonInterpreter(t *testing.T) {
+	livetest.Need(t)
 	needPerf(t)
 	for _, py := range []string{"python3", "/usr/bin/python3"} {
 		if _, err := exec.LookPath(py); err != nil {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/gpufeed/gpufeed/internal/gpu/sim"
 	"github.com/gpufeed/gpufeed/internal/gpu/sim/simcuda"
+	"github.com/gpufeed/gpufeed/internal/livetest"
 	"github.com/gpufeed/gpufeed/internal/profile"
 )
 
@@ -142,6 +143,7 @@ func need(t *testing.T) {
 // entry point, graph launches, copies with their bytes by direction and
 // form, allocations and frees, syncs and the time inside them.
 func TestCountsMatchTheWorkload(t *testing.T) {
+	livetest.Need(t)
 	need(t)
 	w := startWorkload(t)
 	w.do(t, "launch 500") // before the probes: not counted
@@ -204,6 +206,7 @@ func TestCountsMatchTheWorkload(t *testing.T) {
 // A process that is not watched is not counted, though the probes sit on
 // the file it maps too.
 func TestOtherProcessesNotCounted(t *testing.T) {
+	livetest.Need(t)
 	need(t)
 	a, b := startWorkload(t), startWorkload(t)
 	p, err := Start([]int{a.cmd.Process.Pid}, Options{Continuous: true})
@@ -223,6 +226,7 @@ func TestOtherProcessesNotCounted(t *testing.T) {
 
 // A thread inside a sync when the window ends has its time so far.
 func TestInsideSyncAtTheEnd(t *testing.T) {
+	livetest.Need(t)
 	need(t)
 	w := startWorkload(t)
 	p, err := Start([]int{w.cmd.Process.Pid}, Options{Continuous: true})
@@ -244,6 +248,7 @@ func TestInsideSyncAtTheEnd(t *testing.T) {
 // Launch-bound: the launch probes are on in short bursts only, and the
 // launches are counted over the time they were on.
 func TestLaunchBoundCountedInBursts(t *testing.T) {
+	livetest.Need(t)
 	need(t)
 	w := startWorkload(t)
 	// A hit taken to cost 1 ms: at the hundreds of launches a second or
@@ -275,6 +280,7 @@ func TestLaunchBoundCountedInBursts(t *testing.T) {
 
 // A thread that launches seldom keeps the probes on: every launch counted.
 func TestFewLaunchesCountedAll(t *testing.T) {
+	livetest.Need(t)
 	need(t)
 	w := startWorkload(t)
 	p, err := Start([]int{w.cmd.Process.Pid}, Options{Period: 200 * time.Millisecond})
@@ -430,6 +436,7 @@ func median(v []float64) float64 {
 // finds and probes it (which a loaded host can stretch to a tenth of a
 // second and more: rates over the window would read low by as much).
 func TestWindowStartsOnceProbed(t *testing.T) {
+	livetest.Need(t)
 	need(t)
 	w := startWorkload(t)
 	for round := 0; round < 3; round++ {

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpufeed/gpufeed/internal/livetest"
 	"github.com/gpufeed/gpufeed/internal/profile"
 	"github.com/gpufeed/gpufeed/internal/profile/bpfcap"
 )
@@ -117,6 +118,7 @@ func calls(s *profile.SyscallSummary, pid int, name string) (n, errs uint64) {
 // The counts are the workload's, exactly, each time: the calls it made
 // in the window, its failed calls as errors, nothing before the window.
 func TestCountsMatchTheWorkload(t *testing.T) {
+	livetest.Need(t)
 	need(t)
 	t.Run("slots", func(t *testing.T) { countsMatch(t, Options{}) })
 	// Every thread in one slot: the workload's threads (the Go runtime's
@@ -204,6 +206,7 @@ func TestFollowsChildren(t *testing.T) {
 // A thread blocked in a syscall through the whole window returned
 // nothing, but its wait shows as in progress.
 func TestBlockedThreadInProgress(t *testing.T) {
+	livetest.Need(t)
 	need(t)
 	t.Run("slots", func(t *testing.T) { blockedInProgress(t, Options{}) })
 	t.Run("one-slot", func(t *testing.T) { blockedInProgress(t, Options{oneSlot: true}) })
@@ -274,6 +277,7 @@ func TestUnavailableNamesTheCapability(t *testing.T) {
 // Who waits on whom: a Python consumer thread blocked on a queue the main
 // thread feeds waits on one futex word that the main thread wakes.
 func TestFutexWaiterAndWaker(t *testing.T) {
+	livetest.Need(t)
 	need(t)
 	py, err := exec.LookPath("python3")
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpufeed/gpufeed/internal/livetest"
 	"github.com/gpufeed/gpufeed/internal/profile"
 	"github.com/gpufeed/gpufeed/internal/testjob"
 )
@@ -18,6 +19,7 @@ import (
 // in poll and reading the batches, futex waits in the pin/queue threads,
 // the workers' own calls under their pids.
 func TestDataLoaderTable(t *testing.T) {
+	livetest.Need(t)
 	need(t)
 	r, err := testjob.Start(t.Context(), testjob.TorchDataLoader, nil, "--storage", "numpy", "--workers", "2",
 		"--items", "200000", "--step", "0.005")
