@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/gpufeed/gpufeed/internal/judge/frozen"
-	"github.com/gpufeed/gpufeed/internal/kmsg"
+	"github.com/gpufeed/gpufeed/internal/kernlog"
 	"github.com/gpufeed/gpufeed/internal/procfs"
 	"github.com/gpufeed/gpufeed/internal/profile"
 	"github.com/gpufeed/gpufeed/internal/profile/pyspy"
@@ -28,7 +28,7 @@ type EndOfWindow struct {
 	// FS is where /proc and /sys are read.
 	FS procfs.FS
 	// Kmsg reads the kernel log (its Since is set here from the job's age).
-	Kmsg kmsg.Reader
+	Kmsg kernlog.Reader
 	// PyStacks dumps the stacks of the job's live Python processes with
 	// the built-in reader (internal/pystack), or with py-spy where the
 	// reader cannot read a process (a version it has no layout for) and
@@ -123,7 +123,7 @@ func (cfg EndOfWindow) Read(ctx context.Context, tl *timeline.Timeline, rec Even
 	if log, err := r.Read(ctx); err != nil {
 		add(timeline.Event{T: last, Kind: timeline.EventKernelLogUnavailable, Text: err.Error()})
 	} else {
-		for _, e := range kmsg.ToTimeline(log, tl.Meta.Started) {
+		for _, e := range kernlog.ToTimeline(log, tl.Meta.Started) {
 			if !known && e.T < 0 {
 				continue
 			}

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/gpufeed/gpufeed/internal/gpu"
-	"github.com/gpufeed/gpufeed/internal/kmsg"
+	"github.com/gpufeed/gpufeed/internal/kernlog"
 	"github.com/gpufeed/gpufeed/internal/procfs"
 	"github.com/gpufeed/gpufeed/internal/profile/pyspy"
 	"github.com/gpufeed/gpufeed/internal/pystack"
@@ -42,7 +42,7 @@ type Options struct {
 	// none is used, the one line saying why.
 	OpenGPU func(targetEnv map[string]string) (gpu.Source, string, error)
 	// Kmsg reads the kernel log at the end of the window.
-	Kmsg kmsg.Reader
+	Kmsg kernlog.Reader
 	// PyStacks dumps the job's Python stacks at the end of the window;
 	// PySpy runs py-spy (nil: the real command).
 	PyStacks bool

@@ -27,7 +27,7 @@ var layers = []struct {
 		"internal/finding", "internal/timeline", "internal/cpuset", "internal/safetext", "internal/gpu",
 		"internal/trace", "internal/kernlog", "internal/profile", "internal/gpu/sim/wire", "internal/drill/result", "python"}},
 	{"sources", []string{"vocabulary", "sources"}, []string{
-		"internal/procfs", "internal/podinfo", "internal/kmsg", "internal/profile/pyspy", "internal/pystack", "internal/profile/cpuprof", "internal/profile/bpfcap", "internal/profile/syscalls", "internal/profile/driverprobe", "internal/sample", "internal/gpu/nvml",
+		"internal/procfs", "internal/podinfo", "internal/profile/pyspy", "internal/pystack", "internal/profile/cpuprof", "internal/profile/bpfcap", "internal/profile/syscalls", "internal/profile/driverprobe", "internal/sample", "internal/gpu/nvml",
 		"internal/gpu/sim", "internal/gpu/sim/simclient", "internal/gpu/sim/simcuda", "internal/gpu/sim/cudadrv", "internal/gpu/gpusource", "internal/trace/kineto",
 		"internal/trace/nsys", "internal/trace/load", "internal/trace/tracegen", "internal/check", "internal/demo", "internal/drill"}},
 	{"derive", []string{"vocabulary", "derive"}, []string{"internal/derive", "internal/derive/tracestats"}},

@@ -1,11 +1,9 @@
-package kmsg
+package kernlog
 
 import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/gpufeed/gpufeed/internal/kernlog"
 )
 
 var bootAt = time.Date(2026, 7, 13, 14, 0, 0, 0, time.UTC)
@@ -13,24 +11,24 @@ var bootAt = time.Date(2026, 7, 13, 14, 0, 0, 0, time.UTC)
 func fixedBoot() (time.Time, error) { return bootAt, nil }
 
 // kinds recognised in a fixture, by kind.
-func eventsOf(t *testing.T, path string) []kernlog.Event {
+func eventsOf(t *testing.T, path string) []Event {
 	t.Helper()
-	return kernlog.Events(fixtureEntries(t, path))
+	return Events(fixtureEntries(t, path))
 }
 
-func first(events []kernlog.Event, k kernlog.Kind) (kernlog.Event, bool) {
+func first(events []Event, k Kind) (Event, bool) {
 	for _, ev := range events {
 		if ev.Kind == k {
 			return ev, true
 		}
 	}
-	return kernlog.Event{}, false
+	return Event{}, false
 }
 
 // TestLocalCapture checks the facts of the records produced on this machine.
 func TestLocalCapture(t *testing.T) {
 	events := eventsOf(t, "testdata/kmsg/local/local-6.18.kmsg")
-	kills := kernlog.Kills(events)
+	kills := Kills(events)
 	if len(kills) != 1 {
 		t.Fatalf("want 1 kill, got %d", len(kills))
 	}
@@ -53,7 +51,7 @@ func TestLocalCapture(t *testing.T) {
 	}
 	var traps []string
 	for _, ev := range events {
-		if ev.Kind == kernlog.Trap || ev.Kind == kernlog.Segfault {
+		if ev.Kind == Trap || ev.Kind == Segfault {
 			traps = append(traps, ev.Comm+":"+ev.Trap+":"+ev.Object)
 		}
 	}
@@ -67,7 +65,7 @@ func TestLocalCapture(t *testing.T) {
 func TestPublicLines(t *testing.T) {
 	dir := "testdata/kmsg/public/"
 	t.Run("global OOM with summary and reaper", func(t *testing.T) {
-		kills := kernlog.Kills(eventsOf(t, dir+"oom-global-iso-equinor-ert-7797.txt"))
+		kills := Kills(eventsOf(t, dir+"oom-global-iso-equinor-ert-7797.txt"))
 		if len(kills) != 1 {
 			t.Fatalf("kills: %d", len(kills))
 		}
@@ -78,39 +76,39 @@ func TestPublicLines(t *testing.T) {
 		}
 	})
 	t.Run("comm with parentheses", func(t *testing.T) {
-		kills := kernlog.Kills(eventsOf(t, dir+"oom-reaper-docker-for-linux-1001.txt"))
+		kills := Kills(eventsOf(t, dir+"oom-reaper-docker-for-linux-1001.txt"))
 		if len(kills) != 2 || kills[1].Comm != "(resolved)" || kills[1].PID != 15925 || !kills[1].Reaped {
 			t.Errorf("%+v", kills)
 		}
 	})
 	t.Run("2.6.32 pid before comm", func(t *testing.T) {
 		events := eventsOf(t, dir+"oom-2.6.32-emqx-356.txt")
-		k, ok := first(events, kernlog.OOMKill)
+		k, ok := first(events, OOMKill)
 		if !ok || k.PID != 28364 || k.Comm != "sh" || k.UID == nil || *k.UID != 0 {
 			t.Errorf("%+v", k)
 		}
-		kills := kernlog.Kills(events)
+		kills := Kills(events)
 		if len(kills) != 1 || kills[0].Score == nil || *kills[0].Score != 580 {
 			t.Errorf("the selected process's score should carry to the child killed: %+v", kills)
 		}
 	})
 	t.Run("3.10 memory cgroup", func(t *testing.T) {
-		kills := kernlog.Kills(eventsOf(t, dir+"oom-memcg-3.10-ltp-1080.txt"))
+		kills := Kills(eventsOf(t, dir+"oom-memcg-3.10-ltp-1080.txt"))
 		if len(kills) != 2 || kills[1].Constraint != "CONSTRAINT_MEMCG" || kills[1].Comm != "memcg_test_1" || kills[1].Score == nil {
 			t.Errorf("%+v", kills)
 		}
 	})
 	t.Run("hung task with ':' in comm", func(t *testing.T) {
-		ev, ok := first(eventsOf(t, dir+"hung-task-journal-thesofproject-linux-3387.txt"), kernlog.HungTask)
+		ev, ok := first(eventsOf(t, dir+"hung-task-journal-thesofproject-linux-3387.txt"), HungTask)
 		if !ok || ev.Comm != "kworker/u32:2" || ev.PID != 113 || ev.Blocked != 122*time.Second {
 			t.Errorf("%+v", ev)
 		}
 	})
 	t.Run("Xid with process and without", func(t *testing.T) {
 		events := eventsOf(t, dir+"xid-gpud-46.txt")
-		var xids []kernlog.Event
+		var xids []Event
 		for _, ev := range events {
-			if ev.Kind == kernlog.GPUXid {
+			if ev.Kind == GPUXid {
 				xids = append(xids, ev)
 			}
 		}
@@ -120,13 +118,13 @@ func TestPublicLines(t *testing.T) {
 		}
 	})
 	t.Run("Xid 79 fell off the bus", func(t *testing.T) {
-		ev, ok := first(eventsOf(t, dir+"xid-79-open-gpu-kernel-modules-1151.txt"), kernlog.GPUXid)
+		ev, ok := first(eventsOf(t, dir+"xid-79-open-gpu-kernel-modules-1151.txt"), GPUXid)
 		if !ok || ev.Xid != 79 || !ev.FellOff || ev.PCI != "0000:06:00" {
 			t.Errorf("%+v", ev)
 		}
 	})
 	t.Run("segfault with no object, localised date", func(t *testing.T) {
-		ev, ok := first(eventsOf(t, dir+"segfault-localised-date-vllm-35746.txt"), kernlog.Segfault)
+		ev, ok := first(eventsOf(t, dir+"segfault-localised-date-vllm-35746.txt"), Segfault)
 		if !ok || ev.Comm != "VLLM::EngineCor" || ev.PID != 1024641 || ev.Object != "" || ev.Error != "14" {
 			t.Errorf("%+v", ev)
 		}
@@ -143,8 +141,8 @@ func TestTimelineRoundTrip(t *testing.T) {
 	if len(tes) != 9 {
 		t.Fatalf("%d timeline events", len(tes))
 	}
-	back := kernlog.FromTimeline(tes, started)
-	kills := kernlog.Kills(back)
+	back := FromTimeline(tes, started)
+	kills := Kills(back)
 	if len(kills) != 1 || kills[0].PID != 17086 || !kills[0].Wall.Equal(bootAt.Add(669905148*time.Microsecond)) || kills[0].LimitBytes != 64<<20 {
 		t.Errorf("%+v", kills)
 	}

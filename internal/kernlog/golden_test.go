@@ -1,4 +1,4 @@
-package kmsg
+package kernlog
 
 import (
 	"fmt"
@@ -9,11 +9,10 @@ import (
 	"testing"
 
 	"github.com/gpufeed/gpufeed/internal/golden"
-	"github.com/gpufeed/gpufeed/internal/kernlog"
 )
 
 // fixtureEntries reads a fixture: raw kmsg records (.kmsg) or text lines.
-func fixtureEntries(t *testing.T, path string) []kernlog.Entry {
+func fixtureEntries(t *testing.T, path string) []Entry {
 	t.Helper()
 	if strings.HasSuffix(path, ".kmsg") {
 		r := &Reader{Path: path, NoFallback: true, BootTime: fixedBoot}
@@ -30,15 +29,15 @@ func fixtureEntries(t *testing.T, path string) []kernlog.Entry {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []kernlog.Entry
+	var out []Entry
 	for _, line := range strings.Split(strings.TrimRight(string(data), "\n"), "\n") {
-		out = append(out, kernlog.ParseLine(line))
+		out = append(out, ParseLine(line))
 	}
 	return out
 }
 
 // describe renders an event on one line for the golden files.
-func describe(ev kernlog.Event) string {
+func describe(ev Event) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s", ev.Kind)
 	if ev.HasMono {
@@ -87,7 +86,7 @@ func describe(ev kernlog.Event) string {
 	return b.String()
 }
 
-func describeKill(k kernlog.Kill) string {
+func describeKill(k Kill) string {
 	s := fmt.Sprintf("kill pid=%d comm=%q resident=%d anon=%d total-vm=%d constraint=%q memcg=%q task_memcg=%q limit=%d usage=%d trigger=%q reaped=%v",
 		k.PID, k.Comm, k.ResidentBytes, k.AnonRSSBytes, k.TotalVMBytes, k.Constraint, k.MemCG, k.TaskMemCG,
 		k.LimitBytes, k.UsageBytes, k.Trigger, k.Reaped)
@@ -116,7 +115,7 @@ func TestFixturesGolden(t *testing.T) {
 	}
 	for _, f := range fixtures {
 		t.Run(filepath.Base(f), func(t *testing.T) {
-			events := kernlog.Events(fixtureEntries(t, f))
+			events := Events(fixtureEntries(t, f))
 			if len(events) == 0 {
 				t.Fatalf("%s: nothing recognised", f)
 			}
@@ -125,7 +124,7 @@ func TestFixturesGolden(t *testing.T) {
 				b.WriteString(describe(ev))
 				b.WriteByte('\n')
 			}
-			for _, k := range kernlog.Kills(events) {
+			for _, k := range Kills(events) {
 				b.WriteString(describeKill(k))
 				b.WriteByte('\n')
 			}

@@ -1,4 +1,4 @@
-package kmsg
+package kernlog
 
 import (
 	"context"
@@ -12,8 +12,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/gpufeed/gpufeed/internal/kernlog"
 )
 
 // fakeRunner answers commands from a table; a missing command is "not installed".
@@ -119,7 +117,7 @@ func TestFallbackToDmesg(t *testing.T) {
 	if log.Source != "dmesg --raw" || len(log.Failed) != 1 || !strings.Contains(log.Failed[0].Err.Error(), "does not exist") {
 		t.Errorf("source %q failed %v", log.Source, log.Failed)
 	}
-	kills := kernlog.Kills(kernlog.Events(log.Entries))
+	kills := Kills(Events(log.Entries))
 	if len(kills) != 1 || kills[0].PID != 10830 || !kills[0].Wall.Equal(bootAt.Add(404307589*time.Microsecond)) || log.Entries[1].Level != 3 {
 		t.Errorf("kills %+v", kills)
 	}
@@ -164,7 +162,7 @@ func TestFallbackToJournal(t *testing.T) {
 	if len(f.calls) != 2 || !strings.Contains(f.calls[1], "-n 500") || !strings.Contains(f.calls[1], "short-monotonic") {
 		t.Errorf("journalctl must be bounded and monotonic: %v", f.calls)
 	}
-	if ev, ok := first(kernlog.Events(log.Entries), kernlog.OOMKill); !ok || ev.PID != 15784 || ev.Mono != 518050606*time.Microsecond {
+	if ev, ok := first(Events(log.Entries), OOMKill); !ok || ev.PID != 15784 || ev.Mono != 518050606*time.Microsecond {
 		t.Errorf("%+v", ev)
 	}
 }

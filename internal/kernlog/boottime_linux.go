@@ -1,4 +1,4 @@
-package kmsg
+package kernlog
 
 import (
 	"syscall"

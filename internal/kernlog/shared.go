@@ -1,11 +1,9 @@
-package kmsg
+package kernlog
 
 import (
 	"context"
 	"sync"
 	"time"
-
-	"github.com/gpufeed/gpufeed/internal/kernlog"
 )
 
 // Shared lets the readers of one kernel log share one read for a short
@@ -50,7 +48,7 @@ func (s *Shared) read(ctx context.Context, r *Reader) (*Log, error) {
 // respect its cap are said dropped only when they may be newer than since.
 func (l *Log) from(since time.Duration) *Log {
 	out := *l
-	out.Entries = make([]kernlog.Entry, 0, len(l.Entries))
+	out.Entries = make([]Entry, 0, len(l.Entries))
 	for _, e := range l.Entries {
 		if since > 0 && e.HasMono && e.Mono < since {
 			continue

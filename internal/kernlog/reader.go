@@ -1,4 +1,4 @@
-package kmsg
+package kernlog
 
 import (
 	"bufio"
@@ -13,7 +13,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/gpufeed/gpufeed/internal/kernlog"
 	"github.com/gpufeed/gpufeed/internal/safetext"
 )
 
@@ -74,7 +73,7 @@ type Log struct {
 	// Source names where the entries came from ("/dev/kmsg", "dmesg --raw",
 	// "journalctl -k").
 	Source  string
-	Entries []kernlog.Entry
+	Entries []Entry
 	// Dropped counts older entries left out to respect MaxRecords; Truncated
 	// says reading stopped at MaxBytes; Lost counts /dev/kmsg records the
 	// kernel overwrote before they could be read. Skipped counts records that
@@ -168,12 +167,12 @@ func (r *Reader) finish(log *Log, failed []Attempt) *Log {
 type ring struct {
 	max     int
 	since   time.Duration
-	entries []kernlog.Entry
+	entries []Entry
 	start   int
 	dropped int
 }
 
-func (g *ring) add(e kernlog.Entry) {
+func (g *ring) add(e Entry) {
 	if g.since > 0 && e.HasMono && e.Mono < g.since {
 		return
 	}
@@ -186,7 +185,7 @@ func (g *ring) add(e kernlog.Entry) {
 	g.dropped++
 }
 
-func (g *ring) ordered() []kernlog.Entry {
+func (g *ring) ordered() []Entry {
 	return append(g.entries[g.start:len(g.entries):len(g.entries)], g.entries[:g.start]...)
 }
 
@@ -220,7 +219,7 @@ func (r *Reader) readKmsg(path string) (*Log, error) {
 	// is buffered; it is read with raw system calls so that the Go runtime
 	// never parks on it waiting for new records.
 	defer syscall.Close(fd)
-	buf := make([]byte, kernlog.MaxRecordBytes)
+	buf := make([]byte, MaxRecordBytes)
 	var total int64
 	for {
 		n, err := syscall.Read(fd, buf)
@@ -244,7 +243,7 @@ func (r *Reader) readKmsg(path string) (*Log, error) {
 			return log, nil
 		}
 		total += int64(n)
-		e, perr := kernlog.ParseRecord(buf[:n])
+		e, perr := ParseRecord(buf[:n])
 		if perr != nil {
 			log.Skipped++
 		} else {
@@ -261,7 +260,7 @@ func (r *Reader) readKmsg(path string) (*Log, error) {
 // readRecordFile reads kmsg records from a regular file.
 func readRecordFile(f io.Reader, maxBytes int64, g *ring, log *Log) error {
 	sc := bufio.NewScanner(io.LimitReader(f, maxBytes+1))
-	sc.Buffer(make([]byte, 0, 64<<10), kernlog.MaxRecordBytes)
+	sc.Buffer(make([]byte, 0, 64<<10), MaxRecordBytes)
 	var read int64
 	for sc.Scan() {
 		line := sc.Bytes()
@@ -273,7 +272,7 @@ func readRecordFile(f io.Reader, maxBytes int64, g *ring, log *Log) error {
 		if len(line) == 0 || line[0] == ' ' {
 			continue // dictionary line of the previous record
 		}
-		e, err := kernlog.ParseRecord(line)
+		e, err := ParseRecord(line)
 		if err != nil {
 			log.Skipped++
 			continue
@@ -312,11 +311,11 @@ func (r *Reader) readCommand(ctx context.Context, run Runner, name string, args 
 		line, err := readLine(br)
 		if len(line) > 0 {
 			read += int64(len(line)) + 1
-			var e kernlog.Entry
+			var e Entry
 			if journal {
-				e = kernlog.ParseJournalLine(string(line))
+				e = ParseJournalLine(string(line))
 			} else {
-				e = kernlog.ParseLine(string(line))
+				e = ParseLine(string(line))
 			}
 			if e.Message != "" {
 				printed++
