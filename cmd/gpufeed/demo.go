@@ -13,13 +13,13 @@ import (
 	"github.com/gpufeed/gpufeed/internal/demo"
 	"github.com/gpufeed/gpufeed/internal/diagnose"
 	"github.com/gpufeed/gpufeed/internal/gpu"
-	"github.com/gpufeed/gpufeed/internal/gpu/sim"
 	"github.com/gpufeed/gpufeed/internal/kernlog"
 	"github.com/gpufeed/gpufeed/internal/live"
 	"github.com/gpufeed/gpufeed/internal/procfs"
 	"github.com/gpufeed/gpufeed/internal/profile"
 	"github.com/gpufeed/gpufeed/internal/render"
 	"github.com/gpufeed/gpufeed/internal/sample"
+	"github.com/gpufeed/gpufeed/internal/sim"
 )
 
 func init() { subcommands = append(subcommands, newDemoCmd) }

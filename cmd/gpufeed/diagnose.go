@@ -17,11 +17,11 @@ import (
 
 	"github.com/gpufeed/gpufeed/internal/diagnose"
 	"github.com/gpufeed/gpufeed/internal/gpu"
-	"github.com/gpufeed/gpufeed/internal/gpu/gpusource"
-	"github.com/gpufeed/gpufeed/internal/gpu/nvml"
+	"github.com/gpufeed/gpufeed/internal/gpusource"
 	"github.com/gpufeed/gpufeed/internal/judge/thresholds"
 	"github.com/gpufeed/gpufeed/internal/kernlog"
 	"github.com/gpufeed/gpufeed/internal/live"
+	"github.com/gpufeed/gpufeed/internal/nvml"
 	"github.com/gpufeed/gpufeed/internal/procfs"
 	"github.com/gpufeed/gpufeed/internal/render"
 	"github.com/gpufeed/gpufeed/internal/safetext"

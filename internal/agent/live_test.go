@@ -22,9 +22,9 @@ import (
 	"github.com/gpufeed/gpufeed/internal/demo"
 	"github.com/gpufeed/gpufeed/internal/diagnose"
 	"github.com/gpufeed/gpufeed/internal/finding"
-	"github.com/gpufeed/gpufeed/internal/gpu/sim"
 	"github.com/gpufeed/gpufeed/internal/kernlog"
 	"github.com/gpufeed/gpufeed/internal/procfs"
+	"github.com/gpufeed/gpufeed/internal/sim"
 	"github.com/gpufeed/gpufeed/internal/testjob"
 	"github.com/gpufeed/gpufeed/internal/timeline"
 )

@@ -26,7 +26,7 @@ import (
 
 	"github.com/gpufeed/gpufeed/internal/agent"
 	"github.com/gpufeed/gpufeed/internal/gpu"
-	"github.com/gpufeed/gpufeed/internal/gpu/gpusource"
+	"github.com/gpufeed/gpufeed/internal/gpusource"
 	"github.com/gpufeed/gpufeed/internal/judge/thresholds"
 	"github.com/gpufeed/gpufeed/internal/kernlog"
 	"github.com/gpufeed/gpufeed/internal/procfs"

@@ -12,8 +12,8 @@ import (
 	"github.com/gpufeed/gpufeed/internal/kernlog"
 	"github.com/gpufeed/gpufeed/internal/procfs"
 	"github.com/gpufeed/gpufeed/internal/profile"
-	"github.com/gpufeed/gpufeed/internal/profile/pyspy"
-	"github.com/gpufeed/gpufeed/internal/pystack"
+	"github.com/gpufeed/gpufeed/internal/pysample"
+	"github.com/gpufeed/gpufeed/internal/pyspy"
 	"github.com/gpufeed/gpufeed/internal/timeline"
 )
 
@@ -30,13 +30,13 @@ type EndOfWindow struct {
 	// Kmsg reads the kernel log (its Since is set here from the job's age).
 	Kmsg kernlog.Reader
 	// PyStacks dumps the stacks of the job's live Python processes with
-	// the built-in reader (internal/pystack), or with py-spy where the
+	// the built-in reader (internal/pysample), or with py-spy where the
 	// reader cannot read a process (a version it has no layout for) and
 	// py-spy is installed.
 	PyStacks bool
 	// PySpy runs py-spy (nil: the real command).
 	PySpy pyspy.Runner
-	// Builtin replaces the built-in reader (tests); nil: pystack.
+	// Builtin replaces the built-in reader (tests); nil: pysample.
 	// MaxPyStacks bounds the processes dumped: py-spy pauses each while it
 	// reads its stacks.
 	MaxPyStacks int
@@ -51,7 +51,7 @@ func dumpStacks(ctx context.Context, cfg EndOfWindow, pid int) ([]byte, error) {
 	read := cfg.Builtin
 	if read == nil {
 		read = func(pid int) (profile.Process, error) {
-			t, err := pystack.Open(cfg.FS, pid)
+			t, err := pysample.Open(cfg.FS, pid)
 			if err != nil {
 				return profile.Process{}, err
 			}

@@ -8,7 +8,7 @@ import (
 
 	"github.com/gpufeed/gpufeed/internal/gpu"
 	"github.com/gpufeed/gpufeed/internal/profile"
-	"github.com/gpufeed/gpufeed/internal/pystack"
+	"github.com/gpufeed/gpufeed/internal/pysample"
 	"github.com/gpufeed/gpufeed/internal/sample"
 	"github.com/gpufeed/gpufeed/internal/timeline"
 )
@@ -39,7 +39,7 @@ type Observation struct {
 	BPF func() BPFStop
 	// PySamples, when set, samples the Python stacks of the tree under
 	// PySamplesRoot over the window (diagnose --py-stacks).
-	PySamples     *pystack.Sampler
+	PySamples     *pysample.Sampler
 	PySamplesRoot int
 	// Tap, when set, is given the recorder the samples go to (nil when
 	// none) and returns the one the sampler is to use: a live consumer of
