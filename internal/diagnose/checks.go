@@ -10,8 +10,10 @@ import (
 	"github.com/gpufeed/gpufeed/internal/timeline"
 )
 
-// afterWindow adds to a live timeline, once sampling has ended and before it
-// is judged or its recording closed, the facts read once per run:
+// readChannelsAndChecks adds to a live timeline, once sampling has ended and
+// before it is judged or its recording closed, the facts read once per run
+// for the live rules and the checks (what frozen-job judgement reads at the
+// same moment is EndOfWindow's):
 //
 //   - each live process's device channels (procfs.ChannelProber), so the
 //     rules can tell a thread waiting on the GPU from one waiting on input;
@@ -19,7 +21,7 @@ import (
 //     (diagnose runs the same checks) and the window's GPU samples (the
 //     clocks are judged over the run), kept in the timeline so gpufeed
 //     report reproduces them without re-running them.
-func afterWindow(ctx context.Context, tl *timeline.Timeline, fs procfs.FS, src gpu.Source) {
+func readChannelsAndChecks(ctx context.Context, tl *timeline.Timeline, fs procfs.FS, src gpu.Source) {
 	var simPaths []string
 	if s, ok := src.(interface{ Path() string }); ok {
 		simPaths = append(simPaths, s.Path())
