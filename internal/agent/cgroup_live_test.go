@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpufeed/gpufeed/internal/gpu/sim"
 	"github.com/gpufeed/gpufeed/internal/livetest"
+	"github.com/gpufeed/gpufeed/internal/sim"
 	"github.com/gpufeed/gpufeed/internal/testjob"
 )
 

@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpufeed/gpufeed/internal/cpusample"
 	"github.com/gpufeed/gpufeed/internal/livetest"
 	"github.com/gpufeed/gpufeed/internal/procfs"
 	"github.com/gpufeed/gpufeed/internal/profile"
-	"github.com/gpufeed/gpufeed/internal/profile/cpuprof"
 )
 
 // Attached to a running Python loop with --profile auto, the window holds
@@ -21,7 +21,7 @@ import (
 func TestRunAttachedProfilesTheTree(t *testing.T) {
 	livetest.Need(t)
 	fsys := fsOrSkip(t)
-	if err := cpuprof.Check(""); err != nil {
+	if err := cpusample.Check(""); err != nil {
 		t.Skip(err)
 	}
 	job := exec.Command("/usr/bin/python3", "-c", "while True: sum(i * i for i in range(1000))")

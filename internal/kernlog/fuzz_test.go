@@ -12,7 +12,7 @@ import (
 
 // seedLines adds every line of the kernel log reader's fixtures to a fuzz corpus.
 func seedLines(f *testing.F, add func(string)) {
-	files, _ := filepath.Glob("../kmsg/testdata/kmsg/*/*")
+	files, _ := filepath.Glob("testdata/kmsg/*/*")
 	for _, p := range files {
 		if !strings.HasSuffix(p, ".txt") && !strings.HasSuffix(p, ".kmsg") {
 			continue

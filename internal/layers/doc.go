@@ -5,12 +5,15 @@
 // only packages of the layers its own may use:
 //
 //	vocabulary  the shared words: findings, the timeline, CPU sets, the
-//	            device interface, the trace model, what kernel log lines
-//	            and Python stacks say, the terminal sanitiser
+//	            device interface, the trace model, what Python stacks say,
+//	            the kernel log (one package: its bounded reader needs only
+//	            the standard library, and every layer reads its lines),
+//	            the terminal sanitiser
 //	sources     what reads the machine, the GPUs and the profilers (procfs,
-//	            the kernel log, py-spy, NVML, the simulated device, the
-//	            sampler, the trace readers, the platform checks) and what
-//	            makes situations to read (the demo, the trace generator)
+//	            py-spy and the Python and CPU samplers, the eBPF probes,
+//	            NVML, the simulated device, the sampler, the trace readers,
+//	            the platform checks) and what makes situations to read (the
+//	            demo, the drills, the trace generator)
 //	derive      quantities derived from a timeline or a trace model
 //	judge       rules, thresholds, verdicts: what the quantities mean
 //	render      the report models and their renderers
@@ -19,7 +22,10 @@
 //	commands    flags and wiring
 //	testing     helpers only tests import
 //
-// Sources import no derive, judge or render package; derive, judge and
+// No package imports one of a higher layer, and a directory of internal/ or
+// cmd/ holds packages of one layer only (a source never sits under the
+// vocabulary it fills), so the imports between directories never run back
+// up. Sources import no derive, judge or render package; derive, judge and
 // render import no source: a rule never reads a file, a renderer never
 // reads a probe, a probe never decides.
 package layers

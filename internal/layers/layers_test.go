@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"go/build"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -25,11 +26,12 @@ var layers = []struct {
 }{
 	{"vocabulary", []string{"vocabulary"}, []string{
 		"internal/finding", "internal/timeline", "internal/cpuset", "internal/safetext", "internal/gpu",
-		"internal/trace", "internal/kernlog", "internal/profile", "internal/gpu/sim/wire", "internal/drill/result", "python"}},
+		"internal/trace", "internal/kernlog", "internal/profile", "internal/drillresult", "python"}},
 	{"sources", []string{"vocabulary", "sources"}, []string{
-		"internal/procfs", "internal/podinfo", "internal/kmsg", "internal/profile/pyspy", "internal/pystack", "internal/profile/cpuprof", "internal/profile/bpfcap", "internal/profile/syscalls", "internal/profile/driverprobe", "internal/sample", "internal/gpu/nvml",
-		"internal/gpu/sim", "internal/gpu/sim/simclient", "internal/gpu/sim/simcuda", "internal/gpu/sim/cudadrv", "internal/gpu/gpusource", "internal/trace/kineto",
-		"internal/trace/nsys", "internal/trace/load", "internal/trace/tracegen", "internal/check", "internal/demo", "internal/drill"}},
+		"internal/procfs", "internal/podinfo", "internal/sample", "internal/check",
+		"internal/pyspy", "internal/pysample", "internal/cpusample", "internal/bpfcap", "internal/syscalls", "internal/driverprobe",
+		"internal/nvml", "internal/gpusource", "internal/sim", "internal/sim/wire", "internal/sim/simclient", "internal/sim/simcuda", "internal/sim/cudadrv",
+		"internal/kineto", "internal/nsys", "internal/traceload", "internal/tracegen", "internal/demo", "internal/drill"}},
 	{"derive", []string{"vocabulary", "derive"}, []string{"internal/derive", "internal/derive/tracestats"}},
 	{"judge", []string{"vocabulary", "derive", "judge"}, []string{
 		"internal/judge", "internal/judge/frozen", "internal/judge/thresholds", "internal/judge/tracejudge", "internal/compare"}},
@@ -126,6 +128,118 @@ func TestImportsRunOneWay(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestNoArrowRunsUp fails when a layer may import a layer above its own
+// (the table itself running back up), when a package imports one of a
+// higher layer, or when a directory holds packages of two layers. A
+// directory is a room: the tree under one directory of internal/ or cmd/
+// (internal/gpu with everything below it). A room that held a vocabulary
+// package and a source under it (internal/gpu and internal/nvml) made
+// an arrow back up between rooms: procfs imported internal/gpu, and
+// internal/nvml imported procfs. So every room holds one layer, and
+// the arrows between rooms run down or sideways, never round in a circle.
+func TestNoArrowRunsUp(t *testing.T) {
+	g := graph(t)
+	of := layerOf()
+	rank := map[string]int{}
+	for i, l := range layers {
+		rank[l.name] = i
+	}
+	for _, l := range layers {
+		for _, imp := range l.imports {
+			if rank[imp] > rank[l.name] {
+				t.Errorf("the layer table lets %s import %s, a layer above it", l.name, imp)
+			}
+		}
+	}
+	for p, imps := range g {
+		for _, imp := range imps {
+			if lp, li := of[p], of[imp]; lp != "" && li != "" && rank[li] > rank[lp] {
+				t.Errorf("%s (%s) imports %s (%s), a higher layer", p, lp, imp, li)
+			}
+		}
+	}
+	roomLayer := map[string]string{}
+	roomPkg := map[string]string{}
+	for _, p := range slices.Sorted(maps.Keys(g)) {
+		r, l := room(p), of[p]
+		if l == "" {
+			continue
+		}
+		if prev, ok := roomLayer[r]; ok && prev != l {
+			t.Errorf("directory %s holds packages of two layers: %s (%s) and %s (%s); give the sources a directory of their own", r, roomPkg[r], prev, p, l)
+			continue
+		}
+		roomLayer[r], roomPkg[r] = l, p
+	}
+	arrows := map[string]map[string]string{} // room -> room -> an import that draws the arrow
+	for p, imps := range g {
+		for _, imp := range imps {
+			if a, b := room(p), room(imp); a != b {
+				if arrows[a] == nil {
+					arrows[a] = map[string]string{}
+				}
+				arrows[a][b] = p + " -> " + imp
+			}
+		}
+	}
+	if c := circle(arrows); c != nil {
+		var why []string
+		for i := range len(c) - 1 {
+			why = append(why, arrows[c[i]][c[i+1]])
+		}
+		t.Errorf("the directories import each other round a circle %s (%s): an arrow runs back up", strings.Join(c, " -> "), strings.Join(why, "; "))
+	}
+}
+
+// room is the directory a package's tree hangs from: internal/X or cmd/X
+// (python and other top-level packages are rooms of their own).
+func room(p string) string {
+	parts := strings.SplitN(p, "/", 3)
+	if len(parts) >= 2 && (parts[0] == "internal" || parts[0] == "cmd") {
+		return parts[0] + "/" + parts[1]
+	}
+	return parts[0]
+}
+
+// circle returns a cycle of the graph (its first node repeated at the end),
+// or nil.
+func circle(g map[string]map[string]string) []string {
+	const (
+		unseen = iota
+		open
+		done
+	)
+	state := map[string]int{}
+	var stack []string
+	var found []string
+	var visit func(string) bool
+	visit = func(n string) bool {
+		state[n] = open
+		stack = append(stack, n)
+		for _, m := range slices.Sorted(maps.Keys(g[n])) {
+			switch state[m] {
+			case open:
+				i := slices.Index(stack, m)
+				found = append(append([]string(nil), stack[i:]...), m)
+				return true
+			case unseen:
+				if visit(m) {
+					return true
+				}
+			}
+		}
+		stack = stack[:len(stack)-1]
+		state[n] = done
+		return false
+	}
+	for _, n := range slices.Sorted(maps.Keys(g)) {
+		if state[n] == unseen && visit(n) {
+			return found
+		}
+	}
+	return nil
 }
 
 // TestNoLayerReachesAForbiddenOne checks the closure too, with the

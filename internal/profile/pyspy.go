@@ -1,8 +1,12 @@
 // Package profile is what is seen inside a job's threads, whatever reads
-// it: today the Python stacks of each thread and which thread holds the GIL.
-// The readers live below it (internal/profile/pyspy runs py-spy); the model
-// and the text formats a timeline records are here, pure, so the rules read
-// them without importing a reader.
+// it: the Python stacks of each thread and which thread holds the GIL, the
+// CPU profile, the system call and CUDA driver call counts. The readers are
+// sources in directories of their own beside it: internal/pyspy runs
+// py-spy, internal/pysample samples Python stacks from the interpreter's
+// memory, internal/cpusample samples where threads spend CPU with perf
+// events, internal/syscalls and internal/driverprobe count calls with eBPF.
+// The model and the text formats a timeline records are here, pure, so the
+// rules read them without importing a reader.
 //
 // A timeline keeps `py-spy dump`'s own text (timeline.EventPyStacks), and
 // ParsePySpy reads it when the timeline is judged: a recording judged later
