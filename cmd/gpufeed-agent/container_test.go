@@ -19,6 +19,7 @@ import (
 
 	"github.com/gpufeed/gpufeed/internal/clitest"
 	"github.com/gpufeed/gpufeed/internal/demo"
+	"github.com/gpufeed/gpufeed/internal/livetest"
 )
 
 func TestMain(m *testing.M) { os.Exit(clitest.Main(m)) }
@@ -44,9 +45,7 @@ func TestMain(m *testing.M) { os.Exit(clitest.Main(m)) }
 var daemonSetArgs = []string{"--hostname=test-node", "--sys-root=/host/sys", "--host-root=/host"}
 
 func TestAgentContainer(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs a container image (minutes)")
-	}
+	livetest.Need(t)
 	prometheus, err := exec.LookPath("prometheus")
 	if err != nil {
 		t.Skip("prometheus is not installed (Debian's prometheus package provides it; make test installs it)")

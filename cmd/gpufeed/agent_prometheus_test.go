@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/gpufeed/gpufeed/internal/demo"
+	"github.com/gpufeed/gpufeed/internal/livetest"
 	"github.com/gpufeed/gpufeed/internal/testjob"
 )
 
@@ -266,6 +267,7 @@ func scrape(t *testing.T, addr string) string {
 }
 
 func TestAgentAlertsInRealPrometheus(t *testing.T) {
+	livetest.Need(t)
 	promtool := needTool(t, "promtool")
 	needTool(t, "prometheus")
 	exe := gpufeed(t)

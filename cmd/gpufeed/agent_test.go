@@ -28,6 +28,8 @@ import (
 
 	"golang.org/x/crypto/bcrypt"
 	"golang.org/x/sys/unix"
+
+	"github.com/gpufeed/gpufeed/internal/livetest"
 )
 
 // The agent's web configuration: the Prometheus exporters' file (TLS,
@@ -177,6 +179,7 @@ func TestAgentWebConfigWithoutAuthServesNoDetail(t *testing.T) {
 // at once, the others once the header timeout passes), its discovery
 // never fails, and the job it watches stays watched with its history.
 func TestAgentSurvivesIdleConnectionFlood(t *testing.T) {
+	livetest.Need(t)
 	job := exec.Command("sleep", "300")
 	job.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := job.Start(); err != nil {
@@ -298,6 +301,7 @@ func TestAgentSurvivesIdleConnectionFlood(t *testing.T) {
 // (root reads a root job, nobody does not), and is removed when the agent
 // stops; a path holding another file is refused.
 func TestAgentDetailSocket(t *testing.T) {
+	livetest.Need(t)
 	if os.Getuid() != 0 {
 		t.Skip("needs root: a client of another uid")
 	}
@@ -367,6 +371,7 @@ func TestAgentDetailSocket(t *testing.T) {
 // reading the recording back (gpufeed report FILE) would scrub it again,
 // so the recording is checked as served.
 func TestAgentDetailsScrubCommandLineSecrets(t *testing.T) {
+	livetest.Need(t)
 	if os.Getuid() != 0 {
 		t.Skip("needs root: the detail socket serves a root client the jobs of every user")
 	}

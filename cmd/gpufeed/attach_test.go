@@ -20,6 +20,7 @@ import (
 	"github.com/gpufeed/gpufeed/internal/clitest"
 	"github.com/gpufeed/gpufeed/internal/finding"
 	"github.com/gpufeed/gpufeed/internal/judge/thresholds"
+	"github.com/gpufeed/gpufeed/internal/livetest"
 	"github.com/gpufeed/gpufeed/internal/render"
 	"github.com/gpufeed/gpufeed/internal/sim"
 	"github.com/gpufeed/gpufeed/internal/sim/simcuda"
@@ -221,9 +222,7 @@ func requireNeverStalled(t *testing.T, what string, runs []attachRun) {
 // time, woken twenty times a second, while the device completes its
 // kernels) and with CUDA's spinning one (the thread on a CPU throughout).
 func TestAttachGPUBoundSyncLoopNeverStalled(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: live attach runs")
-	}
+	livetest.Need(t)
 	python, err := exec.LookPath("python3")
 	if err != nil {
 		t.Skip("python3 not found")
@@ -307,9 +306,7 @@ while True:
 // neither submission-bound (a wrong class) nor anything critical, and must
 // say what would separate the two.
 func TestAttachSpinningSyncIsNoWrongClass(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: live attach runs")
-	}
+	livetest.Need(t)
 	python, err := exec.LookPath("python3")
 	if err != nil {
 		t.Skip("python3 not found")
@@ -406,9 +403,7 @@ func TestAttachSpinningSyncIsNoWrongClass(t *testing.T) {
 // listening socket, the GPU idle, is idle: never stalled, never critical;
 // the verdict says what it waits in and that the GPU is idle.
 func TestAttachIdleServerIsIdle(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: live attach runs")
-	}
+	livetest.Need(t)
 	python, err := exec.LookPath("python3")
 	if err != nil {
 		t.Skip("python3 not found")
@@ -424,9 +419,7 @@ func TestAttachIdleServerIsIdle(t *testing.T) {
 // TestAttachSleepIsIdle: `sleep 30` with no GPU in view is idle, waiting on
 // a timer: never stalled, never critical.
 func TestAttachSleepIsIdle(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: live attach runs")
-	}
+	livetest.Need(t)
 	w := startWorkload(t, nil, false, "sleep", "30")
 	time.Sleep(200 * time.Millisecond)
 	runs := attachRepeatedly(t, w.Process.Pid, 5, []time.Duration{3 * time.Second, 4 * time.Second}, "--device", "none")
@@ -452,9 +445,7 @@ while float(open("/proc/uptime").read().split()[0]) - started < 2.6:
 // of Python imports alone once took over half of a 4 s window; the quiet
 // tail after a start-up in view is judged from a second on.
 func TestLaunchedIdleServerIsIdle(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: live runs")
-	}
+	livetest.Need(t)
 	python, err := exec.LookPath("python3")
 	if err != nil {
 		t.Skip("python3 not found")
@@ -525,9 +516,7 @@ func requireIdle(t *testing.T, runs []attachRun, words ...string) {
 // shows the pattern (cpu0 pegged, the other CPUs quiet) the neighbour is
 // named as such.
 func TestAttachIdleBesideABusyNeighbour(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: live attach runs")
-	}
+	livetest.Need(t)
 	hog := startWorkload(t, []string{"GPUFEED_DEMO_SECONDS=60"}, false, gpufeed(t), "__workload", "hog", "--cpu", "0")
 	_ = hog
 	w := startWorkload(t, nil, false, "sleep", "30")

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gpufeed/gpufeed/internal/clitest"
+	"github.com/gpufeed/gpufeed/internal/livetest"
 )
 
 // What a sweep of bad input against the commands added after the first
@@ -112,6 +113,7 @@ func TestTopZombieIsNamed(t *testing.T) {
 // /dev/null (a character device, not a terminal) gets the plain lines, not
 // a full-screen view that cannot open a terminal.
 func TestTopSaysTheTargetExited(t *testing.T) {
+	livetest.Need(t)
 	target := exec.Command("sleep", "2.5")
 	if err := target.Start(); err != nil {
 		t.Fatal(err)

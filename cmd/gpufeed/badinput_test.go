@@ -12,6 +12,7 @@ import (
 
 	"github.com/gpufeed/gpufeed/internal/check"
 	"github.com/gpufeed/gpufeed/internal/finding"
+	"github.com/gpufeed/gpufeed/internal/livetest"
 	"github.com/gpufeed/gpufeed/internal/render"
 )
 
@@ -212,6 +213,7 @@ func TestZombieIsDiagnosedAsFarAsItCanBe(t *testing.T) {
 // gpufeed run from inside the job it watches (and the timeout that runs it)
 // is never counted as part of the job.
 func TestObserverIsNotPartOfTheJob(t *testing.T) {
+	livetest.Need(t)
 	if _, err := exec.LookPath("timeout"); err != nil {
 		t.Skip("no timeout(1)")
 	}
@@ -253,9 +255,7 @@ func TestObserverIsNotPartOfTheJob(t *testing.T) {
 // A requested 2 s window of a running job, attached to repeatedly, is
 // judged every time.
 func TestTwoSecondWindowIsJudged(t *testing.T) {
-	if testing.Short() {
-		t.Skip("6 s of live sampling")
-	}
+	livetest.Need(t)
 	job := exec.Command("sh", "-c", "while :; do :; done")
 	if err := job.Start(); err != nil {
 		t.Fatal(err)
@@ -306,6 +306,7 @@ func TestHostileNamesInErrorsAreEscaped(t *testing.T) {
 // A process that names itself with a right-to-left override and a line
 // separator is shown escaped in diagnose's text and JSON.
 func TestHostileProcessNameIsNotShownRaw(t *testing.T) {
+	livetest.Need(t)
 	job := exec.Command("sh", "-c", `printf 'x\342\200\256gpj.exe\342\200\250' > /proc/$$/comm; sleep 30; true`)
 	if err := job.Start(); err != nil {
 		t.Fatal(err)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/gpufeed/gpufeed/internal/driverprobe"
 	"github.com/gpufeed/gpufeed/internal/finding"
+	"github.com/gpufeed/gpufeed/internal/livetest"
 	"github.com/gpufeed/gpufeed/internal/profile"
 	"github.com/gpufeed/gpufeed/internal/render"
 	"github.com/gpufeed/gpufeed/internal/syscalls"
@@ -74,9 +75,7 @@ func mainThreadDriver(t *testing.T, r render.Report, pid int) profile.ThreadDriv
 // 50 syncs a second, one sleep per sync; the probed file is the simulated
 // driver, found in the job's maps.
 func TestAttachDriverCallsAndSyscallsCount(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: live attach runs")
-	}
+	livetest.Need(t)
 	needBPF(t)
 	python, err := exec.LookPath("python3")
 	if err != nil {
@@ -145,9 +144,7 @@ func TestAttachDriverCallsAndSyscallsCount(t *testing.T) {
 // sync-bound verdict rests on the time inside the driver's syncs too, and
 // the launch loop's submission-bound one on its launches per second.
 func TestAttachVerdictsUseDriverCalls(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: live attach runs")
-	}
+	livetest.Need(t)
 	needBPF(t)
 	python, err := exec.LookPath("python3")
 	if err != nil {
@@ -211,9 +208,7 @@ func TestAttachVerdictsUseDriverCalls(t *testing.T) {
 // As nobody, the syscall summary and the driver probes are not taken and
 // the report says which capabilities would allow them; nothing fails.
 func TestUnprivilegedBPFSaysWhatIsMissing(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: live runs")
-	}
+	livetest.Need(t)
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to drop to nobody")
 	}
@@ -258,9 +253,7 @@ func TestUnprivilegedBPFSaysWhatIsMissing(t *testing.T) {
 // two times in three. The binary runs under a name of its own, so a line
 // from another gpufeed on the host is not counted.
 func TestProfiledAttachLeavesNoUprobe(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: live attach runs")
-	}
+	livetest.Need(t)
 	needBPF(t)
 	python, err := exec.LookPath("python3")
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/gpufeed/gpufeed/internal/finding"
+	"github.com/gpufeed/gpufeed/internal/livetest"
 	"github.com/gpufeed/gpufeed/internal/testjob"
 )
 
@@ -50,9 +51,7 @@ while True:
 // to the OOM kill; attached across the kill, the kill is named by member
 // (the child's pid), from the cgroup's oom_kill count.
 func TestAttachMemoryCgroupTimeLeftAndOOMKill(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: live attach runs")
-	}
+	livetest.Need(t)
 	python, err := exec.LookPath("python3")
 	if err != nil {
 		t.Skip("python3 not found")

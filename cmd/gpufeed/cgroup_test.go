@@ -11,6 +11,7 @@ import (
 
 	"github.com/gpufeed/gpufeed/internal/demo"
 	"github.com/gpufeed/gpufeed/internal/finding"
+	"github.com/gpufeed/gpufeed/internal/livetest"
 	"github.com/gpufeed/gpufeed/internal/render"
 	"github.com/gpufeed/gpufeed/internal/testjob"
 )
@@ -33,9 +34,7 @@ import (
 // idle time to it is inconclusive and names the limit; a third or more name
 // the class.
 func TestAttachCPUQuotaIsTheCause(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: live attach runs")
-	}
+	livetest.Need(t)
 	for _, sc := range []string{"launch-bound", "sync-bound"} {
 		t.Run(sc, func(t *testing.T) { attachInQuota(t, sc) })
 	}

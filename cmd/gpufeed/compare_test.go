@@ -12,6 +12,7 @@ import (
 
 	"github.com/gpufeed/gpufeed/internal/clitest"
 	"github.com/gpufeed/gpufeed/internal/golden"
+	"github.com/gpufeed/gpufeed/internal/livetest"
 	"github.com/gpufeed/gpufeed/internal/testjob"
 )
 
@@ -233,6 +234,7 @@ func TestCompareRefusesHugeFilesBeforeReading(t *testing.T) {
 // collections would be. compare names the rank that died first, on the
 // first job's node, and how long before the other.
 func TestCompareDeathsAcrossNodes(t *testing.T) {
+	livetest.Need(t)
 	dir := t.TempDir()
 	var files []string
 	for i, victim := range []int{2, 1} {

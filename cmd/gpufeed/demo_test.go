@@ -20,6 +20,7 @@ import (
 	"github.com/gpufeed/gpufeed/internal/demo"
 	"github.com/gpufeed/gpufeed/internal/finding"
 	"github.com/gpufeed/gpufeed/internal/golden"
+	"github.com/gpufeed/gpufeed/internal/livetest"
 	"github.com/gpufeed/gpufeed/internal/render"
 	"github.com/gpufeed/gpufeed/internal/safetext"
 )
@@ -37,9 +38,7 @@ type demoReport = render.Report
 // own rules (the platform checks report this machine as it is). Neither
 // report, text or JSON, may name an internal reference.
 func TestDemoScenarios(t *testing.T) {
-	if testing.Short() {
-		t.Skip("the scenarios take about two minutes (ten 10 s windows): skipped with -short")
-	}
+	livetest.Need(t)
 	if _, err := exec.LookPath("python3"); err != nil {
 		t.Skip("python3 not on PATH: the Python scenarios cannot run")
 	}

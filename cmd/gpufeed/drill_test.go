@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/gpufeed/gpufeed/internal/golden"
+	"github.com/gpufeed/gpufeed/internal/livetest"
 )
 
 // drillDoc is the part of a drill's JSON the tests read.
@@ -138,6 +139,7 @@ func TestDrillList(t *testing.T) {
 // workers hand over show as accept4 (file descriptor passing), as in the
 // reference.
 func TestDrillSyscallsRealTrainingLoop(t *testing.T) {
+	livetest.Need(t)
 	if exec.Command("/usr/bin/python3", "-c", "import torch").Run() != nil {
 		t.Skip("Debian's python3-torch is not installed (scripts/test.sh installs it)")
 	}
@@ -166,6 +168,7 @@ func TestDrillSyscallsRealTrainingLoop(t *testing.T) {
 // binary, busy processes it starts, pinning, a CUDA graph. The graph row
 // is the GPU time; the quiet row is launch-bound.
 func TestDrillJitterOnTheSimulator(t *testing.T) {
+	livetest.Need(t)
 	d := drillJSON(t, "jitter", "--driver", "sim", "--reps", "3", "-o", "json")
 	golden.Check(t, filepath.Join("testdata", "drill-jitter.shape"), d.shape())
 	if d.Backend == nil || !strings.Contains(*d.Backend, "simulated") {

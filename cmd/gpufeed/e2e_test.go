@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/gpufeed/gpufeed/internal/golden"
+	"github.com/gpufeed/gpufeed/internal/livetest"
 	"github.com/gpufeed/gpufeed/internal/render"
 )
 
@@ -24,6 +25,7 @@ func TestReportGolden(t *testing.T) {
 
 // The live report and the report of its recording are the same, byte for byte.
 func TestReportOfRecordingEqualsLive(t *testing.T) {
+	livetest.Need(t)
 	dir := t.TempDir()
 	for _, format := range []string{"json", "text"} {
 		rec := filepath.Join(dir, format+".gpufeed")
@@ -72,6 +74,7 @@ func TestDiagnoseExitsWithCommandStatus(t *testing.T) {
 // diagnose --pid over the committed /proc fixture (the real read path, with
 // an injected root): the tree, the vanished thread, the roles.
 func TestDiagnoseFixtureRoot(t *testing.T) {
+	livetest.Need(t)
 	out, stderr, code := run(t, "diagnose", "--root", hostRoot(t, "../../testdata/proc/trainer", ""),
 		"--pid", "26627", "--duration", "2s", "-o", "json")
 	if code != 0 || stderr != "" {

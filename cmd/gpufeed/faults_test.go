@@ -15,6 +15,7 @@ import (
 
 	"github.com/gpufeed/gpufeed/internal/clitest"
 	"github.com/gpufeed/gpufeed/internal/finding"
+	"github.com/gpufeed/gpufeed/internal/livetest"
 	"github.com/gpufeed/gpufeed/internal/render"
 )
 
@@ -61,6 +62,7 @@ func tinyDisk(t *testing.T, free int) string {
 // (after the command ended, its status said). The recording was cut to 4
 // KiB and diagnose exited 0 with a warning.
 func TestOutputsThatCannotBeWrittenFail(t *testing.T) {
+	livetest.Need(t)
 	py, err := exec.LookPath("python3")
 	if err != nil {
 		t.Skip("no python3")
@@ -150,6 +152,7 @@ func TestOutputsThatCannotBeWrittenFail(t *testing.T) {
 // that starts ten processes after a second, each costing two kept files)
 // and with a command (waited for, its status said, exit 125).
 func TestOutOfDescriptorsIsGpufeedsFailure(t *testing.T) {
+	livetest.Need(t)
 	prlimit, err := exec.LookPath("prlimit")
 	if err != nil {
 		t.Skip("no prlimit")
@@ -249,6 +252,7 @@ func waitFor(t *testing.T, d time.Duration, what string, f func() bool) {
 // ended, the report came, and gpufeed waited for a command that never heard
 // the signal.
 func TestSignalsArePassedOnToTheCommand(t *testing.T) {
+	livetest.Need(t)
 	t.Run("SIGTERM", func(t *testing.T) {
 		g, out, stderr := startDiagnose(t, "diagnose", "--duration", "60s", "--device", "none", "--profile", "off", "--", "sh", "-c", trapJob)
 		waitFor(t, 10*time.Second, "the command's ready", func() bool { return strings.Contains(stderr.String(), "ready") })
@@ -370,6 +374,7 @@ const countJob = `n=0; trap 'n=$((n+1)); echo "got INT $n" >&2' INT; trap 'exit 
 // job's clean-up). The window still ends on it, and SIGTERM afterwards is
 // passed on.
 func TestCtrlCReachesTheCommandOnce(t *testing.T) {
+	livetest.Need(t)
 	py, err := exec.LookPath("python3")
 	if err != nil {
 		t.Skip("no python3")
@@ -438,6 +443,7 @@ func buildStorm(t *testing.T) string {
 // job-forks says it keeps starting processes, with the rate seen, the CPU
 // of the children it reaped and the host's forks. Attached and launched.
 func TestForkStormIsProgress(t *testing.T) {
+	livetest.Need(t)
 	storm := buildStorm(t)
 	check := func(t *testing.T, out string) {
 		t.Helper()

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gpufeed/gpufeed/internal/clitest"
+	"github.com/gpufeed/gpufeed/internal/livetest"
 )
 
 // The flags every command shares, their errors and the exit statuses, as a
@@ -54,6 +55,7 @@ func TestBadValuesSayWhatTheFlagWants(t *testing.T) {
 // TestBareSecondsAndAnyCaseFormat: --duration 5 is five seconds (as in
 // sleep and timeout), units still work, and -o JSON is -o json.
 func TestBareSecondsAndAnyCaseFormat(t *testing.T) {
+	livetest.Need(t)
 	for _, tc := range []struct {
 		duration string
 		want     float64

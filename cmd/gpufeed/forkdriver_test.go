@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpufeed/gpufeed/internal/livetest"
 	"github.com/gpufeed/gpufeed/internal/render"
 )
 
@@ -133,9 +134,7 @@ func checkForkAfterDriver(t *testing.T, runs []attachRun, parent int, lib string
 }
 
 func TestForkAfterSimulatedDriverAttached(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: live attach runs")
-	}
+	livetest.Need(t)
 	py := requireTorch(t)
 	pydir, _ := filepath.Abs("../../python")
 	sock := startSimdev(t)
@@ -145,9 +144,7 @@ func TestForkAfterSimulatedDriverAttached(t *testing.T) {
 }
 
 func TestForkAfterDlopenedDriverAttached(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: live attach runs")
-	}
+	livetest.Need(t)
 	python, err := exec.LookPath("python3")
 	if err != nil {
 		t.Skip("python3 not found")
@@ -162,9 +159,7 @@ func TestForkAfterDlopenedDriverAttached(t *testing.T) {
 // cuInit (it only calls something named like it) is no driver: the fork
 // is found, no fork-after-cuda-init.
 func TestForkAfterOtherLibraryAttached(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: live attach runs")
-	}
+	livetest.Need(t)
 	python, err := exec.LookPath("python3")
 	if err != nil {
 		t.Skip("python3 not found")

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gpufeed/gpufeed/internal/finding"
+	"github.com/gpufeed/gpufeed/internal/livetest"
 	"github.com/gpufeed/gpufeed/internal/testjob"
 )
 
@@ -19,6 +20,7 @@ import (
 // reports lead with the stalled verdict and say where each thread waits,
 // and the report of the recording equals the live one.
 func TestDiagnoseFrozenJob(t *testing.T) {
+	livetest.Need(t)
 	r, err := testjob.Start(t.Context(), testjob.PipeHang, nil)
 	if errors.Is(err, testjob.ErrUnavailable) {
 		t.Skip(err)
@@ -68,6 +70,7 @@ func TestDiagnoseFrozenJob(t *testing.T) {
 // launcher that waits in rank order the dead rank is its zombie child; with
 // one that reaps at once only the kernel log remembers it.
 func TestDeadRankNamedAfterAttach(t *testing.T) {
+	livetest.Need(t)
 	for _, tc := range []struct {
 		name    string
 		inOrder bool

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gpufeed/gpufeed/internal/clitest"
+	"github.com/gpufeed/gpufeed/internal/livetest"
 )
 
 // scripts/gpu-check.sh end to end, as its dry run rehearses it here: the
@@ -18,6 +19,7 @@ import (
 // workload that runs without CUDA, every other step skipped with its
 // reason; every result a file under the output directory.
 func TestGPUCheckDryRun(t *testing.T) {
+	livetest.Need(t)
 	if _, err := exec.LookPath("timeout"); err != nil {
 		t.Skip("no timeout(1)")
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gpufeed/gpufeed/internal/browsertest"
+	"github.com/gpufeed/gpufeed/internal/livetest"
 )
 
 // pageState is what the browser test reads from a rendered page.
@@ -114,6 +115,7 @@ func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
 // every interval judged, nothing fails in the page and nothing is fetched;
 // one screenshot each.
 func TestHTMLReportsInABrowser(t *testing.T) {
+	livetest.Need(t)
 	b := browser(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

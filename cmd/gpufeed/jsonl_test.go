@@ -12,6 +12,7 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
+	"github.com/gpufeed/gpufeed/internal/livetest"
 	"github.com/gpufeed/gpufeed/internal/render"
 )
 
@@ -21,6 +22,7 @@ import (
 // the job's phases (GPU busy, then idle for lack of submission); the last
 // line is the report, whose window holds as many intervals.
 func TestDiagnoseJSONLinesThroughAPipe(t *testing.T) {
+	livetest.Need(t)
 	sock := simDevice(t)
 	cmdline := phases(t, 3, 5) // diagnose waits for the command it launched: it ends a second after the window
 	cmd := exec.Command(gpufeed(t), append([]string{"diagnose", "--duration", "7s", "-o", "jsonl", "--"}, cmdline...)...)

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/gpufeed/gpufeed/internal/livetest"
 )
 
 // lockOrderDeadlock: two threads take two locks in opposite order and
@@ -43,9 +45,7 @@ t1.join()
 // process whose two threads deadlock on two locks, the default first
 // screen of the stalled verdict shows each thread's Python line.
 func TestLockOrderDeadlockStacksOnFirstScreen(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: live attach runs")
-	}
+	livetest.Need(t)
 	python, err := exec.LookPath("python3")
 	if err != nil {
 		t.Skip("python3 not found")
@@ -143,9 +143,7 @@ func pyenvPythons() map[string]string {
 // with --py-stacks: stalled, and the first screen shows every waiting
 // thread's own line and the main thread's join.
 func TestLockCycleDeadlocksOnEveryCPython(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: live attach runs")
-	}
+	livetest.Need(t)
 	pythons := pyenvPythons()
 	if len(pythons) == 0 {
 		t.Skip("no pyenv CPython 3.8-3.13 on this machine")

@@ -12,6 +12,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
 
 	"github.com/gpufeed/gpufeed/internal/gpu"
+	"github.com/gpufeed/gpufeed/internal/livetest"
 	"github.com/gpufeed/gpufeed/internal/nvml"
 	"github.com/gpufeed/gpufeed/internal/timeline"
 )
@@ -52,6 +53,7 @@ func answerNotSupported(mock any) {
 // "26627 4011": the GPU lists PID 4011, which only that root's index turns
 // into 26627.
 func TestDiagnoseProcRootReachesNVML(t *testing.T) {
+	livetest.Need(t)
 	host := t.TempDir()
 	root := filepath.Join(host, "proc")
 	if err := os.CopyFS(root, os.DirFS("../../testdata/proc/trainer")); err != nil {

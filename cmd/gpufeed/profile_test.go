@@ -19,6 +19,7 @@ import (
 
 	"github.com/gpufeed/gpufeed/internal/cpusample"
 	"github.com/gpufeed/gpufeed/internal/finding"
+	"github.com/gpufeed/gpufeed/internal/livetest"
 	"github.com/gpufeed/gpufeed/internal/sim"
 	"github.com/gpufeed/gpufeed/internal/sim/simcuda"
 )
@@ -103,9 +104,7 @@ var profiledJobs = []struct {
 // synchronisation after each step sync-bound, each with the launch
 // thread's shares in the split finding's claim and evidence.
 func TestAttachProfiledLaunchThreadSplit(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: live attach runs")
-	}
+	livetest.Need(t)
 	if err := cpusample.Check(""); err != nil {
 		t.Skip(err)
 	}
@@ -223,9 +222,7 @@ func startSharedSimdev(t *testing.T) []string {
 // setting would show it and which classes it cannot tell apart. With
 // --profile on, diagnose fails before its window, with the same reason.
 func TestUnprivilegedProfileSaysWhatIsMissing(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: live attach runs")
-	}
+	livetest.Need(t)
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to drop to nobody")
 	}

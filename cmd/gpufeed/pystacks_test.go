@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gpufeed/gpufeed/internal/finding"
+	"github.com/gpufeed/gpufeed/internal/livetest"
 	"github.com/gpufeed/gpufeed/internal/testjob"
 )
 
@@ -41,6 +42,7 @@ func lineOf(t *testing.T, script testjob.Script, marker string) int {
 // lock.acquire(), and the others in all_reduce. Attached twice, with
 // different windows, in text and in JSON.
 func TestGlooStuckRankNamedByStacks(t *testing.T) {
+	livetest.Need(t)
 	requireTorch(t)
 	stuck := lineOf(t, testjob.TorchRanks, "lock.acquire()  # never returns")
 	call := lineOf(t, testjob.TorchRanks, "dist.all_reduce(t)")
@@ -90,6 +92,7 @@ func TestGlooStuckRankNamedByStacks(t *testing.T) {
 // Without --py-stacks the same job's verdict cannot name the member: the
 // position finding comes only from the stacks.
 func TestGlooStuckRankWithoutStacks(t *testing.T) {
+	livetest.Need(t)
 	requireTorch(t)
 	job := startScenario(t, testjob.TorchRanks, "--world", "3", "--hang", "2")
 	awaitEvent(t, job, "ranks", 30*time.Second)
@@ -104,6 +107,7 @@ func TestGlooStuckRankWithoutStacks(t *testing.T) {
 // known home; attached with --py-stacks, the python-time finding names
 // that home as the training thread's lead stage, with its change.
 func TestPythonTimeShares(t *testing.T) {
+	livetest.Need(t)
 	requireTorch(t)
 	for _, c := range []struct{ mode, stage, change string }{
 		{"loader", "waiting on the DataLoader's __next__", "raise num_workers"},
@@ -137,6 +141,7 @@ func TestPythonTimeShares(t *testing.T) {
 // it runs the transforms, and the change is to give the DataLoader workers.
 // Applied to each batch in the loop, the change is workers or the GPU.
 func TestPythonTimeTransforms(t *testing.T) {
+	livetest.Need(t)
 	requireTorch(t)
 	if err := testjob.TorchVision(); err != nil {
 		t.Skip(err)
@@ -170,6 +175,7 @@ func TestPythonTimeTransforms(t *testing.T) {
 // TestPythonTimeLaunched: the same loop under diagnose --py-stacks -- CMD:
 // the sampler follows the job from its start, through its imports.
 func TestPythonTimeLaunched(t *testing.T) {
+	livetest.Need(t)
 	py := requireTorch(t)
 	dir := t.TempDir()
 	if err := testjob.WriteScripts(dir); err != nil {
@@ -189,6 +195,7 @@ func TestPythonTimeLaunched(t *testing.T) {
 // pass the GIL between them; with --py-stacks the gil-contention finding
 // names the threads that held it and the function they held it in.
 func TestGILHoldersNamed(t *testing.T) {
+	livetest.Need(t)
 	job := startScenario(t, testjob.GILThreads, "--threads", "3")
 	awaitEvent(t, job, "spinning", 30*time.Second)
 	for _, window := range []string{"3s", "4s"} {

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gpufeed/gpufeed/internal/livetest"
 )
 
 // TestCommandLineSecretsScrubbed: a job whose command line holds a
@@ -20,9 +22,7 @@ import (
 // URL's user and host, the token's prefix). They were copied verbatim into
 // the JSON, HTML and jsonl reports and the recording.
 func TestCommandLineSecretsScrubbed(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: live attach runs")
-	}
+	livetest.Need(t)
 	token := "hf_" + strings.Repeat("aB3", 12)
 	secrets := []string{"hunter2", "s3cr3tpw", token, "sk-live-0123456789abcdefghij"}
 	job := startWorkload(t, os.Environ(), false, "/bin/sh", "-c", "sleep 60", "sh",

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/gpufeed/gpufeed/internal/livetest"
 	"github.com/gpufeed/gpufeed/internal/sim"
 	"github.com/gpufeed/gpufeed/internal/sim/simcuda"
 )
@@ -38,6 +39,7 @@ with open(sys.argv[2], "w") as f:
 // through the target's GPUFEED_SIMDEV, measures the utilisation the workload
 // produced, within a few percent.
 func TestDiagnoseMeasuresTheSimulatedDutyCycle(t *testing.T) {
+	livetest.Need(t)
 	python, err := exec.LookPath("python3")
 	if err != nil {
 		t.Skip("python3 not found: the Python client cannot be exercised")

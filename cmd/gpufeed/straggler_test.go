@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpufeed/gpufeed/internal/livetest"
 	"github.com/gpufeed/gpufeed/internal/render"
 	"github.com/gpufeed/gpufeed/internal/testjob"
 )
@@ -87,18 +88,14 @@ func checkStragglerOf(t *testing.T, world, slow int, how string, slowRow string)
 }
 
 func TestStragglerByCPUNamedByRank(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: live attach runs")
-	}
+	livetest.Need(t)
 	checkStraggler(t, "cpu", `busy, its launch thread wants \d+ % of a core`)
 }
 
 // TestStragglerByCPUAmongThreeAndFourRanks: the same straggler among 3 and
 // 4 ranks under torchrun's environment, a different rank each time.
 func TestStragglerByCPUAmongThreeAndFourRanks(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: live attach runs")
-	}
+	livetest.Need(t)
 	for _, c := range []struct{ world, slow int }{{3, 2}, {4, 1}} {
 		t.Run(strconv.Itoa(c.world)+"ranks", func(t *testing.T) {
 			checkStragglerOf(t, c.world, c.slow, "cpu", `busy, its launch thread wants \d+ % of a core`)
@@ -107,9 +104,7 @@ func TestStragglerByCPUAmongThreeAndFourRanks(t *testing.T) {
 }
 
 func TestStragglerBySleepNamedByRank(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: live attach runs")
-	}
+	livetest.Need(t)
 	// A second's readings sometimes catch it in the collective too: its row
 	// may then say its waits are mixed, but it is still the straggler.
 	checkStraggler(t, "sleep", `(sleeps \d+ % of the window|neither busy nor waiting on one thing)`)
@@ -119,9 +114,7 @@ func TestStragglerBySleepNamedByRank(t *testing.T) {
 // step a 2 ms kernel on gpufeed's simulated device): the job's verdict is
 // the straggler's, says which rank it is, and carries rank 0's wait.
 func TestStragglerVerdictOnSimulatedGPU(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: live attach runs")
-	}
+	livetest.Need(t)
 	requireTorch(t)
 	pydir, _ := filepath.Abs("../../python")
 	sock := startSimdev(t)
@@ -164,9 +157,7 @@ func TestStragglerVerdictOnSimulatedGPU(t *testing.T) {
 // TestStragglerByDataNamedByRank: rank 1 waits for its DataLoader's one
 // slow worker before each all_reduce (a slow input pipeline).
 func TestStragglerByDataNamedByRank(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: live attach runs")
-	}
+	livetest.Need(t)
 	// As with the sleep, a second's readings may catch it in the collective.
 	checkStraggler(t, "data", `(waits for data \d+ % of the window|neither busy nor waiting on one thing)`)
 }

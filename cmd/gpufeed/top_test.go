@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpufeed/gpufeed/internal/livetest"
 	"github.com/gpufeed/gpufeed/internal/sim"
 )
 
@@ -120,6 +121,7 @@ func (s *tmuxSession) waitFor(re *regexp.Regexp, within time.Duration) []string 
 // submission-bound; p pauses the view (its clock stops) and resumes it; q
 // quits, ending the command top started; NO_COLOR leaves no colour.
 func TestTopInTmuxSeesThePhaseChange(t *testing.T) {
+	livetest.Need(t)
 	sock := simDevice(t)
 	cmdline := phases(t, 8, 60)
 	exit := "gpufeed-top-exit="
@@ -168,6 +170,7 @@ func TestTopInTmuxSeesThePhaseChange(t *testing.T) {
 // one plain line per refresh, and the verdict over the last window goes
 // from gpu-bound to submission-bound when the job changes phase.
 func TestTopPlainAttachedSeesThePhaseChange(t *testing.T) {
+	livetest.Need(t)
 	sock := simDevice(t)
 	cmdline := phases(t, 8, 60)
 	job := exec.Command(cmdline[0], cmdline[1:]...)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/gpufeed/gpufeed/internal/clitest"
 	"github.com/gpufeed/gpufeed/internal/finding"
+	"github.com/gpufeed/gpufeed/internal/livetest"
 	"github.com/gpufeed/gpufeed/internal/render"
 	"github.com/gpufeed/gpufeed/internal/testjob"
 )
@@ -164,6 +165,7 @@ func checkGlooJob(t *testing.T, r render.Report, launcher int) {
 // command line), rank 1 deadlocked on a lock, the others in all_reduce;
 // gpufeed attaches to the launcher.
 func TestGlooRanksAttached(t *testing.T) {
+	livetest.Need(t)
 	requireTorch(t)
 	job := startScenario(t, testjob.TorchRanks, "--world", "3", "--hang", "1")
 	awaitEvent(t, job, "ranks", 30*time.Second)
@@ -179,6 +181,7 @@ func TestGlooRanksAttached(t *testing.T) {
 // each first with the launcher's command line, environment and memory
 // layout, and must notice the exec from the layout alone.
 func TestGlooRanksLaunched(t *testing.T) {
+	livetest.Need(t)
 	py := requireTorch(t)
 	dir := t.TempDir()
 	if err := testjob.WriteScripts(dir); err != nil {
@@ -231,6 +234,7 @@ func checkCOW(t *testing.T, r render.Report, storage string, trainer int) {
 // numpy array (flat). gpufeed attaches with short windows, twice, and runs
 // the trainer under diagnose -- CMD once.
 func TestDataLoaderCopyOnWrite(t *testing.T) {
+	livetest.Need(t)
 	py := requireTorch(t)
 	dir := t.TempDir()
 	if err := testjob.WriteScripts(dir); err != nil {
@@ -360,6 +364,7 @@ type copiedReading struct {
 // workers nothing is found. Attached at 90 s the workers have copied most of
 // what they will (the rate alone missed them).
 func TestDataLoaderCopiedLevelAttached(t *testing.T) {
+	livetest.Need(t)
 	requireTorch(t)
 	bin := gpufeed(t)
 	ages := []time.Duration{3 * time.Second, 30 * time.Second, 90 * time.Second}

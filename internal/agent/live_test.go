@@ -419,9 +419,7 @@ func TestAgentExportsWorkerCopies(t *testing.T) {
 // while rank 0 waits in it; the agent, watching the launcher by pid, names
 // rank 1 (and its pid) as the straggler, with rank 0's wait as the value.
 func TestAgentExportsRankStraggler(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: a live torch job")
-	}
+	livetest.Need(t)
 	r, err := testjob.Start(t.Context(), testjob.TorchRanks, nil, "--world", "2", "--slow", "1", "--pause", "0", "--rounds", "5")
 	if err != nil {
 		t.Skipf("the torch.distributed workload cannot run here: %v", err)

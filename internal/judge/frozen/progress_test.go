@@ -8,6 +8,7 @@ import (
 
 	"github.com/gpufeed/gpufeed/internal/finding"
 	"github.com/gpufeed/gpufeed/internal/gpu"
+	"github.com/gpufeed/gpufeed/internal/livetest"
 	"github.com/gpufeed/gpufeed/internal/timeline"
 )
 
@@ -468,6 +469,7 @@ func TestReapedRankCPUIsNoProgress(t *testing.T) {
 // and a few of its children were seen starting and ending. Not idle, not
 // stalled; job-forks says so.
 func TestForkStormIsProgress(t *testing.T) {
+	livetest.Need(t)
 	b := newTL(61, 100*time.Millisecond)
 	b.proc(10, 1, "storm", []string{"./storm", "500"}, nil)
 	b.thread(10, 10, "storm", idle("clock_nanosleep", "", "hrtimer_nanosleep"))
