@@ -10,21 +10,7 @@ export CGO_CFLAGS="${CGO_CFLAGS:--O2 -g -Wno-deprecated-declarations}"
 
 step() { printf '\n== %s\n' "$*"; }
 
-step "gofmt"
-unformatted=$(gofmt -l $(git ls-files -co --exclude-standard '*.go'))
-if [ -n "$unformatted" ]; then
-	printf 'not gofmt-formatted:\n%s\n' "$unformatted"
-	exit 1
-fi
-
-step "go vet"
-go vet ./...
-
-step "staticcheck"
-if ! command -v staticcheck >/dev/null; then
-	go install honnef.co/go/tools/cmd/staticcheck@v0.8.2
-fi
-staticcheck ./...
+scripts/lint.sh
 
 # The real PyTorch tests (a DataLoader, a torch.distributed job, torchvision's
 # transforms) run under Debian's own interpreter with Debian's python3-torch
@@ -132,14 +118,16 @@ fi
 # helm lint and helm template over the chart (deploy/validate's
 # TestHelmCLI): helm built from its Go module, the version deploy/validate
 # renders the chart with. Its build (minutes on 2 CPUs) runs beside the go
-# test step below, and is waited for before deploy/validate.
+# test step below at the lowest priority (nice 19), so that it takes the
+# CPU only when the live tests leave it idle, and is waited for before
+# deploy/validate.
 step "helm"
 helm_log=$(mktemp)
 helm_pid=""
 if command -v helm >/dev/null; then
 	echo "present"
 else
-	go install helm.sh/helm/v3/cmd/helm@v3.22.0 >"$helm_log" 2>&1 &
+	nice -n 19 go install helm.sh/helm/v3/cmd/helm@v3.22.0 >"$helm_log" 2>&1 &
 	helm_pid=$!
 	echo "building helm v3.22.0 in the background"
 fi
@@ -147,14 +135,25 @@ fi
 step "go build"
 go build -o /dev/null ./cmd/gpufeed
 
-# cmd/gpufeed's end-to-end tests run real jobs for real windows: about 22
-# minutes alone on a 2-CPU machine (1,329 s on the last full run), more on a
-# loaded one; splitting the deterministic tests from the live ones is the
-# next step for the test loop. A package
-# that times out reports nothing of its other tests, so the limit is well
-# above the expected time rather than at it.
-step "go test"
-go test -count=1 -timeout 45m ./...
+# Every test once: the deterministic ones (what make check runs with
+# -short) and the live ones, which start real jobs and observe them for
+# real windows. The packages where goroutines share state (the sampler, the
+# simulated device, the trace reader, the agent, the drills) run under the
+# race detector, live tests included, and only there: no live window runs
+# twice. In each package the busy live tests run one after the other (their
+# verdicts measure who had a CPU); the light ones (idle, frozen or dead
+# jobs, HTTP, a browser, a terminal) run side by side after them
+# (-parallel). A package that times out reports nothing of its other
+# tests, so the limit is well above the expected time.
+race_re='/(sample|sim|kineto|agent|drill)($|/)'
+race_pkgs=$(go list ./... | grep -E "$race_re" || true)
+other_pkgs=$(go list ./... | grep -vE "$race_re")
+step "go test (every test; live ones once)"
+go test -count=1 -timeout 30m -parallel 8 $other_pkgs
+if [ -n "$race_pkgs" ]; then
+	step "go test -race (concurrent packages, every test once)"
+	go test -count=1 -timeout 30m -parallel 8 -race $race_pkgs
+fi
 
 # The deployment files, decoded strictly into the Kubernetes and Prometheus
 # Operator API types by a module of its own (those types stay out of
@@ -168,10 +167,3 @@ fi
 rm -f "$helm_log"
 helm version --short
 (cd deploy/validate && go vet ./... && GPUFEED_REQUIRE_HELM=1 go test -count=1 ./...)
-
-# The race detector runs on the packages where goroutines share state.
-race_pkgs=$(go list ./internal/... | grep -E '/(sample|gpu|sim|kineto|agent|drill|drillresult)($|/)' || true)
-if [ -n "$race_pkgs" ]; then
-	step "go test -race (concurrent packages)"
-	go test -count=1 -race $race_pkgs
-fi

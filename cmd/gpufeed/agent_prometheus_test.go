@@ -268,6 +268,7 @@ func scrape(t *testing.T, addr string) string {
 
 func TestAgentAlertsInRealPrometheus(t *testing.T) {
 	livetest.Need(t)
+	lightLive(t)
 	promtool := needTool(t, "promtool")
 	needTool(t, "prometheus")
 	exe := gpufeed(t)

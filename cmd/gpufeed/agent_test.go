@@ -180,6 +180,7 @@ func TestAgentWebConfigWithoutAuthServesNoDetail(t *testing.T) {
 // never fails, and the job it watches stays watched with its history.
 func TestAgentSurvivesIdleConnectionFlood(t *testing.T) {
 	livetest.Need(t)
+	lightLive(t)
 	job := exec.Command("sleep", "300")
 	job.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := job.Start(); err != nil {
@@ -302,6 +303,7 @@ func TestAgentSurvivesIdleConnectionFlood(t *testing.T) {
 // stops; a path holding another file is refused.
 func TestAgentDetailSocket(t *testing.T) {
 	livetest.Need(t)
+	lightLive(t)
 	if os.Getuid() != 0 {
 		t.Skip("needs root: a client of another uid")
 	}
@@ -372,6 +374,7 @@ func TestAgentDetailSocket(t *testing.T) {
 // so the recording is checked as served.
 func TestAgentDetailsScrubCommandLineSecrets(t *testing.T) {
 	livetest.Need(t)
+	lightLive(t)
 	if os.Getuid() != 0 {
 		t.Skip("needs root: the detail socket serves a root client the jobs of every user")
 	}

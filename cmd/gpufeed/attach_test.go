@@ -404,6 +404,7 @@ func TestAttachSpinningSyncIsNoWrongClass(t *testing.T) {
 // the verdict says what it waits in and that the GPU is idle.
 func TestAttachIdleServerIsIdle(t *testing.T) {
 	livetest.Need(t)
+	lightLive(t)
 	python, err := exec.LookPath("python3")
 	if err != nil {
 		t.Skip("python3 not found")
@@ -420,6 +421,7 @@ func TestAttachIdleServerIsIdle(t *testing.T) {
 // a timer: never stalled, never critical.
 func TestAttachSleepIsIdle(t *testing.T) {
 	livetest.Need(t)
+	lightLive(t)
 	w := startWorkload(t, nil, false, "sleep", "30")
 	time.Sleep(200 * time.Millisecond)
 	runs := attachRepeatedly(t, w.Process.Pid, 5, []time.Duration{3 * time.Second, 4 * time.Second}, "--device", "none")
@@ -446,6 +448,7 @@ while float(open("/proc/uptime").read().split()[0]) - started < 2.6:
 // tail after a start-up in view is judged from a second on.
 func TestLaunchedIdleServerIsIdle(t *testing.T) {
 	livetest.Need(t)
+	lightLive(t)
 	python, err := exec.LookPath("python3")
 	if err != nil {
 		t.Skip("python3 not found")

@@ -114,6 +114,7 @@ func TestTopZombieIsNamed(t *testing.T) {
 // a full-screen view that cannot open a terminal.
 func TestTopSaysTheTargetExited(t *testing.T) {
 	livetest.Need(t)
+	lightLive(t)
 	target := exec.Command("sleep", "2.5")
 	if err := target.Start(); err != nil {
 		t.Fatal(err)

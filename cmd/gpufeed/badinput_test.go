@@ -307,6 +307,7 @@ func TestHostileNamesInErrorsAreEscaped(t *testing.T) {
 // separator is shown escaped in diagnose's text and JSON.
 func TestHostileProcessNameIsNotShownRaw(t *testing.T) {
 	livetest.Need(t)
+	lightLive(t)
 	job := exec.Command("sh", "-c", `printf 'x\342\200\256gpj.exe\342\200\250' > /proc/$$/comm; sleep 30; true`)
 	if err := job.Start(); err != nil {
 		t.Fatal(err)

@@ -209,6 +209,7 @@ func TestAttachVerdictsUseDriverCalls(t *testing.T) {
 // the report says which capabilities would allow them; nothing fails.
 func TestUnprivilegedBPFSaysWhatIsMissing(t *testing.T) {
 	livetest.Need(t)
+	lightLive(t)
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to drop to nobody")
 	}
@@ -254,6 +255,7 @@ func TestUnprivilegedBPFSaysWhatIsMissing(t *testing.T) {
 // from another gpufeed on the host is not counted.
 func TestProfiledAttachLeavesNoUprobe(t *testing.T) {
 	livetest.Need(t)
+	lightLive(t)
 	needBPF(t)
 	python, err := exec.LookPath("python3")
 	if err != nil {

@@ -29,9 +29,10 @@ import (
 // findings, decoded back by render.Report).
 type demoReport = render.Report
 
-// TestDemoScenarios runs every built-in scenario through the binary, one
-// after the other (they measure the machine; running them side by side
-// would measure each other): `gpufeed demo NAME` over its default 10 s
+// TestDemoScenarios runs every built-in scenario through the binary, the
+// busy ones one after the other (they measure the machine; running them
+// side by side would measure each other), then the idle and stalled ones
+// side by side: `gpufeed demo NAME` over its default 10 s
 // window must exit 0 with the scenario's verdict and findings, and
 // `gpufeed report` on the recording must give the same verdict and
 // findings. The healthy GPU-bound scenario must have no warning of gpufeed's
@@ -48,6 +49,11 @@ func TestDemoScenarios(t *testing.T) {
 	}
 	for _, sc := range demo.Scenarios() {
 		t.Run(sc.Name, func(t *testing.T) {
+			if sc.Expect == finding.Idle || sc.Expect == finding.Stalled {
+				// Jobs asleep or stuck use no CPU to speak of: they run
+				// side by side once the busy scenarios are done.
+				t.Parallel()
+			}
 			rec := filepath.Join(t.TempDir(), sc.Name+".gpufeed")
 			out, stderr, code := run(t, "demo", sc.Name, "--record", rec, "-o", "json")
 			if code == 2 && sc.Storage && strings.Contains(stderr, "tmpfs") {

@@ -75,6 +75,7 @@ func TestDiagnoseExitsWithCommandStatus(t *testing.T) {
 // an injected root): the tree, the vanished thread, the roles.
 func TestDiagnoseFixtureRoot(t *testing.T) {
 	livetest.Need(t)
+	lightLive(t)
 	out, stderr, code := run(t, "diagnose", "--root", hostRoot(t, "../../testdata/proc/trainer", ""),
 		"--pid", "26627", "--duration", "2s", "-o", "json")
 	if code != 0 || stderr != "" {

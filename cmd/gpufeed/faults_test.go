@@ -63,6 +63,7 @@ func tinyDisk(t *testing.T, free int) string {
 // KiB and diagnose exited 0 with a warning.
 func TestOutputsThatCannotBeWrittenFail(t *testing.T) {
 	livetest.Need(t)
+	lightLive(t)
 	py, err := exec.LookPath("python3")
 	if err != nil {
 		t.Skip("no python3")
@@ -153,6 +154,7 @@ func TestOutputsThatCannotBeWrittenFail(t *testing.T) {
 // and with a command (waited for, its status said, exit 125).
 func TestOutOfDescriptorsIsGpufeedsFailure(t *testing.T) {
 	livetest.Need(t)
+	lightLive(t)
 	prlimit, err := exec.LookPath("prlimit")
 	if err != nil {
 		t.Skip("no prlimit")
@@ -253,6 +255,7 @@ func waitFor(t *testing.T, d time.Duration, what string, f func() bool) {
 // the signal.
 func TestSignalsArePassedOnToTheCommand(t *testing.T) {
 	livetest.Need(t)
+	lightLive(t)
 	t.Run("SIGTERM", func(t *testing.T) {
 		g, out, stderr := startDiagnose(t, "diagnose", "--duration", "60s", "--device", "none", "--profile", "off", "--", "sh", "-c", trapJob)
 		waitFor(t, 10*time.Second, "the command's ready", func() bool { return strings.Contains(stderr.String(), "ready") })
@@ -375,6 +378,7 @@ const countJob = `n=0; trap 'n=$((n+1)); echo "got INT $n" >&2' INT; trap 'exit 
 // passed on.
 func TestCtrlCReachesTheCommandOnce(t *testing.T) {
 	livetest.Need(t)
+	lightLive(t)
 	py, err := exec.LookPath("python3")
 	if err != nil {
 		t.Skip("no python3")

@@ -56,6 +56,7 @@ func TestBadValuesSayWhatTheFlagWants(t *testing.T) {
 // sleep and timeout), units still work, and -o JSON is -o json.
 func TestBareSecondsAndAnyCaseFormat(t *testing.T) {
 	livetest.Need(t)
+	lightLive(t)
 	for _, tc := range []struct {
 		duration string
 		want     float64

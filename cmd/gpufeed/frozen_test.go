@@ -21,6 +21,7 @@ import (
 // and the report of the recording equals the live one.
 func TestDiagnoseFrozenJob(t *testing.T) {
 	livetest.Need(t)
+	lightLive(t)
 	r, err := testjob.Start(t.Context(), testjob.PipeHang, nil)
 	if errors.Is(err, testjob.ErrUnavailable) {
 		t.Skip(err)
@@ -71,6 +72,7 @@ func TestDiagnoseFrozenJob(t *testing.T) {
 // one that reaps at once only the kernel log remembers it.
 func TestDeadRankNamedAfterAttach(t *testing.T) {
 	livetest.Need(t)
+	lightLive(t)
 	for _, tc := range []struct {
 		name    string
 		inOrder bool

@@ -20,6 +20,7 @@ import (
 // reason; every result a file under the output directory.
 func TestGPUCheckDryRun(t *testing.T) {
 	livetest.Need(t)
+	lightLive(t)
 	if _, err := exec.LookPath("timeout"); err != nil {
 		t.Skip("no timeout(1)")
 	}

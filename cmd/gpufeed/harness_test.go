@@ -93,3 +93,14 @@ func hostRoot(t testing.TB, proc, sys string) string {
 	}
 	return dir
 }
+
+// lightLive marks a live test whose job barely uses a CPU (idle, asleep,
+// frozen, deadlocked or dead processes; HTTP, a browser, a terminal) and
+// whose claims do not rest on CPU time: it runs in parallel with the other
+// such tests, once the serial ones (busy jobs whose verdicts measure who
+// had a CPU) are done. go test starts the parallel group only after every
+// serial test of the package has finished, so they never disturb those.
+func lightLive(t *testing.T) {
+	t.Helper()
+	t.Parallel()
+}

@@ -116,6 +116,7 @@ func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
 // one screenshot each.
 func TestHTMLReportsInABrowser(t *testing.T) {
 	livetest.Need(t)
+	lightLive(t)
 	b := browser(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

@@ -23,6 +23,7 @@ import (
 // line is the report, whose window holds as many intervals.
 func TestDiagnoseJSONLinesThroughAPipe(t *testing.T) {
 	livetest.Need(t)
+	lightLive(t)
 	sock := simDevice(t)
 	cmdline := phases(t, 3, 5) // diagnose waits for the command it launched: it ends a second after the window
 	cmd := exec.Command(gpufeed(t), append([]string{"diagnose", "--duration", "7s", "-o", "jsonl", "--"}, cmdline...)...)

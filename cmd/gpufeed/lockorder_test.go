@@ -46,6 +46,7 @@ t1.join()
 // screen of the stalled verdict shows each thread's Python line.
 func TestLockOrderDeadlockStacksOnFirstScreen(t *testing.T) {
 	livetest.Need(t)
+	lightLive(t)
 	python, err := exec.LookPath("python3")
 	if err != nil {
 		t.Skip("python3 not found")
@@ -144,6 +145,7 @@ func pyenvPythons() map[string]string {
 // thread's own line and the main thread's join.
 func TestLockCycleDeadlocksOnEveryCPython(t *testing.T) {
 	livetest.Need(t)
+	lightLive(t)
 	pythons := pyenvPythons()
 	if len(pythons) == 0 {
 		t.Skip("no pyenv CPython 3.8-3.13 on this machine")

@@ -54,6 +54,7 @@ func answerNotSupported(mock any) {
 // into 26627.
 func TestDiagnoseProcRootReachesNVML(t *testing.T) {
 	livetest.Need(t)
+	lightLive(t)
 	host := t.TempDir()
 	root := filepath.Join(host, "proc")
 	if err := os.CopyFS(root, os.DirFS("../../testdata/proc/trainer")); err != nil {

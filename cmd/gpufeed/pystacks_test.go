@@ -43,6 +43,7 @@ func lineOf(t *testing.T, script testjob.Script, marker string) int {
 // different windows, in text and in JSON.
 func TestGlooStuckRankNamedByStacks(t *testing.T) {
 	livetest.Need(t)
+	lightLive(t)
 	requireTorch(t)
 	stuck := lineOf(t, testjob.TorchRanks, "lock.acquire()  # never returns")
 	call := lineOf(t, testjob.TorchRanks, "dist.all_reduce(t)")
@@ -93,6 +94,7 @@ func TestGlooStuckRankNamedByStacks(t *testing.T) {
 // position finding comes only from the stacks.
 func TestGlooStuckRankWithoutStacks(t *testing.T) {
 	livetest.Need(t)
+	lightLive(t)
 	requireTorch(t)
 	job := startScenario(t, testjob.TorchRanks, "--world", "3", "--hang", "2")
 	awaitEvent(t, job, "ranks", 30*time.Second)

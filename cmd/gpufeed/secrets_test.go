@@ -23,6 +23,7 @@ import (
 // the JSON, HTML and jsonl reports and the recording.
 func TestCommandLineSecretsScrubbed(t *testing.T) {
 	livetest.Need(t)
+	lightLive(t)
 	token := "hf_" + strings.Repeat("aB3", 12)
 	secrets := []string{"hunter2", "s3cr3tpw", token, "sk-live-0123456789abcdefghij"}
 	job := startWorkload(t, os.Environ(), false, "/bin/sh", "-c", "sleep 60", "sh",

@@ -242,6 +242,9 @@ func TestDataLoaderCopyOnWrite(t *testing.T) {
 	}
 	for _, storage := range []string{"list", "numpy"} {
 		t.Run(storage, func(t *testing.T) {
+			// Copies are memory, not CPU time: the two loaders run side
+			// by side (the list's windows wait for its copies to exist).
+			t.Parallel()
 			job := startScenario(t, testjob.TorchDataLoader, "--storage", storage, "--workers", "4", "--items", "3000000")
 			workers := awaitEvent(t, job, "workers", 120*time.Second).Ints("workers")
 			time.Sleep(2 * time.Second) // attach to a loader already running
