@@ -255,7 +255,6 @@ func TestUnprivilegedBPFSaysWhatIsMissing(t *testing.T) {
 // from another gpufeed on the host is not counted.
 func TestProfiledAttachLeavesNoUprobe(t *testing.T) {
 	livetest.Need(t)
-	lightLive(t)
 	needBPF(t)
 	python, err := exec.LookPath("python3")
 	if err != nil {

@@ -223,7 +223,6 @@ func startSharedSimdev(t *testing.T) []string {
 // --profile on, diagnose fails before its window, with the same reason.
 func TestUnprivilegedProfileSaysWhatIsMissing(t *testing.T) {
 	livetest.Need(t)
-	lightLive(t)
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to drop to nobody")
 	}

@@ -122,7 +122,6 @@ func (s *tmuxSession) waitFor(re *regexp.Regexp, within time.Duration) []string 
 // quits, ending the command top started; NO_COLOR leaves no colour.
 func TestTopInTmuxSeesThePhaseChange(t *testing.T) {
 	livetest.Need(t)
-	lightLive(t)
 	sock := simDevice(t)
 	cmdline := phases(t, 8, 60)
 	exit := "gpufeed-top-exit="
@@ -172,7 +171,6 @@ func TestTopInTmuxSeesThePhaseChange(t *testing.T) {
 // from gpu-bound to submission-bound when the job changes phase.
 func TestTopPlainAttachedSeesThePhaseChange(t *testing.T) {
 	livetest.Need(t)
-	lightLive(t)
 	sock := simDevice(t)
 	cmdline := phases(t, 8, 60)
 	job := exec.Command(cmdline[0], cmdline[1:]...)
