@@ -111,33 +111,7 @@ func Number(v float64) string {
 
 // Bytes writes a byte count in binary units: "512 B", "11.6 KiB",
 // "19.39 GiB". A value that rounds to 0 B prints as 0 B, never "-0 B".
-func Bytes(v float64) string {
-	const unit = 1024.0
-	if v > -0.5 && v < 0.5 {
-		v = 0
-	}
-	neg := v < 0
-	if neg {
-		v = -v
-	}
-	var s string
-	switch {
-	case v < unit:
-		s = fmt.Sprintf("%.0f B", v)
-	case v < unit*unit:
-		s = fmt.Sprintf("%.1f KiB", v/unit)
-	case v < unit*unit*unit:
-		s = fmt.Sprintf("%.1f MiB", v/unit/unit)
-	case v < unit*unit*unit*unit:
-		s = fmt.Sprintf("%.2f GiB", v/unit/unit/unit)
-	default:
-		s = fmt.Sprintf("%.2f TiB", v/unit/unit/unit/unit)
-	}
-	if neg {
-		return "-" + s
-	}
-	return s
-}
+func Bytes(v float64) string { return safetext.Bytes(v, 1, 2) }
 
 // Duration writes a time in the unit that suits it, to about three
 // significant digits: "850 ns", "98 µs", "6.45 ms", "10.0 s", "17 min".
