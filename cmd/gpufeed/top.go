@@ -371,30 +371,8 @@ func clip(s string, n int) string {
 	return s
 }
 
-// wrapText wraps s at word boundaries to width, at most lines lines.
+// wrapText wraps s at word boundaries to width (at least 20), at most
+// lines lines.
 func wrapText(s string, width, lines int) []string {
-	if width < 20 {
-		width = 20
-	}
-	var out []string
-	cur := ""
-	for _, w := range strings.Fields(s) {
-		if cur != "" && len([]rune(cur))+1+len([]rune(w)) > width {
-			out = append(out, cur)
-			cur = w
-			continue
-		}
-		if cur != "" {
-			cur += " "
-		}
-		cur += w
-	}
-	if cur != "" {
-		out = append(out, cur)
-	}
-	if len(out) > lines {
-		out = out[:lines]
-		out[lines-1] = clip(out[lines-1]+" …", width)
-	}
-	return out
+	return safetext.Wrap(s, max(width, 20), "", "", lines)
 }

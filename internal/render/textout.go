@@ -288,35 +288,14 @@ func wrapWhole(s string, width int, first, rest string) []string {
 // wrap breaks s into lines of at most width columns at spaces: the first
 // line starts with first, the others with rest. At most maxLines lines
 // (0: any number); the last kept one ends with "…" when text was left out.
+// A word longer than a line is clipped; no words is one line holding first.
 func wrap(s string, width int, first, rest string, maxLines int) []string {
-	words := strings.Fields(safetext.Clean(s))
-	var lines []string
-	cur := first
-	empty := true
-	for _, w := range words {
-		if !empty && utf8.RuneCountInString(cur)+1+utf8.RuneCountInString(w) > width {
-			lines = append(lines, cur)
-			cur, empty = rest, true
-		}
-		if empty {
-			cur += w
-			empty = false
-		} else {
-			cur += " " + w
-		}
-	}
-	if !empty || len(lines) == 0 {
-		lines = append(lines, cur)
+	lines := safetext.Wrap(safetext.Clean(s), width, first, rest, maxLines)
+	if len(lines) == 0 {
+		return []string{first}
 	}
 	for i := range lines {
 		lines[i] = clip(lines[i], width)
-	}
-	if maxLines > 0 && len(lines) > maxLines {
-		lines = lines[:maxLines]
-		lines[maxLines-1] = clip(lines[maxLines-1]+" …", width)
-		if !strings.HasSuffix(lines[maxLines-1], "…") {
-			lines[maxLines-1] = clip(lines[maxLines-1], width-1) + "…"
-		}
 	}
 	return lines
 }
