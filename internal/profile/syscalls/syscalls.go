@@ -30,6 +30,7 @@ import (
 	"github.com/cilium/ebpf/rlimit"
 	"golang.org/x/sys/unix"
 
+	"github.com/gpufeed/gpufeed/internal/procfs"
 	"github.com/gpufeed/gpufeed/internal/profile"
 	"github.com/gpufeed/gpufeed/internal/profile/bpfcap"
 )
@@ -413,13 +414,12 @@ func (t *Tracer) tgidOf(tid int) (int, bool) {
 	if err != nil {
 		return 0, false
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "Tgid:"); ok {
-			n, err := strconv.Atoi(strings.TrimSpace(v))
-			return n, err == nil
-		}
+	v, ok := procfs.Field(b, "Tgid")
+	if !ok {
+		return 0, false
 	}
-	return 0, false
+	n, err := strconv.Atoi(v)
+	return n, err == nil
 }
 
 func (t *Tracer) threadComm(pid, tid int) string {
