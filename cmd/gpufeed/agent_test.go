@@ -55,7 +55,7 @@ func TestAgentRefusesBadSettings(t *testing.T) {
 		{[]string{"--interval", "0"}, "--interval 0s: want a positive interval", 2},
 		// Bare numbers are seconds, as for every gpufeed duration.
 		{[]string{"--window", "3", "--interval", "1"}, "--window 3s holds 3 intervals of 1s", 2},
-		{[]string{"--window", "abc"}, `--window wants a duration: seconds (30, 2.5) or with a unit (500ms, 30s, 2m); got "abc"`, 2},
+		{[]string{"--window", "abc"}, `--window wants a duration: seconds (5, 2.5) or with a unit (500ms, 30s, 2m); got "abc"`, 2},
 		{[]string{"--ring", "NaN"}, `--ring wants a duration`, 2},
 		{[]string{"--ring", "30s", "--window", "1m"}, "a ring of at least one window", 2},
 		{[]string{"--web.config.file", "/nonexistent/web.yml"}, "--web.config.file /nonexistent/web.yml", 2},
