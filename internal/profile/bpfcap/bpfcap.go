@@ -1,6 +1,8 @@
 // Package bpfcap says whether this process may load the eBPF programs of
 // the syscall summary and the CUDA driver probes, and, when not, which
-// capability or kernel setting is missing, without loading anything.
+// capability or kernel setting is missing, without loading anything; and
+// it holds the one path both load their objects and attach their
+// fork-following program by (Load, AttachFork).
 package bpfcap
 
 import (
