@@ -13,7 +13,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"runtime/debug"
 	"runtime/pprof"
 	"syscall"
@@ -213,7 +212,7 @@ configuration file). It only reads: nothing it watches is changed.`,
 	f.StringVar(&detailSocket, "detail-socket", "", "also serve every endpoint, /report and /recording included, on the Unix socket `PATH`: root reads every job, another user only the jobs it runs, and kernel log lines only where the kernel would show them to it")
 	f.IntVar(&maxConns, "max-connections", agent.DefaultMaxConnections, "keep at most this many connections open per listener (more are closed at once)")
 	f.StringVar(&device, "device", "auto", "GPU source: auto, none, nvml or sim:PATH")
-	f.StringVar(&root, "root", "", "read `DIR`/proc, DIR/sys, DIR/dev/kmsg and the container runtime's records under DIR instead of /proc, /sys, /dev/kmsg and / (a container with the node's / mounted at DIR, e.g. /host; as diagnose --root), unless the flags below name one")
+	AddRootFlag(f, &root) // the flags below name one file system elsewhere
 	f.StringVar(&procRoot, "proc-root", procfs.DefaultProc, "where procfs is mounted (a container sharing the node's PID namespace reads its own /proc)")
 	f.StringVar(&sysRoot, "sys-root", procfs.DefaultSys, "where sysfs is mounted (e.g. /host/sys)")
 	f.StringVar(&cfg.HostRoot, "host-root", "/", "where the node's own files are (the container runtime's records of its containers, for pod and container names; e.g. /host in a container)")
@@ -243,17 +242,18 @@ func underRoot(f *pflag.FlagSet, root, proc, sys, host, kmsgPath string) (string
 	if root == "" {
 		return proc, sys, host, kmsgPath
 	}
+	under := UnderRoot(root)
 	if !f.Changed("proc-root") {
-		proc = filepath.Join(root, "proc")
+		proc = under.Proc
 	}
 	if !f.Changed("sys-root") {
-		sys = filepath.Join(root, "sys")
+		sys = under.Sys
 	}
 	if !f.Changed("host-root") {
-		host = root
+		host = under.Host
 	}
 	if !f.Changed("kmsg") {
-		kmsgPath = filepath.Join(root, kmsg.DefaultPath)
+		kmsgPath = under.Kmsg
 	}
 	return proc, sys, host, kmsgPath
 }
