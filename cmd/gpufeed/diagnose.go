@@ -295,30 +295,13 @@ func jsonlTap(w io.Writer, fs procfs.FS, duration time.Duration) (func(sample.Re
 // exposes), so below it two readings of a thread's stat cannot differ by
 // more than one tick, and the observer's cost grows with nothing to show
 // for it (a 1 us interval took more than a core).
-const MinInterval = 10 * time.Millisecond
+const MinInterval = agentcmd.MinInterval
 
-// checkWindow bounds --duration and --interval: the interval at least
-// MinInterval, and a window the verdict can be given on (at least
-// thresholds.MinWindow, holding at least thresholds.MinIntervals intervals):
-// a shorter one is always inconclusive, so it is refused before it runs.
+// checkWindow bounds --duration (the window diagnose and demo judge) and
+// --interval (agentcmd.CheckWindow, the rule top and the agent apply to
+// their --window).
 func checkWindow(duration, interval time.Duration) error {
-	switch {
-	case duration <= 0:
-		return usagef("--duration %s: want a positive window (e.g. 10 or 10s)", humanDuration(duration))
-	case interval < MinInterval:
-		return usagef("--interval %s: want at least %s (CPU times advance in 10 ms clock ticks; shorter intervals cost CPU and show nothing more)", humanDuration(interval), humanDuration(MinInterval))
-	case interval > duration:
-		return usagef("--interval %s is longer than --duration %s: the window must hold at least %d intervals for a verdict",
-			humanDuration(interval), humanDuration(duration), thresholds.MinIntervals)
-	case duration < thresholds.MinWindow:
-		return usagef("--duration %s: a verdict needs a window of at least %s (a shorter one cannot tell a pattern from noise); give --duration %s or more",
-			humanDuration(duration), humanDuration(thresholds.MinWindow), humanDuration(thresholds.MinWindow))
-	case duration/interval < thresholds.MinIntervals:
-		return usagef("--duration %s holds %d intervals of %s; a verdict needs at least %d: give a shorter --interval (at most %s) or a longer --duration (at least %s)",
-			humanDuration(duration), duration/interval, humanDuration(interval), thresholds.MinIntervals,
-			humanDuration(duration/thresholds.MinIntervals), humanDuration(interval*thresholds.MinIntervals))
-	}
-	return nil
+	return asUsage(agentcmd.CheckWindow("duration", duration, interval))
 }
 
 // addRootFlag adds --root, the one name every command gives the directory

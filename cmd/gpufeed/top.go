@@ -16,6 +16,7 @@ import (
 	"github.com/charmbracelet/colorprofile"
 	"github.com/spf13/cobra"
 
+	"github.com/gpufeed/gpufeed/internal/agentcmd"
 	"github.com/gpufeed/gpufeed/internal/diagnose"
 	"github.com/gpufeed/gpufeed/internal/finding"
 	"github.com/gpufeed/gpufeed/internal/gpu"
@@ -63,8 +64,8 @@ exit status when it ends; quitting top ends the command it started.`,
 			if err := gpusource.CheckSpec(o.device); err != nil {
 				return asUsage(err)
 			}
-			if err := checkWindow(o.span, o.interval); err != nil {
-				return asUsage(errors.New(strings.ReplaceAll(err.Error(), "--duration", "--window")))
+			if err := agentcmd.CheckWindow("window", o.span, o.interval); err != nil {
+				return asUsage(err)
 			}
 			if o.refresh < o.interval {
 				return usagef("--refresh %s is shorter than --interval %s", humanDuration(o.refresh), humanDuration(o.interval))

@@ -26,7 +26,6 @@ import (
 	"github.com/gpufeed/gpufeed/internal/agent"
 	"github.com/gpufeed/gpufeed/internal/gpu"
 	"github.com/gpufeed/gpufeed/internal/gpu/gpusource"
-	"github.com/gpufeed/gpufeed/internal/judge/thresholds"
 	"github.com/gpufeed/gpufeed/internal/kmsg"
 	"github.com/gpufeed/gpufeed/internal/procfs"
 )
@@ -341,23 +340,15 @@ func tuneMemory() {
 	}
 }
 
-// checkWindow refuses, as diagnose refuses its --duration, a window no
-// verdict can ever be given on: shorter than thresholds.MinWindow, or
-// holding fewer than thresholds.MinIntervals intervals (every window would
-// be exported as inconclusive, for good); and a ring that cannot keep one
-// window.
+// checkWindow refuses, as diagnose refuses its --duration (CheckWindow),
+// a window no verdict can ever be given on (every window would be exported
+// as inconclusive, for good), and a ring that cannot keep one window.
 func checkWindow(interval, window, ring time.Duration) error {
-	switch {
-	case interval <= 0:
-		return fmt.Errorf("--interval %v: want a positive interval (e.g. 2s)", interval)
-	case window < thresholds.MinWindow:
-		return fmt.Errorf("--window %v: a verdict needs a window of at least %v (a shorter one cannot tell a pattern from noise); give --window %v or more",
-			window, thresholds.MinWindow, thresholds.MinWindow)
-	case window/interval < thresholds.MinIntervals:
-		return fmt.Errorf("--window %v holds %d intervals of %v; a verdict needs at least %d: give a shorter --interval (at most %v) or a longer --window (at least %v)",
-			window, window/interval, interval, thresholds.MinIntervals, window/thresholds.MinIntervals, interval*thresholds.MinIntervals)
-	case ring < window:
-		return fmt.Errorf("--ring %v is shorter than --window %v: want a ring of at least one window", ring, window)
+	if err := CheckWindow("window", window, interval); err != nil {
+		return err
+	}
+	if ring < window {
+		return fmt.Errorf("--ring %s is shorter than --window %s: want a ring of at least one window", HumanDuration(ring), HumanDuration(window))
 	}
 	return nil
 }
