@@ -12,8 +12,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gpufeed/gpufeed/internal/bpfcap"
 	"github.com/gpufeed/gpufeed/internal/procfs"
-	"github.com/gpufeed/gpufeed/internal/profile/bpfcap"
 )
 
 // The agent's HTTP server is bounded in connections and in time, so that

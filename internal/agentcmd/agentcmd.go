@@ -25,8 +25,8 @@ import (
 
 	"github.com/gpufeed/gpufeed/internal/agent"
 	"github.com/gpufeed/gpufeed/internal/gpu"
-	"github.com/gpufeed/gpufeed/internal/gpu/gpusource"
-	"github.com/gpufeed/gpufeed/internal/kmsg"
+	"github.com/gpufeed/gpufeed/internal/gpusource"
+	"github.com/gpufeed/gpufeed/internal/kernlog"
 	"github.com/gpufeed/gpufeed/internal/procfs"
 )
 
@@ -120,7 +120,7 @@ configuration file). It only reads: nothing it watches is changed.`,
 			}
 			logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 			cfg.FS, cfg.GPU, cfg.GPUName, cfg.Log = fs, src, name, logger
-			cfg.Kmsg = kmsg.Reader{Path: kmsgPath}
+			cfg.Kmsg = kernlog.Reader{Path: kmsgPath}
 			cfg.Hostname = hostname
 			cfg.Version = version
 			cfg.Tool = "gpufeed " + version
@@ -215,7 +215,7 @@ configuration file). It only reads: nothing it watches is changed.`,
 	f.StringVar(&procRoot, "proc-root", procfs.DefaultProc, "where procfs is mounted (a container sharing the node's PID namespace reads its own /proc)")
 	f.StringVar(&sysRoot, "sys-root", procfs.DefaultSys, "where sysfs is mounted (e.g. /host/sys)")
 	f.StringVar(&cfg.HostRoot, "host-root", "/", "where the node's own files are (the container runtime's records of its containers, for pod and container names; e.g. /host in a container)")
-	f.StringVar(&kmsgPath, "kmsg", kmsg.DefaultPath, "the kernel log device (falls back to dmesg, then journalctl -k)")
+	f.StringVar(&kmsgPath, "kmsg", kernlog.DefaultPath, "the kernel log device (falls back to dmesg, then journalctl -k)")
 	f.StringVar(&hostname, "hostname", "", "the node's name in the Hostname label (default: the host name; in Kubernetes the node's name, as dcgm-exporter labels it)")
 	AddDuration(f, &cfg.Interval, "interval", agent.DefaultInterval, "per-thread sampling interval")
 	AddDuration(f, &cfg.SlowEvery, "slow-every", agent.DefaultSlowEvery, "context switches and blocked-thread details every")

@@ -5,7 +5,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/gpufeed/gpufeed/internal/kmsg"
+	"github.com/gpufeed/gpufeed/internal/kernlog"
 	"github.com/gpufeed/gpufeed/internal/procfs"
 )
 
@@ -31,8 +31,8 @@ type RootPaths struct {
 // /dev, kernel log and files under DIR, or where they are without it.
 func UnderRoot(dir string) RootPaths {
 	if dir == "" {
-		return RootPaths{Proc: procfs.DefaultProc, Sys: procfs.DefaultSys, Dev: "/dev", Kmsg: kmsg.DefaultPath, Host: "/"}
+		return RootPaths{Proc: procfs.DefaultProc, Sys: procfs.DefaultSys, Dev: "/dev", Kmsg: kernlog.DefaultPath, Host: "/"}
 	}
 	return RootPaths{Proc: filepath.Join(dir, "proc"), Sys: filepath.Join(dir, "sys"), Dev: filepath.Join(dir, "dev"),
-		Kmsg: filepath.Join(dir, kmsg.DefaultPath), Host: dir}
+		Kmsg: filepath.Join(dir, kernlog.DefaultPath), Host: dir}
 }

@@ -29,9 +29,9 @@ import (
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 
+	"github.com/gpufeed/gpufeed/internal/bpfcap"
 	"github.com/gpufeed/gpufeed/internal/procfs"
 	"github.com/gpufeed/gpufeed/internal/profile"
-	"github.com/gpufeed/gpufeed/internal/profile/bpfcap"
 )
 
 // What names the measurement in Unavailable.
