@@ -101,7 +101,7 @@ func TestAgentContainer(t *testing.T) {
 	}
 
 	ctx := context.Background()
-	sc, err := demo.Lookup("launch-bound")
+	sc, err := demo.Lookup("submission-bound")
 	if err != nil {
 		t.Fatal(err)
 	}

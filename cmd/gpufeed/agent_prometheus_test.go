@@ -27,7 +27,7 @@ import (
 
 // gpufeed agent against a real Prometheus server (Debian's prometheus
 // package, which make test installs): agents watch a starved job (the
-// launch-bound scenario), a stalled one, a healthy one (gpu-bound) and a
+// submission-bound scenario), a stalled one, a healthy one (gpu-bound) and a
 // job one of whose ranks the kernel OOM-kills; Prometheus scrapes them and
 // evaluates the shipped alert rules, with their durations shortened in a
 // copy (the expressions are the shipped ones). Each alert must fire for
@@ -286,7 +286,7 @@ func TestAgentAlertsInRealPrometheus(t *testing.T) {
 		t.Cleanup(run.Stop)
 		return run
 	}
-	starved, stalled, healthy := start("launch-bound"), start("stalled"), start("gpu-bound")
+	starved, stalled, healthy := start("submission-bound"), start("stalled"), start("gpu-bound")
 	// Rank 2 allocates after 2,000 rounds (about 20 s): killed while
 	// Prometheus scrapes its agent.
 	ranks, err := testjob.StartRanks(ctx, 2, 2000)

@@ -54,10 +54,10 @@ func TestAgentRefusesBadSettings(t *testing.T) {
 		// refuses it, with the rule and what would do.
 		{[]string{"--window", "10s"}, "--window 10s holds 5 intervals of 2s; a verdict needs at least 20: give a shorter --interval (at most 500ms) or a longer --window (at least 40s)", 2},
 		{[]string{"--window", "1s", "--interval", "10ms"}, "--window 1s: a verdict needs a window of at least 2s", 2},
-		{[]string{"--interval", "0"}, "--interval 0s: want a positive interval", 2},
+		{[]string{"--interval", "0"}, "--interval 0s: want at least 10ms", 2},
 		// Bare numbers are seconds, as for every gpufeed duration.
 		{[]string{"--window", "3", "--interval", "1"}, "--window 3s holds 3 intervals of 1s", 2},
-		{[]string{"--window", "abc"}, `--window wants a duration: seconds (30, 2.5) or with a unit (500ms, 30s, 2m); got "abc"`, 2},
+		{[]string{"--window", "abc"}, `--window wants a duration: seconds (5, 2.5) or with a unit (500ms, 30s, 2m); got "abc"`, 2},
 		{[]string{"--ring", "NaN"}, `--ring wants a duration`, 2},
 		{[]string{"--ring", "30s", "--window", "1m"}, "a ring of at least one window", 2},
 		{[]string{"--web.config.file", "/nonexistent/web.yml"}, "--web.config.file /nonexistent/web.yml", 2},

@@ -64,7 +64,7 @@ func TestDrillDurationIsChecked(t *testing.T) {
 		{"drill", "syscalls", "--window", "0"},
 	} {
 		_, stderr, code := run(t, args...)
-		if code != 2 || !strings.Contains(stderr, "--duration 0s: want a positive window") && !strings.Contains(stderr, "--duration -1s: want a positive window") {
+		if code != 2 || !strings.Contains(stderr, "--duration 0s: want a positive duration") && !strings.Contains(stderr, "--duration -1s: want a positive duration") {
 			t.Errorf("%v: exit %d, stderr %q; want 2 and a positive window asked for", args, code, stderr)
 		}
 	}

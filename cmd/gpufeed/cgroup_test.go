@@ -16,7 +16,7 @@ import (
 	"github.com/gpufeed/gpufeed/internal/testjob"
 )
 
-// TestAttachCPUQuotaIsTheCause: the launch-bound loop moved into a real
+// TestAttachCPUQuotaIsTheCause: the submission-bound loop moved into a real
 // cgroup v1 cpu cgroup limited to 0.2 CPU (20000 µs in every 100000), then
 // attached five times: the verdict blames the CPU limit, with the share of
 // periods throttled and the limit in CPUs, never sync-bound nor a
@@ -35,7 +35,7 @@ import (
 // the class.
 func TestAttachCPUQuotaIsTheCause(t *testing.T) {
 	livetest.Need(t)
-	for _, sc := range []string{"launch-bound", "sync-bound"} {
+	for _, sc := range []string{"submission-bound", "sync-bound"} {
 		t.Run(sc, func(t *testing.T) { attachInQuota(t, sc) })
 	}
 }
@@ -103,7 +103,7 @@ func attachInQuota(t *testing.T, quotaScenario string) {
 		t.Logf("run %d: %s (%.0f%%): %s; because %v", i, v.Class, v.Confidence*100, v.Summary, v.Because)
 		led := v.Class == finding.SubmissionBound && len(v.Because) > 0 && v.Because[0] == "cpu-quota-throttled"
 		switch {
-		case quotaScenario == "launch-bound" && !led:
+		case quotaScenario == "submission-bound" && !led:
 			t.Errorf("run %d: %s because %v, want submission-bound led by cpu-quota-throttled", i, v.Class, v.Because)
 		case quotaScenario == "sync-bound" && (led || v.Class == finding.SyncBound):
 			named++

@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpufeed/gpufeed/internal/agentcmd"
 	"github.com/gpufeed/gpufeed/internal/check"
 	"github.com/gpufeed/gpufeed/internal/gpu"
 	"github.com/gpufeed/gpufeed/internal/gpusource"
@@ -74,7 +75,8 @@ names no process or a kernel thread), 3 when gpufeed could not do its work
 			}
 			opts := check.Options{PID: int(pid), DataPath: data, Window: window, RequireGPU: requireGPU, DriverSkipped: device == "none"}
 			if root != "" {
-				opts.ProcRoot, opts.SysRoot, opts.DevRoot = filepath.Join(root, "proc"), filepath.Join(root, "sys"), filepath.Join(root, "dev")
+				under := agentcmd.UnderRoot(root)
+				opts.ProcRoot, opts.SysRoot, opts.DevRoot = under.Proc, under.Sys, under.Dev
 			}
 			procRoot := opts.ProcRoot
 			if procRoot == "" {
@@ -141,7 +143,7 @@ names no process or a kernel thread), 3 when gpufeed could not do its work
 	f := cmd.Flags()
 	f.Var(&pid, "pid", "the target process `PID` (a training or inference job); without it, per-process facts are gpufeed's own")
 	f.StringVar(&data, "data", "", "dataset directory, as the target names it")
-	f.StringVar(&root, "root", "", "read `DIR`/proc, DIR/sys and DIR/dev instead of /proc, /sys and /dev (a container with the host's / mounted at DIR, e.g. /host)")
+	addRootFlag(f, &root)
 	out.add(cmd, documentFormats)
 	f.BoolVarP(&quiet, "quiet", "q", false, "print failed checks only (text)")
 	f.StringVar(&device, "device", "auto", "GPU driver source: auto, nvml (an error if NVML cannot start) or none (driver checks report absent)")

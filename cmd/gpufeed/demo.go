@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -40,7 +41,7 @@ func newDemoCmd() *cobra.Command {
 		Use:   "demo [NAME]",
 		Short: "Run a built-in scenario on a simulated GPU and diagnose it",
 		Long: `demo starts a small workload that really produces one bottleneck on this
-machine (a launch-bound loop, a pipeline of worker processes, readers waiting
+machine (a submission-bound launch loop, a pipeline of worker processes, readers waiting
 on a throttled disk...), driving a simulated GPU (its own gpufeed simdev process), and
 diagnoses it exactly as gpufeed diagnose --pid would (with --launch, from
 the workload's start, as gpufeed diagnose -- COMMAND would). Without NAME it
@@ -105,8 +106,15 @@ func listScenarios(cmd *cobra.Command) error {
 	fmt.Fprintln(tw, "NAME\tEXPECTED VERDICT\tWHAT IT RUNS")
 	for _, s := range demo.Scenarios() {
 		name := s.Name
+		var notes []string
 		if name == demo.Default {
-			name += " (default)"
+			notes = append(notes, "default")
+		}
+		for _, old := range demo.Aliases(s.Name) {
+			notes = append(notes, "was "+old)
+		}
+		if len(notes) > 0 {
+			name += " (" + strings.Join(notes, ", ") + ")"
 		}
 		expect := string(s.Expect)
 		if s.WithoutProbes != "" {

@@ -157,7 +157,7 @@ func TestDemoList(t *testing.T) {
 		t.Fatalf("demo --list: exit %d, stderr %q", code, stderr)
 	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if len(lines) != len(demo.Scenarios())+1 || !strings.HasPrefix(lines[1], demo.Default+" (default)") {
+	if len(lines) != len(demo.Scenarios())+1 || !strings.HasPrefix(lines[1], demo.Default+" (default, was launch-bound)") {
 		t.Errorf("demo --list:\n%s", out)
 	}
 	for _, s := range demo.Scenarios() {

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/pflag"
 	"golang.org/x/sys/unix"
 
+	"github.com/gpufeed/gpufeed/internal/agentcmd"
 	"github.com/gpufeed/gpufeed/internal/diagnose"
 	"github.com/gpufeed/gpufeed/internal/gpu"
 	"github.com/gpufeed/gpufeed/internal/gpusource"
@@ -122,7 +123,7 @@ window, and the report says which signal stopped the run and when.`,
 	deprecatedAlias(f, stringValue(&o.procRoot), "proc-root", "use --root DIR, which reads DIR/proc and DIR/sys (e.g. --root /host)")
 	deprecatedAlias(f, stringValue(&o.sysRoot), "sys-root", "use --root DIR, which reads DIR/proc and DIR/sys (e.g. --root /host)")
 	f.StringVar(&o.device, "device", "auto", "GPU source: auto, none, nvml or sim:PATH")
-	f.StringVar(&o.kmsgPath, "kmsg", kernlog.DefaultPath, "the kernel log device (falls back to dmesg, then journalctl -k)")
+	f.StringVar(&o.kmsgPath, "kmsg", kernlog.DefaultPath, "the kernel log device (under --root DIR: DIR/dev/kmsg; falls back to dmesg, then journalctl -k)")
 	f.StringVar(&o.cmdOutput, "cmd-output", "", "write the launched command's stdout and stderr to `FILE` (default: gpufeed's stderr; stdout is the report's)")
 	f.StringVar(&o.profile, "profile", diagnose.ProfileAuto, "CPU profile of the job's threads (where their CPU goes: CUDA launches, syncs, the interpreter, decoding), their syscalls and CUDA driver calls (eBPF): auto (where allowed; otherwise says what is missing), on (fail if not allowed) or off")
 	f.BoolVar(&o.pyStacks, "py-stacks", false, "read every Python thread's stack and the GIL holder (built-in CPython 3.8-3.13 reader; py-spy for other versions where installed; needs CAP_SYS_PTRACE for another user's process)")
@@ -133,6 +134,9 @@ func runDiagnose(cmd *cobra.Command, o diagnoseOpts, args []string) error {
 	fs, err := openRoot(o.root, o.procRoot, o.sysRoot)
 	if err != nil {
 		return err
+	}
+	if o.root != "" && !cmd.Flags().Changed("kmsg") {
+		o.kmsgPath = agentcmd.UnderRoot(o.root).Kmsg // the host's kernel log, as the agent reads it
 	}
 	// What cannot succeed fails now, before the window starts.
 	if o.pid > 0 {
@@ -291,45 +295,24 @@ func jsonlTap(w io.Writer, fs procfs.FS, duration time.Duration) (func(sample.Re
 // exposes), so below it two readings of a thread's stat cannot differ by
 // more than one tick, and the observer's cost grows with nothing to show
 // for it (a 1 us interval took more than a core).
-const MinInterval = 10 * time.Millisecond
+const MinInterval = agentcmd.MinInterval
 
-// checkWindow bounds --duration and --interval: the interval at least
-// MinInterval, and a window the verdict can be given on (at least
-// thresholds.MinWindow, holding at least thresholds.MinIntervals intervals):
-// a shorter one is always inconclusive, so it is refused before it runs.
+// checkWindow bounds --duration (the window diagnose and demo judge) and
+// --interval (agentcmd.CheckWindow, the rule top and the agent apply to
+// their --window).
 func checkWindow(duration, interval time.Duration) error {
-	switch {
-	case duration <= 0:
-		return usagef("--duration %s: want a positive window (e.g. 10 or 10s)", humanDuration(duration))
-	case interval < MinInterval:
-		return usagef("--interval %s: want at least %s (CPU times advance in 10 ms clock ticks; shorter intervals cost CPU and show nothing more)", humanDuration(interval), humanDuration(MinInterval))
-	case interval > duration:
-		return usagef("--interval %s is longer than --duration %s: the window must hold at least %d intervals for a verdict",
-			humanDuration(interval), humanDuration(duration), thresholds.MinIntervals)
-	case duration < thresholds.MinWindow:
-		return usagef("--duration %s: a verdict needs a window of at least %s (a shorter one cannot tell a pattern from noise); give --duration %s or more",
-			humanDuration(duration), humanDuration(thresholds.MinWindow), humanDuration(thresholds.MinWindow))
-	case duration/interval < thresholds.MinIntervals:
-		return usagef("--duration %s holds %d intervals of %s; a verdict needs at least %d: give a shorter --interval (at most %s) or a longer --duration (at least %s)",
-			humanDuration(duration), duration/interval, humanDuration(interval), thresholds.MinIntervals,
-			humanDuration(duration/thresholds.MinIntervals), humanDuration(interval*thresholds.MinIntervals))
-	}
-	return nil
+	return asUsage(agentcmd.CheckWindow("duration", duration, interval))
 }
 
 // addRootFlag adds --root, the one name every command gives the directory
-// the host's / is mounted at.
-func addRootFlag(f *pflag.FlagSet, p *string) {
-	f.StringVar(p, "root", "", "read `DIR`/proc and DIR/sys instead of /proc and /sys (a container with the host's / mounted at DIR, e.g. /host)")
-}
+// the host's / is mounted at (agentcmd.UnderRoot resolves it).
+var addRootFlag = agentcmd.AddRootFlag
 
 // openRoot opens /proc and /sys under --root, or where the deprecated
 // --proc-root and --sys-root say.
 func openRoot(root, procRoot, sysRoot string) (procfs.FS, error) {
-	proc, sys := procfs.DefaultProc, procfs.DefaultSys
-	if root != "" {
-		proc, sys = filepath.Join(root, "proc"), filepath.Join(root, "sys")
-	}
+	under := agentcmd.UnderRoot(root)
+	proc, sys := under.Proc, under.Sys
 	if procRoot != "" {
 		proc = procRoot
 	}

@@ -131,7 +131,7 @@ func runDrill(cmd *cobra.Command, info drill.Info, format render.Format, fl dril
 		return usagef("--bytes 0: want 1 or more")
 	}
 	if fl.window <= 0 {
-		return usagef("--duration %s: want a positive window (e.g. 5 or 5s)", humanDuration(fl.window))
+		return usagef("--duration %s: want a positive duration (e.g. 5 or 5s)", humanDuration(fl.window))
 	}
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

@@ -8,11 +8,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/gpufeed/gpufeed/internal/agentcmd"
 	"github.com/gpufeed/gpufeed/internal/render"
 )
 
@@ -21,60 +21,20 @@ import (
 // units, the output format is case-insensitive, and a bad value says what
 // the flag wants instead of a parser's message.
 
-// wanter is a flag value that says, in a user's words, what it accepts.
-type wanter interface{ want() string }
+// wanter is a flag value that says, in a user's words, what it accepts
+// (agentcmd.Seconds, the duration flag of every command, is one).
+type wanter interface{ Want() string }
 
-// secondsValue is a duration flag: "5" and "2.5" are seconds, as in sleep(1)
-// and timeout(1); "500ms", "2m", "1m30s" are Go durations.
-type secondsValue time.Duration
-
-func newSeconds(p *time.Duration, def time.Duration) *secondsValue {
-	*p = def
-	return (*secondsValue)(p)
-}
-
-func (d *secondsValue) Set(s string) error {
-	v, err := parseSeconds(s)
-	if err != nil {
-		return err
-	}
-	*d = secondsValue(v)
-	return nil
-}
-
-func (d *secondsValue) String() string { return humanDuration(time.Duration(*d)) }
-func (d *secondsValue) Type() string   { return "duration" }
-func (d *secondsValue) want() string {
-	return "a duration: seconds (5, 2.5) or with a unit (500ms, 30s, 2m)"
-}
-
-// parseSeconds reads a bare number as seconds, anything else as a Go
-// duration.
-func parseSeconds(s string) (time.Duration, error) {
-	s = strings.TrimSpace(s)
-	if notDecimal(s) {
-		return 0, errNotDecimal
-	}
-	if f, err := strconv.ParseFloat(s, 64); err == nil {
-		if f != f || f > float64(1<<62)/1e9 || f < -float64(1<<62)/1e9 { // NaN or out of range
-			return 0, errors.New("out of range")
-		}
-		return time.Duration(f * float64(time.Second)), nil
-	}
-	return time.ParseDuration(s)
-}
-
-// errNotDecimal refuses a number written in hex.
-var errNotDecimal = errors.New("not a decimal number")
-
-// notDecimal reports a number written in hex: Go's float parser takes hex
-// floats (0x1p-4 for 0.0625) and pflag's integers 0x10, which nobody means
-// on a command line and which read as something else at a glance.
-// (Integers here are read in base ten: 010 is ten, not pflag's eight.)
-func notDecimal(s string) bool {
-	s = strings.TrimLeft(s, "+-")
-	return len(s) >= 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X')
-}
+// The duration flag is agentcmd.Seconds, the agent's too: "5" and "2.5"
+// are seconds, as in sleep(1) and timeout(1); "500ms", "2m", "1m30s" are Go
+// durations; a hex number is refused (agentcmd.IsHex), as by the number
+// flags below. (Integers here are read in base ten: 010 is ten, not
+// pflag's eight.)
+var (
+	newSeconds      = agentcmd.NewSeconds
+	addDurationFlag = agentcmd.AddDuration
+	humanDuration   = agentcmd.HumanDuration
+)
 
 // decimalFloat is a number flag written in decimal (0.5, 1e-2), not as a
 // hex float.
@@ -87,8 +47,8 @@ func newDecimalFloat(p *float64, def float64) *decimalFloat {
 
 func (d *decimalFloat) Set(s string) error {
 	s = strings.TrimSpace(s)
-	if notDecimal(s) {
-		return errNotDecimal
+	if agentcmd.IsHex(s) {
+		return agentcmd.ErrNotDecimal
 	}
 	v, err := strconv.ParseFloat(s, 64)
 	if err != nil {
@@ -100,7 +60,7 @@ func (d *decimalFloat) Set(s string) error {
 
 func (d *decimalFloat) String() string { return strconv.FormatFloat(float64(*d), 'g', -1, 64) }
 func (d *decimalFloat) Type() string   { return "float" }
-func (d *decimalFloat) want() string {
+func (d *decimalFloat) Want() string {
 	return "a decimal number (0.5, 1e-2; not a hex float such as 0x1p-1)"
 }
 
@@ -115,8 +75,8 @@ func newDecimalInt(p *int, def int) *decimalInt {
 
 func (d *decimalInt) Set(s string) error {
 	s = strings.TrimSpace(s)
-	if notDecimal(s) {
-		return errNotDecimal
+	if agentcmd.IsHex(s) {
+		return agentcmd.ErrNotDecimal
 	}
 	v, err := strconv.Atoi(s)
 	if err != nil {
@@ -128,20 +88,7 @@ func (d *decimalInt) Set(s string) error {
 
 func (d *decimalInt) String() string { return strconv.Itoa(int(*d)) }
 func (d *decimalInt) Type() string   { return "int" }
-func (d *decimalInt) want() string   { return "a decimal integer (not hex such as 0x10)" }
-
-// humanDuration prints a flag's duration as a user would type it: 10s,
-// 100ms, 1m30s (time.Duration's own String, without a trailing 0s unit).
-func humanDuration(d time.Duration) string {
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = strings.TrimSuffix(s, "0s")
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
-	}
-	return s
-}
+func (d *decimalInt) Want() string   { return "a decimal integer (not hex such as 0x10)" }
 
 // formatValue is -o/--output: one of the formats its command writes
 // (render's, in any case). A format the command cannot write is refused
@@ -178,7 +125,7 @@ func (f *formatValue) String() string {
 	return *f.p
 }
 func (f *formatValue) Type() string { return "format" }
-func (f *formatValue) want() string {
+func (f *formatValue) Want() string {
 	w := "an output format: " + formatList(f.allowed)
 	if f.rejected == render.FormatJSONL {
 		w += " (-o jsonl streams a live run's intervals: diagnose, demo)"
@@ -212,7 +159,7 @@ func (p *pidValue) Set(s string) error {
 
 func (p *pidValue) String() string { return strconv.Itoa(int(*p)) }
 func (p *pidValue) Type() string   { return "pid" }
-func (p *pidValue) want() string   { return "a process id, a positive integer" }
+func (p *pidValue) Want() string   { return "a process id, a positive integer" }
 
 // choiceValue is a flag taking one of a few words, in any case.
 type choiceValue struct {
@@ -238,16 +185,11 @@ func (c *choiceValue) Set(s string) error {
 
 func (c *choiceValue) String() string { return *c.p }
 func (c *choiceValue) Type() string   { return strings.Join(c.choices, "|") }
-func (c *choiceValue) want() string   { return "one of " + strings.Join(c.choices, ", ") }
+func (c *choiceValue) Want() string   { return "one of " + strings.Join(c.choices, ", ") }
 
 // addOutputFlag adds -o/--output to a command that writes formats.
 func addOutputFlag(f *pflag.FlagSet, p *string, formats []render.Format) {
 	f.VarP(newFormat(p, formats), "output", "o", "output format: "+formatList(formats))
-}
-
-// addDurationFlag adds a duration flag that takes bare seconds.
-func addDurationFlag(f *pflag.FlagSet, p *time.Duration, name string, def time.Duration, usage string) {
-	f.Var(newSeconds(p, def), name, usage+" (seconds, or with a unit: 500ms, 2m)")
 }
 
 // aliasValue is a deprecated spelling of a flag: it sets the flag it
@@ -307,11 +249,11 @@ func flagError(_ *cobra.Command, err error) error {
 			what = "true or false"
 		}
 		if w, ok := fl.Value.(wanter); ok {
-			what = w.want()
+			what = w.Want()
 		}
 		if a, ok := fl.Value.(aliasValue); ok {
 			if w, ok := a.Value.(wanter); ok {
-				what = w.want()
+				what = w.Want()
 			}
 		}
 		name := "--" + fl.Name

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpufeed/gpufeed/internal/agentcmd"
 	"github.com/gpufeed/gpufeed/internal/clitest"
 	"github.com/gpufeed/gpufeed/internal/livetest"
 )
@@ -320,5 +321,35 @@ func TestSamplerDocExitStatuses(t *testing.T) {
 		if _, stderr, code := run(t, append(append([]string{"diagnose"}, tc.args...), "--", "true")...); code != 125 {
 			t.Errorf("diagnose %v -- true: exit %d, want 125 (%s)", tc.args, code, stderr)
 		}
+	}
+}
+
+// TestRootFlagOneMeaning: every command that takes --root (the host's /
+// mounted at DIR) defines it the one way, with one help text, and reads
+// the same paths under it (agentcmd.UnderRoot): diagnose and top read
+// /proc and /sys there, check /dev too, and diagnose the kernel log at
+// DIR/dev/kmsg as the agent does. They had three help texts, and diagnose
+// read the container's own /dev/kmsg under --root.
+func TestRootFlagOneMeaning(t *testing.T) {
+	root := newRootCmd()
+	n := 0
+	for _, c := range root.Commands() {
+		f := c.Flags().Lookup("root")
+		if f == nil {
+			continue
+		}
+		n++
+		if f.Usage != agentcmd.RootUsage || f.DefValue != "" {
+			t.Errorf("%s --root: %q (default %q), want the one help text", c.Name(), f.Usage, f.DefValue)
+		}
+	}
+	if n < 4 {
+		t.Errorf("%d commands take --root, want diagnose, top, check and agent", n)
+	}
+	if got, want := agentcmd.UnderRoot("/host"), (agentcmd.RootPaths{Proc: "/host/proc", Sys: "/host/sys", Dev: "/host/dev", Kmsg: "/host/dev/kmsg", Host: "/host"}); got != want {
+		t.Errorf("UnderRoot(/host) = %+v, want %+v", got, want)
+	}
+	if got, want := agentcmd.UnderRoot(""), (agentcmd.RootPaths{Proc: "/proc", Sys: "/sys", Dev: "/dev", Kmsg: "/dev/kmsg", Host: "/"}); got != want {
+		t.Errorf("UnderRoot(\"\") = %+v, want %+v", got, want)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/charmbracelet/colorprofile"
 	"github.com/spf13/cobra"
 
+	"github.com/gpufeed/gpufeed/internal/agentcmd"
 	"github.com/gpufeed/gpufeed/internal/diagnose"
 	"github.com/gpufeed/gpufeed/internal/finding"
 	"github.com/gpufeed/gpufeed/internal/gpu"
@@ -63,8 +64,8 @@ exit status when it ends; quitting top ends the command it started.`,
 			if err := gpusource.CheckSpec(o.device); err != nil {
 				return asUsage(err)
 			}
-			if err := checkWindow(o.span, o.interval); err != nil {
-				return asUsage(errors.New(strings.ReplaceAll(err.Error(), "--duration", "--window")))
+			if err := agentcmd.CheckWindow("window", o.span, o.interval); err != nil {
+				return asUsage(err)
 			}
 			if o.refresh < o.interval {
 				return usagef("--refresh %s is shorter than --interval %s", humanDuration(o.refresh), humanDuration(o.interval))
@@ -371,30 +372,8 @@ func clip(s string, n int) string {
 	return s
 }
 
-// wrapText wraps s at word boundaries to width, at most lines lines.
+// wrapText wraps s at word boundaries to width (at least 20), at most
+// lines lines.
 func wrapText(s string, width, lines int) []string {
-	if width < 20 {
-		width = 20
-	}
-	var out []string
-	cur := ""
-	for _, w := range strings.Fields(s) {
-		if cur != "" && len([]rune(cur))+1+len([]rune(w)) > width {
-			out = append(out, cur)
-			cur = w
-			continue
-		}
-		if cur != "" {
-			cur += " "
-		}
-		cur += w
-	}
-	if cur != "" {
-		out = append(out, cur)
-	}
-	if len(out) > lines {
-		out = out[:lines]
-		out[lines-1] = clip(out[lines-1]+" …", width)
-	}
-	return out
+	return safetext.Wrap(s, max(width, 20), "", "", lines)
 }

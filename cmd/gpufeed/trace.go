@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpufeed/gpufeed/internal/derive/tracestats"
 	"github.com/gpufeed/gpufeed/internal/judge/tracejudge"
 	"github.com/gpufeed/gpufeed/internal/kineto"
 	"github.com/gpufeed/gpufeed/internal/render"
@@ -84,7 +85,7 @@ only when nothing could be read.`,
 					continue
 				}
 				for _, t := range traces {
-					r := tracejudge.Analyze(t, tracejudge.Options{IncludeLastStep: lastStep, KeepGaps: perfetto != "" || format == render.FormatHTML})
+					r := tracejudge.Analyze(t, tracejudge.Options{Derive: tracestats.Options{IncludeLastStep: lastStep}, KeepGaps: perfetto != "" || format == render.FormatHTML})
 					res.Reports = append(res.Reports, r)
 					if perfetto != "" {
 						// The timeline needs each trace and its gaps kept until

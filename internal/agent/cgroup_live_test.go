@@ -11,7 +11,7 @@ import (
 	"github.com/gpufeed/gpufeed/internal/testjob"
 )
 
-// The launch-bound scenario in a real cgroup v1 cpu cgroup limited to 0.2
+// The submission-bound scenario in a real cgroup v1 cpu cgroup limited to 0.2
 // CPU: the agent exports the limit and the cgroup's throttling under the
 // cAdvisor-mirroring names.
 func TestAgentExportsCgroupThrottling(t *testing.T) {
@@ -28,7 +28,7 @@ func TestAgentExportsCgroupThrottling(t *testing.T) {
 			t.Error(err)
 		}
 	}()
-	run := startScenario(t, "launch-bound")
+	run := startScenario(t, "submission-bound")
 	if err := cg.Add(run.PID); err != nil {
 		t.Fatal(err)
 	}

@@ -150,14 +150,14 @@ func value(m *dto.Metric) float64 {
 	return 0
 }
 
-// TestAgentLaunchBoundScenario: the agent finds the launch-bound workload
+// TestAgentLaunchBoundScenario: the agent finds the submission-bound workload
 // through the simulated device's process list, judges its windows
 // submission-bound, counts the GPU's idle time under that cause with
 // dcgm-exporter's labels, and serves its ring as a recording gpufeed
 // report judges alike.
 func TestAgentLaunchBoundScenario(t *testing.T) {
 	livetest.Need(t)
-	run := startScenario(t, "launch-bound")
+	run := startScenario(t, "submission-bound")
 	src, err := sim.Dial(run.Socket)
 	if err != nil {
 		t.Fatal(err)

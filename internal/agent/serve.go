@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"bytes"
 	"context"
 	"net"
 	"net/http"
@@ -12,6 +11,9 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/gpufeed/gpufeed/internal/bpfcap"
+	"github.com/gpufeed/gpufeed/internal/procfs"
 )
 
 // The agent's HTTP server is bounded in connections and in time, so that
@@ -201,11 +203,7 @@ func (v viewer) mayReadKernelLog(proc string) bool {
 	if v.peer == nil || v.peer.pid <= 0 {
 		return false
 	}
-	capEff, ok := statusField(proc+"/"+strconv.Itoa(int(v.peer.pid))+"/status", "CapEff")
-	if !ok {
-		return false
-	}
-	caps, err := strconv.ParseUint(capEff, 16, 64)
+	caps, err := bpfcap.EffectiveCaps(proc + "/" + strconv.Itoa(int(v.peer.pid)) + "/status")
 	return err == nil && caps&(1<<capSyslog) != 0
 }
 
@@ -219,13 +217,7 @@ func statusField(path, key string) (string, bool) {
 	if err != nil {
 		return "", false
 	}
-	for _, line := range bytes.Split(b, []byte("\n")) {
-		k, v, ok := bytes.Cut(line, []byte(":"))
-		if ok && string(k) == key {
-			return strings.TrimSpace(string(v)), true
-		}
-	}
-	return "", false
+	return procfs.Field(b, key)
 }
 
 // readUIDs reads a process's real, effective and saved uids.

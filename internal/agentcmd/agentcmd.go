@@ -13,7 +13,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"runtime/debug"
 	"runtime/pprof"
 	"syscall"
@@ -27,7 +26,6 @@ import (
 	"github.com/gpufeed/gpufeed/internal/agent"
 	"github.com/gpufeed/gpufeed/internal/gpu"
 	"github.com/gpufeed/gpufeed/internal/gpusource"
-	"github.com/gpufeed/gpufeed/internal/judge/thresholds"
 	"github.com/gpufeed/gpufeed/internal/kernlog"
 	"github.com/gpufeed/gpufeed/internal/procfs"
 )
@@ -213,18 +211,18 @@ configuration file). It only reads: nothing it watches is changed.`,
 	f.StringVar(&detailSocket, "detail-socket", "", "also serve every endpoint, /report and /recording included, on the Unix socket `PATH`: root reads every job, another user only the jobs it runs, and kernel log lines only where the kernel would show them to it")
 	f.IntVar(&maxConns, "max-connections", agent.DefaultMaxConnections, "keep at most this many connections open per listener (more are closed at once)")
 	f.StringVar(&device, "device", "auto", "GPU source: auto, none, nvml or sim:PATH")
-	f.StringVar(&root, "root", "", "read `DIR`/proc, DIR/sys, DIR/dev/kmsg and the container runtime's records under DIR instead of /proc, /sys, /dev/kmsg and / (a container with the node's / mounted at DIR, e.g. /host; as diagnose --root), unless the flags below name one")
+	AddRootFlag(f, &root) // the flags below name one file system elsewhere
 	f.StringVar(&procRoot, "proc-root", procfs.DefaultProc, "where procfs is mounted (a container sharing the node's PID namespace reads its own /proc)")
 	f.StringVar(&sysRoot, "sys-root", procfs.DefaultSys, "where sysfs is mounted (e.g. /host/sys)")
 	f.StringVar(&cfg.HostRoot, "host-root", "/", "where the node's own files are (the container runtime's records of its containers, for pod and container names; e.g. /host in a container)")
 	f.StringVar(&kmsgPath, "kmsg", kernlog.DefaultPath, "the kernel log device (falls back to dmesg, then journalctl -k)")
 	f.StringVar(&hostname, "hostname", "", "the node's name in the Hostname label (default: the host name; in Kubernetes the node's name, as dcgm-exporter labels it)")
-	addDuration(f, &cfg.Interval, "interval", agent.DefaultInterval, "per-thread sampling interval")
-	addDuration(f, &cfg.SlowEvery, "slow-every", agent.DefaultSlowEvery, "context switches and blocked-thread details every")
-	addDuration(f, &cfg.Window, "window", agent.DefaultWindow, "each job is judged on windows this long")
-	addDuration(f, &cfg.Ring, "ring", agent.DefaultRing, "how much of each job's past is kept for /report and /recording")
-	addDuration(f, &cfg.DiscoverEvery, "discover-every", agent.DefaultDiscoverEvery, "look for new GPU processes every")
-	addDuration(f, &cfg.ChecksEvery, "checks-every", agent.DefaultChecksEvery, "run the platform checks every")
+	AddDuration(f, &cfg.Interval, "interval", agent.DefaultInterval, "per-thread sampling interval")
+	AddDuration(f, &cfg.SlowEvery, "slow-every", agent.DefaultSlowEvery, "context switches and blocked-thread details every")
+	AddDuration(f, &cfg.Window, "window", agent.DefaultWindow, "each job is judged on windows this long")
+	AddDuration(f, &cfg.Ring, "ring", agent.DefaultRing, "how much of each job's past is kept for /report and /recording")
+	AddDuration(f, &cfg.DiscoverEvery, "discover-every", agent.DefaultDiscoverEvery, "look for new GPU processes every")
+	AddDuration(f, &cfg.ChecksEvery, "checks-every", agent.DefaultChecksEvery, "run the platform checks every")
 	f.IntSliceVar(&cfg.PIDs, "pid", nil, "also watch this process tree, whether or not a GPU lists it (repeatable)")
 	f.BoolVarP(&verbose, "verbose", "v", false, "log every judged window")
 	f.StringVar(&cpuProfile, "cpu-profile", "", "write the agent's own CPU profile to `FILE` (Go pprof format) until it stops")
@@ -243,17 +241,18 @@ func underRoot(f *pflag.FlagSet, root, proc, sys, host, kmsgPath string) (string
 	if root == "" {
 		return proc, sys, host, kmsgPath
 	}
+	under := UnderRoot(root)
 	if !f.Changed("proc-root") {
-		proc = filepath.Join(root, "proc")
+		proc = under.Proc
 	}
 	if !f.Changed("sys-root") {
-		sys = filepath.Join(root, "sys")
+		sys = under.Sys
 	}
 	if !f.Changed("host-root") {
-		host = root
+		host = under.Host
 	}
 	if !f.Changed("kmsg") {
-		kmsgPath = filepath.Join(root, kernlog.DefaultPath)
+		kmsgPath = under.Kmsg
 	}
 	return proc, sys, host, kmsgPath
 }
@@ -341,23 +340,15 @@ func tuneMemory() {
 	}
 }
 
-// checkWindow refuses, as diagnose refuses its --duration, a window no
-// verdict can ever be given on: shorter than thresholds.MinWindow, or
-// holding fewer than thresholds.MinIntervals intervals (every window would
-// be exported as inconclusive, for good); and a ring that cannot keep one
-// window.
+// checkWindow refuses, as diagnose refuses its --duration (CheckWindow),
+// a window no verdict can ever be given on (every window would be exported
+// as inconclusive, for good), and a ring that cannot keep one window.
 func checkWindow(interval, window, ring time.Duration) error {
-	switch {
-	case interval <= 0:
-		return fmt.Errorf("--interval %v: want a positive interval (e.g. 2s)", interval)
-	case window < thresholds.MinWindow:
-		return fmt.Errorf("--window %v: a verdict needs a window of at least %v (a shorter one cannot tell a pattern from noise); give --window %v or more",
-			window, thresholds.MinWindow, thresholds.MinWindow)
-	case window/interval < thresholds.MinIntervals:
-		return fmt.Errorf("--window %v holds %d intervals of %v; a verdict needs at least %d: give a shorter --interval (at most %v) or a longer --window (at least %v)",
-			window, window/interval, interval, thresholds.MinIntervals, window/thresholds.MinIntervals, interval*thresholds.MinIntervals)
-	case ring < window:
-		return fmt.Errorf("--ring %v is shorter than --window %v: want a ring of at least one window", ring, window)
+	if err := CheckWindow("window", window, interval); err != nil {
+		return err
+	}
+	if ring < window {
+		return fmt.Errorf("--ring %s is shorter than --window %s: want a ring of at least one window", HumanDuration(ring), HumanDuration(window))
 	}
 	return nil
 }

@@ -1,6 +1,8 @@
 // Package bpfcap says whether this process may load the eBPF programs of
 // the syscall summary and the CUDA driver probes, and, when not, which
-// capability or kernel setting is missing, without loading anything.
+// capability or kernel setting is missing, without loading anything; and
+// it holds the one path both load their objects and attach their
+// fork-following program by (Load, AttachFork).
 package bpfcap
 
 import (
@@ -10,6 +12,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/gpufeed/gpufeed/internal/procfs"
 )
 
 // Unavailable says why a BPF measurement cannot be taken and what would
@@ -101,16 +105,15 @@ func EffectiveCaps(status string) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "CapEff:"); ok {
-			c, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
-			if err != nil {
-				return 0, fmt.Errorf("%s: CapEff: want hexadecimal, got %q", status, strings.TrimSpace(v))
-			}
-			return c, nil
-		}
+	v, ok := procfs.Field(b, "CapEff")
+	if !ok {
+		return 0, errors.New(status + ": no CapEff line")
 	}
-	return 0, errors.New(status + ": no CapEff line")
+	c, err := strconv.ParseUint(v, 16, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%s: CapEff: want hexadecimal, got %q", status, v)
+	}
+	return c, nil
 }
 
 // Comm is a task's name as the kernel's bpf_get_current_comm writes it: a

@@ -10,6 +10,7 @@ import (
 	"github.com/gpufeed/gpufeed/internal/finding"
 	"github.com/gpufeed/gpufeed/internal/gpu"
 	"github.com/gpufeed/gpufeed/internal/procfs"
+	"github.com/gpufeed/gpufeed/internal/safetext"
 )
 
 // env holds one run's options and the facts several checks share, each
@@ -193,17 +194,7 @@ func bytesEv(what string, b uint64, source string) finding.Evidence {
 }
 
 // gib formats bytes for claims.
-func human(b uint64) string {
-	switch {
-	case b >= 1<<30:
-		return fmt.Sprintf("%.1f GiB", float64(b)/(1<<30))
-	case b >= 1<<20:
-		return fmt.Sprintf("%.0f MiB", float64(b)/(1<<20))
-	case b >= 1<<10:
-		return fmt.Sprintf("%.0f KiB", float64(b)/(1<<10))
-	}
-	return fmt.Sprintf("%d B", b)
-}
+func human(b uint64) string { return safetext.Bytes(float64(b), 0, 1) }
 
 func since(window time.Duration) string {
 	if window <= 0 {

@@ -66,10 +66,27 @@ type Scenario struct {
 }
 
 // Default is the scenario `gpufeed demo` runs without a name.
-const Default = "launch-bound"
+const Default = "submission-bound"
+
+// aliases are former names of scenarios, still accepted (scripts may name
+// them): each scenario is named after the verdict it produces, and
+// "launch-bound" produced submission-bound.
+var aliases = map[string]string{"launch-bound": "submission-bound"}
+
+// Aliases lists the former names of a scenario.
+func Aliases(name string) []string {
+	var out []string
+	for old, now := range aliases {
+		if now == name {
+			out = append(out, old)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
 
 var scenarios = []Scenario{
-	{Name: "launch-bound", Expect: finding.SubmissionBound, Python: "launch_bound.py",
+	{Name: "submission-bound", Expect: finding.SubmissionBound, Python: "launch_bound.py",
 		Title: "one Python thread launching 2 µs kernels: the GPU idles between launches"},
 	// On a saturated host (more runnable tasks outside the job than CPUs)
 	// the woken thread waits for a CPU most of the time before relaunching:
@@ -105,7 +122,7 @@ var scenarios = []Scenario{
 	{Name: "gpu-bound", Expect: finding.GPUBound, UnderLoad: finding.SubmissionBound, Python: "gpu_bound.py",
 		Title: "a healthy training loop: 1 ms of CPU per 20 ms of queued kernels, the loss read every 25 steps"},
 	{Name: "noisy-neighbour", Expect: finding.SubmissionBound, Python: "noisy_neighbour.py", Neighbours: 2, MustFind: []string{"launch-thread-descheduled"},
-		Title: "the launch-bound job pinned to one CPU that two CPU hogs outside the job share"},
+		Title: "the submission-bound job pinned to one CPU that two CPU hogs outside the job share"},
 	{Name: "oversubscribed", Expect: finding.SubmissionBound, Go: "oversubscribed", MustFind: []string{"cpu-oversubscribed", "launch-thread-descheduled"},
 		Title: "a launch thread among spinning intra-op pool threads, twice as many as CPUs (OMP_NUM_THREADS unset)"},
 	{Name: "stalled", Expect: finding.Stalled, Python: "stalled.py",
@@ -138,8 +155,11 @@ func Scenarios() []Scenario {
 	return out
 }
 
-// Lookup finds a scenario by name.
+// Lookup finds a scenario by name or former name.
 func Lookup(name string) (Scenario, error) {
+	if now, ok := aliases[name]; ok {
+		name = now
+	}
 	for _, s := range scenarios {
 		if s.Name == name {
 			return s, nil

@@ -39,8 +39,16 @@ func TestScenariosDefaultFirstAndComplete(t *testing.T) {
 			t.Errorf("no scenario produces %s", c)
 		}
 	}
-	if _, err := Lookup("launch-bound"); err != nil {
-		t.Error(err)
+	// The default is named after its verdict; its former name, which
+	// scripts may use, still runs it.
+	if s, err := Lookup(Default); err != nil || s.Name != "submission-bound" || s.Expect != finding.SubmissionBound {
+		t.Errorf("default %s: %+v, %v", Default, s, err)
+	}
+	if s, err := Lookup("launch-bound"); err != nil || s.Name != "submission-bound" {
+		t.Errorf("launch-bound: %+v, %v; want the submission-bound scenario", s, err)
+	}
+	if a := Aliases("submission-bound"); len(a) != 1 || a[0] != "launch-bound" {
+		t.Errorf("aliases of submission-bound: %v", a)
 	}
 	if _, err := Lookup("nope"); err == nil || !strings.Contains(err.Error(), "--list") {
 		t.Errorf("unknown scenario: %v", err)

@@ -5,7 +5,6 @@ import (
 	"os"
 	"runtime"
 	"slices"
-	"strings"
 
 	"golang.org/x/sys/unix"
 
@@ -107,12 +106,7 @@ func pinThread(cpu int) (restore func(), err error) {
 func Machine(fs procfs.FS, t Topology) string {
 	model := ""
 	if b, err := os.ReadFile(fs.ProcPath("cpuinfo")); err == nil {
-		for _, l := range strings.Split(string(b), "\n") {
-			if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
-				model = strings.TrimSpace(v)
-				break
-			}
-		}
+		model, _ = procfs.Field(b, "model name")
 	}
 	if model == "" {
 		model = runtime.GOARCH

@@ -25,7 +25,6 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
-	"github.com/cilium/ebpf/rlimit"
 	"golang.org/x/sys/unix"
 
 	"github.com/gpufeed/gpufeed/internal/bpfcap"
@@ -168,31 +167,19 @@ func Load(pids []int, o Options) (*Prober, error) {
 	if err := Check(o.Proc); err != nil {
 		return nil, err
 	}
-	if err := rlimit.RemoveMemlock(); err != nil {
-		return nil, &bpfcap.Unavailable{What: What, Missing: "a higher locked-memory limit (ulimit -l) for BPF maps", Err: err}
-	}
 	spec, err := loadDp()
 	if err != nil {
 		return nil, fmt.Errorf("%s: the BPF object: %w", What, err)
 	}
-	follow := !o.NoFollow && bpfcap.BTF("")
-	if !follow {
-		delete(spec.Programs, "fork")
+	p := &Prober{o: o, stop: make(chan struct{}), done: make(chan struct{}), closed: make(chan struct{}), files: map[string]*probedFile{}}
+	if p.follow, err = bpfcap.Load(What, spec, &p.objs, !o.NoFollow, "5.15 or later: attach cookies"); err != nil {
+		return nil, err
 	}
-	p := &Prober{o: o, follow: follow, stop: make(chan struct{}), done: make(chan struct{}), closed: make(chan struct{}), files: map[string]*probedFile{}}
-	if err := spec.LoadAndAssign(&p.objs, nil); err != nil {
-		var ve *ebpf.VerifierError
-		if !errors.As(err, &ve) && (errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES)) {
-			return nil, &bpfcap.Unavailable{What: What, Missing: "loading eBPF programs needs CAP_BPF and CAP_PERFMON (or CAP_SYS_ADMIN, or root); " +
-				"in a container, a seccomp profile that allows bpf()", Err: err}
-		}
-		return nil, &bpfcap.Unavailable{What: What, Missing: "a kernel that accepts this BPF program (5.15 or later: attach cookies)", Err: err}
-	}
-	if follow && p.objs.Fork != nil {
-		l, err := link.AttachTracing(link.TracingOptions{Program: p.objs.Fork})
+	if p.follow && p.objs.Fork != nil {
+		l, err := bpfcap.AttachFork(What, p.objs.Fork)
 		if err != nil {
 			p.close()
-			return nil, &bpfcap.Unavailable{What: What, Missing: "attaching to sched_process_fork (BTF-typed tracepoints)", Err: err}
+			return nil, err
 		}
 		p.links = append(p.links, l)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/gpufeed/gpufeed/internal/derive"
 	"github.com/gpufeed/gpufeed/internal/finding"
 	"github.com/gpufeed/gpufeed/internal/judge/thresholds"
+	"github.com/gpufeed/gpufeed/internal/safetext"
 	"github.com/gpufeed/gpufeed/internal/timeline"
 )
 
@@ -145,7 +146,7 @@ func memTowardLimit(in *Input, g *memCgroup) (finding.Finding, bool) {
 	names := memberNames(g.members, 3)
 	f := finding.Finding{ID: "memory-cgroup-limit", Severity: finding.Warning, Subject: "memory cgroup " + safeText(g.at),
 		Claim: fmt.Sprintf("the job's memory cgroup %s (%s) grows %s/s of %s toward its %s limit: at this rate it is reached in %s, and the kernel's OOM killer then kills a member",
-			safeText(g.at), names, fmtMiB(rate), what, fmtMiB(float64(g.limit)), fmtSecs(secs))}
+			safeText(g.at), names, safetext.Bytes(rate, 1, 2), what, safetext.Bytes(float64(g.limit), 1, 2), fmtSecs(secs))}
 	if secs < 60 {
 		f.Severity = finding.Critical
 	}
@@ -215,7 +216,7 @@ func oomKills(in *Input, g *memCgroup) []finding.Finding {
 		when := in.Timeline.Meta.Started.Add(time.Duration(b.t)).UTC().Format("15:04:05.000")
 		f := finding.Finding{ID: "memory-cgroup-oom-kill", Severity: finding.Critical, Subject: "memory cgroup " + safeText(g.at),
 			Claim: fmt.Sprintf("the OOM killer of the memory cgroup %s killed %s (%d kill(s) by %s UTC): the cgroup reached its %s limit",
-				safeText(g.at), who, n, when, fmtMiB(float64(g.limit))),
+				safeText(g.at), who, n, when, safetext.Bytes(float64(g.limit), 1, 2)),
 			Evidence: []finding.Evidence{
 				ev("OOM kills in the cgroup", float64(n), "processes", fmt.Sprintf("between readings %.1f s and %.1f s into the window", float64(a.t)/1e9, float64(b.t)/1e9), "cgroup "+safeText(g.at)+" "+events+" oom_kill"),
 				ev("usage before the kill", float64(a.m.Usage)/(1<<20), "MiB", "the reading before", "cgroup "+safeText(g.at)),
@@ -242,13 +243,6 @@ func memberNames(ps []*derive.Proc, n int) string {
 		parts = append(parts, s+")")
 	}
 	return strings.Join(parts, ", ")
-}
-
-func fmtMiB(b float64) string {
-	if b >= 1<<30 {
-		return strconv.FormatFloat(b/(1<<30), 'f', 2, 64) + " GiB"
-	}
-	return strconv.FormatFloat(b/(1<<20), 'f', 1, 64) + " MiB"
 }
 
 func fmtSecs(s float64) string {

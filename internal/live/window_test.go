@@ -48,7 +48,7 @@ func replay(w *Window, tl *timeline.Timeline) {
 // A window keeps its span and no more, and judging the whole recording
 // through it gives the report's own verdict.
 func TestWindowKeepsItsSpanAndJudgesAsReport(t *testing.T) {
-	tl := loadRecording(t, "demo-launch-bound.gpufeed")
+	tl := loadRecording(t, "demo-submission-bound.gpufeed")
 	w := NewWindow(3 * time.Second)
 	var covered []time.Duration
 	w.OnTick = func(w *Window) { covered = append(covered, w.Covered()) }
@@ -66,7 +66,7 @@ func TestWindowKeepsItsSpanAndJudgesAsReport(t *testing.T) {
 	}
 	r := w.Judge()
 	if r.Verdict == nil || r.Verdict.Class != "submission-bound" || len(r.Series.Intervals) != w.Ticks()-1 {
-		t.Errorf("the last 3 s of the launch-bound demo: %+v over %d intervals", r.Verdict, len(r.Series.Intervals))
+		t.Errorf("the last 3 s of the submission-bound demo: %+v over %d intervals", r.Verdict, len(r.Series.Intervals))
 	}
 	// A window as long as the recording is the recording.
 	whole := NewWindow(time.Minute)

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpufeed/gpufeed/internal/derive/tracestats"
 	"github.com/gpufeed/gpufeed/internal/judge/tracejudge"
 	"github.com/gpufeed/gpufeed/internal/kineto"
 	"github.com/gpufeed/gpufeed/internal/trace"
@@ -57,7 +58,7 @@ func TestReadMatchesKineto(t *testing.T) {
 				t.Errorf("counts %+v, Kineto %+v", nt.Counts, kt.Counts)
 			}
 			nsys := tracejudge.Analyze(nt, tracejudge.Options{})
-			kin := tracejudge.Analyze(kt, tracejudge.Options{IncludeLastStep: true})
+			kin := tracejudge.Analyze(kt, tracejudge.Options{Derive: tracestats.Options{IncludeLastStep: true}})
 			if nsys.Attribution.ByCause != kin.Attribution.ByCause || nsys.Attribution.SpanNs != kin.Attribution.SpanNs {
 				t.Errorf("attribution differs:\n nsys   %+v span %d\n kineto %+v span %d", nsys.Attribution.ByCause, nsys.Attribution.SpanNs, kin.Attribution.ByCause, kin.Attribution.SpanNs)
 			}

@@ -33,16 +33,13 @@ func (f FS) NVIDIADriverGPUs() (map[int]string, error) {
 // ParseNVIDIAInformationMinor finds "Device Minor: N" in the driver's
 // information file.
 func ParseNVIDIAInformationMinor(s string) (int, bool) {
-	for line := range strings.SplitSeq(s, "\n") {
-		key, val, ok := strings.Cut(line, ":")
-		if !ok || strings.TrimSpace(key) != "Device Minor" {
-			continue
-		}
-		n, err := strconv.Atoi(strings.TrimSpace(val))
-		if err != nil || n < 0 {
-			return 0, false
-		}
-		return n, true
+	val, ok := Field([]byte(s), "Device Minor")
+	if !ok {
+		return 0, false
 	}
-	return 0, false
+	n, err := strconv.Atoi(val)
+	if err != nil || n < 0 {
+		return 0, false
+	}
+	return n, true
 }

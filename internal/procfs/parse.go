@@ -104,3 +104,21 @@ func hasPrefix(b []byte, p string) bool {
 	}
 	return true
 }
+
+// Field finds the first "key: value" line of text whose key, spaces
+// trimmed, is key, and returns its value with spaces trimmed: a status
+// file's "Tgid:\t42" or "CapEff:\t000001ffffffffff", cpuinfo's
+// "model name\t: AMD EPYC 7B13", the NVIDIA driver's "Device Minor: 3".
+// ok is false when no line has the key. It is the one reader of a single
+// such line; ParseStatus reads a whole status file.
+func Field(text []byte, key string) (value string, ok bool) {
+	for i := 0; i < len(text); {
+		var line []byte
+		line, i = nextLine(text, i)
+		k, at, found := cutKey(line)
+		if found && string(trimSpace(k)) == key {
+			return string(trimSpace(line[at:])), true
+		}
+	}
+	return "", false
+}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/gpufeed/gpufeed/internal/profile"
+	"github.com/gpufeed/gpufeed/internal/safetext"
 )
 
 // How many threads and rows the verbose report shows of the syscall
@@ -108,17 +109,7 @@ func copyKinds(th profile.ThreadDriver) []string {
 	return out
 }
 
-func bytesText(n uint64) string {
-	switch {
-	case n >= 1<<30:
-		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%d B", n)
-}
+func bytesText(n uint64) string { return safetext.Bytes(float64(n), 1, 1) }
 
 // syscalls writes the job's syscall table (strace -c's columns) and each
 // busiest thread's top syscalls.

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/gpufeed/gpufeed/internal/finding"
+	"github.com/gpufeed/gpufeed/internal/safetext"
 )
 
 // ExplainHint is the last line of every text report: where to read what a
@@ -87,22 +88,4 @@ func ExplainList(w io.Writer, docs []finding.Doc) error {
 
 // wrapText breaks s into lines of at most width runes at spaces (a longer
 // word, a URL, stays whole on its own line).
-func wrapText(s string, width int) []string {
-	var out []string
-	line := ""
-	for _, word := range strings.Fields(s) {
-		switch {
-		case line == "":
-			line = word
-		case len([]rune(line))+1+len([]rune(word)) <= width:
-			line += " " + word
-		default:
-			out = append(out, line)
-			line = word
-		}
-	}
-	if line != "" {
-		out = append(out, line)
-	}
-	return out
-}
+func wrapText(s string, width int) []string { return safetext.Wrap(s, width, "", "", 0) }

@@ -101,7 +101,7 @@ func assertInert(t *testing.T, page string) {
 // hostile: each shows as text, escaped, in the page and in its chart data,
 // and nothing of them runs.
 func TestHTMLEscapesNamesFromOutside(t *testing.T) {
-	tl, _ := loadRecording(t, "demo-launch-bound.gpufeed")
+	tl, _ := loadRecording(t, "demo-submission-bound.gpufeed")
 	target := tl.Meta.Target.PID
 	for k, p := range tl.Procs {
 		if k.PID == target {
@@ -142,7 +142,7 @@ func TestHTMLEscapesNamesFromOutside(t *testing.T) {
 // The timeline holds every interval of the window, and the shaded bands
 // are exactly the runs of intervals the attribution gave one cause.
 func TestHTMLTimelineIsTheJudgedSeries(t *testing.T) {
-	for _, name := range []string{"demo-launch-bound.gpufeed", "demo-preprocessing-bound.gpufeed", "demo-storage-bound.gpufeed"} {
+	for _, name := range []string{"demo-submission-bound.gpufeed", "demo-preprocessing-bound.gpufeed", "demo-storage-bound.gpufeed"} {
 		t.Run(name, func(t *testing.T) {
 			tl, _ := loadRecording(t, name)
 			v := derive.New(tl)

@@ -111,33 +111,7 @@ func Number(v float64) string {
 
 // Bytes writes a byte count in binary units: "512 B", "11.6 KiB",
 // "19.39 GiB". A value that rounds to 0 B prints as 0 B, never "-0 B".
-func Bytes(v float64) string {
-	const unit = 1024.0
-	if v > -0.5 && v < 0.5 {
-		v = 0
-	}
-	neg := v < 0
-	if neg {
-		v = -v
-	}
-	var s string
-	switch {
-	case v < unit:
-		s = fmt.Sprintf("%.0f B", v)
-	case v < unit*unit:
-		s = fmt.Sprintf("%.1f KiB", v/unit)
-	case v < unit*unit*unit:
-		s = fmt.Sprintf("%.1f MiB", v/unit/unit)
-	case v < unit*unit*unit*unit:
-		s = fmt.Sprintf("%.2f GiB", v/unit/unit/unit)
-	default:
-		s = fmt.Sprintf("%.2f TiB", v/unit/unit/unit/unit)
-	}
-	if neg {
-		return "-" + s
-	}
-	return s
-}
+func Bytes(v float64) string { return safetext.Bytes(v, 1, 2) }
 
 // Duration writes a time in the unit that suits it, to about three
 // significant digits: "850 ns", "98 µs", "6.45 ms", "10.0 s", "17 min".
@@ -314,35 +288,14 @@ func wrapWhole(s string, width int, first, rest string) []string {
 // wrap breaks s into lines of at most width columns at spaces: the first
 // line starts with first, the others with rest. At most maxLines lines
 // (0: any number); the last kept one ends with "…" when text was left out.
+// A word longer than a line is clipped; no words is one line holding first.
 func wrap(s string, width int, first, rest string, maxLines int) []string {
-	words := strings.Fields(safetext.Clean(s))
-	var lines []string
-	cur := first
-	empty := true
-	for _, w := range words {
-		if !empty && utf8.RuneCountInString(cur)+1+utf8.RuneCountInString(w) > width {
-			lines = append(lines, cur)
-			cur, empty = rest, true
-		}
-		if empty {
-			cur += w
-			empty = false
-		} else {
-			cur += " " + w
-		}
-	}
-	if !empty || len(lines) == 0 {
-		lines = append(lines, cur)
+	lines := safetext.Wrap(safetext.Clean(s), width, first, rest, maxLines)
+	if len(lines) == 0 {
+		return []string{first}
 	}
 	for i := range lines {
 		lines[i] = clip(lines[i], width)
-	}
-	if maxLines > 0 && len(lines) > maxLines {
-		lines = lines[:maxLines]
-		lines[maxLines-1] = clip(lines[maxLines-1]+" …", width)
-		if !strings.HasSuffix(lines[maxLines-1], "…") {
-			lines[maxLines-1] = clip(lines[maxLines-1], width-1) + "…"
-		}
 	}
 	return lines
 }

@@ -27,10 +27,10 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
-	"github.com/cilium/ebpf/rlimit"
 	"golang.org/x/sys/unix"
 
 	"github.com/gpufeed/gpufeed/internal/bpfcap"
+	"github.com/gpufeed/gpufeed/internal/procfs"
 	"github.com/gpufeed/gpufeed/internal/profile"
 )
 
@@ -95,25 +95,18 @@ func Load(pids []int, o Options) (*Tracer, error) {
 	if err := Check(o.Proc); err != nil {
 		return nil, err
 	}
-	if err := rlimit.RemoveMemlock(); err != nil { // kernels before 5.11 charge BPF maps to RLIMIT_MEMLOCK
-		return nil, &bpfcap.Unavailable{What: What, Missing: "a higher locked-memory limit (ulimit -l) for BPF maps", Err: err}
-	}
 	spec, err := loadSc()
 	if err != nil {
 		return nil, fmt.Errorf("syscall summary: the BPF object: %w", err)
-	}
-	follow := !o.NoFollow && bpfcap.BTF("")
-	if !follow {
-		delete(spec.Programs, "fork") // BTF-typed: needs the kernel's BTF
 	}
 	if o.oneSlot {
 		if err := spec.Variables["slot_mask"].Set(uint32(0)); err != nil {
 			return nil, fmt.Errorf("syscall summary: the BPF object: %w", err)
 		}
 	}
-	t := &Tracer{o: o, follow: follow}
-	if err := spec.LoadAndAssign(&t.objs, nil); err != nil {
-		return nil, loadError(err)
+	t := &Tracer{o: o}
+	if t.follow, err = bpfcap.Load(What, spec, &t.objs, !o.NoFollow, "5.12 or later"); err != nil {
+		return nil, err
 	}
 	for _, pid := range pids {
 		if err := t.Add(pid); err != nil {
@@ -139,24 +132,15 @@ func (t *Tracer) Attach() error {
 		t.links = append(t.links, l)
 	}
 	if t.follow && t.objs.Fork != nil {
-		l, err := link.AttachTracing(link.TracingOptions{Program: t.objs.Fork})
+		l, err := bpfcap.AttachFork(What, t.objs.Fork)
 		if err != nil {
 			t.close()
-			return attachError("sched_process_fork", err)
+			return err
 		}
 		t.links = append(t.links, l)
 	}
 	t.started = time.Now()
 	return nil
-}
-
-func loadError(err error) error {
-	var ve *ebpf.VerifierError
-	if !errors.As(err, &ve) && (errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES)) {
-		return &bpfcap.Unavailable{What: What, Missing: "loading eBPF programs needs CAP_BPF and CAP_PERFMON (or CAP_SYS_ADMIN, or root); " +
-			"in a container, a seccomp profile that allows bpf()", Err: err}
-	}
-	return &bpfcap.Unavailable{What: What, Missing: "a kernel that accepts this BPF program (5.12 or later)", Err: err}
 }
 
 func attachError(name string, err error) error {
@@ -413,13 +397,12 @@ func (t *Tracer) tgidOf(tid int) (int, bool) {
 	if err != nil {
 		return 0, false
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "Tgid:"); ok {
-			n, err := strconv.Atoi(strings.TrimSpace(v))
-			return n, err == nil
-		}
+	v, ok := procfs.Field(b, "Tgid")
+	if !ok {
+		return 0, false
 	}
-	return 0, false
+	n, err := strconv.Atoi(v)
+	return n, err == nil
 }
 
 func (t *Tracer) threadComm(pid, tid int) string {

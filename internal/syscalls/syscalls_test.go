@@ -203,6 +203,28 @@ func TestFollowsChildren(t *testing.T) {
 	}
 }
 
+// With NoFollow (as on a kernel without BTF) the summary loads, counts the
+// pids given and not their children. It did not load before: the fork
+// program was deleted from the object that names it.
+func TestNoFollowLoadsWithoutChildren(t *testing.T) {
+	need(t)
+	w := startWorkload(t)
+	tr, err := Start([]int{w.cmd.Process.Pid}, Options{NoFollow: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tr.Following() {
+		t.Error("NoFollow: following children")
+	}
+	w.do(t, 10, 0, 4321)
+	s := tr.Stop()
+	for _, th := range s.Threads {
+		if th.PID != w.cmd.Process.Pid && th.Stat("getppid").Calls > 0 {
+			t.Errorf("NoFollow: the child's getppid counted (pid %d)", th.PID)
+		}
+	}
+}
+
 // A thread blocked in a syscall through the whole window returned
 // nothing, but its wait shows as in progress.
 func TestBlockedThreadInProgress(t *testing.T) {

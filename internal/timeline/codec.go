@@ -321,15 +321,7 @@ func (l *lineReader) tooLongMsg(name string) string {
 		name, l.n, l.start, l.kind, sizeText(l.size), sizeText(int64(l.cap)))
 }
 
-func sizeText(n int64) string {
-	switch {
-	case n >= 1<<20:
-		return strconv.FormatFloat(float64(n)/(1<<20), 'f', 1, 64) + " MiB"
-	case n >= 1<<10:
-		return strconv.FormatFloat(float64(n)/(1<<10), 'f', 1, 64) + " KiB"
-	}
-	return strconv.FormatInt(n, 10) + " bytes"
-}
+func sizeText(n int64) string { return safetext.Bytes(float64(n), 1, 1) }
 
 // Decode reads a recording. name is used in messages. It refuses a file of
 // another format or an unknown schema version, and one whose content cannot

@@ -16,18 +16,7 @@ import (
 func safe(s string) string { return safetext.Escape(s) }
 
 // fmtBytes writes a byte count in binary units: "80.3 GiB".
-func fmtBytes(b float64) string {
-	units := []string{"B", "KiB", "MiB", "GiB", "TiB"}
-	i := 0
-	for b >= 1024 && i < len(units)-1 {
-		b /= 1024
-		i++
-	}
-	if i == 0 {
-		return strconv.FormatFloat(b, 'f', 0, 64) + " B"
-	}
-	return strconv.FormatFloat(b, 'f', 1, 64) + " " + units[i]
-}
+func fmtBytes(b float64) string { return safetext.Bytes(b, 1, 1) }
 
 // fmtSeconds writes a window length: "10.0 s".
 func fmtSeconds(d time.Duration) string { return strconv.FormatFloat(d.Seconds(), 'f', 1, 64) + " s" }

@@ -16,30 +16,18 @@ import (
 
 // Options tune the analyses; the zero value means the documented defaults.
 type Options struct {
-	// ConsecutiveKernelDelay separates kernel_wait from other idle (HTA: 30 us).
-	ConsecutiveKernelDelay int64
-	// RuntimeCutoff and LaunchDelayCutoff are HTA's launch-statistics cut-offs (50 us, 100 us).
-	RuntimeCutoff, LaunchDelayCutoff int64
-	// GapThreshold is the smallest GPU gap listed by the gaps rule (Nsight: 500 ms).
-	GapThreshold int64
-	// LowUsePct and LowUseChunks parametrise the low-use windows rule
-	// (Nsight gpu_time_util: 50 %, 30 chunks).
-	LowUsePct    float64
-	LowUseChunks int
-	// IncludeLastStep keeps the last ProfilerStep (HTA's include_last_profiler_step).
-	IncludeLastStep bool
+	// Derive is the derivation's settings (HTA's and Nsight's cut-offs,
+	// the last step); a zero field takes the default the judge's
+	// thresholds give it.
+	Derive tracestats.Options
 	// KeepGaps keeps every device idle gap with its attribution in the
 	// report (RankReport.Gaps), for the timeline renderers.
 	KeepGaps bool
 }
 
-// derivation is the options with their defaults, as the derivation takes them.
+// derivation is the derivation's options with their defaults.
 func (o Options) derivation() tracestats.Options {
-	d := tracestats.Options{
-		ConsecutiveKernelDelay: o.ConsecutiveKernelDelay, RuntimeCutoff: o.RuntimeCutoff, LaunchDelayCutoff: o.LaunchDelayCutoff,
-		GapThreshold: o.GapThreshold, LowUsePct: o.LowUsePct, LowUseChunks: o.LowUseChunks, IncludeLastStep: o.IncludeLastStep,
-		SmallKernelBlocksPerSM: thresholds.TooLittleWorkBlocksPerSM,
-	}
+	d := o.Derive
 	if d.ConsecutiveKernelDelay <= 0 {
 		d.ConsecutiveKernelDelay = thresholds.ConsecutiveKernelDelay.Nanoseconds()
 	}
@@ -57,6 +45,9 @@ func (o Options) derivation() tracestats.Options {
 	}
 	if d.LowUseChunks <= 0 {
 		d.LowUseChunks = thresholds.NsightLowUseChunks
+	}
+	if d.SmallKernelBlocksPerSM <= 0 {
+		d.SmallKernelBlocksPerSM = thresholds.TooLittleWorkBlocksPerSM
 	}
 	return d
 }

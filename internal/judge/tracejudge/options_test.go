@@ -14,7 +14,8 @@ func TestDefaultOptionsAreHTAs(t *testing.T) {
 	if got := (Options{}).derivation(); got != want {
 		t.Errorf("defaults %+v, want %+v", got, want)
 	}
-	if got := (Options{IncludeLastStep: true, GapThreshold: 1}).derivation(); !got.IncludeLastStep || got.GapThreshold != 1 {
+	if got := (Options{Derive: tracestats.Options{IncludeLastStep: true, GapThreshold: 1, SmallKernelBlocksPerSM: 0.5}}).derivation(); !got.IncludeLastStep || got.GapThreshold != 1 ||
+		got.SmallKernelBlocksPerSM != 0.5 || got.LowUseChunks != 30 {
 		t.Errorf("options given are kept: %+v", got)
 	}
 }
