@@ -78,15 +78,15 @@ func Rules() []Rule {
 	return out
 }
 
-// Judge runs every rule over a timeline and classifies: the verdict and all
-// findings (the verdict's own first).
-func Judge(tl *timeline.Timeline, a *derive.View) (*finding.Verdict, []finding.Finding) {
+// Judge runs every rule over a timeline and classifies: the Judgement
+// (the verdict, all findings with the verdict's own first, the job as
+// judged, the kernel lines recognised, the deaths, the series).
+func Judge(tl *timeline.Timeline, a *derive.View) *Judgement {
 	return JudgeInput(NewInput(tl, a))
 }
 
-// JudgeInput is Judge over an input already built (the agent reads the
-// input's job view too, and builds it once).
-func JudgeInput(in *Input) (*finding.Verdict, []finding.Finding) {
+// JudgeInput is Judge over an input already built.
+func JudgeInput(in *Input) *Judgement {
 	var fs []finding.Finding
 	for _, r := range Rules() {
 		fs = append(fs, r.Run(in)...)
@@ -96,7 +96,7 @@ func JudgeInput(in *Input) (*finding.Verdict, []finding.Finding) {
 	fs = settle(v, fs)
 	stragglerVerdict(in, &v, fs)
 	finding.VerdictFirst(&v, fs)
-	return &v, fs
+	return judgement(in, &v, fs)
 }
 
 // settle makes the findings agree with the verdict: when the job is stalled

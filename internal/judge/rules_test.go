@@ -657,7 +657,7 @@ func TestMinimumWindowIsJudgedAtTheRequestedDuration(t *testing.T) {
 		tl := s.timeline()
 		tl.Ticks[0].T += int64(shift) // window: 2 s - shift
 		a := derive.New(tl)
-		v, _ := Judge(tl, a)
+		v, _ := judgeVF(tl, a)
 		if strings.Contains(v.Missing, "observe at least") {
 			t.Errorf("a %.4f s window of a 2 s request: %q", float64(a.WindowNS)/1e9, v.Missing)
 		}
@@ -668,19 +668,19 @@ func TestMinimumWindowIsJudgedAtTheRequestedDuration(t *testing.T) {
 	tl := s.timeline()
 	tl.Ticks = append(tl.Ticks[:10], tl.Ticks[13:]...)
 	tl.Counts.Overruns = 1
-	if v, _ := Judge(tl, derive.New(tl)); v.Class == finding.Inconclusive {
+	if v, _ := judgeVF(tl, derive.New(tl)); v.Class == finding.Inconclusive {
 		t.Errorf("three slots lost to an overrun: %q", v.Missing)
 	}
 	// Without an overrun to explain it, a missing interval is missing.
 	tl.Counts.Overruns = 0
-	if v, _ := Judge(tl, derive.New(tl)); !strings.Contains(v.Missing, "but only 17 intervals were sampled; observe at least 20") {
+	if v, _ := judgeVF(tl, derive.New(tl)); !strings.Contains(v.Missing, "but only 17 intervals were sampled; observe at least 20") {
 		t.Errorf("17 intervals, no overrun: %q", v.Missing)
 	}
 	// Nor does a window the sampler could not keep up with count as sampled.
 	tl = s.timeline()
 	tl.Ticks = append(tl.Ticks[:2], tl.Ticks[13:]...)
 	tl.Counts.Overruns = 1
-	if v, _ := Judge(tl, derive.New(tl)); !strings.Contains(v.Missing, "only 9 intervals were sampled, a tick late") {
+	if v, _ := judgeVF(tl, derive.New(tl)); !strings.Contains(v.Missing, "only 9 intervals were sampled, a tick late") {
 		t.Errorf("9 intervals sampled in 2 s: %q", v.Missing)
 	}
 	// Really short: the message gives the window so that it reads shorter
@@ -689,7 +689,7 @@ func TestMinimumWindowIsJudgedAtTheRequestedDuration(t *testing.T) {
 	tl = s.timeline()
 	tl.Ticks[0].T += int64(60 * time.Millisecond)
 	tl.Meta.Interval = timeline.Duration(10 * time.Millisecond)
-	v, _ := Judge(tl, derive.New(tl))
+	v, _ := judgeVF(tl, derive.New(tl))
 	if !strings.Contains(v.Missing, "held 1.94 s") || !strings.Contains(v.Missing, "observe at least 2s") {
 		t.Errorf("1.94 s window: %q", v.Missing)
 	}
