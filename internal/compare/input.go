@@ -557,13 +557,14 @@ func FromTimeline(name string, tl *timeline.Timeline) *Input {
 		run.Metrics = append(run.Metrics, &Metric{Key: key, Name: name, Unit: unit, Better: better,
 			P10: st.P10, P50: st.P50, P90: st.P90, Mean: st.Mean, N: st.N, Of: of})
 	}
+	// The series the verdict was judged from, and the judge's launch thread.
 	if len(in.Job.Devices) > 0 {
-		add("gpu_busy", "GPU busy", "%", +1, gpuOf(len(in.Job.Devices)), in.Job.GPUUtil)
+		add("gpu_busy", "GPU busy", "%", +1, gpuOf(len(in.Job.Devices)), jd.Series.GPUUtil)
 	}
-	if l := in.Job.Launch; l != nil {
-		of := fmt.Sprintf("%s (tid %d)", l.T.Comm, l.T.Key.TID)
-		add("launch_cpu", "launch thread on a CPU", "% of a core", 0, of, l.T.CPUPct)
-		add("launch_wait", "launch thread waiting for a CPU", "%", -1, of, l.T.WaitPct)
+	if l := jd.Job.LaunchThread; l != nil {
+		of := fmt.Sprintf("%s (tid %d)", l.Comm, l.TID)
+		add("launch_cpu", "launch thread on a CPU", "% of a core", 0, of, jd.Series.LaunchRun)
+		add("launch_wait", "launch thread waiting for a CPU", "%", -1, of, jd.Series.LaunchWait)
 	}
 	if p := v.Target(); p != nil {
 		add("job_cpu", "job's root process CPU", "% of a core", 0, fmt.Sprintf("%s (pid %d)", p.Info.Comm, p.Key.PID), p.CPUPct)
