@@ -353,7 +353,7 @@ func (j *job) finish(ctx context.Context, tl *timeline.Timeline) {
 	if cg.info != nil || cg.sample != nil {
 		j.cgroup = cg
 	}
-	at := in.Attr
+	at := in.Attribution
 	if measured > 0 && !math.IsNaN(at.IdlePct) {
 		switch verdict.Class {
 		case finding.Stalled, finding.Idle:

@@ -26,8 +26,8 @@ type Input struct {
 	View *derive.View
 	// Job is the observed job seen from the GPU's side.
 	Job Job
-	// Attr is where the GPU's idle time went, interval by interval.
-	Attr Attribution
+	// Attribution is where the GPU's idle time went, interval by interval.
+	Attribution Attribution
 	// Frozen is frozen-job triage and the memory/limit analyses
 	// (internal/judge/frozen): whether the job progresses at all, who died, where
 	// every thread waits.
@@ -84,7 +84,7 @@ type Job struct {
 func NewInput(tl *timeline.Timeline, a *derive.View) *Input {
 	in := &Input{Timeline: tl, View: a}
 	in.Job = buildJob(tl, a)
-	in.Attr = attribute(in)
+	in.Attribution = attribute(in)
 	in.kernel, in.kernelIndex = recognise(tl)
 	in.Frozen = frozen.AnalyzeKernel(tl, a, in.kernel)
 	return in

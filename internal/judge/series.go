@@ -44,7 +44,7 @@ func seriesOf(in *Input) *Series {
 	a, j := in.View, &in.Job
 	n := len(a.Intervals)
 	s := &Series{Intervals: append([]derive.Interval(nil), a.Intervals...), GPUUtil: j.GPUUtil, CopyPct: j.CopyPct,
-		Cause: in.Attr.Cause, Attributed: in.Attr.Attributed, Workers: len(j.Producers)}
+		Cause: in.Attribution.Cause, Attributed: in.Attribution.Attributed, Workers: len(j.Producers)}
 	if launch := j.Launch; launch != nil {
 		s.Launch, s.LaunchTID, s.LaunchPID = threadName(launch.T), launch.T.Key.TID, launch.T.PID
 		s.LaunchRun, s.LaunchWait = launch.T.CPUPct, launch.T.WaitPct

@@ -199,7 +199,7 @@ func TestHTMLTrace(t *testing.T) {
 	}
 	rep := tracejudge.Analyze(tr, tracejudge.Options{KeepGaps: true})
 	rep.Source = evilTrace
-	page := htmlOf(t, &TraceResult{Reports: []*tracejudge.RankReport{rep}})
+	page := htmlOf(t, &TraceReport{Reports: []*tracejudge.RankReport{rep}})
 	assertInert(t, page)
 	if !strings.Contains(page, `&lt;/script&gt;&lt;svg onload=alert(&#39;trace&#39;)&gt;.json`) {
 		t.Error("the trace's name is not escaped in the page")

@@ -27,7 +27,7 @@ func (perfettoRenderer) Diagnose(w io.Writer, r *Report, _ Options) error {
 	return err
 }
 
-func (perfettoRenderer) Trace(w io.Writer, r *TraceResult, _ Options) error {
+func (perfettoRenderer) Trace(w io.Writer, r *TraceReport, _ Options) error {
 	_, err := TracePerfetto(w, r)
 	return err
 }

@@ -558,7 +558,7 @@ func TestPerfettoTraceMatchesTheModel(t *testing.T) {
 		t.Fatal("the trace has no gaps: the test checks nothing")
 	}
 	var buf bytes.Buffer
-	st, err := TracePerfetto(&buf, &TraceResult{Reports: []*tracejudge.RankReport{rep}, Traces: []*trace.Trace{tr}})
+	st, err := TracePerfetto(&buf, &TraceReport{Reports: []*tracejudge.RankReport{rep}, Traces: []*trace.Trace{tr}})
 	if err != nil {
 		t.Fatal(err)
 	}
