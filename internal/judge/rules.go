@@ -3,7 +3,10 @@
 // file, their thresholds named constants in internal/judge/thresholds; the
 // classifier (Classify) then picks one verdict: a bottleneck class, a
 // confidence, the findings that carry it and the change to make first, or
-// "inconclusive" with what would make it conclusive.
+// "inconclusive" with what would make it conclusive. Judge returns all of
+// it as one Judgement (with the job as judged, the kernel log lines
+// recognised once, the deaths and the series), which every reader takes
+// as it is.
 //
 // A live run and its recording give the same verdict: nothing here reads
 // anything but the timeline (the platform checks' results travel in it).
