@@ -47,7 +47,7 @@ _KINDS = ("h2d", "d2h", "d2d")
 
 # The simulator's kernel: its first parameter is its duration in
 # nanoseconds (on a real GPU it spins on %globaltimer that long). The same
-# text as gpufeed's internal/gpu/sim/simcuda/csrc/gpufeed_sim_kernel.ptx.
+# text as gpufeed's internal/sim/simcuda/csrc/gpufeed_sim_kernel.ptx.
 KERNEL_PTX = b"""//
 // gpufeed's simulated kernel: its first parameter is how long it runs, in
 // nanoseconds. The simulated driver reads that parameter as the kernel's

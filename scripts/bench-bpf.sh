@@ -19,6 +19,6 @@
 set -eu
 cd "$(dirname "$0")/.."
 rounds=${1:-5}
-go test -count=1 -run XXX -bench LaunchOverhead -benchtime "${rounds}x" -timeout 30m ./internal/profile/driverprobe/
-go test -count=1 -run XXX -bench 'SyscallOverhead$' -benchtime "${rounds}x" -timeout 30m ./internal/profile/syscalls/
-go test -count=1 -run XXX -bench 'SyscallOverheadDataLoader$' -benchtime "$((rounds * 2))x" -timeout 30m ./internal/profile/syscalls/
+go test -count=1 -run XXX -bench LaunchOverhead -benchtime "${rounds}x" -timeout 30m ./internal/driverprobe/
+go test -count=1 -run XXX -bench 'SyscallOverhead$' -benchtime "${rounds}x" -timeout 30m ./internal/syscalls/
+go test -count=1 -run XXX -bench 'SyscallOverheadDataLoader$' -benchtime "$((rounds * 2))x" -timeout 30m ./internal/syscalls/

@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 command -v clang >/dev/null || { echo "bpf-generate: clang is missing (apt-get install clang libbpf-dev)" >&2; exit 1; }
 [ -e /usr/include/bpf/bpf_helpers.h ] || { echo "bpf-generate: libbpf's headers are missing (apt-get install libbpf-dev)" >&2; exit 1; }
 echo "bpf-generate: $(clang --version | head -1)"
-for dir in $(find internal -type d -name bpf -path '*/profile/*' | sort); do
+for dir in $(find internal -type d -name bpf | sort); do
 	pkg=$(dirname "$dir")
 	echo "bpf-generate: $pkg"
 	go generate "./$pkg"

@@ -170,7 +170,7 @@ helm version --short
 (cd deploy/validate && go vet ./... && GPUFEED_REQUIRE_HELM=1 go test -count=1 ./...)
 
 # The race detector runs on the packages where goroutines share state.
-race_pkgs=$(go list ./internal/... | grep -E '/(sample|gpu|trace/kineto|agent|drill)($|/)' || true)
+race_pkgs=$(go list ./internal/... | grep -E '/(sample|gpu|sim|kineto|agent|drill|drillresult)($|/)' || true)
 if [ -n "$race_pkgs" ]; then
 	step "go test -race (concurrent packages)"
 	go test -count=1 -race $race_pkgs

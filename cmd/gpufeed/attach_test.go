@@ -5,7 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/gpufeed/gpufeed/internal/profile/cpuprof"
+	"github.com/gpufeed/gpufeed/internal/cpusample"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,10 +19,10 @@ import (
 
 	"github.com/gpufeed/gpufeed/internal/clitest"
 	"github.com/gpufeed/gpufeed/internal/finding"
-	"github.com/gpufeed/gpufeed/internal/gpu/sim"
-	"github.com/gpufeed/gpufeed/internal/gpu/sim/simcuda"
 	"github.com/gpufeed/gpufeed/internal/judge/thresholds"
 	"github.com/gpufeed/gpufeed/internal/render"
+	"github.com/gpufeed/gpufeed/internal/sim"
+	"github.com/gpufeed/gpufeed/internal/sim/simcuda"
 )
 
 // Live verdicts in attach mode: `gpufeed diagnose --pid` on a job already
@@ -321,7 +321,7 @@ func TestAttachSpinningSyncIsNoWrongClass(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			sync, extra := mode, []string{"--profile", "off"}
 			if mode == "spin-profiled" {
-				if err := cpuprof.Check(""); err != nil {
+				if err := cpusample.Check(""); err != nil {
 					t.Skip(err)
 				}
 				sync, extra = "spin", []string{"--profile", "on"}

@@ -16,11 +16,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpufeed/gpufeed/internal/driverprobe"
 	"github.com/gpufeed/gpufeed/internal/finding"
 	"github.com/gpufeed/gpufeed/internal/profile"
-	"github.com/gpufeed/gpufeed/internal/profile/driverprobe"
-	"github.com/gpufeed/gpufeed/internal/profile/syscalls"
 	"github.com/gpufeed/gpufeed/internal/render"
+	"github.com/gpufeed/gpufeed/internal/syscalls"
 )
 
 // pacedWorkload knows what it asks of the driver: four 2 ms kernels, a

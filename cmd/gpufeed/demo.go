@@ -13,13 +13,13 @@ import (
 	"github.com/gpufeed/gpufeed/internal/demo"
 	"github.com/gpufeed/gpufeed/internal/diagnose"
 	"github.com/gpufeed/gpufeed/internal/gpu"
-	"github.com/gpufeed/gpufeed/internal/gpu/sim"
-	"github.com/gpufeed/gpufeed/internal/kmsg"
+	"github.com/gpufeed/gpufeed/internal/kernlog"
 	"github.com/gpufeed/gpufeed/internal/live"
 	"github.com/gpufeed/gpufeed/internal/procfs"
 	"github.com/gpufeed/gpufeed/internal/profile"
 	"github.com/gpufeed/gpufeed/internal/render"
 	"github.com/gpufeed/gpufeed/internal/sample"
+	"github.com/gpufeed/gpufeed/internal/sim"
 )
 
 func init() { subcommands = append(subcommands, newDemoCmd) }
@@ -167,7 +167,7 @@ func runDemo(cmd *cobra.Command, sc demo.Scenario, duration, interval time.Durat
 		return fmt.Errorf("--profile on: %w", err)
 	}
 	obs := diagnose.Observation{GPU: src, Record: record, Warn: func(m string) { warn("%s", m) },
-		EndOfWindow: diagnose.EndOfWindow{FS: fs, Kmsg: kmsg.Reader{Path: kmsg.DefaultPath}}, Profile: startProfile, BPF: startBPF}
+		EndOfWindow: diagnose.EndOfWindow{FS: fs, Kmsg: kernlog.Reader{Path: kernlog.DefaultPath}}, Profile: startProfile, BPF: startBPF}
 	var stream *live.Stream
 	if format, _ := out.parse(); format == render.FormatJSONL {
 		var win *live.Window

@@ -17,11 +17,11 @@ import (
 
 	"github.com/gpufeed/gpufeed/internal/diagnose"
 	"github.com/gpufeed/gpufeed/internal/gpu"
-	"github.com/gpufeed/gpufeed/internal/gpu/gpusource"
-	"github.com/gpufeed/gpufeed/internal/gpu/nvml"
+	"github.com/gpufeed/gpufeed/internal/gpusource"
 	"github.com/gpufeed/gpufeed/internal/judge/thresholds"
-	"github.com/gpufeed/gpufeed/internal/kmsg"
+	"github.com/gpufeed/gpufeed/internal/kernlog"
 	"github.com/gpufeed/gpufeed/internal/live"
+	"github.com/gpufeed/gpufeed/internal/nvml"
 	"github.com/gpufeed/gpufeed/internal/procfs"
 	"github.com/gpufeed/gpufeed/internal/render"
 	"github.com/gpufeed/gpufeed/internal/safetext"
@@ -122,7 +122,7 @@ window, and the report says which signal stopped the run and when.`,
 	deprecatedAlias(f, stringValue(&o.procRoot), "proc-root", "use --root DIR, which reads DIR/proc and DIR/sys (e.g. --root /host)")
 	deprecatedAlias(f, stringValue(&o.sysRoot), "sys-root", "use --root DIR, which reads DIR/proc and DIR/sys (e.g. --root /host)")
 	f.StringVar(&o.device, "device", "auto", "GPU source: auto, none, nvml or sim:PATH")
-	f.StringVar(&o.kmsgPath, "kmsg", kmsg.DefaultPath, "the kernel log device (falls back to dmesg, then journalctl -k)")
+	f.StringVar(&o.kmsgPath, "kmsg", kernlog.DefaultPath, "the kernel log device (falls back to dmesg, then journalctl -k)")
 	f.StringVar(&o.cmdOutput, "cmd-output", "", "write the launched command's stdout and stderr to `FILE` (default: gpufeed's stderr; stdout is the report's)")
 	f.StringVar(&o.profile, "profile", diagnose.ProfileAuto, "CPU profile of the job's threads (where their CPU goes: CUDA launches, syncs, the interpreter, decoding), their syscalls and CUDA driver calls (eBPF): auto (where allowed; otherwise says what is missing), on (fail if not allowed) or off")
 	f.BoolVar(&o.pyStacks, "py-stacks", false, "read every Python thread's stack and the GIL holder (built-in CPython 3.8-3.13 reader; py-spy for other versions where installed; needs CAP_SYS_PTRACE for another user's process)")
@@ -187,7 +187,7 @@ func runDiagnose(cmd *cobra.Command, o diagnoseOpts, args []string) error {
 			}
 			return src, name, nil
 		},
-		Kmsg: kmsg.Reader{Path: o.kmsgPath}, PyStacks: o.pyStacks, Profile: o.profile, Record: o.record, Warn: func(m string) { warn("%s", m) },
+		Kmsg: kernlog.Reader{Path: o.kmsgPath}, PyStacks: o.pyStacks, Profile: o.profile, Record: o.record, Warn: func(m string) { warn("%s", m) },
 		Tool: "gpufeed " + version, Signals: sigs}
 	if len(args) > 0 {
 		// Standard output is the report's: the command writes elsewhere.

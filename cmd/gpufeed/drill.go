@@ -12,10 +12,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpufeed/gpufeed/internal/drill"
-	"github.com/gpufeed/gpufeed/internal/drill/result"
-	"github.com/gpufeed/gpufeed/internal/gpu/sim"
+	"github.com/gpufeed/gpufeed/internal/drillresult"
 	"github.com/gpufeed/gpufeed/internal/procfs"
 	"github.com/gpufeed/gpufeed/internal/render"
+	"github.com/gpufeed/gpufeed/internal/sim"
 )
 
 func init() { subcommands = append(subcommands, newDrillCmd) }
@@ -160,7 +160,7 @@ func runDrill(cmd *cobra.Command, info drill.Info, format render.Format, fl dril
 			fmt.Fprintf(os.Stderr, "gpufeed drill %s: no usable CUDA driver here (%s): running on a simulated GPU\n", info.Name, fallback)
 		}
 	}
-	var rep *result.Report
+	var rep *drillresult.Report
 	switch info.Name {
 	case "jitter":
 		rep, err = drill.Jitter(ctx, b, fs, drill.JitterOptions{Kernels: fl.kernels, Reps: fl.reps, KernelNS: fl.kernelNS, CPU: fl.cpu})

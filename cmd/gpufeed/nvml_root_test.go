@@ -12,7 +12,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
 
 	"github.com/gpufeed/gpufeed/internal/gpu"
-	"github.com/gpufeed/gpufeed/internal/gpu/nvml"
+	"github.com/gpufeed/gpufeed/internal/nvml"
 	"github.com/gpufeed/gpufeed/internal/timeline"
 )
 

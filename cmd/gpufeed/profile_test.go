@@ -17,10 +17,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpufeed/gpufeed/internal/cpusample"
 	"github.com/gpufeed/gpufeed/internal/finding"
-	"github.com/gpufeed/gpufeed/internal/gpu/sim"
-	"github.com/gpufeed/gpufeed/internal/gpu/sim/simcuda"
-	"github.com/gpufeed/gpufeed/internal/profile/cpuprof"
+	"github.com/gpufeed/gpufeed/internal/sim"
+	"github.com/gpufeed/gpufeed/internal/sim/simcuda"
 )
 
 // decodeWorkload: a launch thread that decodes its own batches (zlib, as a
@@ -106,7 +106,7 @@ func TestAttachProfiledLaunchThreadSplit(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: live attach runs")
 	}
-	if err := cpuprof.Check(""); err != nil {
+	if err := cpusample.Check(""); err != nil {
 		t.Skip(err)
 	}
 	python, err := exec.LookPath("python3")

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpufeed/gpufeed/internal/gpu/sim"
-	"github.com/gpufeed/gpufeed/internal/gpu/sim/simclient"
+	"github.com/gpufeed/gpufeed/internal/sim"
+	"github.com/gpufeed/gpufeed/internal/sim/simclient"
 )
 
 func TestSimdevServesUntilCancelled(t *testing.T) {

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpufeed/gpufeed/internal/gpu/sim"
+	"github.com/gpufeed/gpufeed/internal/sim"
 )
 
 // simDevice serves a simulated GPU for the test on a socket of its own.

@@ -12,10 +12,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpufeed/gpufeed/internal/judge/tracejudge"
+	"github.com/gpufeed/gpufeed/internal/kineto"
 	"github.com/gpufeed/gpufeed/internal/render"
 	"github.com/gpufeed/gpufeed/internal/trace"
-	"github.com/gpufeed/gpufeed/internal/trace/kineto"
-	"github.com/gpufeed/gpufeed/internal/trace/load"
+	"github.com/gpufeed/gpufeed/internal/traceload"
 )
 
 func init() { subcommands = append(subcommands, newTraceCmd) }
@@ -50,7 +50,7 @@ only when nothing could be read.`,
 			if err != nil {
 				return err
 			}
-			files, skipped, err := load.Expand(args)
+			files, skipped, err := traceload.Expand(args)
 			if err != nil {
 				return asUsage(err)
 			}
@@ -67,18 +67,18 @@ only when nothing could be read.`,
 			readErr := map[string]error{}
 			failed := 0
 			for _, p := range files {
-				lf, err := load.Open(p)
+				lf, err := traceload.Open(p)
 				var traces []*trace.Trace
 				if err == nil {
 					limitMemory(lf.SizeHint)
-					traces, err = lf.Read(load.Options{Kineto: kineto.Options{Workers: workers}})
+					traces, err = lf.Read(traceload.Options{Kineto: kineto.Options{Workers: workers}})
 				}
 				if err != nil {
 					name := p
 					if lf != nil {
 						name = lf.Name
 					}
-					skipped = append(skipped, load.Skipped{File: name, Reason: load.Reason(name, err)})
+					skipped = append(skipped, traceload.Skipped{File: name, Reason: traceload.Reason(name, err)})
 					readErr[name] = err
 					failed++
 					continue
@@ -94,7 +94,7 @@ only when nothing could be read.`,
 					summaries = append(summaries, tracejudge.Summarize(r, t))
 				}
 			}
-			slices.SortStableFunc(skipped, func(a, b load.Skipped) int { return strings.Compare(a.File, b.File) })
+			slices.SortStableFunc(skipped, func(a, b traceload.Skipped) int { return strings.Compare(a.File, b.File) })
 			if len(res.Reports) == 0 {
 				return asUsage(nothingRead(skipped, readErr)) // nothing given was a trace gpufeed can read
 			}
@@ -133,7 +133,7 @@ only when nothing could be read.`,
 // nothingRead is the error when no file could be read: the file's own error
 // when there was one file, else each file with its reason, on one line (an
 // error is printed as one escaped line).
-func nothingRead(skipped []load.Skipped, readErr map[string]error) error {
+func nothingRead(skipped []traceload.Skipped, readErr map[string]error) error {
 	if len(skipped) == 1 {
 		if err := readErr[skipped[0].File]; err != nil {
 			return err
@@ -162,7 +162,7 @@ const memoryShare = 0.25 * 0.85
 const minMemoryLimit = 32 << 20
 
 // limitMemory sets a soft heap limit proportional to the trace about to be
-// read (its estimated uncompressed size: load.File.SizeHint, which for a
+// read (its estimated uncompressed size: traceload.File.SizeHint, which for a
 // gzip file cut short is what it holds, not what its last bytes claim), so
 // the collector returns garbage before the process grows past it. Traces
 // are decoded and analysed one at a time and only a small summary of each

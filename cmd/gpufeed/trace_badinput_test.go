@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/gpufeed/gpufeed/internal/clitest"
-	"github.com/gpufeed/gpufeed/internal/trace/tracegen"
+	"github.com/gpufeed/gpufeed/internal/tracegen"
 
 	_ "modernc.org/sqlite"
 )

@@ -1,5 +1,5 @@
 // Command tracegen writes a synthetic Kineto trace with known GPU idle
-// causes (internal/trace/tracegen), for tests and benchmarks:
+// causes (internal/tracegen), for tests and benchmarks:
 //
 //	tracegen -pattern mixed -steps 20 -o trace.json
 //	tracegen -size 1GB -o big.json      # as many steps as fit in 1 GB
@@ -15,7 +15,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/gpufeed/gpufeed/internal/trace/tracegen"
+	"github.com/gpufeed/gpufeed/internal/tracegen"
 )
 
 func main() {

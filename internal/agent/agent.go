@@ -21,7 +21,7 @@ import (
 	"github.com/gpufeed/gpufeed/internal/check"
 	"github.com/gpufeed/gpufeed/internal/finding"
 	"github.com/gpufeed/gpufeed/internal/gpu"
-	"github.com/gpufeed/gpufeed/internal/kmsg"
+	"github.com/gpufeed/gpufeed/internal/kernlog"
 	"github.com/gpufeed/gpufeed/internal/procfs"
 	"github.com/gpufeed/gpufeed/internal/timeline"
 )
@@ -56,7 +56,7 @@ type Config struct {
 	GPU     gpu.Source
 	GPUName string
 	// Kmsg reads the kernel log (its Since is set per job).
-	Kmsg kmsg.Reader
+	Kmsg kernlog.Reader
 	// Hostname is the node's name in the labels (dcgm-exporter's
 	// Hostname); default os.Hostname.
 	Hostname string
@@ -170,7 +170,7 @@ func New(cfg Config) *Agent {
 	}
 	if cfg.Kmsg.Shared == nil {
 		// One read of the kernel log serves the windows that end together.
-		cfg.Kmsg.Shared = kmsg.NewShared(netTablesTTL)
+		cfg.Kmsg.Shared = kernlog.NewShared(netTablesTTL)
 	}
 	a := &Agent{cfg: cfg, self: os.Getpid(), jobs: map[timeline.ProcKey]*job{}, probes: map[string]*probeState{},
 		deaths: map[deathKey]time.Time{}}

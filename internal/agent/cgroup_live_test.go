@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpufeed/gpufeed/internal/gpu/sim"
+	"github.com/gpufeed/gpufeed/internal/sim"
 	"github.com/gpufeed/gpufeed/internal/testjob"
 )
 

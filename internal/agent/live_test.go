@@ -22,9 +22,9 @@ import (
 	"github.com/gpufeed/gpufeed/internal/demo"
 	"github.com/gpufeed/gpufeed/internal/diagnose"
 	"github.com/gpufeed/gpufeed/internal/finding"
-	"github.com/gpufeed/gpufeed/internal/gpu/sim"
-	"github.com/gpufeed/gpufeed/internal/kmsg"
+	"github.com/gpufeed/gpufeed/internal/kernlog"
 	"github.com/gpufeed/gpufeed/internal/procfs"
+	"github.com/gpufeed/gpufeed/internal/sim"
 	"github.com/gpufeed/gpufeed/internal/testjob"
 	"github.com/gpufeed/gpufeed/internal/timeline"
 )
@@ -59,7 +59,7 @@ func testConfig(t *testing.T) Config {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return Config{FS: fs, Kmsg: kmsg.Reader{Path: kmsg.DefaultPath}, Hostname: "node-a",
+	return Config{FS: fs, Kmsg: kernlog.Reader{Path: kernlog.DefaultPath}, Hostname: "node-a",
 		Interval: 100 * time.Millisecond, SlowEvery: 500 * time.Millisecond, RollupEvery: time.Second,
 		Window: 3 * time.Second, Ring: 12 * time.Second, DiscoverEvery: 200 * time.Millisecond, ChecksEvery: time.Minute,
 		Tool: "gpufeed test"}
@@ -280,7 +280,7 @@ func TestAgentProbeFailureKeepsScrape(t *testing.T) {
 	defer func() { _ = sleep.Process.Kill(); _ = sleep.Wait() }()
 	cfg := testConfig(t)
 	cfg.PIDs = []int{sleep.Process.Pid}
-	cfg.Kmsg = kmsg.Reader{Path: t.TempDir() + "/no-kmsg", NoFallback: true}
+	cfg.Kmsg = kernlog.Reader{Path: t.TempDir() + "/no-kmsg", NoFallback: true}
 	a, srv := startAgent(t, cfg)
 	waitWindows(t, a, sleep.Process.Pid, 1, 30*time.Second)
 	code, body := get(t, srv.URL+"/metrics")

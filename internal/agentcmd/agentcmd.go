@@ -26,9 +26,9 @@ import (
 
 	"github.com/gpufeed/gpufeed/internal/agent"
 	"github.com/gpufeed/gpufeed/internal/gpu"
-	"github.com/gpufeed/gpufeed/internal/gpu/gpusource"
+	"github.com/gpufeed/gpufeed/internal/gpusource"
 	"github.com/gpufeed/gpufeed/internal/judge/thresholds"
-	"github.com/gpufeed/gpufeed/internal/kmsg"
+	"github.com/gpufeed/gpufeed/internal/kernlog"
 	"github.com/gpufeed/gpufeed/internal/procfs"
 )
 
@@ -122,7 +122,7 @@ configuration file). It only reads: nothing it watches is changed.`,
 			}
 			logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 			cfg.FS, cfg.GPU, cfg.GPUName, cfg.Log = fs, src, name, logger
-			cfg.Kmsg = kmsg.Reader{Path: kmsgPath}
+			cfg.Kmsg = kernlog.Reader{Path: kmsgPath}
 			cfg.Hostname = hostname
 			cfg.Version = version
 			cfg.Tool = "gpufeed " + version
@@ -217,7 +217,7 @@ configuration file). It only reads: nothing it watches is changed.`,
 	f.StringVar(&procRoot, "proc-root", procfs.DefaultProc, "where procfs is mounted (a container sharing the node's PID namespace reads its own /proc)")
 	f.StringVar(&sysRoot, "sys-root", procfs.DefaultSys, "where sysfs is mounted (e.g. /host/sys)")
 	f.StringVar(&cfg.HostRoot, "host-root", "/", "where the node's own files are (the container runtime's records of its containers, for pod and container names; e.g. /host in a container)")
-	f.StringVar(&kmsgPath, "kmsg", kmsg.DefaultPath, "the kernel log device (falls back to dmesg, then journalctl -k)")
+	f.StringVar(&kmsgPath, "kmsg", kernlog.DefaultPath, "the kernel log device (falls back to dmesg, then journalctl -k)")
 	f.StringVar(&hostname, "hostname", "", "the node's name in the Hostname label (default: the host name; in Kubernetes the node's name, as dcgm-exporter labels it)")
 	addDuration(f, &cfg.Interval, "interval", agent.DefaultInterval, "per-thread sampling interval")
 	addDuration(f, &cfg.SlowEvery, "slow-every", agent.DefaultSlowEvery, "context switches and blocked-thread details every")
@@ -253,7 +253,7 @@ func underRoot(f *pflag.FlagSet, root, proc, sys, host, kmsgPath string) (string
 		host = root
 	}
 	if !f.Changed("kmsg") {
-		kmsgPath = filepath.Join(root, kmsg.DefaultPath)
+		kmsgPath = filepath.Join(root, kernlog.DefaultPath)
 	}
 	return proc, sys, host, kmsgPath
 }

@@ -1,6 +1,6 @@
 // Package demo holds gpufeed's built-in scenarios: small workloads that
 // really produce each bottleneck class on the machine they run on, driving
-// a simulated GPU (internal/gpu/sim) run as its own gpufeed simdev process. `gpufeed demo NAME` starts
+// a simulated GPU (internal/sim) run as its own gpufeed simdev process. `gpufeed demo NAME` starts
 // one, diagnoses it for the default window and prints the report; the
 // scenario tests check that the verdict is the one the scenario was built to
 // produce.

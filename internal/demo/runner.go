@@ -17,7 +17,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/gpufeed/gpufeed/internal/gpu/sim"
+	"github.com/gpufeed/gpufeed/internal/sim"
 	"github.com/gpufeed/gpufeed/python"
 )
 

@@ -10,7 +10,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/gpufeed/gpufeed/internal/gpu/sim/simclient"
+	"github.com/gpufeed/gpufeed/internal/sim/simclient"
 )
 
 // WorkloadCommand is the hidden subcommand that runs a Go workload:

@@ -10,7 +10,7 @@ import (
 	"github.com/gpufeed/gpufeed/internal/timeline"
 )
 
-// afterWindow adds to a live timeline, once sampling has ended and before it
+// readChannelsAndChecks adds to a live timeline, once sampling has ended and before it
 // is judged or its recording closed, the facts read once per run:
 //
 //   - each live process's device channels (procfs.ChannelProber), so the
@@ -19,7 +19,7 @@ import (
 //     (diagnose runs the same checks) and the window's GPU samples (the
 //     clocks are judged over the run), kept in the timeline so gpufeed
 //     report reproduces them without re-running them.
-func afterWindow(ctx context.Context, tl *timeline.Timeline, fs procfs.FS, src gpu.Source) {
+func readChannelsAndChecks(ctx context.Context, tl *timeline.Timeline, fs procfs.FS, src gpu.Source) {
 	var simPaths []string
 	if s, ok := src.(interface{ Path() string }); ok {
 		simPaths = append(simPaths, s.Path())

@@ -43,7 +43,7 @@ func TestChecksJudgeClocksOverTheWindow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	afterWindow(t.Context(), tl, fs, oneReading{instant})
+	readChannelsAndChecks(t.Context(), tl, fs, oneReading{instant})
 	if tl.Meta.Checks == nil {
 		t.Fatal("no checks recorded")
 	}

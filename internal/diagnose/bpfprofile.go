@@ -6,11 +6,11 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/gpufeed/gpufeed/internal/bpfcap"
+	"github.com/gpufeed/gpufeed/internal/driverprobe"
 	"github.com/gpufeed/gpufeed/internal/procfs"
 	"github.com/gpufeed/gpufeed/internal/profile"
-	"github.com/gpufeed/gpufeed/internal/profile/bpfcap"
-	"github.com/gpufeed/gpufeed/internal/profile/driverprobe"
-	"github.com/gpufeed/gpufeed/internal/profile/syscalls"
+	"github.com/gpufeed/gpufeed/internal/syscalls"
 )
 
 // What a report without each eBPF measurement cannot say.

@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/gpufeed/gpufeed/internal/cpusample"
 	"github.com/gpufeed/gpufeed/internal/procfs"
 	"github.com/gpufeed/gpufeed/internal/profile"
-	"github.com/gpufeed/gpufeed/internal/profile/cpuprof"
 )
 
 // The --profile modes: auto profiles where allowed and says what is
@@ -25,7 +25,7 @@ func CheckProfile(fsys procfs.FS, mode string) error {
 	case ProfileAuto, ProfileOff, "":
 		return nil
 	case ProfileOn:
-		if err := cpuprof.Check(fsys.Proc); err != nil {
+		if err := cpusample.Check(fsys.Proc); err != nil {
 			return err
 		}
 		return checkBPF(fsys)
@@ -44,12 +44,12 @@ func profileStarter(fsys procfs.FS, mode string, root int) (func() func() *profi
 	}
 	self := os.Getpid()
 	keep := func(pid int) bool { return pid != self && inTree(fsys, pid, root) }
-	if err := cpuprof.Check(fsys.Proc); err != nil {
+	if err := cpusample.Check(fsys.Proc); err != nil {
 		return unavailable(mode, err)
 	}
 	// Started here, before the window, so that a refusal by the kernel
 	// (a seccomp filter) fails early too when mode is on.
-	p, err := cpuprof.Start(cpuprof.Options{Proc: fsys.Proc, Keep: keep})
+	p, err := cpusample.Start(cpusample.Options{Proc: fsys.Proc, Keep: keep})
 	if err != nil {
 		return unavailable(mode, err)
 	}
@@ -61,13 +61,13 @@ func unavailable(mode string, err error) (func() func() *profile.CPUProfile, err
 		return nil, err
 	}
 	missing := err.Error()
-	var u *cpuprof.Unavailable
+	var u *cpusample.Unavailable
 	if errors.As(err, &u) {
 		missing = u.Missing
 	}
 	return func() func() *profile.CPUProfile {
 		return func() *profile.CPUProfile {
-			return &profile.CPUProfile{State: profile.StateUnavailable, Missing: missing, CannotTell: cpuprof.CannotTell}
+			return &profile.CPUProfile{State: profile.StateUnavailable, Missing: missing, CannotTell: cpusample.CannotTell}
 		}
 	}, nil
 }

@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpufeed/gpufeed/internal/cpusample"
 	"github.com/gpufeed/gpufeed/internal/procfs"
 	"github.com/gpufeed/gpufeed/internal/profile"
-	"github.com/gpufeed/gpufeed/internal/profile/cpuprof"
 )
 
 // Attached to a running Python loop with --profile auto, the window holds
@@ -19,7 +19,7 @@ import (
 // tree is not kept.
 func TestRunAttachedProfilesTheTree(t *testing.T) {
 	fsys := fsOrSkip(t)
-	if err := cpuprof.Check(""); err != nil {
+	if err := cpusample.Check(""); err != nil {
 		t.Skip(err)
 	}
 	job := exec.Command("/usr/bin/python3", "-c", "while True: sum(i * i for i in range(1000))")

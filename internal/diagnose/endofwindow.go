@@ -9,11 +9,11 @@ import (
 	"time"
 
 	"github.com/gpufeed/gpufeed/internal/judge/frozen"
-	"github.com/gpufeed/gpufeed/internal/kmsg"
+	"github.com/gpufeed/gpufeed/internal/kernlog"
 	"github.com/gpufeed/gpufeed/internal/procfs"
 	"github.com/gpufeed/gpufeed/internal/profile"
-	"github.com/gpufeed/gpufeed/internal/profile/pyspy"
-	"github.com/gpufeed/gpufeed/internal/pystack"
+	"github.com/gpufeed/gpufeed/internal/pysample"
+	"github.com/gpufeed/gpufeed/internal/pyspy"
 	"github.com/gpufeed/gpufeed/internal/timeline"
 )
 
@@ -28,9 +28,9 @@ type EndOfWindow struct {
 	// FS is where /proc and /sys are read.
 	FS procfs.FS
 	// Kmsg reads the kernel log (its Since is set here from the job's age).
-	Kmsg kmsg.Reader
+	Kmsg kernlog.Reader
 	// PyStacks dumps the stacks of the job's live Python processes with
-	// the built-in reader (internal/pystack), or with py-spy where the
+	// the built-in reader (internal/pysample), or with py-spy where the
 	// reader cannot read a process (a version it has no layout for) and
 	// py-spy is installed.
 	PyStacks bool
@@ -51,7 +51,7 @@ func dumpStacks(ctx context.Context, cfg EndOfWindow, pid int) ([]byte, error) {
 	read := cfg.Builtin
 	if read == nil {
 		read = func(pid int) (profile.Process, error) {
-			t, err := pystack.Open(cfg.FS, pid)
+			t, err := pysample.Open(cfg.FS, pid)
 			if err != nil {
 				return profile.Process{}, err
 			}
@@ -123,7 +123,7 @@ func (cfg EndOfWindow) Read(ctx context.Context, tl *timeline.Timeline, rec Even
 	if log, err := r.Read(ctx); err != nil {
 		add(timeline.Event{T: last, Kind: timeline.EventKernelLogUnavailable, Text: err.Error()})
 	} else {
-		for _, e := range kmsg.ToTimeline(log, tl.Meta.Started) {
+		for _, e := range kernlog.ToTimeline(log, tl.Meta.Started) {
 			if !known && e.T < 0 {
 				continue
 			}

@@ -8,7 +8,7 @@ import (
 
 	"github.com/gpufeed/gpufeed/internal/gpu"
 	"github.com/gpufeed/gpufeed/internal/profile"
-	"github.com/gpufeed/gpufeed/internal/pystack"
+	"github.com/gpufeed/gpufeed/internal/pysample"
 	"github.com/gpufeed/gpufeed/internal/sample"
 	"github.com/gpufeed/gpufeed/internal/timeline"
 )
@@ -39,7 +39,7 @@ type Observation struct {
 	BPF func() BPFStop
 	// PySamples, when set, samples the Python stacks of the tree under
 	// PySamplesRoot over the window (diagnose --py-stacks).
-	PySamples     *pystack.Sampler
+	PySamples     *pysample.Sampler
 	PySamplesRoot int
 	// Tap, when set, is given the recorder the samples go to (nil when
 	// none) and returns the one the sampler is to use: a live consumer of
@@ -95,12 +95,12 @@ func Observe(ctx context.Context, s *sample.Sampler, o Observation, finish func(
 	if o.Progress != nil {
 		s.SetProgress(o.Progress)
 	}
-	var tops chan []profile.Top
+	var tops chan []profile.PySamples
 	stopPy := func() {}
 	if o.PySamples != nil && o.PySamplesRoot > 0 {
 		pctx, cancel := context.WithCancel(ctx)
 		stopPy = cancel
-		tops = make(chan []profile.Top, 1)
+		tops = make(chan []profile.PySamples, 1)
 		go func() { tops <- o.PySamples.Run(pctx, o.PySamplesRoot) }()
 	}
 	var stopProfile func() *profile.CPUProfile
@@ -155,7 +155,7 @@ func Observe(ctx context.Context, s *sample.Sampler, o Observation, finish func(
 	} else if runErr != nil {
 		warn("warning: %v", runErr)
 	}
-	afterWindow(ctx, tl, o.EndOfWindow.FS, o.GPU)
+	readChannelsAndChecks(ctx, tl, o.EndOfWindow.FS, o.GPU)
 	if finish != nil {
 		finish(tl)
 	}
@@ -185,13 +185,13 @@ func Observe(ctx context.Context, s *sample.Sampler, o Observation, finish func(
 
 // addPySamples adds each sampled process's Top to the timeline (and its
 // recording) at the window's last tick.
-func addPySamples(tl *timeline.Timeline, rec *timeline.Writer, tops []profile.Top) {
+func addPySamples(tl *timeline.Timeline, rec *timeline.Writer, tops []profile.PySamples) {
 	var last int64
 	if n := len(tl.Ticks); n > 0 {
 		last = tl.Ticks[n-1].T
 	}
 	for _, t := range tops {
-		text, err := profile.FormatTop(t)
+		text, err := profile.FormatPySamples(t)
 		if err != nil {
 			continue
 		}

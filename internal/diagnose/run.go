@@ -13,10 +13,10 @@ import (
 	"time"
 
 	"github.com/gpufeed/gpufeed/internal/gpu"
-	"github.com/gpufeed/gpufeed/internal/kmsg"
+	"github.com/gpufeed/gpufeed/internal/kernlog"
 	"github.com/gpufeed/gpufeed/internal/procfs"
-	"github.com/gpufeed/gpufeed/internal/profile/pyspy"
-	"github.com/gpufeed/gpufeed/internal/pystack"
+	"github.com/gpufeed/gpufeed/internal/pysample"
+	"github.com/gpufeed/gpufeed/internal/pyspy"
 	"github.com/gpufeed/gpufeed/internal/render"
 	"github.com/gpufeed/gpufeed/internal/sample"
 	"github.com/gpufeed/gpufeed/internal/timeline"
@@ -42,13 +42,13 @@ type Options struct {
 	// none is used, the one line saying why.
 	OpenGPU func(targetEnv map[string]string) (gpu.Source, string, error)
 	// Kmsg reads the kernel log at the end of the window.
-	Kmsg kmsg.Reader
+	Kmsg kernlog.Reader
 	// PyStacks dumps the job's Python stacks at the end of the window;
 	// PySpy runs py-spy (nil: the real command).
 	PyStacks bool
 	PySpy    pyspy.Runner
 	// PyRate is the Python sampling rate over the window with PyStacks
-	// (0: pystack.DefaultRate).
+	// (0: pysample.DefaultRate).
 	PyRate float64
 	// Record, Progress, ProgressDone and Warn are as in Observation.
 	Record       string
@@ -240,7 +240,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	obs := Observation{GPU: src, Record: o.Record, Progress: o.Progress, ProgressDone: o.ProgressDone, Warn: o.Warn, Tap: o.Tap,
 		EndOfWindow: EndOfWindow{FS: fsys, Kmsg: o.Kmsg, PyStacks: o.PyStacks, PySpy: o.PySpy}, Profile: startProfile, BPF: startBPF}
 	if o.PyStacks {
-		obs.PySamples, obs.PySamplesRoot = &pystack.Sampler{FS: fsys, Rate: o.PyRate}, cfg.PID
+		obs.PySamples, obs.PySamplesRoot = &pysample.Sampler{FS: fsys, Rate: o.PyRate}, cfg.PID
 	}
 	tl, err := Observe(ctx, s, obs, func(tl *timeline.Timeline) {
 		tl.Meta.Notes = append(tl.Meta.Notes, notes...)

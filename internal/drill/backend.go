@@ -10,11 +10,11 @@ import (
 	"strings"
 
 	"github.com/gpufeed/gpufeed/internal/gpu"
-	"github.com/gpufeed/gpufeed/internal/gpu/nvml"
-	"github.com/gpufeed/gpufeed/internal/gpu/sim"
-	"github.com/gpufeed/gpufeed/internal/gpu/sim/cudadrv"
-	"github.com/gpufeed/gpufeed/internal/gpu/sim/simcuda"
+	"github.com/gpufeed/gpufeed/internal/nvml"
 	"github.com/gpufeed/gpufeed/internal/procfs"
+	"github.com/gpufeed/gpufeed/internal/sim"
+	"github.com/gpufeed/gpufeed/internal/sim/cudadrv"
+	"github.com/gpufeed/gpufeed/internal/sim/simcuda"
 )
 
 // EmptyKernelPTX is the drills' tiny kernel (EmptyKernel): empty on a real

@@ -8,9 +8,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/gpufeed/gpufeed/internal/drill/result"
-	"github.com/gpufeed/gpufeed/internal/gpu/sim/cudadrv"
+	"github.com/gpufeed/gpufeed/internal/drillresult"
 	"github.com/gpufeed/gpufeed/internal/procfs"
+	"github.com/gpufeed/gpufeed/internal/sim/cudadrv"
 )
 
 // CopyOptions size the copy drill.
@@ -25,7 +25,7 @@ type CopyOptions struct {
 // ordinary pageable memory (which the driver stages through its own
 // pinned buffer), each timed from the call to the end of the copy, against
 // the PCIe link the device negotiated.
-func Copy(ctx context.Context, b *Backend, fs procfs.FS, opt CopyOptions) (*result.Report, error) {
+func Copy(ctx context.Context, b *Backend, fs procfs.FS, opt CopyOptions) (*drillresult.Report, error) {
 	if opt.Bytes == 0 {
 		opt.Bytes = 64 << 20
 	}
@@ -36,7 +36,7 @@ func Copy(ctx context.Context, b *Backend, fs procfs.FS, opt CopyOptions) (*resu
 	if err != nil {
 		return nil, err
 	}
-	rep := &result.Report{Drill: "copy", Backend: b.Desc, Machine: Machine(fs, topo),
+	rep := &drillresult.Report{Drill: "copy", Backend: b.Desc, Machine: Machine(fs, topo),
 		Title: fmt.Sprintf("copies of %s between host and device, pinned versus pageable host memory", human(opt.Bytes))}
 	link, lerr := b.Link(fs)
 	ceiling := 0.0
@@ -79,11 +79,11 @@ func Copy(ctx context.Context, b *Backend, fs procfs.FS, opt CopyOptions) (*resu
 	}
 	pageablePtr := cudadrv.HostPtr(unsafePointer(pageable))
 
-	tab := result.Table{ID: "copy", Title: "bandwidth (median of the copies; range in brackets)",
-		Columns: []result.Column{
-			{Key: "bandwidth_bytes_per_sec", Label: "bandwidth", Unit: result.BytesPerSec},
-			{Key: "link_percent", Label: "of the link", Unit: result.Percent},
-			{Key: "call_ns", Label: "call blocks for", Unit: result.Nanoseconds},
+	tab := drillresult.Table{ID: "copy", Title: "bandwidth (median of the copies; range in brackets)",
+		Columns: []drillresult.Column{
+			{Key: "bandwidth_bytes_per_sec", Label: "bandwidth", Unit: drillresult.BytesPerSec},
+			{Key: "link_percent", Label: "of the link", Unit: drillresult.Percent},
+			{Key: "call_ns", Label: "call blocks for", Unit: drillresult.Nanoseconds},
 		}}
 	type spec struct {
 		key, label string
@@ -110,13 +110,13 @@ func Copy(ctx context.Context, b *Backend, fs procfs.FS, opt CopyOptions) (*resu
 			return nil, fmt.Errorf("copy, %s: %w", sp.label, err)
 		}
 		bw := median(bws)
-		var share *result.Value
+		var share *drillresult.Value
 		if ceiling > 0 {
-			share = result.V(100 * bw / ceiling)
+			share = drillresult.V(100 * bw / ceiling)
 		}
-		tab.Rows = append(tab.Rows, result.Row{Key: sp.key, Label: sp.label,
-			Measured:  []*result.Value{result.R(bw, slices.Min(bws), slices.Max(bws)), share, result.V(median(calls))},
-			Reference: []*result.Value{nil, nil, nil}})
+		tab.Rows = append(tab.Rows, drillresult.Row{Key: sp.key, Label: sp.label,
+			Measured:  []*drillresult.Value{drillresult.R(bw, slices.Min(bws), slices.Max(bws)), share, drillresult.V(median(calls))},
+			Reference: []*drillresult.Value{nil, nil, nil}})
 	}
 	rep.Tables = append(rep.Tables, tab)
 	rep.Notes = append(rep.Notes,

@@ -15,7 +15,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/gpufeed/gpufeed/internal/drill/result"
+	"github.com/gpufeed/gpufeed/internal/drillresult"
 	"github.com/gpufeed/gpufeed/internal/procfs"
 )
 
@@ -56,7 +56,7 @@ type cowRun struct {
 // worker reads every item in a shuffled order. gpufeed reads each
 // worker's unique memory (USS: private clean + dirty, from smaps_rollup)
 // while they run.
-func Cow(ctx context.Context, fs procfs.FS, opt CowOptions) (*result.Report, error) {
+func Cow(ctx context.Context, fs procfs.FS, opt CowOptions) (*drillresult.Report, error) {
 	if opt.Python == "" {
 		opt.Python = DefaultPython()
 	}
@@ -76,7 +76,7 @@ func Cow(ctx context.Context, fs procfs.FS, opt CowOptions) (*result.Report, err
 	if err != nil {
 		return nil, err
 	}
-	rep := &result.Report{Drill: "cow", Machine: Machine(fs, topo), ReferenceFrom: ReferenceFrom,
+	rep := &drillresult.Report{Drill: "cow", Machine: Machine(fs, topo), ReferenceFrom: ReferenceFrom,
 		Title: fmt.Sprintf("%d forked workers reading %d items each in a shuffled order: a list of Python tuples versus flat storage", opt.Workers, opt.Items)}
 	var runs []*cowRun
 	for _, storage := range []string{"list", "flat"} {
@@ -87,22 +87,22 @@ func Cow(ctx context.Context, fs procfs.FS, opt CowOptions) (*result.Report, err
 		runs = append(runs, r)
 	}
 	const mib = 1 << 20
-	tab := result.Table{ID: "cow", Title: "USS of the workers, from their release to the end of their pass (per worker: mean [range])",
-		Columns: []result.Column{
-			{Key: "uss_per_worker_start_bytes", Label: "per worker, start", Unit: result.Bytes},
-			{Key: "uss_per_worker_end_bytes", Label: "end", Unit: result.Bytes},
-			{Key: "uss_sum_start_bytes", Label: "sum, start", Unit: result.Bytes},
-			{Key: "uss_sum_end_bytes", Label: "end", Unit: result.Bytes},
+	tab := drillresult.Table{ID: "cow", Title: "USS of the workers, from their release to the end of their pass (per worker: mean [range])",
+		Columns: []drillresult.Column{
+			{Key: "uss_per_worker_start_bytes", Label: "per worker, start", Unit: drillresult.Bytes},
+			{Key: "uss_per_worker_end_bytes", Label: "end", Unit: drillresult.Bytes},
+			{Key: "uss_sum_start_bytes", Label: "sum, start", Unit: drillresult.Bytes},
+			{Key: "uss_sum_end_bytes", Label: "end", Unit: drillresult.Bytes},
 		}}
 	for _, r := range runs {
 		first, last := r.uss[0], r.uss[len(r.uss)-1]
-		row := result.Row{Key: r.storage, Measured: []*result.Value{perWorker(first), perWorker(last), result.V(float64(sum(first))), result.V(float64(sum(last)))}}
+		row := drillresult.Row{Key: r.storage, Measured: []*drillresult.Value{perWorker(first), perWorker(last), drillresult.V(float64(sum(first))), drillresult.V(float64(sum(last)))}}
 		if r.storage == "list" {
 			row.Label = "list of Python objects"
-			row.Reference = []*result.Value{result.V(60 * mib), result.V(439 * mib), result.V(240 * mib), result.V(1756 * mib)}
+			row.Reference = []*drillresult.Value{drillresult.V(60 * mib), drillresult.V(439 * mib), drillresult.V(240 * mib), drillresult.V(1756 * mib)}
 		} else {
 			row.Label = "flat storage (" + r.flat + ")"
-			row.Reference = []*result.Value{result.V(8 * mib), result.V(8 * mib), nil, nil}
+			row.Reference = []*drillresult.Value{drillresult.V(8 * mib), drillresult.V(8 * mib), nil, nil}
 			if r.flat != "numpy" {
 				row.Note = "numpy is not importable by " + opt.Python + ": the flat storage is a bytes object"
 				rep.Notes = append(rep.Notes, row.Note)
@@ -112,16 +112,16 @@ func Cow(ctx context.Context, fs procfs.FS, opt CowOptions) (*result.Report, err
 	}
 	rep.Tables = append(rep.Tables, tab)
 	for _, r := range runs {
-		d := result.Table{ID: "uss_over_time_" + r.storage, Title: "USS over time, " + r.storage + " storage", Detail: true,
-			Columns: []result.Column{
-				{Key: "at_ns", Label: "since release", Unit: result.Nanoseconds},
-				{Key: "uss_per_worker_bytes", Label: "USS per worker (mean)", Unit: result.Bytes},
-				{Key: "uss_sum_bytes", Label: "sum of USS", Unit: result.Bytes},
+		d := drillresult.Table{ID: "uss_over_time_" + r.storage, Title: "USS over time, " + r.storage + " storage", Detail: true,
+			Columns: []drillresult.Column{
+				{Key: "at_ns", Label: "since release", Unit: drillresult.Nanoseconds},
+				{Key: "uss_per_worker_bytes", Label: "USS per worker (mean)", Unit: drillresult.Bytes},
+				{Key: "uss_sum_bytes", Label: "sum of USS", Unit: drillresult.Bytes},
 			}}
 		for i, at := range r.at {
-			d.Rows = append(d.Rows, result.Row{Key: fmt.Sprintf("reading_%d", i), Label: fmt.Sprintf("#%d", i+1),
-				Measured:  []*result.Value{result.V(float64(at)), perWorker(r.uss[i]), result.V(float64(sum(r.uss[i])))},
-				Reference: []*result.Value{nil, nil, nil}})
+			d.Rows = append(d.Rows, drillresult.Row{Key: fmt.Sprintf("reading_%d", i), Label: fmt.Sprintf("#%d", i+1),
+				Measured:  []*drillresult.Value{drillresult.V(float64(at)), perWorker(r.uss[i]), drillresult.V(float64(sum(r.uss[i])))},
+				Reference: []*drillresult.Value{nil, nil, nil}})
 		}
 		rep.Tables = append(rep.Tables, d)
 	}
@@ -131,11 +131,11 @@ func Cow(ctx context.Context, fs procfs.FS, opt CowOptions) (*result.Report, err
 	return rep, nil
 }
 
-func perWorker(v []uint64) *result.Value {
+func perWorker(v []uint64) *drillresult.Value {
 	if len(v) == 0 {
 		return nil
 	}
-	return result.R(float64(sum(v))/float64(len(v)), float64(slices.Min(v)), float64(slices.Max(v)))
+	return drillresult.R(float64(sum(v))/float64(len(v)), float64(slices.Min(v)), float64(slices.Max(v)))
 }
 
 func sum(v []uint64) uint64 {

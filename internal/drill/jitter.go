@@ -10,10 +10,10 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/gpufeed/gpufeed/internal/cpuset"
-	"github.com/gpufeed/gpufeed/internal/drill/result"
-	"github.com/gpufeed/gpufeed/internal/gpu/sim/cudadrv"
-	"github.com/gpufeed/gpufeed/internal/gpu/sim/simcuda"
+	"github.com/gpufeed/gpufeed/internal/drillresult"
 	"github.com/gpufeed/gpufeed/internal/procfs"
+	"github.com/gpufeed/gpufeed/internal/sim/cudadrv"
+	"github.com/gpufeed/gpufeed/internal/sim/simcuda"
 )
 
 // JitterOptions size the jitter drill.
@@ -42,13 +42,13 @@ func (o *JitterOptions) defaults() {
 
 // The reference numbers (i9-13900K + RTX 4090, torch 2.8, Python 3.12):
 // 2000 tiny kernels whose GPU time is 1.77 ms.
-var jitterReference = map[string][2]*result.Value{
-	"quiet":          {result.V(4.74e6), result.V(63)},
-	"noise_all":      {result.V(21.04e6), result.V(92)},
-	"pinned_sibling": {result.V(8.92e6), nil},
-	"pinned_quiet":   {result.V(5.35e6), nil},
-	"graph":          {result.R(1.72e6, 1.67e6, 1.77e6), nil},
-	"graph_noise":    {result.R(1.72e6, 1.67e6, 1.77e6), nil},
+var jitterReference = map[string][2]*drillresult.Value{
+	"quiet":          {drillresult.V(4.74e6), drillresult.V(63)},
+	"noise_all":      {drillresult.V(21.04e6), drillresult.V(92)},
+	"pinned_sibling": {drillresult.V(8.92e6), nil},
+	"pinned_quiet":   {drillresult.V(5.35e6), nil},
+	"graph":          {drillresult.R(1.72e6, 1.67e6, 1.77e6), nil},
+	"graph_noise":    {drillresult.R(1.72e6, 1.67e6, 1.77e6), nil},
 }
 
 // jitter holds the drill's driver objects.
@@ -67,7 +67,7 @@ type jitter struct {
 // by one from one thread, quiet, against busy processes on every CPU,
 // pinned with a busy SMT sibling, pinned on a quiet core, and the same
 // kernels captured once into a CUDA graph and replayed with one launch.
-func Jitter(ctx context.Context, b *Backend, fs procfs.FS, opt JitterOptions) (*result.Report, error) {
+func Jitter(ctx context.Context, b *Backend, fs procfs.FS, opt JitterOptions) (*drillresult.Report, error) {
 	opt.defaults()
 	topo, err := ReadTopology(fs)
 	if err != nil {
@@ -78,7 +78,7 @@ func Jitter(ctx context.Context, b *Backend, fs procfs.FS, opt JitterOptions) (*
 	} else if !topo.Allowed.Contains(opt.CPU) {
 		return nil, fmt.Errorf("--cpu %d: this process may run on CPUs %s only", opt.CPU, topo.Allowed)
 	}
-	rep := &result.Report{
+	rep := &drillresult.Report{
 		Drill: "jitter", Backend: b.Desc, Machine: Machine(fs, topo),
 		Title:         fmt.Sprintf("%d tiny kernels launched one by one from one thread, then captured once and replayed as one CUDA graph", opt.Kernels),
 		ReferenceFrom: ReferenceFrom,
@@ -127,11 +127,11 @@ func Jitter(ctx context.Context, b *Backend, fs procfs.FS, opt JitterOptions) (*
 		{key: "graph", label: "one CUDA graph replay", graph: true},
 		{key: "graph_noise", label: "one CUDA graph replay, all CPUs busy", graph: true, noise: topo.Allowed},
 	}
-	tab := result.Table{ID: "jitter", Title: fmt.Sprintf("%d tiny kernels: wall time from the first launch to the end of the last kernel", opt.Kernels),
-		Columns: []result.Column{
-			{Key: "wall_ns", Label: "wall", Unit: result.Nanoseconds},
-			{Key: "gpu_idle_percent", Label: "GPU idle", Unit: result.Percent},
-			{Key: "preempted_count", Label: "launch thread preempted", Unit: result.Count},
+	tab := drillresult.Table{ID: "jitter", Title: fmt.Sprintf("%d tiny kernels: wall time from the first launch to the end of the last kernel", opt.Kernels),
+		Columns: []drillresult.Column{
+			{Key: "wall_ns", Label: "wall", Unit: drillresult.Nanoseconds},
+			{Key: "gpu_idle_percent", Label: "GPU idle", Unit: drillresult.Percent},
+			{Key: "preempted_count", Label: "launch thread preempted", Unit: drillresult.Count},
 		}}
 	for _, r := range rows {
 		if err := ctx.Err(); err != nil {
@@ -152,9 +152,9 @@ func Jitter(ctx context.Context, b *Backend, fs procfs.FS, opt JitterOptions) (*
 			idle = max(0, 100*(1-gpuTotal/med))
 		}
 		ref := jitterReference[r.key]
-		tab.Rows = append(tab.Rows, result.Row{Key: r.key, Label: r.label, Note: r.note,
-			Measured:  []*result.Value{result.R(med, slices.Min(walls), slices.Max(walls)), result.V(idle), result.V(float64(preempt))},
-			Reference: []*result.Value{ref[0], ref[1], nil}})
+		tab.Rows = append(tab.Rows, drillresult.Row{Key: r.key, Label: r.label, Note: r.note,
+			Measured:  []*drillresult.Value{drillresult.R(med, slices.Min(walls), slices.Max(walls)), drillresult.V(idle), drillresult.V(float64(preempt))},
+			Reference: []*drillresult.Value{ref[0], ref[1], nil}})
 	}
 	rep.Tables = append(rep.Tables, tab)
 	rep.Notes = append(rep.Notes, "wall is the median of the bursts (range in brackets); GPU idle is the share of it the GPU had no kernel to run; preempted counts the launch thread's involuntary context switches over all bursts of the row")

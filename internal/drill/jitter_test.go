@@ -5,9 +5,9 @@ import (
 	"math"
 	"testing"
 
-	"github.com/gpufeed/gpufeed/internal/drill/result"
-	"github.com/gpufeed/gpufeed/internal/gpu/sim"
+	"github.com/gpufeed/gpufeed/internal/drillresult"
 	"github.com/gpufeed/gpufeed/internal/procfs"
+	"github.com/gpufeed/gpufeed/internal/sim"
 )
 
 func simBackend(t *testing.T) *Backend {
@@ -20,7 +20,7 @@ func simBackend(t *testing.T) *Backend {
 	return b
 }
 
-func row(t *testing.T, tab result.Table, key string) result.Row {
+func row(t *testing.T, tab drillresult.Table, key string) drillresult.Row {
 	t.Helper()
 	for _, r := range tab.Rows {
 		if r.Key == key {
@@ -28,7 +28,7 @@ func row(t *testing.T, tab result.Table, key string) result.Row {
 		}
 	}
 	t.Fatalf("no row %s in %s", key, tab.ID)
-	return result.Row{}
+	return drillresult.Row{}
 }
 
 // On the simulator a CUDA graph replay costs the CPU one launch, and the

@@ -12,10 +12,10 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/gpufeed/gpufeed/internal/drill/result"
+	"github.com/gpufeed/gpufeed/internal/drillresult"
 	"github.com/gpufeed/gpufeed/internal/procfs"
 	"github.com/gpufeed/gpufeed/internal/profile"
-	"github.com/gpufeed/gpufeed/internal/profile/syscalls"
+	"github.com/gpufeed/gpufeed/internal/syscalls"
 )
 
 //go:embed train_step.py
@@ -43,7 +43,7 @@ var syscallReference = map[string][2]float64{ // share of syscall time in %, cal
 // worker processes, its system calls counted in the kernel for a window
 // by gpufeed's eBPF syscall summary (every thread of the trainer and its
 // workers), as a per-call table.
-func Syscalls(ctx context.Context, fs procfs.FS, opt SyscallsOptions) (*result.Report, error) {
+func Syscalls(ctx context.Context, fs procfs.FS, opt SyscallsOptions) (*drillresult.Report, error) {
 	if opt.Python == "" {
 		opt.Python = DefaultPython()
 	}
@@ -109,15 +109,15 @@ func Syscalls(ctx context.Context, fs procfs.FS, opt SyscallsOptions) (*result.R
 	if err != nil {
 		return nil, err
 	}
-	rep := &result.Report{Drill: "syscalls", Machine: Machine(fs, topo), ReferenceFrom: ReferenceFrom,
+	rep := &drillresult.Report{Drill: "syscalls", Machine: Machine(fs, topo), ReferenceFrom: ReferenceFrom,
 		Title: fmt.Sprintf("the system calls of a small training loop (PyTorch on %s, a DataLoader with %d worker processes) over %.1f s, every thread of the trainer and its workers",
 			ready.Device, len(ready.Workers), opt.Window.Seconds())}
-	tab := result.Table{ID: "syscalls", Title: "system calls by time inside them, summed over all threads (as strace -c -f -w)",
-		Columns: []result.Column{
-			{Key: "time_percent", Label: "% time", Unit: result.Percent},
-			{Key: "time_ns", Label: "time", Unit: result.Nanoseconds},
-			{Key: "calls_count", Label: "calls", Unit: result.Count},
-			{Key: "errors_count", Label: "errors", Unit: result.Count},
+	tab := drillresult.Table{ID: "syscalls", Title: "system calls by time inside them, summed over all threads (as strace -c -f -w)",
+		Columns: []drillresult.Column{
+			{Key: "time_percent", Label: "% time", Unit: drillresult.Percent},
+			{Key: "time_ns", Label: "time", Unit: drillresult.Nanoseconds},
+			{Key: "calls_count", Label: "calls", Unit: drillresult.Count},
+			{Key: "errors_count", Label: "errors", Unit: drillresult.Count},
 		}}
 	var total int64
 	for _, r := range sum.Totals {
@@ -129,11 +129,11 @@ func Syscalls(ctx context.Context, fs procfs.FS, opt SyscallsOptions) (*result.R
 		if total > 0 {
 			share = 100 * float64(r.TimeNS) / float64(total)
 		}
-		row := result.Row{Key: r.Name, Label: r.Name,
-			Measured:  []*result.Value{result.V(share), result.V(float64(r.TimeNS)), result.V(float64(r.Calls)), result.V(float64(r.Errors))},
-			Reference: []*result.Value{nil, nil, nil, nil}}
+		row := drillresult.Row{Key: r.Name, Label: r.Name,
+			Measured:  []*drillresult.Value{drillresult.V(share), drillresult.V(float64(r.TimeNS)), drillresult.V(float64(r.Calls)), drillresult.V(float64(r.Errors))},
+			Reference: []*drillresult.Value{nil, nil, nil, nil}}
 		if ref, ok := syscallReference[r.Name]; ok {
-			row.Reference = []*result.Value{result.V(ref[0]), nil, result.V(ref[1]), nil}
+			row.Reference = []*drillresult.Value{drillresult.V(ref[0]), nil, drillresult.V(ref[1]), nil}
 		}
 		if r.Name == "accept4" {
 			row.Note = "tensors handed over by file descriptor passing"
@@ -152,10 +152,10 @@ func Syscalls(ctx context.Context, fs procfs.FS, opt SyscallsOptions) (*result.R
 		}
 	}
 	rep.Tables = append(rep.Tables, tab)
-	th := result.Table{ID: "threads", Title: "the threads with the most time in system calls", Detail: true,
-		Columns: []result.Column{
-			{Key: "time_ns", Label: "time in syscalls", Unit: result.Nanoseconds},
-			{Key: "calls_count", Label: "calls", Unit: result.Count},
+	th := drillresult.Table{ID: "threads", Title: "the threads with the most time in system calls", Detail: true,
+		Columns: []drillresult.Column{
+			{Key: "time_ns", Label: "time in syscalls", Unit: drillresult.Nanoseconds},
+			{Key: "calls_count", Label: "calls", Unit: drillresult.Count},
 		}}
 	for i, t := range sum.Threads {
 		if i == 10 {
@@ -165,8 +165,8 @@ func Syscalls(ctx context.Context, fs procfs.FS, opt SyscallsOptions) (*result.R
 		if len(t.Syscalls) > 0 {
 			label += " (mostly " + t.Syscalls[0].Name + ")"
 		}
-		th.Rows = append(th.Rows, result.Row{Key: fmt.Sprintf("tid_%d", t.TID), Label: label,
-			Measured: []*result.Value{result.V(float64(t.TimeNS)), result.V(float64(t.Calls))}, Reference: []*result.Value{nil, nil}})
+		th.Rows = append(th.Rows, drillresult.Row{Key: fmt.Sprintf("tid_%d", t.TID), Label: label,
+			Measured: []*drillresult.Value{drillresult.V(float64(t.TimeNS)), drillresult.V(float64(t.Calls))}, Reference: []*drillresult.Value{nil, nil}})
 	}
 	rep.Tables = append(rep.Tables, th)
 	if sum.Dropped > 0 {

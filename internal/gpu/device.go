@@ -1,6 +1,6 @@
 // Package gpu is gpufeed's view of the accelerators: an application-shaped
-// interface that both the NVML source (internal/gpu/nvml) and the simulated
-// device (internal/gpu/sim) implement, so diagnose, check and the rules never
+// interface that both the NVML source (internal/nvml) and the simulated
+// device (internal/sim) implement, so diagnose, check and the rules never
 // know which one they read.
 //
 // Every optional reading is a pointer: nil means "not read" (not supported by

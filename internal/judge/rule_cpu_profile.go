@@ -48,7 +48,7 @@ const (
 // the driver's nor a lock's: decoding, copies, the interpreter, framework
 // CPU operators, other libraries, and the kernel. A kernel-mode sample is
 // charged to the kernel only when the code that entered it was neither a
-// driver call nor a lock (internal/profile/cpuprof): it is the thread's own
+// driver call nor a lock (internal/cpusample): it is the thread's own
 // allocations (brk, mmap), the page faults of writing into fresh buffers
 // (zlib inflating a batch into new memory, PIL and numpy allocations), its
 // reads: its own work, done in the kernel. input is the part that is

@@ -51,13 +51,13 @@ var (
 )
 
 // pySamples reads the sampled Tops in the timeline, by pid.
-func pySamples(tl *timeline.Timeline) map[int]profile.Top {
-	out := map[int]profile.Top{}
+func pySamples(tl *timeline.Timeline) map[int]profile.PySamples {
+	out := map[int]profile.PySamples{}
 	for _, e := range tl.Events {
 		if e.Kind != timeline.EventPySamples {
 			continue
 		}
-		if t, err := profile.ParseTop(e.Text); err == nil {
+		if t, err := profile.ParsePySamples(e.Text); err == nil {
 			out[t.PID] = t
 		}
 	}
@@ -76,8 +76,8 @@ func runPythonTime(in *Input) []finding.Finding {
 	if len(tops) == 0 {
 		return nil
 	}
-	var top profile.Top
-	var th *profile.TopThread
+	var top profile.PySamples
+	var th *profile.PySampleThread
 	how := ""
 	if launchThread := in.Job.Launch; launchThread != nil {
 		if t, ok := tops[launchThread.T.PID]; ok {
@@ -243,8 +243,8 @@ func runPythonTime(in *Input) []finding.Finding {
 
 // gilHolder is the other thread of the process that held the GIL in the
 // most samples, when that is at least GILHolderSharePct of its samples.
-func gilHolder(t profile.Top, except int) *profile.TopThread {
-	var best *profile.TopThread
+func gilHolder(t profile.PySamples, except int) *profile.PySampleThread {
+	var best *profile.PySampleThread
 	for i := range t.Threads {
 		th := &t.Threads[i]
 		if th.TID == except || th.Samples == 0 || 100*float64(th.GIL)/float64(th.Samples) < thresholds.GILHolderSharePct {
@@ -277,7 +277,7 @@ func hasFrame(fr []profile.Frame, match func(profile.Frame) bool) bool {
 }
 
 // stackShare counts the samples whose whole stack match accepts.
-func stackShare(th *profile.TopThread, match func([]profile.Frame) bool) profile.Share {
+func stackShare(th *profile.PySampleThread, match func([]profile.Frame) bool) profile.Share {
 	s := profile.Share{Of: th.Samples, OfActive: th.Active}
 	for _, st := range th.Stacks {
 		if match(st.Frames) {

@@ -44,15 +44,15 @@ func pythonTimeOf(t *testing.T, stacks map[*[]profile.Frame]int) *finding.Findin
 	s := &synth{n: 50, util: constF(30), procs: []*sProc{trainer(&sThread{cpu: constF(97), wait: constF(0)})}}
 	tl := s.timeline()
 	th := NewInput(tl, derive.New(tl)).Job.Launch.T
-	top := profile.Top{PID: th.PID, Python: "3.11.2", Reader: "test", RateHz: 50, Seconds: 5, Rounds: 250}
-	tt := profile.TopThread{TID: th.Key.TID, Name: "python3"}
+	top := profile.PySamples{PID: th.PID, Python: "3.11.2", Reader: "test", RateHz: 50, Seconds: 5, Rounds: 250}
+	tt := profile.PySampleThread{TID: th.Key.TID, Name: "python3"}
 	for st, n := range stacks {
-		tt.Stacks = append(tt.Stacks, profile.TopStack{Frames: *st, Samples: n, Active: n})
+		tt.Stacks = append(tt.Stacks, profile.PySampleStack{Frames: *st, Samples: n, Active: n})
 		tt.Samples += n
 		tt.Active += n
 	}
-	top.Threads = []profile.TopThread{tt}
-	text, err := profile.FormatTop(top)
+	top.Threads = []profile.PySampleThread{tt}
+	text, err := profile.FormatPySamples(top)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,7 @@
 //
 // Everything here is pure: ParseRecord, ParseLine and ParseMessage take text
 // and return values; nothing reads a file or prints. The reader is
-// internal/kmsg; a timeline keeps the recognised lines in the kernel's own
+// internal/kernlog; a timeline keeps the recognised lines in the kernel's own
 // words, and FromTimeline recognises them again when it is judged, so a
 // recording judged later reads exactly what the kernel wrote. Kernel log
 // lines are attacker-controlled (a process chooses its own name): Sanitize

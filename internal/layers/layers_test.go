@@ -25,11 +25,11 @@ var layers = []struct {
 }{
 	{"vocabulary", []string{"vocabulary"}, []string{
 		"internal/finding", "internal/timeline", "internal/cpuset", "internal/safetext", "internal/gpu",
-		"internal/trace", "internal/kernlog", "internal/profile", "internal/gpu/sim/wire", "internal/drill/result", "python"}},
+		"internal/trace", "internal/kernlog", "internal/profile", "internal/sim/wire", "internal/drillresult", "python"}},
 	{"sources", []string{"vocabulary", "sources"}, []string{
-		"internal/procfs", "internal/podinfo", "internal/kmsg", "internal/profile/pyspy", "internal/pystack", "internal/profile/cpuprof", "internal/profile/bpfcap", "internal/profile/syscalls", "internal/profile/driverprobe", "internal/sample", "internal/gpu/nvml",
-		"internal/gpu/sim", "internal/gpu/sim/simclient", "internal/gpu/sim/simcuda", "internal/gpu/sim/cudadrv", "internal/gpu/gpusource", "internal/trace/kineto",
-		"internal/trace/nsys", "internal/trace/load", "internal/trace/tracegen", "internal/check", "internal/demo", "internal/drill"}},
+		"internal/procfs", "internal/podinfo", "internal/kernlog", "internal/pyspy", "internal/pysample", "internal/cpusample", "internal/bpfcap", "internal/syscalls", "internal/driverprobe", "internal/sample", "internal/nvml",
+		"internal/sim", "internal/sim/simclient", "internal/sim/simcuda", "internal/sim/cudadrv", "internal/gpusource", "internal/kineto",
+		"internal/nsys", "internal/traceload", "internal/tracegen", "internal/check", "internal/demo", "internal/drill"}},
 	{"derive", []string{"vocabulary", "derive"}, []string{"internal/derive", "internal/derive/tracestats"}},
 	{"judge", []string{"vocabulary", "derive", "judge"}, []string{
 		"internal/judge", "internal/judge/frozen", "internal/judge/thresholds", "internal/judge/tracejudge", "internal/compare"}},

@@ -1,6 +1,6 @@
 // Package profile is what is seen inside a job's threads, whatever reads
 // it: today the Python stacks of each thread and which thread holds the GIL.
-// The readers live below it (internal/profile/pyspy runs py-spy); the model
+// The readers live below it (internal/pyspy runs py-spy); the model
 // and the text formats a timeline records are here, pure, so the rules read
 // them without importing a reader.
 //

@@ -6,14 +6,14 @@ import (
 	"testing"
 )
 
-func sampleTop() Top {
-	return Top{PID: 10, Python: "3.11.2", Reader: "r", RateHz: 50, Rounds: 100, Seconds: 2,
-		Threads: []TopThread{{TID: 10, Name: "python3", Samples: 100, Active: 40, GIL: 30, Other: 5,
-			Stacks: []TopStack{
+func sampleTop() PySamples {
+	return PySamples{PID: 10, Python: "3.11.2", Reader: "r", RateHz: 50, Rounds: 100, Seconds: 2,
+		Threads: []PySampleThread{{TID: 10, Name: "python3", Samples: 100, Active: 40, GIL: 30, Other: 5,
+			Stacks: []PySampleStack{
 				{Frames: []Frame{{Function: "__next__", File: "/x/torch/utils/data/dataloader.py"}, {Function: "main", File: "train.py"}}, Samples: 60, Active: 10},
 				{Frames: []Frame{{Function: "step", File: "/x/torch/optim/sgd.py"}, {Function: "wrapper", File: "/x/torch/optim/optimizer.py"}, {Function: "step", File: "/x/torch/optim/sgd.py"}, {Function: "main", File: "train.py"}}, Samples: 35, Active: 30},
 			},
-			Lines: []TopLine{{Function: "main", File: "train.py", Line: 7, Source: "loss.item()", Samples: 35, Active: 30}}}}}
+			Lines: []PySampleLine{{Function: "main", File: "train.py", Line: 7, Source: "loss.item()", Samples: 35, Active: 30}}}}}
 }
 
 func TestTopShares(t *testing.T) {
@@ -33,11 +33,11 @@ func TestTopShares(t *testing.T) {
 }
 
 func TestParseTopChecksCounts(t *testing.T) {
-	good, err := FormatTop(sampleTop())
+	good, err := FormatPySamples(sampleTop())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ParseTop(good); err != nil {
+	if _, err := ParsePySamples(good); err != nil {
 		t.Fatal(err)
 	}
 	for _, bad := range []string{
@@ -46,8 +46,8 @@ func TestParseTopChecksCounts(t *testing.T) {
 		strings.Replace(good, `"pid":10`, `"pid":-1`, 1),
 		good[:len(good)/2], // truncated
 	} {
-		if _, err := ParseTop(bad); !errors.Is(err, ErrTop) {
-			t.Errorf("ParseTop accepted %q: %v", bad, err)
+		if _, err := ParsePySamples(bad); !errors.Is(err, ErrPySamples) {
+			t.Errorf("ParsePySamples accepted %q: %v", bad, err)
 		}
 	}
 }
@@ -71,13 +71,13 @@ func TestFormatDumpRoundTrip(t *testing.T) {
 }
 
 func FuzzParseTop(f *testing.F) {
-	good, _ := FormatTop(sampleTop())
+	good, _ := FormatPySamples(sampleTop())
 	f.Add(good)
 	f.Add(`{"pid":1,"rounds":1,"threads":[{"tid":1,"samples":1,"stacks":[{"frames":[],"samples":1}]}]}`)
 	f.Fuzz(func(t *testing.T, s string) {
-		top, err := ParseTop(s)
+		top, err := ParsePySamples(s)
 		if err != nil {
-			if !errors.Is(err, ErrTop) {
+			if !errors.Is(err, ErrPySamples) {
 				t.Fatalf("unexpected error kind: %v", err)
 			}
 			return

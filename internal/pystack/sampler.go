@@ -49,7 +49,7 @@ type sampled struct {
 	// maxKeptFrames: names come from the target, so what is kept is
 	// bounded in count and in length.
 	frames  int
-	top     profile.Top
+	top     profile.PySamples
 	threads map[int]*threadAgg
 	stats   map[int]*procfs.Kept
 	first   time.Time
@@ -57,9 +57,9 @@ type sampled struct {
 }
 
 type threadAgg struct {
-	th     profile.TopThread
-	stacks map[uint64]*profile.TopStack // by a hash of the frames' names
-	lines  map[lineKey]*profile.TopLine
+	th     profile.PySampleThread
+	stacks map[uint64]*profile.PySampleStack // by a hash of the frames' names
+	lines  map[lineKey]*profile.PySampleLine
 }
 
 type lineKey struct {
@@ -87,7 +87,7 @@ func clipName(s string) string {
 // per Python process sampled, by pid. Processes that are not CPython, or
 // whose interpreter cannot be read, are left out (the end-of-window dump
 // says why for each).
-func (s Sampler) Run(ctx context.Context, root int) []profile.Top {
+func (s Sampler) Run(ctx context.Context, root int) []profile.PySamples {
 	rate := s.Rate
 	if rate <= 0 {
 		rate = DefaultRate
@@ -182,7 +182,7 @@ func (s Sampler) discover(root int, procs map[int]*sampled, tried map[int]string
 			continue
 		}
 		procs[pid] = &sampled{t: t, threads: map[int]*threadAgg{}, stats: map[int]*procfs.Kept{},
-			top: profile.Top{PID: pid, Python: t.Version(), Reader: ReaderName}}
+			top: profile.PySamples{PID: pid, Python: t.Version(), Reader: ReaderName}}
 	}
 }
 
@@ -208,10 +208,10 @@ func (p *sampled) round(fs procfs.FS, now time.Time) bool {
 		}
 		a := p.threads[st.TID]
 		if a == nil {
-			if len(p.threads) >= profile.MaxTopThreads {
+			if len(p.threads) >= profile.MaxPySampleThreads {
 				continue
 			}
-			a = &threadAgg{th: profile.TopThread{TID: st.TID}, stacks: map[uint64]*profile.TopStack{}, lines: map[lineKey]*profile.TopLine{}}
+			a = &threadAgg{th: profile.PySampleThread{TID: st.TID}, stacks: map[uint64]*profile.PySampleStack{}, lines: map[lineKey]*profile.PySampleLine{}}
 			p.threads[st.TID] = a
 		}
 		active := false
@@ -248,8 +248,8 @@ func (a *threadAgg) add(st Stack, active bool, room int) (kept int) {
 		a.th.GIL++
 	}
 	frames := st.Frames
-	if len(frames) > profile.MaxTopStackFrames {
-		frames = frames[:profile.MaxTopStackFrames]
+	if len(frames) > profile.MaxPySampleStackFrames {
+		frames = frames[:profile.MaxPySampleStackFrames]
 	}
 	var h maphash.Hash
 	h.SetSeed(stackSeed)
@@ -262,10 +262,10 @@ func (a *threadAgg) add(st Stack, active bool, room int) (kept int) {
 	key := h.Sum64()
 	ts := a.stacks[key]
 	if ts == nil {
-		if len(a.stacks) >= profile.MaxTopStacks || len(frames) > room {
+		if len(a.stacks) >= profile.MaxPySampleStacks || len(frames) > room {
 			a.th.Other++
 		} else {
-			ts = &profile.TopStack{}
+			ts = &profile.PySampleStack{}
 			for _, f := range frames {
 				ts.Frames = append(ts.Frames, profile.Frame{Function: clipName(f.Function), File: clipName(f.File)})
 			}
@@ -289,7 +289,7 @@ func (a *threadAgg) add(st Stack, active bool, room int) (kept int) {
 			if len(a.lines) >= maxLineKeys {
 				break
 			}
-			l = &profile.TopLine{Function: clipName(f.Function), File: f.File, Line: f.Line}
+			l = &profile.PySampleLine{Function: clipName(f.Function), File: f.File, Line: f.Line}
 			a.lines[k] = l
 		}
 		l.Samples++
@@ -307,8 +307,8 @@ var stackSeed = maphash.MakeSeed()
 
 // finish turns the counts into Tops, reading the source text of each
 // thread's most frequent lines through the process's root.
-func (s Sampler) finish(procs map[int]*sampled) []profile.Top {
-	var out []profile.Top
+func (s Sampler) finish(procs map[int]*sampled) []profile.PySamples {
+	var out []profile.PySamples
 	sources := map[string][]string{}
 	for _, p := range procs {
 		t := p.top
@@ -340,8 +340,8 @@ func (s Sampler) finish(procs map[int]*sampled) []profile.Top {
 				}
 				return a.File+strconv.Itoa(a.Line) < b.File+strconv.Itoa(b.Line)
 			})
-			if len(th.Lines) > profile.MaxTopLines {
-				th.Lines = th.Lines[:profile.MaxTopLines]
+			if len(th.Lines) > profile.MaxPySampleLines {
+				th.Lines = th.Lines[:profile.MaxPySampleLines]
 			}
 			for i := range th.Lines {
 				th.Lines[i].Source = sourceLine(s.FS, p.top.PID, th.Lines[i].File, th.Lines[i].Line, sources)
@@ -355,7 +355,7 @@ func (s Sampler) finish(procs map[int]*sampled) []profile.Top {
 	return out
 }
 
-func stackKey(s profile.TopStack) string {
+func stackKey(s profile.PySampleStack) string {
 	var b strings.Builder
 	for _, f := range s.Frames {
 		b.WriteString(f.Function + "\x00" + f.File + "\x00")

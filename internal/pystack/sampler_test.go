@@ -36,7 +36,7 @@ func TestSamplerShares(t *testing.T) {
 				t.Fatalf("%+v", tops)
 			}
 			top := tops[0]
-			by := map[int]profile.TopThread{}
+			by := map[int]profile.PySampleThread{}
 			for _, th := range top.Threads {
 				by[th.TID] = th
 			}
@@ -61,11 +61,11 @@ func TestSamplerShares(t *testing.T) {
 			if s := main.Share(in("main_wait")); s.Samples != main.Samples || main.Active > main.Samples/5 {
 				t.Errorf("main thread: %+v", main)
 			}
-			txt, err := profile.FormatTop(top)
+			txt, err := profile.FormatPySamples(top)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if back, err := profile.ParseTop(txt); err != nil || len(back.Threads) != len(top.Threads) {
+			if back, err := profile.ParsePySamples(txt); err != nil || len(back.Threads) != len(top.Threads) {
 				t.Errorf("round trip: %v", err)
 			}
 		})

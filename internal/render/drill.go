@@ -7,14 +7,14 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/gpufeed/gpufeed/internal/drill/result"
+	"github.com/gpufeed/gpufeed/internal/drillresult"
 )
 
 // DrillReport is what gpufeed drill writes: one drill's tables, this
 // machine's numbers beside the reference numbers.
 type DrillReport struct {
 	Header Header
-	result.Report
+	drillresult.Report
 }
 
 func (*DrillReport) document() {}
@@ -34,22 +34,22 @@ func writeDrill(w io.Writer, f Format, r Renderer, d *DrillReport, o Options) er
 }
 
 // cell writes one value in its column's unit.
-func cell(v float64, u result.Unit) string {
+func cell(v float64, u drillresult.Unit) string {
 	switch u {
-	case result.Nanoseconds:
+	case drillresult.Nanoseconds:
 		return Duration(time.Duration(v))
-	case result.Percent:
+	case drillresult.Percent:
 		return Number(float64(int64(v+0.5))) + " %"
-	case result.Bytes:
+	case drillresult.Bytes:
 		return Bytes(v)
-	case result.BytesPerSec:
+	case drillresult.BytesPerSec:
 		return Number(sig3(v/1e9)) + " GB/s"
 	}
 	return Number(v)
 }
 
 // span writes a range, its unit once when both ends share it: "1.67-1.77 ms".
-func span(lo, hi float64, u result.Unit) string {
+func span(lo, hi float64, u drillresult.Unit) string {
 	a, b := cell(lo, u), cell(hi, u)
 	if a == b {
 		return a
@@ -61,7 +61,7 @@ func span(lo, hi float64, u result.Unit) string {
 	return a + "-" + b
 }
 
-func measuredCell(v *result.Value, u result.Unit) string {
+func measuredCell(v *drillresult.Value, u drillresult.Unit) string {
 	if v == nil {
 		return "-"
 	}
@@ -72,7 +72,7 @@ func measuredCell(v *result.Value, u result.Unit) string {
 	return s
 }
 
-func referenceCell(v *result.Value, u result.Unit) string {
+func referenceCell(v *drillresult.Value, u drillresult.Unit) string {
 	if v == nil {
 		return "-"
 	}
@@ -147,14 +147,14 @@ func (textRenderer) Drill(w io.Writer, r *DrillReport, o Options) error {
 				continue
 			}
 			for i, c := range tab.Columns {
-				var v *result.Value
+				var v *drillresult.Value
 				if i < len(row.Measured) {
 					v = row.Measured[i]
 				}
 				cells = append(cells, measuredCell(v, c.Unit))
 			}
 			for _, i := range refCols {
-				var v *result.Value
+				var v *drillresult.Value
 				if i < len(row.Reference) {
 					v = row.Reference[i]
 				}
@@ -240,16 +240,16 @@ type jsonDrillRow struct {
 
 // rangeKey is the key of a column's range end: wall_ns's minimum is
 // wall_min_ns.
-func rangeKey(key string, u result.Unit, end string) string {
+func rangeKey(key string, u drillresult.Unit, end string) string {
 	base := strings.TrimSuffix(key, "_"+string(u))
 	return base + "_" + end + "_" + string(u)
 }
 
-func drillCells(cols []result.Column, vals []*result.Value, withRange bool) map[string]any {
+func drillCells(cols []drillresult.Column, vals []*drillresult.Value, withRange bool) map[string]any {
 	m := map[string]any{}
 	seen := false
 	for i, c := range cols {
-		var v *result.Value
+		var v *drillresult.Value
 		if i < len(vals) {
 			v = vals[i]
 		}

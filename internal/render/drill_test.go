@@ -8,7 +8,7 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
-	"github.com/gpufeed/gpufeed/internal/drill/result"
+	"github.com/gpufeed/gpufeed/internal/drillresult"
 	"github.com/gpufeed/gpufeed/internal/golden"
 )
 
@@ -18,27 +18,27 @@ func drillFixture() *DrillReport {
 	ms := func(v float64) float64 { return v * 1e6 }
 	return &DrillReport{
 		Header: Header{Command: "drill", ToolVersion: "test", GeneratedAt: "2026-01-01T00:00:00Z"},
-		Report: result.Report{
+		Report: drillresult.Report{
 			Drill: "jitter", Title: "2000 tiny kernels", Backend: "simulated driver", Machine: "test CPU, 2 CPUs usable (1 thread(s) per core)",
 			ReferenceFrom: "measured on a reference box",
-			Tables: []result.Table{{
+			Tables: []drillresult.Table{{
 				ID: "jitter", Title: "wall time",
-				Columns: []result.Column{{Key: "wall_ns", Label: "wall", Unit: result.Nanoseconds}, {Key: "gpu_idle_percent", Label: "GPU idle", Unit: result.Percent},
-					{Key: "preempted_count", Label: "preempted", Unit: result.Count}},
-				Rows: []result.Row{
-					{Key: "quiet", Label: "quiet", Measured: []*result.Value{result.R(ms(10.2), ms(9.9), ms(12)), result.V(82.6), result.V(3)},
-						Reference: []*result.Value{result.V(ms(4.74)), result.V(63), nil}},
+				Columns: []drillresult.Column{{Key: "wall_ns", Label: "wall", Unit: drillresult.Nanoseconds}, {Key: "gpu_idle_percent", Label: "GPU idle", Unit: drillresult.Percent},
+					{Key: "preempted_count", Label: "preempted", Unit: drillresult.Count}},
+				Rows: []drillresult.Row{
+					{Key: "quiet", Label: "quiet", Measured: []*drillresult.Value{drillresult.R(ms(10.2), ms(9.9), ms(12)), drillresult.V(82.6), drillresult.V(3)},
+						Reference: []*drillresult.Value{drillresult.V(ms(4.74)), drillresult.V(63), nil}},
 					{Key: "pinned_sibling", Label: "pinned, a busy process on its CPU", Note: "no SMT siblings: a busy process on the CPU instead",
-						Measured:  []*result.Value{result.V(ms(30)), result.V(94), nil},
-						Reference: []*result.Value{result.V(ms(8.92)), nil, nil}},
-					{Key: "graph", Label: "one CUDA graph replay", Measured: []*result.Value{result.R(ms(1.78), ms(1.78), ms(1.79)), result.V(0.6), result.V(0)},
-						Reference: []*result.Value{result.R(ms(1.72), ms(1.67), ms(1.77)), nil, nil}},
-					{Key: "never", Label: "not runnable", Skipped: "needs a thing", Measured: []*result.Value{nil, nil, nil}, Reference: []*result.Value{nil, nil, nil}},
+						Measured:  []*drillresult.Value{drillresult.V(ms(30)), drillresult.V(94), nil},
+						Reference: []*drillresult.Value{drillresult.V(ms(8.92)), nil, nil}},
+					{Key: "graph", Label: "one CUDA graph replay", Measured: []*drillresult.Value{drillresult.R(ms(1.78), ms(1.78), ms(1.79)), drillresult.V(0.6), drillresult.V(0)},
+						Reference: []*drillresult.Value{drillresult.R(ms(1.72), ms(1.67), ms(1.77)), nil, nil}},
+					{Key: "never", Label: "not runnable", Skipped: "needs a thing", Measured: []*drillresult.Value{nil, nil, nil}, Reference: []*drillresult.Value{nil, nil, nil}},
 				}}, {
 				ID: "series", Title: "over time", Detail: true,
-				Columns: []result.Column{{Key: "at_ns", Label: "since start", Unit: result.Nanoseconds}, {Key: "uss_bytes", Label: "USS", Unit: result.Bytes},
-					{Key: "bandwidth_bytes_per_sec", Label: "bandwidth", Unit: result.BytesPerSec}},
-				Rows: []result.Row{{Key: "reading_0", Label: "#1", Measured: []*result.Value{result.V(2e8), result.V(57 << 20), result.V(25.1e9)}}},
+				Columns: []drillresult.Column{{Key: "at_ns", Label: "since start", Unit: drillresult.Nanoseconds}, {Key: "uss_bytes", Label: "USS", Unit: drillresult.Bytes},
+					{Key: "bandwidth_bytes_per_sec", Label: "bandwidth", Unit: drillresult.BytesPerSec}},
+				Rows: []drillresult.Row{{Key: "reading_0", Label: "#1", Measured: []*drillresult.Value{drillresult.V(2e8), drillresult.V(57 << 20), drillresult.V(25.1e9)}}},
 			}},
 			Notes: []string{"a note\u202e with a bidirectional override"},
 		},

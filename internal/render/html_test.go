@@ -13,8 +13,8 @@ import (
 	"github.com/gpufeed/gpufeed/internal/finding"
 	"github.com/gpufeed/gpufeed/internal/judge"
 	"github.com/gpufeed/gpufeed/internal/judge/tracejudge"
+	"github.com/gpufeed/gpufeed/internal/kineto"
 	"github.com/gpufeed/gpufeed/internal/timeline"
-	"github.com/gpufeed/gpufeed/internal/trace/kineto"
 )
 
 // Names that try to run script or break out of an attribute or the page's

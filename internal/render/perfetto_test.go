@@ -17,10 +17,10 @@ import (
 	"github.com/gpufeed/gpufeed/internal/golden"
 	"github.com/gpufeed/gpufeed/internal/judge"
 	"github.com/gpufeed/gpufeed/internal/judge/tracejudge"
+	"github.com/gpufeed/gpufeed/internal/kineto"
 	"github.com/gpufeed/gpufeed/internal/safetext"
 	"github.com/gpufeed/gpufeed/internal/timeline"
 	"github.com/gpufeed/gpufeed/internal/trace"
-	"github.com/gpufeed/gpufeed/internal/trace/kineto"
 )
 
 // A small Perfetto decoder for the tests, written against Perfetto's protos

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/gpufeed/gpufeed/internal/kernlog"
-	"github.com/gpufeed/gpufeed/internal/kmsg"
 )
 
 // These tests check that each workload really puts the machine in the state
@@ -111,7 +110,7 @@ func TestOOMRanksReallyKilled(t *testing.T) {
 	// The kernel logged the kill, naming the victim's pid and its cgroup.
 	var kill *kernlog.Kill
 	eventually(t, "the OOM kill in the kernel log", func() bool {
-		log, err := (&kmsg.Reader{}).Read(t.Context())
+		log, err := (&kernlog.Reader{}).Read(t.Context())
 		if err != nil {
 			t.Skip("kernel log not readable:", err)
 		}

@@ -35,7 +35,7 @@ const (
 	EventPyStacks      = "py-stacks"
 	EventPyStacksError = "py-stacks-error"
 	// EventPySamples is one process's Python stacks sampled over the
-	// window (profile.Top's JSON text: each thread's distinct stacks and
+	// window (profile.PySamples's JSON text: each thread's distinct stacks and
 	// how often each was seen, running, holding the GIL).
 	EventPySamples = "py-samples"
 )

@@ -1,6 +1,6 @@
 // Package trace is the one event model both profiler readers fill: the
-// Kineto (PyTorch profiler) Chrome-trace decoder in internal/trace/kineto and
-// the Nsight Systems SQLite reader in internal/trace/nsys. What is derived
+// Kineto (PyTorch profiler) Chrome-trace decoder in internal/kineto and
+// the Nsight Systems SQLite reader in internal/nsys. What is derived
 // from it (internal/derive/tracestats) and judged of it
 // (internal/judge/tracejudge) reads only this model.
 //

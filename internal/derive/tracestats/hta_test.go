@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpufeed/gpufeed/internal/kineto"
 	"github.com/gpufeed/gpufeed/internal/trace"
-	"github.com/gpufeed/gpufeed/internal/trace/kineto"
 )
 
 // htaReference is the output of scripts/hta-reference.py: HTA's own numbers

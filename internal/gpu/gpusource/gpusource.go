@@ -10,8 +10,8 @@ import (
 	"strings"
 
 	"github.com/gpufeed/gpufeed/internal/gpu"
-	"github.com/gpufeed/gpufeed/internal/gpu/nvml"
-	"github.com/gpufeed/gpufeed/internal/gpu/sim"
+	"github.com/gpufeed/gpufeed/internal/nvml"
+	"github.com/gpufeed/gpufeed/internal/sim"
 )
 
 // EnvSimdev names the variable that points a workload at a simulated device.

@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/gpufeed/gpufeed/internal/gpu"
-	"github.com/gpufeed/gpufeed/internal/gpu/nvml"
-	"github.com/gpufeed/gpufeed/internal/gpu/sim"
+	"github.com/gpufeed/gpufeed/internal/nvml"
+	"github.com/gpufeed/gpufeed/internal/sim"
 )
 
 func startSim(t *testing.T) string {

@@ -23,11 +23,11 @@ import (
 	"time"
 
 	"github.com/gpufeed/gpufeed/internal/gpu"
-	"github.com/gpufeed/gpufeed/internal/gpu/sim"
-	"github.com/gpufeed/gpufeed/internal/gpu/sim/cudadrv"
-	"github.com/gpufeed/gpufeed/internal/gpu/sim/simclient"
-	"github.com/gpufeed/gpufeed/internal/gpu/sim/simcuda"
-	"github.com/gpufeed/gpufeed/internal/gpu/sim/wire"
+	"github.com/gpufeed/gpufeed/internal/sim"
+	"github.com/gpufeed/gpufeed/internal/sim/cudadrv"
+	"github.com/gpufeed/gpufeed/internal/sim/simclient"
+	"github.com/gpufeed/gpufeed/internal/sim/simcuda"
+	"github.com/gpufeed/gpufeed/internal/sim/wire"
 )
 
 // userHZ is the unit of utime and stime in /proc/PID/stat (USER_HZ, 100 on

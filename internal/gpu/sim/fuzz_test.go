@@ -10,8 +10,8 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/gpufeed/gpufeed/internal/gpu/sim"
-	"github.com/gpufeed/gpufeed/internal/gpu/sim/wire"
+	"github.com/gpufeed/gpufeed/internal/sim"
+	"github.com/gpufeed/gpufeed/internal/sim/wire"
 	"golang.org/x/sys/unix"
 )
 

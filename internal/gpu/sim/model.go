@@ -3,7 +3,7 @@
 //
 // It is a model, not an emulator: it runs no kernels, it only knows their
 // durations. The stream arithmetic runs in the workload's own process, in
-// the simulated driver library (internal/gpu/sim/simcuda): an operation
+// the simulated driver library (internal/sim/simcuda): an operation
 // starts at max(its submission time, the end of the previous operation on
 // its stream[, its copy engine free]) and ends after its duration, and the
 // library writes each placed operation into a ring in shared memory. The
@@ -23,7 +23,7 @@ import (
 	"time"
 
 	"github.com/gpufeed/gpufeed/internal/gpu"
-	"github.com/gpufeed/gpufeed/internal/gpu/sim/wire"
+	"github.com/gpufeed/gpufeed/internal/sim/wire"
 )
 
 // pending is an operation of a stream that had not ended when last looked

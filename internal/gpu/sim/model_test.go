@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/gpufeed/gpufeed/internal/gpu"
-	"github.com/gpufeed/gpufeed/internal/gpu/sim/wire"
+	"github.com/gpufeed/gpufeed/internal/sim/wire"
 )
 
 // The model is driven here in virtual time: every call takes "now", so the

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/gpufeed/gpufeed/internal/gpu"
-	"github.com/gpufeed/gpufeed/internal/gpu/sim"
-	"github.com/gpufeed/gpufeed/internal/gpu/sim/wire"
+	"github.com/gpufeed/gpufeed/internal/sim"
+	"github.com/gpufeed/gpufeed/internal/sim/wire"
 )
 
 // pythonWorkload drives the device through python/gpufeed_simdev.py from a

@@ -17,8 +17,8 @@ import (
 	"unsafe"
 
 	"github.com/gpufeed/gpufeed/internal/gpu"
-	"github.com/gpufeed/gpufeed/internal/gpu/sim/simcuda"
-	"github.com/gpufeed/gpufeed/internal/gpu/sim/wire"
+	"github.com/gpufeed/gpufeed/internal/sim/simcuda"
+	"github.com/gpufeed/gpufeed/internal/sim/wire"
 	"golang.org/x/sys/unix"
 )
 

@@ -14,9 +14,9 @@ import (
 	"time"
 
 	"github.com/gpufeed/gpufeed/internal/gpu"
-	"github.com/gpufeed/gpufeed/internal/gpu/sim"
-	"github.com/gpufeed/gpufeed/internal/gpu/sim/simclient"
-	"github.com/gpufeed/gpufeed/internal/gpu/sim/wire"
+	"github.com/gpufeed/gpufeed/internal/sim"
+	"github.com/gpufeed/gpufeed/internal/sim/simclient"
+	"github.com/gpufeed/gpufeed/internal/sim/wire"
 )
 
 // startDevice serves a simulated device for the test's duration.

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/gpufeed/gpufeed/internal/gpu"
-	"github.com/gpufeed/gpufeed/internal/gpu/sim/wire"
+	"github.com/gpufeed/gpufeed/internal/sim/wire"
 )
 
 // Source observes a simulated device server: it is the gpu.Source diagnose

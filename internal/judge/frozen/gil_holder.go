@@ -16,10 +16,10 @@ import (
 // --py-stacks), with what each ran most while holding it: the question
 // `py-spy top --gil` answers.
 func nameGILHolders(v *view, pid int, f *finding.Finding) {
-	var top *profile.Top
+	var top *profile.PySamples
 	for _, e := range v.tl.Events {
 		if e.Kind == timeline.EventPySamples && e.PID == pid {
-			if t, err := profile.ParseTop(e.Text); err == nil {
+			if t, err := profile.ParsePySamples(e.Text); err == nil {
 				top = &t
 			}
 		}
@@ -28,7 +28,7 @@ func nameGILHolders(v *view, pid int, f *finding.Finding) {
 		return
 	}
 	type holder struct {
-		th    profile.TopThread
+		th    profile.PySampleThread
 		share float64
 	}
 	var hs []holder

@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"testing"
 
-	"github.com/gpufeed/gpufeed/internal/trace/kineto"
-	"github.com/gpufeed/gpufeed/internal/trace/tracegen"
+	"github.com/gpufeed/gpufeed/internal/kineto"
+	"github.com/gpufeed/gpufeed/internal/tracegen"
 )
 
 // BenchmarkAnalyze measures the analyses alone on a 64 MiB generated trace:

@@ -7,7 +7,7 @@ import (
 
 	"github.com/gpufeed/gpufeed/internal/derive/tracestats"
 	"github.com/gpufeed/gpufeed/internal/finding"
-	"github.com/gpufeed/gpufeed/internal/trace/kineto"
+	"github.com/gpufeed/gpufeed/internal/kineto"
 )
 
 // TestTinyTraceConfidence: HTA's MI250 trace holds one ProfilerStep and

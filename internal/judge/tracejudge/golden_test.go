@@ -10,7 +10,7 @@ import (
 	"github.com/gpufeed/gpufeed/internal/derive/tracestats"
 	"github.com/gpufeed/gpufeed/internal/finding"
 	"github.com/gpufeed/gpufeed/internal/golden"
-	"github.com/gpufeed/gpufeed/internal/trace/kineto"
+	"github.com/gpufeed/gpufeed/internal/kineto"
 )
 
 // pinned is what the golden files hold for each real trace: our idle

@@ -4,8 +4,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/gpufeed/gpufeed/internal/kineto"
 	"github.com/gpufeed/gpufeed/internal/trace"
-	"github.com/gpufeed/gpufeed/internal/trace/kineto"
 )
 
 // TestMTIAFixture reads a small trace shaped like Kineto's MTIA traces

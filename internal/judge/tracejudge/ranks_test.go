@@ -6,8 +6,8 @@ import (
 
 	"github.com/gpufeed/gpufeed/internal/derive/tracestats"
 	"github.com/gpufeed/gpufeed/internal/judge/tracejudge"
-	"github.com/gpufeed/gpufeed/internal/trace/kineto"
-	"github.com/gpufeed/gpufeed/internal/trace/tracegen"
+	"github.com/gpufeed/gpufeed/internal/kineto"
+	"github.com/gpufeed/gpufeed/internal/tracegen"
 )
 
 // TestStraggler generates four ranks running identical steps ending in an

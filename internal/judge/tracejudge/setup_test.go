@@ -7,8 +7,8 @@ import (
 
 	"github.com/gpufeed/gpufeed/internal/derive/tracestats"
 	"github.com/gpufeed/gpufeed/internal/finding"
+	"github.com/gpufeed/gpufeed/internal/kineto"
 	"github.com/gpufeed/gpufeed/internal/trace"
-	"github.com/gpufeed/gpufeed/internal/trace/kineto"
 )
 
 // TestSetupLaunchNotSubmission: on HTA's alexnet trace one cudaLaunchKernel

@@ -26,8 +26,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/gpufeed/gpufeed/internal/bpfcap"
 	"github.com/gpufeed/gpufeed/internal/profile"
-	"github.com/gpufeed/gpufeed/internal/profile/bpfcap"
 )
 
 // DefaultHz is the sampling rate per CPU: off the timer's multiples, cheap

@@ -28,9 +28,9 @@ import (
 	"github.com/cilium/ebpf/rlimit"
 	"golang.org/x/sys/unix"
 
-	"github.com/gpufeed/gpufeed/internal/gpu/sim/simcuda"
+	"github.com/gpufeed/gpufeed/internal/bpfcap"
 	"github.com/gpufeed/gpufeed/internal/profile"
-	"github.com/gpufeed/gpufeed/internal/profile/bpfcap"
+	"github.com/gpufeed/gpufeed/internal/sim/simcuda"
 )
 
 // What names the measurement in Unavailable.

@@ -16,9 +16,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpufeed/gpufeed/internal/gpu/sim"
-	"github.com/gpufeed/gpufeed/internal/gpu/sim/simcuda"
 	"github.com/gpufeed/gpufeed/internal/profile"
+	"github.com/gpufeed/gpufeed/internal/sim"
+	"github.com/gpufeed/gpufeed/internal/sim/simcuda"
 )
 
 var build struct {

@@ -3,7 +3,7 @@ package syscalls
 // The BPF object is compiled from bpf/syscalls.bpf.c by bpf2go; its Go
 // bindings and .o files are committed, so building needs no clang. To
 // regenerate (clang 14 or later, libbpf's headers: apt-get install clang
-// libbpf-dev): go generate ./internal/profile/syscalls, or
+// libbpf-dev): go generate ./internal/syscalls, or
 // scripts/bpf-generate.sh for every BPF package.
 //go:generate go run github.com/cilium/ebpf/cmd/bpf2go -cc clang -cflags "-O2 -g -Wall -Werror -mcpu=v3 -I/usr/include/x86_64-linux-gnu" -target amd64,arm64 -type stat -type key -type start -type fkey -type fstat -type watch sc bpf/syscalls.bpf.c
 //go:generate go run gennames.go

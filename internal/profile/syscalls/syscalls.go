@@ -30,8 +30,8 @@ import (
 	"github.com/cilium/ebpf/rlimit"
 	"golang.org/x/sys/unix"
 
+	"github.com/gpufeed/gpufeed/internal/bpfcap"
 	"github.com/gpufeed/gpufeed/internal/profile"
-	"github.com/gpufeed/gpufeed/internal/profile/bpfcap"
 )
 
 // What names the measurement in Unavailable.

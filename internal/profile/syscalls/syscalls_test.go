@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpufeed/gpufeed/internal/bpfcap"
 	"github.com/gpufeed/gpufeed/internal/profile"
-	"github.com/gpufeed/gpufeed/internal/profile/bpfcap"
 )
 
 // The workload: the test binary run again with GPUFEED_SYSCALLS_CHILD set.

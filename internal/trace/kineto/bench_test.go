@@ -7,7 +7,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/gpufeed/gpufeed/internal/trace/tracegen"
+	"github.com/gpufeed/gpufeed/internal/tracegen"
 )
 
 var (
@@ -33,7 +33,7 @@ func benchData(b *testing.B) ([]byte, tracegen.Truth) {
 // BenchmarkDecode measures decoding throughput (MB/s via SetBytes, and
 // events/s) on one worker and on every CPU:
 //
-//	go test ./internal/trace/kineto -run '^$' -bench Decode -benchtime 5x
+//	go test ./internal/kineto -run '^$' -bench Decode -benchtime 5x
 func BenchmarkDecode(b *testing.B) {
 	data, truth := benchData(b)
 	for _, w := range []int{1, runtime.GOMAXPROCS(0)} {

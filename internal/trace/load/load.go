@@ -23,9 +23,9 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/gpufeed/gpufeed/internal/kineto"
+	"github.com/gpufeed/gpufeed/internal/nsys"
 	"github.com/gpufeed/gpufeed/internal/trace"
-	"github.com/gpufeed/gpufeed/internal/trace/kineto"
-	"github.com/gpufeed/gpufeed/internal/trace/nsys"
 )
 
 // Format is a trace file format.

@@ -11,7 +11,7 @@ import (
 
 	"github.com/gpufeed/gpufeed/internal/judge/tracejudge"
 	"github.com/gpufeed/gpufeed/internal/trace"
-	"github.com/gpufeed/gpufeed/internal/trace/tracegen"
+	"github.com/gpufeed/gpufeed/internal/tracegen"
 )
 
 // TestBadRowsSkipped: a row whose values do not fit the schema (text where

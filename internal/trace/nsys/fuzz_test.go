@@ -10,7 +10,7 @@ import (
 
 	"github.com/gpufeed/gpufeed/internal/judge/tracejudge"
 	"github.com/gpufeed/gpufeed/internal/trace"
-	"github.com/gpufeed/gpufeed/internal/trace/tracegen"
+	"github.com/gpufeed/gpufeed/internal/tracegen"
 )
 
 var updateSeeds = flag.Bool("update-seeds", false, "rewrite the committed fuzz seed corpus")

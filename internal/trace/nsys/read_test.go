@@ -10,9 +10,9 @@ import (
 	"testing"
 
 	"github.com/gpufeed/gpufeed/internal/judge/tracejudge"
+	"github.com/gpufeed/gpufeed/internal/kineto"
 	"github.com/gpufeed/gpufeed/internal/trace"
-	"github.com/gpufeed/gpufeed/internal/trace/kineto"
-	"github.com/gpufeed/gpufeed/internal/trace/tracegen"
+	"github.com/gpufeed/gpufeed/internal/tracegen"
 )
 
 // generated returns a Kineto trace of the scenario, decoded.

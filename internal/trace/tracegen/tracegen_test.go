@@ -8,8 +8,8 @@ import (
 	"github.com/gpufeed/gpufeed/internal/derive/tracestats"
 	"github.com/gpufeed/gpufeed/internal/finding"
 	"github.com/gpufeed/gpufeed/internal/judge/tracejudge"
-	"github.com/gpufeed/gpufeed/internal/trace/kineto"
-	"github.com/gpufeed/gpufeed/internal/trace/tracegen"
+	"github.com/gpufeed/gpufeed/internal/kineto"
+	"github.com/gpufeed/gpufeed/internal/tracegen"
 )
 
 // causeOf maps the generator's host activities to the attribution's causes.

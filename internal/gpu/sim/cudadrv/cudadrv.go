@@ -1,6 +1,6 @@
 // Package cudadrv calls a CUDA driver API library loaded with dlopen: the
 // real one (libcuda.so.1) on a GPU host, or gpufeed's simulated driver
-// (libgpufeed-simcuda.so, internal/gpu/sim/simcuda) anywhere else, through
+// (libgpufeed-simcuda.so, internal/sim/simcuda) anywhere else, through
 // the same code path. It binds the calls gpufeed's workloads and drills
 // make, by their exported names, with CUDA's C signatures.
 //

@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpufeed/gpufeed/internal/gpu/sim"
-	"github.com/gpufeed/gpufeed/internal/gpu/sim/cudadrv"
-	"github.com/gpufeed/gpufeed/internal/gpu/sim/simcuda"
+	"github.com/gpufeed/gpufeed/internal/sim"
+	"github.com/gpufeed/gpufeed/internal/sim/cudadrv"
+	"github.com/gpufeed/gpufeed/internal/sim/simcuda"
 )
 
 // TestGoDrivesTheDriverAPI drives the simulated driver from Go the way a

@@ -2,7 +2,7 @@
 // workloads (the demo scenarios, tests) call where a CUDA program would call
 // the driver. It drives the simulated CUDA driver library
 // (libgpufeed-simcuda.so, built from the source embedded in this binary)
-// through internal/gpu/sim/cudadrv, the same dlopen path a program takes to
+// through internal/sim/cudadrv, the same dlopen path a program takes to
 // libcuda.so.1 on a GPU host: a launch is user-space work and a record in
 // shared memory, no system call; a synchronisation waits as the context's
 // scheduling flags say. docs/SIMDEV.md has the model.
@@ -20,8 +20,8 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/gpufeed/gpufeed/internal/gpu/sim/cudadrv"
-	"github.com/gpufeed/gpufeed/internal/gpu/sim/simcuda"
+	"github.com/gpufeed/gpufeed/internal/sim/cudadrv"
+	"github.com/gpufeed/gpufeed/internal/sim/simcuda"
 	"golang.org/x/sys/unix"
 )
 

@@ -1,7 +1,7 @@
 // Package simcuda holds the simulated CUDA driver, libgpufeed-simcuda.so: a
 // C shared object exporting the CUDA driver API's names and signatures for
 // what gpufeed's scenarios and drills call, over the simulated device
-// (internal/gpu/sim). Its source is embedded in every gpufeed binary and
+// (internal/sim). Its source is embedded in every gpufeed binary and
 // test, and compiled with the system C compiler on first use into a cache
 // directory keyed by the hash of the source and the build command, so that
 // `go run ./cmd/gpufeed demo`, `make test` on a fresh clone and a `go

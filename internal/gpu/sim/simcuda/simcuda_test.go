@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gpufeed/gpufeed/internal/gpu/sim"
-	"github.com/gpufeed/gpufeed/internal/gpu/sim/simcuda"
+	"github.com/gpufeed/gpufeed/internal/sim"
+	"github.com/gpufeed/gpufeed/internal/sim/simcuda"
 )
 
 func serve(t *testing.T, opt sim.Options) string {

@@ -1,6 +1,6 @@
 // Package wire is the simulated device's protocol, shared by the server
-// (internal/gpu/sim), the observer source and the simulated driver library
-// (internal/gpu/sim/simcuda, in C; the Python client reads only the query
+// (internal/sim), the observer source and the simulated driver library
+// (internal/sim/simcuda, in C; the Python client reads only the query
 // reply): fixed-size little-endian frames on a Unix stream socket for what
 // happens once (a context's registration, an observer's samples, a blocking
 // wait), and shared memory for what happens at every launch (Layout below).

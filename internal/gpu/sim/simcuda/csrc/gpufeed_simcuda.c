@@ -33,7 +33,7 @@
  *
  * Nothing here trusts the server's memory beyond the two shared regions it
  * hands over at registration, and the server trusts nothing it reads from
- * them (internal/gpu/sim validates every record).
+ * them (internal/sim validates every record).
  */
 #define _GNU_SOURCE
 #include "gpufeed_simcuda.h"
@@ -57,7 +57,7 @@
 
 #define EXPORT __attribute__((visibility("default")))
 
-/* ---- protocol: must agree with internal/gpu/sim/wire ---- */
+/* ---- protocol: must agree with internal/sim/wire ---- */
 
 #define PROTOCOL_VERSION 2
 #define FRAME 32
@@ -85,7 +85,7 @@
 #define KIND_D2D 3
 #define REC_PINNED 1
 
-/* Bounds shared with the server (internal/gpu/sim). */
+/* Bounds shared with the server (internal/sim). */
 #define MAX_OP_NS (3600LL * 1000000000LL)
 #define MAX_COPY_BYTES (1ULL << 40)
 #define MAX_STREAMS 4096
