@@ -61,7 +61,7 @@ only when nothing could be read.`,
 			if err := checkPerfetto(perfetto); err != nil {
 				return err
 			}
-			var res render.TraceResult
+			var res render.TraceReport
 			var summaries []tracejudge.RankSummary
 			// readErr keeps each unreadable file's error, to return as is
 			// when it is the only file.

@@ -284,28 +284,28 @@ func (j *job) finish(ctx context.Context, tl *timeline.Timeline) {
 		return nil
 	})
 
+	// One judgement, read as it is: its series, its deaths, its verdict.
 	var v *derive.View
-	var in *judge.Input
-	var verdict *finding.Verdict
+	var jd *judge.Judgement
 	_ = j.a.probe("judge", func() error {
 		v = derive.New(tl)
-		in = judge.NewInput(tl, v)
-		verdict, _ = judge.JudgeInput(in)
+		jd = judge.Judge(tl, v)
 		return nil
 	})
+	in, verdict, series := jd.Input, jd.Verdict, jd.Series
 
 	measured, runq := 0.0, 0.0
-	for i, iv := range v.Intervals {
-		if i < len(in.Job.GPUUtil) && !math.IsNaN(in.Job.GPUUtil[i]) {
+	for i, iv := range series.Intervals {
+		if i < len(series.GPUUtil) && !math.IsNaN(series.GPUUtil[i]) {
 			measured += iv.Seconds()
 		}
-		if L := in.Job.Launch; L != nil && i < len(L.T.WaitPct) && !math.IsNaN(L.T.WaitPct[i]) {
-			runq += L.T.WaitPct[i] / 100 * iv.Seconds()
+		if series.Launch != "" && i < len(series.LaunchWait) && !math.IsNaN(series.LaunchWait[i]) {
+			runq += series.LaunchWait[i] / 100 * iv.Seconds()
 		}
 	}
 	cg := lastCgroup(tl, j.key.PID) // before packing thins the ticks
 	var newDeaths []string
-	for _, d := range in.Frozen.Deaths {
+	for _, d := range jd.Deaths {
 		if j.a.countDeath(d.PID, d.Cause) {
 			newDeaths = append(newDeaths, d.Cause)
 		}
@@ -353,7 +353,7 @@ func (j *job) finish(ctx context.Context, tl *timeline.Timeline) {
 	if cg.info != nil || cg.sample != nil {
 		j.cgroup = cg
 	}
-	at := in.Attr
+	at := in.Attribution
 	if measured > 0 && !math.IsNaN(at.IdlePct) {
 		switch verdict.Class {
 		case finding.Stalled, finding.Idle:

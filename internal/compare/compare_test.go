@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpufeed/gpufeed/internal/timeline"
+	"github.com/gpufeed/gpufeed/internal/judge"
 )
 
 func load(t *testing.T, path string) *Input {
@@ -151,24 +151,28 @@ func TestStraggler(t *testing.T) {
 	}
 }
 
-// TestDeathsFromKernelLines: OOM kills and segfaults in a report's kernel
-// lines (as the kernel writes them), ordered across nodes; two deaths
-// closer than the clocks tell are not ordered.
-func TestDeathsFromKernelLines(t *testing.T) {
-	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	a := deaths([]timeline.Event{
-		{T: int64(2 * time.Second), Kind: timeline.EventKernelLog, Text: "oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),cpuset=/,mems_allowed=0,oom_memcg=/slurm/uid_1000/job_42,task_memcg=/slurm/uid_1000/job_42/step_0,task=python3,pid=4242,uid=1000"},
-		{T: int64(2 * time.Second), Kind: timeline.EventKernelLog, Text: "Memory cgroup out of memory: Killed process 4242 (python3) total-vm:75672kB, anon-rss:65536kB, file-rss:0kB, shmem-rss:0kB, UID:1000 pgtables:180kB oom_score_adj:0"},
-	}, t0, time.Second, map[int]string{4242: "rank 3"})
-	b := deaths([]timeline.Event{
-		{T: int64(5 * time.Second), Kind: timeline.EventKernelLog, Text: "python3[5151]: segfault at 0 ip 00007f1c2a8b1d3e sp 00007ffd6f1e8a50 error 4 in libc.so.6[7f1c2a830000+155000] likely on CPU 1 (core 1, socket 0)"},
-	}, t0, time.Second, nil)
-	if len(a) != 1 || a[0].Cause != "oom-kill" || a[0].Member != "rank 3" || a[0].Where != "memory cgroup /slurm/uid_1000/job_42" {
+// TestDeathsAcrossNodes: the judge's deaths of each node (an OOM kill, a
+// segfault), ordered across nodes; two deaths closer than the clocks tell
+// are not ordered; a member only the sampler saw go has no time to order.
+func TestDeathsAcrossNodes(t *testing.T) {
+	a := deathsOf([]judge.Death{
+		{PID: 4242, Comm: "python3", Member: "rank 3", Cause: "oom-kill", Where: "memory cgroup /slurm/uid_1000/job_42", Time: "2026-03-01T12:00:02.000000Z", Via: "pid",
+			Line: "Memory cgroup out of memory: Killed process 4242 (python3) total-vm:75672kB"},
+		{PID: 4243, Comm: "python3", Member: "rank 4", Cause: "exited", Via: "pid"},
+	})
+	b := deathsOf([]judge.Death{
+		{PID: 5151, Comm: "python3", Cause: "segfault", Where: "in libc.so.6", Time: "2026-03-01T12:00:05.000000Z", Via: "pid"},
+	})
+	if len(a) != 1 || a[0].Cause != "oom-kill" || a[0].Member != "rank 3" || a[0].Where != "memory cgroup /slurm/uid_1000/job_42" || a[0].Resolution != time.Microsecond {
 		t.Fatalf("OOM kill read as %+v", a)
 	}
 	if len(b) != 1 || b[0].Cause != "segfault" || b[0].Where != "in libc.so.6" {
 		t.Fatalf("segfault read as %+v", b)
 	}
+	for i := range a {
+		a[i].Resolution = time.Second
+	}
+	b[0].Resolution = time.Second
 	runA := &Input{File: "a.json", Host: "node-a", Kind: KindReport, Run: &Run{Deaths: a}}
 	runB := &Input{File: "b.json", Host: "node-b", Kind: KindReport, Run: &Run{Deaths: b}}
 	r := Compare([]*Input{runB, runA})
@@ -242,5 +246,43 @@ func TestWorkerCopiesCompared(t *testing.T) {
 		if row.Key == "worker_cow_copied" {
 			t.Errorf("row without readings: %+v", row)
 		}
+	}
+}
+
+// TestReportReadAsJudgedNotFromProse: compare reads a report's launch
+// thread and the members that died from the judge's own fields (job,
+// deaths), never from the findings' wording or the kernel lines' text:
+// reworded, they compare the same. The busiest main thread is not the
+// launch thread when the judge named another.
+func TestReportReadAsJudgedNotFromProse(t *testing.T) {
+	doc := fmt.Sprintf(`{"tool": "gpufeed", "schema_version": %d, "command": "diagnose", "target": {"pid": 100, "comm": "python3"},
+		"window": {"started": "2026-07-13T14:22:00Z", "duration_ns": 10000000000, "samples": 101},
+		"verdict": {"class": "stalled", "confidence_percent": 80},
+		"findings": [{"id": "member-died", "subject": "the member we lost, formerly known as pid 4242", "claim": "one went away"}],
+		"processes": [{"pid": 100, "comm": "python3", "role": "rank", "rank": "0", "cpu_percent": {"p50": 95, "samples": 100}, "threads": [
+			{"tid": 100, "comm": "python3", "role": "main", "cpu_percent": {"p50": 95, "samples": 100}, "runqueue_wait_percent": 1},
+			{"tid": 130, "comm": "pt_launcher", "role": "unnamed", "cpu_percent": {"p50": 40, "samples": 100}, "runqueue_wait_percent": 30}]}],
+		"events": [{"at_ns": 2000000000, "kind": "kmsg", "pid": 4242, "text": "the kernel stopped task 4242 for memory"}],
+		"job": {"launch_thread": {"pid": 100, "tid": 130, "comm": "pt_launcher"}, "gpu_processes": [100], "gpu_processes_how": "listed",
+			"members": [{"pid": 100, "ppid": 1, "comm": "python3", "role": "rank", "rank": "0", "name": "rank 0", "uses_gpu": true, "exited": false}], "fork_groups": []},
+		"kernel_events": [{"at_ns": 2000000000, "time": "2026-07-13T14:22:02.000000Z", "kind": "oom-kill", "pid": 4242, "comm": "python3", "job": true, "member": "rank 2", "line": "the kernel stopped task 4242 for memory"}],
+		"deaths": [{"pid": 4242, "comm": "python3", "member": "rank 2", "cause": "oom-kill", "where": "memory cgroup /job", "time": "2026-07-13T14:22:02.000000Z", "via": "kernel log"}]}`, SchemaVersion)
+	in, err := Load("run.json", strings.NewReader(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := in.Run.Deaths
+	if len(d) != 1 || d[0].PID != 4242 || d[0].Member != "rank 2" || d[0].Cause != "oom-kill" || d[0].Where != "memory cgroup /job" ||
+		!d[0].At.Equal(time.Date(2026, 7, 13, 14, 22, 2, 0, time.UTC)) {
+		t.Errorf("deaths %+v: want rank 2 (pid 4242) killed for memory at 14:22:02, as the judge wrote it", d)
+	}
+	var launch []string
+	for _, m := range in.Run.Metrics {
+		if m.Key == "launch_cpu" || m.Key == "launch_wait" {
+			launch = append(launch, m.Key+" of "+m.Of)
+		}
+	}
+	if want := []string{"launch_cpu of pt_launcher (tid 130)", "launch_wait of pt_launcher (tid 130)"}; fmt.Sprint(launch) != fmt.Sprint(want) {
+		t.Errorf("launch thread metrics %v, want %v (the judge's launch thread, not the busiest main thread)", launch, want)
 	}
 }

@@ -20,13 +20,10 @@ import (
 	"io"
 	"io/fs"
 	"math"
-	"regexp"
-	"strconv"
 	"time"
 
 	"github.com/gpufeed/gpufeed/internal/derive"
 	"github.com/gpufeed/gpufeed/internal/judge"
-	"github.com/gpufeed/gpufeed/internal/kernlog"
 	"github.com/gpufeed/gpufeed/internal/safetext"
 	"github.com/gpufeed/gpufeed/internal/timeline"
 	"github.com/gpufeed/gpufeed/internal/trace"
@@ -271,11 +268,11 @@ func parseDocument(name string, b []byte) (*Input, error) {
 		in.Check = doc
 	case "diagnose", "report", "demo", "agent":
 		in.Kind = KindReport
-		run, err := parseReport(b)
+		run, warnings, err := parseReport(b)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %s", name, jsonErr(b, err))
 		}
-		in.Run = run
+		in.Run, in.Warnings = run, warnings
 	case "trace":
 		return nil, fmt.Errorf("%s: a trace report: compare reads check and diagnose/report documents and recordings (gpufeed trace compares the ranks of one trace directory itself)", name)
 	default:
@@ -359,9 +356,13 @@ type reportJSON struct {
 		Confidence int    `json:"confidence_percent"`
 	} `json:"verdict"`
 	Findings []struct {
-		ID      string `json:"id"`
-		Subject string `json:"subject"`
+		ID string `json:"id"`
 	} `json:"findings"`
+	// Job and Deaths are the judge's own (judge.Judgement), carried as it
+	// wrote them: compare reads the launch thread and the members that
+	// died from them, never from the findings' text.
+	Job    *judge.JobJudged `json:"job"`
+	Deaths []judge.Death    `json:"deaths"`
 	Target struct {
 		PID  int    `json:"pid"`
 		Comm string `json:"comm"`
@@ -401,12 +402,6 @@ type reportJSON struct {
 		Mean    *float64 `json:"util_mean_percent"`
 		Samples int      `json:"util_samples"`
 	} `json:"gpus"`
-	Events []struct {
-		AtNS int64  `json:"at_ns"`
-		Kind string `json:"kind"`
-		PID  int    `json:"pid"`
-		Text string `json:"text"`
-	} `json:"events"`
 }
 
 func val(p *float64) float64 {
@@ -416,17 +411,18 @@ func val(p *float64) float64 {
 	return *p
 }
 
-func parseReport(b []byte) (*Run, error) {
+func parseReport(b []byte) (*Run, []string, error) {
 	var r reportJSON
 	if err := json.Unmarshal(b, &r); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	var warnings []string
 	run := &Run{PID: r.Target.PID, Comm: r.Target.Comm, Duration: time.Duration(r.Window.DurationNS),
 		Intervals: max(0, r.Window.Samples-1)}
 	if r.Window.Started != "" {
 		t, err := time.Parse(time.RFC3339Nano, r.Window.Started)
 		if err != nil {
-			return nil, fmt.Errorf("window.started %q: expected an RFC 3339 time", safetext.Cap(r.Window.Started, 40))
+			return nil, nil, fmt.Errorf("window.started %q: expected an RFC 3339 time", safetext.Cap(r.Window.Started, 40))
 		}
 		run.Started, run.Resolution = t, resolution(r.Window.Started, t)
 	}
@@ -454,39 +450,34 @@ func parseReport(b []byte) (*Run, error) {
 			run.Metrics = append(run.Metrics, m)
 		}
 	}
-	// The launch thread is not marked in a report: the busiest main or
-	// autograd thread of the job stands for it (PyTorch launches from
-	// them), as the judge's own first choice does when no thread was seen
-	// on the device.
-	type th struct {
-		comm          string
-		tid           int
-		cpu           stat
-		wait, waitP95 *float64
+	// The launch thread is the judge's (the document's job.launch_thread),
+	// its figures the thread's own row.
+	var launch *judge.ThreadRef
+	if r.Job != nil {
+		launch = r.Job.LaunchThread
+	} else if r.Verdict != nil {
+		warnings = append(warnings, "written by a gpufeed that did not record the job as judged (no \"job\"): its launch thread and the members that died are not compared")
 	}
-	var best *th
 	var job *Metric
 	for _, p := range r.Processes {
 		if p.PID == r.Target.PID && p.CPU.P50 != nil {
 			job = &Metric{Key: "job_cpu", Name: "job's root process CPU", Unit: "% of a core", P10: math.NaN(), P50: *p.CPU.P50,
 				P90: math.NaN(), Mean: math.NaN(), N: p.CPU.Samples, Of: fmt.Sprintf("%s (pid %d)", p.Comm, p.PID)}
 		}
+		if launch == nil || p.PID != launch.PID {
+			continue
+		}
 		for _, t := range p.Threads {
-			if (t.Role != "main" && t.Role != "autograd") || t.CPU.P50 == nil {
+			if t.TID != launch.TID || t.CPU.P50 == nil {
 				continue
 			}
-			if best == nil || *t.CPU.P50+val(t.Wait) > *best.cpu.P50+val(best.wait) {
-				best = &th{comm: t.Comm, tid: t.TID, cpu: t.CPU, wait: t.Wait, waitP95: t.WaitP95}
+			of := fmt.Sprintf("%s (tid %d)", t.Comm, t.TID)
+			run.Metrics = append(run.Metrics, &Metric{Key: "launch_cpu", Name: "launch thread on a CPU", Unit: "% of a core",
+				P10: math.NaN(), P50: *t.CPU.P50, P90: math.NaN(), Mean: math.NaN(), N: t.CPU.Samples, Of: of})
+			if t.Wait != nil {
+				run.Metrics = append(run.Metrics, &Metric{Key: "launch_wait", Name: "launch thread waiting for a CPU", Unit: "%", Better: -1,
+					P10: math.NaN(), P50: math.NaN(), P90: math.NaN(), Mean: *t.Wait, N: t.CPU.Samples, Of: of})
 			}
-		}
-	}
-	if best != nil {
-		of := fmt.Sprintf("%s (tid %d)", best.comm, best.tid)
-		run.Metrics = append(run.Metrics, &Metric{Key: "launch_cpu", Name: "launch thread on a CPU", Unit: "% of a core",
-			P10: math.NaN(), P50: *best.cpu.P50, P90: math.NaN(), Mean: math.NaN(), N: best.cpu.Samples, Of: of})
-		if best.wait != nil {
-			run.Metrics = append(run.Metrics, &Metric{Key: "launch_wait", Name: "launch thread waiting for a CPU", Unit: "%", Better: -1,
-				P10: math.NaN(), P50: math.NaN(), P90: math.NaN(), Mean: *best.wait, N: best.cpu.Samples, Of: of})
 		}
 	}
 	if job != nil {
@@ -506,37 +497,9 @@ func parseReport(b []byte) (*Run, error) {
 		run.Metrics = append(run.Metrics, &Metric{Key: "host_busy", Name: "host CPUs busy", Unit: "%", P10: math.NaN(),
 			P50: *r.Host.Busy.P50, P90: math.NaN(), Mean: math.NaN(), N: r.Host.Busy.Samples, Of: "all CPUs"})
 	}
-	ranks := map[int]string{}
-	for _, p := range r.Processes {
-		if p.Rank != "" {
-			ranks[p.PID] = "rank " + p.Rank
-		}
-	}
-	// A member that died before the window is not among the processes: the
-	// member-died finding's subject names it as the judge matched it
-	// ("rank 2 (pid 4242)").
-	for _, f := range r.Findings {
-		if f.ID != "member-died" {
-			continue
-		}
-		if m := memberSubject.FindStringSubmatch(f.Subject); m != nil {
-			if pid, err := strconv.Atoi(m[2]); err == nil && ranks[pid] == "" {
-				ranks[pid] = m[1]
-			}
-		}
-	}
-	var evs []timeline.Event
-	for _, e := range r.Events {
-		if e.Kind == timeline.EventKernelLog {
-			evs = append(evs, timeline.Event{T: e.AtNS, Kind: e.Kind, PID: e.PID, Text: e.Text})
-		}
-	}
-	run.Deaths = deaths(evs, run.Started, run.Resolution, ranks)
-	return run, nil
+	run.Deaths = deathsOf(r.Deaths)
+	return run, warnings, nil
 }
-
-// memberSubject is how the judge names a member it matched to a rank.
-var memberSubject = regexp.MustCompile(`^((?:local )?rank \d+) \(pid (\d+)\)`)
 
 // resolution is how finely an RFC 3339 text gives its time: whole seconds
 // unless it has a fraction.
@@ -570,8 +533,8 @@ func gpuOf(n int) string {
 // interval's value of the quantities compare sets side by side.
 func FromTimeline(name string, tl *timeline.Timeline) *Input {
 	v := derive.New(tl)
-	verdict, findings := judge.Judge(tl, v)
-	in := judge.NewInput(tl, v)
+	jd := judge.Judge(tl, v)
+	verdict, findings, in := jd.Verdict, jd.Findings, jd.Input
 	run := &Run{Started: tl.Meta.Started, Resolution: time.Microsecond, Intervals: len(v.Intervals),
 		PID: tl.Meta.Target.PID, PerInterval: true}
 	if p := v.Target(); p != nil && p.Info != nil {
@@ -594,13 +557,14 @@ func FromTimeline(name string, tl *timeline.Timeline) *Input {
 		run.Metrics = append(run.Metrics, &Metric{Key: key, Name: name, Unit: unit, Better: better,
 			P10: st.P10, P50: st.P50, P90: st.P90, Mean: st.Mean, N: st.N, Of: of})
 	}
+	// The series the verdict was judged from, and the judge's launch thread.
 	if len(in.Job.Devices) > 0 {
-		add("gpu_busy", "GPU busy", "%", +1, gpuOf(len(in.Job.Devices)), in.Job.GPUUtil)
+		add("gpu_busy", "GPU busy", "%", +1, gpuOf(len(in.Job.Devices)), jd.Series.GPUUtil)
 	}
-	if l := in.Job.Launch; l != nil {
-		of := fmt.Sprintf("%s (tid %d)", l.T.Comm, l.T.Key.TID)
-		add("launch_cpu", "launch thread on a CPU", "% of a core", 0, of, l.T.CPUPct)
-		add("launch_wait", "launch thread waiting for a CPU", "%", -1, of, l.T.WaitPct)
+	if l := jd.Job.LaunchThread; l != nil {
+		of := fmt.Sprintf("%s (tid %d)", l.Comm, l.TID)
+		add("launch_cpu", "launch thread on a CPU", "% of a core", 0, of, jd.Series.LaunchRun)
+		add("launch_wait", "launch thread waiting for a CPU", "%", -1, of, jd.Series.LaunchWait)
 	}
 	if p := v.Target(); p != nil {
 		add("job_cpu", "job's root process CPU", "% of a core", 0, fmt.Sprintf("%s (pid %d)", p.Info.Comm, p.Key.PID), p.CPUPct)
@@ -616,91 +580,23 @@ func FromTimeline(name string, tl *timeline.Timeline) *Input {
 		}
 		run.Metrics = append(run.Metrics, cowMetric(copied, workers, len(v.Intervals)))
 	}
-	run.Deaths = recordedDeaths(in, run.Resolution)
+	run.Deaths = deathsOf(jd.Deaths)
 	return &Input{File: name, Kind: KindRecording, Host: tl.Meta.Hostname, Run: run}
 }
 
-// deaths reads the members' deaths from a run's kernel log lines: OOM
-// kills, segfaults and fatal traps, each at its wall time.
-func deaths(evs []timeline.Event, started time.Time, res time.Duration, ranks map[int]string) []Death {
+// deathsOf are the judge's deaths of a run that the kernel told (a kill
+// or a crash, with its time), as compare sets them side by side: the
+// member each was, where and when it died, as the judge wrote them. A
+// member only the sampler saw go has no kernel time to order it by.
+func deathsOf(ds []judge.Death) []Death {
 	var out []Death
-	for _, ev := range kernlog.FromTimeline(evs, started) {
-		d := Death{At: ev.Wall, Resolution: res, PID: ev.PID, Comm: ev.Comm, Member: ranks[ev.PID], Cause: string(ev.Kind),
-			Line: safetext.Cap(ev.Raw, 200)}
-		switch ev.Kind {
-		case kernlog.OOMKill:
-			if ev.TaskMemCG != "" {
-				d.Where = "memory cgroup " + ev.TaskMemCG
-			}
-		case kernlog.Segfault, kernlog.Trap:
-			if ev.Object != "" {
-				d.Where = "in " + ev.Object
-			}
-		default:
+	for _, d := range ds {
+		at := d.When()
+		if at.IsZero() || d.Cause == "exited" {
 			continue
 		}
-		out = append(out, d)
-	}
-	// The OOM kill line does not name the cgroup; the summary line before
-	// it does.
-	for _, k := range kernlog.Kills(kernlog.FromTimeline(evs, started)) {
-		for i := range out {
-			if out[i].Cause == string(kernlog.OOMKill) && out[i].PID == k.PID && out[i].Where == "" {
-				switch {
-				case k.MemCG != "" && k.LimitBytes > 0:
-					out[i].Where = fmt.Sprintf("memory cgroup %s at its limit", k.MemCG)
-				case k.MemCG != "":
-					out[i].Where = "memory cgroup " + k.MemCG
-				case k.Constraint == "CONSTRAINT_NONE":
-					out[i].Where = "the whole machine out of memory"
-				}
-			}
-		}
-	}
-	return out
-}
-
-// recordedDeaths are the judge's own deaths of a recorded run: the members
-// the kernel killed or that crashed, tied to the job by pid or by its
-// memory cgroup, with the rank told by elimination for one that died
-// before it was sampled.
-func recordedDeaths(in *judge.Input, res time.Duration) []Death {
-	var out []Death
-	for _, fd := range in.Frozen.Deaths {
-		if fd.When.IsZero() || (fd.Kill == nil && fd.Crash == nil) {
-			continue // only the sampler saw it go: no kernel time
-		}
-		d := Death{At: fd.When, Resolution: res, PID: fd.PID, Cause: fd.Cause}
-		if fd.Match != nil {
-			d.Member = fd.Match.Name()
-		} else if p := in.View.ProcByPID(fd.PID); p != nil && p.Rank() != "" {
-			d.Member = "rank " + p.Rank()
-		}
-		switch {
-		case fd.Kill != nil:
-			k := fd.Kill
-			d.Comm = k.Comm
-			switch {
-			case k.MemCG != "" && k.LimitBytes > 0:
-				d.Where = fmt.Sprintf("memory cgroup %s at its limit", k.MemCG)
-			case k.MemCG != "":
-				d.Where = "memory cgroup " + k.MemCG
-			case k.Constraint == "CONSTRAINT_NONE":
-				d.Where = "the whole machine out of memory"
-			}
-			for _, l := range k.Lines {
-				if ev, ok := kernlog.ParseMessage(l); ok && ev.Kind == kernlog.OOMKill {
-					d.Line = safetext.Cap(l, 200)
-				}
-			}
-		case fd.Crash != nil:
-			d.Comm = fd.Crash.Comm
-			if fd.Crash.Object != "" {
-				d.Where = "in " + fd.Crash.Object
-			}
-			d.Line = safetext.Cap(fd.Crash.Raw, 200)
-		}
-		out = append(out, d)
+		out = append(out, Death{At: at, Resolution: resolution(d.Time, at), PID: d.PID, Comm: safetext.Cap(d.Comm, 64), Member: d.Member,
+			Cause: d.Cause, Where: safetext.Cap(d.Where, 200), Line: safetext.Cap(d.Line, 200)})
 	}
 	return out
 }

@@ -8,13 +8,11 @@ import (
 )
 
 // Judge turns a timeline into the report: its derived view, then the rules
-// and the classifier (frozen-job judgement among them), then the report
-// model. diagnose, demo and report all call it, so a recording judged later
-// gives exactly the live report. notes are added to the report's.
+// and the classifier (frozen-job judgement among them) give one
+// judge.Judgement, which the report model carries as it is. diagnose, demo
+// and report all call it, so a recording judged later gives exactly the
+// live report. notes are added to the report's.
 func Judge(tl *timeline.Timeline, notes []string) *render.Report {
 	v := derive.New(tl)
-	verdict, findings, series := judge.JudgeSeries(tl, v)
-	r := render.Build(tl, v, verdict, findings, notes)
-	r.Series = series
-	return r
+	return render.Build(tl, v, judge.Judge(tl, v), notes)
 }

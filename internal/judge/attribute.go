@@ -102,20 +102,20 @@ func attribute(in *Input) Attribution {
 	n := len(in.View.Intervals)
 	at := Attribution{Intervals: n, Share: map[finding.Class]float64{}, Mostly: map[finding.Class]int{}, Carry: map[finding.Class]float64{},
 		Cause: make([]finding.Class, n), Attributed: make([]bool, n)}
-	L := j.Launch
+	launchThread := j.Launch
 	// The launch thread's sleep mix over the window, from its readings
 	// asleep (D-state ticks are counted per interval below).
 	var mix [numWaitKinds]float64
-	if L != nil {
+	if launchThread != nil {
 		known := 0
 		for k := WaitKind(0); k < numWaitKinds; k++ {
 			if k != WaitDisk {
-				known += L.Waits.Asleep[k]
+				known += launchThread.Waits.Asleep[k]
 			}
 		}
 		for k := WaitKind(0); k < numWaitKinds; k++ {
 			if k != WaitDisk && known > 0 {
-				mix[k] = float64(L.Waits.Asleep[k]) / float64(known)
+				mix[k] = float64(launchThread.Waits.Asleep[k]) / float64(known)
 			}
 		}
 		if known == 0 {
@@ -136,11 +136,11 @@ func attribute(in *Input) Attribution {
 		switch {
 		case c >= thresholds.LinkSaturatedPct:
 			w[finding.TransferBound] = 1
-		case L == nil || math.IsNaN(L.T.CPUPct[i]):
+		case launchThread == nil || math.IsNaN(launchThread.T.CPUPct[i]):
 			w[Unexplained] = 1
 		default:
 			at.LaunchMeasured++
-			r, q := L.T.CPUPct[i], nanZero(L.T.WaitPct[i])
+			r, q := launchThread.T.CPUPct[i], nanZero(launchThread.T.WaitPct[i])
 			if r+q >= thresholds.LaunchSaturatedPct {
 				at.LaunchSaturated++
 				at.Descheduled += idle * splitSaturated(w, r, q, g, c, idle)

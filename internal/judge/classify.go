@@ -58,7 +58,7 @@ var CauseID = map[finding.Class]string{
 // own, times the bound over the intervals it judged. Verdict.Basis says so
 // in words.
 func Classify(in *Input, fs []finding.Finding) finding.Verdict {
-	a, at := in.View, in.Attr
+	a, at := in.View, in.Attribution
 	window := time.Duration(a.WindowNS)
 	if window+windowSlack(in) < thresholds.MinWindow || sampledIntervals(in) < thresholds.MinIntervals {
 		return inconclusive(shortWindow(in), nil)
@@ -281,19 +281,19 @@ func deviceState(in *Input) string {
 
 // unexplainedIdle says why the idle time could not be attributed.
 func unexplainedIdle(in *Input) string {
-	at := in.Attr
-	L := in.Job.Launch
+	at := in.Attribution
+	launchThread := in.Job.Launch
 	msg := fmt.Sprintf("the GPU was idle %.0f%% of the window, and %.0f%% of it could not be tied to what the launch thread %s did",
-		at.IdlePct, at.Share[Unexplained], threadName(L.T))
+		at.IdlePct, at.Share[Unexplained], threadName(launchThread.T))
 	var reasons []string
 	seen := map[string]bool{}
-	for _, w := range L.Waits.Top {
+	for _, w := range launchThread.Waits.Top {
 		if strings.HasPrefix(w.What, "not visible") && !seen[w.What] {
 			seen[w.What] = true
 			reasons = append(reasons, w.What)
 		}
 	}
-	if dc := L.Proc.Info.DeviceChannels; dc == nil {
+	if dc := launchThread.Proc.Info.DeviceChannels; dc == nil {
 		reasons = append(reasons, "its process's device channels were not read (a recording made without them)")
 	} else if dc.NotVisible != "" {
 		reasons = append(reasons, "device channels: "+dc.NotVisible)
@@ -310,7 +310,7 @@ func unexplainedIdle(in *Input) string {
 // names no class, as any inconclusive verdict, rather than a wrong one:
 // the summary names both candidates and Missing what separates them.
 func spinOrSubmit(in *Input) finding.Verdict {
-	at := in.Attr
+	at := in.Attribution
 	v := inconclusive(fmt.Sprintf("what the launch thread %s does while it runs: a synchronisation that spins (CUDA's default wait while a process has fewer active contexts than the host has CPUs) "+
 		"and a thread submitting work both read as a running thread in user mode with no system call; gpufeed's own probes tell them apart: "+
 		"diagnose --pid %d --profile on (as root, or with CAP_PERFMON and CAP_BPF) times the driver's synchronisations, and --py-stacks shows the Python line it runs "+

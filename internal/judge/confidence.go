@@ -122,7 +122,7 @@ func busyThreadUnseparated(in *Input, fs []finding.Finding, share float64) bool 
 			return false
 		}
 	}
-	running := share - in.Attr.Descheduled
+	running := share - in.Attribution.Descheduled
 	return running*2 > share
 }
 

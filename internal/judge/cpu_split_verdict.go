@@ -19,30 +19,30 @@ func applyCPUSplit(in *Input, fs []finding.Finding) {
 	if split == nil && profileVeto(fs) != nil {
 		split = &finding.Finding{Supports: Unexplained}
 	}
-	if split == nil || in.Attr.Share == nil {
+	if split == nil || in.Attribution.Share == nil {
 		return
 	}
-	share := make(map[finding.Class]float64, len(in.Attr.Share))
-	for c, v := range in.Attr.Share {
+	share := make(map[finding.Class]float64, len(in.Attribution.Share))
+	for c, v := range in.Attribution.Share {
 		share[c] = v
 	}
 	moved := share[finding.SubmissionBound] + share[SpinOrSubmit]
 	delete(share, finding.SubmissionBound)
 	delete(share, SpinOrSubmit)
 	share[split.Supports] += moved
-	in.Attr.Share = share
+	in.Attribution.Share = share
 	// The intervals whose idle went mostly to those go to the class too:
 	// they carry it (the confidence counts them).
-	mostly := make(map[finding.Class]int, len(in.Attr.Mostly))
-	for c, n := range in.Attr.Mostly {
+	mostly := make(map[finding.Class]int, len(in.Attribution.Mostly))
+	for c, n := range in.Attribution.Mostly {
 		if c == finding.SubmissionBound || c == SpinOrSubmit {
 			c = split.Supports
 		}
 		mostly[c] += n
 	}
-	in.Attr.Mostly = mostly
-	carry := make(map[finding.Class]float64, len(in.Attr.Carry))
-	for c, k := range in.Attr.Carry {
+	in.Attribution.Mostly = mostly
+	carry := make(map[finding.Class]float64, len(in.Attribution.Carry))
+	for c, k := range in.Attribution.Carry {
 		if c == finding.SubmissionBound || c == SpinOrSubmit {
 			c = split.Supports
 		}
@@ -50,16 +50,16 @@ func applyCPUSplit(in *Input, fs []finding.Finding) {
 			carry[c] += k
 		}
 	}
-	in.Attr.Carry = carry
-	cause := slices.Clone(in.Attr.Cause)
+	in.Attribution.Carry = carry
+	cause := slices.Clone(in.Attribution.Cause)
 	for i, c := range cause {
 		if c == finding.SubmissionBound || c == SpinOrSubmit {
 			cause[i] = split.Supports
 		}
 	}
-	in.Attr.Cause = cause
+	in.Attribution.Cause = cause
 	if split.Supports != finding.SubmissionBound {
-		in.Attr.Descheduled = 0
+		in.Attribution.Descheduled = 0
 	}
 }
 

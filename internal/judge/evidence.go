@@ -34,7 +34,7 @@ func round1(x float64) float64 {
 // starved reports whether the GPU waited enough for CPU-side findings to
 // cost throughput: measured, and idle at least GPUBoundIdleMaxPct.
 func (in *Input) starved() bool {
-	return in.Attr.Measured > 0 && in.Attr.IdlePct >= thresholds.GPUBoundIdleMaxPct
+	return in.Attribution.Measured > 0 && in.Attribution.IdlePct >= thresholds.GPUBoundIdleMaxPct
 }
 
 // impact is the severity of a CPU-side finding: a warning when the GPU
@@ -55,7 +55,7 @@ func (in *Input) gpuUtilEvidence() finding.Evidence {
 
 // shareEvidence is the share of the window whose GPU idle time went to c.
 func (in *Input) shareEvidence(c finding.Class, because string) finding.Evidence {
-	at := in.Attr
+	at := in.Attribution
 	return ev(fmt.Sprintf("GPU idle time attributed to %s (%s)", c, because), at.Share[c], "% of the window",
 		fmt.Sprintf("mostly so in %d of %d measured intervals; all causes: %s", at.Mostly[c], at.Measured, strings.Join(idleSplit(at), ", ")),
 		"interval by interval attribution of the GPU idle time")
@@ -72,16 +72,16 @@ func (in *Input) launchCPUEvidence() []finding.Evidence {
 
 // launchWhoEvidence says how the launch thread was recognised.
 func (in *Input) launchWhoEvidence() finding.Evidence {
-	L := in.Job.Launch
-	return evText("launch thread", threadName(L.T)+": "+L.How, "", "thread roles, GPU process list, /proc/PID/fd")
+	launchThread := in.Job.Launch
+	return evText("launch thread", threadName(launchThread.T)+": "+launchThread.How, "", "thread roles, GPU process list, /proc/PID/fd")
 }
 
 // launchWaitsEvidence says where the launch thread slept.
 func (in *Input) launchWaitsEvidence() finding.Evidence {
-	L := in.Job.Launch
-	return evText("where the launch thread slept", L.Waits.topWaits(3),
-		fmt.Sprintf("%d readings, about one per %v", L.Waits.Readings(), in.slowTier()),
-		fmt.Sprintf("/proc/%d/task/%d/{stat,syscall,wchan}, /proc/%d/fd", L.T.PID, L.T.Key.TID, L.T.PID))
+	launchThread := in.Job.Launch
+	return evText("where the launch thread slept", launchThread.Waits.topWaits(3),
+		fmt.Sprintf("%d readings, about one per %v", launchThread.Waits.Readings(), in.slowTier()),
+		fmt.Sprintf("/proc/%d/task/%d/{stat,syscall,wchan}, /proc/%d/fd", launchThread.T.PID, launchThread.T.Key.TID, launchThread.T.PID))
 }
 
 func (in *Input) slowTier() string {
@@ -144,7 +144,7 @@ func (in *Input) hostBusyEvidence() (finding.Evidence, bool) {
 // idleBecause ends a cause's claim with the GPU's idle share and the part of
 // it the cause explains: ": the GPU idled 57% of the window, 33% because of it".
 func (in *Input) idleBecause(share float64) string {
-	return fmt.Sprintf(": the GPU idled %.0f%% of the window, %.0f%% because of it", in.Attr.IdlePct, share)
+	return fmt.Sprintf(": the GPU idled %.0f%% of the window, %.0f%% because of it", in.Attribution.IdlePct, share)
 }
 
 // causeSeverity is a cause finding's severity: a warning from HighSharePct

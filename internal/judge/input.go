@@ -11,6 +11,7 @@ import (
 	"github.com/gpufeed/gpufeed/internal/gpu"
 	"github.com/gpufeed/gpufeed/internal/judge/frozen"
 	"github.com/gpufeed/gpufeed/internal/judge/thresholds"
+	"github.com/gpufeed/gpufeed/internal/kernlog"
 	"github.com/gpufeed/gpufeed/internal/timeline"
 )
 
@@ -25,12 +26,18 @@ type Input struct {
 	View *derive.View
 	// Job is the observed job seen from the GPU's side.
 	Job Job
-	// Attr is where the GPU's idle time went, interval by interval.
-	Attr Attribution
+	// Attribution is where the GPU's idle time went, interval by interval.
+	Attribution Attribution
 	// Frozen is frozen-job triage and the memory/limit analyses
 	// (internal/judge/frozen): whether the job progresses at all, who died, where
 	// every thread waits.
 	Frozen frozen.Result
+
+	// kernel are the timeline's kernel log lines that have a kind,
+	// recognised once here (every analysis reads these); kernelIndex the
+	// index in Timeline.Events of each.
+	kernel      []kernlog.Event
+	kernelIndex []int
 }
 
 // Job is the observed process tree, with the parts that matter for feeding
@@ -77,8 +84,9 @@ type Job struct {
 func NewInput(tl *timeline.Timeline, a *derive.View) *Input {
 	in := &Input{Timeline: tl, View: a}
 	in.Job = buildJob(tl, a)
-	in.Attr = attribute(in)
-	in.Frozen = frozen.Analyze(tl, a)
+	in.Attribution = attribute(in)
+	in.kernel, in.kernelIndex = recognise(tl)
+	in.Frozen = frozen.AnalyzeKernel(tl, a, in.kernel)
 	return in
 }
 

@@ -56,7 +56,7 @@ func TestDriverCallsSplitTheSaturatedThread(t *testing.T) {
 	} {
 		tl := saturatedAt(tc.util).timeline()
 		tl.Meta.DriverCalls = driverOf(100, tc.launches, tc.syncs, tc.syncNS)
-		v, fs := Judge(tl, derive.New(tl))
+		v, fs := judgeVF(tl, derive.New(tl))
 		f := findingByID(fs, "launch-thread-driver-calls")
 		if tc.want == "" {
 			if f != nil {
@@ -79,7 +79,7 @@ func TestDriverCallsSplitTheSaturatedThread(t *testing.T) {
 	}
 	// Without them, /proc alone: neither class.
 	tl := saturatedTrainer().timeline()
-	if v, _ := Judge(tl, derive.New(tl)); v.Class == finding.SyncBound {
+	if v, _ := judgeVF(tl, derive.New(tl)); v.Class == finding.SyncBound {
 		t.Errorf("no driver calls: %s", v.Class)
 	}
 }
@@ -91,7 +91,7 @@ func TestDriverCallsDeferToAProfileOfFewLaunches(t *testing.T) {
 	tl.Meta.DriverCalls = driverOf(100, 500, 5, 1e8)
 	tl.Meta.CPUProfile = &profile.CPUProfile{State: profile.StateOn, FrequencyHz: 99, CPUs: 2, WindowNS: 5e9,
 		Threads: []profile.ThreadCPU{{PID: 100, TID: 100, Samples: 100, Categories: map[profile.Category]int{profile.Decode: 70, profile.Interpreter: 28, profile.DriverLaunch: 2}}}}
-	v, fs := Judge(tl, derive.New(tl))
+	v, fs := judgeVF(tl, derive.New(tl))
 	if f := findingByID(fs, "launch-thread-driver-calls"); f != nil {
 		t.Errorf("got %+v", f)
 	}
@@ -117,7 +117,7 @@ func TestIoctlsInTheLoop(t *testing.T) {
 		Threads: []profile.ThreadDriver{{PID: 100, TID: 100, Calls: []profile.DriverCall{{Symbol: "cuMemAlloc_v2", Class: profile.CallAlloc, Calls: 1000},
 			{Symbol: "cuMemFree_v2", Class: profile.CallFree, Calls: 1000}}}}}
 	tl.Meta.DriverCalls.Threads[0].Sum()
-	_, fs := Judge(tl, derive.New(tl))
+	_, fs := judgeVF(tl, derive.New(tl))
 	f := findingByID(fs, "thread-ioctls-in-loop")
 	if f == nil || f.Severity != finding.Warning || !strings.Contains(f.Claim, "the launch thread python3 (pid 100, main thread) made 5000 ioctl calls a second that succeeded (20% of the window inside ioctls)") {
 		t.Fatalf("got %+v", f)
@@ -127,20 +127,20 @@ func TestIoctlsInTheLoop(t *testing.T) {
 	}
 	// 900 a second: nothing.
 	tl.Meta.Syscalls.Threads[0].Syscalls[0].Calls = 4500
-	if _, fs := Judge(tl, derive.New(tl)); findingByID(fs, "thread-ioctls-in-loop") != nil {
+	if _, fs := judgeVF(tl, derive.New(tl)); findingByID(fs, "thread-ioctls-in-loop") != nil {
 		t.Error("900 ioctls a second named")
 	}
 	// 5000 a second of which 4000 failed (Python's open() asking each file
 	// whether it is a terminal: TCGETS, ENOTTY): 200 a second succeeded.
 	tl.Meta.Syscalls.Threads[0].Syscalls[0] = profile.SyscallStat{Name: "ioctl", Calls: 25000, Errors: 24000, TimeNS: 1e7}
-	if _, fs := Judge(tl, derive.New(tl)); findingByID(fs, "thread-ioctls-in-loop") != nil {
+	if _, fs := judgeVF(tl, derive.New(tl)); findingByID(fs, "thread-ioctls-in-loop") != nil {
 		t.Error("failed ioctls counted as the driver's")
 	}
 	// 5000 successful ioctls a second from a process that holds no GPU
 	// device file and was not seen in the driver: not the driver's.
 	tl.Meta.Syscalls.Threads[0].Syscalls[0] = profile.SyscallStat{Name: "ioctl", Calls: 25000, TimeNS: 1e9}
 	tl.Meta.DriverCalls = nil
-	if _, fs := Judge(tl, derive.New(tl)); findingByID(fs, "thread-ioctls-in-loop") != nil {
+	if _, fs := judgeVF(tl, derive.New(tl)); findingByID(fs, "thread-ioctls-in-loop") != nil {
 		t.Error("ioctls of a process with no GPU device file named as the driver's")
 	}
 	// The same process holding /dev/nvidia0 and /dev/nvidiactl: named.
@@ -149,7 +149,7 @@ func TestIoctlsInTheLoop(t *testing.T) {
 			p.DeviceChannels = &timeline.DeviceChannels{Channels: []string{"/dev/nvidiactl", "/dev/nvidia0"}}
 		}
 	}
-	if _, fs := Judge(tl, derive.New(tl)); findingByID(fs, "thread-ioctls-in-loop") == nil {
+	if _, fs := judgeVF(tl, derive.New(tl)); findingByID(fs, "thread-ioctls-in-loop") == nil {
 		t.Error("the driver's device files held: the ioctls should be named")
 	}
 }
@@ -163,7 +163,7 @@ func TestFutexDominatedLaunchThreadNamesItsWaker(t *testing.T) {
 			{PID: 100, Addr: 0x55aa10, WaitNS: 3e9, Waiters: []profile.FutexThread{{TID: 100, Calls: 300, TimeNS: 3e9}},
 				Wakers: []profile.FutexThread{{TID: 104, Comm: "pt_autograd_0", Calls: 299}}},
 			{PID: 100, Addr: 0x55aa50, WaitNS: 4e9, Waiters: []profile.FutexThread{{TID: 105, Calls: 3, TimeNS: 4e9}}}}}
-	_, fs := Judge(tl, derive.New(tl))
+	_, fs := judgeVF(tl, derive.New(tl))
 	f := findingByID(fs, "thread-futex-dominated")
 	if f == nil || !strings.Contains(f.Claim, "inside futex waits 60% of the window, mostly on one word that thread 104 (pt_autograd_0) woke 299 times") {
 		t.Fatalf("got %+v", f)
@@ -173,7 +173,7 @@ func TestFutexDominatedLaunchThreadNamesItsWaker(t *testing.T) {
 	}
 	main.Syscalls[0].TimeNS = 1e9 // 40 %
 	tl.Meta.Syscalls.Threads[0] = main
-	if _, fs := Judge(tl, derive.New(tl)); findingByID(fs, "thread-futex-dominated") != nil {
+	if _, fs := judgeVF(tl, derive.New(tl)); findingByID(fs, "thread-futex-dominated") != nil {
 		t.Error("40% in futex named")
 	}
 }
@@ -186,7 +186,7 @@ func TestMainThreadPollsTheDataLoader(t *testing.T) {
 	tl := s.timeline()
 	tl.Meta.Syscalls = &profile.SyscallSummary{State: profile.StateOn, WindowNS: 5e9, Threads: []profile.ThreadSyscalls{
 		syscallsOfThread(100, 100, "python3", profile.SyscallStat{Name: "poll", Calls: 900, TimeNS: 2.5e9}, profile.SyscallStat{Name: "read", Calls: 1800, TimeNS: 1e8})}}
-	_, fs := Judge(tl, derive.New(tl))
+	_, fs := judgeVF(tl, derive.New(tl))
 	f := findingByID(fs, "main-thread-polls-dataloader")
 	if f == nil || !strings.Contains(f.Claim, "was inside polls and reads of its 1 DataLoader workers' queues 52% of the window (poll 900, read 1800)") {
 		t.Fatalf("got %+v", f)
@@ -195,7 +195,7 @@ func TestMainThreadPollsTheDataLoader(t *testing.T) {
 	tl = saturatedTrainer().timeline()
 	tl.Meta.Syscalls = &profile.SyscallSummary{State: profile.StateOn, WindowNS: 5e9, Threads: []profile.ThreadSyscalls{
 		syscallsOfThread(100, 100, "python3", profile.SyscallStat{Name: "poll", Calls: 900, TimeNS: 2.5e9})}}
-	if _, fs := Judge(tl, derive.New(tl)); findingByID(fs, "main-thread-polls-dataloader") != nil {
+	if _, fs := judgeVF(tl, derive.New(tl)); findingByID(fs, "main-thread-polls-dataloader") != nil {
 		t.Error("named without workers")
 	}
 }

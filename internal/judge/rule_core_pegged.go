@@ -84,9 +84,9 @@ func runCorePegged(in *Input) []finding.Finding {
 		Decision: "Spread the single-threaded work: move preprocessing into DataLoader workers (num_workers > 0), cut Python overhead per step (CUDA graphs, " +
 			"fused ops), look for GIL contention between the job's Python threads.",
 	}
-	if L := in.Job.Launch; L != nil && !math.IsNaN(L.T.CPU.Mean) && L.T.CPU.Mean >= thresholds.LaunchSaturatedPct {
+	if launchThread := in.Job.Launch; launchThread != nil && !math.IsNaN(launchThread.T.CPU.Mean) && launchThread.T.CPU.Mean >= thresholds.LaunchSaturatedPct {
 		f.Supports = finding.SubmissionBound
-		f.Evidence = append(f.Evidence, ev("launch thread "+threadName(L.T)+" running", L.T.CPU.Mean, "% of wall time", in.window(L.T.CPU.N), schedstatSource(L.T)))
+		f.Evidence = append(f.Evidence, ev("launch thread "+threadName(launchThread.T)+" running", launchThread.T.CPU.Mean, "% of wall time", in.window(launchThread.T.CPU.N), schedstatSource(launchThread.T)))
 	}
 	return []finding.Finding{f}
 }

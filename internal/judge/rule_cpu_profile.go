@@ -69,13 +69,13 @@ func ownWork(tp profile.ThreadCPU) (own, input float64) {
 // then supports no class, and the idle time /proc gave to submission goes
 // unexplained (applyCPUSplit).
 func runCPUSplit(in *Input) []finding.Finding {
-	L := in.Job.Launch
-	share := in.Attr.Share[finding.SubmissionBound] + in.Attr.Share[SpinOrSubmit]
-	if L == nil || share < thresholds.ModerateSharePct || in.Timeline == nil {
+	launchThread := in.Job.Launch
+	share := in.Attribution.Share[finding.SubmissionBound] + in.Attribution.Share[SpinOrSubmit]
+	if launchThread == nil || share < thresholds.ModerateSharePct || in.Timeline == nil {
 		return nil
 	}
 	prof := in.Timeline.Meta.CPUProfile
-	th := L.T
+	th := launchThread.T
 	tp, ok := prof.Thread(th.Key.TID)
 	if !ok || tp.Samples < cpuSplitMinSamples {
 		return nil
@@ -86,7 +86,7 @@ func runCPUSplit(in *Input) []finding.Finding {
 	var class finding.Class
 	var what string
 	switch {
-	case syncS >= cpuSplitDominant && in.Attr.IdlePct < cpuSplitSyncMinIdlePct:
+	case syncS >= cpuSplitDominant && in.Attribution.IdlePct < cpuSplitSyncMinIdlePct:
 		return nil
 	case syncS >= cpuSplitDominant && onlySpins(th, syncS, share):
 		// It spun whenever it ran and did too little else to leave the

@@ -47,7 +47,7 @@ func TestCPUSplitByProfile(t *testing.T) {
 		}
 		tl.Meta.CPUProfile = &profile.CPUProfile{State: profile.StateOn, FrequencyHz: 99, CPUs: 2, WindowNS: 5e9,
 			Threads: []profile.ThreadCPU{{PID: th.PID, TID: th.Key.TID, Samples: n, Categories: tc.cats, Top: []profile.SymbolSamples{tc.top}}}}
-		v, fs := Judge(tl, derive.New(tl))
+		v, fs := judgeVF(tl, derive.New(tl))
 		f := findingByID(fs, "launch-thread-cpu-split")
 		if tc.want == "" {
 			if f == nil || f.Supports != "" || !strings.Contains(f.Claim, tc.claim) {
@@ -94,7 +94,7 @@ func TestCPUSplitSpinOnABusyGPUIsNotSyncBound(t *testing.T) {
 		Threads: []profile.ThreadCPU{{PID: th.PID, TID: th.Key.TID, Samples: 300,
 			Categories: map[profile.Category]int{profile.DriverSync: 296, profile.Interpreter: 4},
 			Top:        []profile.SymbolSamples{{Symbol: "wait_until", File: "libgpufeed-simcuda.so", Category: profile.DriverSync, Samples: 296}}}}}
-	v, fs := Judge(tl, derive.New(tl))
+	v, fs := judgeVF(tl, derive.New(tl))
 	if f := findingByID(fs, "launch-thread-cpu-split"); f != nil && f.Supports == finding.SyncBound {
 		t.Errorf("a spin on a GPU busy 88%% of the time is called sync-bound: %s", f.Claim)
 	}
@@ -119,7 +119,7 @@ func TestCPUSplitLeavesTheWaitForACPU(t *testing.T) {
 		Threads: []profile.ThreadCPU{{PID: th.PID, TID: th.Key.TID, Samples: 200,
 			Categories: map[profile.Category]int{profile.DriverSync: 196, profile.Interpreter: 4},
 			Top:        []profile.SymbolSamples{{Symbol: "wait_until", File: "libgpufeed-simcuda.so", Category: profile.DriverSync, Samples: 196}}}}}
-	v, fs := Judge(tl, derive.New(tl))
+	v, fs := judgeVF(tl, derive.New(tl))
 	if v.Class == finding.SubmissionBound || v.Class == finding.SyncBound {
 		t.Errorf("verdict %s: %s; want neither (the thread spun when it ran, and waited for a CPU 56%%)\n%v", v.Class, v.Summary, fs)
 	}
@@ -141,7 +141,7 @@ func profiled(cats map[profile.Category]int, top ...profile.SymbolSamples) (*fin
 	}
 	tl.Meta.CPUProfile = &profile.CPUProfile{State: profile.StateOn, FrequencyHz: 99, CPUs: 2, WindowNS: 5e9,
 		Threads: []profile.ThreadCPU{{PID: th.PID, TID: th.Key.TID, Samples: n, Categories: cats, Top: top}}}
-	return Judge(tl, derive.New(tl))
+	return judgeVF(tl, derive.New(tl))
 }
 
 // A decoder whose CPU goes mostly to the kernel (zlib inflating into fresh
@@ -192,7 +192,7 @@ func TestCPUSplitVetoesSubmissionUnderATenth(t *testing.T) {
 func TestDriverCallsFewLaunchesForTheCPUAreNoLaunchLoop(t *testing.T) {
 	tl := saturatedAt(3).timeline()
 	tl.Meta.DriverCalls = driverOf(100, 335, 0, 0)
-	v, fs := Judge(tl, derive.New(tl))
+	v, fs := judgeVF(tl, derive.New(tl))
 	if f := findingByID(fs, "launch-thread-driver-calls"); f != nil && f.Supports == finding.SubmissionBound {
 		t.Errorf("67 launches a second confirm submission: %s", f.Claim)
 	}
@@ -202,7 +202,7 @@ func TestDriverCallsFewLaunchesForTheCPUAreNoLaunchLoop(t *testing.T) {
 	// 12,000 launches a second: a launch loop, confirmed.
 	tl = saturatedAt(3).timeline()
 	tl.Meta.DriverCalls = driverOf(100, 60000, 5, 1e8)
-	if v, _ = Judge(tl, derive.New(tl)); v.Class != finding.SubmissionBound || v.Confidence <= thresholds.IndistinctMaxConfidence {
+	if v, _ = judgeVF(tl, derive.New(tl)); v.Class != finding.SubmissionBound || v.Confidence <= thresholds.IndistinctMaxConfidence {
 		t.Errorf("a launch loop the driver calls confirm: %s (%.2f): %s", v.Class, v.Confidence, v.Summary)
 	}
 }
@@ -215,7 +215,7 @@ func TestDriverCallsFewLaunchesForTheCPUAreNoLaunchLoop(t *testing.T) {
 func TestBusyThreadWithoutProbesSaysWhatCannotBeToldApart(t *testing.T) {
 	tl := saturatedAt(3).timeline()
 	tl.Meta.CPUProfile = &profile.CPUProfile{State: profile.StateUnavailable, Missing: "sampling every CPU needs CAP_PERFMON"}
-	v, _ := Judge(tl, derive.New(tl))
+	v, _ := judgeVF(tl, derive.New(tl))
 	if v.Class != finding.SubmissionBound || v.Confidence > thresholds.IndistinctMaxConfidence {
 		t.Errorf("verdict %s at %.2f, want submission-bound at most %.2f", v.Class, v.Confidence, thresholds.IndistinctMaxConfidence)
 	}

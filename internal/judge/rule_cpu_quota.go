@@ -52,15 +52,15 @@ func (q QuotaThrottle) Pct() float64 {
 // quotaThrottle reads the launch process's CPU quota and throttling from
 // the timeline; ok is false when it has no quota or no two readings.
 func quotaThrottle(in *Input) (q QuotaThrottle, ok bool) {
-	L := in.Job.Launch
-	if L == nil || L.Proc == nil || L.Proc.Info == nil || L.Proc.Info.Cgroup == nil {
+	launchThread := in.Job.Launch
+	if launchThread == nil || launchThread.Proc == nil || launchThread.Proc.Info == nil || launchThread.Proc.Info.Cgroup == nil {
 		return q, false
 	}
-	cg := L.Proc.Info.Cgroup
+	cg := launchThread.Proc.Info.Cgroup
 	if cg.CPULimit() <= 0 {
 		return q, false
 	}
-	pid := L.Proc.Key.PID
+	pid := launchThread.Proc.Key.PID
 	var first, last *struct {
 		t         int64
 		p, th, ns uint64
@@ -99,9 +99,9 @@ func quotaThrottle(in *Input) (q QuotaThrottle, ok bool) {
 // running: schedstat counts the wait as run-queue time).
 func throttledLaunch(in *Input) (QuotaThrottle, bool) {
 	q, ok := quotaThrottle(in)
-	L := in.Job.Launch
+	launchThread := in.Job.Launch
 	if !ok || q.Periods < thresholds.QuotaMinPeriods || q.Pct() < thresholds.QuotaThrottledPct ||
-		L.T.Wait.N == 0 || L.T.Wait.Mean < thresholds.LaunchWaitPct {
+		launchThread.T.Wait.N == 0 || launchThread.T.Wait.Mean < thresholds.LaunchWaitPct {
 		return q, false
 	}
 	return q, true
@@ -184,7 +184,7 @@ func quotaVerdict(in *Input, fs []finding.Finding) (v finding.Verdict, note stri
 			cause = &fs[i]
 		}
 	}
-	at := in.Attr
+	at := in.Attribution
 	if cause == nil || at.IdlePct <= 0 {
 		return v, "", false
 	}

@@ -40,7 +40,7 @@ func TestCPUQuotaLeadsTheVerdict(t *testing.T) {
 	s := quotaLoop()
 	tl := s.timeline()
 	withQuota(tl, 4)
-	v, fs := Judge(tl, derive.New(tl))
+	v, fs := judgeVF(tl, derive.New(tl))
 	emitsOnlyItsIDs(NewInput(tl, derive.New(tl)))
 	if v.Class != finding.SubmissionBound || len(v.Because) == 0 || v.Because[0] != "cpu-quota-throttled" {
 		t.Fatalf("%s because %v: %s", v.Class, v.Because, v.Summary)
@@ -59,13 +59,13 @@ func TestCPUQuotaRarelyThrottledIsNotBlamed(t *testing.T) {
 	s := quotaLoop()
 	tl := s.timeline()
 	withQuota(tl, 1)
-	v, fs := Judge(tl, derive.New(tl))
+	v, fs := judgeVF(tl, derive.New(tl))
 	if findingByID(fs, "cpu-quota-throttled") != nil || (len(v.Because) > 0 && v.Because[0] == "cpu-quota-throttled") {
 		t.Errorf("a quota throttling 10%% of periods blamed: %s %v", v.Summary, v.Because)
 	}
 	// And without any cgroup readings (an old recording): no finding.
 	tl = quotaLoop().timeline()
-	if _, fs := Judge(tl, derive.New(tl)); findingByID(fs, "cpu-quota-throttled") != nil {
+	if _, fs := judgeVF(tl, derive.New(tl)); findingByID(fs, "cpu-quota-throttled") != nil {
 		t.Error("cpu-quota-throttled without cgroup readings")
 	}
 }

@@ -18,11 +18,11 @@ func init() {
 // least LaunchWaitPct of the window. It says who it competed with: the
 // job's own runnable threads, or other processes on its CPUs.
 func runDescheduled(in *Input) []finding.Finding {
-	L := in.Job.Launch
-	if L == nil || L.T.Wait.N == 0 || L.T.Wait.Mean < thresholds.LaunchWaitPct {
+	launchThread := in.Job.Launch
+	if launchThread == nil || launchThread.T.Wait.N == 0 || launchThread.T.Wait.Mean < thresholds.LaunchWaitPct {
 		return nil
 	}
-	th := L.T
+	th := launchThread.T
 	jobRunnable, hostRunnable, n := runnableCounts(in)
 	outside := hostRunnable - jobRunnable
 	f := finding.Finding{
@@ -47,7 +47,7 @@ func runDescheduled(in *Input) []finding.Finding {
 	}
 	f.Claim = fmt.Sprintf("the launch thread %s waited for a CPU %.0f%% of the time, competing with %s", threadName(th), th.Wait.Mean, who)
 	switch {
-	case in.Attr.Measured == 0:
+	case in.Attribution.Measured == 0:
 		f.Claim += "; no GPU utilisation was seen, so whether the GPU waited for it is not known"
 	case !in.starved():
 		f.Claim += "; the launch queue absorbed it (the GPU stayed busy)"
@@ -65,7 +65,7 @@ func runDescheduled(in *Input) []finding.Finding {
 			ev("runnable tasks host-wide (procs_running, gpufeed included)", hostRunnable, "tasks, mean", in.window(n), "/proc/stat procs_running"),
 			ev("runnable threads of the job", jobRunnable, "threads, mean", in.window(n), "/proc/PID/task/TID/stat state R"))
 	}
-	if allowed := L.Proc.Info.CPUsAllowed; allowed != "" {
+	if allowed := launchThread.Proc.Info.CPUsAllowed; allowed != "" {
 		f.Evidence = append(f.Evidence, evText("CPUs the launch thread's process may use", allowed, "at first sight", fmt.Sprintf("/proc/%d/status Cpus_allowed_list", th.PID)))
 	}
 	f.Decision = "Give the launch thread a core nobody else runs on: pin it (taskset, numactl, Slurm --cpu-bind, a Kubernetes static CPU policy) and keep " +

@@ -35,28 +35,28 @@ const (
 // sync. It names sync-bound or submission-bound, and is evidence for the
 // verdict otherwise.
 func runDriverCalls(in *Input) []finding.Finding {
-	L := in.Job.Launch
-	if L == nil || in.Timeline == nil || !in.starved() {
+	launchThread := in.Job.Launch
+	if launchThread == nil || in.Timeline == nil || !in.starved() {
 		return nil
 	}
 	d := in.Timeline.Meta.DriverCalls
 	if d == nil || d.State != profile.StateOn || d.WindowNS <= 0 {
 		return nil
 	}
-	th := L.T
+	th := launchThread.T
 	td, ok := d.Thread(th.Key.TID)
 	if !ok || td.Total() == 0 {
 		return nil
 	}
 	syncShare := float64(td.SyncNS) / float64(d.WindowNS)
 	launchRate := d.LaunchesPerSecond(td)
-	spinOrSubmit := in.Attr.Share[finding.SubmissionBound] + in.Attr.Share[SpinOrSubmit]
-	syncShareIdle := in.Attr.Share[finding.SyncBound]
+	spinOrSubmit := in.Attribution.Share[finding.SubmissionBound] + in.Attribution.Share[SpinOrSubmit]
+	syncShareIdle := in.Attribution.Share[finding.SyncBound]
 	var class finding.Class
 	var claim string
 	sym := topSync(td)
 	switch {
-	case syncShare >= driverSyncDominant && in.Attr.IdlePct < cpuSplitSyncMinIdlePct:
+	case syncShare >= driverSyncDominant && in.Attribution.IdlePct < cpuSplitSyncMinIdlePct:
 		// A GPU-bound job with a spinning sync looks like this too: the
 		// spin is the bottleneck only where the GPU idles clearly (as the
 		// CPU profile's split decides).

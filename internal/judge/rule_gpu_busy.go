@@ -16,7 +16,7 @@ func init() {
 
 // runGPUBusy: the GPU idled less than GPUBoundIdleMaxPct of the window.
 func runGPUBusy(in *Input) []finding.Finding {
-	at := in.Attr
+	at := in.Attribution
 	if at.Measured == 0 || at.IdlePct >= thresholds.GPUBoundIdleMaxPct {
 		return nil
 	}
@@ -35,10 +35,10 @@ func runGPUBusy(in *Input) []finding.Finding {
 	f.Evidence = append(f.Evidence, in.gpuUtilEvidence(),
 		ev("GPU utilisation, p10 (the least busy tenth of intervals)", s.P10, "%", in.window(s.N), in.utilSource()),
 		ev(fmt.Sprintf("intervals with the GPU idle under %.0f%%", thresholds.GPUBoundIdleMaxPct), float64(busy), fmt.Sprintf("of %d", at.Measured), in.window(at.Measured), in.utilSource()))
-	if L := in.Job.Launch; L != nil {
-		f.Subject = threadSubject(L.T)
-		f.Evidence = append(f.Evidence, ev("launch thread "+threadName(L.T)+" running (its headroom is the rest)", nanZero(L.T.CPU.Mean), "% of wall time",
-			in.window(L.T.CPU.N), schedstatSource(L.T)))
+	if launchThread := in.Job.Launch; launchThread != nil {
+		f.Subject = threadSubject(launchThread.T)
+		f.Evidence = append(f.Evidence, ev("launch thread "+threadName(launchThread.T)+" running (its headroom is the rest)", nanZero(launchThread.T.CPU.Mean), "% of wall time",
+			in.window(launchThread.T.CPU.N), schedstatSource(launchThread.T)))
 	}
 	for _, d := range in.Job.Devices {
 		if c := d.SMClockMHz.Stats(); c.N > 0 && d.Info != nil && d.Info.MaxSMClockMHz != nil {

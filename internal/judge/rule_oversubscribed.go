@@ -40,7 +40,7 @@ func runOversubscribed(in *Input) []finding.Finding {
 		return nil
 	}
 	sev := finding.Info
-	if L := in.Job.Launch; in.starved() && L != nil && L.T.Wait.Mean >= thresholds.LaunchWaitPct {
+	if launchThread := in.Job.Launch; in.starved() && launchThread != nil && launchThread.T.Wait.Mean >= thresholds.LaunchWaitPct {
 		sev = finding.Warning
 	}
 	f := finding.Finding{
@@ -63,9 +63,9 @@ func runOversubscribed(in *Input) []finding.Finding {
 	}
 	src := "allowlisted /proc/PID/environ of the job's processes"
 	f.Evidence = append(f.Evidence, evText("intra-op thread pool setting (OMP_NUM_THREADS, MKL_NUM_THREADS)", pool, "at first sight", src))
-	if L := in.Job.Launch; L != nil {
-		f.Subject = threadSubject(L.T)
-		f.Evidence = append(f.Evidence, ev("launch thread waiting for a CPU", L.T.Wait.Mean, "% of wall time", in.window(L.T.Wait.N), schedstatSource(L.T)))
+	if launchThread := in.Job.Launch; launchThread != nil {
+		f.Subject = threadSubject(launchThread.T)
+		f.Evidence = append(f.Evidence, ev("launch thread waiting for a CPU", launchThread.T.Wait.Mean, "% of wall time", in.window(launchThread.T.Wait.N), schedstatSource(launchThread.T)))
 	}
 	f.Decision = fmt.Sprintf("Size the thread pools to the cores: set OMP_NUM_THREADS (and MKL_NUM_THREADS, torch.set_num_threads) to about the cores per process "+
 		"(%d here, fewer with several ranks or workers), use fewer DataLoader workers, and leave a core for the launch thread.", max(1, cpus-1))

@@ -18,16 +18,16 @@ func init() {
 // while the job's other threads (DataLoader workers, decoders) were busy
 // computing it.
 func runPreprocessing(in *Input) []finding.Finding {
-	share := in.Attr.Share[finding.Preprocessing]
-	L := in.Job.Launch
-	if L == nil || share < thresholds.ModerateSharePct {
+	share := in.Attribution.Share[finding.Preprocessing]
+	launchThread := in.Job.Launch
+	if launchThread == nil || share < thresholds.ModerateSharePct {
 		return nil
 	}
 	busy, _, n := in.producerMeans()
 	workers := in.workerProcs()
 	cpus := in.Job.CPUs
 	f := finding.Finding{
-		ID: "input-pipeline-busy", Severity: in.causeSeverity(share), Supports: finding.Preprocessing, Subject: threadSubject(L.T),
+		ID: "input-pipeline-busy", Severity: in.causeSeverity(share), Supports: finding.Preprocessing, Subject: threadSubject(launchThread.T),
 		// Sources: 002 « Goulot de prétraitement CPU », Checklist C, FAQ 2; Task 6
 		Claim: fmt.Sprintf("the launch thread waits for batches that %s and the job's other threads prepare, keeping %.1f cores busy%s",
 			workerCount(len(workers)), busy/100, in.idleBecause(share)),
@@ -45,7 +45,7 @@ func runPreprocessing(in *Input) []finding.Finding {
 	}
 	if pct, ok := sagemakerCPUBottleneck(in); ok {
 		f.Evidence = append(f.Evidence, ev(fmt.Sprintf("intervals with GPU < %.0f%% while the host's CPUs are > %.0f%% busy (SageMaker CPUBottleneck fires above %.0f%%)",
-			thresholds.CPUBottleneckGPUUtilPct, thresholds.CPUBottleneckCPUUtilPct, thresholds.CPUBottleneckDatapointsPct), pct, "%", in.window(in.Attr.Measured), "/proc/stat, "+in.gpuSource()))
+			thresholds.CPUBottleneckGPUUtilPct, thresholds.CPUBottleneckCPUUtilPct, thresholds.CPUBottleneckDatapointsPct), pct, "%", in.window(in.Attribution.Measured), "/proc/stat, "+in.gpuSource()))
 	}
 	f.Evidence = append(f.Evidence, in.launchWaitsEvidence())
 	if len(workers) < cpus-1 {

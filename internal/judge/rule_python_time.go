@@ -79,11 +79,11 @@ func runPythonTime(in *Input) []finding.Finding {
 	var top profile.PySamples
 	var th *profile.PySampleThread
 	how := ""
-	if L := in.Job.Launch; L != nil {
-		if t, ok := tops[L.T.PID]; ok {
+	if launchThread := in.Job.Launch; launchThread != nil {
+		if t, ok := tops[launchThread.T.PID]; ok {
 			for i := range t.Threads {
-				if t.Threads[i].TID == L.T.Key.TID {
-					top, th, how = t, &t.Threads[i], "the launch thread ("+L.How+")"
+				if t.Threads[i].TID == launchThread.T.Key.TID {
+					top, th, how = t, &t.Threads[i], "the launch thread ("+launchThread.How+")"
 				}
 			}
 		}

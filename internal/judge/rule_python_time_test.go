@@ -57,7 +57,7 @@ func pythonTimeOf(t *testing.T, stacks map[*[]profile.Frame]int) *finding.Findin
 		t.Fatal(err)
 	}
 	tl.Events = append(tl.Events, timeline.Event{T: tl.Ticks[len(tl.Ticks)-1].T, Kind: timeline.EventPySamples, PID: th.PID, Text: text})
-	_, fs := Judge(tl, derive.New(tl))
+	_, fs := judgeVF(tl, derive.New(tl))
 	f := findingByID(fs, "python-time")
 	if f == nil {
 		t.Fatal("no python-time finding")

@@ -328,8 +328,8 @@ func runRanks(in *Input) []finding.Finding {
 // prefers it), the summary says which rank it is and the cause finding
 // carries the other ranks' wait as evidence.
 func stragglerVerdict(in *Input, v *finding.Verdict, fs []finding.Finding) {
-	s, L := in.Job.Straggler, in.Job.Launch
-	if s == nil || L == nil || L.Proc != s.Proc || len(v.Because) == 0 {
+	s, launchThread := in.Job.Straggler, in.Job.Launch
+	if s == nil || launchThread == nil || launchThread.Proc != s.Proc || len(v.Because) == 0 {
 		return
 	}
 	switch v.Class {

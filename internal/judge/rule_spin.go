@@ -22,19 +22,19 @@ func init() {
 // finding says so and what separates the two; it carries no class and is
 // never critical, since neither cause is established.
 func runSpinOrSubmit(in *Input) []finding.Finding {
-	share := in.Attr.Share[SpinOrSubmit]
-	L := in.Job.Launch
-	if L == nil || share < thresholds.ModerateSharePct {
+	share := in.Attribution.Share[SpinOrSubmit]
+	launchThread := in.Job.Launch
+	if launchThread == nil || share < thresholds.ModerateSharePct {
 		return nil
 	}
-	th := L.T
+	th := launchThread.T
 	cpu, wait := nanZero(th.CPU.Mean), nanZero(th.Wait.Mean)
 	f := finding.Finding{
 		ID: "launch-thread-spins-or-submits", Severity: in.causeSeverity(share), Subject: threadSubject(th),
 		Claim: fmt.Sprintf("the launch thread %s was on a CPU (it ran %.0f%% of the time and waited for a CPU %.0f%%) while the GPU was busy %.0f%% of the window: "+
 			"it was either submitting work or spinning in a synchronisation, which looks the same from outside the thread (running, in user mode, no system call): "+
 			"%.0f%% of the window's GPU idle time is one or the other",
-			threadName(th), cpu, wait, 100-in.Attr.IdlePct, share),
+			threadName(th), cpu, wait, 100-in.Attribution.IdlePct, share),
 	}
 	f.Evidence = append(f.Evidence, in.gpuUtilEvidence())
 	f.Evidence = append(f.Evidence, in.launchCPUEvidence()...)

@@ -19,18 +19,18 @@ func init() {
 // runStorage: the launch thread waited for input (or read itself) while the
 // threads producing it sat in uninterruptible sleep on the disk.
 func runStorage(in *Input) []finding.Finding {
-	share := in.Attr.Share[finding.StorageBound]
-	L := in.Job.Launch
-	if L == nil || share < thresholds.ModerateSharePct {
+	share := in.Attribution.Share[finding.StorageBound]
+	launchThread := in.Job.Launch
+	if launchThread == nil || share < thresholds.ModerateSharePct {
 		return nil
 	}
 	_, disk, n := in.producerMeans()
 	readers := diskWaiters(in)
 	f := finding.Finding{
-		ID: "input-waits-on-storage", Severity: in.causeSeverity(share), Supports: finding.StorageBound, Subject: threadSubject(L.T),
+		ID: "input-waits-on-storage", Severity: in.causeSeverity(share), Supports: finding.StorageBound, Subject: threadSubject(launchThread.T),
 		// Sources: 002 « Goulot I/O et stockage », Task 7, Task 8, Checklist D
 		Claim: fmt.Sprintf("the job's input waits on storage: the threads that read it spent %.1f threads' worth of time blocked in disk I/O (state D)%s",
-			(disk+100*float64(L.Waits.Disk)/math.Max(1, float64(L.Waits.Ticks)))/100, in.idleBecause(share)),
+			(disk+100*float64(launchThread.Waits.Disk)/math.Max(1, float64(launchThread.Waits.Ticks)))/100, in.idleBecause(share)),
 	}
 	f.Evidence = append(f.Evidence, in.gpuUtilEvidence(),
 		ev("the job's other threads in uninterruptible sleep (D: disk I/O), summed", disk, "% of one thread's time", in.window(n), "/proc/PID/task/TID/stat state"))

@@ -17,12 +17,12 @@ func init() {
 // runSubmission: the GPU idles in intervals where the launch thread ran or
 // waited to run at least LaunchSaturatedPct: it could not submit faster.
 func runSubmission(in *Input) []finding.Finding {
-	share := in.Attr.Share[finding.SubmissionBound]
-	L := in.Job.Launch
-	if L == nil || share < thresholds.ModerateSharePct {
+	share := in.Attribution.Share[finding.SubmissionBound]
+	launchThread := in.Job.Launch
+	if launchThread == nil || share < thresholds.ModerateSharePct {
 		return nil
 	}
-	th := L.T
+	th := launchThread.T
 	cpu, wait := nanZero(th.CPU.Mean), nanZero(th.Wait.Mean)
 	times := fmt.Sprintf("it ran %.0f%% of the time and waited for a CPU %.0f%%", cpu, wait)
 	if cpu+wait < thresholds.LaunchSaturatedPct {
@@ -32,7 +32,7 @@ func runSubmission(in *Input) []finding.Finding {
 		// claim reads "no time left (it ran 3% of the time)".
 		if n, bc, bw := blamedLaunchTimes(in); n > 0 {
 			times = fmt.Sprintf("in the %d of %d intervals where the GPU idled because of it, it ran %.0f%% of the time and waited for a CPU %.0f%%; %.0f%% and %.0f%% over the whole window",
-				n, in.Attr.Measured, bc, bw, cpu, wait)
+				n, in.Attribution.Measured, bc, bw, cpu, wait)
 			cpu, wait = bc, bw
 		}
 	}
@@ -65,7 +65,7 @@ func runSubmission(in *Input) []finding.Finding {
 // blamedLaunchTimes is the launch thread's mean running and run-queue
 // shares over the intervals whose idle time went mostly to submission.
 func blamedLaunchTimes(in *Input) (n int, cpu, wait float64) {
-	at, th := in.Attr, in.Job.Launch.T
+	at, th := in.Attribution, in.Job.Launch.T
 	for i, c := range at.Cause {
 		if c != finding.SubmissionBound || i >= len(at.Attributed) || !at.Attributed[i] || i >= len(th.CPUPct) || math.IsNaN(th.CPUPct[i]) {
 			continue

@@ -17,18 +17,18 @@ func init() {
 // device (a synchronisation, a blocking read of a result), so it never ran
 // ahead of the GPU: each wait is followed by GPU idle while the CPU catches up.
 func runSync(in *Input) []finding.Finding {
-	share := in.Attr.Share[finding.SyncBound]
-	L := in.Job.Launch
-	if L == nil || share < thresholds.ModerateSharePct {
+	share := in.Attribution.Share[finding.SyncBound]
+	launchThread := in.Job.Launch
+	if launchThread == nil || share < thresholds.ModerateSharePct {
 		return nil
 	}
-	th := L.T
-	readings := L.Waits.Readings()
+	th := launchThread.T
+	readings := launchThread.Waits.Readings()
 	f := finding.Finding{
 		ID: "launch-thread-waits-on-gpu", Severity: in.causeSeverity(share), Supports: finding.SyncBound, Subject: threadSubject(th),
 		// Sources: 002 « Synchronisations excessives », Checklist B.3, erreur courante 1; 000 §2
 		Claim: fmt.Sprintf("the launch thread %s keeps waiting for the GPU (asleep on the device in %d of %d readings), so it never queues work ahead%s",
-			threadName(th), L.Waits.Asleep[WaitDevice], readings, in.idleBecause(share)),
+			threadName(th), launchThread.Waits.Asleep[WaitDevice], readings, in.idleBecause(share)),
 	}
 	f.Evidence = append(f.Evidence, in.gpuUtilEvidence(), in.launchWaitsEvidence())
 	if th.Vol == th.Vol {

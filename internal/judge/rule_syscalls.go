@@ -135,11 +135,11 @@ func talksToDriver(in *Input, pid, tid int) bool {
 // waited on longest say who woke them, as far as the window shows.
 func runFutex(in *Input) []finding.Finding {
 	s := syscallsOf(in)
-	L := in.Job.Launch
-	if s == nil || L == nil {
+	launchThread := in.Job.Launch
+	if s == nil || launchThread == nil {
 		return nil
 	}
-	th, ok := s.Thread(L.T.Key.TID)
+	th, ok := s.Thread(launchThread.T.Key.TID)
 	if !ok {
 		return nil
 	}
@@ -155,8 +155,8 @@ func runFutex(in *Input) []finding.Finding {
 	if in.starved() {
 		sev = finding.Warning
 	}
-	f := finding.Finding{ID: "thread-futex-dominated", Severity: sev, Subject: threadSubject(L.T),
-		Claim: fmt.Sprintf("the launch thread %s was inside futex waits %.0f%% of the window%s", threadName(L.T), 100*share, wakersText(s, th))}
+	f := finding.Finding{ID: "thread-futex-dominated", Severity: sev, Subject: threadSubject(launchThread.T),
+		Claim: fmt.Sprintf("the launch thread %s was inside futex waits %.0f%% of the window%s", threadName(launchThread.T), 100*share, wakersText(s, th))}
 	f.Evidence = append(f.Evidence,
 		ev("launch thread time inside futex waits (a wait still going at the end included)", 100*share, "% of the window", syscallWindow(s), syscallSource),
 		ev("its futex calls", float64(th.Stat("futex").Calls+th.Stat("futex_wait").Calls), "calls", syscallWindow(s), syscallSource))
@@ -231,8 +231,8 @@ var queueCalls = []string{"poll", "ppoll", "select", "pselect6", "epoll_wait", "
 // workers cannot keep up).
 func runQueuePolls(in *Input) []finding.Finding {
 	s := syscallsOf(in)
-	L := in.Job.Launch
-	if s == nil || L == nil || !in.starved() {
+	launchThread := in.Job.Launch
+	if s == nil || launchThread == nil || !in.starved() {
 		return nil
 	}
 	workers := 0
@@ -244,7 +244,7 @@ func runQueuePolls(in *Input) []finding.Finding {
 	if workers == 0 {
 		return nil
 	}
-	th, ok := s.Thread(L.T.Key.TID)
+	th, ok := s.Thread(launchThread.T.Key.TID)
 	if !ok {
 		return nil
 	}
@@ -268,13 +268,13 @@ func runQueuePolls(in *Input) []finding.Finding {
 	}
 	sev := finding.Info
 	supports := finding.Class("")
-	if pre := in.Attr.Share[finding.Preprocessing]; pre >= thresholds.ModerateSharePct {
+	if pre := in.Attribution.Share[finding.Preprocessing]; pre >= thresholds.ModerateSharePct {
 		sev, supports = in.causeSeverity(pre), finding.Preprocessing
 	}
 	secs := float64(s.WindowNS) / 1e9
-	f := finding.Finding{ID: "main-thread-polls-dataloader", Severity: sev, Supports: supports, Subject: threadSubject(L.T),
+	f := finding.Finding{ID: "main-thread-polls-dataloader", Severity: sev, Supports: supports, Subject: threadSubject(launchThread.T),
 		Claim: fmt.Sprintf("the launch thread %s was inside polls and reads of its %d DataLoader workers' queues %.0f%% of the window (%s)",
-			threadName(L.T), workers, 100*share, strings.Join(parts, ", "))}
+			threadName(launchThread.T), workers, 100*share, strings.Join(parts, ", "))}
 	f.Evidence = append(f.Evidence,
 		ev("launch thread time inside poll, select, epoll and read calls (a wait still going at the end included)", 100*share, "% of the window", syscallWindow(s), syscallSource),
 		ev("those calls", float64(calls)/secs, "/s", syscallWindow(s), syscallSource),

@@ -16,20 +16,20 @@ func init() {
 // runTooLittleWork: the launch thread had spare time and slept on a timer or
 // on input nobody was busy producing: the GPU simply gets little work.
 func runTooLittleWork(in *Input) []finding.Finding {
-	share := in.Attr.Share[finding.TooLittleWork]
-	L := in.Job.Launch
-	if L == nil || share < thresholds.ModerateSharePct {
+	share := in.Attribution.Share[finding.TooLittleWork]
+	launchThread := in.Job.Launch
+	if launchThread == nil || share < thresholds.ModerateSharePct {
 		return nil
 	}
 	busy, disk, n := in.producerMeans()
 	f := finding.Finding{
-		ID: "gpu-underfed", Severity: in.causeSeverity(share), Supports: finding.TooLittleWork, Subject: threadSubject(L.T),
+		ID: "gpu-underfed", Severity: in.causeSeverity(share), Supports: finding.TooLittleWork, Subject: threadSubject(launchThread.T),
 		// Sources: 002 « Disponibilité de travail parallèle », erreur courante 8, FAQ 1, Checklist E.3
 		Claim: fmt.Sprintf("the work is too small: nothing in the job is busy or waiting (the launch thread %s ran %.0f%% of the time and slept the rest)%s",
-			threadName(L.T), nanZero(L.T.CPU.Mean), in.idleBecause(share)),
+			threadName(launchThread.T), nanZero(launchThread.T.CPU.Mean), in.idleBecause(share)),
 	}
 	f.Evidence = append(f.Evidence, in.gpuUtilEvidence(), in.launchCPUEvidence()[0])
-	if L.Waits.Readings() > 0 {
+	if launchThread.Waits.Readings() > 0 {
 		f.Evidence = append(f.Evidence, in.launchWaitsEvidence())
 	}
 	f.Evidence = append(f.Evidence, in.shareEvidence(finding.TooLittleWork, "launch thread sleeping, nothing in the job busy or in disk wait"))

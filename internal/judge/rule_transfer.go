@@ -18,7 +18,7 @@ func init() {
 // waited on the device while the copy engines were busier than the kernels
 // (a synchronous copy from pageable memory blocks the caller).
 func runTransfer(in *Input) []finding.Finding {
-	share := in.Attr.Share[finding.TransferBound]
+	share := in.Attribution.Share[finding.TransferBound]
 	if share < thresholds.ModerateSharePct {
 		return nil
 	}
@@ -34,10 +34,10 @@ func runTransfer(in *Input) []finding.Finding {
 			j.LinkName, copyStats.Mean, in.idleBecause(share))
 	} else {
 		f.Claim = fmt.Sprintf("host-device copies block the launch thread: the copy engines were %.0f%% busy, the kernels %.0f%%%s",
-			copyStats.Mean, 100-in.Attr.IdlePct, in.idleBecause(share))
+			copyStats.Mean, 100-in.Attribution.IdlePct, in.idleBecause(share))
 	}
-	if L := j.Launch; L != nil {
-		f.Subject = threadSubject(L.T)
+	if launchThread := j.Launch; launchThread != nil {
+		f.Subject = threadSubject(launchThread.T)
 	}
 	f.Evidence = append(f.Evidence, in.gpuUtilEvidence(),
 		ev(fmt.Sprintf("copy engines busy (PCIe throughput over the %s link's achievable %.1f GB/s), mean", j.LinkName, j.LinkBytesPerSec/1e9),
@@ -52,7 +52,7 @@ func runTransfer(in *Input) []finding.Finding {
 			f.Evidence = append(f.Evidence, ev(fmt.Sprintf("GPU %d device-to-host (PCIe TX) throughput, p50", d.Index), tx.P50/1e9, "GB/s", in.window(tx.N), "PCIe TX, "+in.gpuSource()))
 		}
 	}
-	if L := j.Launch; L != nil && L.Waits.Readings() > 0 {
+	if launchThread := j.Launch; launchThread != nil && launchThread.Waits.Readings() > 0 {
 		f.Evidence = append(f.Evidence, in.launchWaitsEvidence())
 	}
 	f.Evidence = append(f.Evidence, share0)

@@ -32,7 +32,7 @@ func runWorkers(in *Input) []finding.Finding {
 		Evidence: []finding.Evidence{
 			ev("worker processes (DataLoader workers, multiprocessing children)", float64(len(workers)), "processes", "alive at the end of the window", "the observed process tree"),
 			ev("CPUs the job may use", float64(cpus), "CPUs", "", in.Job.CPUsFrom),
-			ev("the workers' CPU, summed", busy, "% of one core", in.window(in.Attr.Intervals), "schedstat"),
+			ev("the workers' CPU, summed", busy, "% of one core", in.window(in.Attribution.Intervals), "schedstat"),
 		},
 	}
 	if len(workers) > cpus {

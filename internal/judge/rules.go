@@ -3,7 +3,10 @@
 // file, their thresholds named constants in internal/judge/thresholds; the
 // classifier (Classify) then picks one verdict: a bottleneck class, a
 // confidence, the findings that carry it and the change to make first, or
-// "inconclusive" with what would make it conclusive.
+// "inconclusive" with what would make it conclusive. Judge returns all of
+// it as one Judgement (with the job as judged, the kernel log lines
+// recognised once, the deaths and the series), which every reader takes
+// as it is.
 //
 // A live run and its recording give the same verdict: nothing here reads
 // anything but the timeline (the platform checks' results travel in it).
@@ -78,15 +81,15 @@ func Rules() []Rule {
 	return out
 }
 
-// Judge runs every rule over a timeline and classifies: the verdict and all
-// findings (the verdict's own first).
-func Judge(tl *timeline.Timeline, a *derive.View) (*finding.Verdict, []finding.Finding) {
+// Judge runs every rule over a timeline and classifies: the Judgement
+// (the verdict, all findings with the verdict's own first, the job as
+// judged, the kernel lines recognised, the deaths, the series).
+func Judge(tl *timeline.Timeline, a *derive.View) *Judgement {
 	return JudgeInput(NewInput(tl, a))
 }
 
-// JudgeInput is Judge over an input already built (the agent reads the
-// input's job view too, and builds it once).
-func JudgeInput(in *Input) (*finding.Verdict, []finding.Finding) {
+// JudgeInput is Judge over an input already built.
+func JudgeInput(in *Input) *Judgement {
 	var fs []finding.Finding
 	for _, r := range Rules() {
 		fs = append(fs, r.Run(in)...)
@@ -96,7 +99,7 @@ func JudgeInput(in *Input) (*finding.Verdict, []finding.Finding) {
 	fs = settle(v, fs)
 	stragglerVerdict(in, &v, fs)
 	finding.VerdictFirst(&v, fs)
-	return &v, fs
+	return judgement(in, &v, fs)
 }
 
 // settle makes the findings agree with the verdict: when the job is stalled

@@ -32,7 +32,7 @@ func TestSubmissionBoundBothSidesOfSaturation(t *testing.T) {
 			blocked: blockedOn("clock_nanosleep", "")})}}
 		v, fs, in := s.judge()
 		if v.Class != tc.want {
-			t.Errorf("cpu %v wait %v: verdict %s, want %s (%v)", tc.cpu, tc.wait, v.Class, tc.want, in.Attr.Share)
+			t.Errorf("cpu %v wait %v: verdict %s, want %s (%v)", tc.cpu, tc.wait, v.Class, tc.want, in.Attribution.Share)
 			continue
 		}
 		f := findingByID(fs, "launch-thread-saturated")
@@ -49,8 +49,8 @@ func TestSubmissionBoundBothSidesOfSaturation(t *testing.T) {
 	// most a third.
 	s := &synth{n: 50, util: constF(30), procs: []*sProc{trainer(&sThread{cpu: constF(thresholds.LaunchSaturatedPct), wait: constF(0)})}}
 	v, _, in := s.judge()
-	if math.Abs(in.Attr.Share[finding.SubmissionBound]-50) > 0.01 || math.Abs(in.Attr.Share[SpinOrSubmit]-20) > 0.01 || v.Class != finding.SubmissionBound || v.Confidence != thresholds.IndistinctMaxConfidence {
-		t.Errorf("saturated: %s, share %v confidence %v, want submission-bound, 50 and 20 spin-or-submit, %v", v.Class, in.Attr.Share, v.Confidence, thresholds.IndistinctMaxConfidence)
+	if math.Abs(in.Attribution.Share[finding.SubmissionBound]-50) > 0.01 || math.Abs(in.Attribution.Share[SpinOrSubmit]-20) > 0.01 || v.Class != finding.SubmissionBound || v.Confidence != thresholds.IndistinctMaxConfidence {
+		t.Errorf("saturated: %s, share %v confidence %v, want submission-bound, 50 and 20 spin-or-submit, %v", v.Class, in.Attribution.Share, v.Confidence, thresholds.IndistinctMaxConfidence)
 	}
 	if !strings.Contains(v.Summary, "another 20% of the window's idle time is "+string(SpinOrSubmit)) {
 		t.Errorf("saturated: the summary does not name the share that may be a spin: %q", v.Summary)
@@ -59,15 +59,15 @@ func TestSubmissionBoundBothSidesOfSaturation(t *testing.T) {
 	// point but a fraction is the thread's own work; still launching or
 	// its own input work, which /proc cannot tell apart.
 	s = &synth{n: 50, util: constF(2), procs: []*sProc{trainer(&sThread{cpu: constF(95), wait: constF(0)})}}
-	if v, _, in = s.judge(); v.Class != finding.SubmissionBound || v.Confidence != thresholds.IndistinctMaxConfidence || in.Attr.Share[SpinOrSubmit] > 0.5 {
-		t.Errorf("GPU busy 2 %%: %s confidence %v shares %v, want submission-bound with confidence %v", v.Class, v.Confidence, in.Attr.Share, thresholds.IndistinctMaxConfidence)
+	if v, _, in = s.judge(); v.Class != finding.SubmissionBound || v.Confidence != thresholds.IndistinctMaxConfidence || in.Attribution.Share[SpinOrSubmit] > 0.5 {
+		t.Errorf("GPU busy 2 %%: %s confidence %v shares %v, want submission-bound with confidence %v", v.Class, v.Confidence, in.Attribution.Share, thresholds.IndistinctMaxConfidence)
 	}
 	// Just below saturation, asleep on a timer the rest: the 11 % of sleep
 	// covers 11 of the 70 idle points.
 	s = &synth{n: 50, util: constF(30), procs: []*sProc{trainer(&sThread{cpu: constF(89), wait: constF(0), state: func(int) byte { return 'S' },
 		blocked: blockedOn("clock_nanosleep", "")})}}
 	_, _, in = s.judge()
-	if got := in.Attr.Share[finding.TooLittleWork]; math.Abs(got-11) > 0.01 {
+	if got := in.Attribution.Share[finding.TooLittleWork]; math.Abs(got-11) > 0.01 {
 		t.Errorf("89 %% busy: too-little-work share %v, want 11 (the sleep covers its own length)", got)
 	}
 }
@@ -90,8 +90,8 @@ func TestSyncBound(t *testing.T) {
 	s := &synth{n: 50, util: constF(60), procs: []*sProc{trainer(&sThread{cpu: constF(40), wait: constF(0),
 		blocked: blockedOn("recvfrom", "socket:[7]")})}}
 	v, fs, in := s.judge()
-	if v.Class != finding.SyncBound || math.Abs(in.Attr.Share[finding.SyncBound]-40) > 0.01 {
-		t.Fatalf("verdict %s, shares %v: want sync-bound with 40", v.Class, in.Attr.Share)
+	if v.Class != finding.SyncBound || math.Abs(in.Attribution.Share[finding.SyncBound]-40) > 0.01 {
+		t.Fatalf("verdict %s, shares %v: want sync-bound with 40", v.Class, in.Attribution.Share)
 	}
 	f := findingByID(fs, "launch-thread-waits-on-gpu")
 	if f == nil || !strings.Contains(f.Claim, "6 of 6 readings") || v.Because[0] != f.ID {
@@ -126,8 +126,8 @@ func TestSyncCappedByDeviceBusy(t *testing.T) {
 		}})}}
 	v, _, in := s.judge()
 	// Uncapped, half the readings on the device would give sync about 45.
-	if v.Class != finding.TooLittleWork || in.Attr.Share[finding.SyncBound] > 5 {
-		t.Errorf("verdict %s shares %v: want too-little-work, sync capped near the GPU's 2 %%", v.Class, in.Attr.Share)
+	if v.Class != finding.TooLittleWork || in.Attribution.Share[finding.SyncBound] > 5 {
+		t.Errorf("verdict %s shares %v: want too-little-work, sync capped near the GPU's 2 %%", v.Class, in.Attribution.Share)
 	}
 }
 
@@ -167,7 +167,7 @@ func TestPreprocessingBoundBothSidesOfProducerBusy(t *testing.T) {
 	// Two workers at 26 % each: 52 % of a core, above ProducerBusyPct.
 	v, fs, in := pipeline(26, 'R', 2).judge()
 	if v.Class != finding.Preprocessing {
-		t.Fatalf("workers at 52 %%: verdict %s (%v)", v.Class, in.Attr.Share)
+		t.Fatalf("workers at 52 %%: verdict %s (%v)", v.Class, in.Attribution.Share)
 	}
 	f := findingByID(fs, "input-pipeline-busy")
 	if f == nil || f.Evidence[1].Value != 52 || !strings.Contains(f.Evidence[2].Text, "2 workers, 2 CPUs") {
@@ -189,7 +189,7 @@ func TestStorageBoundBothSidesOfDiskWait(t *testing.T) {
 	s.iowait = constF(30)
 	v, fs, in := s.judge()
 	if v.Class != finding.StorageBound {
-		t.Fatalf("readers in D: verdict %s (%v)", v.Class, in.Attr.Share)
+		t.Fatalf("readers in D: verdict %s (%v)", v.Class, in.Attribution.Share)
 	}
 	f := findingByID(fs, "input-waits-on-storage")
 	if f == nil || f.Evidence[1].Value != 200 || !strings.HasPrefix(f.Decision, "Reads average 4.0 KiB per call, so read less often") {
@@ -204,8 +204,8 @@ func TestStorageBoundBothSidesOfDiskWait(t *testing.T) {
 		}
 		return 'S'
 	}
-	if v, _, in := s.judge(); v.Class != finding.TooLittleWork || in.Attr.Share[finding.StorageBound] > 0 {
-		t.Errorf("one reader in D 10 %% of ticks: verdict %s shares %v", v.Class, in.Attr.Share)
+	if v, _, in := s.judge(); v.Class != finding.TooLittleWork || in.Attribution.Share[finding.StorageBound] > 0 {
+		t.Errorf("one reader in D 10 %% of ticks: verdict %s shares %v", v.Class, in.Attribution.Share)
 	}
 }
 
@@ -217,7 +217,7 @@ func TestTransferBound(t *testing.T) {
 		blocked: blockedOn("recvfrom", "socket:[7]")})}}
 	v, fs, in := s.judge()
 	if v.Class != finding.TransferBound {
-		t.Fatalf("pageable copies: verdict %s (%v)", v.Class, in.Attr.Share)
+		t.Fatalf("pageable copies: verdict %s (%v)", v.Class, in.Attribution.Share)
 	}
 	f := findingByID(fs, "copies-dominate")
 	if f == nil || !strings.Contains(f.Claim, "block the launch thread") || math.Abs(f.Evidence[1].Value-45) > 0.5 || !strings.Contains(f.Decision, "pinned memory") {
@@ -228,8 +228,8 @@ func TestTransferBound(t *testing.T) {
 	// and a copy below the link's rate outlasts its throughput, so the
 	// spin bound does not apply: transfer-bound, not submission-bound.
 	spin := &synth{n: 50, util: constF(10), rxBps: constF(0.45 * link), procs: []*sProc{trainer(&sThread{cpu: constF(99), wait: constF(1), user: 99})}}
-	if v, _, in := spin.judge(); v.Class != finding.TransferBound || in.Attr.Share[finding.SubmissionBound] > 0 {
-		t.Errorf("pageable copies, thread on a CPU: verdict %s (%v), want transfer-bound", v.Class, in.Attr.Share)
+	if v, _, in := spin.judge(); v.Class != finding.TransferBound || in.Attribution.Share[finding.SubmissionBound] > 0 {
+		t.Errorf("pageable copies, thread on a CPU: verdict %s (%v), want transfer-bound", v.Class, in.Attribution.Share)
 	}
 	// Staging on a crowded CPU: it runs 48 %, waits for a CPU 34 % and
 	// sleeps on the device the rest. The idle its sleep does not cover
@@ -237,8 +237,8 @@ func TestTransferBound(t *testing.T) {
 	// was called submission-bound, 49 of 93 idle points, in a scenario run).
 	crowded := &synth{n: 50, util: constF(7), rxBps: constF(0.3 * link), procs: []*sProc{trainer(&sThread{cpu: constF(48), wait: constF(34),
 		blocked: blockedOn("recvmsg", "socket:[7]")})}}
-	if v, _, in := crowded.judge(); v.Class != finding.TransferBound || in.Attr.Share[finding.SubmissionBound] > 0 {
-		t.Errorf("pageable copies on a crowded CPU: verdict %s (%v), want transfer-bound", v.Class, in.Attr.Share)
+	if v, _, in := crowded.judge(); v.Class != finding.TransferBound || in.Attribution.Share[finding.SubmissionBound] > 0 {
+		t.Errorf("pageable copies on a crowded CPU: verdict %s (%v), want transfer-bound", v.Class, in.Attribution.Share)
 	}
 	// Copies under the kernels' time: the waits are synchronisations.
 	s.rxBps, s.util = constF(0.04*link), constF(50)
@@ -490,13 +490,13 @@ func TestLaunchThreadIdentification(t *testing.T) {
 	main := &sThread{cpu: constF(60), wait: constF(0), blocked: blockedOn("futex", "futex 0x1")}
 	s := &synth{n: 50, util: constF(50), procs: []*sProc{trainer(main, helper, talker)}}
 	_, _, in := s.judge()
-	if L := in.Job.Launch; L == nil || L.T.Key.TID != 102 || !strings.Contains(L.How, "blocked on the device") {
+	if launchThread := in.Job.Launch; launchThread == nil || launchThread.T.Key.TID != 102 || !strings.Contains(launchThread.How, "blocked on the device") {
 		t.Errorf("launch thread %+v", in.Job.Launch)
 	}
 	// Nobody on the device: the main thread.
 	talker.blocked = nil
 	_, _, in = s.judge()
-	if L := in.Job.Launch; L == nil || L.T.Key.TID != 100 || !strings.Contains(L.How, "the main thread") {
+	if launchThread := in.Job.Launch; launchThread == nil || launchThread.T.Key.TID != 100 || !strings.Contains(launchThread.How, "the main thread") {
 		t.Errorf("launch thread %+v", in.Job.Launch)
 	}
 	// The device lists no process: the target, said so.
@@ -657,7 +657,7 @@ func TestMinimumWindowIsJudgedAtTheRequestedDuration(t *testing.T) {
 		tl := s.timeline()
 		tl.Ticks[0].T += int64(shift) // window: 2 s - shift
 		a := derive.New(tl)
-		v, _ := Judge(tl, a)
+		v, _ := judgeVF(tl, a)
 		if strings.Contains(v.Missing, "observe at least") {
 			t.Errorf("a %.4f s window of a 2 s request: %q", float64(a.WindowNS)/1e9, v.Missing)
 		}
@@ -668,19 +668,19 @@ func TestMinimumWindowIsJudgedAtTheRequestedDuration(t *testing.T) {
 	tl := s.timeline()
 	tl.Ticks = append(tl.Ticks[:10], tl.Ticks[13:]...)
 	tl.Counts.Overruns = 1
-	if v, _ := Judge(tl, derive.New(tl)); v.Class == finding.Inconclusive {
+	if v, _ := judgeVF(tl, derive.New(tl)); v.Class == finding.Inconclusive {
 		t.Errorf("three slots lost to an overrun: %q", v.Missing)
 	}
 	// Without an overrun to explain it, a missing interval is missing.
 	tl.Counts.Overruns = 0
-	if v, _ := Judge(tl, derive.New(tl)); !strings.Contains(v.Missing, "but only 17 intervals were sampled; observe at least 20") {
+	if v, _ := judgeVF(tl, derive.New(tl)); !strings.Contains(v.Missing, "but only 17 intervals were sampled; observe at least 20") {
 		t.Errorf("17 intervals, no overrun: %q", v.Missing)
 	}
 	// Nor does a window the sampler could not keep up with count as sampled.
 	tl = s.timeline()
 	tl.Ticks = append(tl.Ticks[:2], tl.Ticks[13:]...)
 	tl.Counts.Overruns = 1
-	if v, _ := Judge(tl, derive.New(tl)); !strings.Contains(v.Missing, "only 9 intervals were sampled, a tick late") {
+	if v, _ := judgeVF(tl, derive.New(tl)); !strings.Contains(v.Missing, "only 9 intervals were sampled, a tick late") {
 		t.Errorf("9 intervals sampled in 2 s: %q", v.Missing)
 	}
 	// Really short: the message gives the window so that it reads shorter
@@ -689,7 +689,7 @@ func TestMinimumWindowIsJudgedAtTheRequestedDuration(t *testing.T) {
 	tl = s.timeline()
 	tl.Ticks[0].T += int64(60 * time.Millisecond)
 	tl.Meta.Interval = timeline.Duration(10 * time.Millisecond)
-	v, _ := Judge(tl, derive.New(tl))
+	v, _ := judgeVF(tl, derive.New(tl))
 	if !strings.Contains(v.Missing, "held 1.94 s") || !strings.Contains(v.Missing, "observe at least 2s") {
 		t.Errorf("1.94 s window: %q", v.Missing)
 	}
@@ -708,7 +708,7 @@ func TestSpinningSyncAndLaunchLoopReadTheSame(t *testing.T) {
 	spinning := &synth{n: 50, util: constF(80), procs: []*sProc{trainer(&sThread{cpu: constF(99), wait: constF(0), user: 99})}}
 	v, fs, in := spinning.judge()
 	if v.Class != finding.Inconclusive || len(v.Because) != 0 || v.Confidence != 0 {
-		t.Fatalf("saturated thread, GPU busy 80 %%: %s %v (%v), want inconclusive naming no finding", v.Class, v.Because, in.Attr.Share)
+		t.Fatalf("saturated thread, GPU busy 80 %%: %s %v (%v), want inconclusive naming no finding", v.Class, v.Because, in.Attribution.Share)
 	}
 	for _, want := range []string{"submission-bound or sync-bound", "spinning in a synchronisation"} {
 		if !strings.Contains(v.Summary, want) {
@@ -721,8 +721,8 @@ func TestSpinningSyncAndLaunchLoopReadTheSame(t *testing.T) {
 		}
 	}
 	f := findingByID(fs, "launch-thread-spins-or-submits")
-	if f == nil || f.Severity == finding.Critical || f.Supports != "" || math.Abs(in.Attr.Share[SpinOrSubmit]-20) > 0.01 {
-		t.Fatalf("finding %+v, shares %v: want a non-critical finding of no class, all 20 idle points spin-or-submit", f, in.Attr.Share)
+	if f == nil || f.Severity == finding.Critical || f.Supports != "" || math.Abs(in.Attribution.Share[SpinOrSubmit]-20) > 0.01 {
+		t.Fatalf("finding %+v, shares %v: want a non-critical finding of no class, all 20 idle points spin-or-submit", f, in.Attribution.Share)
 	}
 	for _, f := range fs {
 		if f.Severity == finding.Critical {
@@ -750,16 +750,16 @@ func TestSpinningSyncAndLaunchLoopReadTheSame(t *testing.T) {
 	crowded := &synth{n: 50, util: constF(40), procs: []*sProc{trainer(&sThread{cpu: constF(36), wait: constF(64), user: 99})}}
 	v, fs, in = crowded.judge()
 	if f := findingByID(fs, "launch-thread-saturated"); v.Class != finding.SubmissionBound || f == nil || !strings.Contains(f.Decision, "CPU of its own") ||
-		math.Abs(in.Attr.Share[finding.SubmissionBound]-38.4) > 0.01 || math.Abs(in.Attr.Share[SpinOrSubmit]-21.6) > 0.01 {
-		t.Errorf("descheduled spinner: %s shares %v, finding %+v; want submission-bound 38.4 (a CPU of its own first) and 21.6 either", v.Class, in.Attr.Share, f)
+		math.Abs(in.Attribution.Share[finding.SubmissionBound]-38.4) > 0.01 || math.Abs(in.Attribution.Share[SpinOrSubmit]-21.6) > 0.01 {
+		t.Errorf("descheduled spinner: %s shares %v, finding %+v; want submission-bound 38.4 (a CPU of its own first) and 21.6 either", v.Class, in.Attribution.Share, f)
 	}
 	// A launch loop with the GPU busy 27 %: a spin could have taken 27 of
 	// its 100 points; its work (73) is 2.7 times the GPU's, so at least
 	// 63 of the 73 idle points are submission whatever it did.
 	launch := &synth{n: 50, util: constF(27), procs: []*sProc{trainer(&sThread{cpu: constF(99), wait: constF(1), user: 99})}}
 	v, fs, in = launch.judge()
-	if v.Class != finding.SubmissionBound || in.Attr.Share[finding.SubmissionBound] < 60 || findingByID(fs, "launch-thread-spins-or-submits") == nil {
-		t.Errorf("launch loop, GPU busy 27 %%: %s shares %v, want submission-bound from 60 points and the rest named", v.Class, in.Attr.Share)
+	if v.Class != finding.SubmissionBound || in.Attribution.Share[finding.SubmissionBound] < 60 || findingByID(fs, "launch-thread-spins-or-submits") == nil {
+		t.Errorf("launch loop, GPU busy 27 %%: %s shares %v, want submission-bound from 60 points and the rest named", v.Class, in.Attribution.Share)
 	}
 }
 
@@ -781,7 +781,7 @@ func TestSaturatedClaimInABusyPhase(t *testing.T) {
 	_, fs, in := s.judge()
 	f := findingByID(fs, "launch-thread-saturated")
 	if f == nil {
-		t.Fatalf("no launch-thread-saturated finding (shares %v)", in.Attr.Share)
+		t.Fatalf("no launch-thread-saturated finding (shares %v)", in.Attribution.Share)
 	}
 	for _, want := range []string{"in the 10 of 50 intervals where the GPU idled because of it, it ran 99% of the time", "over the whole window"} {
 		if !strings.Contains(f.Claim, want) {

@@ -5,7 +5,6 @@ import (
 
 	"github.com/gpufeed/gpufeed/internal/derive"
 	"github.com/gpufeed/gpufeed/internal/finding"
-	"github.com/gpufeed/gpufeed/internal/timeline"
 )
 
 // Series is what a verdict was judged from, interval by interval: the GPU's
@@ -41,22 +40,14 @@ type Series struct {
 	Attributed []bool
 }
 
-// JudgeSeries is Judge, with the per-interval series the verdict was
-// judged from.
-func JudgeSeries(tl *timeline.Timeline, a *derive.View) (*finding.Verdict, []finding.Finding, *Series) {
-	in := NewInput(tl, a)
-	v, fs := JudgeInput(in)
-	return v, fs, seriesOf(in)
-}
-
 func seriesOf(in *Input) *Series {
 	a, j := in.View, &in.Job
 	n := len(a.Intervals)
 	s := &Series{Intervals: append([]derive.Interval(nil), a.Intervals...), GPUUtil: j.GPUUtil, CopyPct: j.CopyPct,
-		Cause: in.Attr.Cause, Attributed: in.Attr.Attributed, Workers: len(j.Producers)}
-	if L := j.Launch; L != nil {
-		s.Launch, s.LaunchTID, s.LaunchPID = threadName(L.T), L.T.Key.TID, L.T.PID
-		s.LaunchRun, s.LaunchWait = L.T.CPUPct, L.T.WaitPct
+		Cause: in.Attribution.Cause, Attributed: in.Attribution.Attributed, Workers: len(j.Producers)}
+	if launch := j.Launch; launch != nil {
+		s.Launch, s.LaunchTID, s.LaunchPID = threadName(launch.T), launch.T.Key.TID, launch.T.PID
+		s.LaunchRun, s.LaunchWait = launch.T.CPUPct, launch.T.WaitPct
 	} else {
 		s.LaunchRun, s.LaunchWait = nanSeriesN(n), nanSeriesN(n)
 	}

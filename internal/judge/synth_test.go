@@ -222,7 +222,7 @@ func fnOr(f func(int) float64, i int) float64 {
 func (s *synth) judge() (*finding.Verdict, []finding.Finding, *Input) {
 	tl := s.timeline()
 	a := derive.New(tl)
-	v, fs := Judge(tl, a)
+	v, fs := judgeVF(tl, a)
 	in := NewInput(tl, a)
 	emitsOnlyItsIDs(in)
 	return v, fs, in
@@ -265,4 +265,10 @@ func findingByID(fs []finding.Finding, id string) *finding.Finding {
 		}
 	}
 	return nil
+}
+
+// judgeVF is Judge's verdict and findings, for the rule tests.
+func judgeVF(tl *timeline.Timeline, a *derive.View) (*finding.Verdict, []finding.Finding) {
+	j := Judge(tl, a)
+	return j.Verdict, j.Findings
 }

@@ -40,7 +40,7 @@ func TestBPFProfileFollowsTheContract(t *testing.T) {
 	schema := compileSchema(t)
 	tl := hostile()
 	tl.Meta.Syscalls, tl.Meta.DriverCalls = bpfTimeline()
-	r := Build(tl, derive.New(tl), nil, nil, nil)
+	r := Build(tl, derive.New(tl), nil, nil)
 	r.Header.Command = "diagnose"
 	out := jsonOf(t, r)
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(out))
@@ -80,7 +80,7 @@ func TestBPFProfileFollowsTheContract(t *testing.T) {
 	// Not taken: absent (the notes say why).
 	tl.Meta.Syscalls = &profile.SyscallSummary{State: profile.StateUnavailable, Missing: "CAP_BPF"}
 	tl.Meta.DriverCalls = &profile.DriverCalls{State: profile.StateUnavailable, Missing: "CAP_BPF"}
-	if out := jsonOf(t, Build(tl, derive.New(tl), nil, nil, nil)); bytes.Contains(out, []byte(`"syscalls"`)) || bytes.Contains(out, []byte(`"driver_calls"`)) {
+	if out := jsonOf(t, Build(tl, derive.New(tl), nil, nil)); bytes.Contains(out, []byte(`"syscalls"`)) || bytes.Contains(out, []byte(`"driver_calls"`)) {
 		t.Errorf("an unavailable measurement is written:\n%s", out)
 	}
 }

@@ -10,7 +10,7 @@ import (
 
 	"github.com/gpufeed/gpufeed/internal/derive"
 	"github.com/gpufeed/gpufeed/internal/finding"
-	"github.com/gpufeed/gpufeed/internal/kernlog"
+	"github.com/gpufeed/gpufeed/internal/judge"
 	"github.com/gpufeed/gpufeed/internal/safetext"
 	"github.com/gpufeed/gpufeed/internal/timeline"
 )
@@ -27,10 +27,13 @@ const (
 	busiestCPUsShown = 4
 )
 
-// Build assembles the report. v and findings may be nil (no rules ran);
-// notes carry warnings about the data (a truncated recording); the run's own
-// notes about its target (timeline Meta.Notes) come first.
-func Build(tl *timeline.Timeline, a *derive.View, v *finding.Verdict, findings []finding.Finding, notes []string) *Report {
+// Build assembles the report from a timeline, its derived view and the
+// judge's Judgement, taken as it is: its findings in its order (the
+// verdict's own first), its job, deaths and recognised kernel lines. jd is
+// nil when no rules ran; notes carry warnings about the data (a truncated
+// recording); the run's own notes about its target (timeline Meta.Notes)
+// come first.
+func Build(tl *timeline.Timeline, a *derive.View, jd *judge.Judgement, notes []string) *Report {
 	m := tl.Meta
 	r := &Report{
 		RecordedBy: m.Tool,
@@ -45,37 +48,22 @@ func Build(tl *timeline.Timeline, a *derive.View, v *finding.Verdict, findings [
 			Samples:           len(tl.Ticks),
 			Ended:             m.Ended,
 		},
-		Machine:   Machine{Hostname: m.Hostname, Kernel: m.Kernel, Arch: m.Arch, NumCPU: m.NumCPU},
-		Verdict:   v,
-		Findings:  append([]finding.Finding{}, findings...),
-		View:      a,
-		GPUSource: m.GPUSource,
-		GPUs:      []GPU{},
+		Machine:      Machine{Hostname: m.Hostname, Kernel: m.Kernel, Arch: m.Arch, NumCPU: m.NumCPU},
+		Findings:     []finding.Finding{},
+		View:         a,
+		KernelEvents: []judge.KernelEvent{},
+		Deaths:       []judge.Death{},
+		GPUSource:    m.GPUSource,
+		GPUs:         []GPU{},
 		Counts: Counts{VanishedThreads: tl.Counts.VanishedThreads, VanishedProcs: tl.Counts.VanishedProcs,
 			Overruns: tl.Counts.Overruns, ReadErrors: tl.Counts.ReadErrors, RollupSkipped: tl.Counts.RollupSkipped},
 		Notes: append(append([]string{}, m.Notes...), notes...),
 	}
-	// Findings lead with the verdict's own, in the verdict's order, then the
-	// most severe.
-	because := map[string]int{}
-	if v != nil {
-		for i, id := range v.Because {
-			if _, ok := because[id]; !ok {
-				because[id] = i + 1
-			}
-		}
+	if jd != nil {
+		r.Verdict, r.Series = jd.Verdict, jd.Series
+		r.Findings = append(r.Findings, jd.Findings...)
+		r.Job, r.KernelEvents, r.Deaths = &jd.Job, jd.Kernel, jd.Deaths
 	}
-	sort.SliceStable(r.Findings, func(i, j int) bool {
-		fi, fj := r.Findings[i], r.Findings[j]
-		bi, bj := because[fi.ID], because[fj.ID]
-		switch {
-		case bi != 0 && bj != 0:
-			return bi < bj
-		case bi != 0 || bj != 0:
-			return bi != 0
-		}
-		return fi.Severity > fj.Severity
-	})
 	if t := a.Target(); t != nil {
 		r.Target.Comm = t.Info.Comm
 	}
@@ -120,19 +108,26 @@ func Build(tl *timeline.Timeline, a *derive.View, v *finding.Verdict, findings [
 		}
 	}
 	r.Events = []Event{}
-	for _, e := range tl.Events {
+	for i, e := range tl.Events {
 		if e.Kind == timeline.EventThreadExit {
 			continue // counted, and listed per thread as exited; a pool's churn would drown the rest
 		}
 		if e.Kind == timeline.EventPyStacks {
 			continue // a whole py-spy dump: the python-stacks finding shows it, thread by thread
 		}
-		if e.Kind == timeline.EventKernelLog && !jobKernelLine(tl, e) {
-			r.KernelLinesOther++ // another process's OOM kill or segfault since the job started
-			continue
+		ev := Event{AtNS: e.T, Kind: e.Kind, PID: e.PID, TID: e.TID, Text: safetext.Cap(e.Text, safetext.MaxRunes)}
+		if e.Kind == timeline.EventKernelLog && jd != nil {
+			// The judge recognised the line and tied it to the job (or not).
+			if job, known := jd.JobKernelLine(i); known && !job {
+				r.KernelLinesOther++ // another process's OOM kill or segfault since the job started
+				continue
+			}
+			if k, ok := jd.KernelLine(i); ok {
+				ev.KernelKind = k.Kind
+			}
 		}
 		// Capped in both outputs: a recording can hold any text here.
-		r.Events = append(r.Events, Event{AtNS: e.T, Kind: e.Kind, PID: e.PID, TID: e.TID, Text: safetext.Cap(e.Text, safetext.MaxRunes)})
+		r.Events = append(r.Events, ev)
 	}
 	return r
 }
@@ -296,25 +291,6 @@ func buildGPU(g *derive.GPU) GPU {
 		out.PowerLimit = g.Info.PowerLimitW
 	}
 	return out
-}
-
-// jobKernelLine reports whether a kernel log line concerns the job: one of
-// its processes, or a GPU (Xid, NVRM), which every job on the host uses.
-// Lines about other processes stay in the recording for the frozen-job
-// rules (a rank killed before gpufeed attached is matched by name there).
-func jobKernelLine(tl *timeline.Timeline, e timeline.Event) bool {
-	if ev, ok := kernlog.ParseMessage(e.Text); ok && (ev.Kind == kernlog.GPUXid || ev.Kind == kernlog.NVRM) {
-		return true
-	}
-	if e.PID == 0 {
-		return false
-	}
-	for k := range tl.Procs {
-		if k.PID == e.PID {
-			return true
-		}
-	}
-	return false
 }
 
 // lastCopied is a forked process's last reading of what it copied of the

@@ -1,6 +1,6 @@
 // Package render is gpufeed's one output layer. Every command builds its
 // report model (Build → *Report for diagnose, demo and report,
-// *CheckReport for check, *TraceResult for trace) and writes it with
+// *CheckReport for check, *TraceReport for trace) and writes it with
 // Write in a Format; a format is one Renderer with a method per model
 // (text: a short report by default, everything with Options.Verbose;
 // JSON: the contract of docs/JSON.md and docs/gpufeed.schema.json).

@@ -3,6 +3,9 @@ package render
 import (
 	"bytes"
 	"testing"
+
+	"github.com/gpufeed/gpufeed/internal/finding"
+	"github.com/gpufeed/gpufeed/internal/judge"
 )
 
 // textOf renders doc as text with o.
@@ -26,3 +29,11 @@ func jsonOf(t testing.TB, doc Document) []byte {
 }
 
 var verbose = Options{Verbose: true}
+
+// judged is a judgement of a verdict and findings written by hand, its
+// findings in the order the judge gives them (the verdict's own first).
+func judged(v *finding.Verdict, fs []finding.Finding) *judge.Judgement {
+	fs = append([]finding.Finding(nil), fs...)
+	finding.VerdictFirst(v, fs)
+	return &judge.Judgement{Verdict: v, Findings: fs}
+}

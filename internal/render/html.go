@@ -407,7 +407,7 @@ const traceBins = 600
 // Trace writes a trace report: per rank its verdict, the GPU's busy share
 // over the trace with each bin shaded by the cause most of its idle time
 // had, the idle time by cause, and the findings.
-func (htmlRenderer) Trace(w io.Writer, res *TraceResult, o Options) error {
+func (htmlRenderer) Trace(w io.Writer, res *TraceReport, o Options) error {
 	p := newPage("trace", res.Header)
 	p.Title = "gpufeed trace"
 	if len(res.Reports) == 1 {

@@ -115,9 +115,8 @@ func TestHTMLEscapesNamesFromOutside(t *testing.T) {
 	}
 	tl.Events = append(tl.Events, timeline.Event{T: 1e9, Kind: timeline.EventKernelLog, PID: target, Text: evilKernel})
 	v := derive.New(tl)
-	verdict, findings, series := judge.JudgeSeries(tl, v)
-	rep := Build(tl, v, verdict, findings, nil)
-	rep.Series = series
+	rep := Build(tl, v, judge.Judge(tl, v), nil)
+	series := rep.Series
 	rep.Header = NewHeader("report", "test", "host")
 	page := htmlOf(t, rep)
 	assertInert(t, page)
@@ -146,9 +145,8 @@ func TestHTMLTimelineIsTheJudgedSeries(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			tl, _ := loadRecording(t, name)
 			v := derive.New(tl)
-			verdict, findings, series := judge.JudgeSeries(tl, v)
-			rep := Build(tl, v, verdict, findings, nil)
-			rep.Series = series
+			rep := Build(tl, v, judge.Judge(tl, v), nil)
+			series, verdict := rep.Series, rep.Verdict
 			page := htmlOf(t, rep)
 			assertInert(t, page)
 			if !strings.Contains(page, `id="verdict-class">`+string(verdict.Class)+`<`) {
@@ -201,7 +199,7 @@ func TestHTMLTrace(t *testing.T) {
 	}
 	rep := tracejudge.Analyze(tr, tracejudge.Options{KeepGaps: true})
 	rep.Source = evilTrace
-	page := htmlOf(t, &TraceResult{Reports: []*tracejudge.RankReport{rep}})
+	page := htmlOf(t, &TraceReport{Reports: []*tracejudge.RankReport{rep}})
 	assertInert(t, page)
 	if !strings.Contains(page, `&lt;/script&gt;&lt;svg onload=alert(&#39;trace&#39;)&gt;.json`) {
 		t.Error("the trace's name is not escaped in the page")

@@ -29,7 +29,7 @@ func (jsonlRenderer) Check(io.Writer, *CheckReport, Options) error {
 	return fmt.Errorf("-o jsonl streams a live run's intervals (diagnose, demo): use -o json for check")
 }
 
-func (jsonlRenderer) Trace(io.Writer, *TraceResult, Options) error {
+func (jsonlRenderer) Trace(io.Writer, *TraceReport, Options) error {
 	return fmt.Errorf("-o jsonl streams a live run's intervals (diagnose, demo): use -o json for trace")
 }
 

@@ -47,7 +47,7 @@ func (jsonRenderer) Check(w io.Writer, r *CheckReport, _ Options) error {
 	return writeJSON(w, checkJSON(r))
 }
 
-func (jsonRenderer) Trace(w io.Writer, r *TraceResult, _ Options) error {
+func (jsonRenderer) Trace(w io.Writer, r *TraceReport, _ Options) error {
 	return writeJSON(w, traceJSON(r))
 }
 

@@ -48,7 +48,7 @@ func TestProcessWithoutThreadsHasAnEmptyList(t *testing.T) {
 			Threads json.RawMessage `json:"threads"`
 		} `json:"processes"`
 	}
-	if err := json.Unmarshal(jsonOf(t, Build(tl, v, nil, nil, nil)), &doc); err != nil {
+	if err := json.Unmarshal(jsonOf(t, Build(tl, v, nil, nil)), &doc); err != nil {
 		t.Fatal(err)
 	}
 	found := false

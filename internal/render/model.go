@@ -58,6 +58,14 @@ type Report struct {
 	// (nil when no rules ran): the HTML report draws it, with the
 	// intervals each cause took shaded.
 	Series *judge.Series `json:"-"`
+
+	// Job is the job as the judge saw it: its launch thread and its
+	// members (nil when no rules ran). KernelEvents are the kernel log
+	// lines the judge recognised, Deaths the members that died; each is
+	// the judge's, carried as it is (compare reads them back).
+	Job          *judge.JobJudged    `json:"job"`
+	KernelEvents []judge.KernelEvent `json:"kernel_events"`
+	Deaths       []judge.Death       `json:"deaths"`
 }
 
 // Target is what was observed.
@@ -286,4 +294,8 @@ type Event struct {
 	PID  int    `json:"pid,omitempty"`
 	TID  int    `json:"tid,omitempty"`
 	Text string `json:"text,omitempty"`
+	// KernelKind is what the judge recognised a kernel log line as
+	// (oom-kill, segfault, gpu-xid...); "" for other events and lines of
+	// no kind it knows.
+	KernelKind string `json:"kernel_kind,omitempty"`
 }

@@ -10,7 +10,7 @@ import (
 )
 
 // The one output layer. Every command builds its report model (a *Report
-// for diagnose and report, a *CheckReport for check, a *TraceResult for
+// for diagnose and report, a *CheckReport for check, a *TraceReport for
 // trace) and hands it to Write with a Format; a Format is one Renderer,
 // which knows how to write each model. Adding a format (Perfetto, HTML) is
 // adding one Renderer to formats, not touching three commands.
@@ -37,7 +37,7 @@ const (
 type Renderer interface {
 	Diagnose(w io.Writer, r *Report, o Options) error
 	Check(w io.Writer, r *CheckReport, o Options) error
-	Trace(w io.Writer, r *TraceResult, o Options) error
+	Trace(w io.Writer, r *TraceReport, o Options) error
 }
 
 var formats = map[Format]Renderer{
@@ -119,7 +119,7 @@ type Document interface{ document() }
 
 func (*Report) document()      {}
 func (*CheckReport) document() {}
-func (*TraceResult) document() {}
+func (*TraceReport) document() {}
 
 // Write renders doc in format f.
 func Write(w io.Writer, f Format, doc Document, o Options) error {
@@ -132,7 +132,7 @@ func Write(w io.Writer, f Format, doc Document, o Options) error {
 		return r.Diagnose(w, d, o)
 	case *CheckReport:
 		return r.Check(w, d, o)
-	case *TraceResult:
+	case *TraceReport:
 		return r.Trace(w, d, o)
 	case *CompareReport:
 		cr, ok := r.(compareRenderer)

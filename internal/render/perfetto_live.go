@@ -9,7 +9,6 @@ import (
 	"math"
 
 	"github.com/gpufeed/gpufeed/internal/derive"
-	"github.com/gpufeed/gpufeed/internal/kernlog"
 	"github.com/gpufeed/gpufeed/internal/timeline"
 )
 
@@ -28,7 +27,7 @@ func (perfettoRenderer) Diagnose(w io.Writer, r *Report, _ Options) error {
 	return err
 }
 
-func (perfettoRenderer) Trace(w io.Writer, r *TraceResult, _ Options) error {
+func (perfettoRenderer) Trace(w io.Writer, r *TraceReport, _ Options) error {
 	_, err := TracePerfetto(w, r)
 	return err
 }
@@ -127,8 +126,8 @@ func Perfetto(w io.Writer, r *Report) (PerfettoStats, error) {
 				continue
 			}
 			name := "kernel log"
-			if ev, ok := kernlog.ParseMessage(e.Text); ok {
-				name = "kernel: " + string(ev.Kind)
+			if e.KernelKind != "" { // as the judge recognised it
+				name = "kernel: " + e.KernelKind
 			}
 			p.instant(at(e.AtNS), kt, name, []pfArg{strArg("line", e.Text)})
 			st.Instants++

@@ -388,8 +388,7 @@ func loadRecording(t *testing.T, name string) (*timeline.Timeline, *Report) {
 		t.Fatal(err)
 	}
 	v := derive.New(tl)
-	verdict, findings := judge.Judge(tl, v)
-	return tl, Build(tl, v, verdict, findings, nil)
+	return tl, Build(tl, v, judge.Judge(tl, v), nil)
 }
 
 // The live timeline holds, for a demo recording, every GPU, process and
@@ -559,7 +558,7 @@ func TestPerfettoTraceMatchesTheModel(t *testing.T) {
 		t.Fatal("the trace has no gaps: the test checks nothing")
 	}
 	var buf bytes.Buffer
-	st, err := TracePerfetto(&buf, &TraceResult{Reports: []*tracejudge.RankReport{rep}, Traces: []*trace.Trace{tr}})
+	st, err := TracePerfetto(&buf, &TraceReport{Reports: []*tracejudge.RankReport{rep}, Traces: []*trace.Trace{tr}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -702,7 +701,7 @@ func TestPerfettoThreadStates(t *testing.T) {
 	}
 	v := derive.New(tl)
 	var buf bytes.Buffer
-	if _, err := Perfetto(&buf, Build(tl, v, nil, nil, nil)); err != nil {
+	if _, err := Perfetto(&buf, Build(tl, v, nil, nil)); err != nil {
 		t.Fatal(err)
 	}
 	d := pfDecode(t, buf.Bytes())

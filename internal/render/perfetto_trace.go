@@ -34,7 +34,7 @@ func GapSliceName(g *tracestats.GapDetail) string {
 // group of tracks: GPU ops per stream, runtime calls per thread, idle gaps
 // per device, and the verdict and findings as instants at the end of the
 // analysed span.
-func TracePerfetto(w io.Writer, res *TraceResult) (PerfettoStats, error) {
+func TracePerfetto(w io.Writer, res *TraceReport) (PerfettoStats, error) {
 	if len(res.Traces) != len(res.Reports) {
 		return PerfettoStats{}, fmt.Errorf("perfetto: %d reports but %d traces kept for the timeline", len(res.Reports), len(res.Traces))
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/gpufeed/gpufeed/internal/derive"
 	"github.com/gpufeed/gpufeed/internal/finding"
+	"github.com/gpufeed/gpufeed/internal/judge"
 	"github.com/gpufeed/gpufeed/internal/timeline"
 )
 
@@ -35,7 +36,7 @@ func hostile() *timeline.Timeline {
 
 func TestTextStripsControlCharacters(t *testing.T) {
 	tl := hostile()
-	r := Build(tl, derive.New(tl), nil, nil, nil)
+	r := Build(tl, derive.New(tl), nil, nil)
 	out := textOf(t, r, verbose)
 	for _, c := range []string{"\x1b", "\x07", "\r"} {
 		if strings.Contains(out, c) {
@@ -54,7 +55,7 @@ func TestTextStripsControlCharacters(t *testing.T) {
 func TestTextWithoutVerdictStillShowsFindingsAfterTheTables(t *testing.T) {
 	tl := hostile()
 	fs := []finding.Finding{{ID: "fd-limit-low", Severity: finding.Warning, Claim: "soft limit 1024", Decision: "raise it"}}
-	r := Build(tl, derive.New(tl), nil, fs, nil)
+	r := Build(tl, derive.New(tl), judged(nil, fs), nil)
 	out := textOf(t, r, verbose)
 	iTables, iFindings := strings.Index(out, "PROCESSES"), strings.Index(out, "FINDINGS\n  WARNING fd-limit-low: soft limit 1024\n      change: raise it")
 	if iFindings < 0 || iFindings < iTables {
@@ -72,7 +73,7 @@ func TestTextLeadsWithVerdictThenDecisionThenFindings(t *testing.T) {
 			Evidence: []finding.Evidence{{What: "launch thread CPU p50", Value: 98, Unit: "%", Window: "p50 of 100 samples over 10.0 s", Source: "/proc/7/task/7/schedstat"}}},
 		{ID: "gpu-clocks-drop", Severity: finding.Warning, Claim: "SM clock falls between bursts", Decision: "persistence mode"},
 	}
-	r := Build(tl, derive.New(tl), v, fs, nil)
+	r := Build(tl, derive.New(tl), judged(v, fs), nil)
 
 	// The default report: verdict, its numbers, decision, one line per
 	// other finding (warnings first), the run's line.
@@ -114,7 +115,7 @@ func TestTextLeadsWithVerdictThenDecisionThenFindings(t *testing.T) {
 func TestJSONHasSchemaVersionAndNoNaN(t *testing.T) {
 	tl := hostile()
 	a := derive.New(tl)
-	r := Build(tl, a, nil, nil, []string{"a note"})
+	r := Build(tl, a, nil, []string{"a note"})
 	var m map[string]any
 	if err := json.Unmarshal(jsonOf(t, r), &m); err != nil {
 		t.Fatal(err)
@@ -140,9 +141,23 @@ func TestKernelLinesOfOtherProcessesAreCounted(t *testing.T) {
 		{T: -4e9, Kind: "kmsg", PID: 4242, Text: "Out of memory: Killed process 4242 (java) total-vm:1000kB, anon-rss:900kB, file-rss:0kB, shmem-rss:0kB, UID:0 pgtables:4kB oom_score_adj:0"},
 		{T: -3e9, Kind: "kmsg", Text: "NVRM: Xid (PCI:0000:3b:00): 79, pid=0, GPU has fallen off the bus."},
 	}
-	r := Build(tl, derive.New(tl), nil, nil, nil)
+	a := derive.New(tl)
+	jd := judge.Judge(tl, a)
+	// The report takes each line as the judge recognised it: reworded
+	// after the judgement, the lines keep their kinds and their places.
+	for i := range tl.Events {
+		tl.Events[i].Text = strings.ReplaceAll(tl.Events[i].Text, "Killed process", "Stopped task")
+		tl.Events[i].Text = strings.ReplaceAll(tl.Events[i].Text, "Xid", "Xid-code")
+	}
+	r := Build(tl, a, jd, nil)
 	if len(r.Events) != 2 || r.Events[0].PID != 7 || !strings.Contains(r.Events[1].Text, "Xid") || r.KernelLinesOther != 1 {
 		t.Fatalf("events %+v, other %d: want the job's kill and the Xid listed, the other process's kill counted", r.Events, r.KernelLinesOther)
+	}
+	if r.Events[0].KernelKind != "oom-kill" || r.Events[1].KernelKind != "gpu-xid" {
+		t.Errorf("events %+v: want the judge's kinds (oom-kill, gpu-xid)", r.Events)
+	}
+	if len(r.KernelEvents) != 3 || !r.KernelEvents[0].Job || r.KernelEvents[1].Job || !r.KernelEvents[2].Job || r.KernelEvents[2].Xid != 79 {
+		t.Errorf("kernel events %+v: want the three lines recognised, the job's and the GPU's marked", r.KernelEvents)
 	}
 	if out := textOf(t, r, verbose); strings.Contains(out, "java") || !strings.Contains(out, "KERNEL LOG: 1 lines about other processes") {
 		t.Errorf("text:\n%s", out)
@@ -155,7 +170,7 @@ func TestTextSaysWhatConfidenceIsMadeOf(t *testing.T) {
 	tl := hostile()
 	v := &finding.Verdict{Class: finding.Idle, Confidence: 0.54, Summary: "The job is idle", Because: []string{"job-idle"},
 		Decision: "send it requests", Basis: "54% = 90% (every wait read\x1b[2J) × 60% for the evidence held (3.0 s judged; 5 s or more count in full)"}
-	r := Build(tl, derive.New(tl), v, []finding.Finding{{ID: "job-idle", Claim: "The job is idle"}}, nil)
+	r := Build(tl, derive.New(tl), judged(v, []finding.Finding{{ID: "job-idle", Claim: "The job is idle"}}), nil)
 	lines := strings.Split(textOf(t, r, verbose), "\n")
 	// -v wraps to the width: fold the CONFIDENCE line's continuations.
 	for len(lines) > 3 && strings.HasPrefix(lines[3], "    ") {
@@ -177,7 +192,7 @@ func TestTextKeepsSeparatorsAndBidiControlsOff(t *testing.T) {
 	for _, c := range reorderers {
 		tl := hostile()
 		tl.Procs[timeline.ProcKey{PID: 7, StartTime: 1}].Comm = "a" + c + "b"
-		r := Build(tl, derive.New(tl), nil, nil, nil)
+		r := Build(tl, derive.New(tl), nil, nil)
 		for _, o := range []Options{{}, verbose} {
 			out := textOf(t, r, o)
 			if strings.Contains(out, c) || !strings.Contains(out, "a?b") {
@@ -192,7 +207,7 @@ func TestTextKeepsSeparatorsAndBidiControlsOff(t *testing.T) {
 func TestJSONEscapesBidiControls(t *testing.T) {
 	tl := hostile()
 	tl.Procs[timeline.ProcKey{PID: 7, StartTime: 1}].Comm = "gpu\u202eexe.txt\u2066\u2028"
-	r := Build(tl, derive.New(tl), nil, nil, nil)
+	r := Build(tl, derive.New(tl), nil, nil)
 	buf := bytes.NewBuffer(jsonOf(t, r))
 	for _, c := range reorderers {
 		if strings.Contains(buf.String(), c) {
@@ -213,7 +228,7 @@ func TestJSONEscapesBidiControls(t *testing.T) {
 func TestLongTextIsCapped(t *testing.T) {
 	tl := hostile()
 	tl.Events = append(tl.Events, timeline.Event{T: 1, Kind: timeline.EventReadError, PID: 7, Text: strings.Repeat("x", 2<<20)})
-	r := Build(tl, derive.New(tl), nil, nil, nil)
+	r := Build(tl, derive.New(tl), nil, nil)
 	text := bytes.NewBufferString(textOf(t, r, verbose))
 	js := bytes.NewBuffer(jsonOf(t, r))
 	for _, line := range strings.Split(text.String(), "\n") {

@@ -166,7 +166,7 @@ func TestCPUProfileFollowsTheContract(t *testing.T) {
 			Categories: map[profile.Category]int{profile.DriverSync: 75, profile.Interpreter: 25},
 			Top: []profile.SymbolSamples{{Symbol: "cuStreamSynchronize", File: "libcuda.so.1", Category: profile.DriverSync, Samples: 75},
 				{File: "libpython3.11.so.1.0", Category: profile.Interpreter, Samples: 25}}}}}
-	r := Build(tl, derive.New(tl), nil, nil, nil)
+	r := Build(tl, derive.New(tl), nil, nil)
 	r.Header.Command = "diagnose"
 	out := jsonOf(t, r)
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(out))
@@ -192,7 +192,7 @@ func TestCPUProfileFollowsTheContract(t *testing.T) {
 	checkKeys(t, "cpu_profile", m, "")
 	// Not taken: absent (the notes say why), never an empty profile.
 	tl.Meta.CPUProfile = &profile.CPUProfile{State: profile.StateUnavailable, Missing: "CAP_PERFMON"}
-	if out := jsonOf(t, Build(tl, derive.New(tl), nil, nil, nil)); bytes.Contains(out, []byte(`"cpu_profile"`)) {
+	if out := jsonOf(t, Build(tl, derive.New(tl), nil, nil)); bytes.Contains(out, []byte(`"cpu_profile"`)) {
 		t.Errorf("an unavailable profile is written:\n%s", out)
 	}
 }

@@ -18,9 +18,9 @@ import (
 	"github.com/gpufeed/gpufeed/internal/trace"
 )
 
-// TraceResult is everything `gpufeed trace` reports: one report per rank and,
+// TraceReport is everything `gpufeed trace` reports: one report per rank and,
 // with several ranks, their comparison.
-type TraceResult struct {
+type TraceReport struct {
 	// Header is set by the command that writes the report.
 	Header  Header
 	Reports []*tracejudge.RankReport
@@ -56,7 +56,7 @@ func sharePct(part, whole int64) float64 {
 // Nsight-style tables. Several ranks: the ranks table first, then the
 // cross-rank findings; Options.Rank picks one rank's detail, verbose shows
 // every rank's.
-func (textRenderer) Trace(w io.Writer, res *TraceResult, o Options) error {
+func (textRenderer) Trace(w io.Writer, res *TraceReport, o Options) error {
 	// Nothing runs past the terminal: a line longer than the width (a
 	// table row, a verbose line) wraps under its own indentation.
 	p := &printer{o: o}

@@ -26,7 +26,7 @@ func TestTraceTextStripsControlCharacters(t *testing.T) {
 		Warnings: []string{evil},
 	}
 	for _, o := range []Options{{}, verbose} {
-		out := textOf(t, &TraceResult{Reports: []*tracejudge.RankReport{r}}, o)
+		out := textOf(t, &TraceReport{Reports: []*tracejudge.RankReport{r}}, o)
 		for _, c := range []string{"\x1b", "\x07", "\r"} {
 			if strings.Contains(out, c) {
 				t.Fatalf("output holds control character %q:\n%q", c, out)
@@ -53,7 +53,7 @@ func TestTraceOutputsKeepReorderingCharactersOff(t *testing.T) {
 			Longest: []tracestats.GapDetail{{DurNs: 5, Next: evil, Step: -1}}},
 		Warnings: []string{evil},
 	}
-	res := &TraceResult{Reports: []*tracejudge.RankReport{r}}
+	res := &TraceReport{Reports: []*tracejudge.RankReport{r}}
 	for _, out := range []*bytes.Buffer{bytes.NewBufferString(textOf(t, res, Options{})), bytes.NewBufferString(textOf(t, res, verbose)),
 		bytes.NewBuffer(jsonOf(t, res))} {
 		for _, c := range []string{"\u202e", "\u2028", "\u2029", "\u2066"} {

@@ -261,7 +261,7 @@ func nonNil[T any](s []T) []T {
 	return s
 }
 
-func traceJSON(res *TraceResult) traceDoc {
+func traceJSON(res *TraceReport) traceDoc {
 	d := traceDoc{Header: header(res.Header), Reports: []traceRank{}, Skipped: nonNil(res.Skipped)}
 	for _, r := range res.Reports {
 		v := r.Verdict

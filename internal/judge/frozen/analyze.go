@@ -3,6 +3,7 @@ package frozen
 import (
 	"github.com/gpufeed/gpufeed/internal/derive"
 	"github.com/gpufeed/gpufeed/internal/finding"
+	"github.com/gpufeed/gpufeed/internal/kernlog"
 	"github.com/gpufeed/gpufeed/internal/timeline"
 )
 
@@ -23,10 +24,17 @@ type Result struct {
 // first: the stall, who died, what is missing, the kernel's reports, where
 // threads wait, then the settings and limits.
 func Analyze(tl *timeline.Timeline, a *derive.View) Result {
+	return AnalyzeKernel(tl, a, kernlog.FromTimeline(tl.Events, tl.Meta.Started))
+}
+
+// AnalyzeKernel is Analyze over the timeline's kernel log lines as the
+// caller recognised them (kernlog.FromTimeline): the judge recognises
+// each line once and every analysis reads that.
+func AnalyzeKernel(tl *timeline.Timeline, a *derive.View, kernel []kernlog.Event) Result {
 	if a == nil {
 		a = derive.New(tl)
 	}
-	v := newView(tl)
+	v := newViewWith(tl, kernel)
 	cpus := v.threadCPUs()
 	r := Result{Blocked: BlockedThreads(v), Deaths: Deaths(v)}
 	r.Progress = measureProgress(v, r.Deaths)

@@ -34,10 +34,9 @@ type Death struct {
 	Match *RankMatch
 }
 
-// kernelEvents re-reads the kernel log lines recorded in the timeline.
-func (v *view) kernelEvents() []kernlog.Event {
-	return kernlog.FromTimeline(v.tl.Events, v.tl.Meta.Started)
-}
+// kernelEvents are the kernel log lines recorded in the timeline, as
+// recognised once for the view.
+func (v *view) kernelEvents() []kernlog.Event { return v.kernel }
 
 // jobPIDOf maps a pid or tid named by a kernel line to the job's pid.
 func (v *view) jobPIDOf(id int) (int, bool) {

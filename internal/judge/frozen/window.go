@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gpufeed/gpufeed/internal/kernlog"
 	"github.com/gpufeed/gpufeed/internal/timeline"
 )
 
@@ -24,10 +25,18 @@ type view struct {
 	// matched are the dead processes told to be a rank by elimination
 	// (Deaths fills it).
 	matched map[int]*RankMatch
+	// kernel are the timeline's kernel log lines recognised (once: the
+	// judge recognises them and hands them over; newView otherwise).
+	kernel []kernlog.Event
 }
 
 func newView(tl *timeline.Timeline) *view {
-	v := &view{tl: tl, procs: map[int]*timeline.ProcInfo{}, threads: map[int]*timeline.ThreadInfo{}, lastProcT: map[int]int64{}}
+	return newViewWith(tl, kernlog.FromTimeline(tl.Events, tl.Meta.Started))
+}
+
+// newViewWith is newView over kernel lines already recognised.
+func newViewWith(tl *timeline.Timeline, kernel []kernlog.Event) *view {
+	v := &view{tl: tl, kernel: kernel, procs: map[int]*timeline.ProcInfo{}, threads: map[int]*timeline.ThreadInfo{}, lastProcT: map[int]int64{}}
 	if n := len(tl.Ticks); n > 0 {
 		v.t0, v.t1, v.samples = tl.Ticks[0].T, tl.Ticks[n-1].T, n
 	}

@@ -18,7 +18,7 @@ func ruleNoGPUActivity(in *Input) *finding.Finding {
 	return &finding.Finding{
 		Severity: finding.Info,
 		Claim:    "The trace records no GPU operations.",
-		Evidence: []finding.Evidence{in.ctx.ev("GPU operations", 0, "", in.v.gpuEvents()+" events")},
+		Evidence: []finding.Evidence{in.ctx.ev("GPU operations", 0, "", in.vocab.gpuEvents()+" events")},
 		Decision: "Profile with CUDA activity enabled to see why the GPU waits.",
 		Supports: finding.Inconclusive,
 	}
@@ -30,7 +30,7 @@ func ruleGPUIdle(in *Input) *finding.Finding {
 	if !in.HasWork {
 		return nil
 	}
-	at, b, sh, v := in.At, in.B, in.Sh, in.v
+	at, b, sh, v := in.Attribution, in.ByCause, in.Shares, in.vocab
 	return &finding.Finding{
 		Severity: in.sev(sh.IdlePct),
 		Claim: fmt.Sprintf("The GPU is idle %.1f %% of the time (%d gaps, %.1f ms); the launching CPU thread is the cause of %.1f ms.",
@@ -48,11 +48,11 @@ func ruleGPUIdle(in *Input) *finding.Finding {
 // ruleGPUBusy: the GPU idled less than GPUBoundIdleMaxPct of the span: the
 // CPU keeps it fed (the live gpu-busy). Sources: 002 Checklist E.
 func ruleGPUBusy(in *Input) *finding.Finding {
-	sh, v := in.Sh, in.v
+	sh, v := in.Shares, in.vocab
 	if !in.HasWork || sh.IdlePct >= thresholds.GPUBoundIdleMaxPct {
 		return nil
 	}
-	tb := in.R.Temporal
+	tb := in.Rank.Temporal
 	return &finding.Finding{
 		Severity: finding.Info,
 		Claim:    fmt.Sprintf("The GPU is busy %.1f %% of the time: the CPU keeps it fed.", 100-sh.IdlePct),
@@ -69,7 +69,7 @@ func ruleGPUBusy(in *Input) *finding.Finding {
 // ruleGPUSideWait: the next operation had been launched in time but started
 // late: it waited on another stream, an event or another GPU.
 func ruleGPUSideWait(in *Input) *finding.Finding {
-	sh := in.Sh
+	sh := in.Shares
 	if sh.GPUWait < thresholds.ModerateSharePct {
 		return nil
 	}
@@ -78,7 +78,7 @@ func ruleGPUSideWait(in *Input) *finding.Finding {
 		Claim:    fmt.Sprintf("%.1f %% of the time the GPU was idle although the next operation had been launched: it waited on another stream, an event or another GPU.", sh.GPUWait),
 		Evidence: []finding.Evidence{
 			in.ctx.ev("share of GPU time idle with work already enqueued", sh.GPUWait, "%", ""),
-			in.ctx.ev("idle with work already enqueued", ms(in.B[tracestats.CauseGPUWait]), "ms", in.v.calls(trace.StreamWaitEvent)+", collective kernels"),
+			in.ctx.ev("idle with work already enqueued", ms(in.ByCause[tracestats.CauseGPUWait]), "ms", in.vocab.calls(trace.StreamWaitEvent)+", collective kernels"),
 		},
 		Decision: "Look at stream dependencies and collectives: overlap communication with computation; compare ranks for a straggler.",
 	}
@@ -87,7 +87,7 @@ func ruleGPUSideWait(in *Input) *finding.Finding {
 // ruleGPUGaps is Nsight Systems' gpu_gaps rule: GPU idle gaps of at least
 // the threshold (500 ms by default).
 func ruleGPUGaps(in *Input) *finding.Finding {
-	r := in.R
+	r := in.Rank
 	gaps := r.Rules.Gaps
 	if len(gaps) == 0 {
 		return nil
@@ -110,7 +110,7 @@ func ruleGPUGaps(in *Input) *finding.Finding {
 // ruleLowUseWindows is Nsight Systems' gpu_time_util rule: windows of the
 // span whose GPU time is below a share.
 func ruleLowUseWindows(in *Input) *finding.Finding {
-	r := in.R
+	r := in.Rank
 	w := r.Rules.LowUse
 	if len(w) == 0 {
 		return nil
@@ -132,7 +132,7 @@ func ruleLowUseWindows(in *Input) *finding.Finding {
 // ruleTraceProblems: the reader needed workarounds; the numbers cover what
 // the trace holds.
 func ruleTraceProblems(in *Input) *finding.Finding {
-	w := in.R.Warnings
+	w := in.Rank.Warnings
 	if len(w) == 0 {
 		return nil
 	}

@@ -14,7 +14,7 @@ import (
 // input-waits-on-storage), so this is its own finding. Sources: 002
 // Checklist C; FAQ 2.
 func ruleHostWaitDataLoader(in *Input) *finding.Finding {
-	sh, b := in.Sh, in.B
+	sh, b := in.Shares, in.ByCause
 	if sh.Input < thresholds.ModerateSharePct {
 		return nil
 	}
@@ -33,7 +33,7 @@ func ruleHostWaitDataLoader(in *Input) *finding.Finding {
 // ruleInputBoundSteps: XProf's input-bound step classification on the
 // median step. Sources: 002 Checklist C.
 func ruleInputBoundSteps(in *Input) *finding.Finding {
-	med, n := medianInputPct(in.R.Steps)
+	med, n := medianInputPct(in.Rank.Steps)
 	if n == 0 || med < thresholds.ModerateSharePct {
 		return nil
 	}

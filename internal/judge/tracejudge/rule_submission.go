@@ -24,7 +24,7 @@ func topRanges(top []tracestats.NamedTime) string {
 // enough, the cause of the live launch-thread-saturated. Sources: 002
 // Checklist B; Task 12; symptom 3.
 func ruleSubmission(in *Input) *finding.Finding {
-	sh, at, b, v, r := in.Sh, in.At, in.B, in.v, in.R
+	sh, at, b, v, r := in.Shares, in.Attribution, in.ByCause, in.vocab, in.Rank
 	if sh.Submission < thresholds.ModerateSharePct {
 		return nil
 	}
@@ -56,7 +56,7 @@ func ruleSubmission(in *Input) *finding.Finding {
 // longer than the median: module loading, lazy initialisation, first-call
 // compilation), kept out of the submission share.
 func ruleSetupLaunches(in *Input) *finding.Finding {
-	r, sh := in.R, in.Sh
+	r, sh := in.Rank, in.Shares
 	su := r.SetupLaunches
 	if len(su.Calls) == 0 {
 		return nil
@@ -78,7 +78,7 @@ func ruleSetupLaunches(in *Input) *finding.Finding {
 	return &finding.Finding{
 		Severity: in.sev(sh.Setup),
 		Claim: fmt.Sprintf("%d launch call(s) are one-off set-up, not steady-state submission: each is the first launch of its kernel and far longer than the median launch (%.1f us); the longest, %s, took %s, probably %s. The %s of GPU idle inside them (%.1f %% of the time) is left out of the submission share.",
-			len(su.Calls), su.MedianUs, longest.API, durText(longest.DurNs), probably, durText(in.B[tracestats.CauseSetup]), sh.Setup),
+			len(su.Calls), su.MedianUs, longest.API, durText(longest.DurNs), probably, durText(in.ByCause[tracestats.CauseSetup]), sh.Setup),
 		Evidence: []finding.Evidence{
 			in.ctx.ev("share of GPU time idle inside set-up launches", sh.Setup, "%", ""),
 			in.ctx.ev("set-up launches", float64(len(su.Calls)), "", longest.API),
@@ -95,7 +95,7 @@ func ruleSetupLaunches(in *Input) *finding.Finding {
 // operations ran shorter than the call that launched them. Sources: 002
 // Task 12.
 func ruleShortKernels(in *Input) *finding.Finding {
-	l, v := in.R.Launch, in.v
+	l, v := in.Rank.Launch, in.vocab
 	if l.Launches == 0 || float64(l.ShortKernels) < thresholds.ShortKernelsShare*float64(l.Launches) {
 		return nil
 	}
@@ -116,12 +116,12 @@ func ruleShortKernels(in *Input) *finding.Finding {
 // ruleLaunchRuntimeOutliers is HTA's launch-statistics runtime cut-off:
 // launch calls longer than LaunchRuntimeOutlier. Sources: 000 §7.
 func ruleLaunchRuntimeOutliers(in *Input) *finding.Finding {
-	l, v := in.R.Launch, in.v
+	l, v := in.Rank.Launch, in.vocab
 	if l.RuntimeOutliers == 0 {
 		return nil
 	}
 	claim := fmt.Sprintf("%d launch calls took longer than %.0f us (HTA's runtime cut-off); the longest %.0f us.", l.RuntimeOutliers, float64(thresholds.LaunchRuntimeOutlier.Microseconds()), l.RuntimeUs.Max)
-	if n := len(in.R.SetupLaunches.Calls); n > 0 {
+	if n := len(in.Rank.SetupLaunches.Calls); n > 0 {
 		claim += fmt.Sprintf(" %d of them are one-off set-up (setup-launches).", n)
 	}
 	return &finding.Finding{
@@ -140,7 +140,7 @@ func ruleLaunchRuntimeOutliers(in *Input) *finding.Finding {
 // ruleLaunchDelayOutliers is HTA's launch-delay cut-off: operations that
 // started more than LaunchDelayOutlier after their launch call returned.
 func ruleLaunchDelayOutliers(in *Input) *finding.Finding {
-	l, v := in.R.Launch, in.v
+	l, v := in.Rank.Launch, in.vocab
 	if l.DelayOutliers == 0 {
 		return nil
 	}
@@ -160,7 +160,7 @@ func ruleLaunchDelayOutliers(in *Input) *finding.Finding {
 // ruleLaunchQueueFull is HTA's queue-length analysis: a stream's launch
 // queue near CUDA's capacity means the CPU ran ahead until launches blocked.
 func ruleLaunchQueueFull(in *Input) *finding.Finding {
-	q := maxQueue(in.R.QueueLength)
+	q := maxQueue(in.Rank.QueueLength)
 	if q.Max < thresholds.LaunchQueueFullShare*tracestats.LaunchQueueCapacity {
 		return nil
 	}
@@ -168,7 +168,7 @@ func ruleLaunchQueueFull(in *Input) *finding.Finding {
 		Severity: finding.Info,
 		Claim:    fmt.Sprintf("Stream %d's launch queue reached %.0f pending operations (CUDA holds about %d): the CPU ran ahead until launches blocked, so the GPU set the pace.", q.Stream, q.Max, tracestats.LaunchQueueCapacity),
 		Evidence: []finding.Evidence{
-			in.ctx.ev("largest queue length", q.Max, "operations", in.v.runtimeEvents()+" launches, operation starts"),
+			in.ctx.ev("largest queue length", q.Max, "operations", in.vocab.runtimeEvents()+" launches, operation starts"),
 			in.ctx.ev("mean queue length", q.Mean, "operations", ""),
 		},
 		Supports: finding.GPUBound,
@@ -244,7 +244,7 @@ const churnDecision = "Keep buffers allocated across steps: let PyTorch's cachin
 // When that recurs in (nearly) every profiled step with allocator calls
 // among them, it is allocator churn, named with its step count.
 func ruleHostWaitOtherAPI(in *Input) *finding.Finding {
-	sh, at, b, v := in.Sh, in.At, in.B, in.v
+	sh, at, b, v := in.Shares, in.Attribution, in.ByCause, in.vocab
 	if sh.OtherAPI < thresholds.ModerateSharePct {
 		return nil
 	}
@@ -252,7 +252,7 @@ func ruleHostWaitOtherAPI(in *Input) *finding.Finding {
 		in.ctx.ev("share of GPU time lost in "+v.api()+" calls that launch nothing", sh.OtherAPI, "%", ""),
 		in.ctx.ev("idle while the launching thread was in "+v.api()+" calls that launch nothing", ms(b[tracestats.CauseOtherAPI]-at.AfterSync[tracestats.CauseOtherAPI]), "ms", v.runtimeEvents()),
 	}
-	c := otherAPIChurn(in.R)
+	c := otherAPIChurn(in.Rank)
 	if c.total > 0 {
 		ev = append(ev, in.ctx.ev("profiled steps whose gaps held such calls", float64(c.steps), fmt.Sprintf("of %d", c.total), "ProfilerStep#N, "+v.runtimeEvents()))
 	}
@@ -273,7 +273,7 @@ func ruleHostWaitOtherAPI(in *Input) *finding.Finding {
 // ruleHostWaitUntraced: the GPU waited while the launching thread ran
 // nothing the profiler recorded.
 func ruleHostWaitUntraced(in *Input) *finding.Finding {
-	sh, at, b := in.Sh, in.At, in.B
+	sh, at, b := in.Shares, in.Attribution, in.ByCause
 	if sh.Untraced < thresholds.ModerateSharePct {
 		return nil
 	}
@@ -292,7 +292,7 @@ func ruleHostWaitUntraced(in *Input) *finding.Finding {
 // than SMs: too little parallel work per kernel, the cause of the live
 // gpu-underfed read from launch geometry. Sources: 002 symptom 8.
 func ruleSmallKernels(in *Input) *finding.Finding {
-	sh := in.Sh
+	sh := in.Shares
 	if sh.SmallKernelPct < thresholds.TooLittleWorkKernelTimePct {
 		return nil
 	}

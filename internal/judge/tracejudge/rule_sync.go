@@ -14,7 +14,7 @@ import (
 // the live launch-thread-waits-on-gpu, read from the trace's sync calls.
 // Sources: 002 symptom 1; Checklist B step 3.
 func ruleWaitsOnGPU(in *Input) *finding.Finding {
-	sh, at, b, v := in.Sh, in.At, in.B, in.v
+	sh, at, b, v := in.Shares, in.Attribution, in.ByCause, in.vocab
 	if sh.Sync < thresholds.ModerateSharePct {
 		return nil
 	}
@@ -37,7 +37,7 @@ func ruleWaitsOnGPU(in *Input) *finding.Finding {
 // the CPU; more than SyncsPerStepMax per step is a warning. Sources: 002
 // Checklist B step 3.
 func ruleSyncCalls(in *Input) *finding.Finding {
-	r, v := in.R, in.v
+	r, v := in.Rank, in.vocab
 	syncCalls := r.Rules.StreamSyncs.Count + r.Rules.DeviceSyncs.Count + r.Rules.EventSyncs.Count
 	if syncCalls == 0 {
 		return nil
@@ -73,7 +73,7 @@ func ruleSyncCalls(in *Input) *finding.Finding {
 // ruleSyncCopies: blocking copies (cudaMemcpy and its kin) held the CPU.
 // Sources: 002 symptom 4.
 func ruleSyncCopies(in *Input) *finding.Finding {
-	c, v := in.R.Rules.SyncCopies, in.v
+	c, v := in.Rank.Rules.SyncCopies, in.vocab
 	if c.Count == 0 {
 		return nil
 	}
@@ -92,7 +92,7 @@ func ruleSyncCopies(in *Input) *finding.Finding {
 
 // ruleSyncMemsets: blocking memsets held the CPU.
 func ruleSyncMemsets(in *Input) *finding.Finding {
-	c, v := in.R.Rules.SyncMemsets, in.v
+	c, v := in.Rank.Rules.SyncMemsets, in.vocab
 	if c.Count == 0 {
 		return nil
 	}

@@ -55,21 +55,23 @@ func Rules() []Rule { return append([]Rule(nil), registry...) }
 // shares of the span each cause took, the trace's own names for its calls,
 // and what every piece of evidence cites.
 type Input struct {
-	R  *RankReport
-	Sh Shares
-	v  *vocab
+	// Rank is the rank's report being judged; Shares its time shares.
+	Rank   *RankReport
+	Shares Shares
+	// vocab names the trace's runtime calls as its profiler wrote them.
+	vocab *vocab
 	// ctx: the window and file every piece of evidence cites.
 	ctx evidenceCtx
-	// At and B are the attribution of the GPU's idle gaps and its time by cause.
-	At *tracestats.Attribution
-	B  *tracestats.ByCause
+	// Attribution is where the GPU's idle gaps went; ByCause its time by cause.
+	Attribution *tracestats.Attribution
+	ByCause     *tracestats.ByCause
 	// HasWork: the trace holds GPU operations.
 	HasWork bool
 }
 
 func newInput(r *RankReport, sh Shares, v *vocab) *Input {
-	return &Input{R: r, Sh: sh, v: v, ctx: evidenceCtx{window: windowText(r), file: filepath.Base(r.Source)},
-		At: &r.Attribution, B: &r.Attribution.ByCause, HasWork: r.Scope.GPUOps > 0}
+	return &Input{Rank: r, Shares: sh, vocab: v, ctx: evidenceCtx{window: windowText(r), file: filepath.Base(r.Source)},
+		Attribution: &r.Attribution, ByCause: &r.Attribution.ByCause, HasWork: r.Scope.GPUOps > 0}
 }
 
 // sev is a cause finding's severity: a warning from HighSharePct of the span.
