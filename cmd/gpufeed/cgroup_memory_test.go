@@ -52,7 +52,6 @@ while True:
 // (the child's pid), from the cgroup's oom_kill count.
 func TestAttachMemoryCgroupTimeLeftAndOOMKill(t *testing.T) {
 	livetest.Need(t)
-	lightLive(t)
 	python, err := exec.LookPath("python3")
 	if err != nil {
 		t.Skip("python3 not found")

@@ -235,7 +235,6 @@ func TestCompareRefusesHugeFilesBeforeReading(t *testing.T) {
 // first job's node, and how long before the other.
 func TestCompareDeathsAcrossNodes(t *testing.T) {
 	livetest.Need(t)
-	lightLive(t)
 	dir := t.TempDir()
 	var files []string
 	for i, victim := range []int{2, 1} {

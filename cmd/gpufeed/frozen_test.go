@@ -72,7 +72,6 @@ func TestDiagnoseFrozenJob(t *testing.T) {
 // one that reaps at once only the kernel log remembers it.
 func TestDeadRankNamedAfterAttach(t *testing.T) {
 	livetest.Need(t)
-	lightLive(t)
 	for _, tc := range []struct {
 		name    string
 		inOrder bool

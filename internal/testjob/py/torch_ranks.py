@@ -16,12 +16,22 @@ CPU binding there), so an observer sees it first with the launcher's
 command line, environment and memory layout. --torchrun-env gives each rank
 the whole environment torchrun's elastic agent sets on one node (also
 LOCAL_WORLD_SIZE, GROUP_RANK=0 and a TORCHELASTIC_RUN_ID), so that rank
-detection is exercised as under torchrun: Debian's torchrun (torch 1.13)
-fails before it starts any worker, so this launcher stands in for it.
+detection is exercised as under torchrun. --torchrun starts the ranks with
+torchrun itself (python3 -m torch.distributed.run --standalone): its elastic
+agent is then the ranks' parent, and this launcher its parent.
+
+Debian's torchrun (torch 1.13) under Python 3.11 fails before it starts any
+worker with its defaults: it reads --redirects and --tee ("0") into an
+IntFlag, and Python 3.11 no longer lists the flag's zero member when
+iterating it, so "0" becomes None and to_map fails. A mapping for a local
+rank that does not exist ("9:1", one digit as its pattern wants) gives
+every real rank the default, no redirection, without that lookup:
+--torchrun passes it (jobs of up to 9 ranks on the node).
 
     /usr/bin/python3 torch_ranks.py --world 3 --hang 1
 """
 import argparse
+import json
 import os
 import socket
 import subprocess
@@ -38,6 +48,8 @@ def rank_main(a):
     import torch.distributed as dist
 
     rank = int(os.environ["RANK"])
+    if a.torchrun:
+        say("rank-up", rank=rank)
     dist.init_process_group("gloo")  # env://: MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE
     t = torch.ones(1024)
     dev = None
@@ -92,7 +104,34 @@ def free_port():
         return s.getsockname()[1]
 
 
+def torchrun_launcher(a):
+    """Runs the ranks under torchrun and says their pids (each rank says its
+    own once up: torchrun's agent, not this process, is their parent)."""
+    # The ranks get this command line (--torchrun included: with RANK set
+    # they are ranks, and say when they are up).
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes", "1",
+           "--nproc_per_node", str(a.world), "--redirects", "9:1", "--tee", "9:1",
+           os.path.abspath(__file__)] + sys.argv[1:]
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+    ranks = {}
+    for line in p.stdout:
+        try:
+            m = json.loads(line)
+        except ValueError:
+            continue
+        if m.get("event") == "rank-up":
+            ranks[str(m["rank"])] = m["pid"]
+            if len(ranks) == a.world:
+                say("ranks", ranks=ranks, agent=p.pid)
+            continue
+        sys.stdout.write(line)
+        sys.stdout.flush()
+    p.wait()
+
+
 def launcher(a):
+    if a.torchrun:
+        return torchrun_launcher(a)
     port = a.port or free_port()
     procs = []
     for rank in range(a.world):
@@ -128,6 +167,7 @@ if __name__ == "__main__":
     p.add_argument("--simdev", default="", help="directory of gpufeed_simdev.py: each rank drives the simulated GPU")
     p.add_argument("--preexec-delay", type=float, default=0)
     p.add_argument("--torchrun-env", action="store_true", help="each rank gets the environment torchrun sets on one node")
+    p.add_argument("--torchrun", action="store_true", help="start the ranks with torchrun itself")
     a = p.parse_args()
     if "RANK" in os.environ:
         rank_main(a)
