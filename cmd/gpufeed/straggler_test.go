@@ -84,6 +84,17 @@ func checkStragglerOf(t *testing.T, world, slow int, how string, slowRow string)
 		!strings.HasPrefix(fs[0].Claim, "rank "+strconv.Itoa(slow)+" of "+strconv.Itoa(world)+" (pid ") {
 		t.Errorf("JSON findings:\n%s", claims(r))
 	}
+	// The same table in numbers: one row per rank, by rank, the slow one
+	// the straggler and each other waiting in the collective.
+	if r.Job == nil || len(r.Job.Ranks) != world {
+		t.Fatalf("JSON job.ranks: %+v", r.Job)
+	}
+	for i, row := range r.Job.Ranks {
+		if row.Rank != strconv.Itoa(i) || row.PID != pids[row.Rank] || row.Straggler != (i == slow) || row.DemandPct == nil || row.AsleepPct == nil ||
+			(i != slow && row.State != "waits in a collective") || (i == slow && row.State == "waits in a collective") {
+			t.Errorf("JSON job.ranks[%d] = %+v (demand %v, asleep %v)", i, row, row.DemandPct, row.AsleepPct)
+		}
+	}
 }
 
 func TestStragglerByCPUNamedByRank(t *testing.T) {

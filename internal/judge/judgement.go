@@ -59,6 +59,31 @@ type JobJudged struct {
 	// ForkGroups are the DataLoader-style worker pools: a parent and the
 	// workers it started, with the start method.
 	ForkGroups []ForkGroup `json:"fork_groups"`
+	// Ranks is the per-rank table (two ranks or more), by rank: what each
+	// rank's launch thread did over the window, the numbers the RANKS
+	// table and rank-straggler state in words.
+	Ranks []RankRow `json:"ranks"`
+}
+
+// RankRow is one rank of the job over the window.
+type RankRow struct {
+	Rank  string `json:"rank"`
+	World string `json:"world,omitempty"`
+	PID   int    `json:"pid"`
+	// State is what it did: busy, waits in a collective, waits for data,
+	// sleeps, mixed, dead (the RANKS table's words).
+	State string `json:"state"`
+	// DemandPct is its launch thread's mean running plus runnable share of
+	// a core and AsleepPct the share of readings it slept, in percent; nil
+	// when its thread was not read (a dead rank).
+	DemandPct *float64 `json:"demand_pct"`
+	AsleepPct *float64 `json:"asleep_pct"`
+	// Waits says where it slept most ("futex", "pipe read"...); GPUs the
+	// devices it uses.
+	Waits string `json:"waits,omitempty"`
+	GPUs  []int  `json:"gpus"`
+	// Straggler marks the rank its peers wait for.
+	Straggler bool `json:"straggler"`
 }
 
 // ThreadRef names a thread.
@@ -264,7 +289,18 @@ func judgement(in *Input, v *finding.Verdict, fs []finding.Finding) *Judgement {
 
 // jobJudged is the job as the rules saw it.
 func jobJudged(in *Input) JobJudged {
-	out := JobJudged{GPUProcesses: []int{}, GPUProcessesHow: in.Job.GPUProcsHow, Members: []Member{}, ForkGroups: []ForkGroup{}}
+	out := JobJudged{GPUProcesses: []int{}, GPUProcessesHow: in.Job.GPUProcsHow, Members: []Member{}, ForkGroups: []ForkGroup{}, Ranks: []RankRow{}}
+	if len(in.Job.Ranks) >= 2 {
+		for _, v := range in.Job.Ranks {
+			r := RankRow{Rank: v.Rank, World: v.World, PID: v.Proc.Key.PID, State: v.State, Waits: v.Top, GPUs: append([]int{}, v.GPUs...),
+				Straggler: in.Job.Straggler != nil && in.Job.Straggler.Proc == v.Proc}
+			if v.Thread != nil {
+				d, a := round2(v.Demand), round2(v.Asleep)
+				r.DemandPct, r.AsleepPct = &d, &a
+			}
+			out.Ranks = append(out.Ranks, r)
+		}
+	}
 	if l := in.Job.Launch; l != nil {
 		comm := l.T.Comm
 		if comm == "" && l.T.Info != nil {
