@@ -135,6 +135,7 @@ func checkForkAfterDriver(t *testing.T, runs []attachRun, parent int, lib string
 
 func TestForkAfterSimulatedDriverAttached(t *testing.T) {
 	livetest.Need(t)
+	lightLive(t)
 	py := requireTorch(t)
 	pydir, _ := filepath.Abs("../../python")
 	sock := startSimdev(t)
@@ -145,6 +146,7 @@ func TestForkAfterSimulatedDriverAttached(t *testing.T) {
 
 func TestForkAfterDlopenedDriverAttached(t *testing.T) {
 	livetest.Need(t)
+	lightLive(t)
 	python, err := exec.LookPath("python3")
 	if err != nil {
 		t.Skip("python3 not found")
@@ -160,6 +162,7 @@ func TestForkAfterDlopenedDriverAttached(t *testing.T) {
 // is found, no fork-after-cuda-init.
 func TestForkAfterOtherLibraryAttached(t *testing.T) {
 	livetest.Need(t)
+	lightLive(t)
 	python, err := exec.LookPath("python3")
 	if err != nil {
 		t.Skip("python3 not found")

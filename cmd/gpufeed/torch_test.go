@@ -166,6 +166,7 @@ func checkGlooJob(t *testing.T, r render.Report, launcher int) {
 // gpufeed attaches to the launcher.
 func TestGlooRanksAttached(t *testing.T) {
 	livetest.Need(t)
+	lightLive(t)
 	requireTorch(t)
 	job := startScenario(t, testjob.TorchRanks, "--world", "3", "--hang", "1")
 	awaitEvent(t, job, "ranks", 30*time.Second)
@@ -359,18 +360,18 @@ type copiedReading struct {
 // per kind (4 workers forked over a list of 3 M floats, over a numpy array,
 // and spawned over the list), reading in random order (each worker touches
 // every page of the list within seconds, then copies little more: a rate
-// alone misses it from about 30 s on), gpufeed attached to each at 3 s, 30 s and 90 s
+// alone misses it from about 30 s on), gpufeed attached to each at 3 s, 30 s and 50 s
 // after the workers started, with a 5 s and a 15 s window at each age (the
 // two at once). Over the list every window finds the copies, and the amount
 // it reports is within 10 % of what smaps gives at the end of the window
 // (read by the test every half second); over the numpy array and with spawn
-// workers nothing is found. Attached at 90 s the workers have copied most of
+// workers nothing is found. Attached at 50 s the workers have copied most of
 // what they will (the rate alone missed them).
 func TestDataLoaderCopiedLevelAttached(t *testing.T) {
 	livetest.Need(t)
 	requireTorch(t)
 	bin := gpufeed(t)
-	ages := []time.Duration{3 * time.Second, 30 * time.Second, 90 * time.Second}
+	ages := []time.Duration{3 * time.Second, 30 * time.Second, 50 * time.Second}
 	windows := []time.Duration{5 * time.Second, 15 * time.Second}
 	for _, kind := range []struct{ name, storage, method string }{{"list", "list", "fork"}, {"numpy", "numpy", "fork"}, {"spawn", "list", "spawn"}} {
 		t.Run(kind.name, func(t *testing.T) {
