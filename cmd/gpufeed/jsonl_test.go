@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -80,6 +81,10 @@ func TestDiagnoseJSONLinesThroughAPipe(t *testing.T) {
 		Window struct {
 			Samples int `json:"samples"`
 		} `json:"window"`
+		Series struct {
+			StartNS        []int64    `json:"start_ns"`
+			GPUUtilPercent []*float64 `json:"gpu_util_percent"`
+		} `json:"series"`
 	}
 	if err := json.Unmarshal([]byte(last), &rep); err != nil {
 		t.Fatal(err)
@@ -115,6 +120,17 @@ func TestDiagnoseJSONLinesThroughAPipe(t *testing.T) {
 	if busy < 10 || launchIdle < 10 {
 		t.Errorf("%d busy intervals in the GPU-bound phase, %d idle for submission after its last one: want both phases seen, in order", busy, launchIdle)
 	}
+	// The report carries the series the lines streamed: one entry per
+	// interval, the same measurements.
+	if len(rep.Series.StartNS) != len(lines) || len(rep.Series.GPUUtilPercent) != len(lines) {
+		t.Fatalf("the report's series has %d intervals (%d GPU readings), the stream %d lines", len(rep.Series.StartNS), len(rep.Series.GPUUtilPercent), len(lines))
+	}
+	for i, l := range lines {
+		a, b := l.GPUUtilPercent, rep.Series.GPUUtilPercent[i]
+		if l.StartNS != rep.Series.StartNS[i] || (a == nil) != (b == nil) || (a != nil && *a != *b) {
+			t.Fatalf("interval %d: line starts at %d with GPU %v, the report's series at %d with %v", i, l.StartNS, ptrText(a), rep.Series.StartNS[i], ptrText(b))
+		}
+	}
 	if w := lines[len(lines)-1].Window; w.Class != "submission-bound" {
 		t.Errorf("the last window's verdict is %q, want submission-bound", w.Class)
 	}
@@ -133,4 +149,11 @@ func TestJSONLinesOnlyLive(t *testing.T) {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q", args, code, out, stderr)
 		}
 	}
+}
+
+func ptrText(p *float64) string {
+	if p == nil {
+		return "null"
+	}
+	return strconv.FormatFloat(*p, 'g', -1, 64)
 }

@@ -22,7 +22,7 @@ type jsonlRenderer struct{}
 
 // Diagnose writes the report as the stream's last line.
 func (jsonlRenderer) Diagnose(w io.Writer, r *Report, _ Options) error {
-	return writeJSONLine(w, reportJSON{Header: header(r.Header), Verdict: verdictJSON(r.Verdict), Findings: findingsJSON(r.Findings), report: (*report)(r)})
+	return writeJSONLine(w, reportJSON{Header: header(r.Header), Verdict: verdictJSON(r.Verdict), Findings: findingsJSON(r.Findings), report: (*report)(r), Series: seriesJSON(r.Series)})
 }
 
 func (jsonlRenderer) Check(io.Writer, *CheckReport, Options) error {

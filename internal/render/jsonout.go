@@ -40,7 +40,7 @@ func header(h Header) Header {
 }
 
 func (jsonRenderer) Diagnose(w io.Writer, r *Report, _ Options) error {
-	return writeJSON(w, reportJSON{Header: header(r.Header), Verdict: verdictJSON(r.Verdict), Findings: findingsJSON(r.Findings), report: (*report)(r)})
+	return writeJSON(w, reportJSON{Header: header(r.Header), Verdict: verdictJSON(r.Verdict), Findings: findingsJSON(r.Findings), report: (*report)(r), Series: seriesJSON(r.Series)})
 }
 
 func (jsonRenderer) Check(w io.Writer, r *CheckReport, _ Options) error {
@@ -59,6 +59,8 @@ type reportJSON struct {
 	Verdict  *jsonVerdict  `json:"verdict"`
 	Findings []jsonFinding `json:"findings"`
 	*report
+	// Series is the judge's, interval by interval (null when no rules ran).
+	Series *jsonSeries `json:"series"`
 }
 
 // jsonVerdict is a verdict as every JSON document writes it.
@@ -273,6 +275,7 @@ func (r *Report) UnmarshalJSON(b []byte) error {
 		return err
 	}
 	r.Header = d.Header
+	r.Series = d.Series.series()
 	if v := d.Verdict; v != nil {
 		r.Verdict = &finding.Verdict{Class: v.Class, Confidence: v.ConfidencePercent / 100, Basis: v.ConfidenceBasis,
 			Summary: v.Summary, Because: v.Because, Decision: v.Decision, Missing: v.Missing}
