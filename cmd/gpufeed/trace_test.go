@@ -136,6 +136,9 @@ func TestTraceVerdictWording(t *testing.T) {
 				t.Errorf("%s: CUDA names in a trace that has none: %q", p, m)
 			}
 		}
+		if strings.Contains(out, " 1 GPU operations") {
+			t.Errorf("%s: \"1 GPU operations\": one operation is singular:\n%.300s", p, out)
+		}
 		if strings.Contains(p, "amd_trace") && !strings.Contains(out, "hipLaunchKernel") {
 			t.Errorf("%s: hipLaunchKernel is never named", p)
 		}

@@ -163,7 +163,7 @@ func decideClass(sh Shares, ops int, spanNs int64, byID map[string]*finding.Find
 	if ops < thresholds.TraceMinGPUOps || spanNs < thresholds.TraceMinSpanNs {
 		return finding.Verdict{
 			Class:   finding.Inconclusive,
-			Summary: fmt.Sprintf("The trace holds %d GPU operations over %.3f ms: too little to tell a pattern from an accident.", ops, float64(spanNs)/1e6),
+			Summary: fmt.Sprintf("The trace holds %d GPU %s over %.3f ms: too little to tell a pattern from an accident.", ops, map[bool]string{true: "operation", false: "operations"}[ops == 1], float64(spanNs)/1e6),
 			Missing: fmt.Sprintf("a longer trace: at least %d GPU operations over %.0f ms, ideally several ProfilerSteps (torch.profiler.schedule(wait=1, warmup=1, active=3))", thresholds.TraceMinGPUOps, float64(thresholds.TraceMinSpanNs)/1e6),
 		}, ""
 	}
