@@ -424,8 +424,8 @@ func (htmlRenderer) Trace(w io.Writer, res *TraceReport, o Options) error {
 		} else {
 			p.Verdicts = append(p.Verdicts, *verdictView(label, &v))
 		}
-		p.Subtitle = append(p.Subtitle, safetext.Clean(fmt.Sprintf("%s: %s, %d GPU operations over %s, %d idle gaps",
-			label, rep.Format, rep.Scope.GPUOps, Duration(time.Duration(rep.Scope.EndNs-rep.Scope.StartNs)), rep.Attribution.Gaps)))
+		p.Subtitle = append(p.Subtitle, safetext.Clean(fmt.Sprintf("%s: %s, %s over %s, %s",
+			label, rep.Format, safetext.Count(rep.Scope.GPUOps, "GPU operation", "GPU operations"), Duration(time.Duration(rep.Scope.EndNs-rep.Scope.StartNs)), safetext.Count(rep.Attribution.Gaps, "idle gap", "idle gaps"))))
 		if c, chart, ok := traceChart(i, label, rep.Scope.StartNs, rep.Scope.EndNs, rep.Gaps); ok {
 			p.Data.Charts = append(p.Data.Charts, c)
 			p.Charts = append(p.Charts, chart)

@@ -15,6 +15,7 @@ import (
 	"github.com/gpufeed/gpufeed/internal/finding"
 	"github.com/gpufeed/gpufeed/internal/judge/thresholds"
 	"github.com/gpufeed/gpufeed/internal/judge/tracejudge"
+	"github.com/gpufeed/gpufeed/internal/safetext"
 	"github.com/gpufeed/gpufeed/internal/trace"
 )
 
@@ -239,7 +240,7 @@ func (p *printer) report(r *tracejudge.RankReport) {
 	p.hta(r)
 	p.nsight(r)
 	p.line("")
-	p.line("SCOPE: %d GPU operations, %d steps analysed, %d left out. %s", r.Scope.GPUOps, r.Scope.Steps, r.Scope.DroppedSteps, r.Scope.Note)
+	p.line("SCOPE: %s, %s analysed, %d left out. %s", safetext.Count(r.Scope.GPUOps, "GPU operation", "GPU operations"), safetext.Count(r.Scope.Steps, "step", "steps"), r.Scope.DroppedSteps, r.Scope.Note)
 	p.line("%s", p.readLine(r))
 	for _, w := range r.Warnings {
 		p.line("WARNING: %s", w)

@@ -1,6 +1,7 @@
 package safetext
 
 import (
+	"strconv"
 	"strings"
 	"unicode/utf8"
 )
@@ -39,4 +40,12 @@ func Wrap(s string, width int, first, rest string, maxLines int) []string {
 		lines[maxLines-1] = last
 	}
 	return lines
+}
+
+// Count writes n with its noun: "1 thread", "3 threads".
+func Count(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return strconv.Itoa(n) + " " + many
 }

@@ -54,9 +54,4 @@ func rankRanges(ranks []int) string {
 }
 
 // plural writes "1 thread" / "3 threads".
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return "1 " + one
-	}
-	return strconv.Itoa(n) + " " + many
-}
+func plural(n int, one, many string) string { return safetext.Count(n, one, many) }

@@ -7,6 +7,7 @@ import (
 	"github.com/gpufeed/gpufeed/internal/derive/tracestats"
 	"github.com/gpufeed/gpufeed/internal/finding"
 	"github.com/gpufeed/gpufeed/internal/judge/thresholds"
+	"github.com/gpufeed/gpufeed/internal/safetext"
 	"github.com/gpufeed/gpufeed/internal/trace"
 )
 
@@ -102,7 +103,7 @@ func ruleShortKernels(in *Input) *finding.Finding {
 	launches := v.calls(trace.Launch, trace.MemcpyAsync, trace.MemsetAsync)
 	return &finding.Finding{
 		Severity: finding.Info,
-		Claim:    fmt.Sprintf("%d of %d GPU operations (%.0f %%) ran shorter than the call that launched them (HTA's short kernels).", l.ShortKernels, l.Launches, 100*float64(l.ShortKernels)/float64(l.Launches)),
+		Claim:    fmt.Sprintf("%d of %s (%.0f %%) ran shorter than the call that launched them (HTA's short kernels).", l.ShortKernels, safetext.Count(l.Launches, "GPU operation", "GPU operations"), 100*float64(l.ShortKernels)/float64(l.Launches)),
 		Evidence: []finding.Evidence{
 			in.ctx.ev("operations shorter than their launch call", float64(l.ShortKernels), "", launches),
 			in.ctx.ev("operations launched", float64(l.Launches), "", launches),

@@ -9,6 +9,7 @@ import (
 	"github.com/gpufeed/gpufeed/internal/judge/thresholds"
 
 	"github.com/gpufeed/gpufeed/internal/finding"
+	"github.com/gpufeed/gpufeed/internal/safetext"
 )
 
 // Shares are the candidate bottlenecks of a rank, each as a percentage of
@@ -163,7 +164,7 @@ func decideClass(sh Shares, ops int, spanNs int64, byID map[string]*finding.Find
 	if ops < thresholds.TraceMinGPUOps || spanNs < thresholds.TraceMinSpanNs {
 		return finding.Verdict{
 			Class:   finding.Inconclusive,
-			Summary: fmt.Sprintf("The trace holds %d GPU %s over %.3f ms: too little to tell a pattern from an accident.", ops, map[bool]string{true: "operation", false: "operations"}[ops == 1], float64(spanNs)/1e6),
+			Summary: fmt.Sprintf("The trace holds %s over %.3f ms: too little to tell a pattern from an accident.", safetext.Count(ops, "GPU operation", "GPU operations"), float64(spanNs)/1e6),
 			Missing: fmt.Sprintf("a longer trace: at least %d GPU operations over %.0f ms, ideally several ProfilerSteps (torch.profiler.schedule(wait=1, warmup=1, active=3))", thresholds.TraceMinGPUOps, float64(thresholds.TraceMinSpanNs)/1e6),
 		}, ""
 	}
