@@ -152,6 +152,13 @@ type attachRun struct {
 // returns them all.
 func attachRepeatedly(t *testing.T, pid int, runs int, windows []time.Duration, extra ...string) []attachRun {
 	t.Helper()
+	return attachRepeatedlyAs(t, nil, pid, runs, windows, extra...)
+}
+
+// attachRepeatedlyAs is attachRepeatedly with the observers run as cred
+// (nil: as the test).
+func attachRepeatedlyAs(t *testing.T, cred *syscall.Credential, pid int, runs int, windows []time.Duration, extra ...string) []attachRun {
+	t.Helper()
 	var out []attachRun
 	bin := gpufeed(t)
 	for _, w := range windows {
@@ -163,6 +170,9 @@ func attachRepeatedly(t *testing.T, pid int, runs int, windows []time.Duration, 
 				defer wg.Done()
 				args := append([]string{"diagnose", "--pid", strconv.Itoa(pid), "--duration", w.String(), "-o", "json"}, extra...)
 				cmd := exec.Command(bin, args...)
+				if cred != nil {
+					cmd.Dir, cmd.SysProcAttr = filepath.Dir(bin), &syscall.SysProcAttr{Credential: cred}
+				}
 				var stderr strings.Builder
 				cmd.Stderr = &stderr
 				b, err := cmd.Output()
@@ -427,6 +437,32 @@ func TestAttachSleepIsIdle(t *testing.T) {
 	runs := attachRepeatedly(t, w.Process.Pid, 5, []time.Duration{3 * time.Second, 4 * time.Second}, "--device", "none")
 	requireNeverStalled(t, "sleep 30", runs)
 	requireIdle(t, runs, "clock_nanosleep", "timer")
+}
+
+// TestAttachSleepUnseenIsNotStalled: root's sleeping job attached by an
+// unprivileged user, who cannot read another user's threads' waits (wchan
+// and syscall need CAP_SYS_PTRACE). Nothing moves, and a deadlock would
+// read the same as this sleep: the verdict never says stalled, names no
+// critical finding, and says how to see the waits.
+func TestAttachSleepUnseenIsNotStalled(t *testing.T) {
+	livetest.Need(t)
+	lightLive(t)
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to drop to nobody")
+	}
+	w := startWorkload(t, nil, false, "sleep", "30")
+	time.Sleep(200 * time.Millisecond)
+	runs := attachRepeatedlyAs(t, nobody, w.Process.Pid, 3, []time.Duration{3 * time.Second}, "--device", "none")
+	requireNeverStalled(t, "root's sleep 30 seen by nobody", runs)
+	for i, r := range runs {
+		if r.err != "" || r.rep.Verdict == nil {
+			continue
+		}
+		v := r.rep.Verdict
+		if v.Class != finding.Inconclusive || !strings.Contains(v.Missing, "CAP_SYS_PTRACE") || !slices.ContainsFunc(r.rep.Findings, func(f finding.Finding) bool { return f.ID == "job-waits-unseen" }) {
+			t.Errorf("run %d: %s (%s), missing %q, findings %v: want inconclusive, saying how to see the waits", i, v.Class, v.Summary, v.Missing, findingIDs(r.rep.Findings))
+		}
+	}
 }
 
 // slowStartIdleServerWorkload is idleServerWorkload behind a start-up that

@@ -67,6 +67,9 @@ func Classify(in *Input, fs []finding.Finding) finding.Verdict {
 		if v.Because == nil {
 			v.Because = []string{}
 		}
+		if v.Class == finding.Inconclusive {
+			return *v // nothing moved, but no wait was seen to say stalled or idle
+		}
 		judged := in.Frozen.Progress.Span
 		if v.Class == finding.Idle && in.Frozen.Progress.Idle != nil {
 			judged = in.Frozen.Progress.Idle.Span

@@ -17,6 +17,15 @@ type Result struct {
 	// inherited (only groups whose smaps were read).
 	COW      []COWLevel
 	Findings []finding.Finding
+	// Unseen is set when nothing moved but the stall is not confirmed: no
+	// death, lost GPU, thread stuck in the kernel or spinning GPU explains
+	// it, and where the threads wait was not visible (no thread seen in a
+	// wait a stall is made of: a lock, a peer, the device, the disk). A
+	// job stuck and one waiting for work or for time to pass then read
+	// the same: the verdict is inconclusive, saying how to tell them apart.
+	Unseen bool
+	// UnseenHow says how to read the waits that were not visible.
+	UnseenHow string
 }
 
 // Analyze runs every frozen-job and memory/limit analysis over a timeline
@@ -68,6 +77,10 @@ func AnalyzeKernel(tl *timeline.Timeline, a *derive.View, kernel []kernlog.Event
 	add(forkFindings(v, r.Progress)...)
 	add(pyStackFindings(v)...)
 	add(kernelLogNotes(v)...)
+	if stalled && stallUnseen(r) {
+		r.Unseen, r.UnseenHow = true, unseenHow(v)
+		r.Findings[0] = unseenFinding(v, r.Progress, r.Findings[0])
+	}
 	return r
 }
 

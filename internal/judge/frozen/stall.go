@@ -8,6 +8,7 @@ import (
 
 	"github.com/gpufeed/gpufeed/internal/finding"
 	"github.com/gpufeed/gpufeed/internal/judge/thresholds"
+	"github.com/gpufeed/gpufeed/internal/safetext"
 	"github.com/gpufeed/gpufeed/internal/timeline"
 )
 
@@ -56,6 +57,74 @@ func stalledFinding(v *view, p Progress, blocked []BlockedThread, deaths []Death
 		Supports: finding.Stalled,
 		Subject:  "job",
 	}
+}
+
+// explainsStall lists the findings that explain a stall whatever the
+// threads' waits: a member that died or is missing, a lost GPU, a thread
+// stuck in the kernel, ranks told apart by their stacks.
+var explainsStall = []string{"member-died", "rank-missing", "gpu-fell-off-bus", "hung-task", "uninterruptible-sleep", "rank-positions"}
+
+// stallUnseen says whether a stall rests on nothing but the quiet itself:
+// none of r's findings explains it, the GPU is not seen spinning, and no
+// live thread was seen in a wait a stall is made of (a lock outside a
+// server, a peer, the device, the disk) while at least one wait could not
+// be read. An observer without the privilege to read another user's
+// threads' waits (wchan and syscall need CAP_SYS_PTRACE) sees a sleeping
+// job exactly as a deadlocked one.
+func stallUnseen(r Result) bool {
+	if len(r.Deaths) > 0 || r.Progress.GPUSpinning() {
+		return false
+	}
+	for _, f := range r.Findings {
+		if slices.Contains(explainsStall, f.ID) {
+			return false
+		}
+	}
+	unknown := false
+	for _, w := range r.Progress.Waits {
+		switch w.Kind {
+		case WaitUnknown:
+			unknown = unknown || w.State == 'S'
+		case WaitLock, WaitPeer, WaitDevice, WaitDisk:
+			return false
+		}
+	}
+	return unknown
+}
+
+// unseenFinding is the stall finding of a job whose quiet cannot be told
+// from idleness: what was measured, and how to see where it waits.
+func unseenFinding(v *view, p Progress, stalled finding.Finding) finding.Finding {
+	n := 0
+	for _, w := range p.Waits {
+		if w.Kind == WaitUnknown && w.State == 'S' {
+			n++
+		}
+	}
+	io := "I/O not visible"
+	if p.IOVisible {
+		io = "moved " + strconv.FormatFloat(p.IOBytesPerSec, 'f', 0, 64) + " B/s of I/O"
+	}
+	gpu := "no GPU was visible"
+	if p.GPUVisible {
+		gpu = "the GPUs stayed idle"
+	}
+	return finding.Finding{
+		ID:       "job-waits-unseen",
+		Severity: finding.Warning,
+		Claim: fmt.Sprintf("nothing in the job moved over %s: none of its %d live threads was woken out of a wait with no timeout, they gained %.2f %% of one core, %s and %s; but where %s is not visible, so a stuck job (stalled) and one waiting for work or for time to pass (idle) read the same",
+			fmtSeconds(p.Span)+sinceText(p), p.Threads, p.CPUCores*100, io, gpu, safetext.Count(n, "sleeping thread waits", "sleeping threads wait")),
+		Evidence: stalled.Evidence,
+		Decision: "See where the threads wait before acting: " + unseenHow(v) + ". A thread in a timer sleep, accept or an event loop is idle; one on a lock, a pipe, a socket or the device, with nothing moving, is stalled.",
+		// Sources: 004 (frozen jobs: follow the wait)
+		Subject: "job",
+	}
+}
+
+// unseenHow says how to read the waits gpufeed could not.
+func unseenHow(v *view) string {
+	pid := v.tl.Meta.Target.PID
+	return fmt.Sprintf("run gpufeed as root, with CAP_SYS_PTRACE, or as the job's own user (each thread's wait is in /proc/PID/task/TID/wchan and syscall), or `py-spy dump --pid %d` as that user", pid)
 }
 
 // gpuEvidence is what the device said about the job's work over a span:

@@ -33,6 +33,17 @@ func Verdict(r Result) *finding.Verdict {
 	if !r.Progress.Stalled() {
 		return nil
 	}
+	if r.Unseen {
+		v := &finding.Verdict{Class: finding.Inconclusive, Because: []string{},
+			Basis: "nothing moved, but no thread's wait was seen: a stall and an idle job read the same"}
+		for _, f := range r.Findings {
+			if f.ID == "job-waits-unseen" {
+				v.Summary = f.Claim
+				v.Missing = "where the job's threads wait: " + r.UnseenHow
+			}
+		}
+		return v
+	}
 	v := &finding.Verdict{Class: finding.Stalled, Confidence: confGPUIdle}
 	if r.Progress.GPUSpinning() {
 		v.Basis = "a stall seen with the GPU pinned busy completing nothing"

@@ -81,3 +81,61 @@ func TestDeterministic(t *testing.T) {
 		}
 	}
 }
+
+// Nothing moving with no thread's wait visible (an observer without
+// CAP_SYS_PTRACE attached to another user's job) is no stall: a process
+// asleep in a timer reads the same as one deadlocked. The verdict is
+// inconclusive and says how to see the waits; a wait that is seen, or a
+// death, still makes it stalled.
+func TestQuietWithWaitsUnseenIsNotStalled(t *testing.T) {
+	unseen := func(int) timeline.ThreadSample {
+		return timeline.ThreadSample{State: 'S', RunNS: 5e6, Blocked: &timeline.Blocked{NotVisible: "needs CAP_SYS_PTRACE"}}
+	}
+	b := newTL(31, 100*time.Millisecond)
+	b.proc(10, 1, "bash", nil, nil)
+	b.thread(10, 10, "bash", unseen)
+	b.proc(11, 10, "sleep", nil, nil)
+	b.thread(11, 11, "sleep", unseen)
+	b.quietProc(10)
+	b.quietProc(11)
+	r := Analyze(b.tl, nil)
+	if !r.Progress.Stalled() {
+		t.Fatalf("the quiet measures should read a stall: %+v", r.Progress)
+	}
+	v := Verdict(r)
+	if v == nil || v.Class != finding.Inconclusive || v.Confidence != 0 || len(v.Because) != 0 ||
+		!strings.Contains(v.Missing, "CAP_SYS_PTRACE") || !strings.Contains(v.Summary, "a stuck job (stalled) and one waiting for work or for time to pass (idle) read the same") {
+		t.Errorf("waits unseen: %+v", v)
+	}
+	f := one(t, r.Findings, "job-waits-unseen")
+	if f.Severity != finding.Warning || f.Supports != "" || !strings.Contains(f.Claim, "where 2 sleeping threads wait is not visible") {
+		t.Errorf("%+v", f)
+	}
+	for _, f := range r.Findings {
+		if f.ID == "job-stalled" || f.Severity == finding.Critical {
+			t.Errorf("a critical or stalled finding about a job nobody saw wait: %+v", f)
+		}
+	}
+
+	// One thread seen reading a pipe no one writes: stalled.
+	b = newTL(31, 100*time.Millisecond)
+	b.proc(10, 1, "python3", nil, nil)
+	b.thread(10, 10, "python3", unseen)
+	b.thread(10, 12, "python3", idle("read", "pipe:[1]", "pipe_read"))
+	b.quietProc(10)
+	if v := Verdict(Analyze(b.tl, nil)); v == nil || v.Class != finding.Stalled {
+		t.Errorf("a wait on a pipe seen: %+v", v)
+	}
+	// A member killed: stalled, whatever was seen of the others' waits.
+	tl := oomJob(t)
+	for i := range tl.Ticks {
+		for j := range tl.Ticks[i].Threads {
+			if s := &tl.Ticks[i].Threads[j]; s.Blocked != nil {
+				s.Blocked = &timeline.Blocked{NotVisible: "needs CAP_SYS_PTRACE"}
+			}
+		}
+	}
+	if v := Verdict(Analyze(tl, nil)); v == nil || v.Class != finding.Stalled || v.Confidence != confExplained {
+		t.Errorf("a rank killed, the others' waits unseen: %+v", v)
+	}
+}
