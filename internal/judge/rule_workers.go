@@ -3,7 +3,9 @@ package judge
 import (
 	"fmt"
 
+	"github.com/gpufeed/gpufeed/internal/derive"
 	"github.com/gpufeed/gpufeed/internal/finding"
+	"github.com/gpufeed/gpufeed/internal/safetext"
 )
 
 func init() {
@@ -17,7 +19,15 @@ func init() {
 // the preprocessing decision uses. More workers than CPUs is frozen-job
 // triage's workers-exceed-cores warning.
 func runWorkers(in *Input) []finding.Finding {
-	workers := in.workerProcs()
+	// Only pools of workers count: a DataLoader's, multiprocessing's. A
+	// child the job started for something else (a shell's sleep, a
+	// compiler, ffmpeg) is no worker to size against the cores.
+	var workers []*derive.Proc
+	for _, p := range in.workerProcs() {
+		if p.Role == "dataloader-worker" || p.Role == "worker" {
+			workers = append(workers, p)
+		}
+	}
 	if len(workers) == 0 {
 		return nil
 	}
@@ -38,7 +48,7 @@ func runWorkers(in *Input) []finding.Finding {
 	if len(workers) > cpus {
 		return nil // frozen-job triage's workers-exceed-cores warns about it
 	}
-	f.Claim = fmt.Sprintf("%d worker processes for %d CPUs", len(workers), cpus)
+	f.Claim = fmt.Sprintf("%s for %d CPUs", safetext.Count(len(workers), "worker process", "worker processes"), cpus)
 	f.Decision = "Add workers only while throughput rises and a core stays free for the launch thread; more workers than cores adds contention, not throughput."
 	return []finding.Finding{f}
 }

@@ -789,3 +789,18 @@ func TestSaturatedClaimInABusyPhase(t *testing.T) {
 		}
 	}
 }
+
+// Only pools of workers are sized against the cores: one multiprocessing
+// worker is "1 worker process"; a child the job started for something
+// else (a shell's sleep) is no worker.
+func TestWorkersAgainstCoresCountsOnlyWorkers(t *testing.T) {
+	_, fs, _ := pipeline(26, 'R', 1).judge()
+	if w := findingByID(fs, "dataloader-workers-vs-cores"); w == nil || w.Claim != "1 worker process for 2 CPUs" {
+		t.Errorf("one worker: %+v", w)
+	}
+	s := pipeline(26, 'R', 1)
+	s.procs[1].role = "child"
+	if _, fs, _ := s.judge(); findingByID(fs, "dataloader-workers-vs-cores") != nil {
+		t.Errorf("a plain child counted as a worker: %+v", findingByID(fs, "dataloader-workers-vs-cores"))
+	}
+}
