@@ -12,6 +12,7 @@ import (
 	"unicode"
 
 	"github.com/gpufeed/gpufeed/internal/finding"
+	"github.com/gpufeed/gpufeed/internal/safetext"
 )
 
 // Exit statuses of gpufeed check, so it can gate a Slurm prolog or a CI
@@ -183,7 +184,7 @@ func (textRenderer) Check(w io.Writer, r *CheckReport, o Options) error {
 	t.line("%s", clip("gpufeed check: "+checkContext(r), width))
 	s := r.Summary
 	if o.Verbose {
-		t.line("%d failed, %d warnings, %d errors, %d ok, %d absent, %d not visible", s.Fail, s.Warn, s.Error, s.OK, s.Absent, s.NotVisible)
+		t.line("%d failed, %s, %s, %d ok, %d absent, %d not visible", s.Fail, safetext.Count(s.Warn, "warning", "warnings"), safetext.Count(s.Error, "error", "errors"), s.OK, s.Absent, s.NotVisible)
 		for _, st := range []finding.CheckStatus{finding.CheckFail, finding.CheckWarn, finding.CheckError} {
 			for _, res := range r.Results {
 				if res.Status == st {
@@ -223,8 +224,8 @@ func (textRenderer) Check(w io.Writer, r *CheckReport, o Options) error {
 				}
 			}
 		}
-		t.line("%s", clip(fmt.Sprintf("%d failed, %d warnings, %d errors; %d ok, %d absent or not applicable, %d not visible (-v lists them)",
-			s.Fail, s.Warn, s.Error, s.OK, s.Absent, s.NotVisible), width))
+		t.line("%s", clip(fmt.Sprintf("%d failed, %s, %s; %d ok, %d absent or not applicable, %d not visible (-v lists them)",
+			s.Fail, safetext.Count(s.Warn, "warning", "warnings"), safetext.Count(s.Error, "error", "errors"), s.OK, s.Absent, s.NotVisible), width))
 	}
 	if r.ExitStatus == CheckExitFailed {
 		if o.Verbose {
