@@ -129,7 +129,7 @@ const (
 	// MinWindow and MinIntervals: below either, the verdict is inconclusive:
 	// a few intervals cannot separate a pattern from noise (SageMaker's
 	// "more than half the datapoints" needs datapoints). Twenty 100 ms
-	// intervals see a 1 s slow tier twice.
+	// intervals see the slow tier eight times (every 250 ms in a 2 s window).
 	MinWindow    = 2 * time.Second
 	MinIntervals = 20
 	// ConfidenceZ: a verdict's confidence is multiplied by the least share
