@@ -49,8 +49,8 @@ var CauseID = map[finding.Class]string{
 // intervals with a GPU reading times how far it is ahead of the next cause
 // (its margin in the GPU's idle time), times the least share of the
 // intervals it carries at 95 % (a Wilson bound: a cause that carries every
-// one of 30 intervals is right at least 92 % of the time, of 100 at least
-// 97 %); halved where an independent source (the CPU profile, the driver
+// one of 30 intervals is right at least 92 % of the time; it weighs at
+// most 30, so 100 of 100 give 92 % too); halved where an independent source (the CPU profile, the driver
 // calls, the syscalls) names another class; capped where the launch
 // thread's running time carries a submission-bound verdict and no probe
 // told launching from its own input work or a spin. For GPU-bound, the

@@ -14,24 +14,24 @@ import (
 )
 
 // Confidence is a function of the evidence, not of the window's length: a
-// longer window holds more intervals, and more intervals that carry a cause
-// raise the least share of them it can be said to carry, but by little once
-// there are a few dozen (the bound of 30 of 30 is 92 %, of 100 of 100 97 %),
-// so the same job's confidence moves by a few points between a 3 s and a
-// 10 s window, not from 54 % to 86 %. docs/RULES.md holds the measured
-// calibration: stated confidence against how often the verdict was right.
+// longer window holds more intervals, but they are consecutive readings of
+// the same job, so the bound below counts at most ConfidenceMaxIntervals of
+// them (the share that carries the cause, as read over all of them): the
+// same job gets the same bound over 3 s and over 10 s. docs/RULES.md holds
+// the measured calibration: stated confidence against how often the verdict
+// was right.
 
 // wilsonLower is the least share of the intervals that carry a cause at
 // one-sided 95 % (Wilson score interval, z = ConfidenceZ), from k of n
 // carrying it: a small sample is not taken at its face value (3 of 3 is
-// not 100 %), and a large one is.
+// not 100 %). n counts at most ConfidenceMaxIntervals, k scaled with it.
 func wilsonLower(k float64, n int) float64 {
 	if n <= 0 {
 		return 0
 	}
 	z := thresholds.ConfidenceZ
 	p := math.Min(math.Max(k, 0), float64(n)) / float64(n)
-	nf := float64(n)
+	nf := float64(min(n, thresholds.ConfidenceMaxIntervals))
 	den := 1 + z*z/nf
 	c := p + z*z/(2*nf)
 	r := z * math.Sqrt(p*(1-p)/nf+z*z/(4*nf*nf))
@@ -44,8 +44,12 @@ func withEvidence(v *finding.Verdict, k float64, n int, what string) {
 	f := wilsonLower(k, n)
 	base := v.Confidence
 	v.Confidence = round2(math.Max(0, math.Min(1, base*f)))
-	v.Basis = fmt.Sprintf("%.0f%% = %.0f%% (%s) × %.0f%% for how many intervals carry it (%s of %d %s; at least %.0f%% of such intervals would, at 95%%)",
-		v.Confidence*100, base*100, v.Basis, f*100, strconv.FormatFloat(math.Round(k*10)/10, 'f', -1, 64), n, what, f*100)
+	counted := ""
+	if n > thresholds.ConfidenceMaxIntervals {
+		counted = fmt.Sprintf("; weighed as %d, since consecutive intervals of one job are not independent readings", thresholds.ConfidenceMaxIntervals)
+	}
+	v.Basis = fmt.Sprintf("%.0f%% = %.0f%% (%s) × %.0f%% for how many intervals carry it (%s of %d %s%s; at least %.0f%% of such intervals would, at 95%%)",
+		v.Confidence*100, base*100, v.Basis, f*100, strconv.FormatFloat(math.Round(k*10)/10, 'f', -1, 64), n, what, counted, f*100)
 }
 
 // intervalsIn is how many of the window's intervals a span holds.

@@ -26,8 +26,11 @@ type synth struct {
 	busy    func(cpu, i int) float64 // host CPU busy percent (nil: 50 %)
 	iowait  func(i int) float64
 	ended   string
-	checks  []finding.Finding
-	procs   []*sProc
+	// firstSight: the first slow tick reads no thread's wait, as the
+	// sampler's first sight of a thread does (it waits one slow period).
+	firstSight bool
+	checks     []finding.Finding
+	procs      []*sProc
 }
 
 type sProc struct {
@@ -139,7 +142,10 @@ func (s *synth) timeline() *timeline.Timeline {
 					UTime: uint64(a.utime), STime: uint64(a.stime), CPU: th.onCPU}
 				if slow {
 					ts.Switches = &timeline.Switches{Voluntary: uint64(a.vol), Involuntary: uint64(a.invol)}
-					if (st == 'S' || st == 'D') && th.blocked != nil {
+					// The sampler's first sight of a thread reads no wait
+					// (it waits a slow period to tell an active thread
+					// from an idle one): the first slow tick holds none.
+					if (st == 'S' || st == 'D') && th.blocked != nil && (t > 0 || !s.firstSight) {
 						ts.Blocked = th.blocked(t)
 					}
 				}

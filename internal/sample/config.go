@@ -29,8 +29,22 @@ const (
 	// DefaultDuration is diagnose's window.
 	DefaultDuration = 10 * time.Second
 	// DefaultSlowEvery is the slow tier: status (context switches are
-	// counters, a second is enough to rate them) and the blocked-thread details.
+	// counters, a second is enough to rate them) and the blocked-thread
+	// details. A window shorter than SlowReadings of it reads every
+	// SlowReadings-th of the window instead, at most every MinSlowEvery.
 	DefaultSlowEvery = time.Second
+	// SlowReadings is how many slow-tier readings a window shorter than
+	// SlowReadings × DefaultSlowEvery still gets: where a sleeping launch
+	// thread waits is read on the slow tier, and the judge splits its sleep
+	// by the share of those readings on each kind of wait. Over 3 s at one a
+	// second that was three readings, one unlucky one a third of its sleep;
+	// over 10 s, a tenth. A shorter window thus reads as often as the
+	// default 10 s window in all (never more slow ticks than it), at a
+	// higher rate for its few seconds.
+	SlowReadings = 10
+	// MinSlowEvery bounds the scaled slow tier: a 2 s window (the shortest
+	// judged) reads every 250 ms, eight times.
+	MinSlowEvery = 250 * time.Millisecond
 	// DefaultRollupEvery is the smaps_rollup tier; PSS/USS drift slowly
 	// (copy-on-write growth shows over seconds to minutes). Windows shorter
 	// than 20 s read every quarter of the window (at most once a slow tick).
@@ -107,6 +121,9 @@ func (c *Config) defaults() {
 	}
 	if c.SlowEvery <= 0 {
 		c.SlowEvery = DefaultSlowEvery
+		if r := c.Duration / SlowReadings; r < c.SlowEvery {
+			c.SlowEvery = max(r, MinSlowEvery)
+		}
 	}
 	if c.SlowEvery < c.Interval {
 		c.SlowEvery = c.Interval

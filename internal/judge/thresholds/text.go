@@ -30,6 +30,7 @@ func Text() map[string]string {
 		"PCIeAchievableShare":        pct(100 * PCIeAchievableShare),
 		"LinkSaturatedPct":           pct(LinkSaturatedPct),
 		"ConfidenceZ":                strconv.FormatFloat(ConfidenceZ, 'f', -1, 64),
+		"ConfidenceMaxIntervals":     strconv.Itoa(ConfidenceMaxIntervals),
 		"IndistinctMaxConfidence":    pct(IndistinctMaxConfidence * 100),
 		"PeggedCorePct":              pct(PeggedCorePct),
 		"IdleCoresPct":               pct(IdleCoresPct),
