@@ -135,7 +135,11 @@ func sub(a, b uint64) uint64 {
 
 // sampleThreadBPF is the hot path with the events: the thread's row in
 // the tick's reading, no file read. stat is read on the slow tier (fresh)
-// when the thread ran since its last reading, and on the last tick.
+// when the thread ran since its last reading, and on the last tick; a
+// process's main thread's every tick it ran, as /proc's path does: its
+// stat carries the reaped children's CPU (cutime+cstime), which shows
+// children too short-lived to be seen tick by tick (a fork storm, a
+// subprocess per sample).
 func (s *Sampler) sampleThreadBPF(p *trackedProc, th *trackedThread, fresh, full bool) (threadSample, error) {
 	var out threadSample
 	ss := th.lastSched
@@ -157,7 +161,7 @@ func (s *Sampler) sampleThreadBPF(p *trackedProc, th *trackedThread, fresh, full
 	if th.statJustRead {
 		th.statJustRead = false
 		th.statSched = ss
-	} else if full || !th.haveStat || fresh && ss != th.statSched {
+	} else if full || !th.haveStat || (fresh || th.tid == p.pid) && ss != th.statSched {
 		b, err := s.readStat(p, th)
 		if err != nil {
 			return out, err
