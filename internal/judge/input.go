@@ -289,7 +289,7 @@ func threadSubject(th *derive.Thread) string {
 // its schedstat, or the scheduler's events counted in the kernel (--sched).
 func (in *Input) schedSource(th *derive.Thread) string {
 	if o := in.Timeline.Meta.Observer; o != nil && o.Sched == timeline.SchedBPF {
-		return fmt.Sprintf("thread %d's scheduler events (sched_switch, sched_wakeup), counted in the kernel", th.Key.TID)
+		return fmt.Sprintf("thread %d's scheduler events (sched_switch, sched_waking), counted in the kernel", th.Key.TID)
 	}
 	return fmt.Sprintf("/proc/%d/task/%d/schedstat", th.PID, th.Key.TID)
 }

@@ -63,7 +63,6 @@ const (
 	sbMapWatched         = "watched"
 	sbProgFork           = "fork"
 	sbProgSchedSwitch    = "sched_switch"
-	sbProgSchedWakeup    = "sched_wakeup"
 	sbProgSchedWakeupNew = "sched_wakeup_new"
 	sbProgSchedWaking    = "sched_waking"
 	sbProgSeed           = "seed"
@@ -115,7 +114,6 @@ type sbSpecs struct {
 type sbProgramSpecs struct {
 	Fork           *ebpf.ProgramSpec `ebpf:"fork"`
 	SchedSwitch    *ebpf.ProgramSpec `ebpf:"sched_switch"`
-	SchedWakeup    *ebpf.ProgramSpec `ebpf:"sched_wakeup"`
 	SchedWakeupNew *ebpf.ProgramSpec `ebpf:"sched_wakeup_new"`
 	SchedWaking    *ebpf.ProgramSpec `ebpf:"sched_waking"`
 	Seed           *ebpf.ProgramSpec `ebpf:"seed"`
@@ -187,7 +185,6 @@ type sbVariables struct {
 type sbPrograms struct {
 	Fork           *ebpf.Program `ebpf:"fork"`
 	SchedSwitch    *ebpf.Program `ebpf:"sched_switch"`
-	SchedWakeup    *ebpf.Program `ebpf:"sched_wakeup"`
 	SchedWakeupNew *ebpf.Program `ebpf:"sched_wakeup_new"`
 	SchedWaking    *ebpf.Program `ebpf:"sched_waking"`
 	Seed           *ebpf.Program `ebpf:"seed"`
@@ -198,7 +195,6 @@ func (p *sbPrograms) Close() error {
 	return _SbClose(
 		p.Fork,
 		p.SchedSwitch,
-		p.SchedWakeup,
 		p.SchedWakeupNew,
 		p.SchedWaking,
 		p.Seed,

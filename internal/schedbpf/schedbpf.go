@@ -2,7 +2,7 @@
 
 // Package schedbpf counts the scheduling of a set of processes' threads in
 // the kernel, on the scheduler's BTF-typed tracepoints (sched_switch,
-// sched_waking, sched_wakeup, sched_wakeup_new, sched_process_exit): per
+// sched_waking, sched_wakeup_new, sched_process_exit): per
 // thread the time on CPU, the time runnable on a run queue (from the
 // wake-up, or the preemption, to the switch-in: schedstat's run_delay),
 // voluntary and involuntary switches, the time in uninterruptible sleep
@@ -105,7 +105,7 @@ func Start(pids []int, o Options) (*Tracer, error) {
 	for _, a := range []struct {
 		name string
 		prog *ebpf.Program
-	}{{"sched_switch", t.objs.SchedSwitch}, {"sched_waking", t.objs.SchedWaking}, {"sched_wakeup", t.objs.SchedWakeup},
+	}{{"sched_switch", t.objs.SchedSwitch}, {"sched_waking", t.objs.SchedWaking},
 		{"sched_wakeup_new", t.objs.SchedWakeupNew}, {"sched_process_exit", t.objs.ThreadExit}} {
 		l, err := link.AttachTracing(link.TracingOptions{Program: a.prog})
 		if err != nil {

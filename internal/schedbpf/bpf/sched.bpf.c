@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 //
 // Per-thread scheduling of a set of processes, counted in the kernel on
-// the scheduler's tracepoints (BTF-typed: tp_btf): time on CPU, time
+// the scheduler's tracepoints (BTF-typed: tp_btf: sched_switch,
+// sched_waking, sched_wakeup_new, sched_process_exit, sched_process_fork): time on CPU, time
 // runnable on a run queue (woken, or preempted, until switched in: what
 // /proc/PID/task/TID/schedstat calls run_delay), voluntary and
 // involuntary switches, time in uninterruptible sleep (D), and who wakes
@@ -227,15 +228,13 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 	return 0;
 }
 
-// The wakee is on a run queue from here until it is switched in.
-static __always_inline void enqueued(struct task_struct *p)
+// The wakee is on a run queue from here until it is switched in. Counted
+// from sched_waking (try_to_wake_up's start), not sched_wakeup (the
+// enqueue): one program a wake-up instead of two, at the cost of counting
+// as run-queue wait the moments a wake-up on another CPU takes to enqueue
+// (the kernel's run_delay starts at the enqueue).
+static __always_inline void enqueued(struct thread *t)
 {
-	u32 tgid = p->tgid;
-	if (!is_watched(tgid))
-		return;
-	struct thread *t = row(p->pid, tgid);
-	if (!t)
-		return;
 	u64 now = bpf_ktime_get_ns();
 	if (t->dsleep_since) {
 		if (now > t->dsleep_since)
@@ -246,17 +245,17 @@ static __always_inline void enqueued(struct task_struct *p)
 		t->queued_since = now;
 }
 
-SEC("tp_btf/sched_wakeup")
-int BPF_PROG(sched_wakeup, struct task_struct *p)
-{
-	enqueued(p);
-	return 0;
-}
-
+// A new task is queued at its first wake-up (sched_waking does not fire
+// for it).
 SEC("tp_btf/sched_wakeup_new")
 int BPF_PROG(sched_wakeup_new, struct task_struct *p)
 {
-	enqueued(p);
+	u32 tgid = p->tgid;
+	if (!is_watched(tgid))
+		return 0;
+	struct thread *t = row(p->pid, tgid);
+	if (t)
+		enqueued(t);
 	return 0;
 }
 
@@ -269,8 +268,10 @@ int BPF_PROG(sched_waking, struct task_struct *p)
 	if (!is_watched(tgid))
 		return 0;
 	struct thread *t = row(p->pid, tgid);
-	if (t)
+	if (t) {
 		t->wakeups++;
+		enqueued(t);
+	}
 	u64 id = bpf_get_current_pid_tgid();
 	struct wkey k = {.wakee = p->pid, .waker = (u32)id};
 	struct wval *v = bpf_map_lookup_elem(&wakers, &k);
