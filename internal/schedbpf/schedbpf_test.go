@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
 
 	"github.com/gpufeed/gpufeed/internal/bpfcap"
@@ -30,6 +31,10 @@ import (
 func TestMain(m *testing.M) {
 	if mode := os.Getenv("GPUFEED_SCHEDBPF_CHILD"); mode != "" {
 		child(mode)
+		return
+	}
+	if v := os.Getenv("GPUFEED_SCHEDBPF_HOLD"); v != "" {
+		hold(v)
 		return
 	}
 	os.Exit(m.Run())
@@ -508,4 +513,50 @@ func TestUnprivileged(t *testing.T) {
 	if !strings.HasPrefix(got, "unavailable: loading eBPF programs needs CAP_BPF and CAP_PERFMON") {
 		t.Errorf("as nobody: %q, want not available naming the capabilities", got)
 	}
+}
+
+// hold is the benchmark's "programs only" load (scripts/bench-sampler.sh):
+// GPUFEED_SCHEDBPF_HOLD=PID,SECONDS watches PID for SECONDS, reading the
+// table every 100 ms as the sampler does, and prints the rows it read.
+func hold(v string) {
+	var pid int
+	var secs float64
+	if _, err := fmt.Sscanf(strings.ReplaceAll(v, ",", " "), "%d %g", &pid, &secs); err != nil {
+		fmt.Fprintln(os.Stderr, "GPUFEED_SCHEDBPF_HOLD: want PID,SECONDS:", err)
+		os.Exit(2)
+	}
+	// GPUFEED_SCHEDBPF_STATS=1: the kernel's run-time statistics on
+	// (they add two clock reads to every run), each program's mean run
+	// time printed at the end.
+	if os.Getenv("GPUFEED_SCHEDBPF_STATS") == "1" {
+		if st, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME)); err == nil {
+			defer st.Close()
+		}
+	}
+	tr, err := Start([]int{pid}, Options{NoFollow: true})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	defer tr.Close()
+	if os.Getenv("GPUFEED_SCHEDBPF_STATS") == "1" {
+		defer func() {
+			for name, p := range map[string]*ebpf.Program{"sched_switch": tr.objs.SchedSwitch, "sched_waking": tr.objs.SchedWaking,
+				"sched_wakeup_new": tr.objs.SchedWakeupNew, "sched_process_exit": tr.objs.ThreadExit} {
+				if ps, err := p.Stats(); err == nil && ps.RunCount > 0 {
+					fmt.Printf("%s: %d runs, %.0f ns a run\n", name, ps.RunCount, float64(ps.Runtime.Nanoseconds())/float64(ps.RunCount))
+				}
+			}
+		}()
+	}
+	var s Snapshot
+	reads := 0
+	for end := time.Now().Add(time.Duration(secs * float64(time.Second))); time.Now().Before(end); reads++ {
+		if err := tr.Read(&s); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	fmt.Println(reads, "readings,", len(s.Threads), "rows")
 }
