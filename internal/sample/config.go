@@ -106,6 +106,8 @@ type Config struct {
 	// events, or fail), SchedProc or "" (/proc: schedstat and status per
 	// thread). A tree that is not the host's /proc is always read from it.
 	Sched string
+	// schedTable overrides the threads' table size (tests of a full table).
+	schedTable int
 
 	Tool     string
 	Recorder Recorder

@@ -4,7 +4,10 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/gpufeed/gpufeed/internal/bpfcap"
 	"github.com/gpufeed/gpufeed/internal/procfs"
@@ -47,7 +50,11 @@ func (s *Sampler) startSched() error {
 	if mode == "" || mode == SchedProc {
 		return nil
 	}
-	tr, err := schedbpf.Start(nil, schedbpf.Options{NoFollow: true})
+	size := schedTableSize(s.fs)
+	if s.cfg.schedTable > 0 {
+		size = s.cfg.schedTable
+	}
+	tr, err := schedbpf.Start(nil, schedbpf.Options{NoFollow: true, MaxThreads: size})
 	if err != nil {
 		if mode == SchedBPF {
 			return &SchedError{Err: err}
@@ -63,6 +70,28 @@ func (s *Sampler) startSched() error {
 	s.sched = tr
 	s.schedSrc = timeline.SchedBPF
 	return nil
+}
+
+// schedTableSize sizes the threads' table: a batch lookup of a hash map
+// walks every bucket, used or not, so a table sized for 65,536 threads cost
+// most of a tick's reading on a 1,000-thread job. Four times the host's
+// tasks now (loadavg's fourth field), rounded up to a power of two, 8,192
+// to 65,536; a job that outgrows it falls back to /proc (schedRead).
+func schedTableSize(fs procfs.FS) int {
+	n := 8192
+	if b, err := os.ReadFile(fs.ProcPath("loadavg")); err == nil {
+		f := strings.Fields(string(b))
+		if len(f) >= 4 {
+			if _, total, ok := strings.Cut(f[3], "/"); ok {
+				if v, err := strconv.Atoi(total); err == nil {
+					for n < 4*v && n < 65536 {
+						n *= 2
+					}
+				}
+			}
+		}
+	}
+	return n
 }
 
 // schedFallback stops the events after a failed reading: the rest of the
@@ -99,6 +128,11 @@ func (s *Sampler) schedRead(t int64) {
 	}
 	if err := s.sched.Read(&s.snap); err != nil {
 		s.schedFallback(t, err)
+		return
+	}
+	if s.snap.Dropped > 0 {
+		// A thread without a row would read as not having run.
+		s.schedFallback(t, fmt.Errorf("scheduler tracing: the threads' table is full (%d threads not counted)", s.snap.Dropped))
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -207,5 +208,37 @@ func TestSchedUnprivilegedFallsBack(t *testing.T) {
 	t.Logf("bpf: %v", bpf)
 	if bpf["sched_error"] != true || bpf["observer"] != nil {
 		t.Errorf("bpf as nobody: %v; want the run refused as not available", bpf)
+	}
+}
+
+// A job with more threads than the events' table holds is read from /proc
+// from the tick the table overflows: the report says so, and the threads
+// the table could not hold still show their CPU (read as not having run,
+// they would show none).
+func TestLiveSchedTableFullFallsBackToProc(t *testing.T) {
+	livetest.Need(t)
+	if err := schedbpf.Check(""); err != nil {
+		t.Skipf("scheduler events not allowed here: %v", err)
+	}
+	pid, tids := startLoad(t, "compete:1")
+	// The load helper has a dozen threads (the Go runtime's and its own):
+	// a table of 4 overflows at the start.
+	s, err := New(Config{PID: pid, Duration: 1500 * time.Millisecond, Interval: 100 * time.Millisecond, Tool: "test", Sched: SchedBPF, schedTable: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tl, err := s.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := tl.Meta.Observer
+	if o == nil || o.Sched != timeline.SchedProc || !strings.Contains(o.SchedNotBPF, "the threads' table is full") {
+		t.Fatalf("observer %+v: want /proc after the table filled, saying so", o)
+	}
+	a := derive.New(tl)
+	for _, tid := range append(tids["target"], tids["other"]...) {
+		if th := threadByTID(t, a, tid); th.CPU.Mean+th.Wait.Mean < 70 {
+			t.Errorf("spinner %d: CPU %.1f%% + wait %.1f%%, want ~100%%", tid, th.CPU.Mean, th.Wait.Mean)
+		}
 	}
 }
