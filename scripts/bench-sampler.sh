@@ -11,7 +11,15 @@
 # external tools; getrusage inside gpufeed), never wall time, so other load
 # on the machine changes the numbers less than it changes wall clocks.
 # Needs gcc and go; installs sysstat (pidstat) with apt-get when root, and
-# skips a tool it cannot find. Results vary run to run on a shared machine:
+# skips a tool it cannot find.
+#
+# Then the scheduling sources side by side (diagnose --sched bpf and
+# --sched proc, defaults otherwise, then --profile off too) on jobs of 100,
+# 1,000 and 10,000 threads with 16 active, and what tracing the scheduler
+# costs a context-switch-heavy job (scripts/bench/pingpong.c) against
+# perf sched record and bcc's runqlat (Debian: linux-perf, bpfcc-tools).
+# SKIP_PER_THREAD=1 skips the per-thread comparisons before them,
+# SKIP_SOURCES=1 the 1,000-thread default run and the sources' table. Results vary run to run on a shared machine:
 # compare ratios within one run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -33,8 +41,13 @@ need gcc || { echo "gcc not found: cannot build the floor and the target" >&2; e
 
 gcc -O2 -o "$work/floor" scripts/bench/floor.c
 gcc -O2 -pthread -o "$work/target" scripts/bench/target.c
+gcc -O2 -pthread -o "$work/pingpong" scripts/bench/pingpong.c
 go build -o "$work/gpufeed" ./cmd/gpufeed
 go test -c -o "$work/sample.test" ./internal/sample
+go test -c -o "$work/schedbpf.test" ./internal/schedbpf
+
+REPEAT=${REPEAT:-5}
+median() { sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 
 start_target() { # THREADS ACTIVE -> sets TARGET (not in a subshell: cleanup must see the pid)
 	"$work/target" "$1" "$2" >"$work/target.$1.$2" 2>/dev/null &
@@ -52,6 +65,7 @@ cpu_s() {
 per_sample() { awk -v c="$1" -v n="$2" 'BEGIN { printf "%.2f", c * 1e6 / n }'; }
 
 echo "machine: $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), Linux $(uname -r)"
+if [ "${SKIP_PER_THREAD:-0}" != 1 ]; then
 echo "target: $THREADS idle threads; $ROUNDS rounds"
 start_target "$THREADS" 0
 pid=$TARGET
@@ -59,8 +73,6 @@ sleep 0.5
 
 # The floor and gpufeed's benchmarks alternate, REPEAT times; the medians
 # are reported, so a burst of load from elsewhere does not land on one side.
-REPEAT=${REPEAT:-5}
-median() { sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 metric() { awk -v b="$1" -v m="$2" '$1 ~ b { for (i = 2; i < NF; i++) if ($(i+1) == m) print $i }' <<<"$3"; }
 floors=() hots=() gofloors=() fasts=() slows=()
 for _ in $(seq "$REPEAT"); do
@@ -115,8 +127,11 @@ echo
 echo "hot path / C floor: $(ratio "$hot" "$floor")x; hot path / Go floor: $(ratio "$hot" "$gofloor")x"
 echo "pidstat / gpufeed diagnose (1 s): $(ratio "$pidstat_us" "$diag1s")x; top / gpufeed diagnose (100 ms): $(ratio "$top_us" "$diag100")x"
 
+fi
+
+if [ "${SKIP_SOURCES:-0}" != 1 ]; then
 # The default-settings budget: a 1,000-thread job, 16 threads active.
-kill "$pid"
+[ -n "${pid:-}" ] && kill "$pid"
 start_target 1000 16
 big=$TARGET
 sleep 0.5
@@ -124,3 +139,89 @@ out=$( { TIMEFORMAT='%3U %3S'; time "$work/gpufeed" diagnose --pid "$big" --devi
 ext=$(awk '{printf "%.1f", ($1 + $2) / 10 * 100}' <<<"$out")
 own=$(python3 -c 'import json; o=json.load(open("'"$work/big.json"'"))["observer"]; print("%.1f %% of one core (%.2f us per thread-sample, %d thread-samples, tick p50 %.2f ms)" % (o["cpu_of_one_core_percent"], o["per_thread_sample_ns"] / 1e3, o["thread_samples"], o["tick_p50_ns"] / 1e6))')
 echo "1,000-thread job (16 active), defaults (100 ms, 10 s): gpufeed's own CPU $own; whole process including start-up: $ext % of one core"
+kill "$big"
+
+# The scheduling sources side by side: the same jobs (N threads, 16 active)
+# watched at default settings (100 ms, 10 s, --profile auto) from the
+# scheduler's events and from /proc, then with --profile off (the sampler
+# alone). gpufeed's own CPU, from its getrusage (observer).
+own_pct() { # JSON -> "cpu_percent us_per_thread_sample sched"
+	python3 -c 'import json,sys; o=json.load(sys.stdin)["observer"]; print("%.2f %.2f %s" % (o["cpu_of_one_core_percent"], o["per_thread_sample_ns"] / 1e3, o.get("sched", "-")))'
+}
+printf '\n%-44s %8s %8s %8s %8s\n' "gpufeed's own CPU, % of one core (us/sample)" "100" "1,000" "10,000" "source"
+declare -A cell
+for n in 100 1000 10000; do
+	start_target "$n" 16
+	job=$TARGET
+	sleep 1
+	for prof in auto off; do
+		for src in bpf proc; do
+			r=$("$work/gpufeed" diagnose --pid "$job" --device none --sched "$src" --profile "$prof" -o json 2>/dev/null | own_pct || echo "- - -")
+			read -r pc us got <<<"$r"
+			cell[$prof.$src.$n]="$pc ($us)"
+			cell[$prof.$src.got]=$got
+		done
+	done
+	kill "$job"
+done
+for prof in auto off; do
+	for src in bpf proc; do
+		printf '%-44s %8s %8s %8s %8s\n' "--sched $src --profile $prof" "${cell[$prof.$src.100]}" "${cell[$prof.$src.1000]}" "${cell[$prof.$src.10000]}" "${cell[$prof.$src.got]}"
+	done
+done
+
+fi
+
+# What tracing the scheduler costs the traced job: a two-thread pipe
+# ping-pong (every round trip two wake-ups and two switches), both threads
+# on one CPU (taskset), alone, under the programs alone (schedbpf.test
+# holding them, reading every 100 ms), under gpufeed diagnose with either
+# source, and under the anchors: perf sched record and runqlat. The cost is
+# the job's own CPU per round trip (the programs run in its switches and
+# wake-ups, so they are charged to it): other load on a shared machine moves
+# it far less than the round trips per second, which are shown too.
+# Alternated REPEAT times; medians.
+PP_SECS=${PP_SECS:-5}
+PP_CPU=${PP_CPU:-$(( $(nproc) - 1 ))}
+# Each tracer gets PP_DELAY seconds to attach before the job counts (bcc
+# compiles runqlat's program first: seconds).
+PP_DELAY=${PP_DELAY:-6}
+pp() { # KIND : runs pingpong under KIND, prints "round_trips/s cpu_ns/round_trip"
+	local out="$work/pp.out"
+	taskset -c "$PP_CPU" "$work/pingpong" "$PP_SECS" "$PP_DELAY" >"$out" &
+	local p=$!
+	for _ in $(seq 50); do [ -s "$out" ] && break; sleep 0.02; done
+	local job
+	job=$(head -1 "$out")
+	case "$1" in
+	none) ;;
+	programs) GPUFEED_SCHEDBPF_HOLD="$job,$((PP_SECS + PP_DELAY + 1))" "$work/schedbpf.test" >/dev/null 2>&1 & ;;
+	bpf|proc) "$work/gpufeed" diagnose --pid "$job" --device none --profile off --sched "$1" --duration "$((PP_SECS + PP_DELAY + 1))s" -o json >/dev/null 2>&1 & ;;
+	perf) perf sched record -a -o "$work/perf.data" -- sleep "$((PP_SECS + PP_DELAY + 1))" >/dev/null 2>&1 & ;;
+	runqlat) runqlat-bpfcc -p "$job" "$((PP_SECS + PP_DELAY + 1))" 1 >/dev/null 2>&1 & ;;
+	esac
+	local w=$!
+	wait "$p"
+	tail -1 "$out"
+	[ "$1" = none ] || { kill "$w" 2>/dev/null; wait "$w" 2>/dev/null; } || true
+	rm -f "$work/perf.data"
+}
+declare -A rts cpus
+kinds="none programs bpf proc"
+need perf && kinds="$kinds perf"
+need runqlat-bpfcc && kinds="$kinds runqlat"
+for _ in $(seq "$REPEAT"); do
+	for k in $kinds; do
+		read -r rt cpu <<<"$(pp "$k")"
+		rts[$k]="${rts[$k]:-} $rt"
+		cpus[$k]="${cpus[$k]:-} $cpu"
+	done
+done
+base=$(printf '%s\n' ${cpus[none]} | median)
+printf '\nping-pong on CPU %s, %s s, median of %s\n' "$PP_CPU" "$PP_SECS" "$REPEAT"
+printf '%-10s %16s %8s %14s  %s\n' "" "CPU ns/round trip" "added" "round trips/s" "runs (CPU ns/round trip)"
+for k in $kinds; do
+	m=$(printf '%s\n' ${cpus[$k]} | median)
+	r=$(printf '%s\n' ${rts[$k]} | median)
+	printf '%-10s %16s %7s%% %14s  %s\n' "$k" "$m" "$(awk -v b="$base" -v m="$m" 'BEGIN { printf "%.1f", (m - b) / b * 100 }')" "$r" "${cpus[$k]}"
+done

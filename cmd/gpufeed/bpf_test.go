@@ -242,6 +242,19 @@ func TestUnprivilegedBPFSaysWhatIsMissing(t *testing.T) {
 	if r.Syscalls != nil || r.DriverCalls != nil {
 		t.Errorf("measurements as nobody: %+v %+v", r.Syscalls, r.DriverCalls)
 	}
+	// The scheduling counters come from /proc, and the report says why not
+	// from the scheduler's events; asked for the events, diagnose refuses
+	// before the window, naming what is missing.
+	const why = "loading eBPF programs needs CAP_BPF and CAP_PERFMON (or CAP_SYS_ADMIN, or root)"
+	if o := r.Observer; os.Getenv("GPUFEED_SCHED") == "" && (o == nil || o.Sched != "proc" || o.SchedNotBPF != why) {
+		t.Errorf("scheduling source as nobody: %+v", o)
+	}
+	cmd = exec.Command(bin, "diagnose", "--pid", strconv.Itoa(w.Process.Pid), "--duration", "2s", "--device", "none", "--sched", "bpf")
+	cmd.Dir, cmd.SysProcAttr = filepath.Dir(bin), &syscall.SysProcAttr{Credential: nobody}
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "--sched bpf: scheduler tracing not available: "+why) {
+		t.Errorf("--sched bpf as nobody: %v: %s", err, out)
+	}
 }
 
 // TestProfiledAttachLeavesNoUprobe: gpufeed, attached with --profile auto

@@ -36,6 +36,7 @@ func newDemoCmd() *cobra.Command {
 		launch   bool
 		alone    bool
 		prof     string
+		sched    string
 	)
 	cmd := &cobra.Command{
 		Use:   "demo [NAME]",
@@ -85,7 +86,13 @@ when the scenario could not run on this machine.`,
 			if alone && sc.Neighbours == 0 {
 				return asUsage(fmt.Errorf("--without-neighbours: scenario %s runs no neighbours", sc.Name))
 			}
-			return runDemo(cmd, sc, duration, interval, out, record, perfetto, prof, launch, alone)
+			if err := diagnose.CheckSched(pfs, sched); err != nil {
+				if sched == sample.SchedBPF {
+					return err
+				}
+				return usagef("%v", err)
+			}
+			return runDemo(cmd, sc, duration, interval, out, record, perfetto, prof, sched, launch, alone)
 		},
 	}
 	f := cmd.Flags()
@@ -97,6 +104,7 @@ when the scenario could not run on this machine.`,
 	f.StringVar(&record, "record", "", "also save the raw samples to `FILE` (judge it later with gpufeed report)")
 	f.BoolVar(&alone, "without-neighbours", false, "run a scenario that has CPU hogs beside the job (noisy-neighbour) without them: the baseline to compare it with")
 	f.StringVar(&prof, "profile", diagnose.ProfileAuto, "CPU profile, syscall summary and CUDA driver calls of the workload, as diagnose takes them: auto (where allowed; otherwise says what is missing), on (fail if not allowed) or off")
+	f.StringVar(&sched, "sched", schedDefault(), "where the threads' run time, run-queue wait and context switches come from, as diagnose takes them: auto, bpf or proc")
 	f.BoolVar(&launch, "launch", false, "observe from the workload's start, as diagnose -- COMMAND does (default: attach once it is working, as diagnose --pid does)")
 	return cmd
 }
@@ -125,7 +133,7 @@ func listScenarios(cmd *cobra.Command) error {
 	return tw.Flush()
 }
 
-func runDemo(cmd *cobra.Command, sc demo.Scenario, duration, interval time.Duration, out outputFlags, record, perfetto, prof string, launch, alone bool) error {
+func runDemo(cmd *cobra.Command, sc demo.Scenario, duration, interval time.Duration, out outputFlags, record, perfetto, prof, sched string, launch, alone bool) error {
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	exe, err := os.Executable()
@@ -148,7 +156,7 @@ func runDemo(cmd *cobra.Command, sc demo.Scenario, duration, interval time.Durat
 	if err != nil {
 		return err
 	}
-	cfg := sample.Config{FS: fs, PID: run.PID, Interval: interval, Duration: duration, Tool: "gpufeed " + version}
+	cfg := sample.Config{FS: fs, PID: run.PID, Interval: interval, Duration: duration, Tool: "gpufeed " + version, Sched: sched}
 	if launch {
 		cfg.Command, cfg.Launched = run.Command, true
 	}

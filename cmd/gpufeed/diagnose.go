@@ -62,6 +62,7 @@ type diagnoseOpts struct {
 	kmsgPath string
 	pyStacks bool
 	profile  string
+	sched    string
 	// cmdOutput is where a launched command's stdout and stderr go ("":
 	// gpufeed's stderr; stdout is the report's).
 	cmdOutput string
@@ -126,6 +127,7 @@ window, and the report says which signal stopped the run and when.`,
 	f.StringVar(&o.kmsgPath, "kmsg", kernlog.DefaultPath, "the kernel log device (under --root DIR: DIR/dev/kmsg; falls back to dmesg, then journalctl -k)")
 	f.StringVar(&o.cmdOutput, "cmd-output", "", "write the launched command's stdout and stderr to `FILE` (default: gpufeed's stderr; stdout is the report's)")
 	f.StringVar(&o.profile, "profile", diagnose.ProfileAuto, "CPU profile of the job's threads (where their CPU goes: CUDA launches, syncs, the interpreter, decoding), their syscalls and CUDA driver calls (eBPF): auto (where allowed; otherwise says what is missing), on (fail if not allowed) or off")
+	f.StringVar(&o.sched, "sched", schedDefault(), "where the threads' run time, run-queue wait and context switches come from: auto (the scheduler's events, counted in the kernel by eBPF, where allowed; otherwise /proc, and the report says why), bpf (fail if not allowed) or proc (/proc per thread); GPUFEED_SCHED sets the default")
 	f.BoolVar(&o.pyStacks, "py-stacks", false, "read every Python thread's stack and the GIL holder (built-in CPython 3.8-3.13 reader; py-spy for other versions where installed; needs CAP_SYS_PTRACE for another user's process)")
 	return cmd
 }
@@ -151,6 +153,12 @@ func runDiagnose(cmd *cobra.Command, o diagnoseOpts, args []string) error {
 	if err := diagnose.CheckProfile(fs, o.profile); err != nil {
 		if o.profile == diagnose.ProfileOn {
 			return fmt.Errorf("--profile on: %w", err)
+		}
+		return usagef("%v", err)
+	}
+	if err := diagnose.CheckSched(fs, o.sched); err != nil {
+		if o.sched == sample.SchedBPF {
+			return err
 		}
 		return usagef("%v", err)
 	}
@@ -191,7 +199,7 @@ func runDiagnose(cmd *cobra.Command, o diagnoseOpts, args []string) error {
 			}
 			return src, name, nil
 		},
-		Kmsg: kernlog.Reader{Path: o.kmsgPath}, PyStacks: o.pyStacks, Profile: o.profile, Record: o.record, Warn: func(m string) { warn("%s", m) },
+		Kmsg: kernlog.Reader{Path: o.kmsgPath}, PyStacks: o.pyStacks, Profile: o.profile, Sched: o.sched, Record: o.record, Warn: func(m string) { warn("%s", m) },
 		Tool: "gpufeed " + version, Signals: sigs}
 	if len(args) > 0 {
 		// Standard output is the report's: the command writes elsewhere.
@@ -394,3 +402,13 @@ func progress(elapsed, window time.Duration, procs, threads int) {
 
 // progressDone clears the progress line.
 func progressDone() { fmt.Fprint(os.Stderr, "\r\033[K") }
+
+// schedDefault is --sched's default: GPUFEED_SCHED when it names a mode
+// (a host where the events are not wanted sets proc once), else auto.
+func schedDefault() string {
+	switch m := os.Getenv("GPUFEED_SCHED"); m {
+	case sample.SchedAuto, sample.SchedBPF, sample.SchedProc:
+		return m
+	}
+	return sample.SchedAuto
+}

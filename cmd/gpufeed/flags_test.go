@@ -41,6 +41,8 @@ func TestBadValuesSayWhatTheFlagWants(t *testing.T) {
 		{[]string{"report", "-o", "xml", "x"}, `gpufeed: -o/--output wants an output format: text, json or html; got "xml"`},
 		{[]string{"check", "--fail-on", "error"}, `gpufeed: --fail-on wants one of fail, warn; got "error"`},
 		{[]string{"trace", "--workers", "many", "x"}, `gpufeed: --workers wants an integer; got "many"`},
+		{[]string{"diagnose", "--pid", "1", "--sched", "ebpf"}, `gpufeed: --sched ebpf: want auto, bpf or proc`},
+		{[]string{"demo", "--sched", "kernel"}, `gpufeed: --sched kernel: want auto, bpf or proc`},
 		{[]string{"simdev", "--pageable-factor", "half"}, `gpufeed: --pageable-factor wants a decimal number (0.5, 1e-2; not a hex float such as 0x1p-1); got "half"`},
 	} {
 		_, stderr, code := run(t, tc.args...)

@@ -98,6 +98,9 @@ func merge(chunks []packed) (*timeline.Timeline, []string, error) {
 			m.ThreadSamples += o.ThreadSamples
 			m.TickP50NS = max(m.TickP50NS, o.TickP50NS)
 			m.TickMaxNS = max(m.TickMaxNS, o.TickMaxNS)
+			if o.Sched != "" {
+				m.Sched, m.SchedNotBPF = o.Sched, o.SchedNotBPF
+			}
 		}
 		for _, n := range tl.Meta.Notes {
 			if !containsString(out.Meta.Notes, n) {

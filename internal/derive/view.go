@@ -84,6 +84,10 @@ type Observer struct {
 	TickP50MS         float64 `json:"tick_p50_ms"`
 	TickMaxMS         float64 `json:"tick_max_ms"`
 	Overruns          int     `json:"overruns"`
+	// Sched and SchedNotBPF are timeline.Observer's: where the threads'
+	// scheduling counters came from, and why not from the kernel's events.
+	Sched       string `json:"sched,omitempty"`
+	SchedNotBPF string `json:"sched_not_bpf,omitempty"`
 }
 
 // New analyses a timeline.
@@ -118,7 +122,8 @@ func (a *View) buildObserver() {
 	}
 	cpu := float64(o.CPUUserNS+o.CPUSysNS) / 1e9
 	ob := &Observer{CPUSeconds: cpu, ThreadSamples: o.ThreadSamples, TickP50MS: float64(o.TickP50NS) / 1e6,
-		TickMaxMS: float64(o.TickMaxNS) / 1e6, Overruns: a.Timeline.Counts.Overruns, CPUPctOfCore: math.NaN(), USPerThreadSample: math.NaN()}
+		TickMaxMS: float64(o.TickMaxNS) / 1e6, Overruns: a.Timeline.Counts.Overruns, CPUPctOfCore: math.NaN(), USPerThreadSample: math.NaN(),
+		Sched: o.Sched, SchedNotBPF: o.SchedNotBPF}
 	if o.WallNS >= observerMinWallNS {
 		ob.CPUPctOfCore = cpu / (float64(o.WallNS) / 1e9) * 100
 	}

@@ -8,6 +8,8 @@ import (
 	"github.com/gpufeed/gpufeed/internal/cpusample"
 	"github.com/gpufeed/gpufeed/internal/procfs"
 	"github.com/gpufeed/gpufeed/internal/profile"
+	"github.com/gpufeed/gpufeed/internal/sample"
+	"github.com/gpufeed/gpufeed/internal/schedbpf"
 )
 
 // The --profile modes: auto profiles where allowed and says what is
@@ -31,6 +33,25 @@ func CheckProfile(fsys procfs.FS, mode string) error {
 		return checkBPF(fsys)
 	}
 	return fmt.Errorf("--profile %s: want auto, on or off", mode)
+}
+
+// CheckSched checks --sched's value and, for bpf, that the scheduler's
+// events may be loaded here (before a command is started or a window
+// opened).
+func CheckSched(fsys procfs.FS, mode string) error {
+	switch mode {
+	case sample.SchedAuto, sample.SchedProc, "":
+		return nil
+	case sample.SchedBPF:
+		if fsys.Proc != "/proc" && fsys.Proc != "" {
+			return fmt.Errorf("--sched bpf: the scheduler's events are this kernel's, read by pid in gpufeed's own pid namespace; with another /proc (%s) use --sched proc or auto", fsys.Proc)
+		}
+		if err := schedbpf.Check(fsys.Proc); err != nil {
+			return fmt.Errorf("--sched bpf: %w", err)
+		}
+		return nil
+	}
+	return fmt.Errorf("--sched %s: want auto, bpf or proc", mode)
 }
 
 // profileStarter starts the CPU profile of the tree under root, or, when

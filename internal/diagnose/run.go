@@ -60,6 +60,9 @@ type Options struct {
 	// Profile is the CPU profile's mode: ProfileAuto, ProfileOn or
 	// ProfileOff ("" is off).
 	Profile string
+	// Sched is where the threads' run time, run-queue wait and switches
+	// come from: sample.SchedAuto, SchedBPF or SchedProc ("" is /proc).
+	Sched string
 	// Tap is as in Observation.
 	Tap func(next sample.Recorder) sample.Recorder
 	// Signals, when set, are the signals gpufeed was sent (the caller
@@ -180,7 +183,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 
 	cfg := sample.Config{FS: fsys, PID: o.PID, Interval: o.Interval, Duration: o.Duration,
-		GPU: src, GPUSource: srcName, Tool: o.Tool}
+		GPU: src, GPUSource: srcName, Tool: o.Tool, Sched: o.Sched}
 	ctx, stopWindow := context.WithCancel(ctx)
 	defer stopWindow()
 	relay := &signalRelay{}

@@ -1,13 +1,16 @@
 package judge
 
 import (
+	"cmp"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/gpufeed/gpufeed/internal/derive"
 	"github.com/gpufeed/gpufeed/internal/finding"
 	"github.com/gpufeed/gpufeed/internal/judge/thresholds"
+	"github.com/gpufeed/gpufeed/internal/timeline"
 )
 
 // Evidence helpers shared by the rules. Every number carries its unit, the
@@ -65,8 +68,8 @@ func (in *Input) shareEvidence(c finding.Class, because string) finding.Evidence
 func (in *Input) launchCPUEvidence() []finding.Evidence {
 	th := in.Job.Launch.T
 	return []finding.Evidence{
-		ev("launch thread "+threadName(th)+" running", th.CPU.Mean, "% of wall time", in.window(th.CPU.N), schedstatSource(th)),
-		ev("launch thread waiting for a CPU (run queue)", th.Wait.Mean, "% of wall time", in.window(th.Wait.N), schedstatSource(th)),
+		ev("launch thread "+threadName(th)+" running", th.CPU.Mean, "% of wall time", in.window(th.CPU.N), in.schedSource(th)),
+		ev("launch thread waiting for a CPU (run queue)", th.Wait.Mean, "% of wall time", in.window(th.Wait.N), in.schedSource(th)),
 	}
 }
 
@@ -165,4 +168,75 @@ func workerCount(n int) string {
 		return "1 worker process"
 	}
 	return fmt.Sprintf("%d worker processes", n)
+}
+
+// launchWakersEvidence says who woke the launch thread over the window,
+// from the scheduler's events (sched_waking runs in the waker's context):
+// the three threads that woke it most, with their share of its wake-ups.
+// Nil when the events were not counted or nothing woke it. A wake-up from
+// an interrupt is attributed to the thread the interrupt came in on; the
+// text says so when the idle task is among them.
+func (in *Input) launchWakersEvidence() []finding.Evidence {
+	w, l := in.Timeline.Meta.Wakers, in.Job.Launch
+	if w == nil || l == nil {
+		return nil
+	}
+	tid := l.T.Key.TID
+	var edges []timeline.WakeEdge
+	var total uint64
+	for _, e := range w.Edges {
+		if e.Wakee == tid {
+			edges = append(edges, e)
+			total += e.Count
+		}
+	}
+	if total == 0 {
+		return nil
+	}
+	slices.SortFunc(edges, func(a, b timeline.WakeEdge) int {
+		return cmp.Or(cmp.Compare(b.Count, a.Count), cmp.Compare(a.Waker, b.Waker))
+	})
+	var parts []string
+	var shown uint64
+	for i, e := range edges {
+		if i == 3 {
+			break
+		}
+		shown += e.Count
+		parts = append(parts, fmt.Sprintf("%s %d times (%.0f%%)", in.wakerName(e), e.Count, float64(e.Count)/float64(total)*100))
+	}
+	if rest := len(edges) - len(parts); rest > 0 {
+		parts = append(parts, fmt.Sprintf("%d other threads %d times", rest, total-shown))
+	}
+	secs := float64(in.View.WindowNS) / 1e9
+	what := fmt.Sprintf("who woke the launch thread %s (%d wake-ups", threadName(l.T), total)
+	if secs > 0 {
+		what += fmt.Sprintf(", %.0f a second", float64(total)/secs)
+	}
+	return []finding.Evidence{evText(what+")", strings.Join(parts, "; "), fmt.Sprintf("the window (%s)", durationOf(timeline.Duration(in.View.WindowNS))),
+		"the scheduler's sched_waking events, counted in the kernel")}
+}
+
+// wakerName names a waking thread: the job's thread with its role, the
+// idle task, or a thread outside the job with its process.
+func (in *Input) wakerName(e timeline.WakeEdge) string {
+	if e.Waker == 0 {
+		return "the idle task (an interrupt on an idle CPU)"
+	}
+	for _, th := range in.View.Threads {
+		if th.Key.TID == e.Waker && th.PID == e.WakerPID {
+			name := threadName(th)
+			if th.Role != "" && th.Role != "unnamed" && th.Role != "main" {
+				name += " [" + th.Role + "]"
+			}
+			for _, p := range in.View.Procs {
+				if p.Key.PID == th.PID && p.Role != "" && th.PID != in.Job.Launch.T.PID {
+					name += " of " + p.Role + " pid " + fmt.Sprint(th.PID)
+					break
+				}
+			}
+			return name
+		}
+	}
+	return fmt.Sprintf("%s (pid %d, tid %d, outside the watched job)", e.WakerComm, e.WakerPID, e.Waker)
 }

@@ -285,7 +285,12 @@ func threadSubject(th *derive.Thread) string {
 	return fmt.Sprintf("pid %d tid %d (%s)", th.PID, th.Key.TID, th.Comm)
 }
 
-func schedstatSource(th *derive.Thread) string {
+// schedSource names where a thread's run time and run-queue wait were read:
+// its schedstat, or the scheduler's events counted in the kernel (--sched).
+func (in *Input) schedSource(th *derive.Thread) string {
+	if o := in.Timeline.Meta.Observer; o != nil && o.Sched == timeline.SchedBPF {
+		return fmt.Sprintf("thread %d's scheduler events (sched_switch, sched_waking), counted in the kernel", th.Key.TID)
+	}
 	return fmt.Sprintf("/proc/%d/task/%d/schedstat", th.PID, th.Key.TID)
 }
 

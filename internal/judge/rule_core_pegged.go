@@ -74,7 +74,7 @@ func runCorePegged(in *Input) []finding.Finding {
 		return []finding.Finding{f}
 	}
 	if busiest != nil {
-		evs = append(evs, ev("the job's busiest thread there, "+threadName(busiest), busiestPct, "% of that CPU", window, schedstatSource(busiest)))
+		evs = append(evs, ev("the job's busiest thread there, "+threadName(busiest), busiestPct, "% of that CPU", window, in.schedSource(busiest)))
 	}
 	f := finding.Finding{
 		ID: "one-core-pegged", Severity: in.impact(), Subject: fmt.Sprintf("cpu%d", topCPU),
@@ -86,7 +86,7 @@ func runCorePegged(in *Input) []finding.Finding {
 	}
 	if launchThread := in.Job.Launch; launchThread != nil && !math.IsNaN(launchThread.T.CPU.Mean) && launchThread.T.CPU.Mean >= thresholds.LaunchSaturatedPct {
 		f.Supports = finding.SubmissionBound
-		f.Evidence = append(f.Evidence, ev("launch thread "+threadName(launchThread.T)+" running", launchThread.T.CPU.Mean, "% of wall time", in.window(launchThread.T.CPU.N), schedstatSource(launchThread.T)))
+		f.Evidence = append(f.Evidence, ev("launch thread "+threadName(launchThread.T)+" running", launchThread.T.CPU.Mean, "% of wall time", in.window(launchThread.T.CPU.N), in.schedSource(launchThread.T)))
 	}
 	return []finding.Finding{f}
 }

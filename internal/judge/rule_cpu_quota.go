@@ -157,8 +157,8 @@ func runCPUQuota(in *Input) []finding.Finding {
 		ev("CPU limit (CFS bandwidth quota per period)", q.Limit, "CPUs", "read every few seconds", src+limitFiles),
 		ev("periods throttled", q.Pct(), "% of periods", fmt.Sprintf("%d of %d periods of %d µs, %s", q.Throttled, q.Periods, q.PeriodUs, window), src+stat),
 		ev("time throttled (summed over CPUs)", q.ThrottledSec, "s per s", window, src+"cpu.stat "+timeField),
-		ev("launch thread waiting for a CPU (run queue, throttled time included), mean", th.Wait.Mean, "% of wall time", in.window(th.Wait.N), schedstatSource(th)),
-		ev("launch thread running", nanZero(th.CPU.Mean), "% of wall time", in.window(th.CPU.N), schedstatSource(th)),
+		ev("launch thread waiting for a CPU (run queue, throttled time included), mean", th.Wait.Mean, "% of wall time", in.window(th.Wait.N), in.schedSource(th)),
+		ev("launch thread running", nanZero(th.CPU.Mean), "% of wall time", in.window(th.CPU.N), in.schedSource(th)),
 		ev("the job's threads running or runnable (its CPU demand)", demand, "CPUs", in.window(th.CPU.N), "/proc/PID/task/TID/schedstat, summed"))
 	f.Decision = fmt.Sprintf("Raise the CPU limit above the job's demand (%s CPUs here, the limit is %s) or drop it: in Kubernetes set a CPU request without a limit, "+
 		"or run a Guaranteed pod (integer CPU request equal to its limit) on nodes with the kubelet's static CPU manager policy so the launch thread gets exclusive cores; "+

@@ -53,9 +53,9 @@ func runDescheduled(in *Input) []finding.Finding {
 		f.Claim += "; the launch queue absorbed it (the GPU stayed busy)"
 	}
 	f.Evidence = append(f.Evidence,
-		ev("launch thread waiting for a CPU (run queue), mean", th.Wait.Mean, "% of wall time", in.window(th.Wait.N), schedstatSource(th)),
-		ev("the same, p95", th.Wait.P95, "% of wall time", in.window(th.Wait.N), schedstatSource(th)),
-		ev("launch thread running", nanZero(th.CPU.Mean), "% of wall time", in.window(th.CPU.N), schedstatSource(th)))
+		ev("launch thread waiting for a CPU (run queue), mean", th.Wait.Mean, "% of wall time", in.window(th.Wait.N), in.schedSource(th)),
+		ev("the same, p95", th.Wait.P95, "% of wall time", in.window(th.Wait.N), in.schedSource(th)),
+		ev("launch thread running", nanZero(th.CPU.Mean), "% of wall time", in.window(th.CPU.N), in.schedSource(th)))
 	if !math.IsNaN(th.Invol) {
 		f.Evidence = append(f.Evidence, ev("launch thread involuntary context switches (preempted)", th.Invol, "/s", "first to last slow-tier reading",
 			fmt.Sprintf("/proc/%d/task/%d/status nonvoluntary_ctxt_switches", th.PID, th.Key.TID)))

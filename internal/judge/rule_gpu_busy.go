@@ -38,7 +38,7 @@ func runGPUBusy(in *Input) []finding.Finding {
 	if launchThread := in.Job.Launch; launchThread != nil {
 		f.Subject = threadSubject(launchThread.T)
 		f.Evidence = append(f.Evidence, ev("launch thread "+threadName(launchThread.T)+" running (its headroom is the rest)", nanZero(launchThread.T.CPU.Mean), "% of wall time",
-			in.window(launchThread.T.CPU.N), schedstatSource(launchThread.T)))
+			in.window(launchThread.T.CPU.N), in.schedSource(launchThread.T)))
 	}
 	for _, d := range in.Job.Devices {
 		if c := d.SMClockMHz.Stats(); c.N > 0 && d.Info != nil && d.Info.MaxSMClockMHz != nil {

@@ -65,7 +65,7 @@ func runOversubscribed(in *Input) []finding.Finding {
 	f.Evidence = append(f.Evidence, evText("intra-op thread pool setting (OMP_NUM_THREADS, MKL_NUM_THREADS)", pool, "at first sight", src))
 	if launchThread := in.Job.Launch; launchThread != nil {
 		f.Subject = threadSubject(launchThread.T)
-		f.Evidence = append(f.Evidence, ev("launch thread waiting for a CPU", launchThread.T.Wait.Mean, "% of wall time", in.window(launchThread.T.Wait.N), schedstatSource(launchThread.T)))
+		f.Evidence = append(f.Evidence, ev("launch thread waiting for a CPU", launchThread.T.Wait.Mean, "% of wall time", in.window(launchThread.T.Wait.N), in.schedSource(launchThread.T)))
 	}
 	f.Decision = fmt.Sprintf("Size the thread pools to the cores: set OMP_NUM_THREADS (and MKL_NUM_THREADS, torch.set_num_threads) to about the cores per process "+
 		"(%d here, fewer with several ranks or workers), use fewer DataLoader workers, and leave a core for the launch thread.", max(1, cpus-1))

@@ -48,6 +48,7 @@ func runPreprocessing(in *Input) []finding.Finding {
 			thresholds.CPUBottleneckGPUUtilPct, thresholds.CPUBottleneckCPUUtilPct, thresholds.CPUBottleneckDatapointsPct), pct, "%", in.window(in.Attribution.Measured), "/proc/stat, "+in.gpuSource()))
 	}
 	f.Evidence = append(f.Evidence, in.launchWaitsEvidence())
+	f.Evidence = append(f.Evidence, in.launchWakersEvidence()...)
 	if len(workers) < cpus-1 {
 		f.Decision = fmt.Sprintf("Parallelise the input pipeline: %d workers on %d CPUs; raise DataLoader num_workers toward %d and measure until throughput stops rising, "+
 			"then make each sample cheaper (faster codecs, vectorised transforms, cached decoded data, augmentation on the GPU).", len(workers), cpus, cpus-1)

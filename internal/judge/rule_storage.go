@@ -65,6 +65,7 @@ func runStorage(in *Input) []finding.Finding {
 		}
 	}
 	f.Evidence = append(f.Evidence, in.launchWaitsEvidence())
+	f.Evidence = append(f.Evidence, in.launchWakersEvidence()...)
 	do := "read less often and in bigger pieces: pack samples into large shards (tar/WebDataset, TFRecord, Parquet) read sequentially, " +
 		"prefetch ahead of the GPU (more workers or prefetch_factor only while the disk has headroom), cache or stage the dataset on local NVMe, " +
 		"and check that the storage is not throttled or shared."

@@ -31,6 +31,7 @@ func runSync(in *Input) []finding.Finding {
 			threadName(th), launchThread.Waits.Asleep[WaitDevice], readings, in.idleBecause(share)),
 	}
 	f.Evidence = append(f.Evidence, in.gpuUtilEvidence(), in.launchWaitsEvidence())
+	f.Evidence = append(f.Evidence, in.launchWakersEvidence()...)
 	if th.Vol == th.Vol {
 		f.Evidence = append(f.Evidence, ev("launch thread voluntary context switches (each wait is one)", th.Vol, "/s",
 			"first to last slow-tier reading", fmt.Sprintf("/proc/%d/task/%d/status", th.PID, th.Key.TID)))

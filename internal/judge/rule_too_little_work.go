@@ -31,6 +31,7 @@ func runTooLittleWork(in *Input) []finding.Finding {
 	f.Evidence = append(f.Evidence, in.gpuUtilEvidence(), in.launchCPUEvidence()[0])
 	if launchThread.Waits.Readings() > 0 {
 		f.Evidence = append(f.Evidence, in.launchWaitsEvidence())
+		f.Evidence = append(f.Evidence, in.launchWakersEvidence()...)
 	}
 	f.Evidence = append(f.Evidence, in.shareEvidence(finding.TooLittleWork, "launch thread sleeping, nothing in the job busy or in disk wait"))
 	f.Evidence = append(f.Evidence, ev("the job's other threads running or runnable, summed", busy, "% of one core", in.window(n), "schedstat of every thread of the job"),

@@ -54,6 +54,7 @@ func runTransfer(in *Input) []finding.Finding {
 	}
 	if launchThread := j.Launch; launchThread != nil && launchThread.Waits.Readings() > 0 {
 		f.Evidence = append(f.Evidence, in.launchWaitsEvidence())
+		f.Evidence = append(f.Evidence, in.launchWakersEvidence()...)
 	}
 	f.Evidence = append(f.Evidence, share0)
 	if saturated {

@@ -29,7 +29,7 @@ var layers = []struct {
 		"internal/trace", "internal/kernlog", "internal/profile", "internal/drillresult", "python"}},
 	{"sources", []string{"vocabulary", "sources"}, []string{
 		"internal/procfs", "internal/podinfo", "internal/sample", "internal/check",
-		"internal/pyspy", "internal/pysample", "internal/cpusample", "internal/bpfcap", "internal/syscalls", "internal/driverprobe",
+		"internal/pyspy", "internal/pysample", "internal/cpusample", "internal/bpfcap", "internal/syscalls", "internal/driverprobe", "internal/schedbpf",
 		"internal/nvml", "internal/gpusource", "internal/sim", "internal/sim/wire", "internal/sim/simclient", "internal/sim/simcuda", "internal/sim/cudadrv",
 		"internal/kineto", "internal/nsys", "internal/traceload", "internal/tracegen", "internal/demo", "internal/drill"}},
 	{"derive", []string{"vocabulary", "derive"}, []string{"internal/derive", "internal/derive/tracestats"}},

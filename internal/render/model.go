@@ -278,6 +278,12 @@ type Observer struct {
 	TickP50NS         int64    `json:"tick_p50_ns"`
 	TickMaxNS         int64    `json:"tick_max_ns"`
 	Overruns          int      `json:"overruns"`
+	// Sched is where the threads' run time, run-queue wait and switches
+	// came from: "bpf" (the scheduler's events, counted in the kernel) or
+	// "proc" (/proc per thread); SchedNotBPF why not the events, where
+	// they were asked for when allowed.
+	Sched       string `json:"sched,omitempty"`
+	SchedNotBPF string `json:"sched_not_bpf,omitempty"`
 }
 
 // NotVisible is a fact that could not be read, and the privilege that would show it.

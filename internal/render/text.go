@@ -600,6 +600,14 @@ func (t *textWriter) facts(r *Report) {
 		t.printf("\nOBSERVER: gpufeed used %s of one core (%s CPU), %s per thread-sample over %d thread-samples; tick p50 %s, max %s; %d overruns\n",
 			pct(o.CPUPercentOfCore), Duration(time.Duration(o.CPUNS)), per, o.ThreadSamples,
 			Duration(time.Duration(o.TickP50NS)), Duration(time.Duration(o.TickMaxNS)), o.Overruns)
+		switch {
+		case o.Sched == "bpf":
+			t.printf("SCHEDULING: threads' run time, run-queue wait and switches from the scheduler's events, counted in the kernel\n")
+		case o.Sched == "proc" && o.SchedNotBPF != "":
+			t.printf("SCHEDULING: threads' run time, run-queue wait and switches from /proc (scheduler events not used: %s)\n", o.SchedNotBPF)
+		case o.Sched == "proc":
+			t.printf("SCHEDULING: threads' run time, run-queue wait and switches from /proc\n")
+		}
 	}
 	c := r.Counts
 	t.printf("COUNTS: %d threads and %d processes vanished mid-read (skipped); %d read errors; %d smaps_rollup reads postponed by budget\n",

@@ -55,6 +55,13 @@ const (
 	DefaultRollupBudget = 0.01
 )
 
+// Config.Sched's values.
+const (
+	SchedAuto = "auto"
+	SchedBPF  = "bpf"
+	SchedProc = "proc"
+)
+
 // Recorder receives the timeline as it is sampled, so a recording survives a
 // crash up to its last flushed tick. timeline.Writer implements it.
 type Recorder interface {
@@ -106,6 +113,15 @@ type Config struct {
 	// MaxKeptFiles caps the per-thread descriptors held open (0: the
 	// open-file limit less a reserve); threads past it are read by opening.
 	MaxKeptFiles int
+
+	// Sched says where the threads' run time, run-queue wait, slices and
+	// switches come from: SchedAuto (the scheduler's events counted in the
+	// kernel where this process may load them, else /proc), SchedBPF (the
+	// events, or fail), SchedProc or "" (/proc: schedstat and status per
+	// thread). A tree that is not the host's /proc is always read from it.
+	Sched string
+	// schedTable overrides the threads' table size (tests of a full table).
+	schedTable int
 
 	Tool     string
 	Recorder Recorder

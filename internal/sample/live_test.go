@@ -23,9 +23,17 @@ import (
 // loadHelper is set when this test binary runs as a load generator.
 const loadHelper = "GPUFEED_TEST_LOAD"
 
+// schedProbe is set when this test binary runs as an unprivileged sampler
+// (sched_test.go).
+const schedProbe = "GPUFEED_TEST_SCHED_PROBE"
+
 func TestMain(m *testing.M) {
 	if mode := os.Getenv(loadHelper); mode != "" {
 		runLoad(mode)
+		return
+	}
+	if os.Getenv(schedProbe) != "" {
+		runSchedProbe()
 		return
 	}
 	os.Exit(m.Run())
@@ -125,7 +133,7 @@ func startLoad(t testing.TB, mode string) (int, map[string][]int) {
 
 func sampleLive(t *testing.T, pid int, d time.Duration) (*timeline.Timeline, *derive.View) {
 	t.Helper()
-	s, err := New(Config{PID: pid, Duration: d, Interval: 100 * time.Millisecond, Tool: "test"})
+	s, err := New(Config{PID: pid, Duration: d, Interval: 100 * time.Millisecond, Tool: "test", Sched: testSched()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,6 +141,7 @@ func sampleLive(t *testing.T, pid int, d time.Duration) (*timeline.Timeline, *de
 	if err != nil {
 		t.Fatal(err)
 	}
+	checkSched(t, tl)
 	return tl, derive.New(tl)
 }
 
@@ -360,5 +369,22 @@ time.sleep(30)
 	}
 	if len(read) != 1 {
 		t.Errorf("read for %d processes, want the forked child alone: %v", len(read), read)
+	}
+}
+
+// testSched is the scheduling source the live tests sample with:
+// GPUFEED_TEST_SCHED (auto, bpf or proc; unset: proc), so that the same
+// tests run against both sources.
+func testSched() string { return os.Getenv("GPUFEED_TEST_SCHED") }
+
+// checkSched fails a run whose source is not the one asked for.
+func checkSched(t *testing.T, tl *timeline.Timeline) {
+	t.Helper()
+	want := timeline.SchedProc
+	if testSched() == SchedBPF {
+		want = timeline.SchedBPF
+	}
+	if o := tl.Meta.Observer; testSched() != SchedAuto && (o == nil || o.Sched != want) {
+		t.Fatalf("scheduling source %+v, want %s", o, want)
 	}
 }

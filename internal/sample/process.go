@@ -132,6 +132,7 @@ func (s *Sampler) addProc(pid int, st procfs.Stat, t int64) {
 		s.readError(t, pid, err)
 		return
 	}
+	s.schedWatch(pid, t) // before its threads are opened: their rows exist
 	s.readLayout(p, t)
 	s.readOnceFacts(p, t)
 	s.tl.Procs[key] = info
@@ -297,7 +298,13 @@ func (s *Sampler) sampleProc(p *trackedProc, tk *timeline.Tick, t int64, slow, f
 	var childTicks uint64
 	for i := 0; i < len(p.order); i++ {
 		th := p.order[i]
-		ts, err := s.sampleThread(p, th, full || slow && th.state != 'S')
+		var ts threadSample
+		var err error
+		if s.sched != nil {
+			ts, err = s.sampleThreadBPF(p, th, slow, full)
+		} else {
+			ts, err = s.sampleThread(p, th, full || slow && th.state != 'S')
+		}
 		if err != nil {
 			if !procfs.IsVanished(err) && !errors.Is(err, errGone) {
 				s.readError(t, p.pid, err)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gpufeed/gpufeed/internal/procfs"
+	"github.com/gpufeed/gpufeed/internal/schedbpf"
 	"github.com/gpufeed/gpufeed/internal/timeline"
 )
 
@@ -64,6 +65,12 @@ type Sampler struct {
 	// were read in (its forked children's inherited memory).
 	parentAnon map[int]*parentMaps
 	cgTick     cgroupTick // this tick's cgroup counter reads (cgroup.go)
+	// sched is the scheduler's events where they are the source (nil:
+	// /proc), snap this tick's reading of them (sched.go).
+	sched *schedbpf.Tracer
+	snap  schedbpf.Snapshot
+	// schedSrc and schedNotBPF become Observer.Sched and SchedNotBPF.
+	schedSrc, schedNotBPF string
 }
 
 type candidate struct {
@@ -260,6 +267,10 @@ func (s *Sampler) Run(ctx context.Context) (*timeline.Timeline, error) {
 	}
 	defer s.host.Close()
 	defer s.closeAll()
+	if err := s.startSched(); err != nil {
+		return nil, err
+	}
+	defer s.stopSched()
 	for k, v := range s.host.NotVisible {
 		if s.tl.Meta.NotVisible == nil {
 			s.tl.Meta.NotVisible = map[string]string{}
@@ -369,7 +380,7 @@ func (s *Sampler) Run(ctx context.Context) (*timeline.Timeline, error) {
 	if cfg.SharedProcess {
 		user, sys = s.tickUser, s.tickSys
 	}
-	s.tl.Meta.Observer = &timeline.Observer{
+	ob := &timeline.Observer{
 		CPUUserNS:     user,
 		CPUSysNS:      sys,
 		WallNS:        int64(wall),
@@ -377,6 +388,9 @@ func (s *Sampler) Run(ctx context.Context) (*timeline.Timeline, error) {
 		TickP50NS:     median(s.tickDur),
 		TickMaxNS:     slices.Max(s.tickDur),
 	}
+	ob.Sched, ob.SchedNotBPF = s.schedSrc, s.schedNotBPF
+	s.readWakers()
+	s.tl.Meta.Observer = ob
 	for _, p := range s.procs {
 		p.info.LastSeen = s.lastT()
 	}
@@ -539,6 +553,7 @@ func (s *Sampler) tick(elapsed time.Duration, full bool) {
 		s.lastDiscover = elapsed
 		s.discover(t)
 	}
+	s.schedRead(t)
 	tk := timeline.Tick{T: t}
 	nThreads := 0
 	for _, p := range s.procs {

@@ -6,6 +6,7 @@ import (
 	"syscall"
 
 	"github.com/gpufeed/gpufeed/internal/procfs"
+	"github.com/gpufeed/gpufeed/internal/schedbpf"
 	"github.com/gpufeed/gpufeed/internal/timeline"
 )
 
@@ -42,6 +43,16 @@ type trackedThread struct {
 	// schedstat run time at the previous slow tick.
 	slowRunNS uint64
 	slowSeen  bool
+	// With the scheduler's events (sched.go): the thread's base (its
+	// schedstat less its row when first seen), the schedstat-scale
+	// counters at its last stat reading, its row in the last reading that
+	// had one, and the switch counters' base.
+	base       procfs.Schedstat
+	statSched  procfs.Schedstat
+	row        schedbpf.Thread
+	haveRow    bool
+	swBase     timeline.Switches
+	haveSwBase bool
 }
 
 func (t *trackedThread) close() {
@@ -87,9 +98,12 @@ func (s *Sampler) openThread(p *trackedProc, tid int, t int64) (*trackedThread, 
 		if th.stat, err = procfs.OpenKept(s.fs.TaskPath(p.pid, tid, "stat"), procfs.PrivProcMount); err != nil && !isEMFILE(err) {
 			return nil, err
 		}
-		if th.sched, err = procfs.OpenKept(s.fs.TaskPath(p.pid, tid, "schedstat"), procfs.PrivProcMount); err != nil && !isEMFILE(err) {
-			th.close()
-			return nil, err
+		// With the scheduler's events schedstat is read once, for the base.
+		if s.sched == nil {
+			if th.sched, err = procfs.OpenKept(s.fs.TaskPath(p.pid, tid, "schedstat"), procfs.PrivProcMount); err != nil && !isEMFILE(err) {
+				th.close()
+				return nil, err
+			}
 		}
 	}
 	s.kept += th.keptFiles()
@@ -105,6 +119,12 @@ func (s *Sampler) openThread(p *trackedProc, tid int, t int64) (*trackedThread, 
 	if st.State == 'Z' || st.State == 'X' {
 		s.release(th)
 		return nil, errGone
+	}
+	if s.sched != nil {
+		if err := s.schedBase(p, th); err != nil {
+			s.release(th)
+			return nil, err
+		}
 	}
 	th.comm = append([]byte(nil), st.Comm...)
 	// This read is also the first sample's stat: do not read it twice.
@@ -219,6 +239,9 @@ func (s *Sampler) sampleThread(p *trackedProc, th *trackedThread, fresh bool) (t
 func (s *Sampler) slowThread(p *trackedProc, th *trackedThread, ts *timeline.ThreadSample, t int64, final bool) {
 	if th.sw != nil && ts.Slices == th.swSlices {
 		ts.Switches = th.sw
+	} else if sw, ok := s.switchesBPF(p, th, t); ok {
+		th.sw, th.swSlices = sw, ts.Slices
+		ts.Switches = sw
 	} else {
 		st, err := procfs.ReadStatus(s.fs.TaskPath(p.pid, th.tid, "status"))
 		if err == nil && st.HaveCtxt {

@@ -96,6 +96,34 @@ type Meta struct {
 	// recording made before gpufeed took them.
 	Syscalls    *profile.SyscallSummary `json:"syscalls,omitempty"`
 	DriverCalls *profile.DriverCalls    `json:"driver_calls,omitempty"`
+	// Wakers is who woke the job's threads over the window, from the
+	// scheduler's events (Observer.Sched "bpf"); nil when not counted.
+	Wakers *Wakers `json:"wakers,omitempty"`
+}
+
+// Wakers is the waker graph of the job's threads over the window.
+type Wakers struct {
+	// Edges are the threads that woke each of the job's threads, most
+	// wake-ups first (at most MaxWakersPerThread per woken thread).
+	Edges []WakeEdge `json:"edges"`
+	// Dropped counts the wake-ups whose edge the kernel's table could not
+	// hold.
+	Dropped uint64 `json:"dropped,omitempty"`
+}
+
+// MaxWakersPerThread bounds the edges kept per woken thread.
+const MaxWakersPerThread = 16
+
+// WakeEdge says that thread Waker (of process WakerPID, named WakerComm at
+// its first wake-up) woke thread Wakee Count times. For a wake-up from an
+// interrupt the waker is the thread the interrupt came in on; 0 is the
+// idle task.
+type WakeEdge struct {
+	Wakee     int    `json:"wakee"`
+	Waker     int    `json:"waker"`
+	WakerPID  int    `json:"waker_pid"`
+	WakerComm string `json:"waker_comm,omitempty"`
+	Count     uint64 `json:"count"`
 }
 
 // Checks is what the platform checks (internal/check) concluded at the end
@@ -132,7 +160,23 @@ type Observer struct {
 	// TickP50NS and TickMaxNS are the wall time one tick took to sample.
 	TickP50NS int64 `json:"tick_p50_ns"`
 	TickMaxNS int64 `json:"tick_max_ns"`
+	// Sched is where the threads' run time, run-queue wait, slices and
+	// switches came from: SchedBPF (the scheduler's events, counted in the
+	// kernel, read once per tick) or SchedProc (schedstat and status per
+	// thread); empty for a tree that is not the host's (a fixture) and for
+	// recordings made before it was kept.
+	Sched string `json:"sched,omitempty"`
+	// SchedNotBPF says why the events were not used where they were
+	// asked for when allowed (--sched auto): the missing capability or
+	// kernel feature.
+	SchedNotBPF string `json:"sched_not_bpf,omitempty"`
 }
+
+// Where the threads' scheduling counters came from (Observer.Sched).
+const (
+	SchedBPF  = "bpf"
+	SchedProc = "proc"
+)
 
 // Target is what was observed: an attached PID or a launched command.
 type Target struct {

@@ -1,0 +1,51 @@
+package judge
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/gpufeed/gpufeed/internal/derive"
+	"github.com/gpufeed/gpufeed/internal/timeline"
+)
+
+// The launch thread waits on the DataLoader's pipe; the scheduler's
+// events say who woke it: mostly the first worker's thread, some the idle
+// task, a few a thread outside the job. The evidence names them with their
+// roles and shares; the verdict and the findings' IDs are those of the
+// same window without the events.
+func TestWakersOfTheLaunchThreadInTheEvidence(t *testing.T) {
+	s := pipeline(26, 'R', 2)
+	tl := s.timeline()
+	a := derive.New(tl)
+	v0, fs0 := judgeVF(tl, a)
+
+	tl = s.timeline()
+	tl.Meta.Wakers = &timeline.Wakers{Edges: []timeline.WakeEdge{
+		{Wakee: 100, Waker: 200, WakerPID: 200, WakerComm: "python3", Count: 800},
+		{Wakee: 100, Waker: 0, WakerPID: 0, WakerComm: "swapper/1", Count: 150},
+		{Wakee: 100, Waker: 4242, WakerPID: 4240, WakerComm: "irq/42-nvidia", Count: 40},
+		{Wakee: 100, Waker: 201, WakerPID: 201, WakerComm: "python3", Count: 10},
+		{Wakee: 200, Waker: 100, WakerPID: 100, WakerComm: "python3", Count: 500},
+	}}
+	a = derive.New(tl)
+	v, fs := judgeVF(tl, a)
+	if v.Class != v0.Class || !slices.Equal(v.Because, v0.Because) || len(fs) != len(fs0) {
+		t.Errorf("with the wakers: verdict %s because %v (%d findings); without: %s because %v (%d)", v.Class, v.Because, len(fs), v0.Class, v0.Because, len(fs0))
+	}
+	f := findingByID(fs, "input-pipeline-busy")
+	if f == nil {
+		t.Fatalf("no input-pipeline-busy finding: %+v", fs)
+	}
+	got := evidenceText(f)
+	want := "who woke the launch thread python3 (pid 100, main thread) (1000 wake-ups, 200 a second): " +
+		"python3 (pid 200, main thread) of worker pid 200 800 times (80%); " +
+		"the idle task (an interrupt on an idle CPU) 150 times (15%); " +
+		"irq/42-nvidia (pid 4240, tid 4242, outside the watched job) 40 times (4%); 1 other threads 10 times"
+	if !strings.Contains(got, want) {
+		t.Errorf("evidence:\n%s\nwant:\n%s", got, want)
+	}
+	if f0 := findingByID(fs0, "input-pipeline-busy"); f0 == nil || strings.Contains(evidenceText(f0), "who woke") {
+		t.Errorf("without the events: %+v", f0)
+	}
+}

@@ -1,0 +1,244 @@
+package sample
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gpufeed/gpufeed/internal/bpfcap"
+	"github.com/gpufeed/gpufeed/internal/derive"
+	"github.com/gpufeed/gpufeed/internal/livetest"
+	"github.com/gpufeed/gpufeed/internal/schedbpf"
+	"github.com/gpufeed/gpufeed/internal/timeline"
+)
+
+// The same job sampled at once from the scheduler's events and from
+// /proc: the spinning thread's CPU and run-queue wait shares agree within
+// 5 points, its slices within 5 %, the sleeper's stay at zero, and each
+// run says which source it used.
+func TestLiveSchedSourcesAgree(t *testing.T) {
+	livetest.Need(t)
+	if err := schedbpf.Check(""); err != nil {
+		t.Skipf("scheduler events not allowed here: %v", err)
+	}
+	pid, tids := startLoad(t, "compete:1")
+	var wg sync.WaitGroup
+	tls := map[string]*timeline.Timeline{}
+	var mu sync.Mutex
+	for _, mode := range []string{SchedBPF, SchedProc} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s, err := New(Config{PID: pid, Duration: 3 * time.Second, Interval: 100 * time.Millisecond, Tool: "test", Sched: mode})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			tl, err := s.Run(context.Background())
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			mu.Lock()
+			tls[mode] = tl
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	if o := tls[SchedBPF].Meta.Observer; o == nil || o.Sched != timeline.SchedBPF {
+		t.Fatalf("bpf run: observer %+v", o)
+	}
+	if o := tls[SchedProc].Meta.Observer; o == nil || o.Sched != timeline.SchedProc || o.SchedNotBPF != "" {
+		t.Fatalf("proc run: observer %+v", o)
+	}
+	// Over the time both runs sampled (loading the programs delays the
+	// first run's start): each run's ticks nearest that span's ends.
+	span := func(tl *timeline.Timeline) (time.Time, time.Time) {
+		return tl.Meta.Started.Add(time.Duration(tl.Ticks[0].T)), tl.Meta.Started.Add(time.Duration(tl.Ticks[len(tl.Ticks)-1].T))
+	}
+	b0, b1 := span(tls[SchedBPF])
+	p0, p1 := span(tls[SchedProc])
+	from, to := b0, b1
+	if p0.After(from) {
+		from = p0
+	}
+	if p1.Before(to) {
+		to = p1
+	}
+	if to.Sub(from) < time.Second {
+		t.Fatalf("the two runs overlap only %v", to.Sub(from))
+	}
+	growth := func(tl *timeline.Timeline, tid int) (run, wait, slices uint64, secs float64) {
+		var first, last *timeline.ThreadSample
+		var t0, t1 time.Time
+		for i := range tl.Ticks {
+			at := tl.Meta.Started.Add(time.Duration(tl.Ticks[i].T))
+			for j, s := range tl.Ticks[i].Threads {
+				if s.TID != tid {
+					continue
+				}
+				if first == nil && !at.Before(from.Add(-50*time.Millisecond)) {
+					first, t0 = &tl.Ticks[i].Threads[j], at
+				}
+				if !at.After(to.Add(50 * time.Millisecond)) {
+					last, t1 = &tl.Ticks[i].Threads[j], at
+				}
+			}
+		}
+		if first == nil || last == nil {
+			t.Fatalf("thread %d not sampled", tid)
+		}
+		return last.RunNS - first.RunNS, last.WaitNS - first.WaitNS, last.Slices - first.Slices, t1.Sub(t0).Seconds()
+	}
+	for _, tid := range append(tids["target"], tids["other"]...) {
+		br, bw, bs, bsec := growth(tls[SchedBPF], tid)
+		pr, pw, ps, psec := growth(tls[SchedProc], tid)
+		bshare := func(v uint64) float64 { return float64(v) / 1e9 / bsec * 100 }
+		pshare := func(v uint64) float64 { return float64(v) / 1e9 / psec * 100 }
+		t.Logf("thread %d over %.2f s and %.2f s: bpf CPU %.1f%% wait %.1f%% slices %d; proc CPU %.1f%% wait %.1f%% slices %d",
+			tid, bsec, psec, bshare(br), bshare(bw), bs, pshare(pr), pshare(pw), ps)
+		if d := bshare(br) - pshare(pr); d < -5 || d > 5 {
+			t.Errorf("thread %d: CPU %.1f%% from events, %.1f%% from /proc", tid, bshare(br), pshare(pr))
+		}
+		if d := bshare(bw) - pshare(pw); d < -5 || d > 5 {
+			t.Errorf("thread %d: run-queue wait %.1f%% from events, %.1f%% from /proc", tid, bshare(bw), pshare(pw))
+		}
+		brate, prate := float64(bs)/bsec, float64(ps)/psec
+		if d := brate - prate; d < -0.1*prate-5 || d > 0.1*prate+5 {
+			t.Errorf("thread %d: %.0f slices/s from events, %.0f from /proc", tid, brate, prate)
+		}
+	}
+	// Both runs end with the same thread states and switch counts.
+	for _, mode := range []string{SchedBPF, SchedProc} {
+		a := derive.New(tls[mode])
+		th := threadByTID(t, a, tids["target"][0])
+		last, _ := th.Last()
+		if last == nil || last.State != 'R' || last.Switches == nil || last.Switches.Involuntary == 0 {
+			t.Errorf("%s: target's last sample %+v: want R with involuntary switches", mode, last)
+		}
+		if th.Invol < 1 {
+			t.Errorf("%s: target involuntary switches %.1f/s", mode, th.Invol)
+		}
+	}
+}
+
+// The helper's sampling mode: sample the process named by
+// GPUFEED_TEST_SCHED_TARGET for half a second with --sched
+// GPUFEED_TEST_SCHED_MODE and print the observer (or the error) as JSON.
+func runSchedProbe() {
+	pid := os.Getppid()
+	s, err := New(Config{PID: pid, Duration: 500 * time.Millisecond, Interval: 100 * time.Millisecond, Tool: "test",
+		Sched: os.Getenv("GPUFEED_TEST_SCHED_MODE")})
+	out := map[string]any{}
+	if err == nil {
+		var tl *timeline.Timeline
+		if tl, err = s.Run(context.Background()); err == nil {
+			out["observer"] = tl.Meta.Observer
+			out["ticks"] = len(tl.Ticks)
+		}
+	}
+	if err != nil {
+		out["error"] = err.Error()
+		var se *SchedError
+		var u *bpfcap.Unavailable
+		out["sched_error"] = errors.As(err, &se) && errors.As(err, &u)
+	}
+	json.NewEncoder(os.Stdout).Encode(out)
+}
+
+// Run as nobody, --sched auto samples from /proc and says why not from
+// the scheduler's events; --sched bpf refuses, naming what is missing.
+func TestSchedUnprivilegedFallsBack(t *testing.T) {
+	livetest.Need(t)
+	if os.Getuid() != 0 {
+		t.Skip("needs root to run the sampler as another user")
+	}
+	dir, err := os.MkdirTemp("", "schedfallback")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	os.Chmod(dir, 0o755)
+	exe, _ := os.Executable()
+	b, err := os.ReadFile(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "test")
+	if err := os.WriteFile(bin, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	run := func(mode string) map[string]any {
+		// sh (as nobody) is the target; the probe, its child, samples it.
+		c := exec.Command("/bin/sh", "-c", bin+"; sleep 0.1")
+		c.Env = append(os.Environ(), schedProbe+"=1", "GPUFEED_TEST_SCHED_MODE="+mode)
+		c.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+		c.Dir = dir
+		out, err := c.Output()
+		if err != nil {
+			t.Fatalf("%s: %v: %s", mode, err, out)
+		}
+		var got map[string]any
+		if err := json.Unmarshal(out, &got); err != nil {
+			t.Fatalf("%s: %v: %s", mode, err, out)
+		}
+		return got
+	}
+	auto := run(SchedAuto)
+	o, _ := auto["observer"].(map[string]any)
+	t.Logf("auto: %v", auto)
+	if o == nil || o["sched"] != "proc" || o["sched_not_bpf"] != "loading eBPF programs needs CAP_BPF and CAP_PERFMON (or CAP_SYS_ADMIN, or root)" {
+		t.Errorf("auto as nobody: %v; want /proc, with the missing capabilities named", auto)
+	}
+	if n, _ := auto["ticks"].(float64); n < 4 {
+		t.Errorf("auto as nobody: %v ticks", auto["ticks"])
+	}
+	bpf := run(SchedBPF)
+	t.Logf("bpf: %v", bpf)
+	if bpf["sched_error"] != true || bpf["observer"] != nil {
+		t.Errorf("bpf as nobody: %v; want the run refused as not available", bpf)
+	}
+}
+
+// A job with more threads than the events' table holds is read from /proc
+// from the tick the table overflows: the report says so, and the threads
+// the table could not hold still show their CPU (read as not having run,
+// they would show none).
+func TestLiveSchedTableFullFallsBackToProc(t *testing.T) {
+	livetest.Need(t)
+	if err := schedbpf.Check(""); err != nil {
+		t.Skipf("scheduler events not allowed here: %v", err)
+	}
+	pid, tids := startLoad(t, "compete:1")
+	// The load helper has a dozen threads (the Go runtime's and its own):
+	// a table of 4 overflows at the start.
+	s, err := New(Config{PID: pid, Duration: 1500 * time.Millisecond, Interval: 100 * time.Millisecond, Tool: "test", Sched: SchedBPF, schedTable: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tl, err := s.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := tl.Meta.Observer
+	if o == nil || o.Sched != timeline.SchedProc || !strings.Contains(o.SchedNotBPF, "the threads' table is full") {
+		t.Fatalf("observer %+v: want /proc after the table filled, saying so", o)
+	}
+	a := derive.New(tl)
+	for _, tid := range append(tids["target"], tids["other"]...) {
+		if th := threadByTID(t, a, tid); th.CPU.Mean+th.Wait.Mean < 70 {
+			t.Errorf("spinner %d: CPU %.1f%% + wait %.1f%%, want ~100%%", tid, th.CPU.Mean, th.Wait.Mean)
+		}
+	}
+}

@@ -1,0 +1,8 @@
+package schedbpf
+
+// The BPF object is compiled from bpf/sched.bpf.c by bpf2go; its Go
+// bindings and .o files are committed, so building needs no clang. To
+// regenerate (clang 14 or later, libbpf's headers: apt-get install clang
+// libbpf-dev): go generate ./internal/schedbpf, or
+// scripts/bpf-generate.sh for every BPF package.
+//go:generate go run github.com/cilium/ebpf/cmd/bpf2go -cc clang -cflags "-O2 -g -Wall -Werror -mcpu=v3 -I/usr/include/x86_64-linux-gnu" -target amd64,arm64 -type thread -type wkey -type wval -type watch sb bpf/sched.bpf.c

@@ -1,0 +1,433 @@
+//go:build amd64 || arm64
+
+// Package schedbpf counts the scheduling of a set of processes' threads in
+// the kernel, on the scheduler's BTF-typed tracepoints (sched_switch,
+// sched_waking, sched_wakeup_new, sched_process_exit): per
+// thread the time on CPU, the time runnable on a run queue (from the
+// wake-up, or the preemption, to the switch-in: schedstat's run_delay),
+// voluntary and involuntary switches, the time in uninterruptible sleep
+// (D) and who wakes it (the waking thread's id, process and name).
+//
+// Reading every watched thread costs one batch lookup of a map (Read),
+// where /proc costs a pread of schedstat per thread. Children the
+// processes fork are followed in the kernel.
+package schedbpf
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/btf"
+	"github.com/cilium/ebpf/link"
+	"golang.org/x/sys/unix"
+
+	"github.com/gpufeed/gpufeed/internal/bpfcap"
+)
+
+// What names the measurement in Unavailable.
+const What = "scheduler tracing"
+
+// Options say what to count.
+type Options struct {
+	// Proc is where /proc is read ("" is /proc): capabilities.
+	Proc string
+	// NoFollow keeps the set to the pids given (and Add's): children
+	// they fork are not counted.
+	NoFollow bool
+	// MaxThreads sizes the threads' table (0: 65536). Threads past it are
+	// counted in Snapshot.Dropped and not read.
+	MaxThreads int
+}
+
+// Tracer is a running count.
+type Tracer struct {
+	o      Options
+	objs   sbObjects
+	links  []link.Link
+	iter   *link.Iter
+	follow bool
+
+	mu   sync.Mutex // the watched bitmap's user words; the buffers
+	keys []uint32
+	vals []sbThread
+	gone []uint32
+}
+
+// watchWords is the watched bitmap's length in 64-bit words (WATCH_WORDS in
+// bpf/sched.bpf.c: PID_MAX_LIMIT on 64-bit over 64).
+const watchWords = 4194304 / 64
+
+// Check says, without loading anything, whether this process may trace
+// the scheduler: the capabilities, and a kernel with BTF (the programs
+// are BTF-typed tracepoints). An error is a *bpfcap.Unavailable.
+func Check(proc string) error {
+	if err := bpfcap.Check(proc, What); err != nil {
+		return err
+	}
+	if !bpfcap.BTF("") {
+		return &bpfcap.Unavailable{What: What, Missing: "a kernel with BTF (CONFIG_DEBUG_INFO_BTF: no /sys/kernel/btf/vmlinux)"}
+	}
+	return nil
+}
+
+// Start loads and attaches the programs and watches pids. An error is a
+// *bpfcap.Unavailable saying what would allow it.
+func Start(pids []int, o Options) (*Tracer, error) {
+	if err := Check(o.Proc); err != nil {
+		return nil, err
+	}
+	spec, err := loadSb()
+	if err != nil {
+		return nil, fmt.Errorf("%s: the BPF object: %w", What, err)
+	}
+	if o.MaxThreads > 0 {
+		spec.Maps["threads"].MaxEntries = uint32(o.MaxThreads)
+	}
+	if !switchHasState() {
+		if err := spec.Variables["state_arg"].Set(uint32(0)); err != nil {
+			return nil, fmt.Errorf("%s: the BPF object: %w", What, err)
+		}
+	}
+	t := &Tracer{o: o}
+	if t.follow, err = bpfcap.Load(What, spec, &t.objs, !o.NoFollow, "5.11 or later with BTF"); err != nil {
+		return nil, err
+	}
+	for _, pid := range pids {
+		if err := t.watch(pid); err != nil {
+			t.Close()
+			return nil, err
+		}
+	}
+	for _, a := range []struct {
+		name string
+		prog *ebpf.Program
+	}{{"sched_switch", t.objs.SchedSwitch}, {"sched_waking", t.objs.SchedWaking},
+		{"sched_wakeup_new", t.objs.SchedWakeupNew}, {"sched_process_exit", t.objs.ThreadExit}} {
+		l, err := link.AttachTracing(link.TracingOptions{Program: a.prog})
+		if err != nil {
+			t.Close()
+			return nil, attachError(a.name, err)
+		}
+		t.links = append(t.links, l)
+	}
+	if t.follow {
+		l, err := bpfcap.AttachFork(What, t.objs.Fork)
+		if err != nil {
+			t.Close()
+			return nil, err
+		}
+		t.links = append(t.links, l)
+	}
+	if t.iter, err = link.AttachIter(link.IterOptions{Program: t.objs.Seed}); err != nil {
+		t.Close()
+		return nil, attachError("task iterator", err)
+	}
+	if err := t.seed(); err != nil {
+		t.Close()
+		return nil, err
+	}
+	return t, nil
+}
+
+// switchHasState says whether the kernel's sched_switch tracepoint passes
+// prev_state (5.18 and later): its BTF prototype has five parameters (the
+// first is the tracepoint's data).
+func switchHasState() bool {
+	spec, err := btf.LoadKernelSpec()
+	if err != nil {
+		return true
+	}
+	var td *btf.Typedef
+	if err := spec.TypeByName("btf_trace_sched_switch", &td); err != nil {
+		return true
+	}
+	if p, ok := td.Type.(*btf.Pointer); ok {
+		if fp, ok := p.Target.(*btf.FuncProto); ok {
+			return len(fp.Params) >= 5
+		}
+	}
+	return true
+}
+
+func attachError(name string, err error) error {
+	if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) {
+		return &bpfcap.Unavailable{What: What, Missing: "attaching to the " + name + " tracepoint needs CAP_PERFMON (or CAP_SYS_ADMIN)", Err: err}
+	}
+	return &bpfcap.Unavailable{What: What, Missing: "a kernel with BTF-typed tracepoints and task iterators (5.8 or later)", Err: fmt.Errorf("attaching to %s: %w", name, err)}
+}
+
+// Add watches one more process: its threads, and its children where
+// followed. Its threads get a row at once, saying what each is doing.
+func (t *Tracer) Add(pid int) error {
+	if err := t.watch(pid); err != nil {
+		return err
+	}
+	return t.seed()
+}
+
+func (t *Tracer) watch(pid int) error {
+	if pid <= 0 || pid >= watchWords*64 {
+		return fmt.Errorf("%s: pid %d: want a positive pid within the kernel's range", What, pid)
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	w := uint32(pid / 64)
+	var b sbWatch
+	if err := t.objs.Watched.Lookup(w, &b); err != nil {
+		return fmt.Errorf("%s: watching pid %d: %w", What, pid, err)
+	}
+	if b.User&(1<<(pid%64)) != 0 {
+		return nil
+	}
+	b.User |= 1 << (pid % 64)
+	if err := t.objs.Watched.Update(w, b, ebpf.UpdateExist); err != nil {
+		return fmt.Errorf("%s: watching pid %d: %w", What, pid, err)
+	}
+	return nil
+}
+
+// seed runs the task iterator: every watched thread without a row gets
+// one saying whether it is on a CPU, queued, in D or asleep now.
+func (t *Tracer) seed() error {
+	if t.iter == nil {
+		return nil
+	}
+	r, err := t.iter.Open()
+	if err != nil {
+		return fmt.Errorf("%s: running the task iterator: %w", What, err)
+	}
+	defer r.Close()
+	_, err = io.Copy(io.Discard, r)
+	return err
+}
+
+// Following says whether children forked since Start are counted without
+// being added.
+func (t *Tracer) Following() bool { return t.follow }
+
+// Close detaches the programs and frees the maps.
+func (t *Tracer) Close() {
+	for _, l := range t.links {
+		l.Close()
+	}
+	t.links = nil
+	if t.iter != nil {
+		t.iter.Close()
+		t.iter = nil
+	}
+	t.objs.Close()
+}
+
+// Thread is one thread's counts up to the reading, the slice, wait or
+// uninterruptible sleep in progress included.
+type Thread struct {
+	TID, PID int
+	// CPU is the processor it was last switched in on (-1: not seen).
+	CPU int
+	// RunNS, WaitNS and Slices are schedstat's three fields as counted
+	// since the thread was watched (or born): time on CPU, time runnable
+	// on a run queue, times switched in.
+	RunNS, WaitNS, Slices uint64
+	// DNS is the time in uninterruptible sleep (D).
+	DNS uint64
+	// Voluntary and Involuntary are the context switches (status's
+	// voluntary_ctxt_switches and nonvoluntary_ctxt_switches).
+	Voluntary, Involuntary uint64
+	// Wakeups counts the times it was woken.
+	Wakeups uint64
+	// State is the thread's state as /proc/TID/stat shows it (R, S, D, T,
+	// t, Z, X, I), or 0 when no event has told it yet.
+	State byte
+	// Exited says the thread exited; its row is gone after this reading.
+	Exited bool
+}
+
+// Snapshot is one reading of every watched thread.
+type Snapshot struct {
+	// At is the reading's time (CLOCK_MONOTONIC, ns).
+	At      int64
+	Threads []Thread
+	// Dropped counts the threads whose row the full table could not hold.
+	Dropped uint64
+	byTID   map[int]int
+}
+
+// Get returns tid's row, or nil when the reading has none (a thread
+// asleep since it was watched and never seeded).
+func (s *Snapshot) Get(tid int) *Thread {
+	if i, ok := s.byTID[tid]; ok {
+		return &s.Threads[i]
+	}
+	return nil
+}
+
+// Read reads every row into s (its slices reused) with batch lookups, then
+// deletes the rows of threads that exited.
+func (t *Tracer) Read(s *Snapshot) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.keys == nil {
+		n := 1024
+		t.keys, t.vals = make([]uint32, n), make([]sbThread, n)
+	}
+	s.Threads = s.Threads[:0]
+	if s.byTID == nil {
+		s.byTID = map[int]int{}
+	}
+	clear(s.byTID)
+	t.gone = t.gone[:0]
+	var cursor ebpf.MapBatchCursor
+	var err error
+	for {
+		var n int
+		n, err = t.objs.Threads.BatchLookup(&cursor, t.keys, t.vals, nil)
+		if errors.Is(err, unix.ENOSPC) {
+			// A hash bucket larger than the buffer: grow and start over.
+			t.keys, t.vals = make([]uint32, 2*len(t.keys)), make([]sbThread, 2*len(t.vals))
+			s.Threads, t.gone, cursor = s.Threads[:0], t.gone[:0], ebpf.MapBatchCursor{}
+			clear(s.byTID)
+			continue
+		}
+		s.At = monoNow()
+		for i := range n {
+			t.add(s, t.keys[i], &t.vals[i])
+		}
+		if err != nil {
+			break
+		}
+	}
+	if !errors.Is(err, ebpf.ErrKeyNotExist) {
+		return fmt.Errorf("%s: reading the threads' table: %w", What, err)
+	}
+	var c uint64
+	if t.objs.Counters.Lookup(uint32(0), &c) == nil {
+		s.Dropped = c
+	}
+	if len(t.gone) > 0 {
+		if _, err := t.objs.Threads.BatchDelete(t.gone, nil); err != nil {
+			for _, k := range t.gone {
+				_ = t.objs.Threads.Delete(k)
+			}
+		}
+	}
+	return nil
+}
+
+// Lookup reads one thread's row (nil, nil when it has none).
+func (t *Tracer) Lookup(tid int) (*Thread, error) {
+	var v sbThread
+	if err := t.objs.Threads.Lookup(uint32(tid), &v); err != nil {
+		if errors.Is(err, ebpf.ErrKeyNotExist) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	th := row(uint32(tid), &v, monoNow())
+	return &th, nil
+}
+
+func (t *Tracer) add(s *Snapshot, tid uint32, v *sbThread) {
+	if v.Exited != 0 {
+		t.gone = append(t.gone, tid)
+	}
+	s.byTID[int(tid)] = len(s.Threads)
+	s.Threads = append(s.Threads, row(tid, v, s.At))
+}
+
+func row(tid uint32, v *sbThread, now int64) Thread {
+	th := Thread{TID: int(tid), PID: int(v.Tgid), CPU: -1, RunNS: v.RunNs, WaitNS: v.WaitNs, Slices: v.Slices,
+		DNS: v.DsleepNs, Voluntary: v.Voluntary, Involuntary: v.Involuntary, Wakeups: v.Wakeups, Exited: v.Exited != 0}
+	if v.Slices > 0 {
+		th.CPU = int(v.Cpu)
+	}
+	since := func(ts uint64) uint64 {
+		if ts == 0 || int64(ts) > now {
+			return 0
+		}
+		return uint64(now) - ts
+	}
+	th.RunNS += since(v.OncpuSince)
+	th.WaitNS += since(v.QueuedSince)
+	th.DNS += since(v.DsleepSince)
+	switch {
+	case v.Exited != 0:
+		th.State = 'X'
+	case v.OncpuSince != 0 || v.QueuedSince != 0:
+		th.State = 'R'
+	case v.Seeded != 0 || v.Voluntary+v.Involuntary > 0:
+		th.State = StateLetter(v.LastState)
+	}
+	return th
+}
+
+// StateLetter is the letter /proc shows for a task state word
+// (fs/proc/array.c's task_state_array, the kernel's TASK_* bits).
+func StateLetter(s uint32) byte {
+	switch {
+	case s == 0:
+		return 'R'
+	case s&0x8 != 0: // __TASK_TRACED
+		return 't'
+	case s&0x4 != 0: // __TASK_STOPPED
+		return 'T'
+	case s&0x2 != 0 && s&0x400 != 0: // TASK_IDLE
+		return 'I'
+	case s&0x2 != 0: // TASK_UNINTERRUPTIBLE
+		return 'D'
+	case s&0x1 != 0: // TASK_INTERRUPTIBLE
+		return 'S'
+	case s&0x20 != 0: // EXIT_ZOMBIE
+		return 'Z'
+	case s&0x10 != 0: // EXIT_DEAD
+		return 'X'
+	}
+	return 'S'
+}
+
+// Wake is one edge of the waker graph: Waker woke Wakee Count times.
+type Wake struct {
+	Wakee int
+	// Waker is the waking thread and its process (for a wake-up from an
+	// interrupt, the thread the interrupt came in on; 0: the idle task).
+	Waker, WakerPID int
+	WakerComm       string
+	Count           uint64
+}
+
+// Wakers reads the waker graph: every edge whose wakee is watched.
+// Dropped counts the wake-ups whose edge the full table could not hold.
+func (t *Tracer) Wakers() (edges []Wake, dropped uint64, err error) {
+	var k sbWkey
+	var v sbWval
+	it := t.objs.Wakers.Iterate()
+	for it.Next(&k, &v) {
+		edges = append(edges, Wake{Wakee: int(k.Wakee), Waker: int(k.Waker), WakerPID: int(v.WakerTgid),
+			WakerComm: bpfcap.Comm(v.Comm), Count: v.Count})
+	}
+	if err := it.Err(); err != nil {
+		return nil, 0, fmt.Errorf("%s: reading the wakers' table: %w", What, err)
+	}
+	_ = t.objs.Counters.Lookup(uint32(2), &dropped)
+	return edges, dropped, nil
+}
+
+// Forked counts the children the fork program added.
+func (t *Tracer) Forked() uint64 {
+	var c uint64
+	_ = t.objs.Counters.Lookup(uint32(1), &c)
+	return c
+}
+
+// monoNow is CLOCK_MONOTONIC in ns, bpf_ktime_get_ns's clock.
+func monoNow() int64 {
+	var ts unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return ts.Nano()
+}
+
+// Since is how long ago a Snapshot's At was.
+func Since(at int64) time.Duration { return time.Duration(monoNow() - at) }

@@ -1,0 +1,562 @@
+//go:build amd64 || arm64
+
+package schedbpf
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
+
+	"github.com/gpufeed/gpufeed/internal/bpfcap"
+	"github.com/gpufeed/gpufeed/internal/procfs"
+)
+
+// The workloads: the test binary run again with GPUFEED_SCHEDBPF_CHILD
+// naming one. Each prints its threads' ids ("tid N" lines), then "ready",
+// and runs until its standard input closes.
+func TestMain(m *testing.M) {
+	if mode := os.Getenv("GPUFEED_SCHEDBPF_CHILD"); mode != "" {
+		child(mode)
+		return
+	}
+	if v := os.Getenv("GPUFEED_SCHEDBPF_HOLD"); v != "" {
+		hold(v)
+		return
+	}
+	os.Exit(m.Run())
+}
+
+func child(mode string) {
+	if mode != "unprivileged" && mode != "forker" {
+		go func() { io.Copy(io.Discard, os.Stdin); os.Exit(0) }()
+	}
+	switch mode {
+	case "spin":
+		// Four threads, each spinning 5 ms and sleeping 2 ms, on a host
+		// with fewer CPUs than that or not: they run and wait on run
+		// queues, and sleep.
+		runtime.GOMAXPROCS(8)
+		var wg sync.WaitGroup
+		for range 4 {
+			wg.Add(1)
+			go func() {
+				runtime.LockOSThread()
+				fmt.Println("tid", unix.Gettid())
+				wg.Done()
+				for {
+					for t0 := time.Now(); time.Since(t0) < 5*time.Millisecond; {
+					}
+					time.Sleep(2 * time.Millisecond)
+				}
+			}()
+		}
+		wg.Wait()
+	case "pingpong":
+		// Two threads passing a byte back and forth over two blocking
+		// pipes: each wakes the other.
+		var ab, ba [2]int
+		if unix.Pipe(ab[:]) != nil || unix.Pipe(ba[:]) != nil {
+			os.Exit(2)
+		}
+		var wg sync.WaitGroup
+		side := func(in, out int, first bool) {
+			runtime.LockOSThread()
+			fmt.Println("tid", unix.Gettid())
+			wg.Done()
+			wg.Wait()
+			b := []byte{1}
+			if first {
+				unix.Write(out, b)
+			}
+			for {
+				if n, _ := unix.Read(in, b); n != 1 {
+					os.Exit(3)
+				}
+				unix.Write(out, b)
+			}
+		}
+		wg.Add(2)
+		go side(ab[0], ba[1], true)
+		go side(ba[0], ab[1], false)
+		wg.Wait()
+	case "dsleep":
+		// One thread in uninterruptible sleep: it clones a child with
+		// CLONE_VFORK (not sharing memory) and waits for it, killable but
+		// not interruptible (D), while the child sleeps 1.5 s and exits.
+		runtime.LockOSThread()
+		fmt.Println("tid", unix.Gettid())
+		fmt.Println("ready")
+		time.Sleep(300 * time.Millisecond)
+		ts := unix.Timespec{Nsec: 500_000_000, Sec: 1}
+		pid, _, errno := syscall.RawSyscall6(syscall.SYS_CLONE, syscall.CLONE_VFORK|uintptr(syscall.SIGCHLD), 0, 0, 0, 0, 0)
+		if errno != 0 {
+			os.Exit(4)
+		}
+		if pid == 0 { // the child: raw system calls only
+			syscall.RawSyscall(syscall.SYS_NANOSLEEP, uintptr(unsafePointer(&ts)), 0, 0)
+			syscall.RawSyscall(syscall.SYS_EXIT_GROUP, 0, 0, 0)
+		}
+		var ws syscall.WaitStatus
+		syscall.Wait4(int(pid), &ws, 0, nil)
+		fmt.Println("done")
+		select {}
+	case "forker":
+		// Starts a child (the spin workload) on each line read.
+		in := bufio.NewScanner(os.Stdin)
+		fmt.Println("ready")
+		for in.Scan() {
+			c := exec.Command(os.Args[0])
+			c.Env = append(os.Environ(), "GPUFEED_SCHEDBPF_CHILD=spin")
+			out, _ := c.StdoutPipe()
+			stdin, _ := c.StdinPipe()
+			if err := c.Start(); err != nil {
+				os.Exit(5)
+			}
+			fmt.Println("child", c.Process.Pid)
+			sc := bufio.NewScanner(out)
+			for sc.Scan() && sc.Text() != "ready" {
+			}
+			time.Sleep(500 * time.Millisecond)
+			stdin.Close()
+			c.Wait()
+			fmt.Println("done")
+		}
+		os.Exit(0)
+	case "unprivileged":
+		_, err := Start([]int{os.Getpid()}, Options{})
+		var u *bpfcap.Unavailable
+		switch {
+		case err == nil:
+			fmt.Println("loaded")
+		case errors.As(err, &u):
+			fmt.Println("unavailable:", u.Missing)
+		default:
+			fmt.Println("error:", err)
+		}
+		os.Exit(0)
+	}
+	fmt.Println("ready")
+	select {}
+}
+
+type workload struct {
+	cmd  *exec.Cmd
+	in   io.WriteCloser
+	out  *bufio.Scanner
+	tids []int
+}
+
+func start(t *testing.T, mode string) *workload {
+	t.Helper()
+	c := exec.Command(os.Args[0])
+	c.Env = append(os.Environ(), "GPUFEED_SCHEDBPF_CHILD="+mode)
+	in, err := c.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := c.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w := &workload{cmd: c, in: in, out: bufio.NewScanner(out)}
+	t.Cleanup(func() { in.Close(); c.Process.Kill(); c.Wait() })
+	for w.out.Scan() && w.out.Text() != "ready" {
+		if v, ok := strings.CutPrefix(w.out.Text(), "tid "); ok {
+			n, _ := strconv.Atoi(v)
+			w.tids = append(w.tids, n)
+		}
+	}
+	return w
+}
+
+func (w *workload) line(t *testing.T) string {
+	t.Helper()
+	if !w.out.Scan() {
+		t.Fatalf("workload ended: %v", w.out.Err())
+	}
+	return w.out.Text()
+}
+
+func need(t *testing.T) {
+	t.Helper()
+	if err := Check(""); err != nil {
+		t.Skipf("not allowed here: %v", err)
+	}
+}
+
+func startTracer(t *testing.T, pids ...int) *Tracer {
+	t.Helper()
+	tr, err := Start(pids, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(tr.Close)
+	return tr
+}
+
+// pair is one thread's BPF row and its schedstat read right after.
+type pair struct {
+	bpf   Thread
+	sched procfs.Schedstat
+}
+
+func readPairs(t *testing.T, tr *Tracer, pid int, tids []int) map[int]pair {
+	t.Helper()
+	var s Snapshot
+	if err := tr.Read(&s); err != nil {
+		t.Fatal(err)
+	}
+	out := map[int]pair{}
+	for _, tid := range tids {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/schedstat", pid, tid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ss procfs.Schedstat
+		if err := procfs.ParseSchedstat(b, &ss); err != nil {
+			t.Fatal(err)
+		}
+		r := s.Get(tid)
+		if r == nil {
+			t.Fatalf("thread %d: no row", tid)
+		}
+		out[tid] = pair{*r, ss}
+	}
+	return out
+}
+
+// Time on CPU and on run queues, over 2 s of four threads that spin and
+// sleep, agree with the kernel's own schedstat for the same threads: within
+// 3 % of the time plus 5 ms for CPU (the two are read a moment apart, and
+// the kernel's sum_exec_runtime starts a slice at a slightly different
+// point than the switch), within 10 % plus 10 ms for the run-queue wait.
+// Voluntary and involuntary switches follow status's counters.
+func TestAgreesWithSchedstat(t *testing.T) {
+	need(t)
+	w := start(t, "spin")
+	tr := startTracer(t, w.cmd.Process.Pid)
+	time.Sleep(200 * time.Millisecond)
+	a := readPairs(t, tr, w.cmd.Process.Pid, w.tids)
+	sw0 := switches(t, w.cmd.Process.Pid, w.tids)
+	time.Sleep(2 * time.Second)
+	b := readPairs(t, tr, w.cmd.Process.Pid, w.tids)
+	sw1 := switches(t, w.cmd.Process.Pid, w.tids)
+	var waited uint64
+	for _, tid := range w.tids {
+		run := b[tid].bpf.RunNS - a[tid].bpf.RunNS
+		wantRun := b[tid].sched.RunNS - a[tid].sched.RunNS
+		wait := b[tid].bpf.WaitNS - a[tid].bpf.WaitNS
+		wantWait := b[tid].sched.WaitNS - a[tid].sched.WaitNS
+		slices := b[tid].bpf.Slices - a[tid].bpf.Slices
+		wantSlices := b[tid].sched.Slices - a[tid].sched.Slices
+		t.Logf("thread %d: run %v (schedstat %v), wait %v (schedstat %v), slices %d (%d)", tid,
+			time.Duration(run), time.Duration(wantRun), time.Duration(wait), time.Duration(wantWait), slices, wantSlices)
+		if wantRun < uint64(200*time.Millisecond) {
+			t.Errorf("thread %d ran %v in 2 s: the workload did not spin", tid, time.Duration(wantRun))
+		}
+		if d := absDiff(run, wantRun); d > wantRun*3/100+uint64(5*time.Millisecond) {
+			t.Errorf("thread %d: CPU %v, schedstat says %v", tid, time.Duration(run), time.Duration(wantRun))
+		}
+		if d := absDiff(wait, wantWait); d > wantWait/10+uint64(10*time.Millisecond) {
+			t.Errorf("thread %d: run-queue wait %v, schedstat says %v", tid, time.Duration(wait), time.Duration(wantWait))
+		}
+		if d := absDiff(slices, wantSlices); d > wantSlices/50+2 {
+			t.Errorf("thread %d: %d slices, schedstat says %d", tid, slices, wantSlices)
+		}
+		vol, invol := b[tid].bpf.Voluntary-a[tid].bpf.Voluntary, b[tid].bpf.Involuntary-a[tid].bpf.Involuntary
+		wantVol, wantInvol := sw1[tid][0]-sw0[tid][0], sw1[tid][1]-sw0[tid][1]
+		if absDiff(vol, wantVol) > wantVol/50+2 || absDiff(invol, wantInvol) > wantInvol/50+2 {
+			t.Errorf("thread %d: switches %d voluntary, %d involuntary; status says %d, %d", tid, vol, invol, wantVol, wantInvol)
+		}
+		if vol+invol != slices && absDiff(vol+invol, slices) > 2 {
+			t.Errorf("thread %d: %d switches out, %d in", tid, vol+invol, slices)
+		}
+		waited += wantWait
+	}
+	if waited == 0 {
+		t.Log("no run-queue wait on this host: only the zero was compared")
+	}
+}
+
+func switches(t *testing.T, pid int, tids []int) map[int][2]uint64 {
+	out := map[int][2]uint64{}
+	for _, tid := range tids {
+		st, err := procfs.ReadStatus(fmt.Sprintf("/proc/%d/task/%d/status", pid, tid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[tid] = [2]uint64{st.VoluntaryCtxt, st.NonvoluntaryCtxt}
+	}
+	return out
+}
+
+func absDiff(a, b uint64) uint64 {
+	if a > b {
+		return a - b
+	}
+	return b - a
+}
+
+// Two threads passing a byte back and forth each wake the other: the
+// waker table holds both edges, each about as many times as the other
+// thread was woken.
+func TestPingPongWakers(t *testing.T) {
+	need(t)
+	w := start(t, "pingpong")
+	tr := startTracer(t, w.cmd.Process.Pid)
+	time.Sleep(time.Second)
+	edges, dropped, err := tr.Wakers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dropped != 0 {
+		t.Errorf("%d wake-ups dropped", dropped)
+	}
+	a, b := w.tids[0], w.tids[1]
+	var s Snapshot
+	if err := tr.Read(&s); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range [][2]int{{a, b}, {b, a}} {
+		var n, total uint64
+		for _, x := range edges {
+			if x.Wakee == e[0] {
+				total += x.Count
+				if x.Waker == e[1] {
+					n = x.Count
+					if x.WakerPID != w.cmd.Process.Pid {
+						t.Errorf("waker %d: process %d, want %d", x.Waker, x.WakerPID, w.cmd.Process.Pid)
+					}
+				}
+			}
+		}
+		t.Logf("thread %d woken %d times, %d of them by %d", e[0], total, n, e[1])
+		if n < 1000 {
+			t.Errorf("thread %d woken by %d only %d times in 1 s of ping-pong", e[0], e[1], n)
+		}
+		if n < total*9/10 {
+			t.Errorf("thread %d: %d of its %d wake-ups by %d, want nearly all", e[0], n, total, e[1])
+		}
+		if r := s.Get(e[0]); r == nil || r.Wakeups < total {
+			t.Errorf("thread %d: row %+v, want at least %d wake-ups", e[0], r, total)
+		}
+	}
+}
+
+// A thread waiting for a vfork child is in uninterruptible sleep (D) for
+// the child's 1.5 s: the row says D while it waits, then counts the time.
+func TestUninterruptibleSleep(t *testing.T) {
+	need(t)
+	w := start(t, "dsleep")
+	tid := w.tids[0]
+	tr := startTracer(t, w.cmd.Process.Pid)
+	time.Sleep(900 * time.Millisecond)
+	var s Snapshot
+	if err := tr.Read(&s); err != nil {
+		t.Fatal(err)
+	}
+	st, err := procfs.ReadStatOnce(fmt.Sprintf("/proc/%d/task/%d/stat", w.cmd.Process.Pid, tid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := s.Get(tid)
+	if r == nil || r.State != 'D' || st.State != 'D' {
+		t.Fatalf("mid-wait: row %+v, stat state %c; want D in both", r, st.State)
+	}
+	if line := w.line(t); line != "done" {
+		t.Fatalf("workload: %q", line)
+	}
+	if err := tr.Read(&s); err != nil {
+		t.Fatal(err)
+	}
+	r = s.Get(tid)
+	t.Logf("row after: %+v", r)
+	if r == nil || r.DNS < uint64(1300*time.Millisecond) || r.DNS > uint64(2*time.Second) {
+		t.Errorf("D time: row %+v, want about 1.5 s", r)
+	}
+	if r != nil && r.State == 'D' {
+		t.Errorf("after the wait: still D")
+	}
+}
+
+// A child forked after the start is counted without being added, its
+// threads' CPU included; at its exit its rows go once read.
+func TestFollowsForks(t *testing.T) {
+	need(t)
+	w := start(t, "forker")
+	tr := startTracer(t, w.cmd.Process.Pid)
+	if !tr.Following() {
+		t.Skip("this kernel cannot follow forks")
+	}
+	fmt.Fprintln(w.in, "go")
+	var child int
+	if _, err := fmt.Sscanf(w.line(t), "child %d", &child); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	var s Snapshot
+	if err := tr.Read(&s); err != nil {
+		t.Fatal(err)
+	}
+	var run uint64
+	rows := 0
+	for _, r := range s.Threads {
+		if r.PID == child {
+			run += r.RunNS
+			rows++
+		}
+	}
+	if run < uint64(100*time.Millisecond) {
+		t.Errorf("child %d: %d rows, %v on CPU; want its spinning threads counted", child, rows, time.Duration(run))
+	}
+	if tr.Forked() == 0 {
+		t.Error("no fork counted")
+	}
+	if line := w.line(t); line != "done" {
+		t.Fatalf("workload: %q", line)
+	}
+	exited := 0
+	for range 2 {
+		if err := tr.Read(&s); err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range s.Threads {
+			if r.PID == child && r.Exited {
+				exited++
+			}
+		}
+	}
+	if exited < rows {
+		t.Errorf("child %d: %d rows, %d read as exited", child, rows, exited)
+	}
+	for _, r := range s.Threads {
+		if r.PID == child {
+			t.Errorf("child %d: row %+v still there after its exit was read", child, r)
+		}
+	}
+}
+
+// A thread already spinning when it is watched, and not switched out
+// since, is counted from the start (the seed iterator), not from its
+// next switch-in.
+func TestSeedsRunningThreads(t *testing.T) {
+	need(t)
+	w := start(t, "spin")
+	tr := startTracer(t, w.cmd.Process.Pid)
+	var s Snapshot
+	if err := tr.Read(&s); err != nil {
+		t.Fatal(err)
+	}
+	for _, tid := range w.tids {
+		if s.Get(tid) == nil {
+			t.Errorf("thread %d: no row right after the start", tid)
+		}
+	}
+	// Every thread of the process has a row, asleep ones too.
+	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", w.cmd.Process.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		tid, _ := strconv.Atoi(e.Name())
+		if r := s.Get(tid); r == nil || r.State == 0 {
+			t.Errorf("thread %d: row %+v, want one with a state", tid, r)
+		}
+	}
+}
+
+// Without the capabilities (run as nobody) the tracer is not available,
+// with the reason, and nothing is read.
+func TestUnprivileged(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root to run the check as another user")
+	}
+	dir, err := os.MkdirTemp("", "schedbpf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	os.Chmod(dir, 0o755)
+	bin := filepath.Join(dir, "test")
+	b, err := os.ReadFile(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	c := exec.Command(bin)
+	c.Env = append(os.Environ(), "GPUFEED_SCHEDBPF_CHILD=unprivileged")
+	c.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	out, err := c.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	got := strings.TrimSpace(string(out))
+	if !strings.HasPrefix(got, "unavailable: loading eBPF programs needs CAP_BPF and CAP_PERFMON") {
+		t.Errorf("as nobody: %q, want not available naming the capabilities", got)
+	}
+}
+
+// hold is the benchmark's "programs only" load (scripts/bench-sampler.sh):
+// GPUFEED_SCHEDBPF_HOLD=PID,SECONDS watches PID for SECONDS, reading the
+// table every 100 ms as the sampler does, and prints the rows it read.
+func hold(v string) {
+	var pid int
+	var secs float64
+	if _, err := fmt.Sscanf(strings.ReplaceAll(v, ",", " "), "%d %g", &pid, &secs); err != nil {
+		fmt.Fprintln(os.Stderr, "GPUFEED_SCHEDBPF_HOLD: want PID,SECONDS:", err)
+		os.Exit(2)
+	}
+	// GPUFEED_SCHEDBPF_STATS=1: the kernel's run-time statistics on
+	// (they add two clock reads to every run), each program's mean run
+	// time printed at the end.
+	if os.Getenv("GPUFEED_SCHEDBPF_STATS") == "1" {
+		if st, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME)); err == nil {
+			defer st.Close()
+		}
+	}
+	tr, err := Start([]int{pid}, Options{NoFollow: true})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	defer tr.Close()
+	if os.Getenv("GPUFEED_SCHEDBPF_STATS") == "1" {
+		defer func() {
+			for name, p := range map[string]*ebpf.Program{"sched_switch": tr.objs.SchedSwitch, "sched_waking": tr.objs.SchedWaking,
+				"sched_wakeup_new": tr.objs.SchedWakeupNew, "sched_process_exit": tr.objs.ThreadExit} {
+				if ps, err := p.Stats(); err == nil && ps.RunCount > 0 {
+					fmt.Printf("%s: %d runs, %.0f ns a run\n", name, ps.RunCount, float64(ps.Runtime.Nanoseconds())/float64(ps.RunCount))
+				}
+			}
+		}()
+	}
+	var s Snapshot
+	reads := 0
+	for end := time.Now().Add(time.Duration(secs * float64(time.Second))); time.Now().Before(end); reads++ {
+		if err := tr.Read(&s); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	fmt.Println(reads, "readings,", len(s.Threads), "rows")
+}
