@@ -220,7 +220,7 @@ func TestUnprivilegedBPFSaysWhatIsMissing(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { w.Process.Kill(); w.Wait() }()
-	cmd := exec.Command(bin, "diagnose", "--pid", strconv.Itoa(w.Process.Pid), "--duration", "2s", "--device", "none", "-o", "json")
+	cmd := exec.Command(bin, "diagnose", "--pid", strconv.Itoa(w.Process.Pid), "--duration", "2s", "--device", "none", "-o", "json", "--sched", "auto")
 	cmd.Dir, cmd.SysProcAttr = filepath.Dir(bin), &syscall.SysProcAttr{Credential: nobody}
 	b, err := cmd.Output()
 	if err != nil {
@@ -246,7 +246,7 @@ func TestUnprivilegedBPFSaysWhatIsMissing(t *testing.T) {
 	// from the scheduler's events; asked for the events, diagnose refuses
 	// before the window, naming what is missing.
 	const why = "loading eBPF programs needs CAP_BPF and CAP_PERFMON (or CAP_SYS_ADMIN, or root)"
-	if o := r.Observer; os.Getenv("GPUFEED_SCHED") == "" && (o == nil || o.Sched != "proc" || o.SchedNotBPF != why) {
+	if o := r.Observer; o == nil || o.Sched != "proc" || o.SchedNotBPF != why {
 		t.Errorf("scheduling source as nobody: %+v", o)
 	}
 	cmd = exec.Command(bin, "diagnose", "--pid", strconv.Itoa(w.Process.Pid), "--duration", "2s", "--device", "none", "--sched", "bpf")

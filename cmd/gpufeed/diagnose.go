@@ -127,7 +127,7 @@ window, and the report says which signal stopped the run and when.`,
 	f.StringVar(&o.kmsgPath, "kmsg", kernlog.DefaultPath, "the kernel log device (under --root DIR: DIR/dev/kmsg; falls back to dmesg, then journalctl -k)")
 	f.StringVar(&o.cmdOutput, "cmd-output", "", "write the launched command's stdout and stderr to `FILE` (default: gpufeed's stderr; stdout is the report's)")
 	f.StringVar(&o.profile, "profile", diagnose.ProfileAuto, "CPU profile of the job's threads (where their CPU goes: CUDA launches, syncs, the interpreter, decoding), their syscalls and CUDA driver calls (eBPF): auto (where allowed; otherwise says what is missing), on (fail if not allowed) or off")
-	f.StringVar(&o.sched, "sched", schedDefault(), "where the threads' run time, run-queue wait and context switches come from: auto (the scheduler's events, counted in the kernel by eBPF, where allowed; otherwise /proc, and the report says why), bpf (fail if not allowed) or proc (/proc per thread); GPUFEED_SCHED sets the default")
+	f.StringVar(&o.sched, "sched", schedDefault(), "where the threads' run time, run-queue wait and context switches come from: auto (the scheduler's events, counted in the kernel by eBPF, where allowed; otherwise /proc, and the report says why), bpf (fail if not allowed) or proc (/proc per thread, the default: the events cost a job that switches threads often up to a tenth of its speed); GPUFEED_SCHED sets the default")
 	f.BoolVar(&o.pyStacks, "py-stacks", false, "read every Python thread's stack and the GIL holder (built-in CPython 3.8-3.13 reader; py-spy for other versions where installed; needs CAP_SYS_PTRACE for another user's process)")
 	return cmd
 }
@@ -404,11 +404,15 @@ func progress(elapsed, window time.Duration, procs, threads int) {
 func progressDone() { fmt.Fprint(os.Stderr, "\r\033[K") }
 
 // schedDefault is --sched's default: GPUFEED_SCHED when it names a mode
-// (a host where the events are not wanted sets proc once), else auto.
+// (a host that wants the events sets auto once), else proc. The events
+// halve gpufeed's own CPU on a 1,000-thread job, but their programs run
+// on every context switch of the host and cost a job that does nothing
+// but switch about 11 % (docs/PERFORMANCE.md), over the 3 % the observer
+// may take from the observed: they stay opt-in until that is met.
 func schedDefault() string {
 	switch m := os.Getenv("GPUFEED_SCHED"); m {
 	case sample.SchedAuto, sample.SchedBPF, sample.SchedProc:
 		return m
 	}
-	return sample.SchedAuto
+	return sample.SchedProc
 }
