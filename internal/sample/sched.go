@@ -196,26 +196,12 @@ func (s *Sampler) sampleThreadBPF(p *trackedProc, th *trackedThread, fresh, full
 		th.statJustRead = false
 		th.statSched = ss
 	} else if full || !th.haveStat || (fresh || th.tid == p.pid) && ss != th.statSched {
-		b, err := s.readStat(p, th)
+		comm, err := s.applyStat(p, th)
 		if err != nil {
 			return out, err
 		}
-		var st procfs.Stat
-		if err := procfs.ParseStat(b, &st); err != nil {
-			return out, err
-		}
-		if st.State == 'Z' || st.State == 'X' {
-			return out, errGone
-		}
-		if string(st.Comm) != string(th.comm) {
-			th.comm = append(th.comm[:0], st.Comm...)
-			th.info.Comm = string(th.comm)
-		}
-		th.state, th.utime, th.stime, th.cpu = st.State, st.UTime, st.STime, st.Processor
-		th.childTicks = st.CUTime + st.CSTime
-		th.haveStat = true
 		th.statSched = ss
-		out.Comm = st.Comm
+		out.Comm = comm
 	}
 	th.lastSched = ss
 	out.ThreadSample = timeline.ThreadSample{TID: th.tid, PID: p.pid, State: th.state,

@@ -196,25 +196,11 @@ func (s *Sampler) sampleThread(p *trackedProc, th *trackedThread, fresh bool) (t
 	if th.statJustRead {
 		th.statJustRead = false
 	} else if fresh || !th.haveStat || ss != th.lastSched {
-		b, err := s.readStat(p, th)
+		comm, err := s.applyStat(p, th)
 		if err != nil {
 			return out, err
 		}
-		var st procfs.Stat
-		if err := procfs.ParseStat(b, &st); err != nil {
-			return out, err
-		}
-		if st.State == 'Z' || st.State == 'X' {
-			return out, errGone
-		}
-		if string(st.Comm) != string(th.comm) { // compiles to a comparison, no allocation
-			th.comm = append(th.comm[:0], st.Comm...)
-			th.info.Comm = string(th.comm)
-		}
-		th.state, th.utime, th.stime, th.cpu = st.State, st.UTime, st.STime, st.Processor
-		th.childTicks = st.CUTime + st.CSTime
-		th.haveStat = true
-		out.Comm = st.Comm
+		out.Comm = comm
 	}
 	th.lastSched = ss
 	out.ThreadSample = timeline.ThreadSample{TID: th.tid, PID: p.pid, State: th.state,
@@ -312,4 +298,30 @@ func (s *Sampler) blocked(pid, tid int) *timeline.Blocked {
 		return nil
 	}
 	return b
+}
+
+// applyStat reads a thread's stat and keeps what it says (state, user and
+// system time, CPU last run on, name, the reaped children's CPU); comm
+// aliases the read buffer, valid until the next read. errGone for a
+// thread that exited.
+func (s *Sampler) applyStat(p *trackedProc, th *trackedThread) (comm []byte, err error) {
+	b, err := s.readStat(p, th)
+	if err != nil {
+		return nil, err
+	}
+	var st procfs.Stat
+	if err := procfs.ParseStat(b, &st); err != nil {
+		return nil, err
+	}
+	if st.State == 'Z' || st.State == 'X' {
+		return nil, errGone
+	}
+	if string(st.Comm) != string(th.comm) { // compiles to a comparison, no allocation
+		th.comm = append(th.comm[:0], st.Comm...)
+		th.info.Comm = string(th.comm)
+	}
+	th.state, th.utime, th.stime, th.cpu = st.State, st.UTime, st.STime, st.Processor
+	th.childTicks = st.CUTime + st.CSTime
+	th.haveStat = true
+	return st.Comm, nil
 }
