@@ -38,23 +38,6 @@ func wilsonLower(k float64, n int) float64 {
 	return math.Max(0, (c-r)/den)
 }
 
-// shareUpper is the most a share p read from n independent samples can be
-// at one-sided 95 % (the upper end of Wilson's score interval): a CPU
-// profile's samples are instants of a loop whose iterations last
-// microseconds, each a reading of its own, unlike a window's intervals.
-func shareUpper(p float64, n int) float64 {
-	if n <= 0 {
-		return 1
-	}
-	z := thresholds.ConfidenceZ
-	p = math.Min(math.Max(p, 0), 1)
-	nf := float64(n)
-	den := 1 + z*z/nf
-	c := p + z*z/(2*nf)
-	r := z * math.Sqrt(p*(1-p)/nf+z*z/(4*nf*nf))
-	return math.Min(1, (c+r)/den)
-}
-
 // withEvidence multiplies a verdict's confidence by the least share of its
 // intervals that carry it (k of n, wilsonLower), and says so in the basis.
 func withEvidence(v *finding.Verdict, k float64, n int, what string) {

@@ -112,14 +112,6 @@ func runCPUSplit(in *Input) []finding.Finding {
 		if o := tp.Share(profile.Other); o >= 0.05 {
 			what += fmt.Sprintf(" (%.0f%% in other libraries, %s the most)", 100*o, topName(tp, profile.Other, "unnamed code"))
 		}
-	case launchS < cpuSplitLaunchLoop && shareUpper(launchS, tp.Samples) >= cpuSplitLaunchLoop:
-		// Just under a tenth, within what the samples can tell from a
-		// launch loop's tenth: a veto needs as much evidence as a
-		// verdict, so the profile names nothing and the /proc verdict
-		// stands, with its cap where no other probe told launching apart.
-		// (The simulated driver's launch loop reads 6 to 10 % in
-		// cuLaunchKernel over a 3 s window.)
-		return nil
 	case launchS < cpuSplitLaunchLoop:
 		what = fmt.Sprintf("only %.0f%% of the launch thread's CPU in launch calls (a launch loop spends a tenth or more there), so it was not submitting work; %s; its Python stacks (--py-stacks) or a profiler trace say what that work is",
 			100*launchS, largestShares(tp))
