@@ -36,6 +36,15 @@ const (
 	cpuSplitDominant    = 0.5
 	cpuSplitLaunchLoop  = 0.10
 	cpuSplitFewLaunches = 0.05
+	// cpuSplitDriverUnplaced: the driver's samples the profile could not
+	// place as a launch or a sync (driver-other: the released libcuda
+	// exports only its entry points, so a spin inside an internal function
+	// has no name that says so, and a library whose symbols could not be
+	// read has none at all). Above a fifth of the thread's samples, what
+	// the thread did is not known well enough to call the rest its own
+	// work: a spin read this way made a spinning sync loop
+	// preprocessing-bound.
+	cpuSplitDriverUnplaced = 0.2
 	// cpuSplitSyncMinIdlePct: a thread spinning in its synchronisations is
 	// what a GPU-bound job with CUDA's default (spinning) sync looks like;
 	// the spin is the bottleneck only where the GPU idles clearly beyond
@@ -105,7 +114,8 @@ func runCPUSplit(in *Input) []finding.Finding {
 		class = finding.SubmissionBound
 		what = fmt.Sprintf("%.0f%% of the launch thread's CPU in %s and %.0f%% in the interpreter, framework and driver around it",
 			100*launchS, topName(tp, profile.DriverLaunch, "the driver's launch calls"), 100*around)
-	case launchS < cpuSplitLaunchLoop && own >= cpuSplitDominant && (launchS < cpuSplitFewLaunches || input >= own-input):
+	case launchS < cpuSplitLaunchLoop && own >= cpuSplitDominant && (launchS < cpuSplitFewLaunches || input >= own-input) &&
+		tp.Share(profile.DriverOther) < cpuSplitDriverUnplaced:
 		class = finding.Preprocessing
 		what = fmt.Sprintf("%.0f%% of the launch thread's CPU in decoding, %.0f%% in the kernel on its own behalf (allocations, page faults, reads), %.0f%% in copies, %.0f%% in framework CPU operators, %.0f%% in the interpreter, and %.0f%% in launch calls",
 			100*tp.Share(profile.Decode), 100*tp.Share(profile.Kernel), 100*tp.Share(profile.Memcpy), 100*tp.Share(profile.Framework), 100*tp.Share(profile.Interpreter), 100*launchS)

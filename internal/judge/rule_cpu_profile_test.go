@@ -233,3 +233,24 @@ func TestBusyThreadWithoutProbesSaysWhatCannotBeToldApart(t *testing.T) {
 		t.Errorf("the decision acts on one reading: %s", v.Decision)
 	}
 }
+
+// A third of the thread's samples in the driver, none of them placed as a
+// launch or a sync (a spin inside an unexported function, or a driver
+// whose symbols could not be read), the rest in the interpreter: that is
+// not the thread's own input work. The split names no class and the
+// verdict is not preprocessing-bound. (A spinning sync loop, its driver
+// samples unplaced on a crowded host, was preprocessing-bound at 91 %.)
+func TestCPUSplitUnplacedDriverTimeIsNoOwnWork(t *testing.T) {
+	v, fs := profiled(map[profile.Category]int{profile.DriverOther: 34, profile.Interpreter: 60, profile.Kernel: 6})
+	if f := findingByID(fs, "launch-thread-cpu-split"); f != nil && f.Supports == finding.Preprocessing {
+		t.Errorf("unplaced driver time read as own work: %+v", f)
+	}
+	if v.Class == finding.Preprocessing {
+		t.Errorf("verdict %s (%.2f): %s", v.Class, v.Confidence, v.Summary)
+	}
+	// With the driver's share small, the same interpreter-heavy thread
+	// with few launches is still its own work.
+	if v, _ := profiled(map[profile.Category]int{profile.DriverOther: 4, profile.Interpreter: 60, profile.Kernel: 30, profile.Decode: 6}); v.Class != finding.Preprocessing {
+		t.Errorf("little driver time: %s, want preprocessing-bound", v.Class)
+	}
+}
