@@ -77,20 +77,11 @@ when the scenario could not run on this machine.`,
 			if err != nil {
 				return err
 			}
-			if err := diagnose.CheckProfile(pfs, prof); err != nil {
-				if prof == diagnose.ProfileOn {
-					return fmt.Errorf("--profile on: %w", err)
-				}
-				return usagef("%v", err)
+			if err := checkProbeModes(pfs, prof, sched); err != nil {
+				return err
 			}
 			if alone && sc.Neighbours == 0 {
 				return asUsage(fmt.Errorf("--without-neighbours: scenario %s runs no neighbours", sc.Name))
-			}
-			if err := diagnose.CheckSched(pfs, sched); err != nil {
-				if sched == sample.SchedBPF {
-					return err
-				}
-				return usagef("%v", err)
 			}
 			return runDemo(cmd, sc, duration, interval, out, record, perfetto, prof, sched, launch, alone)
 		},

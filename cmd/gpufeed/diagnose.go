@@ -150,17 +150,8 @@ func runDiagnose(cmd *cobra.Command, o diagnoseOpts, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := diagnose.CheckProfile(fs, o.profile); err != nil {
-		if o.profile == diagnose.ProfileOn {
-			return fmt.Errorf("--profile on: %w", err)
-		}
-		return usagef("%v", err)
-	}
-	if err := diagnose.CheckSched(fs, o.sched); err != nil {
-		if o.sched == sample.SchedBPF {
-			return err
-		}
-		return usagef("%v", err)
+	if err := checkProbeModes(fs, o.profile, o.sched); err != nil {
+		return err
 	}
 	if err := checkPerfetto(o.perfetto); err != nil {
 		return err
@@ -402,6 +393,26 @@ func progress(elapsed, window time.Duration, procs, threads int) {
 
 // progressDone clears the progress line.
 func progressDone() { fmt.Fprint(os.Stderr, "\r\033[K") }
+
+// checkProbeModes checks --profile and --sched before a command is started
+// or a window opened (diagnose and demo take both): a value that is not a
+// mode is a usage error; a mode that insists (--profile on, --sched bpf)
+// where this host does not allow it is a failure naming what is missing.
+func checkProbeModes(fs procfs.FS, profile, sched string) error {
+	if err := diagnose.CheckProfile(fs, profile); err != nil {
+		if profile == diagnose.ProfileOn {
+			return fmt.Errorf("--profile on: %w", err)
+		}
+		return usagef("%v", err)
+	}
+	if err := diagnose.CheckSched(fs, sched); err != nil {
+		if sched == sample.SchedBPF {
+			return err
+		}
+		return usagef("%v", err)
+	}
+	return nil
+}
 
 // schedDefault is --sched's default: GPUFEED_SCHED when it names a mode
 // (a host that wants the events sets auto once), else proc. The events

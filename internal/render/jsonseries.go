@@ -68,10 +68,8 @@ func seriesJSON(s *judge.Series) *jsonSeries {
 // seriesCol is x's first n values, null where not read (NaN) or missing.
 func seriesCol(x derive.Series, n int) []*float64 {
 	out := make([]*float64, n)
-	for i := 0; i < n && i < len(x); i++ {
-		if v := x[i]; !math.IsNaN(v) && !math.IsInf(v, 0) {
-			out[i] = &v
-		}
+	for i := range out {
+		out[i] = at(x, i) // the interval lines' own reading of one value
 	}
 	return out
 }

@@ -28,29 +28,23 @@ func stalledFinding(v *view, p Progress, blocked []BlockedThread, deaths []Death
 		ev = append(ev, finding.Evidence{What: "wake-ups out of timed waits (their own timers: watchdogs, heartbeats; no sign of progress)", Value: float64(p.TimerWakeups),
 			Window: window, Source: "/proc/PID/task/TID/schedstat, /proc/PID/task/TID/syscall"})
 	}
-	io := "I/O not visible"
 	if p.IOVisible {
 		ev = append(ev, finding.Evidence{What: "bytes read and written by the job (rchar + wchar, pipes and sockets included)", Value: round(p.IOBytesPerSec, 1), Unit: "B/s", Window: window, Source: "/proc/PID/io"})
-		io = "moved " + strconv.FormatFloat(p.IOBytesPerSec, 'f', 0, 64) + " B/s of I/O"
 	}
 	ev = append(ev, gpuEvidence(v, p.Measure, window)...)
-	gpu := "no GPU was visible"
-	if p.GPUVisible {
-		gpu = "the GPUs stayed idle"
-		if p.GPUSpinning() {
-			switch {
-			case p.CompletionsVisible:
-				gpu = fmt.Sprintf("the GPUs stayed at %.0f %% or more yet completed none of the job's work: a kernel spinning, such as a collective waiting for a peer that never arrives", p.GPUMinUtil)
-			default:
-				gpu = fmt.Sprintf("the GPUs stayed at %.0f %% or more while no thread waiting on them was woken: a collective kernel spinning on a peer that never arrives (this device does not report completed work; one kernel running longer than the window looks the same)", p.GPUMinUtil)
-			}
+	gpu := quietGPU(p)
+	if p.GPUVisible && p.GPUSpinning() {
+		switch {
+		case p.CompletionsVisible:
+			gpu = fmt.Sprintf("the GPUs stayed at %.0f %% or more yet completed none of the job's work: a kernel spinning, such as a collective waiting for a peer that never arrives", p.GPUMinUtil)
+		default:
+			gpu = fmt.Sprintf("the GPUs stayed at %.0f %% or more while no thread waiting on them was woken: a collective kernel spinning on a peer that never arrives (this device does not report completed work; one kernel running longer than the window looks the same)", p.GPUMinUtil)
 		}
 	}
 	return finding.Finding{
 		ID:       "job-stalled",
 		Severity: finding.Critical,
-		Claim: fmt.Sprintf("the job is stalled: none of its %d live threads was woken out of a wait with no timeout, they gained %.2f %% of one core, %s and %s over %s",
-			p.Threads, p.CPUCores*100, io, gpu, fmtSeconds(p.Span)+sinceText(p)),
+		Claim:    "the job is stalled: " + quietClaim(p, gpu) + " over " + fmtSeconds(p.Span) + sinceText(p),
 		Evidence: ev,
 		Decision: stallDecision(v, p, blocked, deaths),
 		// Sources: 004 (The OOM killer; The NCCL hang)
@@ -101,24 +95,35 @@ func unseenFinding(v *view, p Progress, stalled finding.Finding) finding.Finding
 			n++
 		}
 	}
-	io := "I/O not visible"
-	if p.IOVisible {
-		io = "moved " + strconv.FormatFloat(p.IOBytesPerSec, 'f', 0, 64) + " B/s of I/O"
-	}
-	gpu := "no GPU was visible"
-	if p.GPUVisible {
-		gpu = "the GPUs stayed idle"
-	}
 	return finding.Finding{
 		ID:       "job-waits-unseen",
 		Severity: finding.Warning,
-		Claim: fmt.Sprintf("nothing in the job moved over %s: none of its %d live threads was woken out of a wait with no timeout, they gained %.2f %% of one core, %s and %s; but where %s is not visible, so a stuck job (stalled) and one waiting for work or for time to pass (idle) read the same",
-			fmtSeconds(p.Span)+sinceText(p), p.Threads, p.CPUCores*100, io, gpu, safetext.Count(n, "sleeping thread waits", "sleeping threads wait")),
+		Claim: fmt.Sprintf("nothing in the job moved over %s: %s; but where %s is not visible, so a stuck job (stalled) and one waiting for work or for time to pass (idle) read the same",
+			fmtSeconds(p.Span)+sinceText(p), quietClaim(p, quietGPU(p)), safetext.Count(n, "sleeping thread waits", "sleeping threads wait")),
 		Evidence: stalled.Evidence,
 		Decision: "See where the threads wait before acting: " + unseenHow(v) + ". A thread in a timer sleep, accept or an event loop is idle; one on a lock, a pipe, a socket or the device, with nothing moving, is stalled.",
 		// Sources: 004 (frozen jobs: follow the wait)
 		Subject: "job",
 	}
+}
+
+// quietClaim is what the quiet measures read over a span, in words: the
+// wake-ups, the CPU, the I/O and gpu (what the GPUs did).
+func quietClaim(p Progress, gpu string) string {
+	io := "I/O not visible"
+	if p.IOVisible {
+		io = "moved " + strconv.FormatFloat(p.IOBytesPerSec, 'f', 0, 64) + " B/s of I/O"
+	}
+	return fmt.Sprintf("none of its %d live threads was woken out of a wait with no timeout, they gained %.2f %% of one core, %s and %s",
+		p.Threads, p.CPUCores*100, io, gpu)
+}
+
+// quietGPU is what the GPUs did over a quiet span, short of spinning.
+func quietGPU(p Progress) string {
+	if p.GPUVisible {
+		return "the GPUs stayed idle"
+	}
+	return "no GPU was visible"
 }
 
 // unseenHow says how to read the waits gpufeed could not.
