@@ -23,6 +23,8 @@ import (
 
 	"github.com/gpufeed/gpufeed/internal/bpfcap"
 	"github.com/gpufeed/gpufeed/internal/procfs"
+
+	"github.com/gpufeed/gpufeed/internal/livetest"
 )
 
 // The workloads: the test binary run again with GPUFEED_SCHEDBPF_CHILD
@@ -196,6 +198,7 @@ func (w *workload) line(t *testing.T) string {
 
 func need(t *testing.T) {
 	t.Helper()
+	livetest.Need(t)
 	if err := Check(""); err != nil {
 		t.Skipf("not allowed here: %v", err)
 	}
@@ -485,6 +488,7 @@ func TestSeedsRunningThreads(t *testing.T) {
 // Without the capabilities (run as nobody) the tracer is not available,
 // with the reason, and nothing is read.
 func TestUnprivileged(t *testing.T) {
+	livetest.Need(t)
 	if os.Getuid() != 0 {
 		t.Skip("needs root to run the check as another user")
 	}
