@@ -291,6 +291,23 @@ func (p *Profiler) add(s *sample) {
 		}
 		p.frames = append(p.frames, f)
 	}
+	// A leaf that does not settle the sample (the C library's system-call
+	// wrappers, the vDSO) usually runs without a frame of its own, and the
+	// kernel's frame-pointer walk from it skips its caller: the first
+	// caller it reports is the caller's caller, or, past code built without
+	// frame pointers (the CUDA driver), whatever the frame register held
+	// (the interpreter). The caller's return address is on top of the
+	// sampled stack: a yielding sync's sched_yield is the driver's wait,
+	// not the thread's own kernel time.
+	if len(p.frames) == 0 || !settles(p.frames[0]) {
+		if f, ok := p.scanStack(s); ok {
+			if len(p.frames) == 0 {
+				p.frames = append(p.frames, f)
+			} else {
+				p.frames = append(p.frames[:1], append([]frame{f}, p.frames[1:]...)...)
+			}
+		}
+	}
 	p.nameDriverEntry(s, p.frames)
 	cat, at, settled := categorize(s.kernel, p.frames)
 	if !settled {
@@ -320,6 +337,11 @@ func (p *Profiler) add(s *sample) {
 		t.syms[key] = ss
 	}
 	ss.Samples++
+}
+
+func settles(f frame) bool {
+	_, ok := classify(f.file, f.sym)
+	return ok
 }
 
 // scanStack returns the first word of the sampled user stack that is an
