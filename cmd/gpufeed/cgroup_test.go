@@ -29,7 +29,10 @@ import (
 // under the same limit is throttled too, but its launch thread sleeps on
 // the device most of the time and waits for a CPU only about a tenth: the
 // verdict stays sync-bound (the synchronisation costs the idle time), and
-// its summary names the limit beside it; no neighbour is blamed. A window
+// its summary names the limit beside it; no neighbour is blamed. Where
+// its launch thread was held off a CPU under a twentieth of the time (the
+// attach run alone, on a quiet host), the limit is said as information
+// only, and the summary need not name it. A window
 // that read the throttled thread asleep on the device too rarely to tie the
 // idle time to it is inconclusive and names the limit; a third or more name
 // the class.
@@ -110,8 +113,19 @@ func attachInQuota(t *testing.T, quotaScenario string) {
 		case quotaScenario == "sync-bound" && v.Class != finding.Inconclusive:
 			t.Errorf("run %d: %s because %v, want sync-bound with the limit named, or submission-bound led by it", i, v.Class, v.Because)
 		}
-		if !strings.Contains(v.Summary, "0.2-CPU limit") || !strings.Contains(v.Summary, "% of periods") {
-			t.Errorf("run %d: summary does not name the limit: %q", i, v.Summary)
+		// The limit is always said. It is named in the first line when it
+		// held the launch thread off a CPU a twentieth of the time or
+		// more; a sync-bound thread that slept through most throttled
+		// spells (run alone on a quiet host it waited 4 to 9 %) has it as
+		// information that the limit binds but is not the cause now.
+		quota := findingByID(r.rep.Findings, "cpu-quota-throttled")
+		switch {
+		case quota == nil || !strings.Contains(quota.Claim, "0.2-CPU limit"):
+			t.Errorf("run %d: no cpu-quota-throttled naming the 0.2-CPU limit: %v; %s", i, findingIDs(r.rep.Findings), v.Summary)
+		case quota.Severity == finding.Info && quotaScenario == "sync-bound" && strings.Contains(quota.Claim, "not what idles it now"):
+			t.Logf("run %d: the limit said as information: %s", i, quota.Claim)
+		case !strings.Contains(v.Summary, "0.2-CPU limit") || !strings.Contains(v.Summary, "% of periods"):
+			t.Errorf("run %d: summary does not name the limit (%s: %s): %q", i, quota.Severity, quota.Claim, v.Summary)
 		}
 		for _, f := range r.rep.Findings {
 			if f.ID == "launch-thread-descheduled" && f.Severity >= finding.Warning {

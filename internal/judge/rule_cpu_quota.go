@@ -98,10 +98,20 @@ func quotaThrottle(in *Input) (q QuotaThrottle, ok bool) {
 // least LaunchWaitPct of the time (a throttled thread is runnable, not
 // running: schedstat counts the wait as run-queue time).
 func throttledLaunch(in *Input) (QuotaThrottle, bool) {
-	q, ok := quotaThrottle(in)
+	q, ok := throttledCgroup(in)
 	launchThread := in.Job.Launch
-	if !ok || q.Periods < thresholds.QuotaMinPeriods || q.Pct() < thresholds.QuotaThrottledPct ||
-		launchThread.T.Wait.N == 0 || launchThread.T.Wait.Mean < thresholds.LaunchWaitPct {
+	if !ok || launchThread.T.Wait.N == 0 || launchThread.T.Wait.Mean < thresholds.LaunchWaitPct {
+		return q, false
+	}
+	return q, true
+}
+
+// throttledCgroup says the quota throttled the launch thread's process in
+// QuotaThrottledPct of at least QuotaMinPeriods periods, whatever that
+// cost the launch thread.
+func throttledCgroup(in *Input) (QuotaThrottle, bool) {
+	q, ok := quotaThrottle(in)
+	if !ok || q.Periods < thresholds.QuotaMinPeriods || q.Pct() < thresholds.QuotaThrottledPct {
 		return q, false
 	}
 	return q, true
@@ -134,14 +144,23 @@ func jobDemand(in *Input) float64 {
 }
 
 func runCPUQuota(in *Input) []finding.Finding {
-	q, ok := throttledLaunch(in)
-	if !ok {
+	q, ok := throttledCgroup(in)
+	if !ok || in.Job.Launch.T.Wait.N == 0 {
 		return nil
 	}
 	th := in.Job.Launch.T
 	f := finding.Finding{ID: "cpu-quota-throttled", Severity: in.impact(), Supports: finding.SubmissionBound, Subject: threadSubject(th),
 		Claim: quotaClaim(in, q)}
-	if !in.starved() {
+	switch {
+	case th.Wait.Mean < thresholds.LaunchWaitPct:
+		// Throttled, but the launch thread was seldom held off a CPU (it
+		// slept through most throttled spells, or they were short): the
+		// limit costs the GPU under LaunchWaitPct now, so it leads
+		// nothing; the fact is said, since a little more CPU work per
+		// step makes it the cause.
+		f.Severity, f.Supports = finding.Info, ""
+		f.Claim += fmt.Sprintf("; a wait under %.0f%% costs the GPU little, so the limit is not what idles it now, but it binds: a little more CPU work per step and it will", thresholds.LaunchWaitPct)
+	case !in.starved():
 		f.Claim += "; the launch queue absorbed it (the GPU stayed busy)"
 	}
 	window := fmt.Sprintf("first to last slow-tier reading (%.1f s)", q.SpanSec)

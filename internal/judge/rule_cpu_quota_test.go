@@ -1,6 +1,7 @@
 package judge
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -68,4 +69,26 @@ func TestCPUQuotaRarelyThrottledIsNotBlamed(t *testing.T) {
 	if _, fs := judgeVF(tl, derive.New(tl)); findingByID(fs, "cpu-quota-throttled") != nil {
 		t.Error("cpu-quota-throttled without cgroup readings")
 	}
+}
+
+// A cgroup throttled in 8 of 10 periods whose launch thread was held off a
+// CPU only 3 % of the time (it slept through most throttled spells): the
+// limit is said, as information that it binds, and leads nothing.
+func TestCPUQuotaThrottlingThatCostsLittleIsInformation(t *testing.T) {
+	s := &synth{n: 50, util: constF(20), procs: []*sProc{trainer(&sThread{cpu: constF(60), wait: constF(3)})}}
+	tl := s.timeline()
+	withQuota(tl, 8)
+	v, fs := judgeVF(tl, derive.New(tl))
+	f := findingByID(fs, "cpu-quota-throttled")
+	if f == nil {
+		t.Fatalf("no cpu-quota-throttled for a cgroup throttled in 80%% of periods; verdict %s: %s", v.Class, v.Summary)
+	}
+	if f.Severity != finding.Info || f.Supports != "" || !strings.Contains(f.Claim, "throttled in 80% of periods by its 0.6-CPU limit") ||
+		!strings.Contains(f.Claim, "not what idles it now") {
+		t.Errorf("finding %v supports %q: %s", f.Severity, f.Supports, f.Claim)
+	}
+	if slices.Contains(v.Because, "cpu-quota-throttled") || strings.Contains(v.Summary, "CPU limit") {
+		t.Errorf("a limit costing the launch thread 3%% named in the verdict: %s because %v", v.Summary, v.Because)
+	}
+	// At 40 % of its time held off a CPU it leads (TestCPUQuotaLeadsTheVerdict).
 }
