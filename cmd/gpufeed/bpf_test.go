@@ -21,6 +21,7 @@ import (
 	"github.com/gpufeed/gpufeed/internal/livetest"
 	"github.com/gpufeed/gpufeed/internal/profile"
 	"github.com/gpufeed/gpufeed/internal/render"
+	"github.com/gpufeed/gpufeed/internal/schedbpf"
 	"github.com/gpufeed/gpufeed/internal/syscalls"
 )
 
@@ -327,6 +328,55 @@ func TestProfiledAttachLeavesNoUprobe(t *testing.T) {
 		line := string(buf[:n])
 		if strings.Contains(line, comm[:15]+":") {
 			t.Errorf("the kernel logged, after gpufeed exited: %s", strings.TrimSpace(line))
+		}
+	}
+}
+
+// TestDemoWakerOfTheSyncingThread: the sync-bound demo with the scheduler's
+// events counted. Its launch thread sleeps in each blocking synchronisation
+// until the simulated device's server (a gpufeed simdev process outside the
+// job) answers on its socket: the sync finding's evidence says who woke the
+// launch thread, and the server is the one that woke it most, outside the
+// watched job, with most of its wake-ups (from whichever of its threads
+// answered: one waker, its process). With /proc as the source the
+// evidence is absent (nothing counted the wake-ups).
+func TestDemoWakerOfTheSyncingThread(t *testing.T) {
+	livetest.Need(t)
+	if err := schedbpf.Check(""); err != nil {
+		t.Skip(err)
+	}
+	for _, src := range []string{"bpf", "proc"} {
+		out, stderr, code := run(t, "demo", "sync-bound", "--duration", "4s", "--sched", src, "--profile", "off", "-o", "json")
+		var rep render.Report
+		if code != 0 || json.Unmarshal([]byte(out), &rep) != nil {
+			t.Fatalf("demo --sched %s: exit %d: %s", src, code, stderr)
+		}
+		var woke *finding.Evidence
+		var in string
+		for _, f := range rep.Findings {
+			for i, e := range f.Evidence {
+				if strings.HasPrefix(e.What, "who woke the launch thread") {
+					woke, in = &f.Evidence[i], f.ID
+				}
+			}
+		}
+		if src == "proc" {
+			if woke != nil {
+				t.Errorf("--sched proc: %s has wakers it could not have counted: %s", in, woke.Text)
+			}
+			continue
+		}
+		if woke == nil {
+			t.Fatalf("--sched bpf: no finding says who woke the launch thread; verdict %v; findings %v", rep.Verdict, findingIDs(rep.Findings))
+		}
+		t.Logf("%s: %s: %s", in, woke.What, woke.Text)
+		first, _, _ := strings.Cut(woke.Text, ";")
+		share := 0.0
+		if i := strings.LastIndex(first, "("); i >= 0 {
+			share, _ = strconv.ParseFloat(strings.TrimSuffix(strings.TrimSuffix(first[i+1:], ")"), "%"), 64)
+		}
+		if !strings.HasPrefix(first, "gpufeed (pid ") || !strings.Contains(first, "outside the watched job") || share < 50 {
+			t.Errorf("the launch thread's first waker is %q, want the simulated device's server (gpufeed, outside the job) with most wake-ups", first)
 		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/gpufeed/gpufeed/internal/derive"
 	"github.com/gpufeed/gpufeed/internal/finding"
 	"github.com/gpufeed/gpufeed/internal/judge/thresholds"
+	"github.com/gpufeed/gpufeed/internal/safetext"
 	"github.com/gpufeed/gpufeed/internal/timeline"
 )
 
@@ -172,41 +173,68 @@ func workerCount(n int) string {
 
 // launchWakersEvidence says who woke the launch thread over the window,
 // from the scheduler's events (sched_waking runs in the waker's context):
-// the three threads that woke it most, with their share of its wake-ups.
-// Nil when the events were not counted or nothing woke it. A wake-up from
-// an interrupt is attributed to the thread the interrupt came in on; the
-// text says so when the idle task is among them.
+// the three wakers that woke it most, with their share of its wake-ups.
+// A waker in the job is a thread (the pin thread, a worker); one outside it
+// is its process, all its threads together (a device server's or a peer's
+// thread pool wakes from whichever thread ran the reply). Nil when the
+// events were not counted or nothing woke it. A wake-up from an interrupt
+// is attributed to the thread the interrupt came in on; the text says so
+// when the idle task is among them.
 func (in *Input) launchWakersEvidence() []finding.Evidence {
 	w, l := in.Timeline.Meta.Wakers, in.Job.Launch
 	if w == nil || l == nil {
 		return nil
 	}
 	tid := l.T.Key.TID
-	var edges []timeline.WakeEdge
+	type waker struct {
+		first   timeline.WakeEdge // the edge that names it; Count is the sum
+		threads int
+	}
+	var wakers []*waker
+	byKey := map[[2]int]*waker{}
 	var total uint64
 	for _, e := range w.Edges {
-		if e.Wakee == tid {
-			edges = append(edges, e)
-			total += e.Count
+		if e.Wakee != tid {
+			continue
 		}
+		total += e.Count
+		key := [2]int{0, e.Waker}
+		if e.Waker != 0 && !in.inView(e) {
+			key = [2]int{1, e.WakerPID}
+		}
+		if k := byKey[key]; k != nil {
+			k.first.Count += e.Count
+			k.threads++
+			if e.Waker < k.first.Waker {
+				k.first.Waker, k.first.WakerComm = e.Waker, e.WakerComm
+			}
+			continue
+		}
+		k := &waker{first: e, threads: 1}
+		byKey[key] = k
+		wakers = append(wakers, k)
 	}
 	if total == 0 {
 		return nil
 	}
-	slices.SortFunc(edges, func(a, b timeline.WakeEdge) int {
-		return cmp.Or(cmp.Compare(b.Count, a.Count), cmp.Compare(a.Waker, b.Waker))
+	slices.SortFunc(wakers, func(a, b *waker) int {
+		return cmp.Or(cmp.Compare(b.first.Count, a.first.Count), cmp.Compare(a.first.Waker, b.first.Waker))
 	})
 	var parts []string
 	var shown uint64
-	for i, e := range edges {
+	for i, k := range wakers {
 		if i == 3 {
 			break
 		}
-		shown += e.Count
-		parts = append(parts, fmt.Sprintf("%s %d times (%.0f%%)", in.wakerName(e), e.Count, float64(e.Count)/float64(total)*100))
+		shown += k.first.Count
+		name := in.wakerName(k.first)
+		if k.threads > 1 {
+			name = fmt.Sprintf("%s (pid %d, %d of its threads, outside the watched job)", k.first.WakerComm, k.first.WakerPID, k.threads)
+		}
+		parts = append(parts, fmt.Sprintf("%s %d times (%.0f%%)", name, k.first.Count, float64(k.first.Count)/float64(total)*100))
 	}
-	if rest := len(edges) - len(parts); rest > 0 {
-		parts = append(parts, fmt.Sprintf("%d other threads %d times", rest, total-shown))
+	if rest := len(wakers) - len(parts); rest > 0 {
+		parts = append(parts, fmt.Sprintf("%s %d times", safetext.Count(rest, "other waker", "other wakers"), total-shown))
 	}
 	secs := float64(in.View.WindowNS) / 1e9
 	what := fmt.Sprintf("who woke the launch thread %s (%d wake-ups", threadName(l.T), total)
@@ -215,6 +243,16 @@ func (in *Input) launchWakersEvidence() []finding.Evidence {
 	}
 	return []finding.Evidence{evText(what+")", strings.Join(parts, "; "), fmt.Sprintf("the window (%s)", durationOf(timeline.Duration(in.View.WindowNS))),
 		"the scheduler's sched_waking events, counted in the kernel")}
+}
+
+// inView says the waker of e is one of the watched job's threads.
+func (in *Input) inView(e timeline.WakeEdge) bool {
+	for _, th := range in.View.Threads {
+		if th.Key.TID == e.Waker && th.PID == e.WakerPID {
+			return true
+		}
+	}
+	return false
 }
 
 // wakerName names a waking thread: the job's thread with its role, the

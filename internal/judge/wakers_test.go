@@ -11,8 +11,9 @@ import (
 
 // The launch thread waits on the DataLoader's pipe; the scheduler's
 // events say who woke it: mostly the first worker's thread, some the idle
-// task, a few a thread outside the job. The evidence names them with their
-// roles and shares; the verdict and the findings' IDs are those of the
+// task, a few a thread outside the job, as many two threads of one process
+// outside it (counted as one waker: its process). The evidence names them
+// with their roles and shares; the verdict and the findings' IDs are those of the
 // same window without the events.
 func TestWakersOfTheLaunchThreadInTheEvidence(t *testing.T) {
 	s := pipeline(26, 'R', 2)
@@ -25,6 +26,8 @@ func TestWakersOfTheLaunchThreadInTheEvidence(t *testing.T) {
 		{Wakee: 100, Waker: 200, WakerPID: 200, WakerComm: "python3", Count: 800},
 		{Wakee: 100, Waker: 0, WakerPID: 0, WakerComm: "swapper/1", Count: 150},
 		{Wakee: 100, Waker: 4242, WakerPID: 4240, WakerComm: "irq/42-nvidia", Count: 40},
+		{Wakee: 100, Waker: 5003, WakerPID: 5000, WakerComm: "server", Count: 20},
+		{Wakee: 100, Waker: 5001, WakerPID: 5000, WakerComm: "server", Count: 25},
 		{Wakee: 100, Waker: 201, WakerPID: 201, WakerComm: "python3", Count: 10},
 		{Wakee: 200, Waker: 100, WakerPID: 100, WakerComm: "python3", Count: 500},
 	}}
@@ -38,10 +41,12 @@ func TestWakersOfTheLaunchThreadInTheEvidence(t *testing.T) {
 		t.Fatalf("no input-pipeline-busy finding: %+v", fs)
 	}
 	got := evidenceText(f)
-	want := "who woke the launch thread python3 (pid 100, main thread) (1000 wake-ups, 200 a second): " +
-		"python3 (pid 200, main thread) of worker pid 200 800 times (80%); " +
-		"the idle task (an interrupt on an idle CPU) 150 times (15%); " +
-		"irq/42-nvidia (pid 4240, tid 4242, outside the watched job) 40 times (4%); 1 other threads 10 times"
+	// The two threads of process 5000, outside the job, are one waker (45),
+	// ahead of the interrupt thread (40).
+	want := "who woke the launch thread python3 (pid 100, main thread) (1045 wake-ups, 209 a second): " +
+		"python3 (pid 200, main thread) of worker pid 200 800 times (77%); " +
+		"the idle task (an interrupt on an idle CPU) 150 times (14%); " +
+		"server (pid 5000, 2 of its threads, outside the watched job) 45 times (4%); 2 other wakers 50 times"
 	if !strings.Contains(got, want) {
 		t.Errorf("evidence:\n%s\nwant:\n%s", got, want)
 	}

@@ -119,6 +119,11 @@ func TestSynchronizeReturnsNoEarlierThanTheLastEnd(t *testing.T) {
 
 func TestPageableCopyBlocksPinnedDoesNot(t *testing.T) {
 	livetest.Need(t)
+	// The staging copy's CPU is read per OS thread (threadCPUOf): the
+	// goroutine must stay on one, or the two readings are of different
+	// threads (under -race one copy read -184 ms).
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	c := dialSync(t, startDevice(t, sim.Options{LinkGen: 3, LinkWidth: 16}), "block")
 	info := c.Info()
 	const n = 256 << 20
@@ -159,7 +164,8 @@ func TestPageableCopyBlocksPinnedDoesNot(t *testing.T) {
 	}
 }
 
-// threadCPUOf is the calling thread's CPU time; the caller locks its OS thread.
+// threadCPUOf is the calling OS thread's CPU time: the caller locks its
+// goroutine to its thread (runtime.LockOSThread) between two readings.
 func threadCPUOf(t *testing.T) time.Duration {
 	t.Helper()
 	var ru syscall.Rusage
