@@ -59,12 +59,13 @@ except Exception as e:
 	done
 done
 python3 - "$results" "$bin" <<'PY'
-import collections, json, subprocess, sys
+import collections, json, re, subprocess, sys
 rows = [l.split() for l in open(sys.argv[1]) if l.strip()]
 expected = {}
 for line in subprocess.run([sys.argv[2], "demo", "--list"], capture_output=True, text=True).stdout.splitlines()[1:]:
-    f = line.split()
-    expected[f[0]] = f[2] if f[1] == "(default)" else f[1]
+    # a name may carry a note in parentheses: "submission-bound (default, was launch-bound)"
+    f = re.sub(r"^(\S+)\s+\([^)]*\)", r"\1", line).split()
+    expected[f[0]] = f[1]
 classes = ["submission-bound", "sync-bound", "preprocessing-bound", "storage-bound", "transfer-bound",
            "too-little-work", "gpu-bound", "stalled", "idle", "inconclusive", "error"]
 short = {"submission-bound": "subm", "sync-bound": "sync", "preprocessing-bound": "prep", "storage-bound": "stor",
