@@ -18,6 +18,9 @@
 # their hybrid cgroup layout). `eval "$(scripts/image.sh --env)"` sets the
 # same for running podman by hand.
 set -euo pipefail
+# runc, debootstrap and the iptables podman's network plugins run live in sbin,
+# which a minimal PATH (env -i, cron, some CI runners) leaves out.
+case ":$PATH:" in *:/usr/sbin:*) ;; *) PATH=$PATH:/usr/sbin:/sbin ;; esac
 cd "$(dirname "$0")/.."
 root=$(pwd)
 
@@ -129,7 +132,9 @@ if [ -z "${GO_IMAGE:-}${BASE_IMAGE:-}" ]; then
 	build=localhost/gpufeed-build:bookworm-$gover
 	have_image "$base" || debootstrap_import "$base"
 	have_image "$build" || debootstrap_import "$build" gcc,libc6-dev "$(go env GOROOT)"
-	build_args+=(--build-arg "GO_IMAGE=$build" --build-arg "BASE_IMAGE=$base")
+	# The modules are vendored and the bases local: the build needs no
+	# network, and without one no network plugin (nor iptables) runs.
+	build_args+=(--build-arg "GO_IMAGE=$build" --build-arg "BASE_IMAGE=$base" --network none)
 	(cd "$ctx" && go mod vendor)
 else
 	build_args+=(--build-arg "GO_IMAGE=${GO_IMAGE:-docker.io/library/golang:1.26-bookworm}" --build-arg "BASE_IMAGE=${BASE_IMAGE:-docker.io/library/debian:bookworm-slim}")
