@@ -199,7 +199,7 @@ func (in *Input) launchWakersEvidence() []finding.Evidence {
 		}
 		total += e.Count
 		key := [2]int{0, e.Waker}
-		if e.Waker != 0 && !in.inView(e) {
+		if e.Waker != 0 && in.wakerThread(e) == nil {
 			key = [2]int{1, e.WakerPID}
 		}
 		if k := byKey[key]; k != nil {
@@ -245,14 +245,15 @@ func (in *Input) launchWakersEvidence() []finding.Evidence {
 		"the scheduler's sched_waking events, counted in the kernel")}
 }
 
-// inView says the waker of e is one of the watched job's threads.
-func (in *Input) inView(e timeline.WakeEdge) bool {
+// wakerThread is the watched job's thread that woke in e, nil for one
+// outside the job (or the idle task).
+func (in *Input) wakerThread(e timeline.WakeEdge) *derive.Thread {
 	for _, th := range in.View.Threads {
 		if th.Key.TID == e.Waker && th.PID == e.WakerPID {
-			return true
+			return th
 		}
 	}
-	return false
+	return nil
 }
 
 // wakerName names a waking thread: the job's thread with its role, the
@@ -261,20 +262,18 @@ func (in *Input) wakerName(e timeline.WakeEdge) string {
 	if e.Waker == 0 {
 		return "the idle task (an interrupt on an idle CPU)"
 	}
-	for _, th := range in.View.Threads {
-		if th.Key.TID == e.Waker && th.PID == e.WakerPID {
-			name := threadName(th)
-			if th.Role != "" && th.Role != "unnamed" && th.Role != "main" {
-				name += " [" + th.Role + "]"
-			}
-			for _, p := range in.View.Procs {
-				if p.Key.PID == th.PID && p.Role != "" && th.PID != in.Job.Launch.T.PID {
-					name += " of " + p.Role + " pid " + fmt.Sprint(th.PID)
-					break
-				}
-			}
-			return name
+	if th := in.wakerThread(e); th != nil {
+		name := threadName(th)
+		if th.Role != "" && th.Role != "unnamed" && th.Role != "main" {
+			name += " [" + th.Role + "]"
 		}
+		for _, p := range in.View.Procs {
+			if p.Key.PID == th.PID && p.Role != "" && th.PID != in.Job.Launch.T.PID {
+				name += " of " + p.Role + " pid " + fmt.Sprint(th.PID)
+				break
+			}
+		}
+		return name
 	}
 	return fmt.Sprintf("%s (pid %d, tid %d, outside the watched job)", e.WakerComm, e.WakerPID, e.Waker)
 }
