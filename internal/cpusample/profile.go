@@ -309,14 +309,9 @@ func (p *Profiler) add(s *sample) {
 		}
 	}
 	p.nameDriverEntry(s, p.frames)
-	cat, at, settled := categorize(s.kernel, p.frames)
-	if !settled {
-		if f, ok := p.scanStack(s); ok {
-			p.frames = append(p.frames, f)
-			p.nameDriverEntry(s, p.frames)
-			cat, at, _ = categorize(s.kernel, p.frames)
-		}
-	}
+	// No frame settled it only where the leaf did not and the stack
+	// scan above found nothing that does: scanning again would find nothing.
+	cat, at, _ := categorize(s.kernel, p.frames)
 	t := p.threads[s.tid]
 	if t == nil {
 		t = &threadAgg{pid: s.pid, cats: map[profile.Category]int{}, syms: map[frame]*profile.SymbolSamples{}}
