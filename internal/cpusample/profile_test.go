@@ -239,3 +239,56 @@ func TestDeniedHelper(t *testing.T) {
 	}
 	t.Logf("denied: %v", err)
 }
+
+// TestJunkAddressesDoNotRereadMaps: an address in no mapping asks for the
+// process's maps again (code mapped since the last reading), but past a
+// function built without frame pointers the kernel's walk reports words
+// that are no address at all. Re-reading a 1,000-thread job's maps for each
+// of those every 200 ms made most of the profile's cost; the maps are read
+// again only when the address space changed size (statm).
+func TestJunkAddressesDoNotRereadMaps(t *testing.T) {
+	proc := t.TempDir()
+	dir := filepath.Join(proc, "4242")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write := func(name, text string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const exe = "00400000-00401000 r-xp 00000000 08:01 11 /opt/job/bin/job\n"
+	const lib = "7f0000000000-7f0000001000 r-xp 00000000 08:01 12 /opt/job/lib/libcuda.so.1\n"
+	write("maps", exe)
+	write("statm", "1000 200 100 1 0 300 0\n")
+	p := &Profiler{o: Options{Proc: proc}, procs: map[int]*procMaps{}, files: map[string]*elfFile{}}
+	if _, ok := p.resolve(4242, 0x400010); !ok {
+		t.Fatal("an address in the executable was not resolved")
+	}
+	pm := p.procs[4242]
+	// The library is mapped in the file, but the address space's size has
+	// not changed: a junk word (here, one in the library's range) does not
+	// read the maps again.
+	write("maps", exe+lib)
+	pm.reread = time.Now().Add(-time.Second)
+	if _, ok := p.resolve(4242, 0x7f0000000010); ok {
+		t.Fatal("the maps were read again for an address while the address space kept its size")
+	}
+	if len(pm.maps) != 1 {
+		t.Fatalf("maps re-read: %d mappings", len(pm.maps))
+	}
+	// Within 200 ms of a look, no look at all.
+	write("statm", "1001 200 100 1 0 300 0\n")
+	if _, ok := p.resolve(4242, 0x7f0000000010); ok {
+		t.Fatal("the maps were read again within 200 ms of the last look")
+	}
+	// Later, the size has changed: a mapping was added, and it is found.
+	pm.reread = time.Now().Add(-time.Second)
+	if _, ok := p.resolve(4242, 0x7f0000000010); !ok {
+		t.Fatal("a mapping added since (the address space grew) was not found")
+	}
+	if len(pm.maps) != 2 || pm.size != 1001 {
+		t.Fatalf("after the re-read: %d mappings, size %d pages", len(pm.maps), pm.size)
+	}
+}

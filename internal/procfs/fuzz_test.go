@@ -25,7 +25,7 @@ func FuzzParseStat(f *testing.F) {
 
 func FuzzParseSmallFiles(f *testing.F) {
 	for _, s := range []string{realSchedstat, realStatm, realIO, realRollup, realLimits, realPressure,
-		"Name:\tx\nvoluntary_ctxt_switches:\t1\nNSpid:\t1 2\n", "202 0x1 0x2 0x3 0x4 0x5 0x6 0x7 0x8\n", "running\n"} {
+		"Name:\tx\nvoluntary_ctxt_switches:\t1\nNSpid:\t1 2\n", "202 0x1 0x2 0x3 0x4 0x5 0x6 0x7 0x8\n", "running\n", "0.34 2.23 2.76 3/1082 23556\n"} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -40,6 +40,9 @@ func FuzzParseSmallFiles(f *testing.F) {
 		_, _ = ParsePressure("pressure", b)
 		_, _ = ParseSyscall("syscall", b, "x86_64")
 		_ = FilterEnv(b)
+		if n, err := ParseLoadavgLastPID(b); err == nil && n < 0 {
+			t.Fatalf("loadavg: negative last pid %d", n)
+		}
 		walkDirents(b, func(int) {})
 	})
 }

@@ -88,3 +88,29 @@ func (f FS) Uptime() (float64, error) {
 	}
 	return v, nil
 }
+
+// ParseLoadavgLastPID returns the last field of proc/loadavg ("0.34 2.23
+// 2.76 3/1082 23556"): the pid most recently handed out in the reader's pid
+// namespace (and so whenever a process or thread is created in it or in
+// one below it). It does not move while nothing is created.
+func ParseLoadavgLastPID(b []byte) (int, error) {
+	end := len(b)
+	for end > 0 && (b[end-1] == '\n' || b[end-1] == ' ') {
+		end--
+	}
+	start := end
+	for start > 0 && b[start-1] != ' ' {
+		start--
+	}
+	if start == 0 || start == end || end-start > 10 {
+		return 0, &ParseError{File: "loadavg", Offset: start, Want: "the last pid as the line's fifth field"}
+	}
+	n := 0
+	for _, c := range b[start:end] {
+		if c < '0' || c > '9' {
+			return 0, &ParseError{File: "loadavg", Offset: start, Want: "the last pid as an unsigned integer"}
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n, nil
+}

@@ -2,6 +2,7 @@ package procfs
 
 import (
 	"errors"
+	"os"
 	"strings"
 	"testing"
 
@@ -313,6 +314,32 @@ func TestParseStatLayout(t *testing.T) {
 	for _, bad := range []string{"", "1 (x", "1 (x) S 1 2", "1 (x) S 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 -5 24 25\n"} {
 		if _, err := ParseStatLayout([]byte(bad)); err == nil {
 			t.Errorf("%q: want an error", bad)
+		}
+	}
+}
+
+func TestParseLoadavgLastPID(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want int
+		ok   bool
+	}{
+		{"3.35 2.86 2.91 3/1082 23556\n", 23556, true}, // this machine's
+		{"0.00 0.00 0.00 1/93 1", 1, true},
+		{"0.00 0.00 0.00 1/93 \n", 0, false},
+		{"0.00 0.00 0.00 1/93 12a\n", 0, false},
+		{"23556\n", 0, false},
+		{"0.00 0.00 0.00 1/93 99999999999\n", 0, false},
+		{"", 0, false},
+	} {
+		got, err := ParseLoadavgLastPID([]byte(c.in))
+		if (err == nil) != c.ok || got != c.want {
+			t.Errorf("ParseLoadavgLastPID(%q) = %d, %v; want %d, ok %v", c.in, got, err, c.want, c.ok)
+		}
+	}
+	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
+		if _, err := ParseLoadavgLastPID(b); err != nil {
+			t.Errorf("this host's loadavg %q: %v", b, err)
 		}
 	}
 }

@@ -2,13 +2,16 @@ package sample
 
 import (
 	"context"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/gpufeed/gpufeed/internal/livetest"
 	"github.com/gpufeed/gpufeed/internal/procfs"
+	"github.com/gpufeed/gpufeed/internal/timeline"
 )
 
 // TestDiscoverEvery: a child forked 300 ms into a 1.5 s window is found at
@@ -53,5 +56,48 @@ func TestDiscoverEvery(t *testing.T) {
 		if seen < c.minSeen || seen > c.maxSeen {
 			t.Errorf("DiscoverEvery %v: the child first seen at %v, want within %v..%v", c.every, seen, c.minSeen, c.maxSeen)
 		}
+	}
+}
+
+// TestListingOnlyWhenAPidWasHandedOut: between slow ticks, the tree is
+// listed again only when loadavg's last pid moved (a process or thread was
+// created on the host). With a loadavg that never moves, a 1.5 s window at
+// 50 ms lists it at the first tick, the slow tick and the last one, not at
+// each of its thirty ticks.
+func TestListingOnlyWhenAPidWasHandedOut(t *testing.T) {
+	livetest.Need(t)
+	cmd := exec.Command("sleep", "30")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	fs, err := procfs.NewFS("", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	still := filepath.Join(t.TempDir(), "loadavg")
+	if err := os.WriteFile(still, []byte("0.50 0.40 0.30 1/200 31337\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(Config{FS: fs, PID: cmd.Process.Pid, Interval: 50 * time.Millisecond, Duration: 1500 * time.Millisecond,
+		SlowEvery: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.loadavg, err = procfs.OpenKept(still, ""); err != nil {
+		t.Fatal(err)
+	}
+	tl, err := s.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tl.Ticks) < 20 {
+		t.Fatalf("only %d ticks in 1.5 s at 50 ms", len(tl.Ticks))
+	}
+	if s.gen > 4 {
+		t.Errorf("the tree was listed %d times in %d ticks while no pid was handed out; want the first, slow and last ticks only", s.gen, len(tl.Ticks))
+	}
+	if _, ok := tl.Procs[timeline.ProcKey{PID: cmd.Process.Pid, StartTime: tl.Meta.Target.StartTime}]; !ok {
+		t.Errorf("the target is missing from the timeline")
 	}
 }

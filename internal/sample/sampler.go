@@ -48,11 +48,16 @@ type Sampler struct {
 	ticks        int
 	lastSlow     time.Duration
 	lastDiscover time.Duration
-	recErr       error
-	gpuErr       string
-	gpuLost      map[int]bool
-	tickDur      []int64
-	samples      int
+	// loadavg is proc/loadavg kept open: its last field, the pid handed out
+	// last (lastPID at the last listing), tells a tick whether any process
+	// or thread was created since (nil: not readable; every listing is made).
+	loadavg *procfs.Kept
+	lastPID int
+	recErr  error
+	gpuErr  string
+	gpuLost map[int]bool
+	tickDur []int64
+	samples int
 	// ownErr is the first read that failed for want of a descriptor
 	// (EMFILE, ENFILE): gpufeed's own failure, never the job's end.
 	ownErr error
@@ -259,6 +264,14 @@ func (s *Sampler) Run(ctx context.Context) (*timeline.Timeline, error) {
 		return nil, err
 	}
 	defer s.procRoot.Close()
+	if s.loadavg == nil && s.hostProc() {
+		// Only where /proc is this process's own: loadavg counts the pids of
+		// the reader's namespace, which another tree's listing would not match.
+		if k, err := procfs.OpenKept(s.fs.ProcPath("loadavg"), ""); err == nil {
+			s.loadavg = k
+			defer k.Close()
+		}
+	}
 	if s.host, err = procfs.OpenHost(s.fs); err != nil {
 		if isEMFILE(err) {
 			return nil, &OutOfFilesError{Err: err}
@@ -551,7 +564,14 @@ func (s *Sampler) tick(elapsed time.Duration, full bool) {
 	}
 	if s.ticks == 1 || full || elapsed-s.lastDiscover >= s.cfg.DiscoverEvery-s.cfg.Interval/2 {
 		s.lastDiscover = elapsed
-		s.discover(t)
+		// Between slow ticks the listing is made only when a pid was handed
+		// out since the last one: a child of the tree is a new pid. Listing
+		// /proc costs a stat read per host process (tens of ms a second on
+		// a busy host at 100 ms ticks); loadavg is one pread.
+		if pid, ok := s.lastPIDNow(); !ok || pid != s.lastPID || slow || full || s.ticks == 1 {
+			s.lastPID = pid
+			s.discover(t)
+		}
 	}
 	s.schedRead(t)
 	tk := timeline.Tick{T: t}
@@ -583,6 +603,19 @@ func (s *Sampler) tick(elapsed time.Duration, full bool) {
 	s.samples += len(tk.Threads)
 	s.tl.Ticks = append(s.tl.Ticks, tk)
 	s.record(func(r Recorder) error { return r.WriteTick(&s.tl.Ticks[len(s.tl.Ticks)-1]) })
+}
+
+// lastPIDNow reads loadavg's last pid (ok false: not known).
+func (s *Sampler) lastPIDNow() (int, bool) {
+	if s.loadavg == nil {
+		return 0, false
+	}
+	b, err := s.loadavg.ReadInto(s.buf)
+	if err != nil {
+		return 0, false
+	}
+	pid, err := procfs.ParseLoadavgLastPID(b)
+	return pid, err == nil
 }
 
 func (s *Sampler) sortedPIDs() []int {
