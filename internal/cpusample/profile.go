@@ -440,25 +440,18 @@ func (p *Profiler) resolve(pid int, ip uint64) (frame, bool) {
 // the profile on a 1,000-thread job (its maps has a line or two per thread's
 // stack: 2,000 lines, about 2 ms a read). A mapping added changes the size.
 func (p *Profiler) mapsChanged(pid int, pm *procMaps) bool {
-	b, err := os.ReadFile(filepath.Join(p.o.Proc, strconv.Itoa(pid), "statm"))
-	var sm procfs.Statm
-	if err != nil || procfs.ParseStatm(b, &sm) != nil {
+	size, err := procfs.AddressSpacePages(filepath.Join(p.o.Proc, strconv.Itoa(pid), "statm"))
+	if err != nil || size != pm.size {
 		return true
 	}
-	if sm.Size == pm.size {
-		pm.reread = time.Now()
-		return false
-	}
-	return true
+	pm.reread = time.Now()
+	return false
 }
 
 func (p *Profiler) readMaps(pid int, pm *procMaps) {
 	pm.reread = time.Now()
-	if b, err := os.ReadFile(filepath.Join(p.o.Proc, strconv.Itoa(pid), "statm")); err == nil {
-		var sm procfs.Statm
-		if procfs.ParseStatm(b, &sm) == nil {
-			pm.size = sm.Size
-		}
+	if size, err := procfs.AddressSpacePages(filepath.Join(p.o.Proc, strconv.Itoa(pid), "statm")); err == nil {
+		pm.size = size
 	}
 	name := filepath.Join(p.o.Proc, strconv.Itoa(pid), "maps")
 	b, err := os.ReadFile(name)

@@ -462,3 +462,56 @@ func TestWindowStartsOnceProbed(t *testing.T) {
 		}
 	}
 }
+
+// TestMapsReadAgainOnlyWhenTheAddressSpaceGrew: the watched processes' maps
+// are read on every rescan only when the address space changed size (a
+// 1,000-thread job's maps take about 2 ms to read); a driver loaded later
+// (dlopen, as PyTorch loads libcuda) changes it, so it is still found.
+func TestMapsReadAgainOnlyWhenTheAddressSpaceGrew(t *testing.T) {
+	livetest.Need(t)
+	lib, err := simcuda.Path()
+	if err != nil {
+		t.Fatal(err)
+	}
+	py := exec.Command("python3", "-c", `import ctypes, sys
+sys.stdout.write("ready\n"); sys.stdout.flush()
+sys.stdin.readline()
+ctypes.CDLL(sys.argv[1])
+sys.stdout.write("loaded\n"); sys.stdout.flush()
+sys.stdin.readline()`, lib)
+	in, _ := py.StdinPipe()
+	outp, _ := py.StdoutPipe()
+	if err := py.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { in.Close(); _ = py.Wait() }()
+	out := bufio.NewScanner(outp)
+	if !out.Scan() || out.Text() != "ready" {
+		t.Fatalf("python: %q", out.Text())
+	}
+	pid := py.Process.Pid
+	p := &Prober{o: Options{Proc: "/proc"}, sizes: map[int]uint64{}}
+	size, read := p.mapsToRead(pid)
+	if !read || size == 0 {
+		t.Fatalf("first look: read %v, size %d", read, size)
+	}
+	p.sizes[pid] = size
+	if _, read := p.mapsToRead(pid); read {
+		t.Error("the maps are to be read again though nothing was mapped")
+	}
+	fmt.Fprintln(in)
+	if !out.Scan() || out.Text() != "loaded" {
+		t.Fatalf("python: %q", out.Text())
+	}
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "maps"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(driverMappings(b)) == 0 {
+		t.Fatalf("the simulated driver is not in the maps after dlopen:\n%s", b)
+	}
+	if grown, read := p.mapsToRead(pid); !read {
+		t.Errorf("after dlopen of the driver the address space kept its size (%d pages): the driver would not be probed", grown)
+	}
+	fmt.Fprintln(in)
+}
