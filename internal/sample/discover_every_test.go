@@ -5,6 +5,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -97,7 +99,76 @@ func TestListingOnlyWhenAPidWasHandedOut(t *testing.T) {
 	if s.gen > 4 {
 		t.Errorf("the tree was listed %d times in %d ticks while no pid was handed out; want the first, slow and last ticks only", s.gen, len(tl.Ticks))
 	}
+	// Its task/ is listed when it is first tracked and at the last tick:
+	// no thread can have come (the count did not change, no pid was handed
+	// out), so the slow ticks do not list it.
+	if s.taskScans > 2 {
+		t.Errorf("the target's threads were listed %d times while no pid was handed out; want 2", s.taskScans)
+	}
 	if _, ok := tl.Procs[timeline.ProcKey{PID: cmd.Process.Pid, StartTime: tl.Meta.Target.StartTime}]; !ok {
 		t.Errorf("the target is missing from the timeline")
+	}
+}
+
+// TestSameCountThreadChurnIsSeen: a process whose worker thread is replaced
+// by a new one in a moment, so that ticks count the same number of threads,
+// still has each new worker found, now that the slow tier lists task/ again
+// only when a pid was handed out (a new thread is a new pid). The tick that
+// finds the old worker gone lists task/ too (the count it keeps then
+// differs); either catches the new one.
+func TestSameCountThreadChurnIsSeen(t *testing.T) {
+	livetest.Need(t)
+	ids := filepath.Join(t.TempDir(), "tids")
+	py := exec.Command("python3", "-c", `import sys, threading, time
+out = open(sys.argv[1], "w")
+stop = None
+for i in range(8):
+    ev = threading.Event()
+    def work(ev=ev):
+        out.write("%d\n" % threading.get_native_id()); out.flush()
+        ev.wait()
+    threading.Thread(target=work).start()
+    if stop:
+        stop.set()
+    stop = ev
+    time.sleep(0.4)
+stop.set()
+time.sleep(5)`, ids)
+	if err := py.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = py.Process.Kill(); _ = py.Wait() }()
+	fs, err := procfs.NewFS("", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(Config{FS: fs, PID: py.Process.Pid, Interval: 100 * time.Millisecond, Duration: 3500 * time.Millisecond,
+		SlowEvery: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tl, err := s.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[int]bool{}
+	for k := range tl.Threads {
+		seen[k.TID] = true
+	}
+	b, err := os.ReadFile(ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tids := strings.Fields(string(b))
+	if len(tids) != 8 {
+		t.Fatalf("the job started %d workers, want 8", len(tids))
+	}
+	// Each worker lives 400 ms: at least one slow tick (300 ms) falls in it.
+	// The first may be gone before the first tick (python's start-up).
+	for i, id := range tids[1:] {
+		tid, _ := strconv.Atoi(id)
+		if !seen[tid] {
+			t.Errorf("worker %d (thread %d) never seen (%d listings of task/)", i+1, tid, s.taskScans)
+		}
 	}
 }

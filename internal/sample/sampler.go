@@ -53,11 +53,17 @@ type Sampler struct {
 	// or thread was created since (nil: not readable; every listing is made).
 	loadavg *procfs.Kept
 	lastPID int
-	recErr  error
-	gpuErr  string
-	gpuLost map[int]bool
-	tickDur []int64
-	samples int
+	// pidNow is loadavg's last pid at this tick's start (pidKnown false:
+	// not known).
+	pidNow   int
+	pidKnown bool
+	// taskScans counts the listings of processes' task/ (tests).
+	taskScans int
+	recErr    error
+	gpuErr    string
+	gpuLost   map[int]bool
+	tickDur   []int64
+	samples   int
 	// ownErr is the first read that failed for want of a descriptor
 	// (EMFILE, ENFILE): gpufeed's own failure, never the job's end.
 	ownErr error
@@ -309,6 +315,7 @@ func (s *Sampler) Run(ctx context.Context) (*timeline.Timeline, error) {
 	// parent. Only its absence (ENOENT, ESRCH) or another process under its
 	// pid (another start time) means it is gone; a read that failed for
 	// another reason is no news of it.
+	s.pidNow, s.pidKnown = s.lastPIDNow()
 	if st, err := procfs.ReadStatOnce(s.fs.PidPath(cfg.PID, "stat")); err == nil && st.StartTime == s.tl.Meta.Target.StartTime {
 		s.addProc(cfg.PID, st, 0)
 	} else if err != nil && !procfs.IsVanished(err) {
@@ -562,14 +569,15 @@ func (s *Sampler) tick(elapsed time.Duration, full bool) {
 	if slow {
 		s.lastSlow = elapsed
 	}
+	s.pidNow, s.pidKnown = s.lastPIDNow()
 	if s.ticks == 1 || full || elapsed-s.lastDiscover >= s.cfg.DiscoverEvery-s.cfg.Interval/2 {
 		s.lastDiscover = elapsed
 		// Between slow ticks the listing is made only when a pid was handed
 		// out since the last one: a child of the tree is a new pid. Listing
 		// /proc costs a stat read per host process (tens of ms a second on
 		// a busy host at 100 ms ticks); loadavg is one pread.
-		if pid, ok := s.lastPIDNow(); !ok || pid != s.lastPID || slow || full || s.ticks == 1 {
-			s.lastPID = pid
+		if !s.pidKnown || s.pidNow != s.lastPID || slow || full || s.ticks == 1 {
+			s.lastPID = s.pidNow
 			s.discover(t)
 		}
 	}
