@@ -81,9 +81,12 @@ type Observer struct {
 	CPUSeconds        float64 `json:"cpu_seconds"`
 	USPerThreadSample float64 `json:"us_per_thread_sample"`
 	ThreadSamples     int     `json:"thread_samples"`
-	TickP50MS         float64 `json:"tick_p50_ms"`
-	TickMaxMS         float64 `json:"tick_max_ms"`
-	Overruns          int     `json:"overruns"`
+	// ThreadSamplesCarried is timeline.Observer's: dormant threads'
+	// samples carried from their last reading instead of read.
+	ThreadSamplesCarried int     `json:"thread_samples_carried,omitempty"`
+	TickP50MS            float64 `json:"tick_p50_ms"`
+	TickMaxMS            float64 `json:"tick_max_ms"`
+	Overruns             int     `json:"overruns"`
 	// Sched and SchedNotBPF are timeline.Observer's: where the threads'
 	// scheduling counters came from, and why not from the kernel's events.
 	Sched       string `json:"sched,omitempty"`
@@ -121,7 +124,7 @@ func (a *View) buildObserver() {
 		return
 	}
 	cpu := float64(o.CPUUserNS+o.CPUSysNS) / 1e9
-	ob := &Observer{CPUSeconds: cpu, ThreadSamples: o.ThreadSamples, TickP50MS: float64(o.TickP50NS) / 1e6,
+	ob := &Observer{CPUSeconds: cpu, ThreadSamples: o.ThreadSamples, ThreadSamplesCarried: o.ThreadSamplesCarried, TickP50MS: float64(o.TickP50NS) / 1e6,
 		TickMaxMS: float64(o.TickMaxNS) / 1e6, Overruns: a.Timeline.Counts.Overruns, CPUPctOfCore: math.NaN(), USPerThreadSample: math.NaN(),
 		Sched: o.Sched, SchedNotBPF: o.SchedNotBPF}
 	if o.WallNS >= observerMinWallNS {

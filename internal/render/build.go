@@ -89,7 +89,8 @@ func Build(tl *timeline.Timeline, a *derive.View, jd *judge.Judgement, notes []s
 	if o := a.Observer; o != nil {
 		r.Observer = &Observer{CPUPercentOfCore: num(o.CPUPctOfCore), CPUNS: int64(math.Round(o.CPUSeconds * 1e9)),
 			NSPerThreadSample: scaled(o.USPerThreadSample, 1e3), ThreadSamples: o.ThreadSamples,
-			TickP50NS: int64(math.Round(o.TickP50MS * 1e6)), TickMaxNS: int64(math.Round(o.TickMaxMS * 1e6)), Overruns: o.Overruns,
+			ThreadSamplesCarried: o.ThreadSamplesCarried,
+			TickP50NS:            int64(math.Round(o.TickP50MS * 1e6)), TickMaxNS: int64(math.Round(o.TickMaxMS * 1e6)), Overruns: o.Overruns,
 			Sched: o.Sched, SchedNotBPF: o.SchedNotBPF}
 	}
 	r.NotVisible = []NotVisible{}

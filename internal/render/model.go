@@ -275,9 +275,13 @@ type Observer struct {
 	CPUNS             int64    `json:"cpu_ns"`
 	NSPerThreadSample *float64 `json:"per_thread_sample_ns"`
 	ThreadSamples     int      `json:"thread_samples"`
-	TickP50NS         int64    `json:"tick_p50_ns"`
-	TickMaxNS         int64    `json:"tick_max_ns"`
-	Overruns          int      `json:"overruns"`
+	// ThreadSamplesCarried counts the samples of dormant threads (asleep
+	// a whole slow period, their process's CPU saying they had not run
+	// since) carried from their last reading instead of read.
+	ThreadSamplesCarried int   `json:"thread_samples_carried,omitempty"`
+	TickP50NS            int64 `json:"tick_p50_ns"`
+	TickMaxNS            int64 `json:"tick_max_ns"`
+	Overruns             int   `json:"overruns"`
 	// Sched is where the threads' run time, run-queue wait and switches
 	// came from: "bpf" (the scheduler's events, counted in the kernel) or
 	// "proc" (/proc per thread); SchedNotBPF why not the events, where

@@ -29,6 +29,15 @@ type trackedProc struct {
 	// it was known then).
 	scanPID int
 	scanned bool
+	// Dormant threads (read from /proc; see dormant.go): the process's
+	// stat kept open, its CPU (utime+stime, clock ticks) at the last tick
+	// that read every thread, and the run time the threads read since then
+	// have added (ns).
+	pstat     *procfs.Kept
+	cpuBase   uint64
+	haveBase  bool
+	accounted uint64
+	dormant   int // threads dormant at the last tick
 	// factChecks counts the slow ticks left on which the command line is
 	// read again: a process first seen between fork and exec of a program
 	// with the same name (python3 starting python3) shows its parent's
@@ -43,6 +52,7 @@ type trackedProc struct {
 func (p *trackedProc) close() {
 	p.statm.Close()
 	p.task.Close()
+	p.pstat.Close()
 	for _, t := range p.threads {
 		t.close()
 	}
@@ -287,11 +297,19 @@ func (s *Sampler) sampleProc(p *trackedProc, tk *timeline.Tick, t int64, slow, f
 	// thread exited, another started), but only when a pid was handed out
 	// since the last scan: a new thread is a new pid. Listing a 1,000-thread
 	// process's task/ costs about 4 ms.
-	if nl, err := p.task.NLink(); err == nil && (int(nl)-2 != len(p.threads)+len(p.failed) ||
-		full || slow && (!s.pidKnown || !p.scanned || p.scanPID != s.pidNow)) {
-		p.scanPID, p.scanned = s.pidNow, s.pidKnown
-		s.scanThreads(p, t)
+	counted := false
+	if nl, err := p.task.NLink(); err == nil {
+		counted = true
+		if int(nl)-2 != len(p.threads)+len(p.failed) {
+			counted = false // threads came or went: every thread is read
+			p.scanPID, p.scanned = s.pidNow, s.pidKnown
+			s.scanThreads(p, t)
+		} else if full || slow && (!s.pidKnown || !p.scanned || p.scanPID != s.pidNow) {
+			p.scanPID, p.scanned = s.pidNow, s.pidKnown
+			s.scanThreads(p, t)
+		}
 	}
+	skipDormant := s.sched == nil && counted && !slow && !full && s.dormantTick(p, t)
 	b, err := p.statm.ReadInto(s.buf)
 	var sm procfs.Statm
 	if err == nil {
@@ -311,10 +329,19 @@ func (s *Sampler) sampleProc(p *trackedProc, tk *timeline.Tick, t int64, slow, f
 		th := p.order[i]
 		var ts threadSample
 		var err error
-		if s.sched != nil {
+		switch {
+		case s.sched != nil:
 			ts, err = s.sampleThreadBPF(p, th, slow, full)
-		} else {
+		case th.preDone:
+			ts, err, th.preDone = th.pre, th.preErr, false
+		case skipDormant && th.dormant:
+			ts = threadSample{ThreadSample: th.sample(p.pid)}
+			s.carried++
+		default:
 			ts, err = s.sampleThread(p, th, full || slow && th.state != 'S')
+			if err == nil {
+				s.noteStill(p, th, t)
+			}
 		}
 		if err != nil {
 			if !procfs.IsVanished(err) && !errors.Is(err, errGone) {
@@ -350,6 +377,7 @@ func (s *Sampler) sampleProc(p *trackedProc, tk *timeline.Tick, t int64, slow, f
 		tk.Threads = append(tk.Threads, ts.ThreadSample)
 		th.info.LastSeen = t
 	}
+	s.endDormantTick(p, skipDormant)
 	// A user process without an address space is exiting (exit_mm ran
 	// before the threads turned zombie): its memory is not "0 bytes".
 	if live == 0 || !mainAlive && sm.Resident == 0 || sm.Size == 0 && p.hadMM {

@@ -59,11 +59,13 @@ type Sampler struct {
 	pidKnown bool
 	// taskScans counts the listings of processes' task/ (tests).
 	taskScans int
-	recErr    error
-	gpuErr    string
-	gpuLost   map[int]bool
-	tickDur   []int64
-	samples   int
+	// carried counts dormant threads' samples carried, not read (dormant.go).
+	carried int
+	recErr  error
+	gpuErr  string
+	gpuLost map[int]bool
+	tickDur []int64
+	samples int
 	// ownErr is the first read that failed for want of a descriptor
 	// (EMFILE, ENFILE): gpufeed's own failure, never the job's end.
 	ownErr error
@@ -401,12 +403,13 @@ func (s *Sampler) Run(ctx context.Context) (*timeline.Timeline, error) {
 		user, sys = s.tickUser, s.tickSys
 	}
 	ob := &timeline.Observer{
-		CPUUserNS:     user,
-		CPUSysNS:      sys,
-		WallNS:        int64(wall),
-		ThreadSamples: s.samples,
-		TickP50NS:     median(s.tickDur),
-		TickMaxNS:     slices.Max(s.tickDur),
+		CPUUserNS:            user,
+		CPUSysNS:             sys,
+		WallNS:               int64(wall),
+		ThreadSamples:        s.samples,
+		ThreadSamplesCarried: s.carried,
+		TickP50NS:            median(s.tickDur),
+		TickMaxNS:            slices.Max(s.tickDur),
 	}
 	ob.Sched, ob.SchedNotBPF = s.schedSrc, s.schedNotBPF
 	s.readWakers()

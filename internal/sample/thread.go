@@ -31,6 +31,18 @@ type trackedThread struct {
 	// statJustRead: openThread read stat a moment ago; the first sample uses it.
 	statJustRead bool
 	lastSched    procfs.Schedstat
+	// prevSched is the schedstat read before lastSched; stillSince is when
+	// the thread's schedstat last moved (or it was first read), and dormant
+	// says it has not moved for a whole slow period (dormant.go).
+	prevSched  procfs.Schedstat
+	stillSince int64
+	stillSet   bool
+	dormant    bool
+	// pre is its reading made ahead of the tick's loop (preDone), while
+	// telling whether a dormant thread ran (dormant.go).
+	pre     threadSample
+	preErr  error
+	preDone bool
 	// The last slow-tier readings, carried forward while the thread has not
 	// run since: a thread that did not run cannot have switched context,
 	// changed system call or moved to another wait.
@@ -202,10 +214,15 @@ func (s *Sampler) sampleThread(p *trackedProc, th *trackedThread, fresh bool) (t
 		}
 		out.Comm = comm
 	}
-	th.lastSched = ss
-	out.ThreadSample = timeline.ThreadSample{TID: th.tid, PID: p.pid, State: th.state,
-		UTime: th.utime, STime: th.stime, RunNS: ss.RunNS, WaitNS: ss.WaitNS, Slices: ss.Slices, CPU: th.cpu}
+	th.prevSched, th.lastSched = th.lastSched, ss
+	out.ThreadSample = th.sample(p.pid)
 	return out, nil
+}
+
+// sample is the thread's sample from its last readings.
+func (th *trackedThread) sample(pid int) timeline.ThreadSample {
+	return timeline.ThreadSample{TID: th.tid, PID: pid, State: th.state, UTime: th.utime, STime: th.stime,
+		RunNS: th.lastSched.RunNS, WaitNS: th.lastSched.WaitNS, Slices: th.lastSched.Slices, CPU: th.cpu}
 }
 
 // slowThread adds the once-a-second details: context switches, and for a

@@ -157,6 +157,10 @@ type Observer struct {
 	WallNS int64 `json:"wall_ns"`
 	// ThreadSamples is the number of per-thread samples taken.
 	ThreadSamples int `json:"thread_samples"`
+	// ThreadSamplesCarried counts those carried from a dormant thread's
+	// last reading instead of read (its schedstat had not moved for a slow
+	// period, and its process's CPU said it had not run since).
+	ThreadSamplesCarried int `json:"thread_samples_carried,omitempty"`
 	// TickP50NS and TickMaxNS are the wall time one tick took to sample.
 	TickP50NS int64 `json:"tick_p50_ns"`
 	TickMaxNS int64 `json:"tick_max_ns"`
