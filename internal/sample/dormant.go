@@ -9,17 +9,20 @@ import (
 // 3 % of a core, nearly all of it for threads that sleep the whole window
 // (a DataLoader's idle pool, intra-op and NCCL helpers, a server's
 // workers). A thread whose schedstat has not moved for a whole slow period
-// is dormant: between slow ticks its sample is carried from its last
-// reading, exact for as long as it does not run.
+// is dormant: its sample is carried from its last reading, exact for as
+// long as it does not run.
 //
 // Whether it ran is told by its process: the process's stat holds the CPU
 // of all its threads (utime+stime, clock ticks). When that has grown by more
 // than the threads read since the last full reading account for (past the
 // clock ticks' rounding), a dormant thread ran, and every thread is read on
-// that tick. Every thread is read on slow ticks, on the last tick, and when
-// the thread count changed (a thread came or went). So a dormant thread's
-// run shows at most dormantSlackNS (plus the clock ticks' rounding) late,
-// never a whole slow period's run lumped into one tick.
+// that tick. Every thread is read on the last tick and when the thread
+// count changed (a thread came or went). The comparison is with the last
+// full reading however long ago (the rounding does not add up), so a
+// dormant thread's run shows at most dormantSlackNS (with the rounding)
+// late, never lumped into one tick. Slow ticks carry dormant threads too:
+// what the slow tier adds (switches, where a thread waits) is carried
+// already for a thread that has not run.
 
 // minDormant is the fewest dormant threads for which skipping them is worth
 // the process's stat read.

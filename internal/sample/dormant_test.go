@@ -20,7 +20,7 @@ import (
 // reading, not read; one of them then runs for 300 ms between two slow
 // ticks. Its process's CPU outgrows what the threads read account for, so
 // every thread is read on that tick: its run shows in the ticks it ran in,
-// never lumped into one tick at the next slow tick.
+// never lumped into one tick.
 func TestDormantThreadThatRunsIsReadAtOnce(t *testing.T) {
 	livetest.Need(t)
 	tidFile := filepath.Join(t.TempDir(), "tid")

@@ -309,7 +309,7 @@ func (s *Sampler) sampleProc(p *trackedProc, tk *timeline.Tick, t int64, slow, f
 			s.scanThreads(p, t)
 		}
 	}
-	skipDormant := s.sched == nil && counted && !slow && !full && s.dormantTick(p, t)
+	skipDormant := s.sched == nil && counted && !full && s.dormantTick(p, t)
 	b, err := p.statm.ReadInto(s.buf)
 	var sm procfs.Statm
 	if err == nil {
