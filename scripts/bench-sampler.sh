@@ -19,7 +19,8 @@
 # costs a context-switch-heavy job (scripts/bench/pingpong.c) against
 # perf sched record and bcc's runqlat (Debian: linux-perf, bpfcc-tools).
 # SKIP_PER_THREAD=1 skips the per-thread comparisons before them,
-# SKIP_SOURCES=1 the 1,000-thread default run and the sources' table. Results vary run to run on a shared machine:
+# SKIP_SOURCES=1 the 1,000-thread default run and the sources' table,
+# SKIP_PINGPONG=1 the job's cost (the ping-pong, about 6 minutes). Results vary run to run on a shared machine:
 # compare ratios within one run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -181,6 +182,7 @@ fi
 # wake-ups, so they are charged to it): other load on a shared machine moves
 # it far less than the round trips per second, which are shown too.
 # Alternated REPEAT times; medians.
+[ "${SKIP_PINGPONG:-0}" = 1 ] && exit 0
 PP_SECS=${PP_SECS:-5}
 PP_CPU=${PP_CPU:-$(( $(nproc) - 1 ))}
 # Each tracer gets PP_DELAY seconds to attach before the job counts (bcc
