@@ -73,26 +73,17 @@ func TestListingOnlyWhenAPidWasHandedOut(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
-	fs, err := procfs.NewFS("", "")
-	if err != nil {
-		t.Fatal(err)
-	}
 	still := filepath.Join(t.TempDir(), "loadavg")
 	if err := os.WriteFile(still, []byte("0.50 0.40 0.30 1/200 31337\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	s, err := New(Config{FS: fs, PID: cmd.Process.Pid, Interval: 50 * time.Millisecond, Duration: 1500 * time.Millisecond,
-		SlowEvery: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if s.loadavg, err = procfs.OpenKept(still, ""); err != nil {
-		t.Fatal(err)
-	}
-	tl, err := s.Run(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, tl := runSampler(t, Config{PID: cmd.Process.Pid, Interval: 50 * time.Millisecond, Duration: 1500 * time.Millisecond,
+		SlowEvery: time.Second}, func(s *Sampler) {
+		var err error
+		if s.loadavg, err = procfs.OpenKept(still, ""); err != nil {
+			t.Fatal(err)
+		}
+	})
 	if len(tl.Ticks) < 20 {
 		t.Fatalf("only %d ticks in 1.5 s at 50 ms", len(tl.Ticks))
 	}
@@ -138,19 +129,8 @@ time.sleep(5)`, ids)
 		t.Fatal(err)
 	}
 	defer func() { _ = py.Process.Kill(); _ = py.Wait() }()
-	fs, err := procfs.NewFS("", "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := New(Config{FS: fs, PID: py.Process.Pid, Interval: 100 * time.Millisecond, Duration: 3500 * time.Millisecond,
-		SlowEvery: 300 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tl, err := s.Run(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, tl := runSampler(t, Config{PID: py.Process.Pid, Interval: 100 * time.Millisecond, Duration: 3500 * time.Millisecond,
+		SlowEvery: 300 * time.Millisecond}, nil)
 	seen := map[int]bool{}
 	for k := range tl.Threads {
 		seen[k.TID] = true
@@ -171,4 +151,27 @@ time.sleep(5)`, ids)
 			t.Errorf("worker %d (thread %d) never seen (%d listings of task/)", i+1, tid, s.taskScans)
 		}
 	}
+}
+
+// runSampler samples the host's /proc with cfg (its FS set here), after
+// setup (nil: none) has adjusted the sampler, and returns both.
+func runSampler(t *testing.T, cfg Config, setup func(*Sampler)) (*Sampler, *timeline.Timeline) {
+	t.Helper()
+	fs, err := procfs.NewFS("", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.FS = fs
+	s, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if setup != nil {
+		setup(s)
+	}
+	tl, err := s.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, tl
 }

@@ -1,7 +1,6 @@
 package sample
 
 import (
-	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,7 +10,6 @@ import (
 	"time"
 
 	"github.com/gpufeed/gpufeed/internal/livetest"
-	"github.com/gpufeed/gpufeed/internal/procfs"
 	"github.com/gpufeed/gpufeed/internal/timeline"
 )
 
@@ -55,19 +53,8 @@ time.sleep(30)`, tidFile)
 	if tid == 0 {
 		t.Fatal("the job did not start its threads")
 	}
-	fs, err := procfs.NewFS("", "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := New(Config{FS: fs, PID: py.Process.Pid, Interval: 100 * time.Millisecond, Duration: 3 * time.Second,
-		SlowEvery: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tl, err := s.Run(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, tl := runSampler(t, Config{PID: py.Process.Pid, Interval: 100 * time.Millisecond, Duration: 3 * time.Second,
+		SlowEvery: time.Second}, nil)
 	if s.carried == 0 || tl.Meta.Observer.ThreadSamplesCarried != s.carried {
 		t.Fatalf("no dormant thread's sample was carried (%d; observer %d): the 20 idle threads were read every tick",
 			s.carried, tl.Meta.Observer.ThreadSamplesCarried)
