@@ -597,8 +597,12 @@ func (t *textWriter) facts(r *Report) {
 		if o.NSPerThreadSample != nil {
 			per = durationNS(*o.NSPerThreadSample)
 		}
-		t.printf("\nOBSERVER: gpufeed used %s of one core (%s CPU), %s per thread-sample over %d thread-samples; tick p50 %s, max %s; %d overruns\n",
-			pct(o.CPUPercentOfCore), Duration(time.Duration(o.CPUNS)), per, o.ThreadSamples,
+		carried := ""
+		if o.ThreadSamplesCarried > 0 {
+			carried = fmt.Sprintf(" (%d of them carried from threads asleep since their last reading)", o.ThreadSamplesCarried)
+		}
+		t.printf("\nOBSERVER: gpufeed used %s of one core (%s CPU), %s per thread-sample over %d thread-samples%s; tick p50 %s, max %s; %d overruns\n",
+			pct(o.CPUPercentOfCore), Duration(time.Duration(o.CPUNS)), per, o.ThreadSamples, carried,
 			Duration(time.Duration(o.TickP50NS)), Duration(time.Duration(o.TickMaxNS)), o.Overruns)
 		switch {
 		case o.Sched == "bpf":

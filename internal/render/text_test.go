@@ -1,6 +1,7 @@
 package render
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -61,5 +62,26 @@ func TestParseFormat(t *testing.T) {
 	}
 	if _, err := ParseFormat("xml"); err == nil || err.Error() != `-o "xml": want text, json, html or jsonl` {
 		t.Errorf("ParseFormat(xml): %v", err)
+	}
+}
+
+// TestObserverSaysWhatWasCarried: the per-thread-sample cost is over every
+// sample the report holds, so the line says how many were carried from
+// dormant threads rather than read; none carried, nothing said.
+func TestObserverSaysWhatWasCarried(t *testing.T) {
+	pctv, per := 2.6, 2600.0
+	o := &Observer{CPUPercentOfCore: &pctv, CPUNS: 260e6, NSPerThreadSample: &per, ThreadSamples: 101000,
+		ThreadSamplesCarried: 87576, TickP50NS: 700e3, TickMaxNS: 80e6}
+	tw := &textWriter{}
+	tw.facts(&Report{Observer: o})
+	want := "over 101000 thread-samples (87576 of them carried from threads asleep since their last reading); tick p50"
+	if got := tw.buf.String(); !strings.Contains(got, want) {
+		t.Errorf("the observer line lacks %q:\n%s", want, got)
+	}
+	o.ThreadSamplesCarried = 0
+	tw = &textWriter{}
+	tw.facts(&Report{Observer: o})
+	if got := tw.buf.String(); strings.Contains(got, "carried") || !strings.Contains(got, "over 101000 thread-samples; tick p50") {
+		t.Errorf("nothing carried, yet:\n%s", got)
 	}
 }
