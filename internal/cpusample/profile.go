@@ -405,12 +405,14 @@ func (p *Profiler) resolve(pid int, ip uint64) (frame, bool) {
 	if pm == nil {
 		pm = &procMaps{}
 		p.procs[pid] = pm
-		p.readMaps(pid, pm)
+		p.readMaps(pid, pm, p.addressSpace(pid))
 	}
 	m, ok := find(pm.maps, ip)
-	if !ok && time.Since(pm.reread) > 200*time.Millisecond && p.mapsChanged(pid, pm) {
-		p.readMaps(pid, pm)
-		m, ok = find(pm.maps, ip)
+	if !ok && time.Since(pm.reread) > 200*time.Millisecond {
+		if size, changed := p.mapsChanged(pid, pm); changed {
+			p.readMaps(pid, pm, size)
+			m, ok = find(pm.maps, ip)
+		}
 	}
 	if !ok {
 		return frame{}, false
@@ -439,20 +441,27 @@ func (p *Profiler) resolve(pid int, ip uint64) (frame, bool) {
 // held. Re-reading maps for each, every 200 ms, cost more than the rest of
 // the profile on a 1,000-thread job (its maps has a line or two per thread's
 // stack: 2,000 lines, about 2 ms a read). A mapping added changes the size.
-func (p *Profiler) mapsChanged(pid int, pm *procMaps) bool {
-	size, err := procfs.AddressSpacePages(filepath.Join(p.o.Proc, strconv.Itoa(pid), "statm"))
-	if err != nil || size != pm.size {
-		return true
+// size is the size now (0 when it could not be read: the maps are read).
+func (p *Profiler) mapsChanged(pid int, pm *procMaps) (size uint64, changed bool) {
+	size = p.addressSpace(pid)
+	if size == 0 || size != pm.size {
+		return size, true
 	}
 	pm.reread = time.Now()
-	return false
+	return size, false
 }
 
-func (p *Profiler) readMaps(pid int, pm *procMaps) {
+// addressSpace is pid's address-space size in pages (0: not read).
+func (p *Profiler) addressSpace(pid int) uint64 {
+	size, _ := procfs.AddressSpacePages(filepath.Join(p.o.Proc, strconv.Itoa(pid), "statm"))
+	return size
+}
+
+// readMaps reads pid's maps; size is its address-space size, read just
+// before (0: not known).
+func (p *Profiler) readMaps(pid int, pm *procMaps, size uint64) {
 	pm.reread = time.Now()
-	if size, err := procfs.AddressSpacePages(filepath.Join(p.o.Proc, strconv.Itoa(pid), "statm")); err == nil {
-		pm.size = size
-	}
+	pm.size = size
 	name := filepath.Join(p.o.Proc, strconv.Itoa(pid), "maps")
 	b, err := os.ReadFile(name)
 	if err != nil {

@@ -1,10 +1,5 @@
 package procfs
 
-import (
-	"fmt"
-	"os"
-)
-
 // Statm is /proc/PID/statm in pages.
 type Statm struct {
 	Size, Resident, Shared uint64
@@ -23,19 +18,16 @@ func ParseStatm(b []byte, s *Statm) error {
 // code, a thread's stack) changes it: readers of the much longer maps file
 // read it again only when this moved.
 func AddressSpacePages(statm string) (uint64, error) {
-	var buf [128]byte
-	f, err := os.Open(statm)
+	b, err := readCapped(statm, PrivProcMount, capSmallFile)
 	if err != nil {
 		return 0, err
 	}
-	defer f.Close()
-	n, err := f.Read(buf[:])
-	if err != nil {
-		return 0, fmt.Errorf("%s: %w", statm, err)
-	}
 	var sm Statm
-	if err := ParseStatm(buf[:n], &sm); err != nil {
-		return 0, fmt.Errorf("%s: %w", statm, err)
+	if err := ParseStatm(b, &sm); err != nil {
+		if pe, ok := err.(*ParseError); ok {
+			pe.File = statm
+		}
+		return 0, err
 	}
 	return sm.Size, nil
 }
