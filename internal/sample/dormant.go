@@ -33,6 +33,16 @@ const minDormant = 4
 // utime+stime, and 10 ms.
 const dormantSlackNS = 2*1e9/clockTick + 10e6
 
+// readThread reads a thread from /proc (sampleThread) and keeps whether it
+// is dormant.
+func (s *Sampler) readThread(p *trackedProc, th *trackedThread, t int64, fresh bool) (threadSample, error) {
+	ts, err := s.sampleThread(p, th, fresh)
+	if err == nil {
+		s.noteStill(p, th, t)
+	}
+	return ts, err
+}
+
 // noteStill keeps, after a thread's schedstat reading, whether it is
 // dormant, and adds the run time it gained to its process's account.
 func (s *Sampler) noteStill(p *trackedProc, th *trackedThread, t int64) {
@@ -68,10 +78,11 @@ func (s *Sampler) processCPU(p *trackedProc) (uint64, bool) {
 }
 
 // dormantTick reads the process's threads that are not dormant (their
-// readings kept for the tick's loop), then its CPU, and says whether the
+// readings kept for the tick's loop, as it would read them: on a slow tick,
+// stat again for a thread not asleep), then its CPU, and says whether the
 // dormant ones may be carried: no more CPU went unaccounted for since the
 // last reading of every thread than the slack.
-func (s *Sampler) dormantTick(p *trackedProc, t int64) bool {
+func (s *Sampler) dormantTick(p *trackedProc, t int64, slow bool) bool {
 	if p.dormant < minDormant || !p.haveBase {
 		return false
 	}
@@ -79,12 +90,9 @@ func (s *Sampler) dormantTick(p *trackedProc, t int64) bool {
 		if th.dormant {
 			continue
 		}
-		ts, err := s.sampleThread(p, th, false)
-		if err == nil {
-			s.noteStill(p, th, t)
-			if ts.Comm != nil {
-				ts.Comm = th.comm // the read buffer's is overwritten by the next read
-			}
+		ts, err := s.readThread(p, th, t, slow && th.state != 'S')
+		if err == nil && ts.Comm != nil {
+			ts.Comm = th.comm // the read buffer's is overwritten by the next read
 		}
 		th.pre, th.preErr, th.preDone = ts, err, true
 	}

@@ -297,19 +297,15 @@ func (s *Sampler) sampleProc(p *trackedProc, tk *timeline.Tick, t int64, slow, f
 	// thread exited, another started), but only when a pid was handed out
 	// since the last scan: a new thread is a new pid. Listing a 1,000-thread
 	// process's task/ costs about 4 ms.
-	counted := false
+	sameCount := false // the count is known and unchanged (else every thread is read)
 	if nl, err := p.task.NLink(); err == nil {
-		counted = true
-		if int(nl)-2 != len(p.threads)+len(p.failed) {
-			counted = false // threads came or went: every thread is read
-			p.scanPID, p.scanned = s.pidNow, s.pidKnown
-			s.scanThreads(p, t)
-		} else if full || slow && (!s.pidKnown || !p.scanned || p.scanPID != s.pidNow) {
+		sameCount = int(nl)-2 == len(p.threads)+len(p.failed)
+		if !sameCount || full || slow && (!s.pidKnown || !p.scanned || p.scanPID != s.pidNow) {
 			p.scanPID, p.scanned = s.pidNow, s.pidKnown
 			s.scanThreads(p, t)
 		}
 	}
-	skipDormant := s.sched == nil && counted && !full && s.dormantTick(p, t)
+	skipDormant := s.sched == nil && sameCount && !full && s.dormantTick(p, t, slow)
 	b, err := p.statm.ReadInto(s.buf)
 	var sm procfs.Statm
 	if err == nil {
@@ -338,10 +334,7 @@ func (s *Sampler) sampleProc(p *trackedProc, tk *timeline.Tick, t int64, slow, f
 			ts = threadSample{ThreadSample: th.sample(p.pid)}
 			s.carried++
 		default:
-			ts, err = s.sampleThread(p, th, full || slow && th.state != 'S')
-			if err == nil {
-				s.noteStill(p, th, t)
-			}
+			ts, err = s.readThread(p, th, t, full || slow && th.state != 'S')
 		}
 		if err != nil {
 			if !procfs.IsVanished(err) && !errors.Is(err, errGone) {
