@@ -435,13 +435,27 @@ func median(v []float64) float64 {
 // attached them to the library the process maps, not before the scan that
 // finds and probes it (which a loaded host can stretch to a tenth of a
 // second and more: rates over the window would read low by as much).
+//
+// What the window holds beyond the time from Probe's return to Stop is the
+// tail of Probe after the window began: a goroutine to start, and, on a
+// loaded host, a preemption of milliseconds. A window that began before
+// the scan holds all of Probe instead (the scan and the attaching are most
+// of it). So each round measures both, and the best of five rounds must
+// hold at most a millisecond, or a third of Probe's time, beyond: a window
+// that starts before the scan holds nearly all of Probe in every round.
 func TestWindowStartsOnceProbed(t *testing.T) {
 	livetest.Need(t)
 	need(t)
 	w := startWorkload(t)
-	for round := 0; round < 3; round++ {
-		p, err := Start([]int{w.cmd.Process.Pid}, Options{Continuous: true})
+	allowed := func(probe time.Duration) time.Duration { return max(time.Millisecond, probe/3) }
+	best, bestProbe := time.Duration(1<<62), time.Duration(0)
+	for round := 0; round < 5; round++ {
+		p, err := Load([]int{w.cmd.Process.Pid}, Options{Continuous: true})
 		if err != nil {
+			t.Fatal(err)
+		}
+		before := time.Now()
+		if err := p.Probe(); err != nil {
 			t.Fatal(err)
 		}
 		returned := time.Now()
@@ -450,16 +464,21 @@ func TestWindowStartsOnceProbed(t *testing.T) {
 		}
 		d := p.Stop()
 		between := time.Since(returned)
-		// Start returns right after the window starts (1 ms: a goroutine
-		// to start, a preemption on a loaded host); probing the library
-		// took longer than that here before the window started after it.
-		if d.WindowNS <= 0 || time.Duration(d.WindowNS) > between+time.Millisecond {
-			t.Errorf("round %d: window %v, but Start returned only %v before Stop did: the window holds time before the probes were attached",
-				round, time.Duration(d.WindowNS), between)
+		if d.WindowNS <= 0 {
+			t.Fatalf("round %d: window %v", round, time.Duration(d.WindowNS))
 		}
 		if th, ok := d.Thread(w.cmd.Process.Pid); !ok || th.Call("cuLaunchKernel").Calls != 100 {
 			t.Errorf("round %d: %+v", round, d.Threads)
 		}
+		beyond, probe := time.Duration(d.WindowNS)-between, returned.Sub(before)
+		t.Logf("round %d: Probe took %v, the window holds %v more than from its return to Stop", round, probe, beyond)
+		if beyond-allowed(probe) < best-allowed(bestProbe) {
+			best, bestProbe = beyond, probe
+		}
+	}
+	if best > allowed(bestProbe) {
+		t.Errorf("in the best of five rounds the window holds %v more than from Probe's return to Stop, and Probe took %v: the window holds time before the probes were attached",
+			best, bestProbe)
 	}
 }
 
