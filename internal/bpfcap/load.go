@@ -34,14 +34,26 @@ func Load(what string, spec *ebpf.CollectionSpec, objs any, follow bool, kernel 
 		return false, &Unavailable{What: what, Missing: "a higher locked-memory limit (ulimit -l) for BPF maps", Err: err}
 	}
 	follow = follow && BTF("")
-	if !follow && spec.Programs[ForkProgram] != nil {
-		spec.Programs[ForkProgram] = &ebpf.ProgramSpec{Name: ForkProgram, Type: ebpf.SocketFilter, License: "GPL",
-			Instructions: asm.Instructions{asm.Mov.Imm(asm.R0, 0), asm.Return()}}
+	if !follow {
+		Stub(spec, ForkProgram)
 	}
 	if err := spec.LoadAndAssign(objs, nil); err != nil {
 		return false, loadError(what, kernel, err)
 	}
 	return follow, nil
+}
+
+// Stub replaces spec's programs named (those it has) with one that returns
+// 0, loads on any kernel and is never attached: a program this kernel
+// cannot load, or one not used, stays in the objects struct without
+// costing its verification.
+func Stub(spec *ebpf.CollectionSpec, names ...string) {
+	for _, name := range names {
+		if spec.Programs[name] != nil {
+			spec.Programs[name] = &ebpf.ProgramSpec{Name: name, Type: ebpf.SocketFilter, License: "GPL",
+				Instructions: asm.Instructions{asm.Mov.Imm(asm.R0, 0), asm.Return()}}
+		}
+	}
 }
 
 func loadError(what, kernel string, err error) error {

@@ -40,14 +40,17 @@ type dpStat struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	dpMapCounters   = "counters"
-	dpMapInsides    = "insides"
-	dpMapPids       = "pids"
-	dpMapStats      = "stats"
-	dpProgCall      = "call"
-	dpProgFork      = "fork"
-	dpProgSyncEnter = "sync_enter"
-	dpProgSyncExit  = "sync_exit"
+	dpMapCounters        = "counters"
+	dpMapInsides         = "insides"
+	dpMapPids            = "pids"
+	dpMapStats           = "stats"
+	dpProgCall           = "call"
+	dpProgCallMulti      = "call_multi"
+	dpProgFork           = "fork"
+	dpProgSyncEnter      = "sync_enter"
+	dpProgSyncEnterMulti = "sync_enter_multi"
+	dpProgSyncExit       = "sync_exit"
+	dpProgSyncExitMulti  = "sync_exit_multi"
 )
 
 // loadDp returns the embedded CollectionSpec for dp.
@@ -92,10 +95,13 @@ type dpSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type dpProgramSpecs struct {
-	Call      *ebpf.ProgramSpec `ebpf:"call"`
-	Fork      *ebpf.ProgramSpec `ebpf:"fork"`
-	SyncEnter *ebpf.ProgramSpec `ebpf:"sync_enter"`
-	SyncExit  *ebpf.ProgramSpec `ebpf:"sync_exit"`
+	Call           *ebpf.ProgramSpec `ebpf:"call"`
+	CallMulti      *ebpf.ProgramSpec `ebpf:"call_multi"`
+	Fork           *ebpf.ProgramSpec `ebpf:"fork"`
+	SyncEnter      *ebpf.ProgramSpec `ebpf:"sync_enter"`
+	SyncEnterMulti *ebpf.ProgramSpec `ebpf:"sync_enter_multi"`
+	SyncExit       *ebpf.ProgramSpec `ebpf:"sync_exit"`
+	SyncExitMulti  *ebpf.ProgramSpec `ebpf:"sync_exit_multi"`
 }
 
 // dpMapSpecs contains maps before they are loaded into the kernel.
@@ -159,18 +165,24 @@ type dpVariables struct {
 //
 // It can be passed to loadDpObjects or ebpf.CollectionSpec.LoadAndAssign.
 type dpPrograms struct {
-	Call      *ebpf.Program `ebpf:"call"`
-	Fork      *ebpf.Program `ebpf:"fork"`
-	SyncEnter *ebpf.Program `ebpf:"sync_enter"`
-	SyncExit  *ebpf.Program `ebpf:"sync_exit"`
+	Call           *ebpf.Program `ebpf:"call"`
+	CallMulti      *ebpf.Program `ebpf:"call_multi"`
+	Fork           *ebpf.Program `ebpf:"fork"`
+	SyncEnter      *ebpf.Program `ebpf:"sync_enter"`
+	SyncEnterMulti *ebpf.Program `ebpf:"sync_enter_multi"`
+	SyncExit       *ebpf.Program `ebpf:"sync_exit"`
+	SyncExitMulti  *ebpf.Program `ebpf:"sync_exit_multi"`
 }
 
 func (p *dpPrograms) Close() error {
 	return _DpClose(
 		p.Call,
+		p.CallMulti,
 		p.Fork,
 		p.SyncEnter,
+		p.SyncEnterMulti,
 		p.SyncExit,
+		p.SyncExitMulti,
 	)
 }
 

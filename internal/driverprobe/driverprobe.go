@@ -6,7 +6,8 @@
 // direction and form, allocations and frees, and the time inside the
 // synchronisations (entry and return probes). The probes are placed once
 // per file (device and inode), for every process that maps it, through
-// the uprobe perf-event PMU (no tracefs needed); the BPF program keeps
+// uprobe_multi links (6.6 and later; elsewhere one probe per entry point
+// through the uprobe perf-event PMU: no tracefs needed); the BPF program keeps
 // the job's processes only and adds up in the kernel. A launch costs one
 // probe hit and one hash update.
 package driverprobe
@@ -24,6 +25,7 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/features"
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 
@@ -46,6 +48,10 @@ type Options struct {
 	Rescan time.Duration
 	// NoFollow keeps the set to the pids given and added.
 	NoFollow bool
+	// OnePerEntry places one uprobe per entry point even where the kernel
+	// has uprobe_multi links (6.6 and later), as on older kernels: each
+	// is removed on its own, a tenth of a second or more each.
+	OnePerEntry bool
 	// Continuous keeps the launch probes on all the window: exact counts,
 	// at one probe hit per launch. Otherwise they are on in bursts sized
 	// so that their cost stays within Budget of a launch-bound thread's
@@ -95,6 +101,10 @@ type Prober struct {
 	o      Options
 	objs   dpObjects
 	follow bool
+	// multi: each file's entry points are probed by uprobe_multi links
+	// (one for the launches, one for the other calls, one for the syncs'
+	// returns), placed and removed together.
+	multi  bool
 	stop   chan struct{}
 	done   chan struct{}
 	closed chan struct{}
@@ -176,6 +186,19 @@ func Load(pids []int, o Options) (*Prober, error) {
 		return nil, fmt.Errorf("%s: the BPF object: %w", What, err)
 	}
 	p := &Prober{o: o, stop: make(chan struct{}), done: make(chan struct{}), closed: make(chan struct{}), files: map[string]*probedFile{}}
+	// Removing a uprobe waits for the kernel's grace periods: about a
+	// tenth of a second each on a 6.x kernel in a virtual machine, and
+	// placing one waits for a removal under way. Forty entry points probed
+	// one by one took seconds to place and to remove (and the launch
+	// probes' bursts each removed theirs); a uprobe_multi link places and
+	// removes a file's entry points at once. Only one set of programs is
+	// loaded: the other is stubbed.
+	p.multi = !o.OnePerEntry && features.HaveBPFLinkUprobeMulti() == nil
+	if p.multi {
+		bpfcap.Stub(spec, dpProgCall, dpProgSyncEnter, dpProgSyncExit)
+	} else {
+		bpfcap.Stub(spec, dpProgCallMulti, dpProgSyncEnterMulti, dpProgSyncExitMulti)
+	}
 	if p.follow, err = bpfcap.Load(What, spec, &p.objs, !o.NoFollow, "5.15 or later: attach cookies"); err != nil {
 		return nil, err
 	}
@@ -431,38 +454,45 @@ func (p *Prober) attach(open, path string) (*probedFile, error) {
 	}
 	f.ex = ex
 	var links []link.Link
-	for i, e := range entries {
-		if e.class == profile.CallLaunch {
-			continue
+	if p.multi {
+		var err error
+		if links, err = p.attachMultiFile(f); err != nil {
+			return nil, err
 		}
-		opt := &link.UprobeOptions{Cookie: cookie(i)}
-		prog := p.objs.Call
-		if e.class == profile.CallSync {
-			prog = p.objs.SyncEnter
-		}
-		l, err := ex.Uprobe(e.sym, prog, opt)
-		if errors.Is(err, link.ErrNoSymbol) {
-			f.lib.Absent = append(f.lib.Absent, e.sym)
-			continue
-		}
-		if err != nil {
-			if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) {
-				closeAll(links)
-				return nil, &bpfcap.Unavailable{What: What, Missing: "placing uprobes needs CAP_PERFMON (or CAP_SYS_ADMIN)", Err: err}
+	} else {
+		for i, e := range entries {
+			if e.class == profile.CallLaunch {
+				continue
 			}
-			f.lib.Errors = append(f.lib.Errors, e.sym+": "+err.Error())
-			continue
-		}
-		links = append(links, l)
-		if e.class == profile.CallSync {
-			r, err := ex.Uretprobe(e.sym, p.objs.SyncExit, opt)
+			opt := &link.UprobeOptions{Cookie: cookie(i)}
+			prog := p.objs.Call
+			if e.class == profile.CallSync {
+				prog = p.objs.SyncEnter
+			}
+			l, err := ex.Uprobe(e.sym, prog, opt)
+			if errors.Is(err, link.ErrNoSymbol) {
+				f.lib.Absent = append(f.lib.Absent, e.sym)
+				continue
+			}
 			if err != nil {
-				f.lib.Errors = append(f.lib.Errors, e.sym+" (return): "+err.Error())
-			} else {
-				links = append(links, r)
+				if denied(err) {
+					closeAll(links)
+					return nil, uprobesDenied(err)
+				}
+				f.lib.Errors = append(f.lib.Errors, e.sym+": "+err.Error())
+				continue
 			}
+			links = append(links, l)
+			if e.class == profile.CallSync {
+				r, err := ex.Uretprobe(e.sym, p.objs.SyncExit, opt)
+				if err != nil {
+					f.lib.Errors = append(f.lib.Errors, e.sym+" (return): "+err.Error())
+				} else {
+					links = append(links, r)
+				}
+			}
+			f.lib.Probes++
 		}
-		f.lib.Probes++
 	}
 	p.mu.Lock()
 	p.links = append(p.links, links...)
@@ -474,9 +504,130 @@ func (p *Prober) attach(open, path string) (*probedFile, error) {
 	return f, nil
 }
 
+func denied(err error) bool { return errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) }
+
+func uprobesDenied(err error) error {
+	return &bpfcap.Unavailable{What: What, Missing: "placing uprobes needs CAP_PERFMON (or CAP_SYS_ADMIN)", Err: err}
+}
+
+// attachMultiFile places the uprobe_multi links of every entry point but
+// the launches on f: one for the calls counted at entry, one for the
+// syncs' entries and one for their returns.
+func (p *Prober) attachMultiFile(f *probedFile) ([]link.Link, error) {
+	var calls, syncs []int
+	for i, e := range entries {
+		switch e.class {
+		case profile.CallLaunch:
+		case profile.CallSync:
+			syncs = append(syncs, i)
+		default:
+			calls = append(calls, i)
+		}
+	}
+	var links []link.Link
+	for _, set := range []struct {
+		idx  []int
+		prog *ebpf.Program
+	}{{calls, p.objs.CallMulti}, {syncs, p.objs.SyncEnterMulti}} {
+		l, placed, err := p.placeMulti(f, set.idx, set.prog, false)
+		if err != nil {
+			closeAll(links)
+			return nil, err
+		}
+		if l == nil {
+			continue
+		}
+		links = append(links, l)
+		f.lib.Probes += len(placed)
+		if set.prog == p.objs.SyncEnterMulti {
+			r, _, err := p.placeMulti(f, placed, p.objs.SyncExitMulti, true)
+			if err != nil {
+				closeAll(links)
+				return nil, err
+			}
+			if r != nil {
+				links = append(links, r)
+			}
+		}
+	}
+	return links, nil
+}
+
+// placeMulti places one uprobe_multi link on f's file for the entries idx
+// (each with its cookie), on their returns where ret. The entry points the
+// file lacks are left out (into f.lib.Absent on entry) and placed says
+// which were probed. A refusal for want of privilege is an error; any
+// other failure goes into f.lib.Errors and places nothing.
+func (p *Prober) placeMulti(f *probedFile, idx []int, prog *ebpf.Program, ret bool) (l link.Link, placed []int, err error) {
+	idx = slices.Clone(idx)
+	for len(idx) > 0 {
+		syms := make([]string, len(idx))
+		cookies := make([]uint64, len(idx))
+		for j, i := range idx {
+			syms[j], cookies[j] = entries[i].sym, cookie(i)
+		}
+		opt := &link.UprobeMultiOptions{Cookies: cookies}
+		if ret {
+			l, err = f.ex.UretprobeMulti(syms, prog, opt)
+		} else {
+			l, err = f.ex.UprobeMulti(syms, prog, opt)
+		}
+		if errors.Is(err, link.ErrNoSymbol) {
+			// The symbol the file lacks is named in the error ("symbol
+			// cuLaunchKernel_ptsz: not found"): left out, the rest placed.
+			k := slices.IndexFunc(syms, func(s string) bool { return strings.Contains(err.Error(), "symbol "+s+":") })
+			if k >= 0 {
+				if !ret {
+					f.lib.Absent = append(f.lib.Absent, syms[k])
+				}
+				idx = slices.Delete(idx, k, k+1)
+				continue
+			}
+		}
+		if err != nil {
+			if denied(err) {
+				return nil, nil, uprobesDenied(err)
+			}
+			what := strings.Join(syms, ", ")
+			if ret {
+				what += " (return)"
+			}
+			f.lib.Errors = append(f.lib.Errors, what+": "+err.Error())
+			return nil, nil, nil
+		}
+		return l, idx, nil
+	}
+	return nil, nil, nil
+}
+
 // attachLaunch places the launch probes on one file.
 func (p *Prober) attachLaunch(f *probedFile) {
 	if f.ex == nil {
+		return
+	}
+	if p.multi {
+		var launches []int
+		for i, e := range entries {
+			if e.class == profile.CallLaunch {
+				launches = append(launches, i)
+			}
+		}
+		known := f.launchKnown
+		absent, errs := len(f.lib.Absent), len(f.lib.Errors)
+		l, placed, err := p.placeMulti(f, launches, p.objs.CallMulti, false)
+		if known {
+			// Said once, at the first burst.
+			f.lib.Absent, f.lib.Errors = f.lib.Absent[:absent], f.lib.Errors[:errs]
+		} else if err == nil {
+			f.lib.Probes += len(placed)
+		}
+		if err != nil && !known {
+			f.lib.Errors = append(f.lib.Errors, err.Error())
+		}
+		if l != nil {
+			f.launch = append(f.launch, l)
+		}
+		f.launchKnown = true
 		return
 	}
 	for i, e := range entries {
@@ -625,9 +776,11 @@ var removing sync.WaitGroup
 
 // AwaitRemoval waits, at most timeout, until the probes of every Stop are
 // removed, and says whether they are. A process that probed calls it
-// before it exits. Stop removes the probes in the background (about a
-// tenth of a second each on a 6.x kernel, one after the other: seconds in
-// all), and a process that exits in the middle leaves the probe being
+// before it exits. Stop removes the probes in the background (a
+// uprobe_multi link at once, a tenth of a second or so; one probe per
+// entry point, where the kernel has no such links, about a tenth of a
+// second each, one after the other: seconds in all), and a process that
+// exits in the middle leaves the probe being
 // removed in the kernel for good: the exit's SIGKILL reaches the thread
 // inside close(2), the kernel's lookup of the probed page (to put its
 // instruction back) fails on the pending signal, and the kernel logs

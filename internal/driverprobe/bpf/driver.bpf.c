@@ -114,8 +114,8 @@ static __always_inline struct stat *row(u32 tgid, u32 tid, u32 index)
 	return st;
 }
 
-SEC("uprobe")
-int call(struct pt_regs *ctx)
+// on_call counts one entry of a probed entry point (and its byte count).
+static __always_inline int on_call(struct pt_regs *ctx)
 {
 	// Both read first, at their fixed offsets: the verifier refuses a
 	// load through a context pointer the compiler moved.
@@ -138,8 +138,7 @@ int call(struct pt_regs *ctx)
 }
 
 // A sync's entry: counted, and its start kept for the return.
-SEC("uprobe")
-int sync_enter(struct pt_regs *ctx)
+static __always_inline int on_sync_enter(struct pt_regs *ctx)
 {
 	u64 id = bpf_get_current_pid_tgid();
 	u32 tgid = id >> 32, tid = (u32)id;
@@ -154,8 +153,7 @@ int sync_enter(struct pt_regs *ctx)
 	return 0;
 }
 
-SEC("uretprobe")
-int sync_exit(struct pt_regs *ctx)
+static __always_inline int on_sync_exit(struct pt_regs *ctx)
 {
 	u64 id = bpf_get_current_pid_tgid();
 	u32 tgid = id >> 32, tid = (u32)id;
@@ -176,6 +174,30 @@ int sync_exit(struct pt_regs *ctx)
 		st->max_ns = d;
 	return 0;
 }
+
+// One uprobe per entry point (the uprobe perf-event PMU): every kernel
+// with attach cookies (5.15).
+SEC("uprobe")
+int call(struct pt_regs *ctx) { return on_call(ctx); }
+
+SEC("uprobe")
+int sync_enter(struct pt_regs *ctx) { return on_sync_enter(ctx); }
+
+SEC("uretprobe")
+int sync_exit(struct pt_regs *ctx) { return on_sync_exit(ctx); }
+
+// One uprobe_multi link for a file's entry points (6.6 and later): the
+// same programs, placed and removed together. Removing a probe waits for
+// the kernel's grace periods (a tenth of a second and more on a virtual
+// machine); the per-entry-point probes wait once each, a link once for all.
+SEC("uprobe.multi")
+int call_multi(struct pt_regs *ctx) { return on_call(ctx); }
+
+SEC("uprobe.multi")
+int sync_enter_multi(struct pt_regs *ctx) { return on_sync_enter(ctx); }
+
+SEC("uretprobe.multi")
+int sync_exit_multi(struct pt_regs *ctx) { return on_sync_exit(ctx); }
 
 SEC("tp_btf/sched_process_fork")
 int BPF_PROG(fork, struct task_struct *parent, struct task_struct *child)
