@@ -251,16 +251,27 @@ func readPairs(t *testing.T, tr *Tracer, pid int, tids []int) map[int]pair {
 // the kernel's sum_exec_runtime starts a slice at a slightly different
 // point than the switch), within 10 % plus 10 ms for the run-queue wait.
 // Voluntary and involuntary switches follow status's counters.
+//
+// The kernel's sum_exec_runtime runs on the run queue's task clock, which
+// leaves out the time the CPU spent in interrupts and, in a virtual
+// machine, the time the hypervisor gave the CPU to another guest (steal):
+// the programs' clock does not. So the programs' CPU may exceed
+// schedstat's by as much of that time as the host saw in the window (all
+// CPUs' irq, softirq and steal in /proc/stat): a loaded host's steal put
+// them 2 to 4 % apart, every thread the same way.
 func TestAgreesWithSchedstat(t *testing.T) {
 	need(t)
 	w := start(t, "spin")
 	tr := startTracer(t, w.cmd.Process.Pid)
 	time.Sleep(200 * time.Millisecond)
+	lost0 := notTaskTime(t)
 	a := readPairs(t, tr, w.cmd.Process.Pid, w.tids)
 	sw0 := switches(t, w.cmd.Process.Pid, w.tids)
 	time.Sleep(2 * time.Second)
 	b := readPairs(t, tr, w.cmd.Process.Pid, w.tids)
 	sw1 := switches(t, w.cmd.Process.Pid, w.tids)
+	lost := notTaskTime(t) - lost0
+	t.Logf("the host's irq, softirq and steal time in the window: %v", time.Duration(lost))
 	var waited uint64
 	for _, tid := range w.tids {
 		run := b[tid].bpf.RunNS - a[tid].bpf.RunNS
@@ -274,7 +285,11 @@ func TestAgreesWithSchedstat(t *testing.T) {
 		if wantRun < uint64(200*time.Millisecond) {
 			t.Errorf("thread %d ran %v in 2 s: the workload did not spin", tid, time.Duration(wantRun))
 		}
-		if d := absDiff(run, wantRun); d > wantRun*3/100+uint64(5*time.Millisecond) {
+		allowed := wantRun*3/100 + uint64(5*time.Millisecond)
+		if run > wantRun {
+			allowed += lost
+		}
+		if d := absDiff(run, wantRun); d > allowed {
 			t.Errorf("thread %d: CPU %v, schedstat says %v", tid, time.Duration(run), time.Duration(wantRun))
 		}
 		if d := absDiff(wait, wantWait); d > wantWait/10+uint64(10*time.Millisecond) {
@@ -308,6 +323,31 @@ func switches(t *testing.T, pid int, tids []int) map[int][2]uint64 {
 		out[tid] = [2]uint64{st.VoluntaryCtxt, st.NonvoluntaryCtxt}
 	}
 	return out
+}
+
+// notTaskTime is the host's time in interrupts and stolen by the
+// hypervisor, all CPUs, from /proc/stat's first line (irq, softirq, steal),
+// in nanoseconds (USER_HZ ticks of 10 ms).
+func notTaskTime(t *testing.T) uint64 {
+	t.Helper()
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 9 || f[0] != "cpu" {
+		t.Fatalf("/proc/stat: first line %q", line)
+	}
+	var ticks uint64
+	for _, v := range f[6:9] {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			t.Fatalf("/proc/stat: %q: %v", line, err)
+		}
+		ticks += n
+	}
+	return ticks * uint64(10*time.Millisecond)
 }
 
 func absDiff(a, b uint64) uint64 {
