@@ -45,7 +45,8 @@ while True:
 `
 
 // TestAttachMemoryCgroupTimeLeftAndOOMKill: a process growing ~40 MiB/s in
-// a real cgroup v1 memory cgroup limited to 300 MiB, three times. Attached
+// a real cgroup v1 memory cgroup limited to 300 MiB, three times side by
+// side (each in its own cgroup: growing memory takes little CPU). Attached
 // for 2.5 s while
 // it grows, the time left before the limit is within 20 % of the real time
 // to the OOM kill; attached across the kill, the kill is named by member
@@ -59,6 +60,7 @@ func TestAttachMemoryCgroupTimeLeftAndOOMKill(t *testing.T) {
 	gpufeed(t) // built before the clock starts: a build takes longer than the growth
 	for round := range 3 {
 		t.Run(strconv.Itoa(round), func(t *testing.T) {
+			t.Parallel()
 			cg, err := testjob.NewMemoryCgroup(fmt.Sprintf("gpufeed-test-mem-%d-%d", os.Getpid(), round), 300<<20)
 			if errors.Is(err, testjob.ErrUnavailable) {
 				t.Skip(err)

@@ -89,8 +89,7 @@ func TestDeadRankNamedAfterAttach(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer o.Stop()
-			for _, window := range []string{"3s", "4s"} {
-				r := diagnoseJSON(t, "--pid", strconv.Itoa(o.PID), "--duration", window)
+			for _, r := range diagnoseJSONAtOnce(t, []string{"3s", "4s"}, "--device", "none", "--pid", strconv.Itoa(o.PID)) {
 				for _, f := range r.Findings {
 					if f.ID == "kernel-log-not-visible" {
 						t.Skip("the kernel log is not readable here:", f.Claim)

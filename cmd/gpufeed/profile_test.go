@@ -275,10 +275,22 @@ func TestUnprivilegedProfileSaysWhatIsMissing(t *testing.T) {
 			}
 			time.Sleep(300 * time.Millisecond)
 			pid := strconv.Itoa(w.Process.Pid)
-			// three observers at once, as attachRepeatedly runs them
+			// three observers at once, as attachRepeatedly runs them, and
+			// a fourth beside them for the first screen (text, 100
+			// columns)
 			windows := []string{"3s", "4s", "3s"}
 			reps := make([]attachRun, len(windows))
 			var wg sync.WaitGroup
+			var text []byte
+			var textErr error
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				cmd := exec.Command(bin, "diagnose", "--pid", pid, "--duration", "3s")
+				cmd.Dir, cmd.SysProcAttr = filepath.Dir(bin), &syscall.SysProcAttr{Credential: nobody}
+				cmd.Env = append(os.Environ(), "COLUMNS=100")
+				text, textErr = cmd.Output()
+			}()
 			for i, window := range windows {
 				wg.Add(1)
 				go func() {
@@ -331,13 +343,11 @@ func TestUnprivilegedProfileSaysWhatIsMissing(t *testing.T) {
 					t.Errorf("run %d: %s as nobody judged %s: %s; want /proc's submission-bound or inconclusive", i, job.name, v.Class, v.Summary)
 				}
 			}
-			// The first screen (text, 100 columns): the verdict says what
-			// cannot be told apart, or the profile's note does, before the
-			// findings.
-			cmd := exec.Command(bin, "diagnose", "--pid", pid, "--duration", "3s")
-			cmd.Dir, cmd.SysProcAttr = filepath.Dir(bin), &syscall.SysProcAttr{Credential: nobody}
-			cmd.Env = append(os.Environ(), "COLUMNS=100")
-			if text, err := cmd.Output(); err == nil {
+			// The first screen: the verdict says what cannot be told apart,
+			// or the profile's note does, before the findings.
+			if textErr != nil {
+				t.Errorf("diagnose as nobody, text: %v", textErr)
+			} else {
 				screen := strings.Join(strings.Fields(string(text)), " ")
 				// (on a crowded host the thread waits for a CPU more than it
 				// runs, and a CPU of its own comes first: no ambiguity)
@@ -350,7 +360,7 @@ func TestUnprivilegedProfileSaysWhatIsMissing(t *testing.T) {
 				}
 			}
 			// --profile on fails before the window (30 s), naming the reason.
-			cmd = exec.Command(bin, "diagnose", "--pid", pid, "--duration", "30s", "--profile", "on")
+			cmd := exec.Command(bin, "diagnose", "--pid", pid, "--duration", "30s", "--profile", "on")
 			cmd.Dir, cmd.SysProcAttr = filepath.Dir(bin), &syscall.SysProcAttr{Credential: nobody}
 			start := time.Now()
 			o, err := cmd.CombinedOutput()

@@ -155,8 +155,9 @@ func TestPythonTimeTransforms(t *testing.T) {
 		t.Run(c.mode, func(t *testing.T) {
 			job := startScenario(t, testjob.TorchPyTime, "--mode", c.mode)
 			awaitEvent(t, job, "steady", 120*time.Second)
-			for _, window := range []string{"3s", "4s"} {
-				r := diagnoseJSON(t, "--pid", strconv.Itoa(job.PID), "--duration", window, "--py-stacks")
+			windows := []string{"3s", "4s"}
+			for i, r := range diagnoseJSONAtOnce(t, windows, "--device", "none", "--pid", strconv.Itoa(job.PID), "--py-stacks") {
+				window := windows[i]
 				fs := findingsWith(r, "python-time")
 				if len(fs) != 1 {
 					t.Fatalf("want one python-time finding; findings:\n%s", claims(r))
@@ -200,8 +201,9 @@ func TestGILHoldersNamed(t *testing.T) {
 	livetest.Need(t)
 	job := startScenario(t, testjob.GILThreads, "--threads", "3")
 	awaitEvent(t, job, "spinning", 30*time.Second)
-	for _, window := range []string{"3s", "4s"} {
-		r := diagnoseJSON(t, "--pid", strconv.Itoa(job.PID), "--duration", window, "--py-stacks")
+	windows := []string{"3s", "4s"}
+	for i, r := range diagnoseJSONAtOnce(t, windows, "--device", "none", "--pid", strconv.Itoa(job.PID), "--py-stacks") {
+		window := windows[i]
 		fs := findingsWith(r, "gil-contention")
 		if len(fs) != 1 {
 			t.Fatalf("want one gil-contention finding; findings:\n%s", claims(r))

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -11,7 +10,6 @@ import (
 	"time"
 
 	"github.com/gpufeed/gpufeed/internal/livetest"
-	"github.com/gpufeed/gpufeed/internal/render"
 	"github.com/gpufeed/gpufeed/internal/testjob"
 )
 
@@ -148,15 +146,9 @@ func TestStragglerVerdictOnSimulatedGPU(t *testing.T) {
 	t.Cleanup(func() { job.Stop() })
 	pids := awaitEvent(t, job, "ranks", 60*time.Second).IntMap("ranks")
 	awaitEvent(t, job, "rounds-done", 120*time.Second)
-	for _, window := range []string{"3s", "4s"} {
-		out, stderr, code := run(t, "diagnose", "--device", "sim:"+sock, "--pid", strconv.Itoa(job.PID), "--duration", window, "-o", "json")
-		if code != 0 {
-			t.Fatalf("exit %d: %s", code, stderr)
-		}
-		var r render.Report
-		if err := json.Unmarshal([]byte(out), &r); err != nil {
-			t.Fatal(err)
-		}
+	windows := []string{"3s", "4s"}
+	for i, r := range diagnoseJSONAtOnce(t, windows, "--device", "sim:"+sock, "--pid", strconv.Itoa(job.PID)) {
+		window := windows[i]
 		if r.Verdict == nil || !strings.HasPrefix(r.Verdict.Summary, "rank 1 of 2, the straggler the other ranks wait for: ") ||
 			!strings.Contains(r.Verdict.Summary, "pid "+strconv.Itoa(pids["1"])) {
 			t.Errorf("%s: verdict %+v\n%s", window, r.Verdict, claims(r))

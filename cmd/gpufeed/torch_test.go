@@ -75,6 +75,42 @@ func diagnoseJSON(t *testing.T, args ...string) render.Report {
 	return r
 }
 
+// diagnoseJSONAtOnce runs diagnose -o json with args, one observer per
+// window, all attached at once (they read the job, not each other: an
+// attach's own cost is a small part of a CPU), and wants exit 0 of each.
+func diagnoseJSONAtOnce(t *testing.T, windows []string, args ...string) []render.Report {
+	t.Helper()
+	bin := gpufeed(t)
+	type result struct {
+		out, stderr string
+		err         error
+	}
+	res := make([]result, len(windows))
+	var wg sync.WaitGroup
+	for i, w := range windows {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cmd := exec.Command(bin, append([]string{"diagnose", "-o", "json", "--duration", w}, args...)...)
+			var stdout, stderr strings.Builder
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			res[i].err = cmd.Run()
+			res[i].out, res[i].stderr = stdout.String(), stderr.String()
+		}()
+	}
+	wg.Wait()
+	reps := make([]render.Report, len(windows))
+	for i, r := range res {
+		if r.err != nil {
+			t.Fatalf("diagnose %v over %s: %v: %s", args, windows[i], r.err, r.stderr)
+		}
+		if err := json.Unmarshal([]byte(r.out), &reps[i]); err != nil {
+			t.Fatalf("%v\n%s", err, r.out)
+		}
+	}
+	return reps
+}
+
 // diagnoseLaunched runs gpufeed diagnose -- COMMAND (a command that never
 // ends by itself; its output, which would mix with the report, goes to
 // /dev/null by a shell that then execs it), reads the report once the
@@ -256,8 +292,8 @@ func TestDataLoaderCopyOnWrite(t *testing.T) {
 				// that the windows judge copies that exist.
 				awaitCopied(t, job.PID, workers, 40<<20, 60*time.Second)
 			}
-			for _, window := range []string{"4s", "5s"} {
-				checkCOW(t, diagnoseJSON(t, "--pid", strconv.Itoa(job.PID), "--duration", window), storage, job.PID)
+			for _, r := range diagnoseJSONAtOnce(t, []string{"4s", "5s"}, "--device", "none", "--pid", strconv.Itoa(job.PID)) {
+				checkCOW(t, r, storage, job.PID)
 			}
 			job.Stop()
 			r := diagnoseLaunched(t, 20*time.Second, py, "-u", filepath.Join(dir, string(testjob.TorchDataLoader)),
