@@ -183,6 +183,10 @@ func TestAttachVerdictsUseDriverCalls(t *testing.T) {
 					t.Logf("run %d: crowded host, the spinning thread descheduled: %s", i, v.Summary)
 					continue
 				}
+				if job.class == finding.SyncBound && crowdedOut(r.rep) {
+					t.Logf("run %d: crowded host, the spinning thread waited for a CPU, no class named: %s", i, v.Summary)
+					continue
+				}
 				if v.Class != job.class || len(dc) != 1 || dc[0].Supports != job.class || !strings.Contains(dc[0].Claim, job.claim) {
 					t.Errorf("run %d: %s judged %s: %s; want %s with the driver calls' finding (%q)\n%s", i, job.name, v.Class, v.Summary, job.class, job.claim, claims(r.rep))
 					continue

@@ -94,7 +94,7 @@ var profiledJobs = []struct {
 	{"launch-loop", launchLoopWorkload, finding.SubmissionBound,
 		regexp.MustCompile(`: \d+% of the launch thread's CPU in cuLaunchKernel and \d+% in the interpreter, framework and driver around it$`)},
 	{"spin-sync", syncBoundWorkload, finding.SyncBound,
-		regexp.MustCompile(`: ([5-9]\d|100)% of the launch thread's CPU inside wait_until \(spinning\)$`)},
+		regexp.MustCompile(`: ([5-9]\d|100)% of the launch thread's CPU inside wait_until \(spinning\)(, as the driver probes timed them \(its samples put \d+% there\))?$`)},
 }
 
 // TestAttachProfiledLaunchThreadSplit: on the simulated driver, attached
@@ -131,6 +131,10 @@ func TestAttachProfiledLaunchThreadSplit(t *testing.T) {
 					// its work after each sync, and a CPU of its own comes
 					// first (as TestAttachSpinningSyncIsNoWrongClass/spin)
 					t.Logf("run %d: crowded host, the spinning thread descheduled: %s", i, v.Summary)
+					continue
+				}
+				if job.class == finding.SyncBound && crowdedOut(r.rep) {
+					t.Logf("run %d: crowded host, the spinning thread waited for a CPU, no class named: %s", i, v.Summary)
 					continue
 				}
 				if job.class == finding.SyncBound && v.Class == finding.SyncBound && strings.Contains(v.Summary, "inside the CUDA driver's synchronisations") &&

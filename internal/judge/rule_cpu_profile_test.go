@@ -254,3 +254,69 @@ func TestCPUSplitUnplacedDriverTimeIsNoOwnWork(t *testing.T) {
 		t.Errorf("little driver time: %s, want preprocessing-bound", v.Class)
 	}
 }
+
+// A thread spinning in its syncs whose samples put only 47 % there and 48 %
+// in the kernel (as one of three observers of one window did, on a loaded
+// virtual machine): the driver probes timed it inside its syncs 78 % of
+// the window while it ran 99 % of it, so at least 78 % of its CPU was the
+// spin, and the split says sync-bound with the timing, not
+// preprocessing-bound from the samples. Without the probes' timing the
+// samples decide. A thread that sleeps in its syncs gets no floor.
+func TestCPUSplitSyncTimedByTheProbesOutweighsItsSamples(t *testing.T) {
+	cats := map[profile.Category]int{profile.DriverSync: 188, profile.Kernel: 193, profile.Interpreter: 19, profile.DriverLaunch: 2}
+	top := profile.SymbolSamples{Symbol: "wait_until", File: "libgpufeed-simcuda.so", Category: profile.DriverSync, Samples: 186}
+	judgeWith := func(cpu float64, d *profile.DriverCalls) (*finding.Verdict, *finding.Finding) {
+		s := &synth{n: 50, util: constF(79), procs: []*sProc{trainer(&sThread{cpu: constF(cpu), wait: constF(0)})}}
+		tl := s.timeline()
+		in := NewInput(tl, derive.New(tl))
+		th := in.Job.Launch.T
+		tl.Meta.CPUProfile = &profile.CPUProfile{State: profile.StateOn, FrequencyHz: 99, CPUs: 2, WindowNS: 5e9,
+			Threads: []profile.ThreadCPU{{PID: th.PID, TID: th.Key.TID, Samples: 402, Categories: cats, Top: []profile.SymbolSamples{top}}}}
+		if d != nil {
+			d.Threads[0].PID, d.Threads[0].TID = th.PID, th.Key.TID
+		}
+		tl.Meta.DriverCalls = d
+		v, fs := judgeVF(tl, derive.New(tl))
+		return v, findingByID(fs, "launch-thread-cpu-split")
+	}
+	v, f := judgeWith(99, driverOf(0, 800, 985, 3.9e9))
+	if f == nil || f.Supports != finding.SyncBound ||
+		!strings.Contains(f.Claim, "78% of the launch thread's CPU inside wait_until (spinning), as the driver probes timed them (its samples put 47% there)") {
+		t.Fatalf("want a sync-bound split from the probes' timing; got %+v", f)
+	}
+	if v.Class != finding.SyncBound {
+		t.Errorf("verdict %s: %s", v.Class, v.Summary)
+	}
+	timed := false
+	for _, e := range f.Evidence {
+		timed = timed || strings.HasPrefix(e.What, "launch thread CPU inside the driver's synchronisations, timed by the driver probes") && e.Value >= 77 && e.Value <= 79
+	}
+	if !timed {
+		t.Errorf("the probes' timing is not in the evidence: %+v", f.Evidence)
+	}
+	// The samples alone: preprocessing-bound (what the observer said).
+	if _, f := judgeWith(99, nil); f == nil || f.Supports != finding.Preprocessing {
+		t.Errorf("without the probes' timing the samples decide; got %+v", f)
+	}
+	// Asleep in its syncs (on a CPU 20 % of the window, in them 78 %): no
+	// floor. On a CPU 30 %, at least 8 % of the window was spent spinning
+	// in them: 27 % of its CPU.
+	if floorCPU := syncCPUFloorOf(20, 0.78); floorCPU != 0 {
+		t.Errorf("a thread on a CPU 20%% of the window, in syncs 78%%: floor %.2f, want 0", floorCPU)
+	}
+	if floorCPU := syncCPUFloorOf(30, 0.78); floorCPU < 0.26 || floorCPU > 0.27 {
+		t.Errorf("a thread on a CPU 30%% of the window, in syncs 78%%: floor %.3f, want 0.267", floorCPU)
+	}
+}
+
+// syncCPUFloorOf is syncCPUFloor for a thread on a CPU cpu % of the window
+// and inside syncs inSync of it.
+func syncCPUFloorOf(cpu, inSync float64) float64 {
+	s := &synth{n: 50, util: constF(79), procs: []*sProc{trainer(&sThread{cpu: constF(cpu), wait: constF(0)})}}
+	tl := s.timeline()
+	in := NewInput(tl, derive.New(tl))
+	th := in.Job.Launch.T
+	d := driverOf(th.Key.TID, 800, 985, int64(inSync*5e9))
+	tl.Meta.DriverCalls = d
+	return syncCPUFloor(in, th)
+}
