@@ -166,11 +166,13 @@ if [ -n "$race_pkgs" ]; then
 fi
 rm -f "$lanes"/*.test
 step "go test (every test; live ones once), in two lanes"
-# The straggler tests (real torch ranks, about 85 s) run in the second
-# lane once its packages are done: what they judge is which rank the
-# others wait for, one rank against the others, which a load from outside
-# the job shifts for all of them alike.
-stragglers='^TestStragglers?[A-Z]'
+# The straggler tests (real torch ranks, about 85 s) and the Python-time
+# ones (a torch training loop's Python stacks, about 50 s) run in the
+# second lane once its packages are done: what they judge is which rank the
+# others wait for, one rank against the others, and where one thread's
+# Python time went, shares that a load from outside the job shifts for all
+# alike.
+stragglers='^(TestStragglers?[A-Z]|TestPythonTime[A-Z])'
 (
 	set +e
 	go test -count=1 -timeout 30m -parallel 8 -skip "$stragglers" "$e2e_pkg" >"$lanes/e2e" 2>&1
@@ -184,7 +186,7 @@ rest_rc=0
 		printf -- '-- the race detector on the concurrent packages\n'
 		go test -p 1 -count=1 -timeout 30m -parallel 8 -race $race_pkgs || rest_rc=1
 	fi
-	printf -- '-- the end-to-end package'"'"'s straggler tests\n'
+	printf -- '-- the end-to-end package'"'"'s straggler and Python-time tests\n'
 	go test -count=1 -timeout 30m -run "$stragglers" "$e2e_pkg" || rest_rc=1
 } >"$lanes/rest" 2>&1
 cat "$lanes/rest"
