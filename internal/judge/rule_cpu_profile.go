@@ -85,6 +85,16 @@ func runCPUSplit(in *Input) []finding.Finding {
 	}
 	prof := in.Timeline.Meta.CPUProfile
 	th := launchThread.T
+	if _, throttled := throttledLaunch(in); throttled && nanZero(th.Wait.Mean) > nanZero(th.CPU.Mean) {
+		// Its CPU limit held it off a CPU longer than it ran: the idle
+		// time /proc gave to the CPU side passed mostly with the thread
+		// throttled, which is the limit's (cpu-quota-throttled), whatever
+		// it did in the little time it ran. Read as its own work, the
+		// interpreter of a sync loop throttled in every period at 0.1 CPU
+		// (running 10 % of the time, waiting 56 %) made it
+		// preprocessing-bound.
+		return nil
+	}
 	tp, ok := prof.Thread(th.Key.TID)
 	if !ok || tp.Samples < cpuSplitMinSamples {
 		return nil

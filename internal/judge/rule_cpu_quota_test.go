@@ -7,6 +7,7 @@ import (
 
 	"github.com/gpufeed/gpufeed/internal/derive"
 	"github.com/gpufeed/gpufeed/internal/finding"
+	"github.com/gpufeed/gpufeed/internal/profile"
 	"github.com/gpufeed/gpufeed/internal/timeline"
 )
 
@@ -91,4 +92,41 @@ func TestCPUQuotaThrottlingThatCostsLittleIsInformation(t *testing.T) {
 		t.Errorf("a limit costing the launch thread 3%% named in the verdict: %s because %v", v.Summary, v.Because)
 	}
 	// At 40 % of its time held off a CPU it leads (TestCPUQuotaLeadsTheVerdict).
+}
+
+// A launch thread its 0.6-CPU limit throttles in 9 of 10 periods, running
+// 12 % of every interval and waiting for a CPU 60 %, whose few samples
+// fall in the interpreter (its loop's own Python, nothing launched for
+// long): what it did while running does not explain an idle GPU it was
+// kept off a CPU for five times as long. The limit leads; the CPU split
+// names nothing. Built from a real run: the sync loop under a 0.1-CPU
+// limit was judged preprocessing-bound from 41 samples, 85 % of them in
+// the interpreter. The same profile on a thread that ran more than it
+// waited still names preprocessing (its own work comes first there).
+func TestCPUQuotaThrottledThreadsProfileNamesNoClass(t *testing.T) {
+	for _, tc := range []struct {
+		cpu, wait float64
+		want      finding.Class
+		lead      string
+	}{
+		{12, 60, finding.SubmissionBound, "cpu-quota-throttled"},
+		{60, 35, finding.Preprocessing, "launch-thread-cpu-split"},
+	} {
+		s := &synth{n: 50, util: constF(25), procs: []*sProc{trainer(&sThread{cpu: constF(tc.cpu), wait: constF(tc.wait)})}}
+		tl := s.timeline()
+		withQuota(tl, 9)
+		in := NewInput(tl, derive.New(tl))
+		th := in.Job.Launch.T
+		tl.Meta.CPUProfile = &profile.CPUProfile{State: profile.StateOn, FrequencyHz: 99, CPUs: 2, WindowNS: 5e9,
+			Threads: []profile.ThreadCPU{{PID: th.PID, TID: th.Key.TID, Samples: 41,
+				Categories: map[profile.Category]int{profile.Interpreter: 35, profile.Kernel: 3, profile.DriverSync: 2, profile.DriverLaunch: 1},
+				Top:        []profile.SymbolSamples{{Symbol: "_PyEval_EvalFrameDefault", File: "libpython3.11.so.1.0", Category: profile.Interpreter, Samples: 35}}}}}
+		v, fs := judgeVF(tl, derive.New(tl))
+		if v.Class != tc.want || len(v.Because) == 0 || v.Because[0] != tc.lead {
+			t.Errorf("running %.0f%%, waiting %.0f%%: %s because %v, want %s led by %s: %s", tc.cpu, tc.wait, v.Class, v.Because, tc.want, tc.lead, v.Summary)
+		}
+		if f := findingByID(fs, "launch-thread-cpu-split"); tc.want == finding.SubmissionBound && f != nil {
+			t.Errorf("running %.0f%%, waiting %.0f%%: the split of its running time judged: %s", tc.cpu, tc.wait, f.Claim)
+		}
+	}
 }

@@ -60,6 +60,38 @@ func (c *CPUCgroup) Add(pid int) error {
 	return os.WriteFile(filepath.Join(c.Dir, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0o644)
 }
 
+// Stat reads the cgroup's cpu.stat: the enforcement periods elapsed with
+// it runnable and those in which its quota throttled it.
+func (c *CPUCgroup) Stat() (periods, throttled uint64, err error) {
+	b, err := os.ReadFile(filepath.Join(c.Dir, "cpu.stat"))
+	if err != nil {
+		return 0, 0, err
+	}
+	seen := 0
+	for _, line := range strings.Split(string(b), "\n") {
+		k, v, ok := strings.Cut(line, " ")
+		if !ok {
+			continue
+		}
+		n, perr := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+		switch {
+		case k != "nr_periods" && k != "nr_throttled":
+			continue
+		case perr != nil:
+			return 0, 0, fmt.Errorf("%s: %s: %w", filepath.Join(c.Dir, "cpu.stat"), k, perr)
+		case k == "nr_periods":
+			periods = n
+		default:
+			throttled = n
+		}
+		seen++
+	}
+	if seen != 2 {
+		return 0, 0, fmt.Errorf("%s: no nr_periods and nr_throttled lines", filepath.Join(c.Dir, "cpu.stat"))
+	}
+	return periods, throttled, nil
+}
+
 // Remove moves any task left back to the parent and removes the cgroup.
 func (c *CPUCgroup) Remove() error {
 	var err error
