@@ -165,6 +165,10 @@ if [ -n "$race_pkgs" ]; then
 	go test -race -c -o "$lanes/" $(with_tests $race_pkgs) >/dev/null
 fi
 rm -f "$lanes"/*.test
+# The end-to-end lane's log: go test -json, printed as go test prints it,
+# then its slowest tests (scripts/testlog), so that a run says where its
+# time went.
+go build -o "$lanes/testlog" ./scripts/testlog
 step "go test (every test; live ones once), in two lanes"
 # The straggler tests (real torch ranks, about 85 s) and the Python-time
 # ones (a torch training loop's Python stacks, about 50 s) run in the
@@ -175,8 +179,8 @@ step "go test (every test; live ones once), in two lanes"
 stragglers='^(TestStragglers?[A-Z]|TestPythonTime[A-Z])'
 (
 	set +e
-	go test -count=1 -timeout 30m -parallel 8 -skip "$stragglers" "$e2e_pkg" >"$lanes/e2e" 2>&1
-	echo $? >"$lanes/e2e.rc"
+	go test -json -count=1 -timeout 30m -parallel 8 -skip "$stragglers" "$e2e_pkg" 2>&1 | "$lanes/testlog" -slowest 20 >"$lanes/e2e" 2>&1
+	echo "${PIPESTATUS[0]}" >"$lanes/e2e.rc"
 ) &
 e2e_pid=$!
 rest_rc=0

@@ -1,0 +1,117 @@
+// Command testlog reads go test -json on stdin and writes what go test
+// prints without -v: each package's ok or FAIL line, and the whole output of
+// every test that failed (its subtests' too), followed by the slowest
+// top-level tests with their times. scripts/test.sh runs the end-to-end
+// package through it, so that a CI log says where the suite's time went.
+//
+//	go test -json ./cmd/gpufeed | go run ./scripts/testlog -slowest 15
+//
+// Lines that are not JSON (a build error, a panic before the test binary
+// speaks test2json) are printed as they come.
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+)
+
+type event struct {
+	Action  string
+	Package string
+	Test    string
+	Elapsed float64
+	Output  string
+}
+
+type testTime struct {
+	pkg, name string
+	sec       float64
+	failed    bool
+}
+
+// summarise copies r's events to w as go test without -v would print
+// them, then the slowest top-level tests; it says whether any test or
+// package failed.
+func summarise(r io.Reader, w io.Writer, slowest int) (failed bool, err error) {
+	// Each top-level test's output, its subtests' included, in the order
+	// it came; dropped once the test passed.
+	type key struct{ pkg, test string }
+	out := map[key][]string{}
+	var times []testTime
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	for sc.Scan() {
+		line := sc.Bytes()
+		var e event
+		if len(line) == 0 || line[0] != '{' || json.Unmarshal(line, &e) != nil {
+			fmt.Fprintln(w, string(line))
+			continue
+		}
+		top, _, sub := strings.Cut(e.Test, "/")
+		k := key{e.Package, top}
+		switch {
+		case e.Action == "output" && e.Test == "":
+			// Package lines: ok, FAIL, a panic outside a test.
+			if s := e.Output; !strings.HasPrefix(s, "=== ") && s != "PASS\n" {
+				fmt.Fprint(w, s)
+			}
+		case e.Action == "output":
+			if s := e.Output; !strings.HasPrefix(s, "=== RUN") && !strings.HasPrefix(s, "=== PAUSE") && !strings.HasPrefix(s, "=== CONT") {
+				out[k] = append(out[k], s)
+			}
+		case (e.Action == "pass" || e.Action == "fail") && e.Test == "":
+			failed = failed || e.Action == "fail"
+			// A package that failed with tests unfinished (a timeout, a
+			// crash): what those tests printed so far.
+			for k, lines := range out {
+				if k.pkg == e.Package {
+					fmt.Fprintf(w, "-- %s did not finish; its output:\n%s", k.test, strings.Join(lines, ""))
+					delete(out, k)
+				}
+			}
+		case (e.Action == "pass" || e.Action == "fail") && !sub:
+			times = append(times, testTime{e.Package, e.Test, e.Elapsed, e.Action == "fail"})
+			if e.Action == "fail" {
+				failed = true
+				for _, s := range out[k] {
+					fmt.Fprint(w, s)
+				}
+			}
+			delete(out, k)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return true, err
+	}
+	if slowest > 0 && len(times) > 0 {
+		sort.SliceStable(times, func(i, j int) bool { return times[i].sec > times[j].sec })
+		fmt.Fprintf(w, "-- the %d slowest tests (wall time, parallel ones overlapping others)\n", min(slowest, len(times)))
+		for _, t := range times[:min(slowest, len(times))] {
+			mark := ""
+			if t.failed {
+				mark = "  FAIL"
+			}
+			fmt.Fprintf(w, "%8.1fs  %s%s\n", t.sec, t.name, mark)
+		}
+	}
+	return failed, nil
+}
+
+func main() {
+	slowest := flag.Int("slowest", 15, "list this many of the slowest top-level tests (0: none)")
+	flag.Parse()
+	failed, err := summarise(os.Stdin, os.Stdout, *slowest)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "testlog: reading go test -json:", err)
+		os.Exit(2)
+	}
+	if failed {
+		os.Exit(1)
+	}
+}

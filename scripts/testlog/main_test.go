@@ -1,0 +1,76 @@
+package main
+
+import (
+	"os"
+	"strings"
+	"testing"
+)
+
+// A real go test -json stream (testdata/go-test.json: a package with a
+// passing test that logs, a slow one, a failing subtest beside a passing
+// one, and two parallel tests, one failing): what the failed tests said is
+// printed in order, nothing of the passing ones, then the slowest.
+func TestSummarise(t *testing.T) {
+	f, err := os.Open("testdata/go-test.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var b strings.Builder
+	failed, err := summarise(f, &b, 2)
+	if err != nil || !failed {
+		t.Fatalf("failed %v, err %v", failed, err)
+	}
+	got := b.String()
+	for _, want := range []string{
+		"    m_test.go:16: want 2, got 3\n--- FAIL: TestBroken/wrong (0.00s)\n--- FAIL: TestBroken (0.00s)\n",
+		"    m_test.go:21: B fails\n--- FAIL: TestParallelB (0.10s)\n",
+		"FAIL\texample.com/m\t0.408s\n",
+		"-- the 2 slowest tests (wall time, parallel ones overlapping others)\n     0.3s  TestSlow\n     0.1s  TestParallelB  FAIL\n",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("output lacks %q:\n%s", want, got)
+		}
+	}
+	for _, never := range []string{"quiet when it passes", "A logs", "=== RUN", "TestQuick"} {
+		if strings.Contains(got, never) {
+			t.Errorf("output has %q:\n%s", never, got)
+		}
+	}
+}
+
+// A package that timed out: its test never ended, so what it printed is
+// shown when the package fails; a line that is not JSON passes through.
+func TestSummariseUnfinished(t *testing.T) {
+	in := `build output that is not JSON
+{"Action":"run","Package":"p","Test":"TestHang"}
+{"Action":"output","Package":"p","Test":"TestHang","Output":"=== RUN   TestHang\n"}
+{"Action":"output","Package":"p","Test":"TestHang","Output":"    p_test.go:9: waiting\n"}
+{"Action":"output","Package":"p","Output":"panic: test timed out after 1s\n"}
+{"Action":"fail","Package":"p","Elapsed":1}
+`
+	var b strings.Builder
+	failed, err := summarise(strings.NewReader(in), &b, 5)
+	if err != nil || !failed {
+		t.Fatalf("failed %v, err %v", failed, err)
+	}
+	want := "build output that is not JSON\npanic: test timed out after 1s\n-- TestHang did not finish; its output:\n    p_test.go:9: waiting\n"
+	if b.String() != want {
+		t.Errorf("got\n%s\nwant\n%s", b.String(), want)
+	}
+}
+
+func FuzzSummarise(f *testing.F) {
+	b, err := os.ReadFile("testdata/go-test.json")
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(string(b))
+	f.Add("{\"Action\":\"fail\",\"Package\":\"p\"}\n{")
+	f.Fuzz(func(t *testing.T, in string) {
+		var w strings.Builder
+		if _, err := summarise(strings.NewReader(in), &w, 3); err != nil && !strings.Contains(err.Error(), "token too long") {
+			t.Fatal(err)
+		}
+	})
+}
