@@ -38,7 +38,7 @@ var layers = []struct {
 	{"render", []string{"vocabulary", "derive", "judge", "render"}, []string{"internal/render"}},
 	{"pipeline", []string{"vocabulary", "sources", "derive", "judge", "render", "pipeline"}, []string{"internal/agent", "internal/diagnose", "internal/live"}},
 	{"commands", []string{"vocabulary", "sources", "derive", "judge", "render", "pipeline", "commands"}, []string{"cmd/gpufeed", "cmd/gpufeed-agent", "cmd/tracegen", "internal/agentcmd"}},
-	{"testing", []string{"vocabulary", "testing"}, []string{"internal/golden", "internal/browsertest", "internal/clitest", "internal/testjob", "internal/layers", "internal/livetest"}},
+	{"testing", []string{"vocabulary", "testing"}, []string{"internal/golden", "internal/browsertest", "internal/clitest", "internal/testjob", "internal/layers", "internal/livetest", "scripts/testlog"}},
 }
 
 // graph lists the module's packages and their direct imports within it
