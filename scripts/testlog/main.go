@@ -19,9 +19,11 @@ import (
 	"os"
 	"sort"
 	"strings"
+	"time"
 )
 
 type event struct {
+	Time    time.Time
 	Action  string
 	Package string
 	Test    string
@@ -43,6 +45,7 @@ func summarise(r io.Reader, w io.Writer, slowest int) (failed bool, err error) {
 	// it came; dropped once the test passed.
 	type key struct{ pkg, test string }
 	out := map[key][]string{}
+	started := map[key]time.Time{}
 	var times []testTime
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 1<<20), 16<<20)
@@ -75,8 +78,19 @@ func summarise(r io.Reader, w io.Writer, slowest int) (failed bool, err error) {
 					delete(out, k)
 				}
 			}
+		case (e.Action == "run" || e.Action == "cont") && !sub:
+			// A parallel test starts when it continues, not when it paused.
+			started[k] = e.Time
 		case (e.Action == "pass" || e.Action == "fail") && !sub:
-			times = append(times, testTime{e.Package, e.Test, e.Elapsed, e.Action == "fail"})
+			// Wall time from its start to its end: a test's Elapsed leaves
+			// out the parallel subtests it waits for after its function
+			// returns.
+			sec := e.Elapsed
+			if t0, ok := started[k]; ok && !t0.IsZero() && e.Time.Sub(t0).Seconds() > sec {
+				sec = e.Time.Sub(t0).Seconds()
+			}
+			delete(started, k)
+			times = append(times, testTime{e.Package, e.Test, sec, e.Action == "fail"})
 			if e.Action == "fail" {
 				failed = true
 				for _, s := range out[k] {

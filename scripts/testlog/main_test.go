@@ -8,7 +8,8 @@ import (
 
 // A real go test -json stream (testdata/go-test.json: a package with a
 // passing test that logs, a slow one, a failing subtest beside a passing
-// one, and two parallel tests, one failing): what the failed tests said is
+// one, two parallel tests, one failing, and one whose two subtests run in
+// parallel): what the failed tests said is
 // printed in order, nothing of the passing ones, then the slowest.
 func TestSummarise(t *testing.T) {
 	f, err := os.Open("testdata/go-test.json")
@@ -25,8 +26,10 @@ func TestSummarise(t *testing.T) {
 	for _, want := range []string{
 		"    m_test.go:16: want 2, got 3\n--- FAIL: TestBroken/wrong (0.00s)\n--- FAIL: TestBroken (0.00s)\n",
 		"    m_test.go:21: B fails\n--- FAIL: TestParallelB (0.10s)\n",
-		"FAIL\texample.com/m\t0.408s\n",
-		"-- the 2 slowest tests (wall time, parallel ones overlapping others)\n     0.3s  TestSlow\n     0.1s  TestParallelB  FAIL\n",
+		"FAIL\texample.com/m\t0.906s\n",
+		// TestParallelSubtests' own Elapsed is 0: its two parallel
+		// subtests of 0.5 s run after its function returns.
+		"-- the 2 slowest tests (wall time, parallel ones overlapping others)\n     0.5s  TestParallelSubtests\n     0.3s  TestSlow\n",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("output lacks %q:\n%s", want, got)
