@@ -179,7 +179,8 @@ step "go test (every test; live ones once), in two lanes"
 stragglers='^(TestStragglers?[A-Z]|TestPythonTime[A-Z])'
 (
 	set +e
-	go test -json -count=1 -timeout 30m -parallel 8 -skip "$stragglers" "$e2e_pkg" 2>&1 | "$lanes/testlog" -slowest 20 >"$lanes/e2e" 2>&1
+	# GPUFEED_TEST_JSON=FILE keeps the lane's go test -json stream there.
+	go test -json -count=1 -timeout 30m -parallel 8 -skip "$stragglers" "$e2e_pkg" 2>&1 | tee "${GPUFEED_TEST_JSON:-/dev/null}" | "$lanes/testlog" -slowest 20 >"$lanes/e2e" 2>&1
 	echo "${PIPESTATUS[0]}" >"$lanes/e2e.rc"
 ) &
 e2e_pid=$!

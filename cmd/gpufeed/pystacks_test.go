@@ -110,6 +110,7 @@ func TestGlooStuckRankWithoutStacks(t *testing.T) {
 // that home as the training thread's lead stage, with its change.
 func TestPythonTimeShares(t *testing.T) {
 	livetest.Need(t)
+	sharesWithinTheJob(t)
 	requireTorch(t)
 	for _, c := range []struct{ mode, stage, change string }{
 		{"loader", "waiting on the DataLoader's __next__", "raise num_workers"},
@@ -144,6 +145,7 @@ func TestPythonTimeShares(t *testing.T) {
 // Applied to each batch in the loop, the change is workers or the GPU.
 func TestPythonTimeTransforms(t *testing.T) {
 	livetest.Need(t)
+	sharesWithinTheJob(t)
 	requireTorch(t)
 	if err := testjob.TorchVision(); err != nil {
 		t.Skip(err)
@@ -179,6 +181,7 @@ func TestPythonTimeTransforms(t *testing.T) {
 // the sampler follows the job from its start, through its imports.
 func TestPythonTimeLaunched(t *testing.T) {
 	livetest.Need(t)
+	sharesWithinTheJob(t)
 	py := requireTorch(t)
 	dir := t.TempDir()
 	if err := testjob.WriteScripts(dir); err != nil {

@@ -403,8 +403,14 @@ type copiedReading struct {
 // (read by the test every half second); over the numpy array and with spawn
 // workers nothing is found. Attached at 50 s the workers have copied most of
 // what they will (the rate alone missed them).
+//
+// Its loaders keep a CPU busy, but what it checks is a level against the
+// test's own smaps readings at the same moments, which a crowded host moves
+// for both alike: it runs with the light tests, not in the serial group
+// (where it held the package for 90 s of waiting for the loaders to age).
 func TestDataLoaderCopiedLevelAttached(t *testing.T) {
 	livetest.Need(t)
+	lightLive(t)
 	requireTorch(t)
 	bin := gpufeed(t)
 	ages := []time.Duration{3 * time.Second, 30 * time.Second, 50 * time.Second}

@@ -36,6 +36,17 @@ import (
 
 func TestMain(m *testing.M) { os.Exit(clitest.Main(m)) }
 
+// light marks a live test whose job uses no CPU to speak of and whose
+// checks measure none (HTTP answers, labels, pod names, an OOM kill
+// counted, a zombie root): such tests run side by side once the package's
+// serial ones are done (Go holds parallel top-level tests until then), so
+// none of them runs beside the descriptor exhaustion test, which lowers
+// the process's own descriptor limit, nor beside a test measuring CPU.
+func light(t *testing.T) {
+	t.Helper()
+	t.Parallel()
+}
+
 // startScenario starts a built-in scenario and waits until it works.
 func startScenario(t *testing.T, name string) *demo.Run {
 	t.Helper()
@@ -250,6 +261,7 @@ func TestAgentLaunchBoundScenario(t *testing.T) {
 // death, counted once however many windows read it again.
 func TestAgentCountsOOMKilledMemberOnce(t *testing.T) {
 	livetest.Need(t)
+	light(t)
 	ctx := context.Background()
 	o, err := testjob.StartRanks(ctx, 2, 150)
 	if err != nil {
@@ -276,6 +288,7 @@ func TestAgentCountsOOMKilledMemberOnce(t *testing.T) {
 // job's metrics.
 func TestAgentProbeFailureKeepsScrape(t *testing.T) {
 	livetest.Need(t)
+	light(t)
 	sleep := exec.Command("sleep", "60")
 	sleep.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := sleep.Start(); err != nil {
@@ -334,6 +347,7 @@ func grepLines(s, sub string) string {
 // digits or hex.)
 func TestAgentMetricsLabelsAreSafe(t *testing.T) {
 	livetest.Need(t)
+	light(t)
 	dir := t.TempDir()
 	exe := filepath.Join(dir, "A\u202eB\x1b[31m\u2028")
 	b, err := os.ReadFile("/bin/sleep")

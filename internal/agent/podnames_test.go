@@ -24,6 +24,7 @@ import (
 // UID only.
 func TestAgentNamesPods(t *testing.T) {
 	livetest.Need(t)
+	light(t)
 	top, err := testjob.NewMemoryCgroup("kubepods-gpufeed-"+strconv.Itoa(os.Getpid()), 1<<30)
 	if errors.Is(err, testjob.ErrUnavailable) {
 		t.Skip(err)

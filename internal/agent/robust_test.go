@@ -128,6 +128,7 @@ func TestAgentObserverCostIsTheSamplersOwn(t *testing.T) {
 // parameter is echoed cut.
 func TestAgentReportTakesStartTimeForReusedPID(t *testing.T) {
 	livetest.Need(t)
+	light(t)
 	pid := startSleep(t, 0)
 	cfg := testConfig(t)
 	cfg.PIDs = []int{pid}
@@ -174,6 +175,7 @@ func TestAgentReportTakesStartTimeForReusedPID(t *testing.T) {
 // windows of a process that is gone.
 func TestAgentEndsJobWhoseRootIsAZombie(t *testing.T) {
 	livetest.Need(t)
+	light(t)
 	c := exec.Command("sleep", "120")
 	if err := c.Start(); err != nil {
 		t.Fatal(err)

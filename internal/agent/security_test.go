@@ -87,6 +87,7 @@ func curlAs(t *testing.T, uid uint32, sock, path string) (int, string) {
 // process's address space layout. Its own job it reads, without them.
 func TestAgentDetailSocketAnswersEachUserAsTheKernelWould(t *testing.T) {
 	livetest.Need(t)
+	light(t)
 	if os.Getuid() != 0 {
 		t.Skip("needs root: jobs of two users, and a client of each")
 	}
