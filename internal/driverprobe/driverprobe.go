@@ -514,22 +514,12 @@ func uprobesDenied(err error) error {
 // the launches on f: one for the calls counted at entry, one for the
 // syncs' entries and one for their returns.
 func (p *Prober) attachMultiFile(f *probedFile) ([]link.Link, error) {
-	var calls, syncs []int
-	for i, e := range entries {
-		switch e.class {
-		case profile.CallLaunch:
-		case profile.CallSync:
-			syncs = append(syncs, i)
-		default:
-			calls = append(calls, i)
-		}
-	}
 	var links []link.Link
 	for _, set := range []struct {
 		idx  []int
 		prog *ebpf.Program
-	}{{calls, p.objs.CallMulti}, {syncs, p.objs.SyncEnterMulti}} {
-		l, placed, err := p.placeMulti(f, set.idx, set.prog, false)
+	}{{otherIdx, p.objs.CallMulti}, {syncIdx, p.objs.SyncEnterMulti}} {
+		l, placed, err := p.placeMulti(f, set.idx, set.prog, false, true)
 		if err != nil {
 			closeAll(links)
 			return nil, err
@@ -540,7 +530,7 @@ func (p *Prober) attachMultiFile(f *probedFile) ([]link.Link, error) {
 		links = append(links, l)
 		f.lib.Probes += len(placed)
 		if set.prog == p.objs.SyncEnterMulti {
-			r, _, err := p.placeMulti(f, placed, p.objs.SyncExitMulti, true)
+			r, _, err := p.placeMulti(f, placed, p.objs.SyncExitMulti, true, true)
 			if err != nil {
 				closeAll(links)
 				return nil, err
@@ -555,10 +545,12 @@ func (p *Prober) attachMultiFile(f *probedFile) ([]link.Link, error) {
 
 // placeMulti places one uprobe_multi link on f's file for the entries idx
 // (each with its cookie), on their returns where ret. The entry points the
-// file lacks are left out (into f.lib.Absent on entry) and placed says
-// which were probed. A refusal for want of privilege is an error; any
-// other failure goes into f.lib.Errors and places nothing.
-func (p *Prober) placeMulti(f *probedFile, idx []int, prog *ebpf.Program, ret bool) (l link.Link, placed []int, err error) {
+// file lacks are left out and placed says which were probed. A refusal for
+// want of privilege is an error; any other failure places nothing. Where
+// say, what was left out (on entry) and what failed go into f.lib.Absent
+// and f.lib.Errors: a file's report says them once, at the first placement,
+// not at every burst of the launch probes.
+func (p *Prober) placeMulti(f *probedFile, idx []int, prog *ebpf.Program, ret, say bool) (l link.Link, placed []int, err error) {
 	idx = slices.Clone(idx)
 	for len(idx) > 0 {
 		syms := make([]string, len(idx))
@@ -577,7 +569,7 @@ func (p *Prober) placeMulti(f *probedFile, idx []int, prog *ebpf.Program, ret bo
 			// cuLaunchKernel_ptsz: not found"): left out, the rest placed.
 			k := slices.IndexFunc(syms, func(s string) bool { return strings.Contains(err.Error(), "symbol "+s+":") })
 			if k >= 0 {
-				if !ret {
+				if say && !ret {
 					f.lib.Absent = append(f.lib.Absent, syms[k])
 				}
 				idx = slices.Delete(idx, k, k+1)
@@ -588,11 +580,13 @@ func (p *Prober) placeMulti(f *probedFile, idx []int, prog *ebpf.Program, ret bo
 			if denied(err) {
 				return nil, nil, uprobesDenied(err)
 			}
-			what := strings.Join(syms, ", ")
-			if ret {
-				what += " (return)"
+			if say {
+				what := strings.Join(syms, ", ")
+				if ret {
+					what += " (return)"
+				}
+				f.lib.Errors = append(f.lib.Errors, what+": "+err.Error())
 			}
-			f.lib.Errors = append(f.lib.Errors, what+": "+err.Error())
 			return nil, nil, nil
 		}
 		return l, idx, nil
@@ -606,23 +600,13 @@ func (p *Prober) attachLaunch(f *probedFile) {
 		return
 	}
 	if p.multi {
-		var launches []int
-		for i, e := range entries {
-			if e.class == profile.CallLaunch {
-				launches = append(launches, i)
-			}
-		}
-		known := f.launchKnown
-		absent, errs := len(f.lib.Absent), len(f.lib.Errors)
-		l, placed, err := p.placeMulti(f, launches, p.objs.CallMulti, false)
-		if known {
-			// Said once, at the first burst.
-			f.lib.Absent, f.lib.Errors = f.lib.Absent[:absent], f.lib.Errors[:errs]
-		} else if err == nil {
-			f.lib.Probes += len(placed)
-		}
-		if err != nil && !known {
+		first := !f.launchKnown
+		l, placed, err := p.placeMulti(f, launchIdx, p.objs.CallMulti, false, first)
+		switch {
+		case err != nil && first:
 			f.lib.Errors = append(f.lib.Errors, err.Error())
+		case err == nil && first:
+			f.lib.Probes += len(placed)
 		}
 		if l != nil {
 			f.launch = append(f.launch, l)
@@ -630,10 +614,8 @@ func (p *Prober) attachLaunch(f *probedFile) {
 		f.launchKnown = true
 		return
 	}
-	for i, e := range entries {
-		if e.class != profile.CallLaunch {
-			continue
-		}
+	for _, i := range launchIdx {
+		e := entries[i]
 		l, err := f.ex.Uprobe(e.sym, p.objs.Call, &link.UprobeOptions{Cookie: cookie(i)})
 		if !f.launchKnown {
 			switch {

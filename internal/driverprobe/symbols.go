@@ -46,6 +46,23 @@ var entries = func() []entry {
 	return e
 }()
 
+// launchIdx, syncIdx and otherIdx are the indexes in entries of the
+// launches (probed in bursts), the synchronisations (probed on entry and
+// return) and every other call (counted at entry).
+var launchIdx, syncIdx, otherIdx = func() (launch, sync, other []int) {
+	for i, e := range entries {
+		switch e.class {
+		case profile.CallLaunch:
+			launch = append(launch, i)
+		case profile.CallSync:
+			sync = append(sync, i)
+		default:
+			other = append(other, i)
+		}
+	}
+	return launch, sync, other
+}()
+
 // cookie packs an entry's index and byte-count argument for the BPF
 // program (bpf/driver.bpf.c: COOKIE_INDEX, COOKIE_ARG).
 func cookie(i int) uint64 { return uint64(i) | uint64(entries[i].arg)<<16 }
