@@ -100,6 +100,7 @@ func merge(chunks []packed) (*timeline.Timeline, []string, error) {
 			m.TickMaxNS = max(m.TickMaxNS, o.TickMaxNS)
 			if o.Sched != "" {
 				m.Sched, m.SchedNotBPF = o.Sched, o.SchedNotBPF
+				m.SchedMissed += o.SchedMissed
 			}
 		}
 		for _, n := range tl.Meta.Notes {

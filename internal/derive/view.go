@@ -91,6 +91,7 @@ type Observer struct {
 	// scheduling counters came from, and why not from the kernel's events.
 	Sched       string `json:"sched,omitempty"`
 	SchedNotBPF string `json:"sched_not_bpf,omitempty"`
+	SchedMissed uint64 `json:"sched_missed,omitempty"`
 }
 
 // New analyses a timeline.
@@ -126,7 +127,7 @@ func (a *View) buildObserver() {
 	cpu := float64(o.CPUUserNS+o.CPUSysNS) / 1e9
 	ob := &Observer{CPUSeconds: cpu, ThreadSamples: o.ThreadSamples, ThreadSamplesCarried: o.ThreadSamplesCarried, TickP50MS: float64(o.TickP50NS) / 1e6,
 		TickMaxMS: float64(o.TickMaxNS) / 1e6, Overruns: a.Timeline.Counts.Overruns, CPUPctOfCore: math.NaN(), USPerThreadSample: math.NaN(),
-		Sched: o.Sched, SchedNotBPF: o.SchedNotBPF}
+		Sched: o.Sched, SchedNotBPF: o.SchedNotBPF, SchedMissed: o.SchedMissed}
 	if o.WallNS >= observerMinWallNS {
 		ob.CPUPctOfCore = cpu / (float64(o.WallNS) / 1e9) * 100
 	}

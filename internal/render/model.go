@@ -288,6 +288,9 @@ type Observer struct {
 	// they were asked for when allowed.
 	Sched       string `json:"sched,omitempty"`
 	SchedNotBPF string `json:"sched_not_bpf,omitempty"`
+	// SchedMissed counts the scheduler events the kernel skipped the
+	// counting programs for.
+	SchedMissed uint64 `json:"sched_missed,omitempty"`
 }
 
 // NotVisible is a fact that could not be read, and the privilege that would show it.

@@ -605,6 +605,8 @@ func (t *textWriter) facts(r *Report) {
 			pct(o.CPUPercentOfCore), Duration(time.Duration(o.CPUNS)), per, o.ThreadSamples, carried,
 			Duration(time.Duration(o.TickP50NS)), Duration(time.Duration(o.TickMaxNS)), o.Overruns)
 		switch {
+		case o.Sched == "bpf" && o.SchedMissed > 0:
+			t.printf("SCHEDULING: threads' run time, run-queue wait and switches from the scheduler's events, counted in the kernel; %d events not counted (the kernel skipped the counting program: it was already running on that CPU)\n", o.SchedMissed)
 		case o.Sched == "bpf":
 			t.printf("SCHEDULING: threads' run time, run-queue wait and switches from the scheduler's events, counted in the kernel\n")
 		case o.Sched == "proc" && o.SchedNotBPF != "":

@@ -85,3 +85,23 @@ func TestObserverSaysWhatWasCarried(t *testing.T) {
 		t.Errorf("nothing carried, yet:\n%s", got)
 	}
 }
+
+// TestSchedulingLineCountsMissedEvents: events the kernel skipped the
+// counting program for are said on the SCHEDULING line; none, nothing.
+func TestSchedulingLineCountsMissedEvents(t *testing.T) {
+	pctv, per := 1.0, 900.0
+	o := &Observer{CPUPercentOfCore: &pctv, CPUNS: 1e8, NSPerThreadSample: &per, ThreadSamples: 1000,
+		TickP50NS: 700e3, TickMaxNS: 2e6, Sched: "bpf", SchedMissed: 3}
+	tw := &textWriter{}
+	tw.facts(&Report{Observer: o})
+	want := "counted in the kernel; 3 events not counted (the kernel skipped the counting program: it was already running on that CPU)\n"
+	if got := tw.buf.String(); !strings.Contains(got, want) {
+		t.Errorf("the scheduling line lacks %q:\n%s", want, got)
+	}
+	o.SchedMissed = 0
+	tw = &textWriter{}
+	tw.facts(&Report{Observer: o})
+	if got := tw.buf.String(); strings.Contains(got, "not counted") || !strings.Contains(got, "counted in the kernel\n") {
+		t.Errorf("nothing missed, yet:\n%s", got)
+	}
+}

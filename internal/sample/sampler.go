@@ -412,6 +412,9 @@ func (s *Sampler) Run(ctx context.Context) (*timeline.Timeline, error) {
 		TickMaxNS:            slices.Max(s.tickDur),
 	}
 	ob.Sched, ob.SchedNotBPF = s.schedSrc, s.schedNotBPF
+	if s.schedSrc == timeline.SchedBPF {
+		ob.SchedMissed = s.snap.Missed // the programs were loaded for this window
+	}
 	s.readWakers()
 	s.tl.Meta.Observer = ob
 	for _, p := range s.procs {

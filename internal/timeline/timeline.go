@@ -174,6 +174,10 @@ type Observer struct {
 	// asked for when allowed (--sched auto): the missing capability or
 	// kernel feature.
 	SchedNotBPF string `json:"sched_not_bpf,omitempty"`
+	// SchedMissed counts the scheduler events the kernel skipped the
+	// counting programs for in the window (a program already running on
+	// that CPU): each lost at most a slice, a switch and its time.
+	SchedMissed uint64 `json:"sched_missed,omitempty"`
 }
 
 // Where the threads' scheduling counters came from (Observer.Sched).
