@@ -114,6 +114,12 @@ else
 		echo "$missing could not be installed (apt-get as root or passwordless sudo is needed): the container test will skip"
 	fi
 fi
+# The image's two Debian bases (debootstrap, some minutes on a new machine;
+# kept for later runs) are made now: made by the container test itself, they
+# ran beside the live tests and starved their jobs of CPU.
+if command -v podman >/dev/null && command -v prometheus >/dev/null; then
+	if scripts/image.sh --bases; then echo "the image's bases are there"; else echo "the image's bases could not be made: the container test will say why"; fi
+fi
 
 # helm lint and helm template over the chart (deploy/validate's
 # TestHelmCLI): helm built from its Go module, the version deploy/validate

@@ -245,7 +245,8 @@ func readPairs(t *testing.T, tr *Tracer, pid int, tids []int) map[int]pair {
 	return out
 }
 
-// Time on CPU and on run queues, over 2 s of four threads that spin and
+// Time on CPU and on run queues, over 2 s (longer where a loaded host has
+// not let each thread run 200 ms in that time) of four threads that spin and
 // sleep, agree with the kernel's own schedstat for the same threads: within
 // 3 % of the time plus 5 ms for CPU (the two are read a moment apart, and
 // the kernel's sum_exec_runtime starts a slice at a slightly different
@@ -268,7 +269,15 @@ func TestAgreesWithSchedstat(t *testing.T) {
 	a0 := tr.missed()
 	a := readPairs(t, tr, w.cmd.Process.Pid, w.tids)
 	sw0 := switches(t, w.cmd.Process.Pid, w.tids)
-	time.Sleep(2 * time.Second)
+	// 2 s, longer on a host so loaded that a thread has not run 200 ms
+	// (up to 20 s): the comparison wants each thread to have switched
+	// hundreds of times.
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		time.Sleep(2 * time.Second)
+		if time.Now().After(deadline) || ranAtLeast(t, w.cmd.Process.Pid, w.tids, a, 200*time.Millisecond) {
+			break
+		}
+	}
 	b := readPairs(t, tr, w.cmd.Process.Pid, w.tids)
 	sw1 := switches(t, w.cmd.Process.Pid, w.tids)
 	lost := notTaskTime(t) - lost0
@@ -290,7 +299,7 @@ func TestAgreesWithSchedstat(t *testing.T) {
 		t.Logf("thread %d: run %v (schedstat %v), wait %v (schedstat %v), slices %d (%d)", tid,
 			time.Duration(run), time.Duration(wantRun), time.Duration(wait), time.Duration(wantWait), slices, wantSlices)
 		if wantRun < uint64(200*time.Millisecond) {
-			t.Errorf("thread %d ran %v in 2 s: the workload did not spin", tid, time.Duration(wantRun))
+			t.Errorf("thread %d ran %v in 20 s: the workload did not spin", tid, time.Duration(wantRun))
 		}
 		allowed := wantRun*3/100 + uint64(5*time.Millisecond)
 		if run > wantRun {
@@ -318,6 +327,26 @@ func TestAgreesWithSchedstat(t *testing.T) {
 	if waited == 0 {
 		t.Log("no run-queue wait on this host: only the zero was compared")
 	}
+}
+
+// ranAtLeast says whether each thread's schedstat run time grew by d since
+// the readings in a.
+func ranAtLeast(t *testing.T, pid int, tids []int, a map[int]pair, d time.Duration) bool {
+	t.Helper()
+	for _, tid := range tids {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/schedstat", pid, tid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ss procfs.Schedstat
+		if err := procfs.ParseSchedstat(b, &ss); err != nil {
+			t.Fatal(err)
+		}
+		if ss.RunNS-a[tid].sched.RunNS < uint64(d) {
+			return false
+		}
+	}
+	return true
 }
 
 // missedSince is Snapshot.Missed's growth since a reading of it.
