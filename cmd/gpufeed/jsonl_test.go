@@ -21,10 +21,12 @@ import (
 // while the job is watched (not all at the end), follow the schema's
 // interval_line, number every interval once in order with no gap, and show
 // the job's phases (GPU busy, then idle for lack of submission); the last
-// line is the report, whose window holds as many intervals.
+// line is the report, whose window holds as many intervals. It is a busy
+// job (a launch loop on the simulated device) and stays in the serial
+// group: beside the light group's browsers and torch ranks its launch
+// phase read as too little work.
 func TestDiagnoseJSONLinesThroughAPipe(t *testing.T) {
 	livetest.Need(t)
-	lightLive(t)
 	sock := simDevice(t)
 	// diagnose waits for the command it launched: it ends a second after
 	// the window. The GPU-bound phase is 4 s: on CI's loaded host the
