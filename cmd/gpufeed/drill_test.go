@@ -175,9 +175,16 @@ func TestDrillJitterOnTheSimulator(t *testing.T) {
 		t.Errorf("backend %v: want the simulated driver named", d.Backend)
 	}
 	gpu, quiet := 2000*885.0, d.cell(t, "jitter", "quiet", "wall_ns")
-	if graph := d.cell(t, "jitter", "graph", "wall_ns"); math.Abs(graph-gpu) > 0.25*gpu { // the unit test holds it to 10 %
-		t.Errorf("graph replay %.3f ms, want about the GPU time %.3f ms", graph/1e6, gpu/1e6)
+	// The simulated device runs its kernels on a CPU thread: a host busy
+	// beside the drill (make test's other lane) only lengthens a burst, so
+	// the fastest of the three is held to the GPU time (the unit test
+	// holds the median to 10 % on a quiet host). The median crossed 25 %
+	// twice on a loaded host (2.36 and 2.40 ms).
+	graph, fastest := d.cell(t, "jitter", "graph", "wall_ns"), d.cell(t, "jitter", "graph", "wall_min_ns")
+	if math.Abs(fastest-gpu) > 0.25*gpu || graph < fastest {
+		t.Errorf("graph replay %.3f ms at its fastest (median %.3f ms), want about the GPU time %.3f ms", fastest/1e6, graph/1e6, gpu/1e6)
 	}
+	t.Logf("graph replay %.3f ms at its fastest, median %.3f ms; GPU time %.3f ms", fastest/1e6, graph/1e6, gpu/1e6)
 	if quiet < 2*gpu {
 		t.Errorf("quiet %.3f ms: 2000 launches at the simulated launch cost take longer than the GPU time", quiet/1e6)
 	}

@@ -1,15 +1,19 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/gpufeed/gpufeed/internal/diagnose"
 	"github.com/gpufeed/gpufeed/internal/finding"
 	"github.com/gpufeed/gpufeed/internal/livetest"
+	"github.com/gpufeed/gpufeed/internal/render"
 	"github.com/gpufeed/gpufeed/internal/testjob"
 )
 
@@ -125,6 +129,9 @@ func TestPythonTimeShares(t *testing.T) {
 			if len(fs) != 1 {
 				t.Fatalf("want one python-time finding; findings:\n%s", claims(r))
 			}
+			if slices.Contains(r.Notes, diagnose.PyNotSampled) {
+				t.Errorf("sampled, yet the report says nothing was: %q", r.Notes)
+			}
 			f := fs[0]
 			if f.Severity != finding.Warning || !strings.HasPrefix(f.Decision, "The thread spends ") || !strings.Contains(f.Decision, "% of its time "+c.stage) || !strings.Contains(f.Decision, c.change) {
 				t.Errorf("%s %q\n%q", f.Severity, f.Claim, f.Decision)
@@ -230,4 +237,26 @@ func verdictParagraph(out string) string {
 		p += " " + strings.TrimSpace(l)
 	}
 	return p
+}
+
+// TestPyStacksNoneSampledIsSaid: --py-stacks over a job with no Python
+// process (sleep) samples nothing, and the report says that where the
+// Python time went is not known, rather than showing no finding of it.
+func TestPyStacksNoneSampledIsSaid(t *testing.T) {
+	livetest.Need(t)
+	lightLive(t)
+	out, stderr, code := run(t, "diagnose", "--device", "none", "-o", "json", "--duration", "2s", "--py-stacks", "--", "sleep", "4")
+	if code != 0 && code != 1 && code != 3 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var r render.Report
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if !slices.Contains(r.Notes, diagnose.PyNotSampled) {
+		t.Errorf("no note that nothing was sampled; notes: %q", r.Notes)
+	}
+	if fs := findingsWith(r, "python-time"); len(fs) != 0 {
+		t.Errorf("a python-time finding without samples: %+v", fs)
+	}
 }

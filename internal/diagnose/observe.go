@@ -137,7 +137,13 @@ func Observe(ctx context.Context, s *sample.Sampler, o Observation, finish func(
 		tl.Meta.Notes = append(tl.Meta.Notes, bpfNoted...)
 	}
 	if tops != nil && tl != nil {
-		addPySamples(tl, rec, <-tops)
+		sampled := <-tops
+		addPySamples(tl, rec, sampled)
+		if len(sampled) == 0 {
+			// Asked for and absent: said, so that no finding of where the
+			// Python time went reads as nothing to say.
+			tl.Meta.Notes = append(tl.Meta.Notes, PyNotSampled)
+		}
 	}
 	if o.ProgressDone != nil {
 		o.ProgressDone()
@@ -182,6 +188,13 @@ func Observe(ctx context.Context, s *sample.Sampler, o Observation, finish func(
 	}
 	return tl, nil
 }
+
+// PyNotSampled is the note of a window whose Python stacks were asked for
+// (--py-stacks) and sampled in no process: without samples there is no
+// split of a thread's Python time.
+const PyNotSampled = "Python stacks were asked for but no process of the job was sampled during the window, so where its Python time went is not known: " +
+	"a process that is not CPython, or whose interpreter cannot be read, is named with its reason in the stacks read at the end; " +
+	"one still being opened when the window ended (opening reads the interpreter's binary and memory, which a loaded host slows) needs a longer --duration."
 
 // addPySamples adds each sampled process's PySamples to the timeline (and its
 // recording) at the window's last tick.
