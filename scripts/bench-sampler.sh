@@ -20,7 +20,8 @@
 # perf sched record and bcc's runqlat (Debian: linux-perf, bpfcc-tools).
 # SKIP_PER_THREAD=1 skips the per-thread comparisons before them,
 # SKIP_SOURCES=1 the 1,000-thread default run and the sources' table,
-# SKIP_PINGPONG=1 the job's cost (the ping-pong, about 6 minutes). Results vary run to run on a shared machine:
+# SKIP_PINGPONG=1 the job's cost (the ping-pong, about 6 minutes) and what follows it, SKIP_STATS=1 the
+# programs' own time per run (kernel statistics: watched, unwatched, runqlat's). Results vary run to run on a shared machine:
 # compare ratios within one run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -227,3 +228,41 @@ for k in $kinds; do
 	r=$(printf '%s\n' ${rts[$k]} | median)
 	printf '%-10s %16s %7s%% %14s  %s\n' "$k" "$m" "$(awk -v b="$base" -v m="$m" 'BEGIN { printf "%.1f", (m - b) / b * 100 }')" "$r" "${cpus[$k]}"
 done
+
+# The programs' own time per run, from the kernel's statistics (the holder
+# turns them on while it holds: they add about 50 ns a run), on the same
+# pinned ping-pong: the job watched; the job not watched (the holder watches
+# a sleep: what every task of the host pays, the bitmap tests); and, where
+# bcc is installed, runqlat's programs on the job beside an unwatching holder
+# (printed as peer programs). SKIP_STATS=1 skips it.
+[ "${SKIP_STATS:-0}" = 1 ] && exit 0
+stats() { # KIND: watched, unwatched or runqlat
+	local out="$work/pp.out"
+	taskset -c "$PP_CPU" "$work/pingpong" "$PP_SECS" "$PP_DELAY" >"$out" &
+	local p=$!
+	for _ in $(seq 50); do [ -s "$out" ] && break; sleep 0.02; done
+	local job target other="" rq=""
+	job=$(head -1 "$out")
+	target=$job
+	if [ "$1" != watched ]; then
+		sleep $((PP_SECS + PP_DELAY + 5)) &
+		other=$!
+		target=$other
+	fi
+	GPUFEED_SCHEDBPF_STATS=1 GPUFEED_SCHEDBPF_HOLD="$target,$((PP_SECS + PP_DELAY))" "$work/schedbpf.test" >"$work/stats.out" 2>&1 &
+	local h=$!
+	if [ "$1" = runqlat ]; then
+		runqlat-bpfcc -p "$job" "$((PP_SECS + PP_DELAY + 1))" 1 >/dev/null 2>&1 &
+		rq=$!
+	fi
+	wait "$p"
+	wait "$h" || true
+	[ -z "$rq" ] || { kill "$rq" 2>/dev/null; wait "$rq" 2>/dev/null || true; }
+	[ -z "$other" ] || { kill "$other" 2>/dev/null; wait "$other" 2>/dev/null || true; }
+	printf '%s (round trips/s, CPU ns/round trip: %s)\n' "$1" "$(tail -1 "$out")"
+	grep -E 'ns a run' "$work/stats.out" | sed 's/^/  /'
+}
+printf '\nthe programs'"'"' own time per run (kernel statistics), ping-pong on CPU %s\n' "$PP_CPU"
+stats watched
+stats unwatched
+if need runqlat-bpfcc; then stats runqlat; fi

@@ -639,6 +639,13 @@ func hold(v string) {
 			}
 		}()
 	}
+	// With the statistics on, every other program of the host that ran
+	// during the hold is printed too (a peer tracer's, such as runqlat's,
+	// started after this one): its runs and mean run time over the hold.
+	var peers0 map[ebpf.ProgramID]progRuns
+	if os.Getenv("GPUFEED_SCHEDBPF_STATS") == "1" {
+		peers0 = hostPrograms()
+	}
 	var s Snapshot
 	reads := 0
 	for end := time.Now().Add(time.Duration(secs * float64(time.Second))); time.Now().Before(end); reads++ {
@@ -649,4 +656,53 @@ func hold(v string) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	fmt.Println(reads, "readings,", len(s.Threads), "rows")
+	if peers0 != nil {
+		ours := map[ebpf.ProgramID]bool{}
+		for _, p := range []*ebpf.Program{tr.objs.SchedSwitch, tr.objs.SchedWaking, tr.objs.SchedWakeupNew, tr.objs.ThreadExit, tr.objs.Fork, tr.objs.Seed} {
+			if p == nil {
+				continue
+			}
+			if info, err := p.Info(); err == nil {
+				if id, ok := info.ID(); ok {
+					ours[id] = true
+				}
+			}
+		}
+		for id, r := range hostPrograms() {
+			r0 := peers0[id]
+			if ours[id] || r.runs <= r0.runs {
+				continue
+			}
+			n := r.runs - r0.runs
+			fmt.Printf("peer program %s (id %d): %d runs, %.0f ns a run\n", r.name, id, n, float64(r.ns-r0.ns)/float64(n))
+		}
+	}
+}
+
+type progRuns struct {
+	name     string
+	runs, ns uint64
+}
+
+// hostPrograms reads every loaded program's run statistics.
+func hostPrograms() map[ebpf.ProgramID]progRuns {
+	out := map[ebpf.ProgramID]progRuns{}
+	var id ebpf.ProgramID
+	for {
+		next, err := ebpf.ProgramGetNextID(id)
+		if err != nil {
+			return out
+		}
+		id = next
+		p, err := ebpf.NewProgramFromID(id)
+		if err != nil {
+			continue
+		}
+		info, ierr := p.Info()
+		st, serr := p.Stats()
+		if ierr == nil && serr == nil {
+			out[id] = progRuns{name: info.Name, runs: st.RunCount, ns: uint64(st.Runtime.Nanoseconds())}
+		}
+		p.Close()
+	}
 }
