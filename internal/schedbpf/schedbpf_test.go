@@ -228,14 +228,7 @@ func readPairs(t *testing.T, tr *Tracer, pid int, tids []int) map[int]pair {
 	}
 	out := map[int]pair{}
 	for _, tid := range tids {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/schedstat", pid, tid))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var ss procfs.Schedstat
-		if err := procfs.ParseSchedstat(b, &ss); err != nil {
-			t.Fatal(err)
-		}
+		ss := threadSchedstat(t, pid, tid)
 		r := s.Get(tid)
 		if r == nil {
 			t.Fatalf("thread %d: no row", tid)
@@ -329,19 +322,26 @@ func TestAgreesWithSchedstat(t *testing.T) {
 	}
 }
 
+// threadSchedstat reads one thread's schedstat.
+func threadSchedstat(t *testing.T, pid, tid int) procfs.Schedstat {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/schedstat", pid, tid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ss procfs.Schedstat
+	if err := procfs.ParseSchedstat(b, &ss); err != nil {
+		t.Fatal(err)
+	}
+	return ss
+}
+
 // ranAtLeast says whether each thread's schedstat run time grew by d since
 // the readings in a.
 func ranAtLeast(t *testing.T, pid int, tids []int, a map[int]pair, d time.Duration) bool {
 	t.Helper()
 	for _, tid := range tids {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/schedstat", pid, tid))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var ss procfs.Schedstat
-		if err := procfs.ParseSchedstat(b, &ss); err != nil {
-			t.Fatal(err)
-		}
+		ss := threadSchedstat(t, pid, tid)
 		if ss.RunNS-a[tid].sched.RunNS < uint64(d) {
 			return false
 		}
