@@ -605,10 +605,12 @@ func (t *textWriter) facts(r *Report) {
 			pct(o.CPUPercentOfCore), Duration(time.Duration(o.CPUNS)), per, o.ThreadSamples, carried,
 			Duration(time.Duration(o.TickP50NS)), Duration(time.Duration(o.TickMaxNS)), o.Overruns)
 		switch {
-		case o.Sched == "bpf" && o.SchedMissed > 0:
-			t.printf("SCHEDULING: threads' run time, run-queue wait and switches from the scheduler's events, counted in the kernel; %d events not counted (the kernel skipped the counting program: it was already running on that CPU)\n", o.SchedMissed)
 		case o.Sched == "bpf":
-			t.printf("SCHEDULING: threads' run time, run-queue wait and switches from the scheduler's events, counted in the kernel\n")
+			missed := ""
+			if o.SchedMissed > 0 {
+				missed = fmt.Sprintf("; %d events not counted (the kernel skipped the counting program: it was already running on that CPU)", o.SchedMissed)
+			}
+			t.printf("SCHEDULING: threads' run time, run-queue wait and switches from the scheduler's events, counted in the kernel%s\n", missed)
 		case o.Sched == "proc" && o.SchedNotBPF != "":
 			t.printf("SCHEDULING: threads' run time, run-queue wait and switches from /proc (scheduler events not used: %s)\n", o.SchedNotBPF)
 		case o.Sched == "proc":

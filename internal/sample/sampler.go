@@ -412,8 +412,8 @@ func (s *Sampler) Run(ctx context.Context) (*timeline.Timeline, error) {
 		TickMaxNS:            slices.Max(s.tickDur),
 	}
 	ob.Sched, ob.SchedNotBPF = s.schedSrc, s.schedNotBPF
-	if s.schedSrc == timeline.SchedBPF {
-		ob.SchedMissed = s.snap.Missed // the programs were loaded for this window
+	if s.schedSrc == timeline.SchedBPF && s.sched != nil {
+		ob.SchedMissed = s.sched.Missed() // the programs were loaded for this window
 	}
 	s.readWakers()
 	s.tl.Meta.Observer = ob

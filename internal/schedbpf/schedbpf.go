@@ -253,13 +253,7 @@ type Snapshot struct {
 	Threads []Thread
 	// Dropped counts the threads whose row the full table could not hold.
 	Dropped uint64
-	// Missed counts, since Start, the scheduler events the kernel did not
-	// run the counting programs for (sched_switch and sched_waking's
-	// recursion misses: the program was already running on that CPU). A
-	// missed switch loses a slice, its switch and its run or wait time
-	// from the rows; 0 where the kernel does not report it (before 5.12).
-	Missed uint64
-	byTID  map[int]int
+	byTID   map[int]int
 }
 
 // Get returns tid's row, or nil when the reading has none (a thread
@@ -313,7 +307,6 @@ func (t *Tracer) Read(s *Snapshot) error {
 	if t.objs.Counters.Lookup(uint32(0), &c) == nil {
 		s.Dropped = c
 	}
-	s.Missed = t.missed()
 	if len(t.gone) > 0 {
 		if _, err := t.objs.Threads.BatchDelete(t.gone, nil); err != nil {
 			for _, k := range t.gone {
@@ -324,9 +317,13 @@ func (t *Tracer) Read(s *Snapshot) error {
 	return nil
 }
 
-// missed sums the counting programs' recursion misses (0 where the kernel
-// does not say).
-func (t *Tracer) missed() uint64 {
+// Missed counts, since Start, the scheduler events the kernel did not run
+// the counting programs for (sched_switch and sched_waking's recursion
+// misses: the program was already running on that CPU). A missed switch
+// loses a slice, its switch and its run or wait time from the rows; 0
+// where the kernel does not report it (before 5.12). It costs a system
+// call per program: read it when it is needed, not every tick.
+func (t *Tracer) Missed() uint64 {
 	var n uint64
 	for _, p := range []*ebpf.Program{t.objs.SchedSwitch, t.objs.SchedWaking} {
 		if st, err := p.Stats(); err == nil {

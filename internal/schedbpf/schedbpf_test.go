@@ -259,7 +259,7 @@ func TestAgreesWithSchedstat(t *testing.T) {
 	tr := startTracer(t, w.cmd.Process.Pid)
 	time.Sleep(200 * time.Millisecond)
 	lost0 := notTaskTime(t)
-	a0 := tr.missed()
+	a0 := tr.Missed()
 	a := readPairs(t, tr, w.cmd.Process.Pid, w.tids)
 	sw0 := switches(t, w.cmd.Process.Pid, w.tids)
 	// 2 s, longer on a host so loaded that a thread has not run 200 ms
@@ -275,7 +275,7 @@ func TestAgreesWithSchedstat(t *testing.T) {
 	sw1 := switches(t, w.cmd.Process.Pid, w.tids)
 	lost := notTaskTime(t) - lost0
 	t.Logf("the host's irq, softirq and steal time in the window: %v", time.Duration(lost))
-	// Events the kernel did not run the programs for (Snapshot.Missed):
+	// Events the kernel did not run the programs for (Tracer.Missed):
 	// each loses at most one slice or one switch from a row.
 	missed := tr.missedSince(t, a0)
 	if missed > 0 {
@@ -349,10 +349,10 @@ func ranAtLeast(t *testing.T, pid int, tids []int, a map[int]pair, d time.Durati
 	return true
 }
 
-// missedSince is Snapshot.Missed's growth since a reading of it.
+// missedSince is Tracer.Missed's growth since a reading of it.
 func (tr *Tracer) missedSince(t *testing.T, from uint64) uint64 {
 	t.Helper()
-	n := tr.missed()
+	n := tr.Missed()
 	if n < from {
 		t.Fatalf("the programs' recursion misses went back from %d to %d", from, n)
 	}
