@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/gpufeed/gpufeed/internal/cpusample"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,7 +17,9 @@ import (
 	"time"
 
 	"github.com/gpufeed/gpufeed/internal/clitest"
+	"github.com/gpufeed/gpufeed/internal/cpusample"
 	"github.com/gpufeed/gpufeed/internal/finding"
+	"github.com/gpufeed/gpufeed/internal/judge"
 	"github.com/gpufeed/gpufeed/internal/judge/thresholds"
 	"github.com/gpufeed/gpufeed/internal/livetest"
 	"github.com/gpufeed/gpufeed/internal/render"
@@ -497,13 +498,14 @@ while float(open("/proc/uptime").read().split()[0]) - started < 2.6:
 // then, not that the GPU gets too little work. On a loaded host a start-up
 // of Python imports alone once took over half of a 4 s window; the quiet
 // tail after a start-up in view is judged from a second on.
+//
+// The interpreter is started by its own path: a launcher before it (pyenv's
+// shim runs a dozen shell scripts) took the whole window on a loaded CI
+// host, which TestLaunchedSlowLauncherIsStarting holds.
 func TestLaunchedIdleServerIsIdle(t *testing.T) {
 	livetest.Need(t)
 	lightLive(t)
-	python, err := exec.LookPath("python3")
-	if err != nil {
-		t.Skip("python3 not found")
-	}
+	python := interpreter(t)
 	pydir, _ := filepath.Abs("../../python")
 	sock := startSimdev(t)
 	// diagnose waits for the command it started to end: the server never
@@ -525,6 +527,77 @@ func TestLaunchedIdleServerIsIdle(t *testing.T) {
 	for _, f := range rep.Findings {
 		if f.ID == "thread-ioctls-in-loop" {
 			t.Errorf("Python's failed terminal checks named as the GPU driver's ioctls: %s", f.Claim)
+		}
+	}
+}
+
+// interpreter is the path of the python3 on PATH itself, past any launcher
+// in front of it (a pyenv shim): sys.executable.
+func interpreter(t *testing.T) string {
+	t.Helper()
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("python3 not found")
+	}
+	out, err := exec.Command("python3", "-c", "import sys; print(sys.executable)").Output()
+	if err != nil {
+		t.Fatalf("python3's own path: %v", err)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// slowLauncher is a launcher in front of an interpreter, as pyenv's shim
+// is on a loaded host: a shell that keeps starting short processes (awk
+// and cut, as the shim's scripts start theirs) until 4 s after it started
+// (by its own start time), then becomes the interpreter ($1) running the
+// idle server ($2 its code, $3 its module directory).
+const slowLauncher = `
+tck=$(getconf CLK_TCK)
+start=$(cut -d' ' -f22 /proc/$$/stat)
+while up=$(cut -d' ' -f1 /proc/uptime) && awk -v u="$up" -v s="$start" -v t="$tck" 'BEGIN { exit !(u - s/t < 4.0) }'; do :; done
+exec "$1" -c "$2" "$3"
+`
+
+// TestLaunchedSlowLauncherIsStarting: a command whose launcher and
+// imports fill the window (diagnose -- CMD, 4 s, a launcher busy for its
+// first 4 s, then the idle server) ran no step on its GPU: the verdict is
+// inconclusive, saying the job is still starting and when to look again,
+// with none of the CPU-side causes its launcher's processes look like. A
+// pyenv shim on a loaded CI host was judged preprocessing-bound, then
+// too-little-work ("the launch thread bash ran 0 % of the time"), this way.
+func TestLaunchedSlowLauncherIsStarting(t *testing.T) {
+	livetest.Need(t)
+	lightLive(t)
+	python := interpreter(t)
+	pydir, _ := filepath.Abs("../../python")
+	sock := startSimdev(t)
+	run := clitest.Start(t, gpufeed(t), clitest.Cmd{Env: []string{"GPUFEED_SIMDEV=" + sock},
+		Args: []string{"diagnose", "--duration", "4s", "-o", "json", "--", "bash", "-c", slowLauncher, "launcher", python, idleServerWorkload, pydir}})
+	defer run.Stop()
+	var rep render.Report
+	if err := json.NewDecoder(run.Stdout).Decode(&rep); err != nil {
+		t.Fatalf("report: %v\n%s", err, run.Stderr())
+	}
+	requireNeverStalled(t, "slow launcher", []attachRun{{window: 4 * time.Second, rep: rep}})
+	v := rep.Verdict
+	if v == nil {
+		return // reported above
+	}
+	if v.Class != finding.Inconclusive || !slices.Equal(v.Because, []string{"job-starting"}) {
+		t.Fatalf("verdict %s (%.0f%%) because %v: %s; want inconclusive, resting on job-starting", v.Class, v.Confidence*100, v.Because, v.Summary)
+	}
+	for _, w := range []string{"the job is still starting", "(gpufeed started it)", "its GPU ran no step in the 4.0 s window"} {
+		if !strings.Contains(v.Summary, w) {
+			t.Errorf("the verdict does not say %q: %s", w, v.Summary)
+		}
+	}
+	if !strings.Contains(v.Decision, "a longer --duration") || v.Missing == "" {
+		t.Errorf("the verdict does not say when to look again: decision %q, missing %q", v.Decision, v.Missing)
+	}
+	for _, f := range rep.Findings {
+		for c, id := range judge.CauseID {
+			if f.ID == id {
+				t.Errorf("a start-up described as %s: %s", c, f.Claim)
+			}
 		}
 	}
 }

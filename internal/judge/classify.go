@@ -32,8 +32,10 @@ var CauseID = map[finding.Class]string{
 // this order:
 //
 //  1. a window too short to tell a pattern from noise: inconclusive;
-//  2. a job that does not progress (frozen-job triage, internal/judge/frozen,
-//     decides and leads with the member that died when one did): stalled;
+//  2. frozen-job triage's verdict (internal/judge/frozen): a job that does
+//     not progress, stalled (led by the member that died when one did); one
+//     that waits for requests or a timer, idle; a window that holds only
+//     the job's start-up (no step on its GPU), inconclusive (job-starting);
 //  3. no GPU utilisation read (no device visible, or lost early): inconclusive;
 //  4. GPU idle under GPUBoundIdleMaxPct: GPU-bound;
 //  5. no launch thread found: inconclusive;

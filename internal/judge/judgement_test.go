@@ -2,11 +2,13 @@ package judge
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/gpufeed/gpufeed/internal/derive"
+	"github.com/gpufeed/gpufeed/internal/finding"
 	"github.com/gpufeed/gpufeed/internal/timeline"
 )
 
@@ -71,5 +73,37 @@ func TestJudgementCarriesTheJobAsJudged(t *testing.T) {
 		if !strings.Contains(string(b), want) {
 			t.Errorf("JSON lacks %s:\n%s", want, b)
 		}
+	}
+}
+
+// TestSettleBesideAStartUp: a window that holds only the job's start-up is
+// inconclusive, resting on job-starting; the CPU-side rules' cause findings
+// (imports read as batch preparation, a sleeping launcher as too little
+// work) describe it as if it ran steps and are left out, as beside a
+// stalled or idle job. Other findings stay, and an inconclusive verdict
+// for another reason keeps the causes it weighed.
+func TestSettleBesideAStartUp(t *testing.T) {
+	fs := func() []finding.Finding {
+		return []finding.Finding{
+			{ID: "job-starting", Supports: finding.Inconclusive},
+			{ID: CauseID[finding.TooLittleWork], Supports: finding.TooLittleWork},
+			{ID: CauseID[finding.Preprocessing], Supports: finding.Preprocessing},
+			{ID: "fd-limit-low"},
+		}
+	}
+	starting := finding.Verdict{Class: finding.Inconclusive, Because: []string{"job-starting"}}
+	var got []string
+	for _, f := range settle(starting, fs()) {
+		got = append(got, f.ID)
+	}
+	if want := []string{"job-starting", "fd-limit-low"}; !slices.Equal(got, want) {
+		t.Errorf("beside a start-up: %v, want %v", got, want)
+	}
+	got = got[:0]
+	for _, f := range settle(finding.Verdict{Class: finding.Inconclusive, Because: []string{}}, fs()) {
+		got = append(got, f.ID)
+	}
+	if len(got) != 4 {
+		t.Errorf("an inconclusive window for another reason keeps its causes: %v", got)
 	}
 }

@@ -103,7 +103,7 @@ func JudgeInput(in *Input) *Judgement {
 }
 
 // settle makes the findings agree with the verdict: when the job is stalled
-// or idle, other classes' cause findings describe its symptoms (an idle GPU,
+// or idle, or the window holds only its start-up, other classes' cause findings describe its symptoms (an idle GPU,
 // a sleeping thread) as if the job were running, so they are dropped; when
 // the GPU is busy (GPU-bound), a minor cause of its little idle time is
 // information, not a warning.
@@ -115,10 +115,10 @@ func settle(v finding.Verdict, fs []finding.Finding) []finding.Finding {
 	out := fs[:0]
 	for _, f := range fs {
 		if c, ok := causeOf[f.ID]; ok && c != v.Class {
-			switch v.Class {
-			case finding.Stalled, finding.Idle:
+			switch {
+			case v.Class == finding.Stalled, v.Class == finding.Idle, containsID(v.Because, "job-starting"):
 				continue
-			case finding.GPUBound:
+			case v.Class == finding.GPUBound:
 				f.Severity = finding.Info
 			}
 		}

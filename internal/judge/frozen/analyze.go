@@ -56,6 +56,8 @@ func AnalyzeKernel(tl *timeline.Timeline, a *derive.View, kernel []kernlog.Event
 		add(stalledFinding(v, r.Progress, r.Blocked, r.Deaths))
 	case r.Progress.Idle != nil:
 		add(idleFinding(v, r.Progress))
+	case r.Progress.Starting != nil:
+		add(startingFinding(v, r.Progress.Starting))
 	}
 	add(deathFindings(v, r.Deaths, r.Blocked)...)
 	add(missingRanks(v, r.Deaths)...)

@@ -66,6 +66,12 @@ type Measure struct {
 	// how many of the job's completed over the span.
 	CompletionsVisible bool
 	Completions        uint64
+	// GPUWorked says some sample showed the job's GPU working (utilisation
+	// above thresholds.GPUWorkMinUtil, or an operation completed);
+	// GPUFirstWork and GPULastWork are the first and last such samples'
+	// times (timeline nanoseconds).
+	GPUWorked                 bool
+	GPUFirstWork, GPULastWork int64
 	// PollCores is the part of CPUCores spent by threads woken only by
 	// their own timers, at most thresholds.TimerPollMaxCPUPerWake per
 	// wake-up: poll loops re-arming (gloo's 10 ms epoll_wait, a
@@ -363,6 +369,7 @@ func scan(v *view, from int64) (Measure, int64) {
 			if util > thresholds.StallMaxGPUUtil {
 				progress = true
 			}
+			worked := util > thresholds.GPUWorkMinUtil
 			for _, gp := range g.Processes {
 				if _, in := v.procs[gp.PID]; !in || gp.CompletedOps == nil {
 					continue
@@ -374,9 +381,15 @@ func scan(v *view, from int64) (Measure, int64) {
 					continue
 				}
 				if *gp.CompletedOps > c.last {
-					progress = true
+					progress, worked = true, true
 				}
 				c.last = max(c.last, *gp.CompletedOps)
+			}
+			if worked {
+				if !m.GPUWorked {
+					m.GPUWorked, m.GPUFirstWork = true, tk.T
+				}
+				m.GPULastWork = tk.T
 			}
 		}
 		if progress {
@@ -516,6 +529,29 @@ type Progress struct {
 	// progressed, its GPU did nothing, and every live thread waits for
 	// requests or a timer. Nil otherwise.
 	Idle *Idle
+	// Starting is set when the window shows only the job's start-up: it
+	// started in view (thresholds.StartUpInView), its GPU ran no step over
+	// the whole window, and it is neither stalled nor idle. Nil otherwise.
+	Starting *Starting
+}
+
+// Starting is a window that holds the job's start-up and none of its
+// steps: a CPU-side verdict over it would judge imports, a model or
+// dataset loading, or a launcher's own scripts as if they fed a GPU.
+type Starting struct {
+	// Measure is the whole window's.
+	Measure
+	// Started is when the job's first process started (timeline
+	// nanoseconds; before the window when negative against Meta.Started);
+	// Launched says gpufeed started it.
+	Started  int64
+	Launched bool
+	// Quiet is where the job's last sign of progress was (the window's end
+	// when it still moved at the end); QuietIdle says every live thread
+	// waits for requests or a timer since then, a tail too short to call
+	// the job idle (thresholds.IdleAfterStartUpMinSpan).
+	Quiet     int64
+	QuietIdle bool
 }
 
 // Idle is the span over which the job was idle, and what it waited in.
@@ -548,6 +584,49 @@ func (p Progress) Stalled() bool {
 // what it did before it died is no sign of life); then whether the job is
 // idle rather than stalled.
 func measureProgress(v *view, deaths []Death) Progress {
+	p := measureTail(v, deaths)
+	if p.Idle == nil && !p.Stalled() && len(deaths) == 0 && p.LiveProcs > 0 {
+		p.Starting = v.starting()
+	}
+	return p
+}
+
+// starting says the window holds the job's start-up and none of its steps:
+// the job started in view (at most thresholds.StartUpInView before the
+// window, or gpufeed launched it) and its GPU, in view, stayed at or under
+// thresholds.StallMaxGPUUtil in every sample of the window and worked, if
+// at all, in one burst of at most thresholds.StartUpWarmUpMaxSpan (a
+// warm-up). A launcher
+// resolving its interpreter on a loaded host (a pyenv shim runs a dozen
+// shell scripts before Python) and the imports after it took all of a 5 s
+// window; the CPU-side rules read the scripts as batch preparation and the
+// sleeping shell as a launch thread with too little work. Nil otherwise.
+func (v *view) starting() *Starting {
+	whole, quiet := scan(v, v.t0)
+	if !whole.GPUVisible || whole.GPUMaxUtil > thresholds.StallMaxGPUUtil {
+		return nil
+	}
+	// A warm-up (a kernel or a copy to check the device) is one burst; a
+	// job whose small kernels run throughout the window is working, with
+	// too little work per launch.
+	if whole.GPUWorked && time.Duration(whole.GPULastWork-whole.GPUFirstWork) > thresholds.StartUpWarmUpMaxSpan {
+		return nil
+	}
+	started, ok := v.jobStarted()
+	if !ok || (started < v.t0-int64(thresholds.StartUpInView) && !v.tl.Meta.Target.Launched) {
+		return nil
+	}
+	s := &Starting{Measure: whole, Started: started, Launched: v.tl.Meta.Target.Launched, Quiet: v.t1}
+	if whole.Progressing() && quiet < v.t1 && v.samplesFrom(quiet) >= 2 {
+		if tail, _ := scan(v, quiet); !tail.Progressing() {
+			s.Quiet, s.QuietIdle = quiet, v.idleWaits(tail)
+		}
+	}
+	return s
+}
+
+// measureTail is measureProgress before the start-up check.
+func measureTail(v *view, deaths []Death) Progress {
 	var p Progress
 	p.From = v.t0
 	lastDeath, who := int64(-1<<62), 0

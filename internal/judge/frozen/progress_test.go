@@ -343,18 +343,24 @@ func TestIdleAfterAShortStartUpInView(t *testing.T) {
 		t.Errorf("a start-up half a second before the window is in view: %+v", r.Progress)
 	}
 	for _, c := range []struct {
-		what string
-		b    *tlb
+		what     string
+		b        *tlb
+		starting bool
 	}{
-		{"a server that started an hour before the window", build(true, 1, launchedAtWindowStart-360000)},
-		{"a job whose GPU ran steps before the tail", build(true, 40, launchedAtWindowStart)},
-		{"a job waiting on a peer at the end", build(false, 1, launchedAtWindowStart)},
+		{"a server that started an hour before the window", build(true, 1, launchedAtWindowStart-360000), false},
+		{"a job whose GPU ran steps before the tail", build(true, 40, launchedAtWindowStart), false},
+		// Its start-up is in view and no step ran: still starting (a
+		// rendezvous waiting for its peers).
+		{"a job waiting on a peer at the end", build(false, 1, launchedAtWindowStart), true},
 	} {
 		r := Analyze(c.b.tl, nil)
 		if r.Progress.Idle != nil || r.Progress.Stalled() {
 			t.Errorf("%s: a short quiet tail is neither idle nor stalled: %+v", c.what, r.Progress)
 		}
 		none(t, r.Findings, "job-idle")
+		if got := r.Progress.Starting != nil; got != c.starting {
+			t.Errorf("%s: starting %v, want %v", c.what, got, c.starting)
+		}
 	}
 	// A tail under a second: 3.2 s of start-up in a 4 s window.
 	b := build(true, 1, launchedAtWindowStart)
@@ -365,14 +371,33 @@ func TestIdleAfterAShortStartUpInView(t *testing.T) {
 			s.Blocked = &timeline.Blocked{Syscall: "read", On: "/usr/lib/python3.11/x.py"}
 		}
 	}
-	if r := Analyze(b.tl, nil); r.Progress.Idle != nil {
+	r = Analyze(b.tl, nil)
+	if r.Progress.Idle != nil {
 		t.Errorf("a 0.8 s tail is too short to judge: %+v", r.Progress.Idle)
+	}
+	// What the window holds is the start-up: inconclusive, saying so and
+	// that the quiet at its end is too short to call the job idle.
+	if st := r.Progress.Starting; st == nil || !st.QuietIdle || st.Quiet != 3300*int64(time.Millisecond) {
+		t.Errorf("a start-up filling the window: starting %+v", st)
+	}
+	f = one(t, r.Findings, "job-starting")
+	for _, want := range []string{"the job is still starting: pid 10 (python3) started 0.0 s into the window and its GPU ran no step in the 4.0 s window",
+		"waited for requests or a timer only since 3.3 s into the window (0.7 s), too short a quiet to call it idle"} {
+		if !strings.Contains(f.Claim, want) {
+			t.Errorf("claim %q does not say %q", f.Claim, want)
+		}
+	}
+	if f.Severity != finding.Info || f.Supports != finding.Inconclusive || !strings.Contains(f.Decision, "gpufeed diagnose --pid 10 once it runs its steps") {
+		t.Errorf("%+v", f)
+	}
+	if v := Verdict(r); v == nil || v.Class != finding.Inconclusive || len(v.Because) != 1 || v.Because[0] != "job-starting" || v.Confidence != 0 || v.Missing == "" {
+		t.Errorf("verdict %+v", v)
 	}
 	// Launched by gpufeed, which took 3 s to start sampling it: still its
 	// start-up.
 	lateWindow := build(true, 1, launchedAtWindowStart-300)
 	lateWindow.tl.Meta.Target.Launched = true
-	if r := Analyze(lateWindow.tl, nil); r.Progress.Idle == nil || !strings.Contains(r.Progress.Since, "the end of its start-up") {
+	if r := Analyze(lateWindow.tl, nil); r.Progress.Idle == nil || r.Progress.Starting != nil || !strings.Contains(r.Progress.Since, "the end of its start-up") {
 		t.Errorf("a launched command is in its start-up at the window's start: %+v (since %q)", r.Progress.Idle, r.Progress.Since)
 	}
 	// A 1.0 s start-up: the quiet tail is most of the window, judged by the
@@ -387,6 +412,65 @@ func TestIdleAfterAShortStartUpInView(t *testing.T) {
 	r = Analyze(build(true, 1, launchedAtWindowStart-360000).tl, nil)
 	if r.Progress.Idle == nil || !strings.Contains(one(t, r.Findings, "job-idle").Claim, "(since 1.0 s into the window, its last sign of progress)") {
 		t.Errorf("a long tail after work: %+v (since %q)", r.Progress.Idle, r.Progress.Since)
+	}
+}
+
+// TestStartingOrWorking: a job gpufeed launched whose GPU stays under
+// 5 % is still starting when its GPU did nothing but a warm-up burst (its
+// CPU busy with imports or a launcher's scripts); one whose small kernels
+// complete throughout the window is working (too little work per launch),
+// and one whose GPU ran above 5 % ran steps. Neither is stalled or idle.
+func TestStartingOrWorking(t *testing.T) {
+	build := func(util float64, completes func(i int) uint64) *tlb {
+		b := newTL(51, 100*time.Millisecond)
+		b.tl.Meta.UptimeNS = 100000e9
+		b.tl.Meta.Target = timeline.Target{PID: 10, StartTime: 100000*100 - 10, Launched: true}
+		b.proc(10, 1, "python3", []string{"python3", "train.py"}, nil)
+		b.thread(10, 10, "python3", b.busy(0.9, 0.05))
+		b.gpuProcs(0, func(int) float64 { return util }, map[int]func(int) (float64, *uint64){10: func(i int) (float64, *uint64) {
+			return util, u64(completes(i))
+		}})
+		return b
+	}
+	for _, c := range []struct {
+		what      string
+		util      float64
+		completes func(i int) uint64
+		starting  bool
+	}{
+		{"imports, the GPU untouched", 0, func(int) uint64 { return 0 }, true},
+		{"a warm-up burst at 4 s", 0.5, func(i int) uint64 { return uint64(min(max(i-40, 0), 5)) }, true},
+		{"small kernels throughout", 2.4, func(i int) uint64 { return uint64(i) * 60 }, false},
+		{"warm-up, then steps from 2 s on", 0.5, func(i int) uint64 {
+			if i < 20 {
+				return 1
+			}
+			return uint64(i)
+		}, false},
+		{"steps above 5 %", 30, func(i int) uint64 { return uint64(i) * 60 }, false},
+	} {
+		r := Analyze(build(c.util, c.completes).tl, nil)
+		if r.Progress.Stalled() || r.Progress.Idle != nil {
+			t.Errorf("%s: a busy job is neither stalled nor idle: %+v", c.what, r.Progress)
+		}
+		if got := r.Progress.Starting != nil; got != c.starting {
+			t.Errorf("%s: starting %v, want %v (%+v)", c.what, got, c.starting, r.Progress.Starting)
+		}
+		if c.starting {
+			one(t, r.Findings, "job-starting")
+		} else {
+			none(t, r.Findings, "job-starting")
+			if v := Verdict(r); v != nil {
+				t.Errorf("%s: a working job gets the classifier's verdict, not %+v", c.what, v)
+			}
+		}
+	}
+	// The same start-up attached an hour after the job started is no
+	// start-up: the classifier judges it.
+	b := build(0, func(int) uint64 { return 0 })
+	b.tl.Meta.Target = timeline.Target{PID: 10, StartTime: 100000*100 - 360000}
+	if r := Analyze(b.tl, nil); r.Progress.Starting != nil {
+		t.Errorf("a job an hour old is not starting: %+v", r.Progress.Starting)
 	}
 }
 

@@ -25,10 +25,14 @@ const (
 )
 
 // Verdict is frozen-job triage's verdict for a result: stalled (leading with
-// the member that died when one did) or idle; nil when the job progressed.
+// the member that died when one did), idle, or inconclusive when the window
+// holds only the job's start-up; nil when the job progressed.
 func Verdict(r Result) *finding.Verdict {
 	if r.Progress.Idle != nil && !r.Progress.Stalled() {
 		return idleVerdict(r)
+	}
+	if r.Progress.Starting != nil {
+		return startingVerdict(r)
 	}
 	if !r.Progress.Stalled() {
 		return nil

@@ -56,6 +56,8 @@ func Text() map[string]string {
 		"StallMinWindow":             dur(StallMinWindow),
 		"StartUpInView":              dur(StartUpInView),
 		"IdleAfterStartUpMinSpan":    dur(IdleAfterStartUpMinSpan),
+		"GPUWorkMinUtil":             pct(GPUWorkMinUtil),
+		"StartUpWarmUpMaxSpan":       dur(StartUpWarmUpMaxSpan),
 		"StallMinSamples":            strconv.Itoa(StallMinSamples),
 		"StallMinWakeups":            strconv.Itoa(StallMinWakeups),
 		"StallMaxCPUCores":           pct(100 * StallMaxCPUCores),

@@ -386,6 +386,19 @@ const (
 	IdleAfterStartUpMinSpan = time.Second
 )
 
+// A window that holds a job's start-up and none of its steps (job-starting)
+// is one whose GPU, besides staying under StallMaxGPUUtil, worked (a sample
+// above GPUWorkMinUtil, or an operation completed) at most within one
+// span of StartUpWarmUpMaxSpan: a warm-up kernel or a device check. A job
+// launching small kernels throughout the window (too little work: 2 % of
+// the GPU, thousands of completions spread over 10 s) is working. 1 %
+// leaves out the device's idle noise; 1 s covers NVML's longest
+// utilisation period, over which one warm-up kernel shows in every sample.
+const (
+	GPUWorkMinUtil       = 1.0
+	StartUpWarmUpMaxSpan = time.Second
+)
+
 // Blocked threads.
 const (
 	// DStateWarn: a thread in uninterruptible sleep (D) for a second or
