@@ -17,7 +17,9 @@
 # --sched proc, defaults otherwise, then --profile off too) on jobs of 100,
 # 1,000 and 10,000 threads with 16 active, and what tracing the scheduler
 # costs a context-switch-heavy job (scripts/bench/pingpong.c) against
-# perf sched record and bcc's runqlat (Debian: linux-perf, bpfcc-tools).
+# perf sched record and runqlat (Debian: linux-perf; libbpf-tools' runqlat,
+# compiled once against BTF, else bpfcc-tools' runqlat-bpfcc, which compiles
+# against the kernel's headers; libbpf-tools is installed when root).
 # SKIP_PER_THREAD=1 skips the per-thread comparisons before them,
 # SKIP_SOURCES=1 the 1,000-thread default run and the sources' table,
 # SKIP_PINGPONG=1 the job's cost (the ping-pong, about 6 minutes) and what follows it, SKIP_STATS=1 the
@@ -38,6 +40,9 @@ trap cleanup EXIT
 need() { command -v "$1" >/dev/null 2>&1; }
 if ! need pidstat && [ "$(id -u)" = 0 ] && need apt-get; then
 	apt-get install -y sysstat >/dev/null 2>&1 || true
+fi
+if [ "${SKIP_PINGPONG:-0}" != 1 ] && ! [ -x /usr/sbin/runqlat ] && [ "$(id -u)" = 0 ] && need apt-get; then
+	apt-get install -y libbpf-tools >/dev/null 2>&1 || true
 fi
 need gcc || { echo "gcc not found: cannot build the floor and the target" >&2; exit 1; }
 
@@ -201,7 +206,7 @@ pp() { # KIND : runs pingpong under KIND, prints "round_trips/s cpu_ns/round_tri
 	programs) GPUFEED_SCHEDBPF_HOLD="$job,$((PP_SECS + PP_DELAY + 1))" "$work/schedbpf.test" >/dev/null 2>&1 & ;;
 	bpf|proc) "$work/gpufeed" diagnose --pid "$job" --device none --profile off --sched "$1" --duration "$((PP_SECS + PP_DELAY + 1))s" -o json >/dev/null 2>&1 & ;;
 	perf) perf sched record -a -o "$work/perf.data" -- sleep "$((PP_SECS + PP_DELAY + 1))" >/dev/null 2>&1 & ;;
-	runqlat) runqlat-bpfcc -p "$job" "$((PP_SECS + PP_DELAY + 1))" 1 >/dev/null 2>&1 & ;;
+	runqlat) "$runqlat" -p "$job" "$((PP_SECS + PP_DELAY + 1))" 1 >/dev/null 2>&1 & ;;
 	esac
 	local w=$!
 	wait "$p"
@@ -212,18 +217,22 @@ pp() { # KIND : runs pingpong under KIND, prints "round_trips/s cpu_ns/round_tri
 declare -A rts cpus
 kinds="none programs bpf proc"
 need perf && kinds="$kinds perf"
-# bcc compiles runqlat's program against the running kernel's headers:
-# where it cannot (no headers, as on these machines' kernel), its row would
+# runqlat: libbpf-tools' (its program compiled once, relocated against the
+# kernel's BTF: /sys/kernel/btf/vmlinux) where installed, else bcc's, which
+# compiles its program against the running kernel's headers. Where neither
+# can run (bcc without headers, as on these machines' kernel), its row would
 # be the job alone, so it is left out, saying why.
-runqlat_ok=0
-if need runqlat-bpfcc; then
-	if timeout 120 runqlat-bpfcc 1 1 >/dev/null 2>"$work/runqlat.err"; then
-		runqlat_ok=1
+runqlat_ok=0 runqlat=""
+for r in /usr/sbin/runqlat runqlat-bpfcc; do
+	need "$r" || continue
+	if timeout 120 "$r" 1 1 >/dev/null 2>"$work/runqlat.err"; then
+		runqlat_ok=1 runqlat=$r
 		kinds="$kinds runqlat"
-	else
-		printf 'runqlat-bpfcc cannot run here, left out: %s\n' "$(grep -m1 -iE 'headers|error|exception' "$work/runqlat.err" || echo "exit status $?")"
+		printf 'runqlat: %s\n' "$r"
+		break
 	fi
-fi
+	printf '%s cannot run here: %s\n' "$r" "$(grep -m1 -iE 'headers|error|exception|fail' "$work/runqlat.err" || echo "exit status $?")"
+done
 for _ in $(seq "$REPEAT"); do
 	for k in $kinds; do
 		read -r rt cpu <<<"$(pp "$k")"
@@ -244,7 +253,7 @@ done
 # turns them on while it holds: they add about 50 ns a run), on the same
 # pinned ping-pong: the job watched; the job not watched (the holder watches
 # a sleep: what every task of the host pays, the bitmap tests); and, where
-# bcc is installed, runqlat's programs on the job beside an unwatching holder
+# runqlat runs, its programs on the job beside an unwatching holder
 # (printed as peer programs). SKIP_STATS=1 skips it.
 [ "${SKIP_STATS:-0}" = 1 ] && exit 0
 stats() { # KIND: watched, unwatched or runqlat
@@ -263,7 +272,7 @@ stats() { # KIND: watched, unwatched or runqlat
 	GPUFEED_SCHEDBPF_STATS=1 GPUFEED_SCHEDBPF_HOLD="$target,$((PP_SECS + PP_DELAY))" "$work/schedbpf.test" >"$work/stats.out" 2>&1 &
 	local h=$!
 	if [ "$1" = runqlat ]; then
-		runqlat-bpfcc -p "$job" "$((PP_SECS + PP_DELAY + 1))" 1 >/dev/null 2>&1 &
+		"$runqlat" -p "$job" "$((PP_SECS + PP_DELAY + 1))" 1 >/dev/null 2>&1 &
 		rq=$!
 	fi
 	wait "$p"

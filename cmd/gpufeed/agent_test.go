@@ -29,6 +29,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 	"golang.org/x/sys/unix"
 
+	"github.com/gpufeed/gpufeed/internal/agent"
 	"github.com/gpufeed/gpufeed/internal/livetest"
 )
 
@@ -233,9 +234,27 @@ func TestAgentSurvivesIdleConnectionFlood(t *testing.T) {
 		conns = append(conns, c)
 	}
 	// Watch the agent's descriptors and memory while the connections
-	// wait out the header timeout.
+	// wait out the header timeout. The timeout runs from the agent's
+	// accept, and on a loaded host the last connections dialled can wait
+	// in the listen backlog for seconds first: each still open after 7 s
+	// is read again until none is or 25 s have passed.
+	stillOpen := func(cs []net.Conn) []net.Conn {
+		var out []net.Conn
+		for _, c := range cs {
+			_ = c.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
+			var b [1]byte
+			if _, err := c.Read(b[:]); err != nil {
+				if ne, ok := err.(net.Error); ok && ne.Timeout() {
+					out = append(out, c)
+				}
+			}
+		}
+		return out
+	}
 	peakFDs, peakRSS := 0, 0
-	for end := time.Now().Add(7 * time.Second); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
+	dialled := time.Now()
+	open, openAt7 := conns, -1
+	for time.Since(dialled) < 25*time.Second {
 		if fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", a.pid)); err == nil {
 			peakFDs = max(peakFDs, len(fds))
 		}
@@ -245,23 +264,23 @@ func TestAgentSurvivesIdleConnectionFlood(t *testing.T) {
 				peakRSS = max(peakRSS, kb)
 			}
 		}
-	}
-	open := 0
-	for _, c := range conns {
-		_ = c.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
-		var b [1]byte
-		if _, err := c.Read(b[:]); err != nil {
-			if ne, ok := err.(net.Error); ok && ne.Timeout() {
-				open++
+		if time.Since(dialled) >= 7*time.Second {
+			if open = stillOpen(open); openAt7 < 0 {
+				openAt7 = len(open)
+			}
+			if len(open) == 0 {
+				break
 			}
 		}
+		time.Sleep(200 * time.Millisecond)
 	}
-	t.Logf("%d connections dialled; after 7 s %d still open; agent's peak %d descriptors, %d MiB resident", len(conns), open, peakFDs, peakRSS>>10)
+	t.Logf("%d connections dialled; after 7 s %d still open, after %.1f s %d; agent's peak %d descriptors, %d MiB resident",
+		len(conns), openAt7, time.Since(dialled).Seconds(), len(open), peakFDs, peakRSS>>10)
 	if len(conns) < flood/2 {
 		t.Fatalf("only %d connections could be dialled", len(conns))
 	}
-	if open > 0 {
-		t.Errorf("%d idle connections still open after the header timeout", open)
+	if len(open) > 0 {
+		t.Errorf("%d idle connections still open 25 s after the flood (the header timeout is %v)", len(open), agent.ReadHeaderTimeout)
 	}
 	if peakFDs > 512 {
 		t.Errorf("the agent held up to %d descriptors (limit 1024)", peakFDs)
