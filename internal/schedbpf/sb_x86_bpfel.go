@@ -30,7 +30,12 @@ type sbThread struct {
 	LastState   uint32
 	Exited      uint32
 	Seeded      uint32
-	Pad         uint32
+	Waker       uint32
+	WakerCount  uint64
+	WakerGen    uint64
+	WakerTgid   uint32
+	WakerComm   [16]int8
+	_           [4]byte
 }
 
 type sbWatch struct {

@@ -416,19 +416,87 @@ type Wake struct {
 
 // Wakers reads the waker graph: every edge whose wakee is watched.
 // Dropped counts the wake-ups whose edge the full table could not hold.
+//
+// A thread's row holds the edge in progress (its last waker and that
+// waker's wake-ups since it took the place of another), which moves to
+// the wakers' table when another waker comes. The rows are read before
+// and after the table: a row whose edge did not move in between adds its
+// edge in progress to the table's; one whose edge moved (a thread whose
+// wakers alternate) is read from the table again, so that the edge that
+// moved is counted once. What a thread's wakers did while it was read is
+// counted in the next reading.
 func (t *Tracer) Wakers() (edges []Wake, dropped uint64, err error) {
+	before, err := t.pending()
+	if err != nil {
+		return nil, 0, err
+	}
+	type key struct{ wakee, waker uint32 }
+	at := map[key]int{}
 	var k sbWkey
 	var v sbWval
 	it := t.objs.Wakers.Iterate()
 	for it.Next(&k, &v) {
+		at[key{k.Wakee, k.Waker}] = len(edges)
 		edges = append(edges, Wake{Wakee: int(k.Wakee), Waker: int(k.Waker), WakerPID: int(v.WakerTgid),
 			WakerComm: bpfcap.Comm(v.Comm), Count: v.Count})
 	}
 	if err := it.Err(); err != nil {
 		return nil, 0, fmt.Errorf("%s: reading the wakers' table: %w", What, err)
 	}
+	after, err := t.pending()
+	if err != nil {
+		return nil, 0, err
+	}
+	for tid, p := range after {
+		if b, ok := before[tid]; ok && b.gen != p.gen {
+			// The edge in progress before moved to the table while it
+			// was read: read that edge again.
+			if err := t.objs.Wakers.Lookup(sbWkey{Wakee: tid, Waker: b.waker}, &v); err == nil {
+				if i, ok := at[key{tid, b.waker}]; ok {
+					edges[i].Count = max(edges[i].Count, v.Count)
+				} else {
+					at[key{tid, b.waker}] = len(edges)
+					edges = append(edges, Wake{Wakee: int(tid), Waker: int(b.waker), WakerPID: int(v.WakerTgid), WakerComm: bpfcap.Comm(v.Comm), Count: v.Count})
+				}
+			}
+		}
+		if p.count == 0 {
+			continue
+		}
+		if i, ok := at[key{tid, p.waker}]; ok {
+			edges[i].Count += p.count
+			continue
+		}
+		at[key{tid, p.waker}] = len(edges)
+		edges = append(edges, Wake{Wakee: int(tid), Waker: int(p.waker), WakerPID: int(p.tgid), WakerComm: p.comm, Count: p.count})
+	}
 	_ = t.objs.Counters.Lookup(uint32(2), &dropped)
 	return edges, dropped, nil
+}
+
+// pendingEdge is a row's wake-up edge in progress.
+type pendingEdge struct {
+	waker, tgid uint32
+	comm        string
+	count, gen  uint64
+}
+
+// pending reads every row's edge in progress, by tid.
+func (t *Tracer) pending() (map[uint32]pendingEdge, error) {
+	out := map[uint32]pendingEdge{}
+	var tid uint32
+	var v sbThread
+	it := t.objs.Threads.Iterate()
+	for it.Next(&tid, &v) {
+		if v.WakerCount == 0 && v.WakerGen == 0 {
+			continue
+		}
+		out[tid] = pendingEdge{waker: v.Waker, tgid: v.WakerTgid, comm: bpfcap.Comm(v.WakerComm), count: v.WakerCount, gen: v.WakerGen}
+	}
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("%s: reading the threads' table: %w", What, err)
+	}
+	return out, nil
 }
 
 // Forked counts the children the fork program added.

@@ -95,6 +95,35 @@ func child(mode string) {
 		go side(ab[0], ba[1], true)
 		go side(ba[0], ab[1], false)
 		wg.Wait()
+	case "relay":
+		// Three threads: C is woken in turn by A and by B (each writes it a
+		// byte, then waits for C's reply), so C's last waker changes at
+		// every wake-up.
+		var toA, toB, toC [2]int
+		if unix.Pipe(toA[:]) != nil || unix.Pipe(toB[:]) != nil || unix.Pipe(toC[:]) != nil {
+			os.Exit(2)
+		}
+		var wg sync.WaitGroup
+		wg.Add(3)
+		hop := func(name string, f func(b []byte)) {
+			runtime.LockOSThread()
+			fmt.Println(name, unix.Gettid())
+			wg.Done()
+			wg.Wait()
+			b := []byte{1}
+			for {
+				f(b)
+			}
+		}
+		read := func(fd int, b []byte) {
+			if n, _ := unix.Read(fd, b); n != 1 {
+				os.Exit(3)
+			}
+		}
+		go hop("a", func(b []byte) { unix.Write(toC[1], b); read(toA[0], b) })
+		go hop("b", func(b []byte) { read(toB[0], b); unix.Write(toC[1], b) })
+		go hop("c", func(b []byte) { read(toC[0], b); unix.Write(toB[1], b); read(toC[0], b); unix.Write(toA[1], b) })
+		wg.Wait()
 	case "dsleep":
 		// One thread in uninterruptible sleep: it clones a child with
 		// CLONE_VFORK (not sharing memory) and waits for it, killable but
@@ -160,6 +189,8 @@ type workload struct {
 	in   io.WriteCloser
 	out  *bufio.Scanner
 	tids []int
+	// named are the threads a workload printed as "NAME TID".
+	named map[string]int
 }
 
 func start(t *testing.T, mode string) *workload {
@@ -177,12 +208,15 @@ func start(t *testing.T, mode string) *workload {
 	if err := c.Start(); err != nil {
 		t.Fatal(err)
 	}
-	w := &workload{cmd: c, in: in, out: bufio.NewScanner(out)}
+	w := &workload{cmd: c, in: in, out: bufio.NewScanner(out), named: map[string]int{}}
 	t.Cleanup(func() { in.Close(); c.Process.Kill(); c.Wait() })
 	for w.out.Scan() && w.out.Text() != "ready" {
 		if v, ok := strings.CutPrefix(w.out.Text(), "tid "); ok {
 			n, _ := strconv.Atoi(v)
 			w.tids = append(w.tids, n)
+		} else if name, v, ok := strings.Cut(w.out.Text(), " "); ok && len(name) == 1 {
+			n, _ := strconv.Atoi(v)
+			w.named[name] = n
 		}
 	}
 	return w
@@ -446,6 +480,56 @@ func TestPingPongWakers(t *testing.T) {
 		if r := s.Get(e[0]); r == nil || r.Wakeups < total {
 			t.Errorf("thread %d: row %+v, want at least %d wake-ups", e[0], r, total)
 		}
+	}
+}
+
+// TestAlternatingWakers: a thread woken in turn by two others. Its row
+// holds its last waker's run of wake-ups, which moves to the wakers' table
+// at every change of waker: both edges are counted, each about half of
+// its wake-ups, with the wakers' process and name, and together they add
+// up to its wake-ups as its row counts them.
+func TestAlternatingWakers(t *testing.T) {
+	need(t)
+	w := start(t, "relay")
+	tr := startTracer(t, w.cmd.Process.Pid)
+	time.Sleep(time.Second)
+	edges, dropped, err := tr.Wakers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s Snapshot
+	if err := tr.Read(&s); err != nil {
+		t.Fatal(err)
+	}
+	if dropped != 0 {
+		t.Errorf("%d wake-ups dropped", dropped)
+	}
+	comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", w.cmd.Process.Pid))
+	a, b, c := w.named["a"], w.named["b"], w.named["c"]
+	by := map[int]uint64{}
+	var total uint64
+	for _, e := range edges {
+		if e.Wakee != c {
+			continue
+		}
+		by[e.Waker] += e.Count
+		total += e.Count
+		if (e.Waker == a || e.Waker == b) && (e.WakerPID != w.cmd.Process.Pid || e.WakerComm != strings.TrimSpace(string(comm))) {
+			t.Errorf("edge %+v: want waker process %d named %q", e, w.cmd.Process.Pid, strings.TrimSpace(string(comm)))
+		}
+	}
+	t.Logf("thread %d woken %d times: %d by %d, %d by %d", c, total, by[a], a, by[b], b)
+	if by[a] < 1000 || by[b] < 1000 {
+		t.Fatalf("thread %d woken by %d %d times and by %d %d times in 1 s", c, a, by[a], b, by[b])
+	}
+	for _, n := range []uint64{by[a], by[b]} {
+		if n < total*4/10 {
+			t.Errorf("%d of %d wake-ups: want about half by each waker", n, total)
+		}
+	}
+	// The row was read after the edges: it counts the wake-ups since.
+	if r := s.Get(c); r == nil || r.Wakeups < total || r.Wakeups > total+total/10 {
+		t.Errorf("thread %d: row %+v, want about %d wake-ups (its edges' sum)", c, r, total)
 	}
 }
 

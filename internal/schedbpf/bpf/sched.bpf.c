@@ -64,7 +64,17 @@ struct thread {
 	u32 last_state; // the task state it was last switched out in
 	u32 exited;     // 1: sched_process_exit ran for it
 	u32 seeded;     // 1: made by the seed iterator (its state is known)
-	u32 pad;
+	// The wake-up edge in progress: the thread that woke it last, its
+	// process and name, and how many wake-ups in a row it made, not yet
+	// added to `wakers` (a waker wakes the same thread over and over: a
+	// hash lookup and an atomic add a wake-up cost more than the rest of
+	// the program). waker_gen counts the times the edge moved to
+	// `wakers`, so that user space can tell a reading that raced a move.
+	u32 waker;
+	u64 waker_count;
+	u64 waker_gen;
+	u32 waker_tgid;
+	char waker_comm[16];
 };
 
 // A wake-up edge: the watched thread woken, and the thread whose context
@@ -132,11 +142,16 @@ const volatile u32 state_arg = 1;
 #define TASK_NOLOAD 0x400 // with UNINTERRUPTIBLE: TASK_IDLE, shown as I
 #define TASK_DEAD 0x80
 
-static __always_inline void count(u32 i)
+static __always_inline void count_n(u32 i, u64 n)
 {
 	u64 *c = bpf_map_lookup_elem(&counters, &i);
 	if (c)
-		__sync_fetch_and_add(c, 1);
+		__sync_fetch_and_add(c, n);
+}
+
+static __always_inline void count(u32 i)
+{
+	count_n(i, 1);
 }
 
 static __always_inline int is_watched(u32 tgid)
@@ -168,11 +183,14 @@ static __always_inline u32 task_state(struct task_struct *p)
 	return (u32)BPF_CORE_READ(o, state);
 }
 
+// The clock is read only for a switch that involves a watched thread:
+// every switch of the host runs this program, and most involve none.
 static __always_inline void on_switch(struct task_struct *prev, struct task_struct *next, u32 prev_state, int preempt)
 {
-	u64 now = bpf_ktime_get_ns();
+	u64 now = 0;
 	u32 tgid = prev->tgid;
 	if (tgid && is_watched(tgid)) {
+		now = bpf_ktime_get_ns();
 		// A dying task's last switch (TASK_DEAD) makes no row: user space
 		// may have read and deleted its row since its exit.
 		u32 tid = prev->pid;
@@ -197,6 +215,8 @@ static __always_inline void on_switch(struct task_struct *prev, struct task_stru
 	}
 	tgid = next->tgid;
 	if (tgid && is_watched(tgid)) {
+		if (!now)
+			now = bpf_ktime_get_ns();
 		struct thread *t = row(next->pid, tgid);
 		if (t) {
 			if (t->queued_since && now > t->queued_since)
@@ -259,33 +279,68 @@ int BPF_PROG(sched_wakeup_new, struct task_struct *p)
 	return 0;
 }
 
+// edge adds n wake-ups of wakee by waker to `wakers`; comm is the waker's
+// name (NULL: the current task's, the waker's own context).
+static __always_inline void edge(u32 wakee, u32 waker, u32 waker_tgid, const char *comm, u64 n)
+{
+	struct wkey k = {.wakee = wakee, .waker = waker};
+	struct wval *v = bpf_map_lookup_elem(&wakers, &k);
+	if (!v) {
+		struct wval zero = {.waker_tgid = waker_tgid};
+		if (comm)
+			__builtin_memcpy(zero.comm, comm, sizeof(zero.comm));
+		else
+			bpf_get_current_comm(zero.comm, sizeof(zero.comm));
+		bpf_map_update_elem(&wakers, &k, &zero, BPF_NOEXIST);
+		v = bpf_map_lookup_elem(&wakers, &k);
+		if (!v) {
+			count_n(2, n);
+			return;
+		}
+	}
+	__sync_fetch_and_add(&v->count, n);
+}
+
+// flush moves a row's edge in progress to `wakers`.
+static __always_inline void flush(u32 tid, struct thread *t)
+{
+	if (!t->waker_count)
+		return;
+	edge(tid, t->waker, t->waker_tgid, t->waker_comm, t->waker_count);
+	t->waker_count = 0;
+	t->waker_gen++;
+}
+
 // sched_waking runs in the waker's context (try_to_wake_up), unlike
 // sched_wakeup, which may run on the wakee's CPU: the edge is made here.
+// It runs under the wakee's pi_lock (try_to_wake_up), so two wakers of one
+// thread do not update its row at once. A wake-up by the thread's last
+// waker adds to its row; another waker moves the row's edge to `wakers`
+// and takes its place.
 SEC("tp_btf/sched_waking")
 int BPF_PROG(sched_waking, struct task_struct *p)
 {
 	u32 tgid = p->tgid;
 	if (!is_watched(tgid))
 		return 0;
-	struct thread *t = row(p->pid, tgid);
-	if (t) {
-		t->wakeups++;
-		enqueued(t);
-	}
 	u64 id = bpf_get_current_pid_tgid();
-	struct wkey k = {.wakee = p->pid, .waker = (u32)id};
-	struct wval *v = bpf_map_lookup_elem(&wakers, &k);
-	if (!v) {
-		struct wval zero = {.waker_tgid = id >> 32};
-		bpf_get_current_comm(zero.comm, sizeof(zero.comm));
-		bpf_map_update_elem(&wakers, &k, &zero, BPF_NOEXIST);
-		v = bpf_map_lookup_elem(&wakers, &k);
-		if (!v) {
-			count(2);
-			return 0;
-		}
+	u32 tid = p->pid, waker = (u32)id;
+	struct thread *t = row(tid, tgid);
+	if (!t) {
+		edge(tid, waker, id >> 32, 0, 1);
+		return 0;
 	}
-	__sync_fetch_and_add(&v->count, 1);
+	t->wakeups++;
+	enqueued(t);
+	if (t->waker_count && t->waker == waker) {
+		t->waker_count++;
+		return 0;
+	}
+	flush(tid, t);
+	t->waker = waker;
+	t->waker_tgid = id >> 32;
+	bpf_get_current_comm(t->waker_comm, sizeof(t->waker_comm));
+	t->waker_count = 1;
 	return 0;
 }
 
@@ -297,9 +352,12 @@ int BPF_PROG(thread_exit, struct task_struct *p)
 	u32 tgid = p->tgid;
 	if (!is_watched(tgid))
 		return 0;
-	struct thread *t = row(p->pid, tgid);
-	if (t)
+	u32 tid = p->pid;
+	struct thread *t = row(tid, tgid);
+	if (t) {
+		flush(tid, t); // user space deletes the row once it has read it
 		t->exited = 1;
+	}
 	return 0;
 }
 
