@@ -288,8 +288,8 @@ type Observer struct {
 	// they were asked for when allowed.
 	Sched       string `json:"sched,omitempty"`
 	SchedNotBPF string `json:"sched_not_bpf,omitempty"`
-	// SchedMissed counts the scheduler events the kernel skipped the
-	// counting programs for.
+	// SchedMissed counts the scheduler events the counting programs did
+	// not see (skipped by the kernel, or a switch-in seen missing).
 	SchedMissed uint64 `json:"sched_missed,omitempty"`
 }
 

@@ -608,7 +608,7 @@ func (t *textWriter) facts(r *Report) {
 		case o.Sched == "bpf":
 			missed := ""
 			if o.SchedMissed > 0 {
-				missed = fmt.Sprintf("; %d events not counted (the kernel skipped the counting program: it was already running on that CPU)", o.SchedMissed)
+				missed = fmt.Sprintf("; %d switches not seen whole (the kernel skipped the counting program, or ran it for a switch-out and not the switch-in before it): each loses at most a slice and its time", o.SchedMissed)
 			}
 			t.printf("SCHEDULING: threads' run time, run-queue wait and switches from the scheduler's events, counted in the kernel%s\n", missed)
 		case o.Sched == "proc" && o.SchedNotBPF != "":

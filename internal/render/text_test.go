@@ -94,7 +94,7 @@ func TestSchedulingLineCountsMissedEvents(t *testing.T) {
 		TickP50NS: 700e3, TickMaxNS: 2e6, Sched: "bpf", SchedMissed: 3}
 	tw := &textWriter{}
 	tw.facts(&Report{Observer: o})
-	want := "counted in the kernel; 3 events not counted (the kernel skipped the counting program: it was already running on that CPU)\n"
+	want := "counted in the kernel; 3 switches not seen whole (the kernel skipped the counting program, or ran it for a switch-out and not the switch-in before it): each loses at most a slice and its time\n"
 	if got := tw.buf.String(); !strings.Contains(got, want) {
 		t.Errorf("the scheduling line lacks %q:\n%s", want, got)
 	}

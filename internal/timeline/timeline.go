@@ -174,9 +174,10 @@ type Observer struct {
 	// asked for when allowed (--sched auto): the missing capability or
 	// kernel feature.
 	SchedNotBPF string `json:"sched_not_bpf,omitempty"`
-	// SchedMissed counts the scheduler events the kernel skipped the
-	// counting programs for in the window (a program already running on
-	// that CPU): each lost at most a slice, a switch and its time.
+	// SchedMissed counts the scheduler events the counting programs did
+	// not see in the window (the kernel skipped them: a program already
+	// running on that CPU; or a switch-out came with no switch-in seen
+	// before it): each lost at most a slice, a switch and its time.
 	SchedMissed uint64 `json:"sched_missed,omitempty"`
 }
 

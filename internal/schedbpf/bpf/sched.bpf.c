@@ -125,7 +125,8 @@ struct {
 
 // [0]: threads whose row the full threads map could not hold; [1]:
 // children added by the fork program; [2]: wake-ups whose edge the full
-// wakers map could not hold.
+// wakers map could not hold; [3]: switch-outs with no switch-in seen
+// before them (a slice the program did not see begin).
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 4);
@@ -196,8 +197,20 @@ static __always_inline void on_switch(struct task_struct *prev, struct task_stru
 		u32 tid = prev->pid;
 		struct thread *t = prev_state & TASK_DEAD ? bpf_map_lookup_elem(&threads, &tid) : row(tid, tgid);
 		if (t) {
-			if (t->oncpu_since && now > t->oncpu_since)
-				t->run_ns += now - t->oncpu_since;
+			if (t->oncpu_since) {
+				if (now > t->oncpu_since)
+					t->run_ns += now - t->oncpu_since;
+			} else if (!(t->seeded && !t->slices && !t->voluntary && !t->involuntary)) {
+				// Switched out with no switch-in seen since its last
+				// switch-out: under load the kernel now and then runs
+				// the program for a thread's switch-out and not for the
+				// switch-in before it (a few in a thousand, with no
+				// recursion miss counted). That slice's CPU time is
+				// lost, and the wait it ended is unknown: dropped
+				// rather than stretched over the slice.
+				count(3);
+				t->queued_since = 0;
+			}
 			t->oncpu_since = 0;
 			t->last_state = prev_state;
 			// The kernel's own rule (__schedule): a switch is
