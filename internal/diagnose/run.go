@@ -166,7 +166,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		}
 		// A zombie, or a process whose main thread exited, has no
 		// environment left to read: the GPU source is then gpufeed's own.
-		if targetEnv, err = fsys.ReadEnv(o.PID); err != nil && procfs.AsDenied(err) == nil && !procfs.IsVanished(err) {
+		if targetEnv, err = fsys.ReadEnvSettled(o.PID); err != nil && procfs.AsDenied(err) == nil && !procfs.IsVanished(err) {
 			return nil, err
 		}
 	}

@@ -77,7 +77,7 @@ func Run(ctx context.Context, o Options, update func(Update)) (Ended, error) {
 	var code int
 	if len(o.Command) > 0 {
 		env = procfs.FilterEnv([]byte(strings.Join(os.Environ(), "\x00")))
-	} else if e, err := o.FS.ReadEnv(o.PID); err == nil {
+	} else if e, err := o.FS.ReadEnvSettled(o.PID); err == nil {
 		env = e
 	}
 	var src gpu.Source

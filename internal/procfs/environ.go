@@ -1,6 +1,9 @@
 package procfs
 
-import "bytes"
+import (
+	"bytes"
+	"time"
+)
 
 // EnvAllowlist is the only environment variables gpufeed reads from another
 // process's /proc/PID/environ. Environments hold secrets (tokens, passwords);
@@ -54,6 +57,36 @@ func (fs FS) ReadEnv(pid int) (map[string]string, error) {
 	}
 	// A truncated environ (over the cap) still yields the variables it held.
 	return FilterEnv(b), nil
+}
+
+// EnvSettleTries and EnvSettleGap bound ReadEnvSettled's waiting: 5 reads
+// 20 ms apart, 80 ms at most, for a process whose environment stays empty.
+const (
+	EnvSettleTries = 5
+	EnvSettleGap   = 20 * time.Millisecond
+)
+
+// ReadEnvSettled is ReadEnv for the process a run attaches to, which may be
+// in the middle of an exec (a launcher such as pyenv's shim or torchrun's
+// wrapper becoming the interpreter): between the new program's memory
+// replacing the old and its arguments and environment being laid out, the
+// kernel shows an empty environ. An empty read is tried again, up to
+// EnvSettleTries reads EnvSettleGap apart; a process whose environment is
+// really empty costs that wait once. Read once at attach, where the choice
+// of GPU source rests on it (GPUFEED_SIMDEV); the sampler's slow tier
+// reads every process's with ReadEnv and reads again after an exec.
+func (fs FS) ReadEnvSettled(pid int) (map[string]string, error) {
+	path := fs.PidPath(pid, "environ")
+	for try := 1; ; try++ {
+		b, err := readCapped(path, PrivPtraceRead, capEnviron)
+		if err != nil && !isTooLarge(err) {
+			return nil, err
+		}
+		if len(b) > 0 || try >= EnvSettleTries {
+			return FilterEnv(b), nil
+		}
+		time.Sleep(EnvSettleGap)
+	}
 }
 
 // FilterEnv parses NUL-separated NAME=value entries and keeps only
