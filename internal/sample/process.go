@@ -366,6 +366,8 @@ func (s *Sampler) sampleProc(p *trackedProc, tk *timeline.Tick, t int64, slow, f
 		}
 		if slow {
 			s.slowThread(p, th, &ts.ThreadSample, t, full)
+		} else if th.wantBlk {
+			s.catchAsleep(p, th, &ts.ThreadSample)
 		}
 		tk.Threads = append(tk.Threads, ts.ThreadSample)
 		th.info.LastSeen = t

@@ -362,18 +362,19 @@ func (s *Sampler) Run(ctx context.Context) (*timeline.Timeline, error) {
 			ended = "target exited"
 			break
 		}
-		// Next slot on the fixed grid; a tick that ran past it is an overrun
-		// and the missed slots are skipped, not bunched up.
+		// Next slot on the grid, moved by its phase sweep; a tick that ran
+		// past it is an overrun and the missed slots are skipped, not
+		// bunched up.
 		slot++
 		now := time.Since(s.start) - first
-		next := time.Duration(slot) * cfg.Interval
+		next := slotTime(slot, cfg.Interval, cfg.Duration)
 		if now > next {
 			s.tl.Counts.Overruns++
-			slot = int64(now/cfg.Interval) + 1
-			next = time.Duration(slot) * cfg.Interval
-		}
-		if next > cfg.Duration {
-			next = cfg.Duration
+			for slot = int64(now/cfg.Interval) + 1; ; slot++ {
+				if next = slotTime(slot, cfg.Interval, cfg.Duration); next > now || next >= cfg.Duration {
+					break
+				}
+			}
 		}
 		timer.Reset(next - now)
 		select {
@@ -675,3 +676,37 @@ func (s *Sampler) SetRecorder(r Recorder) { s.cfg.Recorder = r }
 
 // SetProgress reports each tick to fn.
 func (s *Sampler) SetProgress(fn Progress) { s.cfg.Progress = fn }
+
+// sweepQuarter is a quarter of the phase sweep's period, in ticks.
+const sweepQuarter = 5
+
+// slotTime is when tick slot falls, from the first tick: its place on the
+// grid (slot x interval) moved by a triangle wave of amplitude interval/2
+// and period 4 x sweepQuarter ticks (2 s at the default 100 ms), and never
+// past the window's end (the last tick falls on it). Successive ticks are
+// thus interval ± interval/10 apart, interval on average, and every 20
+// ticks fall at ten phases, a tenth of the interval apart, of anything that
+// repeats each interval.
+// A fixed grid samples such a thing at one phase only: at the default
+// 100 ms, the CPU limit's own 100 ms period (CFS bandwidth's default, as
+// Kubernetes sets it) put every tick of a window in the part of the period
+// where a throttled launch thread waited for a CPU, never in the part where
+// it slept on the device, and where it waited went unread (perf samples at
+// 99 Hz rather than 100 for the same reason).
+func slotTime(slot int64, interval, window time.Duration) time.Duration {
+	grid := time.Duration(slot) * interval
+	if grid >= window {
+		return window
+	}
+	x := slot % (4 * sweepQuarter)
+	var f int64
+	switch {
+	case x <= sweepQuarter:
+		f = x
+	case x <= 3*sweepQuarter:
+		f = 2*sweepQuarter - x
+	default:
+		f = x - 4*sweepQuarter
+	}
+	return min(grid+time.Duration(f)*(interval/2)/sweepQuarter, window)
+}

@@ -55,6 +55,11 @@ type trackedThread struct {
 	// schedstat run time at the previous slow tick.
 	slowRunNS uint64
 	slowSeen  bool
+	// wantBlk: the slow tick found the thread on a CPU or a run queue, so
+	// where it waits was not read; the first tick of the period that finds
+	// it asleep, having run since (wantRunNS), reads it (catchAsleep).
+	wantBlk   bool
+	wantRunNS uint64
 	// With the scheduler's events (sched.go): the thread's base (its
 	// schedstat less its row when first seen), the schedstat-scale
 	// counters at its last stat reading, its row in the last reading that
@@ -258,8 +263,14 @@ func (s *Sampler) slowThread(p *trackedProc, th *trackedThread, ts *timeline.Thr
 	ranSinceSlow := th.slowSeen && ts.RunNS != th.slowRunNS
 	idleWholePeriod := th.slowSeen && ts.RunNS == th.slowRunNS
 	th.slowRunNS, th.slowSeen = ts.RunNS, true
+	th.wantBlk = false
 	if ts.State != 'S' && ts.State != 'D' {
 		th.haveBlk = false
+		// On a CPU or a run queue now: an active thread, whose waits the
+		// slow tick missed. A thread that runs a third of the time and
+		// sleeps on the device a third would go unread in every slow
+		// tick of a 4 s window one time in five, its sleep unexplained.
+		th.wantBlk, th.wantRunNS = ts.State == 'R', ts.RunNS
 		return
 	}
 	if th.haveBlk && ts.RunNS == th.blkRunNS && ts.State == th.blkState {
@@ -269,6 +280,21 @@ func (s *Sampler) slowThread(p *trackedProc, th *trackedThread, ts *timeline.Thr
 	if !ranSinceSlow && !idleWholePeriod && !final {
 		return // first sight of this thread: wait one slow period to tell active from idle
 	}
+	ts.Blocked = s.blocked(p.pid, th.tid)
+	th.blk, th.blkRunNS, th.blkState, th.haveBlk = ts.Blocked, ts.RunNS, ts.State, true
+}
+
+// catchAsleep reads where an active thread waits on the first tick after
+// a slow tick that missed it (wantBlk) to find it asleep, having run since
+// (so the state is fresh, not carried from before it ran): the reading the
+// slow tick would have made had it fallen in the sleep. It costs no more
+// than that reading, once a slow period at most; a thread that never
+// sleeps is never read.
+func (s *Sampler) catchAsleep(p *trackedProc, th *trackedThread, ts *timeline.ThreadSample) {
+	if ts.State != 'S' && ts.State != 'D' || ts.RunNS == th.wantRunNS {
+		return
+	}
+	th.wantBlk = false
 	ts.Blocked = s.blocked(p.pid, th.tid)
 	th.blk, th.blkRunNS, th.blkState, th.haveBlk = ts.Blocked, ts.RunNS, ts.State, true
 }

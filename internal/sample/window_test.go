@@ -85,3 +85,49 @@ func TestShortWindowReadsWaitsOften(t *testing.T) {
 			read, time.Duration(tl.Meta.Tiers.Slow))
 	}
 }
+
+// The ticks' phase sweep: successive ticks interval ± interval/10 apart,
+// interval apart on average over a sweep, the last on the window's end and
+// none past it; and over 20 ticks, the ticks' phases within a period equal
+// to the interval (the CPU limit's 100 ms period, for one) spread over the
+// whole period, a tenth of it apart (the sweep passes each twice), instead
+// of one point of it.
+func TestTicksSweepThePhaseOfTheInterval(t *testing.T) {
+	const iv = 100 * time.Millisecond
+	const window = 10 * time.Second
+	prev := time.Duration(0)
+	var phases []time.Duration
+	for slot := int64(1); ; slot++ {
+		at := slotTime(slot, iv, window)
+		gap := at - prev
+		if at > window {
+			t.Fatalf("slot %d at %v, past the %v window", slot, at, window)
+		}
+		if at == window {
+			break
+		}
+		if gap < iv-iv/10 || gap > iv+iv/10 {
+			t.Errorf("slot %d: %v after the one before, want %v ± %v", slot, gap, iv, iv/10)
+		}
+		if slot <= 4*sweepQuarter {
+			phases = append(phases, ((at%iv)+iv)%iv)
+		}
+		if slot%(4*sweepQuarter) == 0 && at != time.Duration(slot)*iv {
+			t.Errorf("slot %d at %v: a whole sweep should end on the grid (%v)", slot, at, time.Duration(slot)*iv)
+		}
+		prev = at
+	}
+	// Ten phases a tenth of the period apart, over nearly the whole of it.
+	lo, hi := iv, time.Duration(0)
+	seen := map[time.Duration]bool{}
+	for _, p := range phases {
+		lo, hi = min(lo, p), max(hi, p)
+		seen[p] = true
+	}
+	if len(seen) < 2*sweepQuarter || hi-lo < iv*8/10 {
+		t.Errorf("20 ticks' phases within the %v period: %d distinct, from %v to %v; want 10 over most of it", iv, len(seen), lo, hi)
+	}
+	if got := slotTime(int64(window/iv)+3, iv, window); got != window {
+		t.Errorf("a slot past the window falls at %v, want the window's end %v", got, window)
+	}
+}
