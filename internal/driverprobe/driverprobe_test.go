@@ -223,8 +223,14 @@ func countsMatch(t *testing.T, o Options) (lib profile.DriverLibrary) {
 		if th.Allocs != 12 || th.AllocBytes != 12<<20 || th.Frees != 12 {
 			t.Errorf("round %d: allocs %d (%d bytes), frees %d", round, th.Allocs, th.AllocBytes, th.Frees)
 		}
-		if th.SyncNS < int64(5*20*time.Millisecond) || th.SyncNS > d.WindowNS {
-			t.Errorf("round %d: %v inside syncs, want at least 100ms (window %v)", round, time.Duration(th.SyncNS), time.Duration(d.WindowNS))
+		// Each sync starts after its kernel did (the launch call, with its
+		// own probes, and any preemption come between), so it lasts the
+		// kernel's 20 ms less that gap: 99.989 ms for the five was seen.
+		// Up to 4 ms a gap is allowed; a probe that timed nothing, or only
+		// the call's entry, stays far below.
+		if minSync := int64(5 * (20 - 4) * time.Millisecond); th.SyncNS < minSync || th.SyncNS > d.WindowNS {
+			t.Errorf("round %d: %v inside syncs, want at least %v (five 20 ms kernels, less up to 4 ms each from launch to sync) and at most the window %v",
+				round, time.Duration(th.SyncNS), time.Duration(minSync), time.Duration(d.WindowNS))
 		}
 		if d.Dropped != 0 || d.Unmatched != 0 {
 			t.Errorf("round %d: dropped %d, unmatched %d", round, d.Dropped, d.Unmatched)
