@@ -107,7 +107,7 @@ func (j *job) end(why string) {
 func (j *job) watch(ctx context.Context) {
 	fs := j.a.cfg.FS
 	paths, _ := fs.CgroupPaths(j.key.PID)
-	env, _ := fs.ReadEnv(j.key.PID)
+	env, _ := fs.ReadEnvSettled(j.key.PID) // a job found mid-exec keeps its labels
 	j.mu.Lock()
 	id := ParseJobID(paths, env)
 	if id.PodUID != "" {

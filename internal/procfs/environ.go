@@ -73,8 +73,10 @@ const (
 // kernel shows an empty environ. An empty read is tried again, up to
 // EnvSettleTries reads EnvSettleGap apart; a process whose environment is
 // really empty costs that wait once. Read once at attach, where the choice
-// of GPU source rests on it (GPUFEED_SIMDEV); the sampler's slow tier
-// reads every process's with ReadEnv and reads again after an exec.
+// of GPU source rests on it (GPUFEED_SIMDEV), and by the agent when it
+// starts watching a job (its Slurm and pod labels, read once for the job's
+// life); the sampler's slow tier reads every process's with ReadEnv and
+// reads again after an exec.
 func (fs FS) ReadEnvSettled(pid int) (map[string]string, error) {
 	path := fs.PidPath(pid, "environ")
 	for try := 1; ; try++ {
