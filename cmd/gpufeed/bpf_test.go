@@ -307,7 +307,11 @@ func TestProfiledAttachLeavesNoUprobe(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				out, err := exec.Command(bin, "diagnose", "--pid", strconv.Itoa(w.Process.Pid), "--duration", "2s", "--profile", "auto", "-o", "json").CombinedOutput()
+				var out []byte
+				err := livetest.WhileTextBusy(func() (err error) {
+					out, err = exec.Command(bin, "diagnose", "--pid", strconv.Itoa(w.Process.Pid), "--duration", "2s", "--profile", "auto", "-o", "json").CombinedOutput()
+					return err
+				})
 				if err != nil {
 					t.Errorf("round %d run %d: %v: %.500s", round, i, err, out)
 				} else if !strings.Contains(string(out), `"driver_calls"`) {

@@ -357,9 +357,12 @@ func TestAgentMetricsLabelsAreSafe(t *testing.T) {
 	if err := os.WriteFile(exe, b, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	job := exec.Command(exe, "60")
-	job.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := job.Start(); err != nil {
+	var job *exec.Cmd
+	if err := livetest.WhileTextBusy(func() error {
+		job = exec.Command(exe, "60")
+		job.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		return job.Start()
+	}); err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = job.Process.Kill(); _ = job.Wait() }()

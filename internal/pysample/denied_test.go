@@ -64,11 +64,16 @@ func TestDeniedSaysWhichPrivilege(t *testing.T) {
 	if err := os.WriteFile(bin, b, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin)
-	cmd.Dir = dir
-	cmd.Env = []string{"GPUFEED_PYSTACK_CHILD_PID=" + strconv.Itoa(k.cmd.Process.Pid)}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
-	out, err := cmd.CombinedOutput()
+	var out []byte
+	err = livetest.WhileTextBusy(func() error {
+		cmd := exec.Command(bin)
+		cmd.Dir = dir
+		cmd.Env = []string{"GPUFEED_PYSTACK_CHILD_PID=" + strconv.Itoa(k.cmd.Process.Pid)}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+		var err error
+		out, err = cmd.CombinedOutput()
+		return err
+	})
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != 3 || !strings.Contains(string(out), "not visible: needs CAP_SYS_PTRACE") {
 		t.Fatalf("as uid 65534: %v: %s", err, out)
