@@ -47,16 +47,21 @@ var envAllowed = func() map[string]bool {
 // ReadEnv reads /proc/PID/environ and returns only the allowlisted
 // variables. Reading another user's environ needs PTRACE_MODE_READ.
 func (fs FS) ReadEnv(pid int) (map[string]string, error) {
-	path := fs.PidPath(pid, "environ")
-	b, err := readCapped(path, PrivPtraceRead, capEnviron)
-	if err != nil && AsDenied(err) == nil && !isTooLarge(err) {
+	b, err := fs.readEnviron(pid)
+	if err != nil {
 		return nil, err
 	}
-	if err != nil && AsDenied(err) != nil {
-		return nil, err
-	}
-	// A truncated environ (over the cap) still yields the variables it held.
 	return FilterEnv(b), nil
+}
+
+// readEnviron reads /proc/PID/environ's bytes. A truncated environ (over
+// the cap) is no error: it still yields the variables it held.
+func (fs FS) readEnviron(pid int) ([]byte, error) {
+	b, err := readCapped(fs.PidPath(pid, "environ"), PrivPtraceRead, capEnviron)
+	if err != nil && !isTooLarge(err) {
+		return nil, err
+	}
+	return b, nil
 }
 
 // EnvSettleTries and EnvSettleGap bound ReadEnvSettled's waiting: 5 reads
@@ -78,10 +83,9 @@ const (
 // life); the sampler's slow tier reads every process's with ReadEnv and
 // reads again after an exec.
 func (fs FS) ReadEnvSettled(pid int) (map[string]string, error) {
-	path := fs.PidPath(pid, "environ")
 	for try := 1; ; try++ {
-		b, err := readCapped(path, PrivPtraceRead, capEnviron)
-		if err != nil && !isTooLarge(err) {
+		b, err := fs.readEnviron(pid)
+		if err != nil {
 			return nil, err
 		}
 		if len(b) > 0 || try >= EnvSettleTries {

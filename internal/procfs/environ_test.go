@@ -84,7 +84,7 @@ if [ "$n" -lt 150 ]; then sleep 0.03; N=$((n+1)) exec /bin/sh "$0"; fi
 			t.Fatalf("the shell's 150 execs ended with %d empty reads of its environ seen: the window this test is about was not met", empties)
 		default:
 		}
-		b, err := readCapped(fs.PidPath(c.Process.Pid, "environ"), PrivPtraceRead, capEnviron)
+		b, err := fs.readEnviron(c.Process.Pid)
 		if err != nil || len(b) > 0 {
 			continue
 		}

@@ -57,9 +57,8 @@ type trackedThread struct {
 	slowSeen  bool
 	// wantBlk: the slow tick found the thread on a CPU or a run queue, so
 	// where it waits was not read; the first tick of the period that finds
-	// it asleep, having run since (wantRunNS), reads it (catchAsleep).
-	wantBlk   bool
-	wantRunNS uint64
+	// it asleep, having run since (slowRunNS), reads it (catchAsleep).
+	wantBlk bool
 	// With the scheduler's events (sched.go): the thread's base (its
 	// schedstat less its row when first seen), the schedstat-scale
 	// counters at its last stat reading, its row in the last reading that
@@ -270,7 +269,7 @@ func (s *Sampler) slowThread(p *trackedProc, th *trackedThread, ts *timeline.Thr
 		// slow tick missed. A thread that runs a third of the time and
 		// sleeps on the device a third would go unread in every slow
 		// tick of a 4 s window one time in five, its sleep unexplained.
-		th.wantBlk, th.wantRunNS = ts.State == 'R', ts.RunNS
+		th.wantBlk = ts.State == 'R'
 		return
 	}
 	if th.haveBlk && ts.RunNS == th.blkRunNS && ts.State == th.blkState {
@@ -280,6 +279,12 @@ func (s *Sampler) slowThread(p *trackedProc, th *trackedThread, ts *timeline.Thr
 	if !ranSinceSlow && !idleWholePeriod && !final {
 		return // first sight of this thread: wait one slow period to tell active from idle
 	}
+	s.readWait(p, th, ts)
+}
+
+// readWait reads where the thread waits into its sample and keeps it, to be
+// carried forward while the thread does not run.
+func (s *Sampler) readWait(p *trackedProc, th *trackedThread, ts *timeline.ThreadSample) {
 	ts.Blocked = s.blocked(p.pid, th.tid)
 	th.blk, th.blkRunNS, th.blkState, th.haveBlk = ts.Blocked, ts.RunNS, ts.State, true
 }
@@ -291,12 +296,11 @@ func (s *Sampler) slowThread(p *trackedProc, th *trackedThread, ts *timeline.Thr
 // than that reading, once a slow period at most; a thread that never
 // sleeps is never read.
 func (s *Sampler) catchAsleep(p *trackedProc, th *trackedThread, ts *timeline.ThreadSample) {
-	if ts.State != 'S' && ts.State != 'D' || ts.RunNS == th.wantRunNS {
+	if ts.State != 'S' && ts.State != 'D' || ts.RunNS == th.slowRunNS {
 		return
 	}
 	th.wantBlk = false
-	ts.Blocked = s.blocked(p.pid, th.tid)
-	th.blk, th.blkRunNS, th.blkState, th.haveBlk = ts.Blocked, ts.RunNS, ts.State, true
+	s.readWait(p, th, ts)
 }
 
 // blocked reads wchan, the system call in progress and, for calls that wait

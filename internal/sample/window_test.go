@@ -110,7 +110,7 @@ func TestTicksSweepThePhaseOfTheInterval(t *testing.T) {
 			t.Errorf("slot %d: %v after the one before, want %v ± %v", slot, gap, iv, iv/10)
 		}
 		if slot <= 4*sweepQuarter {
-			phases = append(phases, ((at%iv)+iv)%iv)
+			phases = append(phases, at%iv)
 		}
 		if slot%(4*sweepQuarter) == 0 && at != time.Duration(slot)*iv {
 			t.Errorf("slot %d at %v: a whole sweep should end on the grid (%v)", slot, at, time.Duration(slot)*iv)
