@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -373,11 +374,28 @@ func describeOpenError(path string, err error) error {
 }
 
 func joinAttempts(failed []Attempt) error {
-	errs := make([]error, 0, len(failed))
-	for _, a := range failed {
-		errs = append(errs, a.Err)
+	return fmt.Errorf("kernel log: no source could be read: %w", attempts(failed))
+}
+
+// attempts is the failed attempts as one error, each still matched by
+// errors.Is and As, said on one line: errors.Join's newlines reached the
+// report as an escaped "\x0a" inside a finding's claim.
+type attempts []Attempt
+
+func (a attempts) Error() string {
+	msgs := make([]string, 0, len(a))
+	for _, at := range a {
+		msgs = append(msgs, at.Err.Error())
 	}
-	return fmt.Errorf("kernel log: no source could be read: %w", errors.Join(errs...))
+	return strings.Join(msgs, "; ")
+}
+
+func (a attempts) Unwrap() []error {
+	errs := make([]error, 0, len(a))
+	for _, at := range a {
+		errs = append(errs, at.Err)
+	}
+	return errs
 }
 
 // ExecRunner runs a command from PATH, its standard error kept (bounded) for

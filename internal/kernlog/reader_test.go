@@ -248,3 +248,22 @@ func TestReadLiveKmsg(t *testing.T) {
 		t.Errorf("last record's wall time %s is not between boot %s and now", lastWall, log.BootTime)
 	}
 }
+
+// The failed attempts are said on one line, each still matched by
+// errors.Is: a report escapes a newline inside a claim as "\x0a".
+func TestFailedAttemptsOnOneLine(t *testing.T) {
+	err := joinAttempts([]Attempt{
+		{Source: "/dev/kmsg", Err: describeOpenError("/dev/kmsg", syscall.EPERM)},
+		{Source: "dmesg", Err: errors.New("dmesg: exit status 1: read kernel buffer failed")},
+	})
+	if strings.Contains(err.Error(), "\n") {
+		t.Errorf("error on several lines: %q", err)
+	}
+	want := "kernel log: no source could be read: /dev/kmsg: kernel log not visible: needs CAP_SYSLOG or root (kernel.dmesg_restrict=1); dmesg: exit status 1: read kernel buffer failed"
+	if err.Error() != want {
+		t.Errorf("error %q, want %q", err, want)
+	}
+	if !errors.Is(err, ErrNotVisible) {
+		t.Errorf("%v: the denied attempt is no longer ErrNotVisible", err)
+	}
+}
