@@ -190,16 +190,21 @@ stragglers='^(TestStragglers?[A-Z]|TestPythonTime[A-Z])'
 	echo "${PIPESTATUS[0]}" >"$lanes/e2e.rc"
 ) &
 e2e_pid=$!
-rest_rc=0
+# The other lane goes through testlog too (its slowest tests named with
+# their package); GPUFEED_TEST_JSON=FILE keeps its stream in FILE.rest.
+rest_json=/dev/null
+[ -z "${GPUFEED_TEST_JSON:-}" ] || rest_json="$GPUFEED_TEST_JSON.rest"
+echo 0 >"$lanes/rest.rc"
 {
-	go test -p 1 -count=1 -timeout 30m -parallel 8 $other_pkgs || rest_rc=1
+	go test -json -p 1 -count=1 -timeout 30m -parallel 8 $other_pkgs || echo 1 >"$lanes/rest.rc"
 	if [ -n "$race_pkgs" ]; then
 		printf -- '-- the race detector on the concurrent packages\n'
-		go test -p 1 -count=1 -timeout 30m -parallel 8 -race $race_pkgs || rest_rc=1
+		go test -json -p 1 -count=1 -timeout 30m -parallel 8 -race $race_pkgs || echo 1 >"$lanes/rest.rc"
 	fi
 	printf -- '-- the end-to-end package'"'"'s straggler and Python-time tests\n'
-	go test -count=1 -timeout 30m -run "$stragglers" "$e2e_pkg" || rest_rc=1
-} >"$lanes/rest" 2>&1
+	go test -json -count=1 -timeout 30m -run "$stragglers" "$e2e_pkg" || echo 1 >"$lanes/rest.rc"
+} 2>&1 | tee "$rest_json" | "$lanes/testlog" -slowest 15 >"$lanes/rest" 2>&1 || echo 1 >"$lanes/rest.rc"
+rest_rc=$(cat "$lanes/rest.rc")
 cat "$lanes/rest"
 wait "$e2e_pid" || true
 cat "$lanes/e2e"

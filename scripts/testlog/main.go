@@ -59,6 +59,10 @@ func summarise(r io.Reader, w io.Writer, slowest int) (failed bool, err error) {
 		top, _, sub := strings.Cut(e.Test, "/")
 		k := key{e.Package, top}
 		switch {
+		case e.Action == "build-output":
+			// The compiler's errors for a package whose test binary
+			// did not build (go test -json gives them as events).
+			fmt.Fprint(w, e.Output)
 		case e.Action == "output" && e.Test == "":
 			// Package lines: ok, FAIL, a panic outside a test.
 			if s := e.Output; !strings.HasPrefix(s, "=== ") && s != "PASS\n" {
@@ -105,13 +109,23 @@ func summarise(r io.Reader, w io.Writer, slowest int) (failed bool, err error) {
 	}
 	if slowest > 0 && len(times) > 0 {
 		sort.SliceStable(times, func(i, j int) bool { return times[i].sec > times[j].sec })
+		// Over several packages each test is named with its package's
+		// last element.
+		several := false
+		for _, t := range times {
+			several = several || t.pkg != times[0].pkg
+		}
 		fmt.Fprintf(w, "-- the %d slowest tests (wall time, parallel ones overlapping others)\n", min(slowest, len(times)))
 		for _, t := range times[:min(slowest, len(times))] {
 			mark := ""
 			if t.failed {
 				mark = "  FAIL"
 			}
-			fmt.Fprintf(w, "%8.1fs  %s%s\n", t.sec, t.name, mark)
+			name := t.name
+			if several {
+				name = t.pkg[strings.LastIndex(t.pkg, "/")+1:] + "." + name
+			}
+			fmt.Fprintf(w, "%8.1fs  %s%s\n", t.sec, name, mark)
 		}
 	}
 	return failed, nil

@@ -63,6 +63,35 @@ func TestSummariseUnfinished(t *testing.T) {
 	}
 }
 
+// A test binary that did not build: go test -json gives the compiler's
+// errors as build-output events (Go 1.26's stream, as it came); they are
+// printed, and the package fails. Over two packages the slowest tests are
+// named with their package.
+func TestSummariseBuildFailure(t *testing.T) {
+	in := `{"ImportPath":"example.com/bf [example.com/bf.test]","Action":"build-output","Output":"# example.com/bf [example.com/bf.test]\n"}
+{"ImportPath":"example.com/bf [example.com/bf.test]","Action":"build-output","Output":"./bf_test.go:3:40: cannot use \"s\" (untyped string constant) as int value in variable declaration\n"}
+{"ImportPath":"example.com/bf [example.com/bf.test]","Action":"build-fail"}
+{"Time":"2026-12-04T11:59:59.037145668Z","Action":"start","Package":"example.com/bf"}
+{"Time":"2026-12-04T11:59:59.037291345Z","Action":"output","Package":"example.com/bf","Output":"FAIL\texample.com/bf [build failed]\n"}
+{"Time":"2026-12-04T11:59:59.037300162Z","Action":"fail","Package":"example.com/bf","Elapsed":0,"FailedBuild":"example.com/bf [example.com/bf.test]"}
+{"Action":"run","Package":"example.com/ok","Test":"TestA"}
+{"Action":"pass","Package":"example.com/ok","Test":"TestA","Elapsed":2}
+{"Action":"run","Package":"example.com/other/x","Test":"TestB"}
+{"Action":"pass","Package":"example.com/other/x","Test":"TestB","Elapsed":1}
+`
+	var b strings.Builder
+	failed, err := summarise(strings.NewReader(in), &b, 5)
+	if err != nil || !failed {
+		t.Fatalf("failed %v, err %v", failed, err)
+	}
+	want := "# example.com/bf [example.com/bf.test]\n./bf_test.go:3:40: cannot use \"s\" (untyped string constant) as int value in variable declaration\n" +
+		"FAIL\texample.com/bf [build failed]\n" +
+		"-- the 2 slowest tests (wall time, parallel ones overlapping others)\n     2.0s  ok.TestA\n     1.0s  x.TestB\n"
+	if b.String() != want {
+		t.Errorf("got\n%s\nwant\n%s", b.String(), want)
+	}
+}
+
 func FuzzSummarise(f *testing.F) {
 	b, err := os.ReadFile("testdata/go-test.json")
 	if err != nil {
