@@ -3,6 +3,8 @@
 // every test that failed (its subtests' too), followed by the slowest
 // top-level tests with their times. scripts/test.sh runs the end-to-end
 // package through it, so that a CI log says where the suite's time went.
+// A stream from go tool test2json running a compiled test binary has no
+// package line (go test writes it, not the binary): testlog writes it.
 //
 //	go test -json ./cmd/gpufeed | go run ./scripts/testlog -slowest 15
 //
@@ -46,6 +48,8 @@ func summarise(r io.Reader, w io.Writer, slowest int) (failed bool, err error) {
 	type key struct{ pkg, test string }
 	out := map[key][]string{}
 	started := map[key]time.Time{}
+	// Packages whose ok or FAIL line go test wrote.
+	said := map[string]bool{}
 	var times []testTime
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 1<<20), 16<<20)
@@ -67,6 +71,9 @@ func summarise(r io.Reader, w io.Writer, slowest int) (failed bool, err error) {
 			// Package lines: ok, FAIL, a panic outside a test.
 			if s := e.Output; !strings.HasPrefix(s, "=== ") && s != "PASS\n" {
 				fmt.Fprint(w, s)
+				if strings.HasPrefix(s, "ok  \t") || strings.HasPrefix(s, "FAIL\t") {
+					said[e.Package] = true
+				}
 			}
 		case e.Action == "output":
 			if s := e.Output; !strings.HasPrefix(s, "=== RUN") && !strings.HasPrefix(s, "=== PAUSE") && !strings.HasPrefix(s, "=== CONT") {
@@ -82,6 +89,17 @@ func summarise(r io.Reader, w io.Writer, slowest int) (failed bool, err error) {
 					delete(out, k)
 				}
 			}
+			// A test binary run by test2json (scripts/test.sh runs the
+			// binaries it compiled first) has no go command to write the
+			// package's line: it is written here, as go test writes it.
+			if !said[e.Package] {
+				status := "ok  "
+				if e.Action == "fail" {
+					status = "FAIL"
+				}
+				fmt.Fprintf(w, "%s\t%s\t%.3fs\n", status, e.Package, e.Elapsed)
+			}
+			delete(said, e.Package)
 		case (e.Action == "run" || e.Action == "cont") && !sub:
 			// A parallel test starts when it continues, not when it paused.
 			started[k] = e.Time

@@ -57,7 +57,7 @@ func TestSummariseUnfinished(t *testing.T) {
 	if err != nil || !failed {
 		t.Fatalf("failed %v, err %v", failed, err)
 	}
-	want := "build output that is not JSON\npanic: test timed out after 1s\n-- TestHang did not finish; its output:\n    p_test.go:9: waiting\n"
+	want := "build output that is not JSON\npanic: test timed out after 1s\n-- TestHang did not finish; its output:\n    p_test.go:9: waiting\nFAIL\tp\t1.000s\n"
 	if b.String() != want {
 		t.Errorf("got\n%s\nwant\n%s", b.String(), want)
 	}
@@ -89,6 +89,37 @@ func TestSummariseBuildFailure(t *testing.T) {
 		"-- the 2 slowest tests (wall time, parallel ones overlapping others)\n     2.0s  ok.TestA\n     1.0s  x.TestB\n"
 	if b.String() != want {
 		t.Errorf("got\n%s\nwant\n%s", b.String(), want)
+	}
+}
+
+// A compiled test binary run by go tool test2json -t -p (a real stream,
+// as it came): no go command wrote the package's FAIL or ok line, so
+// testlog writes it as go test would.
+func TestSummariseTest2JSON(t *testing.T) {
+	in := `{"Time":"2026-12-04T12:20:36.89582888Z","Action":"start","Package":"example.com/t2j"}
+{"Time":"2026-12-04T12:20:36.902849242Z","Action":"run","Package":"example.com/t2j","Test":"TestOK"}
+{"Time":"2026-12-04T12:20:36.902964942Z","Action":"output","Package":"example.com/t2j","Test":"TestOK","Output":"=== RUN   TestOK\n"}
+{"Time":"2026-12-04T12:20:36.913445926Z","Action":"output","Package":"example.com/t2j","Test":"TestOK","Output":"--- PASS: TestOK (0.01s)\n"}
+{"Time":"2026-12-04T12:20:36.913504778Z","Action":"pass","Package":"example.com/t2j","Test":"TestOK","Elapsed":0.01}
+{"Time":"2026-12-04T12:20:36.913635356Z","Action":"run","Package":"example.com/t2j","Test":"TestBad"}
+{"Time":"2026-12-04T12:20:36.913638993Z","Action":"output","Package":"example.com/t2j","Test":"TestBad","Output":"=== RUN   TestBad\n"}
+{"Time":"2026-12-04T12:20:36.913789589Z","Action":"output","Package":"example.com/t2j","Test":"TestBad","Output":"    t_test.go:4: why\n"}
+{"Time":"2026-12-04T12:20:36.91382158Z","Action":"output","Package":"example.com/t2j","Test":"TestBad","Output":"--- FAIL: TestBad (0.00s)\n"}
+{"Time":"2026-12-04T12:20:36.913849654Z","Action":"fail","Package":"example.com/t2j","Test":"TestBad","Elapsed":0}
+{"Time":"2026-12-04T12:20:36.913927371Z","Action":"output","Package":"example.com/t2j","Output":"FAIL\n"}
+{"Time":"2026-12-04T12:20:36.91507276Z","Action":"fail","Package":"example.com/t2j","Elapsed":0.019}
+{"Time":"2026-12-04T12:20:37.0Z","Action":"start","Package":"example.com/ok"}
+{"Time":"2026-12-04T12:20:37.1Z","Action":"output","Package":"example.com/ok","Output":"PASS\n"}
+{"Time":"2026-12-04T12:20:37.2Z","Action":"pass","Package":"example.com/ok","Elapsed":0.2}
+`
+	var b strings.Builder
+	failed, err := summarise(strings.NewReader(in), &b, 0)
+	if err != nil || !failed {
+		t.Fatalf("failed %v, err %v", failed, err)
+	}
+	want := "    t_test.go:4: why\n--- FAIL: TestBad (0.00s)\nFAIL\nFAIL\texample.com/t2j\t0.019s\nok  \texample.com/ok\t0.200s\n"
+	if b.String() != want {
+		t.Errorf("got\n%q\nwant\n%q", b.String(), want)
 	}
 }
 
