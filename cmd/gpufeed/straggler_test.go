@@ -75,8 +75,10 @@ func checkStragglerOf(t *testing.T, world, slow int, how string, slowRow string)
 			}
 		}()
 	}
-	wg.Wait()
+	// The JSON report's observer attaches beside the text ones (they read
+	// the job, not each other).
 	r := diagnoseJSON(t, "--pid", strconv.Itoa(job.PID), "--duration", "3s")
+	wg.Wait()
 	fs := findingsWith(r, "rank-straggler")
 	if len(fs) != 1 || fs[0].Subject != "rank "+strconv.Itoa(slow)+" (pid "+strconv.Itoa(pids[strconv.Itoa(slow)])+")" ||
 		!strings.HasPrefix(fs[0].Claim, "rank "+strconv.Itoa(slow)+" of "+strconv.Itoa(world)+" (pid ") {
