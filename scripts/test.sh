@@ -138,9 +138,6 @@ else
 	echo "building helm v3.22.0 in the background"
 fi
 
-step "go build"
-go build -o /dev/null ./cmd/gpufeed
-
 # Every test once: the deterministic ones (what make check runs with
 # -short) and the live ones, which start real jobs and observe them for
 # real windows. The packages where goroutines share state (the sampler, the
@@ -160,33 +157,54 @@ race_re='/(sample|sim|kineto|agent|drill)($|/)'
 race_pkgs=$(go list ./... | grep -E "$race_re" || true)
 e2e_pkg=github.com/gpufeed/gpufeed/cmd/gpufeed
 other_pkgs=$(go list ./... | grep -vE "$race_re" | grep -vx "$e2e_pkg")
-# Every test binary, the race-detector ones too, is compiled first (no test
-# runs): compiling the race-detector packages beside the end-to-end tests
-# put a load of 12 on 2 CPUs under their verdicts.
+# Every test binary, the race-detector ones too, is compiled (and linked)
+# first, and the lanes run those binaries as go test would (in the
+# package's directory, through test2json): compiling the race-detector
+# packages beside the end-to-end tests put a load of 12 on 2 CPUs under
+# their verdicts, and go test links each binary again (about 30 s of the
+# lanes' CPU).
 step "go test: compiling"
 lanes=$(mktemp -d)
 with_tests() { go list -f '{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}}{{end}}' "$@"; }
-go test -c -o "$lanes/" $(with_tests $other_pkgs "$e2e_pkg") >/dev/null
+mkdir "$lanes/bin" "$lanes/race"
+go test -c -o "$lanes/bin/" $(with_tests $other_pkgs "$e2e_pkg") >/dev/null
 if [ -n "$race_pkgs" ]; then
-	go test -race -c -o "$lanes/" $(with_tests $race_pkgs) >/dev/null
+	go test -race -c -o "$lanes/race/" $(with_tests $race_pkgs) >/dev/null
 fi
-rm -f "$lanes"/*.test
-# The end-to-end lane's log: go test -json, printed as go test prints it,
-# then its slowest tests (scripts/testlog), so that a run says where its
-# time went.
+go list -f '{{.ImportPath}} {{.Dir}}' ./... >"$lanes/dirs"
+go build -o "$lanes/test2json" cmd/test2json
+# The lanes' logs: go test -json, printed as go test prints it, then the
+# slowest tests (scripts/testlog), so that a run says where its time went.
 go build -o "$lanes/testlog" ./scripts/testlog
+# run_binaries BINDIR PKG... -- FLAG...: each package's compiled test
+# binary, in its directory, as go test -json runs it; non-zero when any
+# failed.
+run_binaries() {
+	local bindir=$1 rc=0 pkg dir flags=() pkgs=()
+	shift
+	while [ $# -gt 0 ] && [ "$1" != -- ]; do pkgs+=("$1"); shift; done
+	[ $# -gt 0 ] && shift
+	flags=("$@")
+	for pkg in "${pkgs[@]}"; do
+		[ -x "$bindir/${pkg##*/}.test" ] || continue # no test files
+		dir=$(awk -v p="$pkg" '$1 == p { print $2 }' "$lanes/dirs")
+		(cd "$dir" && "$lanes/test2json" -t -p "$pkg" "$bindir/${pkg##*/}.test" -test.v=test2json -test.timeout=30m "${flags[@]}") || rc=1
+	done
+	return $rc
+}
 step "go test (every test; live ones once), in two lanes"
 # The straggler tests (real torch ranks, about 85 s) and the Python-time
 # ones (a torch training loop's Python stacks, about 50 s) run in the
 # second lane once its packages are done: what they judge is which rank the
 # others wait for, one rank against the others, and where one thread's
 # Python time went, shares that a load from outside the job shifts for all
-# alike.
-stragglers='^(TestStragglers?[A-Z]|TestPythonTime[A-Z])'
+# alike. So do three end-to-end tests of a hung or dead rank (judged from
+# stacks and the kernel log, not from CPU shares), which even the lanes out.
+moved='^(TestStragglers?[A-Z]|TestPythonTime[A-Z]|TestGlooRanksLaunched$|TestDeadRankNamedAfterAttach$|TestCompareDeathsAcrossNodes$)'
 (
 	set +e
 	# GPUFEED_TEST_JSON=FILE keeps the lane's go test -json stream there.
-	go test -json -count=1 -timeout 30m -parallel 8 -skip "$stragglers" "$e2e_pkg" 2>&1 | tee "${GPUFEED_TEST_JSON:-/dev/null}" | "$lanes/testlog" -slowest 20 >"$lanes/e2e" 2>&1
+	run_binaries "$lanes/bin" "$e2e_pkg" -- -test.parallel=8 -test.skip="$moved" 2>&1 | tee "${GPUFEED_TEST_JSON:-/dev/null}" | "$lanes/testlog" -slowest 20 >"$lanes/e2e" 2>&1
 	echo "${PIPESTATUS[0]}" >"$lanes/e2e.rc"
 ) &
 e2e_pid=$!
@@ -196,13 +214,13 @@ rest_json=/dev/null
 [ -z "${GPUFEED_TEST_JSON:-}" ] || rest_json="$GPUFEED_TEST_JSON.rest"
 echo 0 >"$lanes/rest.rc"
 {
-	go test -json -p 1 -count=1 -timeout 30m -parallel 8 $other_pkgs || echo 1 >"$lanes/rest.rc"
+	run_binaries "$lanes/bin" $other_pkgs -- -test.parallel=8 || echo 1 >"$lanes/rest.rc"
 	if [ -n "$race_pkgs" ]; then
 		printf -- '-- the race detector on the concurrent packages\n'
-		go test -json -p 1 -count=1 -timeout 30m -parallel 8 -race $race_pkgs || echo 1 >"$lanes/rest.rc"
+		run_binaries "$lanes/race" $race_pkgs -- -test.parallel=8 || echo 1 >"$lanes/rest.rc"
 	fi
-	printf -- '-- the end-to-end package'"'"'s straggler and Python-time tests\n'
-	go test -json -count=1 -timeout 30m -run "$stragglers" "$e2e_pkg" || echo 1 >"$lanes/rest.rc"
+	printf -- '-- the end-to-end package'"'"'s straggler, Python-time and rank-death tests\n'
+	run_binaries "$lanes/bin" "$e2e_pkg" -- -test.parallel=8 -test.run="$moved" || echo 1 >"$lanes/rest.rc"
 } 2>&1 | tee "$rest_json" | "$lanes/testlog" -slowest 15 >"$lanes/rest" 2>&1 || echo 1 >"$lanes/rest.rc"
 rest_rc=$(cat "$lanes/rest.rc")
 cat "$lanes/rest"
