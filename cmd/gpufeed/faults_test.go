@@ -336,11 +336,16 @@ func TestSignalsArePassedOnToTheCommand(t *testing.T) {
 
 // ptyCtrlC runs gpufeed ARGS... on a new terminal (python3's pty), waits
 // for "ready", types Ctrl-C, waits a second, then sends SIGTERM to gpufeed
-// and prints everything the terminal showed.
+// and prints everything the terminal showed. gpufeed starts with SIGINT and
+// SIGQUIT at their defaults, as an interactive shell starts its foreground
+// job, whatever the test itself inherited (go tool test2json, for one,
+// ignores SIGINT, and a command started with it ignored keeps it so).
 const ptyCtrlC = `
 import os, pty, select, signal, sys, time
 pid, fd = pty.fork()
 if pid == 0:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGQUIT, signal.SIG_DFL)
     os.execv(sys.argv[1], sys.argv[1:])
 buf = b""
 def pump(secs):
