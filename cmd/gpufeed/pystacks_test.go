@@ -1,12 +1,15 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -51,9 +54,7 @@ func TestGlooStuckRankNamedByStacks(t *testing.T) {
 	requireTorch(t)
 	stuck := lineOf(t, testjob.TorchRanks, "lock.acquire()  # never returns")
 	call := lineOf(t, testjob.TorchRanks, "dist.all_reduce(t)")
-	job := startScenario(t, testjob.TorchRanks, "--world", "3", "--hang", "2")
-	awaitEvent(t, job, "ranks", 30*time.Second)
-	awaitEvent(t, job, "hung", 120*time.Second)
+	job := sharedHungRanks(t)
 	// rank 2 says "hung" as it takes its lock; on a loaded machine ranks
 	// 0-1 may still be finishing the last round they shared with it
 	time.Sleep(2 * time.Second)
@@ -94,15 +95,78 @@ func TestGlooStuckRankNamedByStacks(t *testing.T) {
 	}
 }
 
+// hungRanks is a real three-rank gloo job whose rank 2 took a lock it
+// already held while ranks 0-1 wait for it in all_reduce: a state the tests
+// only read (the stacks are read from the ranks' memory, without ptrace).
+// The two tests of it, side by side in the light group, share one: started
+// by the first to ask, stopped when the last of them ends. A job each cost
+// the light group three more torch ranks' start-up CPU.
+var hungRanks struct {
+	sync.Mutex
+	run   *testjob.Run
+	err   error
+	users int
+	ready chan struct{}
+}
+
+// sharedHungRanks returns the hung job once rank 2 has said it is hung.
+func sharedHungRanks(t *testing.T) *testjob.Run {
+	t.Helper()
+	h := &hungRanks
+	h.Lock()
+	first := h.users == 0
+	if first {
+		h.ready, h.run, h.err = make(chan struct{}), nil, nil
+	}
+	h.users++
+	ready := h.ready
+	h.Unlock()
+	t.Cleanup(func() {
+		h.Lock()
+		defer h.Unlock()
+		if h.users--; h.users == 0 && h.run != nil {
+			h.run.Stop()
+			h.run = nil
+		}
+	})
+	if first {
+		ctx := context.Background() // the job outlives the test that started it
+		r, err := testjob.Start(ctx, testjob.TorchRanks, nil, "--world", "3", "--hang", "2")
+		if err == nil {
+			if _, err = r.Await(ctx, "ranks", 30*time.Second); err == nil {
+				_, err = r.Await(ctx, "hung", 120*time.Second)
+			}
+		}
+		h.Lock()
+		h.run, h.err = r, err
+		h.Unlock()
+		close(ready)
+	} else {
+		select {
+		case <-ready:
+		case <-t.Context().Done():
+			t.Fatal("the test ended before the shared hung job was ready")
+		}
+	}
+	h.Lock()
+	r, err := h.run, h.err
+	h.Unlock()
+	if errors.Is(err, testjob.ErrUnavailable) {
+		t.Skip(err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
 // Without --py-stacks the same job's verdict cannot name the member: the
 // position finding comes only from the stacks.
 func TestGlooStuckRankWithoutStacks(t *testing.T) {
 	livetest.Need(t)
 	lightLive(t)
 	requireTorch(t)
-	job := startScenario(t, testjob.TorchRanks, "--world", "3", "--hang", "2")
-	awaitEvent(t, job, "ranks", 30*time.Second)
-	awaitEvent(t, job, "hung", 120*time.Second)
+	job := sharedHungRanks(t)
 	r := diagnoseJSON(t, "--pid", strconv.Itoa(job.PID), "--duration", "3s")
 	if p := findingsWith(r, "rank-positions"); len(p) != 0 {
 		t.Errorf("no stacks were read, yet: %+v", p)
