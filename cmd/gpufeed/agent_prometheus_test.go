@@ -287,9 +287,10 @@ func TestAgentAlertsInRealPrometheus(t *testing.T) {
 		return run
 	}
 	starved, stalled, healthy := start("submission-bound"), start("stalled"), start("gpu-bound")
-	// Rank 2 allocates after 2,000 rounds (about 20 s): killed while
-	// Prometheus scrapes its agent.
-	ranks, err := testjob.StartRanks(ctx, 2, 2000)
+	// Rank 2 allocates after 1,200 rounds (about 12 s): killed while
+	// Prometheus scrapes its agent (the rule also catches a death counted
+	// before the first scrape).
+	ranks, err := testjob.StartRanks(ctx, 2, 1200)
 	if err != nil {
 		t.Fatalf("the ranks workload: %v", err)
 	}
@@ -309,6 +310,7 @@ func TestAgentAlertsInRealPrometheus(t *testing.T) {
 		byPID[pids[name]] = name
 		targets = append(targets, a.addr)
 	}
+	promStarted := time.Now()
 	base := startPrometheus(t, shortRules(t), targets)
 
 	// The ranks job is stalled too once its rank died: its peers block in
@@ -317,6 +319,25 @@ func TestAgentAlertsInRealPrometheus(t *testing.T) {
 		"GPUFeedMemberDied": {"died": true}}
 	fired := map[string]map[string]bool{}
 	wrong := map[string]bool{}
+	// The starved job's launch loop and its simulated device take most of
+	// two CPUs, beside the other light tests: once its alert has fired and
+	// its verdict's labels are checked, it is stopped (its agent stays
+	// scraped, and an alert for the ended job would still be wrong).
+	starvedChecked := false
+	checkStarved := func() {
+		// The metrics arrived with dcgm-exporter's labels and the job's.
+		info := query(t, base, `gpufeed_job_verdict_info{pid="`+pids["starved"]+`"}`)
+		if len(info) != 1 {
+			t.Fatalf("verdict info for the starved job: %v", info)
+		}
+		for k, v := range map[string]string{"Hostname": "node-starved", "gpu": "0", "UUID": "GPU-SIM-0", "comm": "python3",
+			"verdict": "submission-bound", "job": "gpufeed", "instance": agents["starved"].addr} {
+			if got := info[0].Metric[k]; got != v {
+				t.Errorf("verdict info label %s=%q, want %q (%v)", k, got, v, info[0].Metric)
+			}
+		}
+		starved.Stop()
+	}
 	// After every alert due has fired, watch 15 s more (five windows):
 	// the healthy job must stay quiet meanwhile too.
 	deadline := time.Now().Add(3 * time.Minute)
@@ -334,8 +355,15 @@ func TestAgentAlertsInRealPrometheus(t *testing.T) {
 				if fired[name] == nil {
 					fired[name] = map[string]bool{}
 				}
+				if !fired[name][who] {
+					t.Logf("%s firing for the %s job %s after Prometheus started", name, who, time.Since(promStarted).Round(time.Second))
+				}
 				fired[name][who] = true
 			}
+		}
+		if fired["GPUFeedGPUStarved"]["starved"] && !starvedChecked {
+			starvedChecked = true
+			checkStarved()
 		}
 		all := true
 		for name, whos := range want {
@@ -370,17 +398,6 @@ func TestAgentAlertsInRealPrometheus(t *testing.T) {
 		}
 	}
 
-	// The metrics arrived with dcgm-exporter's labels and the job's.
-	info := query(t, base, `gpufeed_job_verdict_info{pid="`+pids["starved"]+`"}`)
-	if len(info) != 1 {
-		t.Fatalf("verdict info for the starved job: %v", info)
-	}
-	for k, v := range map[string]string{"Hostname": "node-starved", "gpu": "0", "UUID": "GPU-SIM-0", "comm": "python3",
-		"verdict": "submission-bound", "job": "gpufeed", "instance": agents["starved"].addr} {
-		if got := info[0].Metric[k]; got != v {
-			t.Errorf("verdict info label %s=%q, want %q (%v)", k, got, v, info[0].Metric)
-		}
-	}
 	if up := query(t, base, `sum(up{job="gpufeed"})`); len(up) != 1 || up[0].Value[1] != "4" {
 		t.Errorf("targets up: %v, want 4", up)
 	}
