@@ -167,9 +167,19 @@ step "go test: compiling"
 lanes=$(mktemp -d)
 with_tests() { go list -f '{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}}{{end}}' "$@"; }
 mkdir "$lanes/bin" "$lanes/race"
-go test -c -o "$lanes/bin/" $(with_tests $other_pkgs "$e2e_pkg") >/dev/null
+# Only the packages with tests: a binary is named by the package's last
+# element (cmd/tracegen has none, internal/tracegen has some), and those
+# names must not collide.
+other_pkgs=$(with_tests $other_pkgs)
+[ -z "$race_pkgs" ] || race_pkgs=$(with_tests $race_pkgs)
+dup=$(for p in $other_pkgs $race_pkgs "$e2e_pkg"; do echo "${p##*/}"; done | sort | uniq -d)
+if [ -n "$dup" ]; then
+	echo "packages with tests share a last element ($dup): their test binaries would overwrite each other"
+	exit 1
+fi
+go test -c -o "$lanes/bin/" $other_pkgs "$e2e_pkg" >/dev/null
 if [ -n "$race_pkgs" ]; then
-	go test -race -c -o "$lanes/race/" $(with_tests $race_pkgs) >/dev/null
+	go test -race -c -o "$lanes/race/" $race_pkgs >/dev/null
 fi
 go list -f '{{.ImportPath}} {{.Dir}}' ./... >"$lanes/dirs"
 go build -o "$lanes/test2json" cmd/test2json
@@ -186,7 +196,7 @@ run_binaries() {
 	[ $# -gt 0 ] && shift
 	flags=("$@")
 	for pkg in "${pkgs[@]}"; do
-		[ -x "$bindir/${pkg##*/}.test" ] || continue # no test files
+		[ -x "$bindir/${pkg##*/}.test" ] || { echo "no test binary for $pkg"; rc=1; continue; }
 		dir=$(awk -v p="$pkg" '$1 == p { print $2 }' "$lanes/dirs")
 		# test2json reads the binary's output rather than starting it:
 		# it ignores SIGINT, and a binary it started, and every job the
