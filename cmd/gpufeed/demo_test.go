@@ -29,106 +29,129 @@ import (
 // findings, decoded back by render.Report).
 type demoReport = render.Report
 
-// TestDemoScenarios runs every built-in scenario through the binary (the
-// default one over its default 10 s window, the others over 5 s), the
-// busy ones one after the other (they measure the machine; running them
-// side by side would measure each other), then the idle and stalled ones
-// side by side: `gpufeed demo NAME` must exit 0 with the scenario's verdict and findings, and
-// `gpufeed report` on the recording must give the same verdict and
-// findings. The healthy GPU-bound scenario must have no warning of gpufeed's
-// own rules (the platform checks report this machine as it is). Neither
-// report, text or JSON, may name an internal reference.
+// TestDemoScenarios runs every busy built-in scenario through the binary
+// (the default one over its default 10 s window, the others over 5 s), one
+// after the other (they measure the machine; running them side by side
+// would measure each other): `gpufeed demo NAME` must exit 0 with the
+// scenario's verdict and findings, and `gpufeed report` on the recording
+// must give the same verdict and findings. The healthy GPU-bound scenario
+// must have no warning of gpufeed's own rules (the platform checks report
+// this machine as it is). Neither report, text or JSON, may name an
+// internal reference. The idle and stalled scenarios are
+// TestDemoScenariosAsleep's.
 func TestDemoScenarios(t *testing.T) {
 	livetest.Need(t)
 	if _, err := exec.LookPath("python3"); err != nil {
 		t.Skip("python3 not on PATH: the Python scenarios cannot run")
 	}
+	for _, sc := range demo.Scenarios() {
+		if !asleep(sc) {
+			t.Run(sc.Name, func(t *testing.T) { checkDemoScenario(t, sc) })
+		}
+	}
+}
+
+// TestDemoScenariosAsleep: the idle and stalled scenarios, checked as
+// TestDemoScenarios checks the others. Jobs asleep or stuck use no CPU to
+// speak of: they run side by side with the other light tests, once the busy
+// ones are done.
+func TestDemoScenariosAsleep(t *testing.T) {
+	livetest.Need(t)
+	lightLive(t)
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("python3 not on PATH: the Python scenarios cannot run")
+	}
+	for _, sc := range demo.Scenarios() {
+		if asleep(sc) {
+			t.Run(sc.Name, func(t *testing.T) {
+				t.Parallel()
+				checkDemoScenario(t, sc)
+			})
+		}
+	}
+}
+
+func asleep(sc demo.Scenario) bool { return sc.Expect == finding.Idle || sc.Expect == finding.Stalled }
+
+// checkDemoScenario runs one scenario live and judges its recording again.
+func checkDemoScenario(t *testing.T, sc demo.Scenario) {
 	checkIDs := map[string]bool{}
 	for _, c := range check.Checks() {
 		checkIDs[c.ID] = true
 	}
-	for _, sc := range demo.Scenarios() {
-		t.Run(sc.Name, func(t *testing.T) {
-			if sc.Expect == finding.Idle || sc.Expect == finding.Stalled {
-				// Jobs asleep or stuck use no CPU to speak of: they run
-				// side by side once the busy scenarios are done.
-				t.Parallel()
+	rec := filepath.Join(t.TempDir(), sc.Name+".gpufeed")
+	args := []string{"demo", sc.Name, "--record", rec, "-o", "json"}
+	if sc.Name != demo.Default {
+		// The default scenario runs over its default window, as
+		// make demo does; the others over 5 s, where each is
+		// judged right in the calibration (docs/RULES.md).
+		args = append(args, "--duration", "5s")
+	}
+	out, stderr, code := run(t, args...)
+	if code == 2 && sc.Storage && strings.Contains(stderr, "tmpfs") {
+		t.Skipf("this machine cannot produce storage waits: %s", stderr)
+	}
+	var live demoReport
+	if err := json.Unmarshal([]byte(out), &live); err != nil || live.Verdict == nil {
+		t.Fatalf("demo %s: exit %d, no JSON report (%v)\nstderr: %s", sc.Name, code, err, stderr)
+	}
+	t.Logf("demo %s: %s (confidence %.2f): %s", sc.Name, live.Verdict.Class, live.Verdict.Confidence, live.Verdict.Summary)
+	if code != 0 {
+		if sc.Storage && strings.Contains(stderr, "no read throttle") && live.Verdict.Class != sc.Expect {
+			t.Skipf("no block-I/O throttle here and the unthrottled disk answered too fast: %s", stderr)
+		}
+		t.Fatalf("demo %s: exit %d, verdict %s (%s)\nstderr: %s\nfindings: %s", sc.Name, code, live.Verdict.Class,
+			live.Verdict.Summary, stderr, findingLines(live.Findings))
+	}
+	if problem := sc.Check(live.Verdict, live.Findings, probed(&live)); problem != "" {
+		t.Errorf("demo %s exited 0 but: %s", sc.Name, problem)
+	}
+	if sc.Expect == finding.GPUBound {
+		// The verdict the scenario accepts on a crowded host
+		// rests on launch-thread-descheduled: where its own
+		// evidence shows the host saturated by processes outside
+		// the job, the warnings that support that verdict are
+		// true (the GPU idled while the launch thread waited for
+		// a CPU others held); any other warning is still wrong.
+		saturated := false
+		for _, f := range live.Findings {
+			if live.Verdict.Class == sc.UnderLoad && f.ID == "launch-thread-descheduled" && hostSaturated(f) {
+				saturated = true
 			}
-			rec := filepath.Join(t.TempDir(), sc.Name+".gpufeed")
-			args := []string{"demo", sc.Name, "--record", rec, "-o", "json"}
-			if sc.Name != demo.Default {
-				// The default scenario runs over its default window, as
-				// make demo does; the others over 5 s, where each is
-				// judged right in the calibration (docs/RULES.md).
-				args = append(args, "--duration", "5s")
+		}
+		for _, f := range live.Findings {
+			switch {
+			case f.Severity < finding.Warning:
+			case checkIDs[f.ID]:
+				t.Logf("platform check on this machine: %s %s: %s", f.Severity, f.ID, f.Claim)
+			case saturated && f.Supports == sc.UnderLoad:
+				t.Logf("on a saturated host: %s %s: %s", f.Severity, f.ID, f.Claim)
+			default:
+				t.Errorf("healthy GPU-bound job got a %s: %s: %s", f.Severity, f.ID, f.Claim)
 			}
-			out, stderr, code := run(t, args...)
-			if code == 2 && sc.Storage && strings.Contains(stderr, "tmpfs") {
-				t.Skipf("this machine cannot produce storage waits: %s", stderr)
-			}
-			var live demoReport
-			if err := json.Unmarshal([]byte(out), &live); err != nil || live.Verdict == nil {
-				t.Fatalf("demo %s: exit %d, no JSON report (%v)\nstderr: %s", sc.Name, code, err, stderr)
-			}
-			t.Logf("demo %s: %s (confidence %.2f): %s", sc.Name, live.Verdict.Class, live.Verdict.Confidence, live.Verdict.Summary)
-			if code != 0 {
-				if sc.Storage && strings.Contains(stderr, "no read throttle") && live.Verdict.Class != sc.Expect {
-					t.Skipf("no block-I/O throttle here and the unthrottled disk answered too fast: %s", stderr)
-				}
-				t.Fatalf("demo %s: exit %d, verdict %s (%s)\nstderr: %s\nfindings: %s", sc.Name, code, live.Verdict.Class,
-					live.Verdict.Summary, stderr, findingLines(live.Findings))
-			}
-			if problem := sc.Check(live.Verdict, live.Findings, probed(&live)); problem != "" {
-				t.Errorf("demo %s exited 0 but: %s", sc.Name, problem)
-			}
-			if sc.Expect == finding.GPUBound {
-				// The verdict the scenario accepts on a crowded host
-				// rests on launch-thread-descheduled: where its own
-				// evidence shows the host saturated by processes outside
-				// the job, the warnings that support that verdict are
-				// true (the GPU idled while the launch thread waited for
-				// a CPU others held); any other warning is still wrong.
-				saturated := false
-				for _, f := range live.Findings {
-					if live.Verdict.Class == sc.UnderLoad && f.ID == "launch-thread-descheduled" && hostSaturated(f) {
-						saturated = true
-					}
-				}
-				for _, f := range live.Findings {
-					switch {
-					case f.Severity < finding.Warning:
-					case checkIDs[f.ID]:
-						t.Logf("platform check on this machine: %s %s: %s", f.Severity, f.ID, f.Claim)
-					case saturated && f.Supports == sc.UnderLoad:
-						t.Logf("on a saturated host: %s %s: %s", f.Severity, f.ID, f.Claim)
-					default:
-						t.Errorf("healthy GPU-bound job got a %s: %s: %s", f.Severity, f.ID, f.Claim)
-					}
-				}
-			}
+		}
+	}
 
-			out, stderr, code = run(t, "report", rec, "-o", "json")
-			var replay demoReport
-			if err := json.Unmarshal([]byte(out), &replay); code != 0 || err != nil || replay.Verdict == nil {
-				t.Fatalf("report %s: exit %d (%v)\nstderr: %s", rec, code, err, stderr)
-			}
-			if !reflect.DeepEqual(live.Verdict, replay.Verdict) {
-				t.Errorf("the recording judged later gives another verdict:\nlive:   %+v\nreplay: %+v", live.Verdict, replay.Verdict)
-			}
-			if a, b := findingLines(live.Findings), findingLines(replay.Findings); a != b {
-				t.Errorf("the recording judged later gives other findings:\nlive:\n%s\nreplay:\n%s", a, b)
-			}
-			// What a user reads, text and JSON, names nothing internal.
-			text, stderr, code := run(t, "report", rec)
-			if code != 0 {
-				t.Fatalf("report %s (text): exit %d\nstderr: %s", rec, code, stderr)
-			}
-			for name, o := range map[string]string{"JSON": out, "text": text} {
-				for _, r := range golden.InternalReferences(o) {
-					t.Errorf("demo %s, %s report: an internal reference no user can follow: %s", sc.Name, name, r)
-				}
-			}
-		})
+	out, stderr, code = run(t, "report", rec, "-o", "json")
+	var replay demoReport
+	if err := json.Unmarshal([]byte(out), &replay); code != 0 || err != nil || replay.Verdict == nil {
+		t.Fatalf("report %s: exit %d (%v)\nstderr: %s", rec, code, err, stderr)
+	}
+	if !reflect.DeepEqual(live.Verdict, replay.Verdict) {
+		t.Errorf("the recording judged later gives another verdict:\nlive:   %+v\nreplay: %+v", live.Verdict, replay.Verdict)
+	}
+	if a, b := findingLines(live.Findings), findingLines(replay.Findings); a != b {
+		t.Errorf("the recording judged later gives other findings:\nlive:\n%s\nreplay:\n%s", a, b)
+	}
+	// What a user reads, text and JSON, names nothing internal.
+	text, stderr, code := run(t, "report", rec)
+	if code != 0 {
+		t.Fatalf("report %s (text): exit %d\nstderr: %s", rec, code, stderr)
+	}
+	for name, o := range map[string]string{"JSON": out, "text": text} {
+		for _, r := range golden.InternalReferences(o) {
+			t.Errorf("demo %s, %s report: an internal reference no user can follow: %s", sc.Name, name, r)
+		}
 	}
 }
 

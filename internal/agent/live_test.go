@@ -38,7 +38,7 @@ func TestMain(m *testing.M) { os.Exit(clitest.Main(m)) }
 
 // light marks a live test whose job uses no CPU to speak of and whose
 // checks measure none (HTTP answers, labels, pod names, an OOM kill
-// counted, a zombie root): such tests run side by side once the package's
+// counted, a zombie root, copies held): such tests run side by side once the package's
 // serial ones are done (Go holds parallel top-level tests until then), so
 // none of them runs beside the descriptor exhaustion test, which lowers
 // the process's own descriptor limit, nor beside a test measuring CPU.
@@ -390,6 +390,7 @@ func TestAgentMetricsLabelsAreSafe(t *testing.T) {
 // with the parent, the figure gpufeed diagnose's tests check independently).
 func TestAgentExportsWorkerCopies(t *testing.T) {
 	livetest.Need(t)
+	light(t) // copies held are memory: the workers walk 2 s, then sleep
 	r, err := testjob.Start(t.Context(), testjob.COW, nil, "--storage", "objects", "--workers", "2", "--items", "1500000", "--seconds", "2")
 	if err != nil {
 		t.Skipf("the copy-on-write workload cannot run here: %v", err)
