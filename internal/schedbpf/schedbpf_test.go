@@ -248,28 +248,54 @@ func startTracer(t *testing.T, pids ...int) *Tracer {
 	return tr
 }
 
-// pair is one thread's BPF row and its schedstat read right after.
+// pair is one thread's BPF row, its schedstat read right after, and its
+// schedstat and status counters read right before and right after: the
+// counts the row holds lie between those (on a loaded host the test can
+// wait 100 ms for a CPU between two reads, 25 switches of a thread that
+// switches 250 times a second).
 type pair struct {
-	bpf   Thread
-	sched procfs.Schedstat
+	bpf          Thread
+	sched        procfs.Schedstat
+	before       procfs.Schedstat
+	swBefore, sw [2]uint64
 }
 
 func readPairs(t *testing.T, tr *Tracer, pid int, tids []int) map[int]pair {
 	t.Helper()
+	out := map[int]pair{}
+	sw0 := switches(t, pid, tids)
+	for _, tid := range tids {
+		out[tid] = pair{before: threadSchedstat(t, pid, tid), swBefore: sw0[tid]}
+	}
 	var s Snapshot
 	if err := tr.Read(&s); err != nil {
 		t.Fatal(err)
 	}
-	out := map[int]pair{}
 	for _, tid := range tids {
-		ss := threadSchedstat(t, pid, tid)
+		p := out[tid]
+		p.sched = threadSchedstat(t, pid, tid)
 		r := s.Get(tid)
 		if r == nil {
 			t.Fatalf("thread %d: no row", tid)
 		}
-		out[tid] = pair{*r, ss}
+		p.bpf = *r
+		out[tid] = p
+	}
+	sw1 := switches(t, pid, tids)
+	for _, tid := range tids {
+		p := out[tid]
+		p.sw = sw1[tid]
+		out[tid] = p
 	}
 	return out
+}
+
+// within says whether a count taken between two readings a and b of a
+// counter (a read before, then b after, each bracketed) lies between the
+// least and the most the counter can have moved, give or take slack.
+func within(got, aBefore, aAfter, bBefore, bAfter, slack uint64) bool {
+	lo, hi := bBefore-min(bBefore, aAfter), bAfter-aBefore
+	return got+slack >= lo && got <= hi+slack
 }
 
 // Time on CPU and on run queues, over 2 s (longer where a loaded host has
@@ -278,7 +304,9 @@ func readPairs(t *testing.T, tr *Tracer, pid int, tids []int) map[int]pair {
 // 3 % of the time plus 5 ms for CPU (the two are read a moment apart, and
 // the kernel's sum_exec_runtime starts a slice at a slightly different
 // point than the switch), within 10 % plus 10 ms for the run-queue wait.
-// Voluntary and involuntary switches follow status's counters.
+// Voluntary and involuntary switches follow status's counters. The counts
+// are compared with schedstat's and status's read right before and right
+// after the programs' maps (a loaded host delays the test between reads).
 //
 // The kernel's sum_exec_runtime runs on the run queue's task clock, which
 // leaves out the time the CPU spent in interrupts and, in a virtual
@@ -295,7 +323,6 @@ func TestAgreesWithSchedstat(t *testing.T) {
 	lost0 := notTaskTime(t)
 	a0 := tr.Missed()
 	a := readPairs(t, tr, w.cmd.Process.Pid, w.tids)
-	sw0 := switches(t, w.cmd.Process.Pid, w.tids)
 	// 2 s, longer on a host so loaded that a thread has not run 200 ms
 	// (up to 20 s): the comparison wants each thread to have switched
 	// hundreds of times.
@@ -306,7 +333,6 @@ func TestAgreesWithSchedstat(t *testing.T) {
 		}
 	}
 	b := readPairs(t, tr, w.cmd.Process.Pid, w.tids)
-	sw1 := switches(t, w.cmd.Process.Pid, w.tids)
 	lost := notTaskTime(t) - lost0
 	t.Logf("the host's irq, softirq and steal time in the window: %v", time.Duration(lost))
 	// Events the kernel did not run the programs for (Tracer.Missed):
@@ -338,13 +364,17 @@ func TestAgreesWithSchedstat(t *testing.T) {
 		if d := absDiff(wait, wantWait); d > wantWait/10+uint64(10*time.Millisecond) {
 			t.Errorf("thread %d: run-queue wait %v, schedstat says %v", tid, time.Duration(wait), time.Duration(wantWait))
 		}
-		if d := absDiff(slices, wantSlices); d > wantSlices/50+2+missed {
-			t.Errorf("thread %d: %d slices, schedstat says %d", tid, slices, wantSlices)
+		pa, pb := a[tid], b[tid]
+		if !within(slices, pa.before.Slices, pa.sched.Slices, pb.before.Slices, pb.sched.Slices, wantSlices/50+2+missed) {
+			t.Errorf("thread %d: %d slices, schedstat says %d to %d", tid, slices,
+				pb.before.Slices-min(pb.before.Slices, pa.sched.Slices), pb.sched.Slices-pa.before.Slices)
 		}
-		vol, invol := b[tid].bpf.Voluntary-a[tid].bpf.Voluntary, b[tid].bpf.Involuntary-a[tid].bpf.Involuntary
-		wantVol, wantInvol := sw1[tid][0]-sw0[tid][0], sw1[tid][1]-sw0[tid][1]
-		if absDiff(vol, wantVol) > wantVol/50+2 || absDiff(invol, wantInvol) > wantInvol/50+2 {
-			t.Errorf("thread %d: switches %d voluntary, %d involuntary; status says %d, %d", tid, vol, invol, wantVol, wantInvol)
+		vol, invol := pb.bpf.Voluntary-pa.bpf.Voluntary, pb.bpf.Involuntary-pa.bpf.Involuntary
+		wantVol, wantInvol := pb.sw[0]-pa.swBefore[0], pb.sw[1]-pa.swBefore[1]
+		if !within(vol, pa.swBefore[0], pa.sw[0], pb.swBefore[0], pb.sw[0], wantVol/50+2) ||
+			!within(invol, pa.swBefore[1], pa.sw[1], pb.swBefore[1], pb.sw[1], wantInvol/50+2) {
+			t.Errorf("thread %d: switches %d voluntary, %d involuntary; status says at most %d, %d (at least %d, %d)", tid, vol, invol,
+				wantVol, wantInvol, pb.swBefore[0]-min(pb.swBefore[0], pa.sw[0]), pb.swBefore[1]-min(pb.swBefore[1], pa.sw[1]))
 		}
 		if vol+invol != slices && absDiff(vol+invol, slices) > 2+missed {
 			t.Errorf("thread %d: %d switches out, %d in", tid, vol+invol, slices)

@@ -103,6 +103,10 @@ func summarise(r io.Reader, w io.Writer, slowest int) (failed bool, err error) {
 		case (e.Action == "run" || e.Action == "cont") && !sub:
 			// A parallel test starts when it continues, not when it paused.
 			started[k] = e.Time
+		case e.Action == "skip" && !sub:
+			// Skipped: go test without -v says nothing of it.
+			delete(started, k)
+			delete(out, k)
 		case (e.Action == "pass" || e.Action == "fail") && !sub:
 			// Wall time from its start to its end: a test's Elapsed leaves
 			// out the parallel subtests it waits for after its function

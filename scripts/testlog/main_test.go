@@ -94,7 +94,8 @@ func TestSummariseBuildFailure(t *testing.T) {
 
 // A compiled test binary run by go tool test2json -t -p (a real stream,
 // as it came): no go command wrote the package's FAIL or ok line, so
-// testlog writes it as go test would.
+// testlog writes it as go test would. A skipped test's output is not
+// printed (it was, as a test that "did not finish").
 func TestSummariseTest2JSON(t *testing.T) {
 	in := `{"Time":"2026-12-04T12:20:36.89582888Z","Action":"start","Package":"example.com/t2j"}
 {"Time":"2026-12-04T12:20:36.902849242Z","Action":"run","Package":"example.com/t2j","Test":"TestOK"}
@@ -109,6 +110,10 @@ func TestSummariseTest2JSON(t *testing.T) {
 {"Time":"2026-12-04T12:20:36.913927371Z","Action":"output","Package":"example.com/t2j","Output":"FAIL\n"}
 {"Time":"2026-12-04T12:20:36.91507276Z","Action":"fail","Package":"example.com/t2j","Elapsed":0.019}
 {"Time":"2026-12-04T12:20:37.0Z","Action":"start","Package":"example.com/ok"}
+{"Time":"2026-12-04T12:20:37.01Z","Action":"run","Package":"example.com/ok","Test":"TestWriteSeeds"}
+{"Time":"2026-12-04T12:20:37.02Z","Action":"output","Package":"example.com/ok","Test":"TestWriteSeeds","Output":"    c_test.go:226: set WRITE_SEEDS=1 to rewrite the seeds\n"}
+{"Time":"2026-12-04T12:20:37.03Z","Action":"output","Package":"example.com/ok","Test":"TestWriteSeeds","Output":"--- SKIP: TestWriteSeeds (0.00s)\n"}
+{"Time":"2026-12-04T12:20:37.04Z","Action":"skip","Package":"example.com/ok","Test":"TestWriteSeeds","Elapsed":0}
 {"Time":"2026-12-04T12:20:37.1Z","Action":"output","Package":"example.com/ok","Output":"PASS\n"}
 {"Time":"2026-12-04T12:20:37.2Z","Action":"pass","Package":"example.com/ok","Elapsed":0.2}
 `
