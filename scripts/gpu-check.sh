@@ -201,9 +201,12 @@ step drill-cow 120 "$out/drills/cow.json" "$gf" drill cow --python "$py" --items
 	"$gf" drill cow --python "$py" --items "$cow_items" -v >"$out/drills/cow.txt" 2>&1
 # The syscalls drill counts with eBPF: where this build or this kernel
 # cannot, it says why (exit 3), recorded as a skip with its reason.
-if "$gf" drill syscalls --python "$py" -o json >"$out/drills/syscalls.json" 2>"$out/drills/syscalls.txt"; then
+# --quick counts for the short window (2 s) instead of the drill's 5 s.
+sc_dur=()
+[ "$quick" = 1 ] && sc_dur=(--duration "${win}s")
+if "$gf" drill syscalls --python "$py" "${sc_dur[@]}" -o json >"$out/drills/syscalls.json" 2>"$out/drills/syscalls.txt"; then
 	record drill-syscalls ok 0 "$out/drills/syscalls.json"
-	"$gf" drill syscalls --python "$py" -v >"$out/drills/syscalls.txt" 2>&1
+	"$gf" drill syscalls --python "$py" "${sc_dur[@]}" -v >"$out/drills/syscalls.txt" 2>&1
 else
 	rm -f "$out/drills/syscalls.json"
 	skip drill-syscalls "$(tail -1 "$out/drills/syscalls.txt")"

@@ -286,7 +286,10 @@ func TestAgentAlertsInRealPrometheus(t *testing.T) {
 		t.Cleanup(run.Stop)
 		return run
 	}
-	starved, stalled, healthy := start("submission-bound"), start("stalled"), start("gpu-bound")
+	// The healthy job is the GPU-bound loop with blocking synchronisation:
+	// its host thread sleeps in the synchronise (the spinning one, the
+	// default scenario's, takes a CPU for the whole test).
+	starved, stalled, healthy := start("submission-bound"), start("stalled"), start("gpu-bound-sync")
 	// Rank 2 allocates after 1,200 rounds (about 12 s): killed while
 	// Prometheus scrapes its agent (the rule also catches a death counted
 	// before the first scrape).
