@@ -198,13 +198,14 @@ run_binaries() {
 	for pkg in "${pkgs[@]}"; do
 		[ -x "$bindir/${pkg##*/}.test" ] || { echo "no test binary for $pkg"; rc=1; continue; }
 		dir=$(awk -v p="$pkg" '$1 == p { print $2 }' "$lanes/dirs")
+		[ -n "$dir" ] || { echo "no directory for $pkg"; rc=1; continue; }
 		# test2json reads the binary's output rather than starting it:
 		# it ignores SIGINT, and a binary it started, and every job the
 		# tests start, would inherit that (a command that ignores SIGINT
 		# is not stopped by a terminal's Ctrl-C; gpufeed then keeps it
 		# ignored too, as nohup wants).
 		(
-			cd "$dir"
+			cd "$dir" || exit 1
 			"$bindir/${pkg##*/}.test" -test.v=test2json -test.timeout=30m "${flags[@]}" 2>&1 | "$lanes/test2json" -t -p "$pkg"
 			exit "${PIPESTATUS[0]}"
 		) || rc=1
