@@ -518,6 +518,9 @@ func TestLaunchedIdleServerIsIdle(t *testing.T) {
 	if err := json.NewDecoder(run.Stdout).Decode(&rep); err != nil {
 		t.Fatalf("report: %v\n%s", err, run.Stderr())
 	}
+	if !rep.Target.Launched || !rep.Target.Held {
+		t.Errorf("the launched server was not held until the window began: target %+v", rep.Target)
+	}
 	runs := []attachRun{{window: 5 * time.Second, rep: rep}}
 	requireNeverStalled(t, "launched idle server", runs)
 	requireIdle(t, runs, "accept", "listening", "the end of its start-up")
@@ -547,13 +550,14 @@ func interpreter(t *testing.T) string {
 
 // slowLauncher is a launcher in front of an interpreter, as pyenv's shim
 // is on a loaded host: a shell that keeps starting short processes (awk
-// and cut, as the shim's scripts start theirs) until 4 s after it started
-// (by its own start time), then becomes the interpreter ($1) running the
-// idle server ($2 its code, $3 its module directory).
+// and cut, as the shim's scripts start theirs) until 4 s after its first
+// line ran (by the clock, so a loaded host's slow processes do not
+// lengthen it; not by its start time, which is its fork's, before
+// diagnose held it until the window began), then becomes the interpreter
+// ($1) running the idle server ($2 its code, $3 its module directory).
 const slowLauncher = `
-tck=$(getconf CLK_TCK)
-start=$(cut -d' ' -f22 /proc/$$/stat)
-while up=$(cut -d' ' -f1 /proc/uptime) && awk -v u="$up" -v s="$start" -v t="$tck" 'BEGIN { exit !(u - s/t < 4.0) }'; do :; done
+start=$(cut -d' ' -f1 /proc/uptime)
+while up=$(cut -d' ' -f1 /proc/uptime) && awk -v u="$up" -v s="$start" 'BEGIN { exit !(u - s < 4.0) }'; do :; done
 exec "$1" -c "$2" "$3"
 `
 
@@ -599,6 +603,47 @@ func TestLaunchedSlowLauncherIsStarting(t *testing.T) {
 				t.Errorf("a start-up described as %s: %s", c, f.Claim)
 			}
 		}
+	}
+}
+
+// TestLaunchedUnderATracerSaysItWasNotHeld: gpufeed run under a tracer
+// that follows its children (strace -f, gdb) cannot hold the command it
+// starts (a traced child cannot ask to be traced again): the command runs
+// unheld, is still watched and judged, and the report says it ran before
+// the window and why.
+func TestLaunchedUnderATracerSaysItWasNotHeld(t *testing.T) {
+	livetest.Need(t)
+	lightLive(t)
+	strace, err := exec.LookPath("strace")
+	if err != nil {
+		t.Skip("strace not installed")
+	}
+	cmd := exec.CommandContext(t.Context(), strace, "-f", "--seccomp-bpf", "-e", "trace=execve", "-o", "/dev/null",
+		gpufeed(t), "diagnose", "--profile", "off", "--device", "none", "--duration", "2s", "-o", "json", "--", "sh", "-c", "sleep 3")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("gpufeed under strace -f: %v\n%s", err, stderr.String())
+	}
+	var rep render.Report
+	if err := json.Unmarshal(out, &rep); err != nil {
+		t.Fatalf("report: %v\n%s", err, out)
+	}
+	if !rep.Target.Launched || rep.Target.Held {
+		t.Errorf("target %+v: want launched, not held", rep.Target)
+	}
+	said := false
+	for _, n := range rep.Notes {
+		if strings.Contains(n, "before the window's first reading") && strings.Contains(n, "could not hold it at its first instruction") && strings.Contains(n, "refused") {
+			said = true
+		}
+	}
+	if !said {
+		t.Errorf("no note says the command ran before the window unheld: %q", rep.Notes)
+	}
+	if rep.Verdict == nil || rep.Verdict.Class != finding.Idle {
+		t.Errorf("the unheld command is still judged: verdict %+v", rep.Verdict)
 	}
 }
 

@@ -189,12 +189,24 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	relay := &signalRelay{}
 	var cmd *Command
 	var child *exec.Cmd
+	var held *hold
 	if len(o.Command) > 0 {
-		child = exec.Command(o.Command[0], o.Command[1:]...)
-		child.Stdin, child.Stdout, child.Stderr = o.CommandStdin, o.CommandOutput, o.CommandOutput
-		if err := child.Start(); err != nil {
+		command := func() *exec.Cmd {
+			c := exec.Command(o.Command[0], o.Command[1:]...)
+			c.Stdin, c.Stdout, c.Stderr = o.CommandStdin, o.CommandOutput, o.CommandOutput
+			return c
+		}
+		// Held at its first instruction until the window's first reading
+		// (hold.go): its start-up is in the window however long gpufeed
+		// takes to get ready.
+		var err error
+		if child, held, err = startHeld(command(), command); err != nil {
 			return nil, startError(o.Command[0], err)
 		}
+		// Error paths below let it go (or kill it first); a run let it go
+		// just before its first reading.
+		defer held.release()
+		cfg.Release, cfg.Held = held.release, held.held
 		cmd = &Command{done: make(chan struct{})}
 		go func() {
 			cmd.code = ExitStatus(child.Wait())
@@ -219,6 +231,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			return nil, &WatchError{Err: err, Command: cmd} // gpufeed's failure; the command goes on
 		}
 		if cmd != nil {
+			held.release()
 			return nil, &EndedEarlyError{Err: err, ExitCode: cmd.Wait()} // it ended before it could be watched
 		}
 		return nil, err
@@ -247,6 +260,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	tl, err := Observe(ctx, s, obs, func(tl *timeline.Timeline) {
 		tl.Meta.Notes = append(tl.Meta.Notes, notes...)
+		if n := held.note(); n != "" {
+			tl.Meta.Notes = append(tl.Meta.Notes, n)
+		}
 		if st := relay.first(); st != nil {
 			if tl.Meta.Ended == "interrupted" {
 				tl.Meta.Ended = "stopped by " + signalName(st.Signal)

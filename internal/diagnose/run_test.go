@@ -2,7 +2,10 @@ package diagnose
 
 import (
 	"errors"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +13,7 @@ import (
 	"github.com/gpufeed/gpufeed/internal/finding"
 	"github.com/gpufeed/gpufeed/internal/livetest"
 	"github.com/gpufeed/gpufeed/internal/procfs"
+	"github.com/gpufeed/gpufeed/internal/sample"
 )
 
 // The pipeline runs here without the binary: attached to a running
@@ -90,5 +94,52 @@ func TestRunNoSuchProcess(t *testing.T) {
 	}
 	if _, err := Run(t.Context(), Options{FS: fsOrSkip(t), Interval: 50 * time.Millisecond, Duration: time.Second}); err == nil {
 		t.Error("neither a PID nor a command: want an error")
+	}
+}
+
+// TestRunLaunchedIsHeldUntilTheWindow: a launched command runs its first
+// instruction at the window's first reading, however long gpufeed takes
+// to get ready (here a consumer of the samples that takes 400 ms to set
+// up, as loading the probes takes on a loaded host): its start-up is in
+// the window. Without the hold the command read the clock 400 ms before
+// the window began.
+func TestRunLaunchedIsHeldUntilTheWindow(t *testing.T) {
+	livetest.Need(t)
+	first := filepath.Join(t.TempDir(), "first")
+	res, err := Run(t.Context(), Options{FS: fsOrSkip(t),
+		Command:  []string{"sh", "-c", `cut -d' ' -f1 /proc/uptime > "$0"; sleep 3`, first},
+		Interval: 50 * time.Millisecond, Duration: 2 * time.Second, Tool: "test",
+		Tap: func(next sample.Recorder) sample.Recorder { time.Sleep(400 * time.Millisecond); return next }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Command.Wait()
+	b, err := os.ReadFile(first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ran, err := strconv.ParseFloat(strings.TrimSpace(string(b)), 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := res.Timeline.Meta
+	window := float64(m.UptimeNS) / 1e9
+	forked := float64(m.Target.StartTime) / float64(m.ClockTick)
+	t.Logf("forked at %.2f s, first reading of the clock %.2f s, window from %.2f s (uptime)", forked, ran, window)
+	if !m.Target.Held {
+		t.Error("the launched command is not marked as held")
+	}
+	if forked > window-0.3 {
+		t.Errorf("forked at %.2f s, the window began at %.2f s: the set-up's 400 ms did not come between them", forked, window)
+	}
+	// uptime has a 10 ms grain; the release comes just before the
+	// window's clock is read.
+	if ran < window-0.05 {
+		t.Errorf("the command read the clock at %.2f s, %.0f ms before the window began at %.2f s: it was not held", ran, (window-ran)*1000, window)
+	}
+	for _, n := range m.Notes {
+		if strings.Contains(n, "could not hold") {
+			t.Errorf("a held command's report says it was not held: %s", n)
+		}
 	}
 }

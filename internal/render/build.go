@@ -37,7 +37,7 @@ func Build(tl *timeline.Timeline, a *derive.View, jd *judge.Judgement, notes []s
 	m := tl.Meta
 	r := &Report{
 		RecordedBy: m.Tool,
-		Target:     Target{PID: m.Target.PID, Command: m.Target.Command, Launched: m.Target.Launched, ExitCode: m.Target.ExitCode},
+		Target:     Target{PID: m.Target.PID, Command: m.Target.Command, Launched: m.Target.Launched, Held: m.Target.Held, ExitCode: m.Target.ExitCode},
 		Window: Window{
 			Started:           m.Started.UTC().Format(time.RFC3339),
 			DurationNS:        a.WindowNS,

@@ -74,7 +74,10 @@ type Target struct {
 	Comm     string   `json:"comm"`
 	Command  []string `json:"command,omitempty"`
 	Launched bool     `json:"launched"`
-	ExitCode *int     `json:"exit_code,omitempty"`
+	// Held: the launched command was held at its first instruction until
+	// the window's first reading, so its start-up is in the window.
+	Held     bool `json:"held,omitempty"`
+	ExitCode *int `json:"exit_code,omitempty"`
 }
 
 // Window is when and how long.

@@ -87,6 +87,12 @@ type Config struct {
 	Launched bool
 	// TargetDone, when set, is closed once a launched target has been reaped.
 	TargetDone <-chan struct{}
+	// Release, when set, is called once the sampler is ready, just before
+	// the window's first reading, on the goroutine that calls Run: a
+	// launched target held at its first instruction (Held) runs from
+	// there, so its start-up is in the window. Its error ends the run.
+	Release func() error
+	Held    bool
 	// SharedProcess says the sampler shares its process with other work
 	// (the agent: other jobs' samplers, its HTTP server, judging): the
 	// observer's CPU is then the sampler's ticks' own, each measured on the

@@ -151,7 +151,7 @@ func New(cfg Config) (*Sampler, error) {
 	m.PageSize = os.Getpagesize()
 	m.Interval = timeline.Duration(cfg.Interval)
 	m.Duration = timeline.Duration(cfg.Duration)
-	m.Target = timeline.Target{PID: cfg.PID, StartTime: st.StartTime, Command: cfg.Command, Launched: cfg.Launched}
+	m.Target = timeline.Target{PID: cfg.PID, StartTime: st.StartTime, Command: cfg.Command, Launched: cfg.Launched, Held: cfg.Held}
 	m.ProcRoot = cfg.FS.Proc
 	m.SysRoot = cfg.FS.Sys
 	m.GPUSource = cfg.GPUSource
@@ -302,6 +302,11 @@ func (s *Sampler) Run(ctx context.Context) (*timeline.Timeline, error) {
 		s.tl.Devices = cfg.GPU.Devices()
 	}
 
+	if cfg.Release != nil {
+		if err := cfg.Release(); err != nil {
+			return nil, err
+		}
+	}
 	var ru0 syscall.Rusage
 	syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
 	up := uptimeNS(s.fs)

@@ -193,7 +193,11 @@ type Target struct {
 	StartTime uint64   `json:"start_time"` // clock ticks since boot (/proc/PID/stat field 22)
 	Command   []string `json:"command,omitempty"`
 	Launched  bool     `json:"launched"`
-	ExitCode  *int     `json:"exit_code,omitempty"`
+	// Held: the launched command was held at its first instruction until
+	// the window's first reading (its exec happened before, its start time
+	// is its fork's): its own first instruction ran at the window's start.
+	Held     bool `json:"held,omitempty"`
+	ExitCode *int `json:"exit_code,omitempty"`
 }
 
 // Duration is a time.Duration that reads and writes as a string ("100ms").

@@ -769,9 +769,14 @@ func (v *view) startUpBefore(p Progress) (int64, bool) {
 // jobStarted is when the job's first process started (timeline T, which
 // may be before the window), from the target's start time and the
 // window's uptime; a launched command starts at the window's start when
-// its start time is not known.
+// it was held there, or when its start time is not known.
 func (v *view) jobStarted() (int64, bool) {
 	m := v.tl.Meta
+	if m.Target.Held {
+		// Forked and exec'd before the window, but held at its first
+		// instruction until the first reading: its start is the window's.
+		return v.t0, true
+	}
 	if m.UptimeNS > 0 && m.Target.StartTime > 0 {
 		return int64(float64(m.Target.StartTime)*1e9/v.clockTick()) - m.UptimeNS, true
 	}

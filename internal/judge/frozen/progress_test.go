@@ -465,6 +465,17 @@ func TestStartingOrWorking(t *testing.T) {
 			}
 		}
 	}
+	// Held at its first instruction while gpufeed got ready (3 s after its
+	// fork): it started at the window's start, not before it.
+	held := build(0, func(int) uint64 { return 0 })
+	held.tl.Meta.Target.StartTime, held.tl.Meta.Target.Held = 100000*100-300, true
+	if f := one(t, Analyze(held.tl, nil).Findings, "job-starting"); !strings.Contains(f.Claim, "started 0.0 s into the window (gpufeed started it)") {
+		t.Errorf("a held command starts with the window: %s", f.Claim)
+	}
+	held.tl.Meta.Target.Held = false
+	if f := one(t, Analyze(held.tl, nil).Findings, "job-starting"); !strings.Contains(f.Claim, "started 3.0 s before the window (gpufeed started it)") {
+		t.Errorf("an unheld command started at its fork: %s", f.Claim)
+	}
 	// The same start-up attached an hour after the job started is no
 	// start-up: the classifier judges it.
 	b := build(0, func(int) uint64 { return 0 })
