@@ -606,47 +606,6 @@ func TestLaunchedSlowLauncherIsStarting(t *testing.T) {
 	}
 }
 
-// TestLaunchedUnderATracerSaysItWasNotHeld: gpufeed run under a tracer
-// that follows its children (strace -f, gdb) cannot hold the command it
-// starts (a traced child cannot ask to be traced again): the command runs
-// unheld, is still watched and judged, and the report says it ran before
-// the window and why.
-func TestLaunchedUnderATracerSaysItWasNotHeld(t *testing.T) {
-	livetest.Need(t)
-	lightLive(t)
-	strace, err := exec.LookPath("strace")
-	if err != nil {
-		t.Skip("strace not installed")
-	}
-	cmd := exec.CommandContext(t.Context(), strace, "-f", "--seccomp-bpf", "-e", "trace=execve", "-o", "/dev/null",
-		gpufeed(t), "diagnose", "--profile", "off", "--device", "none", "--duration", "2s", "-o", "json", "--", "sh", "-c", "sleep 3")
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("gpufeed under strace -f: %v\n%s", err, stderr.String())
-	}
-	var rep render.Report
-	if err := json.Unmarshal(out, &rep); err != nil {
-		t.Fatalf("report: %v\n%s", err, out)
-	}
-	if !rep.Target.Launched || rep.Target.Held {
-		t.Errorf("target %+v: want launched, not held", rep.Target)
-	}
-	said := false
-	for _, n := range rep.Notes {
-		if strings.Contains(n, "before the window's first reading") && strings.Contains(n, "could not hold it at its first instruction") && strings.Contains(n, "refused") {
-			said = true
-		}
-	}
-	if !said {
-		t.Errorf("no note says the command ran before the window unheld: %q", rep.Notes)
-	}
-	if rep.Verdict == nil || rep.Verdict.Class != finding.Idle {
-		t.Errorf("the unheld command is still judged: verdict %+v", rep.Verdict)
-	}
-}
-
 // requireIdle checks every run's verdict is idle, its finding informational,
 // and its summary or claim names each of words.
 func requireIdle(t *testing.T, runs []attachRun, words ...string) {

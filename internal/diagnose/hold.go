@@ -1,104 +1,155 @@
 package diagnose
 
 import (
-	"errors"
+	"encoding/binary"
 	"fmt"
+	"io"
+	"os"
 	"os/exec"
-	"runtime"
 	"syscall"
 	"time"
 )
 
-// A launched command is held at its first instruction while gpufeed gets
-// ready to watch it (its eBPF programs, the CPU profile, the driver probes:
-// a fraction of a second on an idle host, seconds on a loaded one), and let
-// go just before the window's first reading. Without the hold, the
-// command's start-up ran before the window: a server whose imports ended
-// before the first reading was judged "nothing moved over the whole
-// window", and a launcher's busy start judged idle once it ended inside a
-// window that began late.
+// A launched command is held before its execve while gpufeed gets ready to
+// watch it (its eBPF programs, the CPU profile, the driver probes: 0.16 s
+// on an idle host here, seconds on a loaded one), and let go just before the
+// window's first reading. Without the hold, the command's start-up ran
+// before the window: a server whose imports ended before the first reading
+// was judged quiet over the whole window, and a launcher's busy start
+// judged idle once it ended inside a window that began late.
 //
-// The hold is the kernel's own: the child asks to be traced
-// (PTRACE_TRACEME, SysProcAttr.Ptrace) and stops with SIGTRAP once its
-// execve has succeeded, before the new program's first instruction; a
-// PTRACE_DETACH without a signal lets it go. gpufeed reads or writes
-// nothing of it through ptrace. Where tracing is refused (a seccomp
-// profile that forbids ptrace, Yama's ptrace_scope 3), the command starts
-// unheld and the report says how long it ran before the window.
-//
-// ptrace ties the tracee to the OS thread that started it: that thread is
-// locked from the start to the release, which is why the release runs on
-// the goroutine that started the command (sample.Config.Release is called
-// from Sampler.Run, on the goroutine that calls diagnose.Run).
+// The hold is perf record's: the child is forked and waits on a pipe until
+// the parent writes one byte, then execs the command in its own place
+// (same pid). Go cannot run code between fork and exec, so the child is
+// gpufeed's own binary (/proc/self/exe) started with holdArg0 as its
+// argv[0]; this package's init recognises it and does nothing else. A
+// second pipe, closed by the execve (close-on-exec), tells the parent the
+// command is running, or carries the errno of an execve that failed. If
+// gpufeed ends before it lets the command go (an error before the window,
+// or killed), the first pipe reads end-of-file and the command is never
+// run: nothing of it ran half-watched.
 
-// hold is a launched command held at its first instruction.
+// gateExe is gpufeed's own binary, whatever its path (a test points it
+// elsewhere to see the unheld start).
+var gateExe = "/proc/self/exe"
+
+// holdArg0 is the argv[0] of a held child, as ps shows it while it waits.
+const holdArg0 = "gpufeed-hold"
+
+// Exit statuses of a held child that did not become the command.
+const (
+	holdCancelled = 125 // gpufeed let it go without a byte: never run
+)
+
+func init() {
+	if len(os.Args) > 2 && os.Args[0] == holdArg0 {
+		os.Exit(holdAndExec(os.Args[1], os.Args[2:]))
+	}
+}
+
+// holdAndExec is the held child: it waits for the byte on fd 3, then
+// execs path with argv; on failure it writes the errno to fd 4.
+func holdAndExec(path string, argv []string) int {
+	goPipe, status := os.NewFile(3, "go"), os.NewFile(4, "status")
+	var b [1]byte
+	if n, _ := io.ReadFull(goPipe, b[:]); n != 1 {
+		return holdCancelled
+	}
+	goPipe.Close()
+	syscall.CloseOnExec(4)
+	err := syscall.Exec(path, argv, os.Environ())
+	errno, _ := err.(syscall.Errno)
+	var e [4]byte
+	binary.LittleEndian.PutUint32(e[:], uint32(errno))
+	status.Write(e[:])
+	if errno == syscall.ENOENT {
+		return ExitNotFound
+	}
+	return ExitNotExecutable
+}
+
+// hold is a launched command held before its execve.
 type hold struct {
 	pid      int
 	started  time.Time
-	held     bool   // tracing took: the command is stopped until release
-	refused  string // why tracing was refused (unheld), or ""
+	held     bool // the gate runs: the command waits for release
+	unheld   string
+	goPipe   *os.File // the parent's end: one byte lets it go, closing cancels
+	status   *os.File
 	released bool
 	ran      time.Duration // unheld: how long it ran before the window
+	path     string
 }
 
-// startHeld starts cmd stopped at its first instruction. Where tracing
-// is refused, cmd is started again unheld (the refused child never ran
-// the command: PTRACE_TRACEME comes before execve), and h.refused says
-// why. An error is the command's own start failure.
-func startHeld(cmd *exec.Cmd, again func() *exec.Cmd) (*exec.Cmd, *hold, error) {
-	runtime.LockOSThread()
-	attr := &syscall.SysProcAttr{}
-	if cmd.SysProcAttr != nil {
-		c := *cmd.SysProcAttr
-		attr = &c
+// startHeld starts the command held (or, where the held child cannot be
+// started, unheld, saying why). newCmd gives the command's exec.Cmd with
+// its standard input and outputs set; its Path is resolved first, so a
+// command that is not found or not executable is an error here, before
+// anything is forked.
+func startHeld(newCmd func() *exec.Cmd) (*exec.Cmd, *hold, error) {
+	cmd := newCmd()
+	if cmd.Err != nil {
+		return nil, nil, cmd.Err
 	}
-	attr.Ptrace = true
-	cmd.SysProcAttr = attr
-	err := cmd.Start()
-	if err != nil && tracingRefused(err) {
-		runtime.UnlockOSThread()
-		why := err.Error()
-		cmd = again()
-		if err := cmd.Start(); err != nil {
-			return nil, nil, err
-		}
-		return cmd, &hold{pid: cmd.Process.Pid, started: time.Now(), refused: why}, nil
-	}
-	if err != nil {
-		runtime.UnlockOSThread()
+	if err := checkExecutable(cmd.Path); err != nil {
 		return nil, nil, err
 	}
-	h := &hold{pid: cmd.Process.Pid, started: time.Now(), held: true}
-	// The SIGTRAP stop after execve: PTRACE_DETACH needs the tracee
-	// stopped. Only this stop is consumed here; the command's exit is
-	// waited for by cmd.Wait (waitid for exits only).
-	var ws syscall.WaitStatus
-	for {
-		_, err := syscall.Wait4(h.pid, &ws, 0, nil)
-		if err == syscall.EINTR {
-			continue
-		}
-		if err != nil || !ws.Stopped() {
-			// Killed before its first instruction (SIGKILL from
-			// elsewhere): nothing is held; its reaping is cmd.Wait's.
-			h.held = false
-			h.released = true
-			runtime.UnlockOSThread()
-			return cmd, h, nil
-		}
-		break
+	gate, h, err := startGate(cmd)
+	if err == nil {
+		return gate, h, nil
 	}
-	return cmd, h, nil
+	why := err.Error()
+	cmd = newCmd()
+	if err := cmd.Start(); err != nil {
+		return nil, nil, err
+	}
+	return cmd, &hold{pid: cmd.Process.Pid, started: time.Now(), unheld: why}, nil
 }
 
-// tracingRefused says a start failed because the child could not ask to
-// be traced (EPERM from PTRACE_TRACEME; ENOSYS where seccomp answers so).
-func tracingRefused(err error) bool {
-	return errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.ENOSYS)
+// checkExecutable is what execve would refuse before anything runs: no
+// such file, a directory, no execute permission.
+func checkExecutable(path string) error {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	if fi.IsDir() {
+		return &os.PathError{Op: "exec", Path: path, Err: syscall.EISDIR}
+	}
+	if syscall.Access(path, 1 /* X_OK */) != nil {
+		return &os.PathError{Op: "exec", Path: path, Err: syscall.EACCES}
+	}
+	return nil
 }
 
-// release lets a held command run (once; later calls do nothing). It
-// must be called on the goroutine that started it.
+// startGate forks gpufeed's own binary as the held child of cmd.
+func startGate(cmd *exec.Cmd) (*exec.Cmd, *hold, error) {
+	goR, goW, err := os.Pipe()
+	if err != nil {
+		return nil, nil, err
+	}
+	stR, stW, err := os.Pipe()
+	if err != nil {
+		goR.Close()
+		goW.Close()
+		return nil, nil, err
+	}
+	gate := &exec.Cmd{Path: gateExe, Args: append([]string{holdArg0, cmd.Path}, cmd.Args...),
+		Stdin: cmd.Stdin, Stdout: cmd.Stdout, Stderr: cmd.Stderr, ExtraFiles: []*os.File{goR, stW}}
+	err = gate.Start()
+	goR.Close()
+	stW.Close()
+	if err != nil {
+		goW.Close()
+		stR.Close()
+		return nil, nil, fmt.Errorf("gpufeed could not start its own binary to hold the command: %w", err)
+	}
+	return gate, &hold{pid: gate.Process.Pid, started: time.Now(), held: true, goPipe: goW, status: stR, path: cmd.Path}, nil
+}
+
+// release lets a held command run and waits (at most 5 s) until its
+// execve has succeeded; once only. An execve that failed is a
+// *StartError.
 func (h *hold) release() error {
 	if h == nil || h.released {
 		return nil
@@ -108,24 +159,42 @@ func (h *hold) release() error {
 		h.ran = time.Since(h.started)
 		return nil
 	}
-	defer runtime.UnlockOSThread()
-	if err := syscall.PtraceDetach(h.pid); err != nil && err != syscall.ESRCH {
-		// Still stopped and still traced by this thread: it would never
-		// run, so it is killed rather than left hanging.
-		syscall.Kill(h.pid, syscall.SIGKILL)
-		return fmt.Errorf("the command could not be let go after gpufeed got ready to watch it (ptrace detach: %w): it was stopped", err)
+	_, werr := h.goPipe.Write([]byte{1})
+	h.goPipe.Close()
+	defer h.status.Close()
+	if werr != nil {
+		return nil // the held child is gone: its end is cmd.Wait's to report
+	}
+	h.status.SetReadDeadline(time.Now().Add(5 * time.Second))
+	var e [4]byte
+	if n, _ := io.ReadFull(h.status, e[:]); n == 4 {
+		errno := syscall.Errno(binary.LittleEndian.Uint32(e[:]))
+		return startError(h.path, &os.PathError{Op: "exec", Path: h.path, Err: errno})
 	}
 	return nil
+}
+
+// cancel ends a command not yet let go without running it (an error
+// before the window); an unheld one is killed. Either way cmd.Wait reaps
+// it. A command already let go is left alone.
+func (h *hold) cancel(p *os.Process) {
+	if h == nil || h.released {
+		return
+	}
+	h.released = true
+	if h.held {
+		h.goPipe.Close()
+		h.status.Close()
+		return
+	}
+	p.Kill()
 }
 
 // note is what the report says of a command that could not be held: how
 // long it ran before the window's first reading, and why.
 func (h *hold) note() string {
-	if h == nil || h.held || h.refused == "" {
+	if h == nil || h.held || h.unheld == "" {
 		return ""
 	}
-	return fmt.Sprintf("The command ran %s before the window's first reading: gpufeed could not hold it at its first instruction while it got ready to watch it (tracing its own child was refused: %s), so the start of its start-up is not in the window.",
-		fmtSec(h.ran), h.refused)
+	return fmt.Sprintf("The command ran %.1f s before the window's first reading: %s, so the start of its start-up is not in the window.", h.ran.Seconds(), h.unheld)
 }
-
-func fmtSec(d time.Duration) string { return fmt.Sprintf("%.1f s", d.Seconds()) }

@@ -196,15 +196,16 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			c.Stdin, c.Stdout, c.Stderr = o.CommandStdin, o.CommandOutput, o.CommandOutput
 			return c
 		}
-		// Held at its first instruction until the window's first reading
+		// Held before its execve until the window's first reading
 		// (hold.go): its start-up is in the window however long gpufeed
 		// takes to get ready.
 		var err error
-		if child, held, err = startHeld(command(), command); err != nil {
+		if child, held, err = startHeld(command); err != nil {
 			return nil, startError(o.Command[0], err)
 		}
-		// Error paths below let it go (or kill it first); a run let it go
-		// just before its first reading.
+		// gpufeed's own failure before the window (a WatchError) lets it
+		// go, to run unwatched as it would have without gpufeed; a refusal
+		// of what was asked cancels it below: it never runs.
 		defer held.release()
 		cfg.Release, cfg.Held = held.release, held.held
 		cmd = &Command{done: make(chan struct{})}
@@ -231,7 +232,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			return nil, &WatchError{Err: err, Command: cmd} // gpufeed's failure; the command goes on
 		}
 		if cmd != nil {
-			held.release()
+			held.cancel(child.Process)
 			return nil, &EndedEarlyError{Err: err, ExitCode: cmd.Wait()} // it ended before it could be watched
 		}
 		return nil, err
@@ -240,7 +241,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	startBPF, err := bpfStarter(fsys, o.Profile, cfg.PID)
 	if err != nil {
 		if cmd != nil {
-			child.Process.Kill()
+			held.cancel(child.Process)
 			cmd.Wait()
 		}
 		return nil, fmt.Errorf("--profile on: %w", err)
@@ -248,7 +249,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	startProfile, err := profileStarter(fsys, o.Profile, cfg.PID)
 	if err != nil {
 		if cmd != nil {
-			child.Process.Kill()
+			held.cancel(child.Process)
 			cmd.Wait()
 		}
 		return nil, fmt.Errorf("--profile on: %w", err)
@@ -288,6 +289,11 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	})
 
 	if tl == nil {
+		var se *StartError
+		if cmd != nil && errors.As(err, &se) {
+			cmd.Wait() // the held child that could not exec the command
+			return nil, se
+		}
 		if cmd != nil {
 			return nil, &WatchError{Err: err, Command: cmd}
 		}

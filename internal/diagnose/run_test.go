@@ -143,3 +143,85 @@ func TestRunLaunchedIsHeldUntilTheWindow(t *testing.T) {
 		}
 	}
 }
+
+// TestHeldCommandCancelledNeverRuns: a held command that gpufeed cancels
+// (an error before the window) never runs; one let go runs as the
+// command, under the held child's pid; one whose execve fails is a
+// StartError with the shell's status.
+func TestHeldCommandCancelledNeverRuns(t *testing.T) {
+	livetest.Need(t)
+	dir := t.TempDir()
+	mark := filepath.Join(dir, "ran")
+	newCmd := func() *exec.Cmd { return exec.Command("sh", "-c", `echo $$ > "$0"`, mark) }
+	cmd, h, err := startHeld(newCmd)
+	if err != nil || !h.held {
+		t.Fatalf("held %v, err %v", h != nil && h.held, err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	h.cancel(cmd.Process)
+	if code := ExitStatus(cmd.Wait()); code != holdCancelled {
+		t.Errorf("cancelled: exit %d, want %d", code, holdCancelled)
+	}
+	if _, err := os.Stat(mark); err == nil {
+		t.Error("a cancelled command ran")
+	}
+
+	cmd, h, err = startHeld(newCmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(mark); err == nil {
+		t.Error("the command ran before it was let go")
+	}
+	if err := h.release(); err != nil {
+		t.Fatal(err)
+	}
+	if code := ExitStatus(cmd.Wait()); code != 0 {
+		t.Errorf("let go: exit %d", code)
+	}
+	if b, err := os.ReadFile(mark); err != nil || strings.TrimSpace(string(b)) != strconv.Itoa(cmd.Process.Pid) {
+		t.Errorf("the command ran as %q (%v), want the held child's pid %d", b, err, cmd.Process.Pid)
+	}
+
+	bad := filepath.Join(dir, "garbage")
+	if err := os.WriteFile(bad, []byte("not a program"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd, h, err = startHeld(func() *exec.Cmd { return exec.Command(bad) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	var se *StartError
+	if err := h.release(); !errors.As(err, &se) || se.ExitCode != ExitNotExecutable || !strings.Contains(err.Error(), "exec format error") {
+		t.Errorf("an execve that fails: %v, want a StartError with status %d", err, ExitNotExecutable)
+	}
+	cmd.Wait()
+}
+
+// TestUnheldCommandSaysHowLongItRan: where the held child cannot be
+// started, the command starts at once, and the report's note says how
+// long it ran before the window and why.
+func TestUnheldCommandSaysHowLongItRan(t *testing.T) {
+	livetest.Need(t)
+	defer func(e string) { gateExe = e }(gateExe)
+	gateExe = filepath.Join(t.TempDir(), "no-gpufeed")
+	res, err := Run(t.Context(), Options{FS: fsOrSkip(t), Command: []string{"sh", "-c", "sleep 3"},
+		Interval: 50 * time.Millisecond, Duration: 2 * time.Second, Tool: "test",
+		Tap: func(next sample.Recorder) sample.Recorder { time.Sleep(300 * time.Millisecond); return next }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Command.Wait()
+	if res.Timeline.Meta.Target.Held {
+		t.Error("marked held")
+	}
+	said := ""
+	for _, n := range res.Timeline.Meta.Notes {
+		if strings.Contains(n, "before the window's first reading") {
+			said = n
+		}
+	}
+	if !strings.Contains(said, "could not start its own binary to hold the command") || strings.Contains(said, "ran 0.0 s") {
+		t.Errorf("note %q: want how long it ran before the window and why", said)
+	}
+}

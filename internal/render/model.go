@@ -74,8 +74,8 @@ type Target struct {
 	Comm     string   `json:"comm"`
 	Command  []string `json:"command,omitempty"`
 	Launched bool     `json:"launched"`
-	// Held: the launched command was held at its first instruction until
-	// the window's first reading, so its start-up is in the window.
+	// Held: the launched command was held before its execve until the
+	// window's first reading, so its start-up is in the window.
 	Held     bool `json:"held,omitempty"`
 	ExitCode *int `json:"exit_code,omitempty"`
 }

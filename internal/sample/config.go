@@ -89,8 +89,8 @@ type Config struct {
 	TargetDone <-chan struct{}
 	// Release, when set, is called once the sampler is ready, just before
 	// the window's first reading, on the goroutine that calls Run: a
-	// launched target held at its first instruction (Held) runs from
-	// there, so its start-up is in the window. Its error ends the run.
+	// launched target held before its execve (Held) runs from there, so
+	// its start-up is in the window. Its error ends the run.
 	Release func() error
 	Held    bool
 	// SharedProcess says the sampler shares its process with other work

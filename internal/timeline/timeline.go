@@ -193,9 +193,9 @@ type Target struct {
 	StartTime uint64   `json:"start_time"` // clock ticks since boot (/proc/PID/stat field 22)
 	Command   []string `json:"command,omitempty"`
 	Launched  bool     `json:"launched"`
-	// Held: the launched command was held at its first instruction until
-	// the window's first reading (its exec happened before, its start time
-	// is its fork's): its own first instruction ran at the window's start.
+	// Held: the launched command was held before its execve until the
+	// window's first reading (its start time is its held child's fork,
+	// before the window): the command itself started at the window's start.
 	Held     bool `json:"held,omitempty"`
 	ExitCode *int `json:"exit_code,omitempty"`
 }

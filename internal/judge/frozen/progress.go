@@ -773,8 +773,8 @@ func (v *view) startUpBefore(p Progress) (int64, bool) {
 func (v *view) jobStarted() (int64, bool) {
 	m := v.tl.Meta
 	if m.Target.Held {
-		// Forked and exec'd before the window, but held at its first
-		// instruction until the first reading: its start is the window's.
+		// Forked before the window, but held before its execve until the
+		// first reading: its start is the window's.
 		return v.t0, true
 	}
 	if m.UptimeNS > 0 && m.Target.StartTime > 0 {

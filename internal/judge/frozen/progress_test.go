@@ -465,7 +465,7 @@ func TestStartingOrWorking(t *testing.T) {
 			}
 		}
 	}
-	// Held at its first instruction while gpufeed got ready (3 s after its
+	// Held before its execve while gpufeed got ready (3 s after its
 	// fork): it started at the window's start, not before it.
 	held := build(0, func(int) uint64 { return 0 })
 	held.tl.Meta.Target.StartTime, held.tl.Meta.Target.Held = 100000*100-300, true
