@@ -218,9 +218,11 @@ step "go test (every test; live ones once), in two lanes"
 # second lane once its packages are done: what they judge is which rank the
 # others wait for, one rank against the others, and where one thread's
 # Python time went, shares that a load from outside the job shifts for all
-# alike. So do two end-to-end tests of a hung or dead rank (judged from
-# stacks and the kernel log, not from CPU shares), which even the lanes out.
-moved='^(TestStragglers?[A-Z]|TestPythonTime[A-Z]|TestGlooRanksLaunched$|TestDeadRankNamedAfterAttach$)'
+# alike. So does the launched ranks' test (which rank ended, from the
+# kernel log), which evens the lanes out: the dead-rank test moved back to
+# the first lane once the copy-on-write level test got shorter and the
+# second lane ended 35 s after the first.
+moved='^(TestStragglers?[A-Z]|TestPythonTime[A-Z]|TestGlooRanksLaunched$)'
 (
 	set +e
 	# GPUFEED_TEST_JSON=FILE keeps the lane's go test -json stream there.
