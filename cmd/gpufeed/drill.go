@@ -33,6 +33,7 @@ type drillFlags struct {
 	items    int
 	workers  int
 	window   time.Duration
+	json     string
 }
 
 func newDrillCmd() *cobra.Command {
@@ -78,6 +79,7 @@ run here (a drill that is not available in this build says why).`,
 	f.StringVar(&fl.driver, "driver", "auto", "the CUDA driver: auto (libcuda.so.1, else a simulated GPU), cuda, sim, sim:SOCKET, or a library's path")
 	f.IntVar(&fl.gpu, "gpu", 0, "the CUDA device ordinal")
 	fl.out.add(cmd, tableFormats)
+	f.StringVar(&fl.json, "json", "", "also write the result as JSON to `FILE` (one run for a script that keeps both: -o chooses what goes to stdout)")
 	f.IntVar(&fl.kernels, "kernels", 2000, "jitter: tiny kernels per burst")
 	f.IntVar(&fl.reps, "reps", 5, "jitter, copy: repetitions per row")
 	f.Uint64Var(&fl.kernelNS, "kernel-ns", 885, "jitter: each tiny kernel's duration on the simulator, in nanoseconds (a real GPU runs an empty kernel)")
@@ -133,6 +135,11 @@ func runDrill(cmd *cobra.Command, info drill.Info, format render.Format, fl dril
 	if fl.window <= 0 {
 		return usagef("--duration %s: want a positive duration (e.g. 5 or 5s)", humanDuration(fl.window))
 	}
+	if fl.json != "" {
+		if err := checkWritable(fl.json); err != nil {
+			return usagef("--json %s: %v", fl.json, err)
+		}
+	}
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	fs, err := procfs.NewFS("", "")
@@ -180,6 +187,29 @@ func runDrill(cmd *cobra.Command, info drill.Info, format render.Format, fl dril
 		rep.Notes = append(rep.Notes, "ran on a simulated GPU: no usable CUDA driver here ("+fallback+")")
 	}
 	doc := &render.DrillReport{Header: render.NewHeader("drill", version, hostname()), Report: *rep}
+	if err := writeDrillJSON(fl.json, doc); err != nil {
+		return err
+	}
 	w := cmd.OutOrStdout()
 	return render.Write(w, format, doc, fl.out.options(w))
+}
+
+// writeDrillJSON writes the drill's result as JSON to path (--json), the
+// same document -o json prints.
+func writeDrillJSON(path string, doc *render.DrillReport) error {
+	if path == "" {
+		return nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("--json %s: %v", path, err)
+	}
+	err = render.Write(f, render.FormatJSON, doc, render.Options{})
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("--json %s: %v", path, err)
+	}
+	return nil
 }

@@ -248,3 +248,33 @@ func TestDrillCountsNameTheirFlag(t *testing.T) {
 		}
 	}
 }
+
+// --json FILE writes the same result as JSON beside the text on stdout,
+// from one run (the GPU check keeps both); a FILE that cannot be written
+// fails before the drill runs.
+func TestDrillJSONBesideTheText(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "copy.json")
+	out, stderr, code := run(t, "drill", "copy", "--driver", "sim", "--reps", "1", "--bytes", "1048576", "--json", path)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if !strings.Contains(out, "gpufeed drill copy") || strings.HasPrefix(strings.TrimSpace(out), "{") {
+		t.Errorf("stdout is not the text table:\n%s", out)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	validateSchema(t, string(b))
+	var d drillDoc
+	if err := json.Unmarshal(b, &d); err != nil {
+		t.Fatal(err)
+	}
+	if d.cell(t, "copy", "h2d_pinned", "bandwidth_bytes_per_sec") <= 0 {
+		t.Error("the JSON holds no pinned bandwidth")
+	}
+	_, stderr, code = run(t, "drill", "copy", "--driver", "sim", "--reps", "1", "--json", filepath.Join(t.TempDir(), "no-such-dir", "x.json"))
+	if code != 2 || !strings.Contains(stderr, "--json") || !strings.Contains(stderr, "does not exist") {
+		t.Errorf("an unwritable --json: exit %d, %q; want a usage error naming it", code, stderr)
+	}
+}
