@@ -200,16 +200,5 @@ func writeDrillJSON(path string, doc *render.DrillReport) error {
 	if path == "" {
 		return nil
 	}
-	f, err := os.Create(path)
-	if err != nil {
-		return fmt.Errorf("--json %s: %v", path, err)
-	}
-	err = render.Write(f, render.FormatJSON, doc, render.Options{})
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("--json %s: %v", path, err)
-	}
-	return nil
+	return writeDocFile("--json", path, render.FormatJSON, doc)
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"io"
 	"os"
 	"strconv"
@@ -69,4 +70,22 @@ func writeReport(cmd *cobra.Command, command string, r *render.Report, o outputF
 func hostname() string {
 	h, _ := os.Hostname()
 	return h
+}
+
+// writeDocFile writes doc to path in format, for a flag that names a file
+// beside the command's own output (--perfetto, --json); its errors name
+// the flag and the file.
+func writeDocFile(flag, path string, format render.Format, doc render.Document) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("%s %s: %v", flag, path, err)
+	}
+	err = render.Write(f, format, doc, render.Options{})
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("%s %s: %v", flag, path, err)
+	}
+	return nil
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"os"
 
 	"github.com/spf13/pflag"
@@ -31,16 +30,8 @@ func writePerfetto(path string, doc render.Document) error {
 	if path == "" {
 		return nil
 	}
-	f, err := os.Create(path)
-	if err != nil {
-		return fmt.Errorf("--perfetto %s: %v", path, err)
-	}
-	err = render.Write(f, render.FormatPerfetto, doc, render.Options{})
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("--perfetto %s: %v", path, err)
+	if err := writeDocFile("--perfetto", path, render.FormatPerfetto, doc); err != nil {
+		return err
 	}
 	var size int64
 	if fi, err := os.Stat(path); err == nil {
