@@ -70,7 +70,6 @@ func holdAndExec(path string, argv []string) int {
 
 // hold is a launched command held before its execve.
 type hold struct {
-	pid      int
 	started  time.Time
 	held     bool // the gate runs: the command waits for release
 	unheld   string
@@ -81,13 +80,12 @@ type hold struct {
 	path     string
 }
 
-// startHeld starts the command held (or, where the held child cannot be
-// started, unheld, saying why). newCmd gives the command's exec.Cmd with
-// its standard input and outputs set; its Path is resolved first, so a
-// command that is not found or not executable is an error here, before
-// anything is forked.
-func startHeld(newCmd func() *exec.Cmd) (*exec.Cmd, *hold, error) {
-	cmd := newCmd()
+// startHeld starts cmd (its standard input and outputs set, not started)
+// held, and returns the process that runs it: the held child, or, where
+// that cannot be started, cmd itself started unheld, saying why. Its Path
+// is checked first, so a command that is not found or not executable is
+// an error here, before anything is forked.
+func startHeld(cmd *exec.Cmd) (*exec.Cmd, *hold, error) {
 	if cmd.Err != nil {
 		return nil, nil, cmd.Err
 	}
@@ -98,12 +96,12 @@ func startHeld(newCmd func() *exec.Cmd) (*exec.Cmd, *hold, error) {
 	if err == nil {
 		return gate, h, nil
 	}
+	// The held child only read cmd: it starts as it is.
 	why := err.Error()
-	cmd = newCmd()
 	if err := cmd.Start(); err != nil {
 		return nil, nil, err
 	}
-	return cmd, &hold{pid: cmd.Process.Pid, started: time.Now(), unheld: why}, nil
+	return cmd, &hold{started: time.Now(), unheld: why}, nil
 }
 
 // checkExecutable is what execve would refuse before anything runs: no
@@ -144,7 +142,7 @@ func startGate(cmd *exec.Cmd) (*exec.Cmd, *hold, error) {
 		stR.Close()
 		return nil, nil, fmt.Errorf("gpufeed could not start its own binary to hold the command: %w", err)
 	}
-	return gate, &hold{pid: gate.Process.Pid, started: time.Now(), held: true, goPipe: goW, status: stR, path: cmd.Path}, nil
+	return gate, &hold{started: time.Now(), held: true, goPipe: goW, status: stR, path: cmd.Path}, nil
 }
 
 // release lets a held command run and waits (at most 5 s) until its

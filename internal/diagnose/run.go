@@ -191,11 +191,8 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	var child *exec.Cmd
 	var held *hold
 	if len(o.Command) > 0 {
-		command := func() *exec.Cmd {
-			c := exec.Command(o.Command[0], o.Command[1:]...)
-			c.Stdin, c.Stdout, c.Stderr = o.CommandStdin, o.CommandOutput, o.CommandOutput
-			return c
-		}
+		command := exec.Command(o.Command[0], o.Command[1:]...)
+		command.Stdin, command.Stdout, command.Stderr = o.CommandStdin, o.CommandOutput, o.CommandOutput
 		// Held before its execve until the window's first reading
 		// (hold.go): its start-up is in the window however long gpufeed
 		// takes to get ready.

@@ -153,7 +153,7 @@ func TestHeldCommandCancelledNeverRuns(t *testing.T) {
 	dir := t.TempDir()
 	mark := filepath.Join(dir, "ran")
 	newCmd := func() *exec.Cmd { return exec.Command("sh", "-c", `echo $$ > "$0"`, mark) }
-	cmd, h, err := startHeld(newCmd)
+	cmd, h, err := startHeld(newCmd())
 	if err != nil || !h.held {
 		t.Fatalf("held %v, err %v", h != nil && h.held, err)
 	}
@@ -166,7 +166,7 @@ func TestHeldCommandCancelledNeverRuns(t *testing.T) {
 		t.Error("a cancelled command ran")
 	}
 
-	cmd, h, err = startHeld(newCmd)
+	cmd, h, err = startHeld(newCmd())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +187,7 @@ func TestHeldCommandCancelledNeverRuns(t *testing.T) {
 	if err := os.WriteFile(bad, []byte("not a program"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	cmd, h, err = startHeld(func() *exec.Cmd { return exec.Command(bad) })
+	cmd, h, err = startHeld(exec.Command(bad))
 	if err != nil {
 		t.Fatal(err)
 	}
