@@ -156,10 +156,8 @@ func runDiagnose(cmd *cobra.Command, o diagnoseOpts, args []string) error {
 	if err := checkPerfetto(o.perfetto); err != nil {
 		return err
 	}
-	if o.record != "" {
-		if err := checkWritable(o.record); err != nil {
-			return usagef("--record %s: %v", o.record, err)
-		}
+	if err := checkOutputFile("--record", o.record); err != nil {
+		return err
 	}
 	// A stop signal ends the window (the report of what was seen follows);
 	// with a command, every signal here is passed on to it for its whole

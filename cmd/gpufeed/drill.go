@@ -135,10 +135,8 @@ func runDrill(cmd *cobra.Command, info drill.Info, format render.Format, fl dril
 	if fl.window <= 0 {
 		return usagef("--duration %s: want a positive duration (e.g. 5 or 5s)", humanDuration(fl.window))
 	}
-	if fl.json != "" {
-		if err := checkWritable(fl.json); err != nil {
-			return usagef("--json %s: %v", fl.json, err)
-		}
+	if err := checkOutputFile("--json", fl.json); err != nil {
+		return err
 	}
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -187,18 +185,11 @@ func runDrill(cmd *cobra.Command, info drill.Info, format render.Format, fl dril
 		rep.Notes = append(rep.Notes, "ran on a simulated GPU: no usable CUDA driver here ("+fallback+")")
 	}
 	doc := &render.DrillReport{Header: render.NewHeader("drill", version, hostname()), Report: *rep}
-	if err := writeDrillJSON(fl.json, doc); err != nil {
-		return err
+	if fl.json != "" {
+		if err := writeDocFile("--json", fl.json, render.FormatJSON, doc); err != nil {
+			return err
+		}
 	}
 	w := cmd.OutOrStdout()
 	return render.Write(w, format, doc, fl.out.options(w))
-}
-
-// writeDrillJSON writes the drill's result as JSON to path (--json), the
-// same document -o json prints.
-func writeDrillJSON(path string, doc *render.DrillReport) error {
-	if path == "" {
-		return nil
-	}
-	return writeDocFile("--json", path, render.FormatJSON, doc)
 }

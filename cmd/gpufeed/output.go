@@ -72,6 +72,19 @@ func hostname() string {
 	return h
 }
 
+// checkOutputFile fails early, as a usage error naming the flag, when the
+// file a flag names (--record, --perfetto, --json) cannot be written; an
+// empty path is no file.
+func checkOutputFile(flag, path string) error {
+	if path == "" {
+		return nil
+	}
+	if err := checkWritable(path); err != nil {
+		return usagef("%s %s: %v", flag, path, err)
+	}
+	return nil
+}
+
 // writeDocFile writes doc to path in format, for a flag that names a file
 // beside the command's own output (--perfetto, --json); its errors name
 // the flag and the file.

@@ -15,15 +15,7 @@ func addPerfettoFlag(f *pflag.FlagSet, p *string) {
 }
 
 // checkPerfetto fails early when FILE cannot be written.
-func checkPerfetto(path string) error {
-	if path == "" {
-		return nil
-	}
-	if err := checkWritable(path); err != nil {
-		return usagef("--perfetto %s: %v", path, err)
-	}
-	return nil
-}
+func checkPerfetto(path string) error { return checkOutputFile("--perfetto", path) }
 
 // writePerfetto writes doc's timeline to path and says so on stderr.
 func writePerfetto(path string, doc render.Document) error {
