@@ -1,6 +1,7 @@
 package main
 
 import (
+	"io"
 	"os"
 	"strings"
 	"testing"
@@ -17,12 +18,7 @@ func TestSummarise(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	var b strings.Builder
-	failed, err := summarise(f, &b, 2)
-	if err != nil || !failed {
-		t.Fatalf("failed %v, err %v", failed, err)
-	}
-	got := b.String()
+	got := summariseFailed(t, f, 2)
 	for _, want := range []string{
 		"    m_test.go:16: want 2, got 3\n--- FAIL: TestBroken/wrong (0.00s)\n--- FAIL: TestBroken (0.00s)\n",
 		"    m_test.go:21: B fails\n--- FAIL: TestParallelB (0.10s)\n",
@@ -52,14 +48,10 @@ func TestSummariseUnfinished(t *testing.T) {
 {"Action":"output","Package":"p","Output":"panic: test timed out after 1s\n"}
 {"Action":"fail","Package":"p","Elapsed":1}
 `
-	var b strings.Builder
-	failed, err := summarise(strings.NewReader(in), &b, 5)
-	if err != nil || !failed {
-		t.Fatalf("failed %v, err %v", failed, err)
-	}
+	got := summariseFailed(t, strings.NewReader(in), 5)
 	want := "build output that is not JSON\npanic: test timed out after 1s\n-- TestHang did not finish; its output:\n    p_test.go:9: waiting\nFAIL\tp\t1.000s\n"
-	if b.String() != want {
-		t.Errorf("got\n%s\nwant\n%s", b.String(), want)
+	if got != want {
+		t.Errorf("got\n%s\nwant\n%s", got, want)
 	}
 }
 
@@ -79,16 +71,12 @@ func TestSummariseBuildFailure(t *testing.T) {
 {"Action":"run","Package":"example.com/other/x","Test":"TestB"}
 {"Action":"pass","Package":"example.com/other/x","Test":"TestB","Elapsed":1}
 `
-	var b strings.Builder
-	failed, err := summarise(strings.NewReader(in), &b, 5)
-	if err != nil || !failed {
-		t.Fatalf("failed %v, err %v", failed, err)
-	}
+	got := summariseFailed(t, strings.NewReader(in), 5)
 	want := "# example.com/bf [example.com/bf.test]\n./bf_test.go:3:40: cannot use \"s\" (untyped string constant) as int value in variable declaration\n" +
 		"FAIL\texample.com/bf [build failed]\n" +
 		"-- the 2 slowest tests (wall time, parallel ones overlapping others)\n     2.0s  ok.TestA\n     1.0s  x.TestB\n"
-	if b.String() != want {
-		t.Errorf("got\n%s\nwant\n%s", b.String(), want)
+	if got != want {
+		t.Errorf("got\n%s\nwant\n%s", got, want)
 	}
 }
 
@@ -117,14 +105,10 @@ func TestSummariseTest2JSON(t *testing.T) {
 {"Time":"2026-12-04T12:20:37.1Z","Action":"output","Package":"example.com/ok","Output":"PASS\n"}
 {"Time":"2026-12-04T12:20:37.2Z","Action":"pass","Package":"example.com/ok","Elapsed":0.2}
 `
-	var b strings.Builder
-	failed, err := summarise(strings.NewReader(in), &b, 0)
-	if err != nil || !failed {
-		t.Fatalf("failed %v, err %v", failed, err)
-	}
+	got := summariseFailed(t, strings.NewReader(in), 0)
 	want := "    t_test.go:4: why\n--- FAIL: TestBad (0.00s)\nFAIL\nFAIL\texample.com/t2j\t0.019s\nok  \texample.com/ok\t0.200s\n"
-	if b.String() != want {
-		t.Errorf("got\n%q\nwant\n%q", b.String(), want)
+	if got != want {
+		t.Errorf("got\n%q\nwant\n%q", got, want)
 	}
 }
 
@@ -141,4 +125,16 @@ func FuzzSummarise(f *testing.F) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// summariseFailed runs summarise over r, whose stream holds a failure, and
+// returns what it printed.
+func summariseFailed(t *testing.T, r io.Reader, slowest int) string {
+	t.Helper()
+	var b strings.Builder
+	failed, err := summarise(r, &b, slowest)
+	if err != nil || !failed {
+		t.Fatalf("failed %v, err %v", failed, err)
+	}
+	return b.String()
 }
