@@ -160,8 +160,8 @@ func runCPUQuota(in *Input) []finding.Finding {
 		// step makes it the cause.
 		f.Severity, f.Supports = finding.Info, ""
 		f.Claim += fmt.Sprintf("; a wait under %.0f%% costs the GPU little, so the limit is not what idles it now, but it binds: a little more CPU work per step and it will", thresholds.LaunchWaitPct)
-	case !in.starved():
-		f.Claim += "; the launch queue absorbed it (the GPU stayed busy)"
+	default:
+		f.Claim += waitOnTheGPU(in)
 	}
 	window := fmt.Sprintf("first to last slow-tier reading (%.1f s)", q.SpanSec)
 	stat := "cpu.stat nr_periods, nr_throttled"

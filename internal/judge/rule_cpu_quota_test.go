@@ -55,6 +55,28 @@ func TestCPUQuotaLeadsTheVerdict(t *testing.T) {
 	}
 }
 
+// The same loop with no GPU in view: the limit is said, and neither it nor
+// the descheduled launch thread claims the GPU stayed busy; both say it is
+// not known (a 0.2-CPU limit attached without a GPU once claimed "the
+// launch queue absorbed it (the GPU stayed busy)").
+func TestCPUQuotaWithoutAGPUClaimsNothingOfIt(t *testing.T) {
+	s := quotaLoop()
+	s.noGPU = true
+	tl := s.timeline()
+	withQuota(tl, 4)
+	_, fs := judgeVF(tl, derive.New(tl))
+	for _, id := range []string{"cpu-quota-throttled", "launch-thread-descheduled"} {
+		f := findingByID(fs, id)
+		if f == nil {
+			t.Errorf("no %s", id)
+			continue
+		}
+		if strings.Contains(f.Claim, "stayed busy") || !strings.Contains(f.Claim, "no GPU utilisation was seen, so whether the GPU waited for it is not known") {
+			t.Errorf("%s without a GPU in view: %s", id, f.Claim)
+		}
+	}
+}
+
 // The same loop whose cgroup was throttled in 1 of 10 periods (a host so
 // busy the job never reaches its quota): the limit is not blamed.
 func TestCPUQuotaRarelyThrottledIsNotBlamed(t *testing.T) {

@@ -46,12 +46,7 @@ func runDescheduled(in *Input) []finding.Finding {
 		f.Severity = finding.Info
 	}
 	f.Claim = fmt.Sprintf("the launch thread %s waited for a CPU %.0f%% of the time, competing with %s", threadName(th), th.Wait.Mean, who)
-	switch {
-	case in.Attribution.Measured == 0:
-		f.Claim += "; no GPU utilisation was seen, so whether the GPU waited for it is not known"
-	case !in.starved():
-		f.Claim += "; the launch queue absorbed it (the GPU stayed busy)"
-	}
+	f.Claim += waitOnTheGPU(in)
 	f.Evidence = append(f.Evidence,
 		ev("launch thread waiting for a CPU (run queue), mean", th.Wait.Mean, "% of wall time", in.window(th.Wait.N), in.schedSource(th)),
 		ev("the same, p95", th.Wait.P95, "% of wall time", in.window(th.Wait.N), in.schedSource(th)),
@@ -100,4 +95,20 @@ func runnableCounts(in *Input) (job, host float64, n int) {
 		host /= float64(n)
 	}
 	return job, host, n
+}
+
+// waitOnTheGPU is what a claim about the launch thread's wait for a CPU
+// says of the GPU: not known where no GPU utilisation was seen; absorbed by
+// the launch queue where the GPU stayed busy; nothing where it was starved
+// (the verdict says that). Both rules of such a wait (this one and
+// cpu-quota-throttled) say it the same way: a throttled job without a GPU in
+// view was once told its GPU "stayed busy" beside this rule's "not known".
+func waitOnTheGPU(in *Input) string {
+	switch {
+	case in.Attribution.Measured == 0:
+		return "; no GPU utilisation was seen, so whether the GPU waited for it is not known"
+	case !in.starved():
+		return "; the launch queue absorbed it (the GPU stayed busy)"
+	}
+	return ""
 }
