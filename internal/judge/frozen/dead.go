@@ -380,8 +380,8 @@ func missingRanks(v *view, deaths []Death) []finding.Finding {
 	}
 	var likely []string
 	for _, k := range kernlog.Kills(v.kernelEvents()) {
-		if _, inJob := v.jobPIDOf(k.PID); inJob || !comms[k.Comm] || explainedPID(deaths, k.PID) {
-			continue
+		if _, inJob := v.jobPIDOf(k.PID); inJob || !comms[k.Comm] || explainedPID(deaths, k.PID) || v.killedAfterStart(&k) {
+			continue // a process killed after the window began was never the missing rank (matchRanks)
 		}
 		desc := fmt.Sprintf("pid %d (%s) killed by the OOM killer", k.PID, safe(k.Comm))
 		if !k.Wall.IsZero() {

@@ -360,6 +360,37 @@ func TestMissingRankNamedFromKill(t *testing.T) {
 	}
 }
 
+// Another job's process of the same command killed during the window (a
+// shared host short of memory) cannot be the rank missing since the window
+// began: it does not stand in the way of the kill before it, and is
+// reported as the host's. Both kills come before the window: ambiguous.
+func TestMissingRankBesideALaterKill(t *testing.T) {
+	b := launcherOfTwoRanks()
+	kill := func(at time.Duration, pid string) timeline.Event {
+		return timeline.Event{T: int64(at), Kind: timeline.EventKernelLog,
+			Text: "Memory cgroup out of memory: Killed process " + pid + " (python3) total-vm:78064kB, anon-rss:65280kB, file-rss:6616kB, shmem-rss:0kB, UID:0 pgtables:200kB oom_score_adj:0"}
+	}
+	b.tl.Events = append(b.tl.Events, kill(-4*time.Second, "203"), kill(2*time.Second, "305"))
+	r := Analyze(b.tl, nil)
+	d := one(t, r.Findings, "member-died")
+	if !strings.HasPrefix(d.Claim, "rank 2 (pid 203) was killed by the OOM killer") || !strings.HasSuffix(d.Claim, "; rank 2 by elimination (likely)") {
+		t.Errorf("%q", d.Claim)
+	}
+	e, _ := evidence(d, "how pid 203 was matched to rank 2")
+	if !strings.Contains(e.Text, "the kernel log's other python3 kill (pid 305) came after the window began, of a process the job's tree never showed") {
+		t.Errorf("how %q", e.Text)
+	}
+	if h := one(t, r.Findings, "host-oom-kill"); !strings.Contains(h.Claim, "killed 1 process outside the job during the window") {
+		t.Errorf("%q", h.Claim)
+	}
+	// A kill within a second of the window's first reading may be of a
+	// process born and killed between two listings of the tree: it still
+	// counts, and two candidates name neither.
+	b.tl.Events = b.tl.Events[:len(b.tl.Events)-1]
+	b.tl.Events = append(b.tl.Events, kill(500*time.Millisecond, "305"))
+	none(t, Analyze(b.tl, nil).Findings, "member-died")
+}
+
 // Two kills of the ranks' command for one missing rank: neither is named.
 func TestMissingRankAmbiguousKills(t *testing.T) {
 	b := newTL(31, 100*time.Millisecond)

@@ -222,6 +222,14 @@ func (v *view) matchRanks(deaths []Death, kills []kernlog.Kill) []Death {
 	for _, d := range deaths {
 		counted[d.PID] = true
 	}
+	// A rank missing from the job's tree was already gone when the window
+	// began: a process the tree never showed, killed well after that, was
+	// started after the window began and is not it (the tree is listed
+	// whenever a pid is handed out, so a process that lived longer than
+	// a tick would have been seen). On a shared host another job's kill
+	// during the window otherwise took the missing rank's place beside
+	// the real one and left both unnamed.
+	var late []int
 	for i := range kills {
 		k := &kills[i]
 		if counted[k.PID] || n.comm == "" || k.Comm != n.comm {
@@ -229,6 +237,10 @@ func (v *view) matchRanks(deaths []Death, kills []kernlog.Kill) []Death {
 		}
 		if _, inJob := v.jobPIDOf(k.PID); inJob {
 			continue // a pid of the job alive now: not this kill
+		}
+		if v.killedAfterStart(k) {
+			late = append(late, k.PID)
+			continue
 		}
 		cands = append(cands, deadCandidate{pid: k.PID, kill: k})
 	}
@@ -337,6 +349,13 @@ func (v *view) matchRanks(deaths []Death, kills []kernlog.Kill) []Death {
 			}
 			m.Why = append(m.Why, what)
 		}
+		if len(late) > 0 {
+			what := "the kernel log's other " + safe(n.comm) + " kill (pid " + ints(late) + ") came after the window began, of a process the job's tree never showed"
+			if len(late) > 1 {
+				what = "the kernel log's " + strconv.Itoa(len(late)) + " other " + safe(n.comm) + " kills (pids " + ints(late) + ") came after the window began, of processes the job's tree never showed"
+			}
+			m.Why = append(m.Why, what)
+		}
 		if n.ordered && len(alive) > 1 {
 			order := "pids increase with the rank (" + pidsByRank(n, alive) + "): the launcher started them in order"
 			if p.after >= 0 {
@@ -375,6 +394,17 @@ func (v *view) matchRanks(deaths []Death, kills []kernlog.Kill) []Death {
 		v.matched[p.c.pid] = m
 	}
 	return added
+}
+
+// lateKillSlack is how long after the window's first reading a process
+// the job's tree never showed may have been killed and still have been
+// missed by it: a process born and killed between two listings.
+const lateKillSlack = time.Second
+
+// killedAfterStart says a kill came more than lateKillSlack after the
+// window's first reading (unknown times say no).
+func (v *view) killedAfterStart(k *kernlog.Kill) bool {
+	return v.samples > 0 && !k.Wall.IsZero() && k.Wall.After(v.wall(v.t0).Add(lateKillSlack))
 }
 
 // lastSampled is the T of a pid's last sample (math.MinInt64 when never).
