@@ -20,7 +20,9 @@ import (
 // SOURCE_DATE_EPOCH), so JSON outputs compare with their goldens.
 func TestMain(m *testing.M) {
 	os.Setenv("SOURCE_DATE_EPOCH", "1767225600") // 2026-01-01T00:00:00Z
-	os.Exit(clitest.Main(m))
+	code := clitest.Main(m)
+	stopStragglerJobs()
+	os.Exit(code)
 }
 
 // stableJSON replaces this host's name in a JSON output with HOSTNAME, for

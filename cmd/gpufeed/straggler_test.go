@@ -1,8 +1,12 @@
 package main
 
 import (
+	"context"
+	"errors"
+	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -35,14 +39,7 @@ func checkStraggler(t *testing.T, how string, rank1 string) {
 // with more than 2 ranks, started by torchrun.
 func checkStragglerOf(t *testing.T, world, slow int, how string, slowRow string) {
 	t.Helper()
-	args := []string{"--world", strconv.Itoa(world), "--slow", strconv.Itoa(slow), "--slow-how", how, "--pause", "0", "--rounds", "5"}
-	if world > 2 {
-		args = append(args, "--torchrun")
-	}
-	job := startScenario(t, testjob.TorchRanks, args...)
-	m := awaitEvent(t, job, "ranks", 60*time.Second)
-	pids := m.IntMap("ranks")
-	awaitEvent(t, job, "rounds-done", 120*time.Second)
+	job, pids := stragglerJob(t, world, slow, how)
 	var rows []*regexp.Regexp
 	for r := range world {
 		if r == slow {
@@ -97,9 +94,171 @@ func checkStragglerOf(t *testing.T, world, slow int, how string, slowRow string)
 	}
 }
 
+// The straggler tests' jobs, one per world size, each serving its tests
+// one after the other: the job moves to the straggler a test wants
+// (torch_ranks.py's --phases and --control), pauses its rounds between
+// tests and ends after its last phase. Most of a test's time was its job's
+// start-up: importing torch in each rank (and torchrun's agent) and
+// joining the group, about 2 CPU-seconds a process.
+var stragglerPhases = map[int][]struct {
+	slow int
+	how  string
+}{
+	2: {{1, "cpu"}, {1, "sleep"}, {1, "data"}},
+	3: {{2, "cpu"}, {2, "data"}},
+	4: {{1, "cpu"}, {3, "sleep"}},
+}
+
+type sharedStraggler struct {
+	run     *testjob.Run
+	control string // the file the ranks read before each round
+	phase   int
+	pids    map[string]int
+}
+
+var stragglerJobs struct {
+	sync.Mutex
+	byWorld map[int]*sharedStraggler
+}
+
+// stragglerJob returns the shared job of world ranks once every rank has
+// made 5 rounds with rank slow the straggler (how), and the ranks' pids.
+func stragglerJob(t *testing.T, world, slow int, how string) (*testjob.Run, map[string]int) {
+	t.Helper()
+	phases := stragglerPhases[world]
+	k := slices.IndexFunc(phases, func(p struct {
+		slow int
+		how  string
+	}) bool {
+		return p.slow == slow && p.how == how
+	})
+	if k < 0 {
+		t.Fatalf("no phase of the %d-rank straggler job has rank %d slow by %s", world, slow, how)
+	}
+	j := &stragglerJobs
+	j.Lock()
+	defer j.Unlock()
+	if j.byWorld == nil {
+		j.byWorld = map[int]*sharedStraggler{}
+	}
+	s := j.byWorld[world]
+	if s != nil && s.phase > k { // run again (-count) or out of order: a new job
+		s.stop()
+		s = nil
+	}
+	setPhase := func(s *sharedStraggler, v string) {
+		if err := os.WriteFile(s.control+".new", []byte(v), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(s.control+".new", s.control); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s == nil {
+		dir, err := os.MkdirTemp("", "gpufeed-straggler-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		s = &sharedStraggler{control: filepath.Join(dir, "phase"), phase: k}
+		setPhase(s, strconv.Itoa(k))
+		var spec []string
+		for _, p := range phases {
+			spec = append(spec, strconv.Itoa(p.slow)+":"+p.how)
+		}
+		args := []string{"--world", strconv.Itoa(world), "--phases", strings.Join(spec, ","), "--control", s.control,
+			"--pause", "0", "--rounds", "5"}
+		if world > 2 {
+			args = append(args, "--torchrun")
+		}
+		// The job outlives the test that started it.
+		r, err := testjob.Start(context.Background(), testjob.TorchRanks, nil, args...)
+		if errors.Is(err, testjob.ErrUnavailable) {
+			os.RemoveAll(dir)
+			t.Skip(err)
+		}
+		if err != nil {
+			os.RemoveAll(dir)
+			t.Fatal(err)
+		}
+		s.run = r
+		r.OnStop(func() error { return os.RemoveAll(dir) })
+		j.byWorld[world] = s
+		m, err := r.Await(t.Context(), "ranks", 60*time.Second)
+		if err != nil {
+			s.stop()
+			delete(j.byWorld, world)
+			t.Fatal(err)
+		}
+		s.pids = m.IntMap("ranks")
+	} else {
+		s.phase = k
+		setPhase(s, strconv.Itoa(k))
+	}
+	// Every rank's 5 rounds with this straggler (each rank says so once per
+	// phase it enters).
+	done := map[int]bool{}
+	for len(done) < world {
+		m, err := s.run.Await(t.Context(), "rounds-done", 120*time.Second)
+		if err != nil {
+			s.stop()
+			delete(j.byWorld, world)
+			t.Fatal(err)
+		}
+		if p, _ := m.Int("phase"); p == k {
+			r, _ := m.Int("rank")
+			done[r] = true
+		}
+	}
+	t.Cleanup(func() {
+		j.Lock()
+		defer j.Unlock()
+		if j.byWorld[world] != s {
+			return
+		}
+		if k == len(phases)-1 {
+			s.stop()
+			delete(j.byWorld, world)
+			return
+		}
+		// No rounds (no CPU) until the next test moves it on.
+		if err := os.WriteFile(s.control+".new", []byte("pause"), 0o644); err == nil {
+			os.Rename(s.control+".new", s.control)
+		}
+	})
+	return s.run, s.pids
+}
+
+func (s *sharedStraggler) stop() { s.run.Stop() }
+
+// stopStragglerJobs ends the jobs a run of some of the tests left.
+func stopStragglerJobs() {
+	j := &stragglerJobs
+	j.Lock()
+	defer j.Unlock()
+	for w, s := range j.byWorld {
+		s.stop()
+		delete(j.byWorld, w)
+	}
+}
+
 func TestStragglerByCPUNamedByRank(t *testing.T) {
 	livetest.Need(t)
 	checkStraggler(t, "cpu", `busy, its launch thread wants \d+ % of a core`)
+}
+
+func TestStragglerBySleepNamedByRank(t *testing.T) {
+	livetest.Need(t)
+	// A second's readings sometimes catch it in the collective too: its row
+	// may then say its waits are mixed, but it is still the straggler.
+	checkStraggler(t, "sleep", `(sleeps \d+ % of the window|neither busy nor waiting on one thing)`)
+}
+
+// TestStragglerByDataNamedByRank: rank 1 waits for its DataLoader's one
+// slow worker before each all_reduce (a slow input pipeline).
+func TestStragglerByDataNamedByRank(t *testing.T) {
+	livetest.Need(t)
+	// As with the sleep, a second's readings may catch it in the collective.
+	checkStraggler(t, "data", `(waits for data \d+ % of the window|neither busy nor waiting on one thing)`)
 }
 
 // TestStragglerByCPUAmongThreeAndFourRanks: the same straggler among 3 and
@@ -123,13 +282,6 @@ func TestStragglersUnderTorchrunNamedByRank(t *testing.T) {
 	t.Run("sleep-4ranks", func(t *testing.T) {
 		checkStragglerOf(t, 4, 3, "sleep", `(sleeps \d+ % of the window|neither busy nor waiting on one thing)`)
 	})
-}
-
-func TestStragglerBySleepNamedByRank(t *testing.T) {
-	livetest.Need(t)
-	// A second's readings sometimes catch it in the collective too: its row
-	// may then say its waits are mixed, but it is still the straggler.
-	checkStraggler(t, "sleep", `(sleeps \d+ % of the window|neither busy nor waiting on one thing)`)
 }
 
 // TestStragglerVerdictOnSimulatedGPU: the same job with a GPU side (each
@@ -168,12 +320,4 @@ func TestStragglerVerdictOnSimulatedGPU(t *testing.T) {
 			t.Errorf("%s: the verdict's finding does not carry rank 0's wait:\n%s", window, claims(r))
 		}
 	}
-}
-
-// TestStragglerByDataNamedByRank: rank 1 waits for its DataLoader's one
-// slow worker before each all_reduce (a slow input pipeline).
-func TestStragglerByDataNamedByRank(t *testing.T) {
-	livetest.Need(t)
-	// As with the sleep, a second's readings may catch it in the collective.
-	checkStraggler(t, "data", `(waits for data \d+ % of the window|neither busy nor waiting on one thing)`)
 }

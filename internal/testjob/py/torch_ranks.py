@@ -9,7 +9,11 @@ while the others wait for it in all_reduce. With --slow R, rank R spends
 --slow-ms milliseconds of its own CPU before each all_reduce (--slow-how
 cpu), sleeps that long (--slow-how sleep) or waits that long for a batch from
 its DataLoader's one worker (--slow-how data): a straggler its peers wait
-for in all_reduce. --simdev DIR gives each step a GPU side on gpufeed's
+for in all_reduce. --phases RANK:HOW,... lists several stragglers, one after
+the other, and --control FILE moves the job between them (or pauses its rounds)
+when a test writes the phase's index (or "pause") there: one job's ranks, whose
+start-up (importing torch, joining the group) is most of a test's time, serve
+several tests. --simdev DIR gives each step a GPU side on gpufeed's
 simulated device (a 2 ms kernel and a synchronise). --preexec-delay S holds each
 rank for S seconds between fork and exec (a launcher setting up a cgroup or
 CPU binding there), so an observer sees it first with the launcher's
@@ -18,7 +22,8 @@ the whole environment torchrun's elastic agent sets on one node (also
 LOCAL_WORLD_SIZE, GROUP_RANK=0 and a TORCHELASTIC_RUN_ID), so that rank
 detection is exercised as under torchrun. --torchrun starts the ranks with
 torchrun itself (python3 -m torch.distributed.run --standalone): its elastic
-agent is then the ranks' parent, and this launcher its parent.
+agent is then the ranks' parent, and this launcher its parent. Its rendezvous
+is --standalone's on a free port: two jobs can run at once.
 
 Debian's torchrun (torch 1.13) under Python 3.11 fails before it starts any
 worker with its defaults: it reads --redirects and --tee ("0") into an
@@ -58,7 +63,8 @@ def rank_main(a):
         import gpufeed_simdev
         dev = gpufeed_simdev.connect()
     batches = None
-    if rank == a.slow and a.slow_how == "data":
+
+    def slow_batches():
         # its input comes from a DataLoader worker that takes slow_ms per batch
         from torch.utils.data import DataLoader, Dataset
 
@@ -70,19 +76,40 @@ def rank_main(a):
                 time.sleep(a.slow_ms / 1000)
                 return torch.ones(4)
 
-        batches = iter(DataLoader(Slow(), batch_size=1, num_workers=1, prefetch_factor=1, persistent_workers=True))
+        return iter(DataLoader(Slow(), batch_size=1, num_workers=1, prefetch_factor=1, persistent_workers=True))
+
+    phases = a.phases or [(a.slow, a.slow_how)]
+    phase = 0
+    paused = False
     n = 0
+    total = 0
     while True:
+        if a.control:
+            want = read_control(a.control)
+            if want == "pause":
+                # No collective while paused: each rank makes the same
+                # number of all_reduce calls, so they meet again on resume.
+                paused = True
+                time.sleep(0.05)
+                continue
+            if want is not None and (want != phase or paused) and 0 <= want < len(phases):
+                phase, n = want, 0
+                say("phase", rank=rank, phase=phase)
+            paused = False
+        slow, how = phases[phase]
         n += 1
-        if rank == a.hang and n > a.rounds:
+        total += 1
+        if rank == a.hang and total > a.rounds:
             lock = threading.Lock()
             lock.acquire()
             say("hung", rank=rank)
             lock.acquire()  # never returns: the others wait in all_reduce
-        if rank == a.slow:
-            if a.slow_how == "sleep":
+        if rank == slow:
+            if how == "sleep":
                 time.sleep(a.slow_ms / 1000)
-            elif a.slow_how == "data":
+            elif how == "data":
+                if batches is None:
+                    batches = slow_batches()
                 next(batches)
             else:
                 end = time.thread_time() + a.slow_ms / 1000
@@ -94,8 +121,35 @@ def rank_main(a):
             dev.synchronize()
         dist.all_reduce(t)
         if n == a.rounds:
-            say("rounds-done", rank=rank)
+            say("rounds-done", rank=rank, phase=phase)
         time.sleep(a.pause)
+
+
+def read_control(path):
+    """The phase the test wants now: an index into --phases, "pause", or
+    None when the file is missing or unreadable."""
+    try:
+        with open(path) as f:
+            v = f.read().strip()
+    except OSError:
+        return None
+    if v == "pause":
+        return v
+    try:
+        return int(v)
+    except ValueError:
+        return None
+
+
+def parse_phases(spec):
+    """--phases "1:cpu,1:sleep": the straggler rank and how it is slow, per phase."""
+    out = []
+    for part in filter(None, spec.split(",")):
+        r, how = part.split(":")
+        if how not in ("cpu", "sleep", "data"):
+            raise SystemExit("--phases: %r: want RANK:cpu, RANK:sleep or RANK:data" % part)
+        out.append((int(r), how))
+    return out
 
 
 def free_port():
@@ -109,7 +163,12 @@ def torchrun_launcher(a):
     own once up: torchrun's agent, not this process, is their parent)."""
     # The ranks get this command line (--torchrun included: with RANK set
     # they are ranks, and say when they are up).
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes", "1",
+    # What --standalone sets, on a free port: --standalone's rendezvous store
+    # is always localhost:29400, so a second single-node job joined the
+    # first one's store and failed when that job ended.
+    rdzv = ["--rdzv_backend", "c10d", "--rdzv_endpoint", "localhost:%d" % free_port(),
+            "--rdzv_id", "gpufeed-test-%d" % os.getpid()]
+    cmd = [sys.executable, "-m", "torch.distributed.run"] + rdzv + ["--nnodes", "1",
            "--nproc_per_node", str(a.world), "--redirects", "9:1", "--tee", "9:1",
            os.path.abspath(__file__)] + sys.argv[1:]
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
@@ -164,6 +223,11 @@ if __name__ == "__main__":
     p.add_argument("--slow", type=int, default=-1)
     p.add_argument("--slow-ms", type=float, default=150)
     p.add_argument("--slow-how", choices=["cpu", "sleep", "data"], default="cpu")
+    p.add_argument("--phases", type=parse_phases, default=[],
+                   help="RANK:HOW,...: the straggler per phase (the first at the start; --control moves between them)")
+    p.add_argument("--control", default="",
+                   help="a file each rank reads before each round: a phase index (each rank says 'phase' on moving, "
+                        "and 'rounds-done' with the phase after --rounds rounds in it), or 'pause' (no rounds)")
     p.add_argument("--simdev", default="", help="directory of gpufeed_simdev.py: each rank drives the simulated GPU")
     p.add_argument("--preexec-delay", type=float, default=0)
     p.add_argument("--torchrun-env", action="store_true", help="each rank gets the environment torchrun sets on one node")
