@@ -75,6 +75,19 @@ func TestCheck(t *testing.T) {
 	if p := s.Check(v, []finding.Finding{{ID: "launch-thread-descheduled"}, {ID: "job-stalled", Severity: finding.Critical}}, true); !strings.Contains(p, "critical job-stalled") {
 		t.Errorf("critical finding on a running job: %q", p)
 	}
+	// The blocking synchronise loop on a crowded host: sync-bound (the GPU
+	// idled over a tenth of the window, the synchronise's wait leading) is
+	// accepted; sync-bound led by something else, or submission-bound, is not.
+	gs, _ := Lookup("gpu-bound-sync")
+	if p := gs.Check(&finding.Verdict{Class: finding.SyncBound, Because: []string{"launch-thread-waits-on-gpu"}}, nil, true); p != "" {
+		t.Errorf("the synchronise's slow wake-ups: %q", p)
+	}
+	if p := gs.Check(&finding.Verdict{Class: finding.SyncBound, Because: []string{"launch-thread-spins-or-submits"}}, nil, true); !strings.Contains(p, "expected gpu-bound") {
+		t.Errorf("sync-bound not led by the wait: %q", p)
+	}
+	if p := gs.Check(&finding.Verdict{Class: finding.SubmissionBound, Because: []string{"launch-thread-waits-on-gpu"}}, nil, true); !strings.Contains(p, "expected gpu-bound") {
+		t.Errorf("submission-bound: %q", p)
+	}
 	st, _ := Lookup("stalled")
 	if p := st.Check(&finding.Verdict{Class: finding.Stalled}, []finding.Finding{{ID: "job-stalled", Severity: finding.Critical}}, true); p != "" {
 		t.Errorf("stalled scenario with its critical finding: %q", p)
