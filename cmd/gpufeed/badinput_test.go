@@ -252,8 +252,8 @@ func TestObserverIsNotPartOfTheJob(t *testing.T) {
 	}
 }
 
-// A requested 2 s window of a running job, attached to repeatedly, is
-// judged every time.
+// A requested 2 s window of a running job, attached to repeatedly (three
+// observers at once), is judged every time.
 func TestTwoSecondWindowIsJudged(t *testing.T) {
 	livetest.Need(t)
 	job := exec.Command("sh", "-c", "while :; do :; done")
@@ -261,12 +261,7 @@ func TestTwoSecondWindowIsJudged(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { job.Process.Kill(); job.Wait() })
-	for range 3 {
-		out, stderr, code := run(t, "diagnose", "--pid", strconv.Itoa(job.Process.Pid), "--duration", "2s", "--device", "none", "-o", "json")
-		if code != 0 {
-			t.Fatalf("exit %d: %s", code, stderr)
-		}
-		r := decodeReport(t, out)
+	for _, r := range diagnoseJSONAtOnce(t, []string{"2s", "2s", "2s"}, "--pid", strconv.Itoa(job.Process.Pid), "--device", "none") {
 		if r.Verdict == nil || strings.Contains(r.Verdict.Missing, "observe at least") {
 			t.Errorf("window %s: verdict %+v", time.Duration(r.Window.DurationNS), r.Verdict)
 		}

@@ -402,7 +402,8 @@ func TestDataLoaderCopiedLevelAttached(t *testing.T) {
 			if kind.method == "spawn" {
 				windows = windows[:1]
 			}
-			job := startScenario(t, testjob.TorchDataLoader, "--storage", kind.storage, "--workers", strconv.Itoa(kind.workers), "--items", "1500000", "--start-method", kind.method, "--shuffle")
+			job := startScenario(t, testjob.TorchDataLoader, "--storage", kind.storage, "--workers", strconv.Itoa(kind.workers), "--items", "1500000", "--start-method", kind.method, "--shuffle",
+				"--batch", "2560", "--step", "0.05")
 			workers := awaitEvent(t, job, "workers", 180*time.Second).Ints("workers")
 			started := time.Now()
 			if len(workers) != kind.workers {
