@@ -22,6 +22,7 @@ func TestMain(m *testing.M) {
 	os.Setenv("SOURCE_DATE_EPOCH", "1767225600") // 2026-01-01T00:00:00Z
 	code := clitest.Main(m)
 	stopStragglerJobs()
+	stopPyTimeJob()
 	os.Exit(code)
 }
 

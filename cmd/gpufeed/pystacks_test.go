@@ -173,6 +173,103 @@ func TestGlooStuckRankWithoutStacks(t *testing.T) {
 	}
 }
 
+// The Python-time tests' training loop: one process serving the attached
+// tests one after the other, moved to the mode each wants (its --control
+// file), paused between them and ended after the last. Importing torch was
+// most of each test's time.
+var pyTimeModes = []string{"loader", "item", "optim", "transforms", "batch-transforms"}
+
+var pyTime struct {
+	sync.Mutex
+	run     *testjob.Run
+	control string
+	mode    int
+}
+
+// pyTimeJob returns the shared training loop once it runs steadily in mode.
+func pyTimeJob(t *testing.T, mode string) *testjob.Run {
+	t.Helper()
+	k := slices.Index(pyTimeModes, mode)
+	if k < 0 {
+		t.Fatalf("no mode %q", mode)
+	}
+	j := &pyTime
+	j.Lock()
+	defer j.Unlock()
+	if j.run != nil && j.mode > k { // run again (-count) or out of order
+		j.run.Stop()
+		j.run = nil
+	}
+	set := func(v string) error {
+		if err := os.WriteFile(j.control+".new", []byte(v), 0o644); err != nil {
+			return err
+		}
+		return os.Rename(j.control+".new", j.control)
+	}
+	j.mode = k
+	if j.run == nil {
+		dir, err := os.MkdirTemp("", "gpufeed-pytime-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		j.control = filepath.Join(dir, "mode")
+		if err := set(mode); err != nil {
+			os.RemoveAll(dir)
+			t.Fatal(err)
+		}
+		r, err := testjob.Start(context.Background(), testjob.TorchPyTime, nil, "--control", j.control) // outlives the test
+		if errors.Is(err, testjob.ErrUnavailable) {
+			os.RemoveAll(dir)
+			t.Skip(err)
+		}
+		if err != nil {
+			os.RemoveAll(dir)
+			t.Fatal(err)
+		}
+		r.OnStop(func() error { return os.RemoveAll(dir) })
+		j.run = r
+	} else if err := set(mode); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		m, err := j.run.Await(t.Context(), "steady", 120*time.Second)
+		if err != nil {
+			j.run.Stop()
+			j.run = nil
+			t.Fatal(err)
+		}
+		var v string
+		if json.Unmarshal(m.Fields["mode"], &v) == nil && v == mode {
+			break
+		}
+	}
+	r := j.run
+	t.Cleanup(func() {
+		j.Lock()
+		defer j.Unlock()
+		if j.run != r {
+			return
+		}
+		if k == len(pyTimeModes)-1 {
+			j.run.Stop()
+			j.run = nil
+			return
+		}
+		_ = set("pause") // no steps (no CPU) until the next test moves it on
+	})
+	return r
+}
+
+// stopPyTimeJob ends the loop a run of some of the tests left.
+func stopPyTimeJob() {
+	pyTime.Lock()
+	defer pyTime.Unlock()
+	if pyTime.run != nil {
+		pyTime.run.Stop()
+		pyTime.run = nil
+	}
+}
+
 // TestPythonTimeShares: a real CPU training loop whose Python time has one
 // known home; attached with --py-stacks, the python-time finding names
 // that home as the training thread's lead stage, with its change.
@@ -186,8 +283,7 @@ func TestPythonTimeShares(t *testing.T) {
 		{"optim", "in the optimizer step", "foreach=True"},
 	} {
 		t.Run(c.mode, func(t *testing.T) {
-			job := startScenario(t, testjob.TorchPyTime, "--mode", c.mode)
-			awaitEvent(t, job, "steady", 120*time.Second)
+			job := pyTimeJob(t, c.mode)
 			r := diagnoseJSON(t, "--pid", strconv.Itoa(job.PID), "--duration", "3s", "--py-stacks")
 			fs := findingsWith(r, "python-time")
 			if len(fs) != 1 {
@@ -226,8 +322,7 @@ func TestPythonTimeTransforms(t *testing.T) {
 		{"batch-transforms", "on the GPU on whole batches"},
 	} {
 		t.Run(c.mode, func(t *testing.T) {
-			job := startScenario(t, testjob.TorchPyTime, "--mode", c.mode)
-			awaitEvent(t, job, "steady", 120*time.Second)
+			job := pyTimeJob(t, c.mode)
 			windows := []string{"3s", "4s"}
 			for i, r := range diagnoseJSONAtOnce(t, windows, "--device", "none", "--pid", strconv.Itoa(job.PID), "--py-stacks") {
 				window := windows[i]

@@ -112,17 +112,61 @@ var stragglerPhases = map[int][]struct {
 type sharedStraggler struct {
 	run     *testjob.Run
 	control string // the file the ranks read before each round
-	phase   int
+	phase   int    // the phase last asked for (-1: none yet)
 	pids    map[string]int
 }
 
 var stragglerJobs struct {
 	sync.Mutex
-	byWorld map[int]*sharedStraggler
+	byWorld    map[int]*sharedStraggler
+	prestarted bool
+}
+
+// startStraggler starts the shared job of world ranks, its rounds paused
+// until a test asks for a phase.
+func startStraggler(world int) (*sharedStraggler, error) {
+	dir, err := os.MkdirTemp("", "gpufeed-straggler-")
+	if err != nil {
+		return nil, err
+	}
+	s := &sharedStraggler{control: filepath.Join(dir, "phase"), phase: -1}
+	if err := s.set("pause"); err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	var spec []string
+	for _, p := range stragglerPhases[world] {
+		spec = append(spec, strconv.Itoa(p.slow)+":"+p.how)
+	}
+	args := []string{"--world", strconv.Itoa(world), "--phases", strings.Join(spec, ","), "--control", s.control,
+		"--pause", "0", "--rounds", "5"}
+	if world > 2 {
+		args = append(args, "--torchrun")
+	}
+	// The job outlives the test that started it.
+	r, err := testjob.Start(context.Background(), testjob.TorchRanks, nil, args...)
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	r.OnStop(func() error { return os.RemoveAll(dir) })
+	s.run = r
+	return s, nil
+}
+
+// set writes the control file whole: a phase's index, or pause.
+func (s *sharedStraggler) set(v string) error {
+	if err := os.WriteFile(s.control+".new", []byte(v), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(s.control+".new", s.control)
 }
 
 // stragglerJob returns the shared job of world ranks once every rank has
 // made 5 rounds with rank slow the straggler (how), and the ranks' pids.
+// The first call starts every world size's job at once (each paused until
+// used): a torchrun job's start took 15 to 65 s beside the light tests,
+// and the three start-ups overlap while the first tests run.
 func stragglerJob(t *testing.T, world, slow int, how string) (*testjob.Run, map[string]int) {
 	t.Helper()
 	phases := stragglerPhases[world]
@@ -141,58 +185,46 @@ func stragglerJob(t *testing.T, world, slow int, how string) (*testjob.Run, map[
 	if j.byWorld == nil {
 		j.byWorld = map[int]*sharedStraggler{}
 	}
+	if !j.prestarted {
+		j.prestarted = true
+		for w := range stragglerPhases {
+			if w == world || j.byWorld[w] != nil {
+				continue
+			}
+			if s, err := startStraggler(w); err == nil {
+				j.byWorld[w] = s
+			} // else: started (and its error reported) when a test asks for it
+		}
+	}
 	s := j.byWorld[world]
 	if s != nil && s.phase > k { // run again (-count) or out of order: a new job
 		s.stop()
+		delete(j.byWorld, world)
 		s = nil
 	}
-	setPhase := func(s *sharedStraggler, v string) {
-		if err := os.WriteFile(s.control+".new", []byte(v), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Rename(s.control+".new", s.control); err != nil {
-			t.Fatal(err)
-		}
-	}
 	if s == nil {
-		dir, err := os.MkdirTemp("", "gpufeed-straggler-")
-		if err != nil {
-			t.Fatal(err)
-		}
-		s = &sharedStraggler{control: filepath.Join(dir, "phase"), phase: k}
-		setPhase(s, strconv.Itoa(k))
-		var spec []string
-		for _, p := range phases {
-			spec = append(spec, strconv.Itoa(p.slow)+":"+p.how)
-		}
-		args := []string{"--world", strconv.Itoa(world), "--phases", strings.Join(spec, ","), "--control", s.control,
-			"--pause", "0", "--rounds", "5"}
-		if world > 2 {
-			args = append(args, "--torchrun")
-		}
-		// The job outlives the test that started it.
-		r, err := testjob.Start(context.Background(), testjob.TorchRanks, nil, args...)
+		var err error
+		s, err = startStraggler(world)
 		if errors.Is(err, testjob.ErrUnavailable) {
-			os.RemoveAll(dir)
 			t.Skip(err)
 		}
 		if err != nil {
-			os.RemoveAll(dir)
 			t.Fatal(err)
 		}
-		s.run = r
-		r.OnStop(func() error { return os.RemoveAll(dir) })
 		j.byWorld[world] = s
-		m, err := r.Await(t.Context(), "ranks", 60*time.Second)
+	}
+	if s.pids == nil {
+		m, err := s.run.Await(t.Context(), "ranks", 120*time.Second)
 		if err != nil {
 			s.stop()
 			delete(j.byWorld, world)
 			t.Fatal(err)
 		}
 		s.pids = m.IntMap("ranks")
-	} else {
-		s.phase = k
-		setPhase(s, strconv.Itoa(k))
+	}
+	s.phase = k
+	if err := s.set(strconv.Itoa(k)); err != nil {
+		t.Fatal(err)
 	}
 	// Every rank's 5 rounds with this straggler (each rank says so once per
 	// phase it enters).
@@ -220,10 +252,7 @@ func stragglerJob(t *testing.T, world, slow int, how string) (*testjob.Run, map[
 			delete(j.byWorld, world)
 			return
 		}
-		// No rounds (no CPU) until the next test moves it on.
-		if err := os.WriteFile(s.control+".new", []byte("pause"), 0o644); err == nil {
-			os.Rename(s.control+".new", s.control)
-		}
+		_ = s.set("pause") // no rounds (no CPU) until the next test moves it on
 	})
 	return s.run, s.pids
 }

@@ -29,13 +29,41 @@ var internalReferences = []internalReference{
 	{"a repository path", regexp.MustCompile("(^|[\\s(\"',`\\[])(docs|internal)/[A-Za-z]")},
 }
 
+// goSymbol is a function of Go's own standard library under its internal/
+// tree, as a CPU profile of a Go program names it
+// ("internal/runtime/syscall/linux.EpollWait", "internal/poll.(*FD).Read"):
+// a package path, then a dot and a receiver or an identifier that is no
+// file's extension. It is the profiled
+// program's, not a path of this repository.
+var goSymbol = regexp.MustCompile(`^internal/[a-z0-9_/]+\.(\(|[A-Za-z_][A-Za-z0-9_]*)`)
+
+var fileExtensions = map[string]bool{"go": true, "md": true, "txt": true, "json": true, "yaml": true, "yml": true,
+	"c": true, "h": true, "py": true, "sh": true, "gpufeed": true, "html": true, "golden": true, "text": true}
+
+// isGoSymbol says the repository-path match at loc is a Go symbol.
+func isGoSymbol(line string, loc []int) bool {
+	at := strings.Index(line[loc[0]:loc[1]], "internal/")
+	if at < 0 {
+		return false
+	}
+	m := goSymbol.FindStringSubmatch(line[loc[0]+at:])
+	return m != nil && !fileExtensions[strings.ToLower(m[1])]
+}
+
 // InternalReferences returns, line by line, every internal reference in
 // text ("line 12: a section sign: ...§7..."); nil when there is none.
 func InternalReferences(text string) []string {
 	var out []string
 	for i, line := range strings.Split(text, "\n") {
 		for _, r := range internalReferences {
-			if loc := r.re.FindStringIndex(line); loc != nil {
+			var loc []int
+			for _, l := range r.re.FindAllStringIndex(line, -1) {
+				if r.what != "a repository path" || !isGoSymbol(line, l) {
+					loc = l
+					break
+				}
+			}
+			if loc != nil {
 				lo, hi := max(0, loc[0]-30), min(len(line), loc[1]+30)
 				out = append(out, "line "+strconv.Itoa(i+1)+": "+r.what+": …"+strings.ToValidUTF8(line[lo:hi], "")+"…")
 			}

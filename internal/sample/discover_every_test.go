@@ -129,6 +129,17 @@ time.sleep(5)`, ids)
 		t.Fatal(err)
 	}
 	defer func() { _ = py.Process.Kill(); _ = py.Wait() }()
+	// The window begins with the first worker: on a crowded host the
+	// interpreter's start took long enough that the last worker came after
+	// a window begun at the fork.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if b, _ := os.ReadFile(ids); len(b) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the job started no worker within 30 s")
+		}
+	}
 	s, tl := runSampler(t, Config{PID: py.Process.Pid, Interval: 100 * time.Millisecond, Duration: 3500 * time.Millisecond,
 		SlowEvery: 300 * time.Millisecond}, nil)
 	seen := map[int]bool{}
