@@ -78,28 +78,38 @@ while True:
 // same time.
 func startSimdev(t *testing.T) string {
 	t.Helper()
-	lib, err := simcuda.Path()
+	sock, stop, err := serveSimdev(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	return sock
+}
+
+// serveSimdev serves a simulated device on a socket in dir (with its own
+// copy of the simulated driver library there) until stop is called.
+func serveSimdev(dir string) (sock string, stop func(), err error) {
+	lib, err := simcuda.Path()
+	if err != nil {
+		return "", nil, err
 	}
 	b, err := os.ReadFile(lib)
 	if err != nil {
-		t.Fatal(err)
+		return "", nil, err
 	}
-	own := filepath.Join(t.TempDir(), simcuda.LibName)
+	own := filepath.Join(dir, simcuda.LibName)
 	if err := os.WriteFile(own, b, 0o755); err != nil {
-		t.Fatal(err)
+		return "", nil, err
 	}
-	sock := filepath.Join(t.TempDir(), "gpu.sock")
+	sock = filepath.Join(dir, "gpu.sock")
 	srv, err := sim.Listen(sock, sim.Options{Library: func() (string, error) { return own, nil }})
 	if err != nil {
-		t.Fatal(err)
+		return "", nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan struct{})
 	go func() { defer close(served); _ = srv.Serve(ctx) }()
-	t.Cleanup(func() { cancel(); srv.Close(); <-served })
-	return sock
+	return sock, func() { cancel(); srv.Close(); <-served }, nil
 }
 
 // startWorkload starts a command and, when ready is set, waits for its

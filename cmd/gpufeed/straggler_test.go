@@ -39,7 +39,8 @@ func checkStraggler(t *testing.T, how string, rank1 string) {
 // with more than 2 ranks, started by torchrun.
 func checkStragglerOf(t *testing.T, world, slow int, how string, slowRow string) {
 	t.Helper()
-	job, pids := stragglerJob(t, world, slow, how)
+	s := stragglerJob(t, world, slow, how)
+	job, pids := s.run, s.pids
 	var rows []*regexp.Regexp
 	for r := range world {
 		if r == slow {
@@ -104,7 +105,7 @@ var stragglerPhases = map[int][]struct {
 	slow int
 	how  string
 }{
-	2: {{1, "cpu"}, {1, "sleep"}, {1, "data"}},
+	2: {{1, "cpu"}, {1, "cpu:gpu"}, {1, "sleep"}, {1, "data"}},
 	3: {{2, "cpu"}, {2, "data"}},
 	4: {{1, "cpu"}, {3, "sleep"}},
 }
@@ -114,6 +115,7 @@ type sharedStraggler struct {
 	control string // the file the ranks read before each round
 	phase   int    // the phase last asked for (-1: none yet)
 	pids    map[string]int
+	simdev  string // the simulated device's socket, for phases with a GPU side ("cpu:gpu")
 }
 
 var stragglerJobs struct {
@@ -135,21 +137,39 @@ func startStraggler(world int) (*sharedStraggler, error) {
 		return nil, err
 	}
 	var spec []string
+	gpu := false
 	for _, p := range stragglerPhases[world] {
 		spec = append(spec, strconv.Itoa(p.slow)+":"+p.how)
+		gpu = gpu || strings.HasSuffix(p.how, ":gpu")
 	}
 	args := []string{"--world", strconv.Itoa(world), "--phases", strings.Join(spec, ","), "--control", s.control,
 		"--pause", "0", "--rounds", "5"}
 	if world > 2 {
 		args = append(args, "--torchrun")
 	}
+	var env []string
+	stopSimdev := func() {}
+	if gpu {
+		// A GPU side for the phases that have one: a 2 ms kernel a step on
+		// a simulated device that lives as long as the job.
+		pydir, _ := filepath.Abs("../../python")
+		sock, stop, err := serveSimdev(dir)
+		if err != nil {
+			os.RemoveAll(dir)
+			return nil, err
+		}
+		s.simdev, stopSimdev = sock, stop
+		env = []string{"GPUFEED_SIMDEV=" + sock}
+		args = append(args, "--simdev", pydir)
+	}
 	// The job outlives the test that started it.
-	r, err := testjob.Start(context.Background(), testjob.TorchRanks, nil, args...)
+	r, err := testjob.Start(context.Background(), testjob.TorchRanks, env, args...)
 	if err != nil {
+		stopSimdev()
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	r.OnStop(func() error { return os.RemoveAll(dir) })
+	r.OnStop(func() error { stopSimdev(); return os.RemoveAll(dir) })
 	s.run = r
 	return s, nil
 }
@@ -167,7 +187,7 @@ func (s *sharedStraggler) set(v string) error {
 // The first call starts every world size's job at once (each paused until
 // used): a torchrun job's start took 15 to 65 s beside the light tests,
 // and the three start-ups overlap while the first tests run.
-func stragglerJob(t *testing.T, world, slow int, how string) (*testjob.Run, map[string]int) {
+func stragglerJob(t *testing.T, world, slow int, how string) *sharedStraggler {
 	t.Helper()
 	phases := stragglerPhases[world]
 	k := slices.IndexFunc(phases, func(p struct {
@@ -254,7 +274,7 @@ func stragglerJob(t *testing.T, world, slow int, how string) (*testjob.Run, map[
 		}
 		_ = s.set("pause") // no rounds (no CPU) until the next test moves it on
 	})
-	return s.run, s.pids
+	return s
 }
 
 func (s *sharedStraggler) stop() { s.run.Stop() }
@@ -273,6 +293,36 @@ func stopStragglerJobs() {
 func TestStragglerByCPUNamedByRank(t *testing.T) {
 	livetest.Need(t)
 	checkStraggler(t, "cpu", `busy, its launch thread wants \d+ % of a core`)
+}
+
+// TestStragglerVerdictOnSimulatedGPU: the same job with a GPU side (each
+// step a 2 ms kernel on gpufeed's simulated device): the job's verdict is
+// the straggler's, says which rank it is, and carries rank 0's wait.
+func TestStragglerVerdictOnSimulatedGPU(t *testing.T) {
+	livetest.Need(t)
+	requireTorch(t)
+	s := stragglerJob(t, 2, 1, "cpu:gpu")
+	job, pids, sock := s.run, s.pids, s.simdev
+	windows := []string{"3s", "4s"}
+	for i, r := range diagnoseJSONAtOnce(t, windows, "--device", "sim:"+sock, "--pid", strconv.Itoa(job.PID)) {
+		window := windows[i]
+		if r.Verdict == nil || !strings.HasPrefix(r.Verdict.Summary, "rank 1 of 2, the straggler the other ranks wait for: ") ||
+			!strings.Contains(r.Verdict.Summary, "pid "+strconv.Itoa(pids["1"])) {
+			t.Errorf("%s: verdict %+v\n%s", window, r.Verdict, claims(r))
+			continue
+		}
+		waits := false
+		for _, f := range r.Findings {
+			if len(r.Verdict.Because) > 0 && f.ID == r.Verdict.Because[0] {
+				for _, e := range f.Evidence {
+					waits = waits || strings.HasPrefix(e.What, "rank 0 (pid "+strconv.Itoa(pids["0"])+") waits for rank 1 in a collective")
+				}
+			}
+		}
+		if !waits {
+			t.Errorf("%s: the verdict's finding does not carry rank 0's wait:\n%s", window, claims(r))
+		}
+	}
 }
 
 func TestStragglerBySleepNamedByRank(t *testing.T) {
@@ -311,42 +361,4 @@ func TestStragglersUnderTorchrunNamedByRank(t *testing.T) {
 	t.Run("sleep-4ranks", func(t *testing.T) {
 		checkStragglerOf(t, 4, 3, "sleep", `(sleeps \d+ % of the window|neither busy nor waiting on one thing)`)
 	})
-}
-
-// TestStragglerVerdictOnSimulatedGPU: the same job with a GPU side (each
-// step a 2 ms kernel on gpufeed's simulated device): the job's verdict is
-// the straggler's, says which rank it is, and carries rank 0's wait.
-func TestStragglerVerdictOnSimulatedGPU(t *testing.T) {
-	livetest.Need(t)
-	requireTorch(t)
-	pydir, _ := filepath.Abs("../../python")
-	sock := startSimdev(t)
-	job, err := testjob.Start(t.Context(), testjob.TorchRanks, []string{"GPUFEED_SIMDEV=" + sock},
-		"--world", "2", "--slow", "1", "--pause", "0", "--rounds", "5", "--simdev", pydir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { job.Stop() })
-	pids := awaitEvent(t, job, "ranks", 60*time.Second).IntMap("ranks")
-	awaitEvent(t, job, "rounds-done", 120*time.Second)
-	windows := []string{"3s", "4s"}
-	for i, r := range diagnoseJSONAtOnce(t, windows, "--device", "sim:"+sock, "--pid", strconv.Itoa(job.PID)) {
-		window := windows[i]
-		if r.Verdict == nil || !strings.HasPrefix(r.Verdict.Summary, "rank 1 of 2, the straggler the other ranks wait for: ") ||
-			!strings.Contains(r.Verdict.Summary, "pid "+strconv.Itoa(pids["1"])) {
-			t.Errorf("%s: verdict %+v\n%s", window, r.Verdict, claims(r))
-			continue
-		}
-		waits := false
-		for _, f := range r.Findings {
-			if len(r.Verdict.Because) > 0 && f.ID == r.Verdict.Because[0] {
-				for _, e := range f.Evidence {
-					waits = waits || strings.HasPrefix(e.What, "rank 0 (pid "+strconv.Itoa(pids["0"])+") waits for rank 1 in a collective")
-				}
-			}
-		}
-		if !waits {
-			t.Errorf("%s: the verdict's finding does not carry rank 0's wait:\n%s", window, claims(r))
-		}
-	}
 }

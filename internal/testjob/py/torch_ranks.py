@@ -58,10 +58,18 @@ def rank_main(a):
     dist.init_process_group("gloo")  # env://: MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE
     t = torch.ones(1024)
     dev = None
-    if a.simdev:  # a GPU side: gpufeed's simulated device (GPUFEED_SIMDEV)
-        sys.path.insert(0, a.simdev)
-        import gpufeed_simdev
-        dev = gpufeed_simdev.connect()
+
+    def device():
+        # a GPU side: gpufeed's simulated device (GPUFEED_SIMDEV)
+        nonlocal dev
+        if dev is None:
+            sys.path.insert(0, a.simdev)
+            import gpufeed_simdev
+            dev = gpufeed_simdev.connect()
+        return dev
+
+    if a.simdev and not a.phases:
+        device()
     batches = None
 
     def slow_batches():
@@ -78,7 +86,7 @@ def rank_main(a):
 
         return iter(DataLoader(Slow(), batch_size=1, num_workers=1, prefetch_factor=1, persistent_workers=True))
 
-    phases = a.phases or [(a.slow, a.slow_how)]
+    phases = a.phases or [(a.slow, a.slow_how, bool(a.simdev))]
     phase = 0
     paused = False
     n = 0
@@ -96,7 +104,7 @@ def rank_main(a):
                 phase, n = want, 0
                 say("phase", rank=rank, phase=phase)
             paused = False
-        slow, how = phases[phase]
+        slow, how, gpu = phases[phase]
         n += 1
         total += 1
         if rank == a.hang and total > a.rounds:
@@ -116,8 +124,8 @@ def rank_main(a):
                 x = 0
                 while time.thread_time() < end:
                     x += sum(range(1000))
-        if dev is not None:
-            dev.launch(2000)  # a 2 ms kernel, then wait for it
+        if gpu:
+            device().launch(2000)  # a 2 ms kernel, then wait for it
             dev.synchronize()
         dist.all_reduce(t)
         if n == a.rounds:
@@ -142,13 +150,14 @@ def read_control(path):
 
 
 def parse_phases(spec):
-    """--phases "1:cpu,1:sleep": the straggler rank and how it is slow, per phase."""
+    """--phases "1:cpu,1:cpu:gpu,1:sleep": the straggler rank and how it is
+    slow, per phase; ":gpu" gives each step a GPU side (--simdev)."""
     out = []
     for part in filter(None, spec.split(",")):
-        r, how = part.split(":")
-        if how not in ("cpu", "sleep", "data"):
-            raise SystemExit("--phases: %r: want RANK:cpu, RANK:sleep or RANK:data" % part)
-        out.append((int(r), how))
+        f = part.split(":")
+        if len(f) not in (2, 3) or f[1] not in ("cpu", "sleep", "data") or (len(f) == 3 and f[2] != "gpu"):
+            raise SystemExit("--phases: %r: want RANK:cpu, RANK:sleep or RANK:data, then :gpu or nothing" % part)
+        out.append((int(f[0]), f[1], len(f) == 3))
     return out
 
 
