@@ -356,23 +356,12 @@ func TestDemoWakerOfTheSyncingThread(t *testing.T) {
 	// The two runs at once, each with its own simulated device: what is
 	// checked is who woke the launch thread, not a share of the CPU.
 	srcs := []string{"bpf", "proc"}
-	type result struct {
-		out, stderr string
-		code        int
+	var argss [][]string
+	for _, src := range srcs {
+		argss = append(argss, []string{"demo", "sync-bound", "--duration", "4s", "--sched", src, "--profile", "off", "-o", "json"})
 	}
-	res := make([]result, len(srcs))
-	var wg sync.WaitGroup
-	for i, src := range srcs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			out, stderr, code := run(t, "demo", "sync-bound", "--duration", "4s", "--sched", src, "--profile", "off", "-o", "json")
-			res[i] = result{out, stderr, code}
-		}()
-	}
-	wg.Wait()
-	for i, src := range srcs {
-		out, stderr, code := res[i].out, res[i].stderr, res[i].code
+	for i, r := range runAtOnce(t, argss...) {
+		src, out, stderr, code := srcs[i], r.out, r.stderr, r.code
 		var rep render.Report
 		if code != 0 || json.Unmarshal([]byte(out), &rep) != nil {
 			t.Fatalf("demo --sched %s: exit %d: %s", src, code, stderr)

@@ -133,15 +133,9 @@ func checkDemoScenario(t *testing.T, sc demo.Scenario) {
 	}
 
 	// The recording judged again, as JSON and as text, at once.
-	var text, textStderr string
-	var textCode int
-	textDone := make(chan struct{})
-	go func() {
-		defer close(textDone)
-		text, textStderr, textCode = run(t, "report", rec)
-	}()
-	out, stderr, code = run(t, "report", rec, "-o", "json")
-	<-textDone
+	again := runAtOnce(t, []string{"report", rec, "-o", "json"}, []string{"report", rec})
+	out, stderr, code = again[0].out, again[0].stderr, again[0].code
+	text, textStderr, textCode := again[1].out, again[1].stderr, again[1].code
 	var replay demoReport
 	if err := json.Unmarshal([]byte(out), &replay); code != 0 || err != nil || replay.Verdict == nil {
 		t.Fatalf("report %s: exit %d (%v)\nstderr: %s", rec, code, err, stderr)

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -55,6 +56,30 @@ func run(t testing.TB, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
 	r := clitest.Run(t, gpufeed(t), clitest.Cmd{Args: args})
 	return r.Stdout, r.Stderr, r.Code
+}
+
+// ran is one run of gpufeed: its stdout, stderr and exit status.
+type ran struct {
+	out, stderr string
+	code        int
+}
+
+// runAtOnce runs gpufeed once per argument list, all at once, and returns
+// each run's output and status in their order: observers of one job that
+// read it, not each other, or outputs that judge nothing live.
+func runAtOnce(t testing.TB, argss ...[]string) []ran {
+	t.Helper()
+	res := make([]ran, len(argss))
+	var wg sync.WaitGroup
+	for i, args := range argss {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res[i].out, res[i].stderr, res[i].code = run(t, args...)
+		}()
+	}
+	wg.Wait()
+	return res
 }
 
 // validateSchema checks a JSON output against the committed contract,

@@ -81,29 +81,14 @@ func diagnoseJSON(t *testing.T, args ...string) render.Report {
 // attach's own cost is a small part of a CPU), and wants exit 0 of each.
 func diagnoseJSONAtOnce(t *testing.T, windows []string, args ...string) []render.Report {
 	t.Helper()
-	bin := gpufeed(t)
-	type result struct {
-		out, stderr string
-		err         error
+	var argss [][]string
+	for _, w := range windows {
+		argss = append(argss, append([]string{"diagnose", "-o", "json", "--duration", w}, args...))
 	}
-	res := make([]result, len(windows))
-	var wg sync.WaitGroup
-	for i, w := range windows {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			cmd := exec.Command(bin, append([]string{"diagnose", "-o", "json", "--duration", w}, args...)...)
-			var stdout, stderr strings.Builder
-			cmd.Stdout, cmd.Stderr = &stdout, &stderr
-			res[i].err = cmd.Run()
-			res[i].out, res[i].stderr = stdout.String(), stderr.String()
-		}()
-	}
-	wg.Wait()
 	reps := make([]render.Report, len(windows))
-	for i, r := range res {
-		if r.err != nil {
-			t.Fatalf("diagnose %v over %s: %v: %s", args, windows[i], r.err, r.stderr)
+	for i, r := range runAtOnce(t, argss...) {
+		if r.code != 0 {
+			t.Fatalf("diagnose %v over %s: exit %d: %s", args, windows[i], r.code, r.stderr)
 		}
 		if err := json.Unmarshal([]byte(r.out), &reps[i]); err != nil {
 			t.Fatalf("%v\n%s", err, r.out)
