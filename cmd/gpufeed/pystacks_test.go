@@ -56,8 +56,10 @@ func TestGlooStuckRankNamedByStacks(t *testing.T) {
 	call := lineOf(t, testjob.TorchRanks, "dist.all_reduce(t)")
 	job := sharedHungRanks(t)
 	// rank 2 says "hung" as it takes its lock; on a loaded machine ranks
-	// 0-1 may still be finishing the last round they shared with it
-	time.Sleep(2 * time.Second)
+	// 0-1 may still be finishing the last round they shared with it (a
+	// fixed 2 s was not always enough beside the saturated light group: the
+	// window saw the job move, and the verdict was not stalled)
+	awaitQuiet(t, job.PID, time.Second, 30*time.Second)
 	wantStuck := "rank 2 is the member the others wait for: rank 2 (pid "
 	wantAt := "is at rank_main (" // then the script's path
 	wantLine := "torch_ranks.py:" + strconv.Itoa(stuck) + "), outside any collective"
@@ -93,6 +95,50 @@ func TestGlooStuckRankNamedByStacks(t *testing.T) {
 	if got := verdictParagraph(again); got != first {
 		t.Errorf("report of the recording: %q, live: %q (%s)", got, first, stderr)
 	}
+}
+
+// awaitQuiet waits until the processes of process group pgid have used no
+// CPU time for quiet (their utime and stime in /proc/PID/stat unchanged),
+// failing the test after limit.
+func awaitQuiet(t *testing.T, pgid int, quiet, limit time.Duration) {
+	t.Helper()
+	cpu := func() uint64 {
+		var sum uint64
+		dirs, _ := os.ReadDir("/proc")
+		for _, d := range dirs {
+			if _, err := strconv.Atoi(d.Name()); err != nil {
+				continue
+			}
+			b, err := os.ReadFile("/proc/" + d.Name() + "/stat")
+			if err != nil {
+				continue
+			}
+			i := strings.LastIndexByte(string(b), ')')
+			if i < 0 {
+				continue
+			}
+			f := strings.Fields(string(b[i+1:]))
+			// after the command: state, ppid, pgrp ... utime (12th), stime (13th)
+			if len(f) < 13 || f[2] != strconv.Itoa(pgid) {
+				continue
+			}
+			u, _ := strconv.ParseUint(f[11], 10, 64)
+			s, _ := strconv.ParseUint(f[12], 10, 64)
+			sum += u + s
+		}
+		return sum
+	}
+	deadline := time.Now().Add(limit)
+	last := cpu()
+	for time.Now().Before(deadline) {
+		time.Sleep(quiet)
+		now := cpu()
+		if now == last {
+			return
+		}
+		last = now
+	}
+	t.Fatalf("the job (process group %d) still used CPU %v after its hang", pgid, limit)
 }
 
 // hungRanks is a real three-rank gloo job whose rank 2 took a lock it
