@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -375,7 +374,6 @@ type copiedReading struct {
 func TestDataLoaderCopiedLevelAttached(t *testing.T) {
 	livetest.Need(t)
 	requireTorch(t)
-	bin := gpufeed(t)
 	ages := []time.Duration{3 * time.Second, 15 * time.Second}
 	for _, kind := range []struct {
 		name, storage, method string
@@ -424,35 +422,17 @@ func TestDataLoaderCopiedLevelAttached(t *testing.T) {
 					break
 				}
 				time.Sleep(time.Until(started.Add(age)))
-				reports := make([]render.Report, len(windows))
-				errs := make([]error, len(windows))
-				var wg sync.WaitGroup
-				for i, w := range windows {
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
-						cmd := exec.CommandContext(t.Context(), bin, "diagnose", "--device", "none", "-o", "json", "--pid", strconv.Itoa(job.PID), "--duration", w.String())
-						var stderr strings.Builder
-						cmd.Stderr = &stderr
-						out, err := cmd.Output()
-						if err == nil {
-							err = json.Unmarshal(out, &reports[i])
-						}
-						if err != nil {
-							errs[i] = fmt.Errorf("diagnose --duration %s: %v: %s", w, err, stderr.String())
-						}
-					}()
+				var ws []string
+				for _, w := range windows {
+					ws = append(ws, w.String())
 				}
-				wg.Wait()
+				reports := diagnoseJSONAtOnce(t, ws, "--device", "none", "--pid", strconv.Itoa(job.PID))
 				if c, err := copiedBySmaps(job.PID, workers); err == nil {
 					mu.Lock()
 					readings = append(readings, copiedReading{time.Now(), c})
 					mu.Unlock()
 				}
 				for i, r := range reports {
-					if errs[i] != nil {
-						t.Fatal(errs[i])
-					}
 					label := fmt.Sprintf("attached %s after start, %s window", age, windows[i])
 					begun, err := time.Parse(time.RFC3339Nano, r.Window.Started)
 					if err != nil {
