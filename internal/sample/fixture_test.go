@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -278,5 +279,40 @@ func TestDescriptorBudgetFallsBackToOneShotReads(t *testing.T) {
 	}
 	if s.kept > 10 {
 		t.Errorf("kept %d descriptors, budget 10", s.kept)
+	}
+}
+
+// TestWaitOfAThreadThatWokeIsNotHalfRead: a thread whose stat said
+// asleep, but whose system call file says "running" when its wait is read
+// (it woke between the two reads), gets no wait in its samples. Read
+// half, its wait channel without the call, a poll loop's 10 ms epoll_wait
+// lost its timeout, and its timer wake-ups read as work arriving: a hung
+// job's window was judged not stalled. Its neighbour, asleep in a pipe
+// read, is read whole.
+func TestWaitOfAThreadThatWokeIsNotHalfRead(t *testing.T) {
+	root := t.TempDir()
+	copyTree(t, fixtureRoot, root)
+	const woke = 26656 // asleep in nanosleep at its stat reading
+	task := filepath.Join(root, strconv.Itoa(fixturePID), "task", strconv.Itoa(woke))
+	if err := os.WriteFile(filepath.Join(task, "syscall"), []byte("running\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tl := sampleFixture(t, root)
+	read := 0
+	for _, tk := range tl.Ticks {
+		for _, s := range tk.Threads {
+			switch {
+			case s.TID == woke && s.Blocked != nil:
+				t.Errorf("tick %d: the thread that woke has a wait %+v; want none", tk.T, *s.Blocked)
+			case s.TID == 26655 && s.Blocked != nil:
+				if s.Blocked.Syscall != "read" || s.Blocked.Wchan != "anon_pipe_read" {
+					t.Errorf("the pipe reader's wait: %+v", *s.Blocked)
+				}
+				read++
+			}
+		}
+	}
+	if read == 0 {
+		t.Error("the pipe reader's wait was never read")
 	}
 }

@@ -284,8 +284,20 @@ func (s *Sampler) slowThread(p *trackedProc, th *trackedThread, ts *timeline.Thr
 
 // readWait reads where the thread waits into its sample and keeps it, to be
 // carried forward while the thread does not run.
+//
+// A thread that woke between its state reading and this one (the system
+// call file says it runs) is not read: half a reading (the wait channel
+// of the sleep it just left, without the call and its timeout) would make
+// a poll loop's timed wake-ups look like work arriving. It is read on the
+// first tick that finds it asleep again, as a thread the slow tick found
+// running.
 func (s *Sampler) readWait(p *trackedProc, th *trackedThread, ts *timeline.ThreadSample) {
-	ts.Blocked = s.blocked(p.pid, th.tid)
+	b, woke := s.blocked(p.pid, th.tid)
+	if woke {
+		ts.Blocked, th.haveBlk, th.wantBlk = nil, false, true
+		return
+	}
+	ts.Blocked = b
 	th.blk, th.blkRunNS, th.blkState, th.haveBlk = ts.Blocked, ts.RunNS, ts.State, true
 }
 
@@ -303,17 +315,24 @@ func (s *Sampler) catchAsleep(p *trackedProc, th *trackedThread, ts *timeline.Th
 	s.readWait(p, th, ts)
 }
 
-// blocked reads wchan, the system call in progress and, for calls that wait
-// on a descriptor, what that descriptor is.
-func (s *Sampler) blocked(pid, tid int) *timeline.Blocked {
+// blocked reads the system call in progress, wchan and, for calls that
+// wait on a descriptor, what that descriptor is. woke says the system call
+// file found the thread running: it left its wait after its state was read,
+// and nothing is returned. The call is read first: it says whether the
+// wait returns by itself, which wchan cannot.
+func (s *Sampler) blocked(pid, tid int) (blk *timeline.Blocked, woke bool) {
 	b := &timeline.Blocked{}
 	var denied []string
+	sc, scErr := s.fs.ReadSyscall(pid, tid, s.arch)
+	if scErr == nil && sc.Running {
+		return nil, true
+	}
 	if w, err := s.fs.ReadWchan(pid, tid); err == nil {
 		b.Wchan = w
 	} else if d := procfs.AsDenied(err); d != nil {
 		denied = append(denied, "wchan "+d.NotVisible())
 	}
-	sc, err := s.fs.ReadSyscall(pid, tid, s.arch)
+	err := scErr
 	switch {
 	case err == nil && sc.InSyscall:
 		b.Syscall = sc.Name
@@ -342,9 +361,9 @@ func (s *Sampler) blocked(pid, tid int) *timeline.Blocked {
 		}
 	}
 	if *b == (timeline.Blocked{}) {
-		return nil
+		return nil, false
 	}
-	return b
+	return b, false
 }
 
 // applyStat reads a thread's stat and keeps what it says (state, user and

@@ -177,6 +177,17 @@ func sameWait(a, b *timeline.Blocked) bool {
 	return a.Syscall == b.Syscall && a.On == b.On
 }
 
+// halfReading says half is a reading of full's wait, made half: it
+// names the same wait channel but no call, though the call was visible
+// (nothing was denied), so the thread woke between the two reads (the
+// system call file said "running"). Recordings from before the sampler
+// dropped such readings hold them: a poll loop's 10 ms epoll_wait read as
+// "do_epoll_wait, no call" made its timed wake-ups count as work arriving,
+// and a hung job's window was not judged stalled.
+func halfReading(half, full *timeline.Blocked) bool {
+	return half.Syscall == "" && half.NotVisible == "" && half.Wchan != "" && full.Syscall != "" && half.Wchan == full.Wchan
+}
+
 func waitText(b *timeline.Blocked) string {
 	if b.On != "" {
 		return b.Syscall + " on " + safe(b.On)
@@ -213,7 +224,7 @@ func scan(v *view, from int64) (Measure, int64) {
 		}
 		for i := range tk.Threads {
 			s := &tk.Threads[i]
-			if _, ok := firstBlk[s.TID]; !ok && s.Blocked != nil {
+			if first, ok := firstBlk[s.TID]; s.Blocked != nil && (!ok || halfReading(first, s.Blocked)) {
 				firstBlk[s.TID] = s.Blocked
 			}
 		}
@@ -289,7 +300,11 @@ func scan(v *view, from int64) (Measure, int64) {
 			}
 			a := accs[s.TID]
 			if a == nil {
-				accs[s.TID] = &threadAcc{pid: s.PID, tid: s.TID, first: *s, last: *s, prevT: tk.T, blk: s.Blocked, lastT: tk.T}
+				blk := s.Blocked
+				if f := firstBlk[s.TID]; blk != nil && f != nil && halfReading(blk, f) {
+					blk = f
+				}
+				accs[s.TID] = &threadAcc{pid: s.PID, tid: s.TID, first: *s, last: *s, prevT: tk.T, blk: blk, lastT: tk.T}
 				continue
 			}
 			ran := float64(runNS(v, a.last, *s))
@@ -310,7 +325,7 @@ func scan(v *view, from int64) (Measure, int64) {
 				}
 			}
 			cpuNS += ran
-			if s.Blocked != nil {
+			if s.Blocked != nil && !(a.blk != nil && halfReading(s.Blocked, a.blk)) {
 				if a.blk != nil && !sameWait(a.blk, s.Blocked) && !(isTimer(a.blk) && isTimer(s.Blocked)) {
 					if m.MovedTID == 0 {
 						m.MovedTID, m.MovedPID, m.MovedFrom, m.MovedTo = s.TID, s.PID, waitText(a.blk), waitText(s.Blocked)

@@ -534,6 +534,56 @@ func TestTimerPollLoopsCPUIsNotProgress(t *testing.T) {
 	}
 }
 
+// TestHalfReadPollWaitIsStillTimed: the hung three-rank job of
+// TestTimerPollLoopsCPUIsNotProgress as recorded before the sampler dropped
+// half readings: once in the window, one rank's poll loop was read as
+// "do_epoll_wait" with no call (it woke between the reads), and the 10
+// wake-ups of each interval after it counted as work arriving; the window
+// was not judged stalled. The same wait channel without a call, the call
+// visible elsewhere, is the timed wait it was: stalled, wherever the half
+// reading falls (the first reading included). A half reading at another
+// wait channel is not assumed to be it: progress.
+func TestHalfReadPollWaitIsStillTimed(t *testing.T) {
+	poll := &timeline.Blocked{Syscall: "epoll_wait", On: "anon_inode:[eventpoll]", Wchan: "do_epoll_wait", Timed: true}
+	job := func(half *timeline.Blocked, at int) *timeline.Timeline {
+		b := newTL(31, 100*time.Millisecond)
+		for r := range 3 {
+			pid := 10 + 10*r
+			b.proc(pid, 1, "python3", nil, map[string]string{"RANK": strconv.Itoa(r)})
+			b.thread(pid, pid, "python3", idle("futex", "futex 0x7f00", "futex_do_wait"))
+			loop := waking(poll, 10, 4e5)
+			if r == 1 {
+				b.thread(pid, pid+1, "python3", func(i int) timeline.ThreadSample {
+					s := loop(i)
+					if i == at {
+						s.Blocked = half
+					}
+					return s
+				})
+				continue
+			}
+			b.thread(pid, pid+1, "python3", loop)
+		}
+		return b.tl
+	}
+	for _, at := range []int{0, 1, 15, 29} {
+		tl := job(&timeline.Blocked{Wchan: "do_epoll_wait"}, at)
+		v := newView(tl)
+		whole, _ := scan(v, v.t0)
+		if p := MeasureProgress(tl); !p.Stalled() || whole.Wakeups != 0 || p.From != v.t0 {
+			t.Errorf("half reading at %d: want stalled over the whole window, with no untimed wake-up in it; %+v", at, whole)
+		}
+	}
+	p := MeasureProgress(job(&timeline.Blocked{Wchan: "futex_do_wait"}, 15))
+	if p.Stalled() || p.WokenCount == 0 {
+		t.Errorf("a reading at another wait channel, with no call: its wake-ups count as work; %+v", p.Measure)
+	}
+	denied := &timeline.Blocked{Wchan: "do_epoll_wait", NotVisible: "syscall needs CAP_SYS_PTRACE"}
+	if p := MeasureProgress(job(denied, 15)); p.Stalled() {
+		t.Errorf("a reading whose call was denied is not known to be the timed wait; %+v", p.Measure)
+	}
+}
+
 // TestReapedRankCPUIsNoProgress: the launcher reaps the rank that died and
 // the rank's CPU folds into its cutime at once: one reading, a member's
 // death, not a stream of children: still stalled, no job-forks.
