@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -176,13 +175,21 @@ func TestDrillJitterOnTheSimulator(t *testing.T) {
 	}
 	gpu, quiet := 2000*885.0, d.cell(t, "jitter", "quiet", "wall_ns")
 	// The simulated device runs its kernels on a CPU thread: a host busy
-	// beside the drill (make test's other lane) only lengthens a burst, so
-	// the fastest of the three is held to the GPU time (the unit test
-	// holds the median to 10 % on a quiet host). The median crossed 25 %
-	// twice on a loaded host (2.36 and 2.40 ms).
+	// beside the drill (make test's other lane) lengthens the kernels
+	// themselves, so the fastest of the three is held near the GPU time
+	// (the unit test holds the median to 10 % on a quiet host; the median
+	// crossed 25 % twice on a loaded host, 2.36 and 2.40 ms, and the
+	// fastest once, 2.22 ms). What the replay removes, the launches'
+	// cost, is held whatever the load: the replay is a third of the
+	// one-by-one launches at most. (The device's idle share is no such
+	// measure here: beside three busy processes the median replay's
+	// device thread waited for a CPU, and the device idled 44 % of it.)
 	graph, fastest := d.cell(t, "jitter", "graph", "wall_ns"), d.cell(t, "jitter", "graph", "wall_min_ns")
-	if math.Abs(fastest-gpu) > 0.25*gpu || graph < fastest {
+	if fastest < 0.9*gpu || fastest > 1.5*gpu || graph < fastest {
 		t.Errorf("graph replay %.3f ms at its fastest (median %.3f ms), want about the GPU time %.3f ms", fastest/1e6, graph/1e6, gpu/1e6)
+	}
+	if quietFastest := d.cell(t, "jitter", "quiet", "wall_min_ns"); fastest > quietFastest/3 {
+		t.Errorf("graph replay %.3f ms, one-by-one launches %.3f ms at their fastest: want the replay a third of them at most", fastest/1e6, quietFastest/1e6)
 	}
 	t.Logf("graph replay %.3f ms at its fastest, median %.3f ms; GPU time %.3f ms", fastest/1e6, graph/1e6, gpu/1e6)
 	if quiet < 2*gpu {
