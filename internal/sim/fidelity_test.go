@@ -194,6 +194,54 @@ func TestLaunchLoopMakesNoSystemCalls(t *testing.T) {
 	if err != nil {
 		t.Skip("strace not installed (scripts/test.sh installs it): the system calls were not counted")
 	}
+	// A launch into a full ring waits for the device server to read it
+	// (a 100 µs nanosleep, and a nudge and a peek each millisecond), as
+	// libcuda's launch waits when the device falls behind. The server
+	// runs on the host's CPUs: beside make test's other lane it once went
+	// unscheduled long enough to fill the ring's 32,768 records (230
+	// sleeps in a 2 s window). Such a window measures the host: up to
+	// three are taken, and the test says so and skips when the ring was
+	// full in all of them.
+	var w straced
+	for try := 1; ; try++ {
+		w = straceWindow(t, strace, pid, src)
+		if w.ringFull == 0 {
+			break
+		}
+		t.Logf("under strace: the ring was full (%d waits for room): the device server fell behind on a crowded host\n%s", w.ringFull, w.report)
+		if try == 3 {
+			t.Skipf("in three 2 s windows under strace the device server fell behind and the ring was full (last: %d waits): the host is too loaded to count the driver's system calls", w.ringFull)
+		}
+	}
+	t.Logf("under strace: %d system calls and %d launches in %v\n%s", w.calls, w.traced, w.window.Round(time.Millisecond), w.report)
+	if perSec := float64(w.calls) / w.window.Seconds(); perSec >= 100 {
+		t.Errorf("%d system calls in %v (%.0f/s): want fewer than 100 a second", w.calls, w.window, perSec)
+	}
+	if w.traced < 50000 {
+		t.Errorf("only %d launches while traced: the loop did not run", w.traced)
+	}
+	if w.calls > 0 && float64(w.traced)/float64(w.calls) < 1000 {
+		t.Errorf("one system call per %.0f launches: want one per thousands", float64(w.traced)/float64(w.calls))
+	}
+}
+
+// straced is one 2 s window of a process under strace -c.
+type straced struct {
+	calls    int
+	ringFull int // nanosleep and clock_nanosleep calls: waits for room in a full ring
+	traced   uint64
+	window   time.Duration
+	report   string
+}
+
+// straceRow is a row of strace -c's summary: the calls column, then an
+// optional errors column, then the system call's name.
+var straceRow = regexp.MustCompile(`(?m)^\s*[\d.]+\s+[\d.]+\s+\d+\s+(\d+)\s+(?:\d+\s+)?(\w+)\s*$`)
+
+// straceWindow counts pid's system calls and the device's completed
+// launches over 2 s, from strace's attach.
+func straceWindow(t *testing.T, strace string, pid int, src gpu.Source) straced {
+	t.Helper()
 	out := filepath.Join(t.TempDir(), "strace.txt")
 	cmd := exec.Command(strace, "-c", "-f", "-o", out, "-p", strconv.Itoa(pid))
 	serrR, serrW, err := os.Pipe()
@@ -235,28 +283,25 @@ func TestLaunchLoopMakesNoSystemCalls(t *testing.T) {
 	cmd.Process.Signal(os.Interrupt)
 	cmd.Wait() // strace reports an interrupt as its own way out
 	<-scanned
-	window := time.Since(start)
+	w := straced{window: time.Since(start)}
 	c1 := sample1(t, src)
 	report, _ := os.ReadFile(out)
-	calls := 0
+	w.report = string(report)
 	if m := straceTotal.FindSubmatch(report); m != nil {
-		calls, _ = strconv.Atoi(string(m[1]))
+		w.calls, _ = strconv.Atoi(string(m[1]))
 	} else if len(bytes.TrimSpace(report)) == 0 && strings.Contains(serr.String(), "detached") {
-		calls = 0 // attached and detached, and not one system call to list
+		w.calls = 0 // attached and detached, and not one system call to list
 	} else if !bytes.Contains(report, []byte("total")) {
 		t.Fatalf("strace summary not understood:\n%s\nstrace said: %s", report, serr.String())
 	}
-	traced := completedBy(t, c1, pid) - completedBy(t, c0, pid)
-	t.Logf("under strace: %d system calls and %d launches in %v\n%s", calls, traced, window.Round(time.Millisecond), report)
-	if perSec := float64(calls) / window.Seconds(); perSec >= 100 {
-		t.Errorf("%d system calls in %v (%.0f/s): want fewer than 100 a second", calls, window, perSec)
+	for _, m := range straceRow.FindAllSubmatch(report, -1) {
+		if name := string(m[2]); name == "nanosleep" || name == "clock_nanosleep" {
+			n, _ := strconv.Atoi(string(m[1]))
+			w.ringFull += n
+		}
 	}
-	if traced < 50000 {
-		t.Errorf("only %d launches while traced: the loop did not run", traced)
-	}
-	if calls > 0 && float64(traced)/float64(calls) < 1000 {
-		t.Errorf("one system call per %.0f launches: want one per thousands", float64(traced)/float64(calls))
-	}
+	w.traced = completedBy(t, c1, pid) - completedBy(t, c0, pid)
+	return w
 }
 
 // syncLoop is a synchronisation-heavy step: four 1 ms kernels, wait for
@@ -475,5 +520,29 @@ func TestUtilisationMatchesAKnownSchedule(t *testing.T) {
 	t.Logf("%d kernels, %d points, largest difference %.4f points", len(spans), points, worst)
 	if points < 40 {
 		t.Fatalf("only %d points compared", points)
+	}
+}
+
+// TestStraceSummaryRowsRead: the ring-full waits are read from strace -c's
+// rows, with and without an errors column (the summary of the window that
+// failed on a crowded host).
+func TestStraceSummaryRowsRead(t *testing.T) {
+	report := `% time     seconds  usecs/call     calls    errors syscall
+------ ----------- ----------- --------- --------- ----------------
+ 79.00    0.001956           8       230           clock_nanosleep
+ 13.29    0.000329           3        98           sendto
+  7.71    0.000191           2        78        78 recvfrom
+------ ----------- ----------- --------- --------- ----------------
+100.00    0.002476           6       406        78 total
+`
+	got := map[string]string{}
+	for _, m := range straceRow.FindAllStringSubmatch(report, -1) {
+		got[m[2]] = m[1]
+	}
+	if got["clock_nanosleep"] != "230" || got["sendto"] != "98" || got["recvfrom"] != "78" || got["total"] != "406" {
+		t.Errorf("rows read: %v", got)
+	}
+	if m := straceTotal.FindStringSubmatch(report); m == nil || m[1] != "406" {
+		t.Errorf("total: %v", m)
 	}
 }
