@@ -81,7 +81,7 @@ func Classify(in *Input, fs []finding.Finding) finding.Verdict {
 		return *v
 	}
 	if at.Measured == 0 {
-		return inconclusive(noDevice(in), nil)
+		return inconclusive(noDevice(in)+notStill(in), nil)
 	}
 	if at.Measured+sampledIntervals(in)-len(a.Intervals) < thresholds.MinIntervals { // slots lost to overruns were not the device's fault
 		return inconclusive(fmt.Sprintf("the GPU was read in only %d of %d intervals (%s); observe a window in which the device answers throughout",
@@ -270,6 +270,23 @@ func noDevice(in *Input) string {
 		return fmt.Sprintf("no GPU utilisation was read (%s: %s); gpufeed must see whether the GPU waits or works", src, deviceState(in))
 	}
 	return fmt.Sprintf("no GPU was visible (%s): gpufeed must see whether the GPU waits or works; run on the GPU host with the NVIDIA driver loaded (NVML), or point --device at a simulated device (--device sim:PATH)", src)
+}
+
+// notStill says, for a window with no GPU reading, what showed the job
+// moving, so that the report says why it is neither stalled nor idle: a
+// hung job in which one thread kept being woken reads as inconclusive, and
+// the wake-ups are where to look. Empty when nothing moved or the window
+// was not judged.
+func notStill(in *Input) string {
+	p := in.Frozen.Progress
+	if !p.Judged || p.LiveProcs == 0 {
+		return ""
+	}
+	moved := p.HostProgress()
+	if len(moved) == 0 {
+		return ""
+	}
+	return "; the job moved over the window (" + strings.Join(moved, "; ") + "), so it is neither stalled nor idle"
 }
 
 func deviceState(in *Input) string {

@@ -295,12 +295,26 @@ func TestInconclusive(t *testing.T) {
 		{"short window", &synth{n: thresholds.MinIntervals - 1, util: constF(20), procs: []*sProc{busy()}}, "observe at least"},
 		{"target exited", &synth{n: 5, ended: "target exited", util: constF(20), procs: []*sProc{busy()}}, "the target exited after 0.5 s"},
 		{"no GPU", &synth{n: 50, noGPU: true, procs: []*sProc{busy()}}, "no GPU was visible"},
+		// what moved is said, so that a job expected to be stuck
+		// shows where to look
+		{"no GPU, moving", &synth{n: 50, noGPU: true, procs: []*sProc{busy()}}, "the job moved over the window (its threads gained 99.00 % of one core), so it is neither stalled nor idle"},
 		{"unexplained", &synth{n: 50, util: constF(40), procs: []*sProc{trainer(&sThread{cpu: constF(10), wait: constF(0)})}}, "could not be tied"},
 	} {
 		v, _, _ := tc.s.judge()
 		if v.Class != finding.Inconclusive || !strings.Contains(v.Missing, tc.want) {
 			t.Errorf("%s: verdict %s, missing %q; want inconclusive saying %q", tc.name, v.Class, v.Missing, tc.want)
 		}
+	}
+}
+
+// TestNoGPUStillJobSaysNothingMoved: with no GPU reading, a job that did
+// not move is judged by frozen-job triage, and the missing device is all
+// the report asks for; no "moved" clause.
+func TestNoGPUStillJobSaysNothingMoved(t *testing.T) {
+	s := &synth{n: 50, noGPU: true, procs: []*sProc{trainer(&sThread{cpu: constF(0), wait: constF(0), blocked: blockedOn("futex", "futex 0x1")})}}
+	v, _, _ := s.judge()
+	if v.Class != finding.Stalled || strings.Contains(v.Missing, "moved") {
+		t.Errorf("a still job: want stalled, nothing said to have moved; %+v", v)
 	}
 }
 
