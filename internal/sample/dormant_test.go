@@ -85,3 +85,66 @@ time.sleep(30)`, tidFile)
 		t.Errorf("the busy thread's 300 ms run shows as %v", time.Duration(ran))
 	}
 }
+
+// TestIdleThreadsCarriedFromTheirSecondReading: 200 threads that never run
+// are dormant from their second reading, not after a slow period: their
+// samples are carried on every tick but the first two and the last (the
+// first second read all 200 every tick, ten readings each, most of a
+// 10 s window's cost on a 1,000-thread job). Where each waits is still
+// read, on the slow tick after the first, and a thread that then runs is
+// read at once (TestDormantThreadThatRunsIsReadAtOnce).
+func TestIdleThreadsCarriedFromTheirSecondReading(t *testing.T) {
+	livetest.Need(t)
+	py := exec.Command("python3", "-c", `import threading, time
+for _ in range(200):
+    threading.Thread(target=threading.Event().wait, daemon=True).start()
+print("up", flush=True)
+time.sleep(60)`)
+	out, err := py.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := py.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = py.Process.Kill(); _ = py.Wait() }()
+	if _, err := out.Read(make([]byte, 3)); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond) // the interpreter settles
+	s, tl := runSampler(t, Config{PID: py.Process.Pid, Interval: 100 * time.Millisecond, Duration: 3 * time.Second,
+		SlowEvery: time.Second}, nil)
+	ticks := len(tl.Ticks)
+	// every tick but the first two and the last, for the 200 idle threads,
+	// less a tenth for ticks on which the interpreter's own thread ran
+	want := int(0.9 * float64((ticks-3)*200))
+	if s.carried < want {
+		t.Errorf("%d thread-samples carried in %d ticks; want at least %d (200 idle threads carried from their second reading)", s.carried, ticks, want)
+	}
+	// where they wait is read all the same
+	last := tl.Ticks[ticks-1]
+	waits := 0
+	for _, th := range last.Threads {
+		if th.TID != py.Process.Pid && th.Blocked != nil && th.Blocked.Syscall == "futex" {
+			waits++
+		}
+	}
+	if waits < 200 {
+		t.Errorf("%d of the 200 idle threads have their futex wait read at the last tick", waits)
+	}
+	// and before the end, on a slow tick (a live view or the agent has
+	// no last tick)
+	early := false
+	for _, tk := range tl.Ticks[:ticks-1] {
+		n := 0
+		for _, th := range tk.Threads {
+			if th.Blocked != nil && th.Blocked.Syscall == "futex" {
+				n++
+			}
+		}
+		early = early || n >= 200
+	}
+	if !early {
+		t.Error("no tick before the last had the idle threads' waits read")
+	}
+}
