@@ -187,6 +187,15 @@ func TestAttachVerdictsUseDriverCalls(t *testing.T) {
 					t.Logf("run %d: crowded host, the spinning thread waited for a CPU, no class named: %s", i, v.Summary)
 					continue
 				}
+				// Beside make test's other lane the spinning thread waited for
+				// a CPU half the window (10.7 runnable tasks outside the job):
+				// inside its syncs under half the window, the driver calls
+				// name no class, and the CPU profile's split (its CPU spent
+				// spinning in the sync) carries sync-bound alone.
+				if job.class == finding.SyncBound && v.Class == finding.SyncBound && len(dc) == 0 && crowdedSpin(r.rep) {
+					t.Logf("run %d: crowded host, the spinning thread waited for a CPU, sync-bound from its CPU profile: %s", i, v.Summary)
+					continue
+				}
 				if v.Class != job.class || len(dc) != 1 || dc[0].Supports != job.class || !strings.Contains(dc[0].Claim, job.claim) {
 					t.Errorf("run %d: %s judged %s: %s; want %s with the driver calls' finding (%q)\n%s", i, job.name, v.Class, v.Summary, job.class, job.claim, claims(r.rep))
 					continue
@@ -394,4 +403,14 @@ func TestDemoWakerOfTheSyncingThread(t *testing.T) {
 			t.Errorf("the launch thread's first waker is %q, want the simulated device's server (gpufeed, outside the job) with most wake-ups", first)
 		}
 	}
+}
+
+// crowdedSpin says a sync-bound verdict rests on the CPU profile's split
+// (the launch thread's CPU spent spinning in a sync) while the thread waited
+// for a CPU behind processes outside the job (a warning).
+func crowdedSpin(r render.Report) bool {
+	desched, split := findingsWith(r, "launch-thread-descheduled"), findingsWith(r, "launch-thread-cpu-split")
+	return r.Verdict != nil && slices.Contains(r.Verdict.Because, "launch-thread-cpu-split") &&
+		len(desched) == 1 && desched[0].Severity >= finding.Warning && strings.Contains(desched[0].Claim, "competing with processes outside the job") &&
+		len(split) == 1 && strings.Contains(split[0].Claim, "(spinning)")
 }
