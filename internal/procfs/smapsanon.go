@@ -235,3 +235,44 @@ func MatchInherited(parent, child []AnonMapping) Inherited {
 	}
 	return in
 }
+
+// MappingKey is a mapping's place: its start and end.
+type MappingKey struct{ Start, End uint64 }
+
+// MatchInheritedSince is MatchInherited over the child's readings in turn:
+// a mapping counts only if it matched at the child's first reading and at
+// every reading since. since holds those mappings (nil before the first
+// reading); the set to pass next time is returned.
+//
+// A forked child's address space mirrors its parent's, so when both make a
+// mapping after the fork, the kernel often places it in the same free range
+// in both: a DataLoader's four workers and their trainer each allocating an
+// 8 MiB batch buffer had it at the same start and end, and for the moment
+// both held it, it matched, and the workers' own 7.5 MiB each in it read as
+// copies (one reading of 201.8 MiB among readings of 171.8). Such a mapping
+// is not matched at the child's first reading unless made just before it,
+// and then leaves the set at its first reading apart. An inherited mapping
+// that grew or split and came back to its inherited bounds is left out too:
+// the figure still errs low.
+func MatchInheritedSince(parent, child []AnonMapping, since map[MappingKey]bool) (Inherited, map[MappingKey]bool) {
+	var in Inherited
+	now := map[MappingKey]bool{}
+	i := 0
+	for _, c := range child {
+		for i < len(parent) && parent[i].Start < c.Start {
+			i++
+		}
+		if i == len(parent) {
+			break
+		}
+		k := MappingKey{c.Start, c.End}
+		if p := parent[i]; p.Start == c.Start && p.End == c.End && (since == nil || since[k]) {
+			now[k] = true
+			in.Mappings++
+			in.Copied += c.PrivateDirty
+			in.Shared += c.Shared
+			in.ParentRSS += p.RSS
+		}
+	}
+	return in, now
+}

@@ -128,3 +128,40 @@ func FuzzParseAnonMappings(f *testing.F) {
 		_ = MatchInherited(m, m)
 	})
 }
+
+// TestMatchInheritedSinceLeavesOutLaterTwins: a DataLoader's trainer and
+// its forked worker each allocated an 8 MiB batch buffer after the fork, at
+// the same start and end (the worker's address space mirrors the parent's):
+// matched, the worker's 7.5 MiB in it read as copies for as long as both
+// held it. Readings in turn count only what matched at the first reading
+// and at every one since.
+func TestMatchInheritedSinceLeavesOutLaterTwins(t *testing.T) {
+	base := []AnonMapping{{Start: 0x1000, End: 0x9000, RSS: 0x8000, PrivateDirty: 0x3000, Shared: 0x5000},
+		{Start: 0x20000, End: 0x30000, RSS: 0x10000, PrivateDirty: 0x10000}}
+	twin := AnonMapping{Start: 0x7f0000, End: 0xff0000, RSS: 0x800000, PrivateDirty: 0x780000}
+	withTwin := append(append([]AnonMapping(nil), base...), twin)
+
+	first, since := MatchInheritedSince(base, base, nil)
+	if first.Mappings != 2 || first.Copied != 0x13000 || len(since) != 2 {
+		t.Fatalf("first reading: %+v, set %v", first, since)
+	}
+	// the twin appears in both: not counted
+	got, since := MatchInheritedSince(withTwin, withTwin, since)
+	if got != first {
+		t.Errorf("with a mapping both made after the first reading: %+v, want %+v", got, first)
+	}
+	if all := MatchInherited(withTwin, withTwin); all.Copied != first.Copied+twin.PrivateDirty {
+		t.Errorf("MatchInherited alone counts the twin: %+v", all)
+	}
+	// the first mapping grows in the parent, then comes back: left out for good
+	grown := append([]AnonMapping(nil), base...)
+	grown[0].End += 0x1000
+	got, since = MatchInheritedSince(grown, base, since)
+	if got.Mappings != 1 || got.Copied != 0x10000 {
+		t.Errorf("with the first mapping grown: %+v", got)
+	}
+	got, _ = MatchInheritedSince(base, base, since)
+	if got.Mappings != 1 || got.Copied != 0x10000 {
+		t.Errorf("the first mapping back at its bounds: %+v, want it left out", got)
+	}
+}
