@@ -13,13 +13,10 @@ import (
 
 // trackedProc is one live process of the tree and its kept files.
 type trackedProc struct {
-	pid int
-	// inheritedMaps are the anonymous mappings it has shared with its fork
-	// parent at every reading of both smaps (procfs.MatchInheritedSince).
-	inheritedMaps map[procfs.MappingKey]bool
-	info          *timeline.ProcInfo
-	statm         *procfs.Kept
-	task          *procfs.Dir
+	pid   int
+	info  *timeline.ProcInfo
+	statm *procfs.Kept
+	task  *procfs.Dir
 	// threads by tid, and their sampling order (sorted by tid).
 	threads map[int]*trackedThread
 	order   []*trackedThread
@@ -498,8 +495,7 @@ func (s *Sampler) inherited(p, parent *trackedProc, t int64) (timeline.Inherited
 		s.fieldError(p, t, "smaps", err)
 		return timeline.Inherited{}, false
 	}
-	var in procfs.Inherited
-	in, p.inheritedMaps = procfs.MatchInheritedSince(pm.maps, maps, p.inheritedMaps)
+	in := procfs.MatchInherited(pm.maps, maps)
 	return timeline.Inherited{Mappings: in.Mappings, CopiedBytes: in.Copied, SharedBytes: in.Shared, ParentRSSBytes: in.ParentRSS}, true
 }
 
