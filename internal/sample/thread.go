@@ -326,8 +326,8 @@ func (s *Sampler) catchAsleep(p *trackedProc, th *trackedThread, ts *timeline.Th
 func (s *Sampler) blocked(pid, tid int) (blk *timeline.Blocked, woke bool) {
 	b := &timeline.Blocked{}
 	var denied []string
-	sc, scErr := s.fs.ReadSyscall(pid, tid, s.arch)
-	if scErr == nil && sc.Running {
+	sc, err := s.fs.ReadSyscall(pid, tid, s.arch)
+	if err == nil && sc.Running {
 		return nil, true
 	}
 	if w, err := s.fs.ReadWchan(pid, tid); err == nil {
@@ -335,7 +335,6 @@ func (s *Sampler) blocked(pid, tid int) (blk *timeline.Blocked, woke bool) {
 	} else if d := procfs.AsDenied(err); d != nil {
 		denied = append(denied, "wchan "+d.NotVisible())
 	}
-	err := scErr
 	switch {
 	case err == nil && sc.InSyscall:
 		b.Syscall = sc.Name

@@ -462,12 +462,10 @@ func scan(v *view, from int64) (Measure, int64) {
 		if a.lastT != v.t1 {
 			continue // exited before the end: not waiting anywhere
 		}
+		// a.blk is the thread's last reading of a wait, a half reading
+		// left out (halfReading)
 		blk := a.blk
-		if a.last.State == 'S' || a.last.State == 'D' {
-			if a.last.Blocked != nil {
-				blk = a.last.Blocked
-			}
-		} else {
+		if a.last.State != 'S' && a.last.State != 'D' {
 			blk = nil
 		}
 		tw := ThreadWait{PID: a.pid, TID: a.tid, State: a.last.State, Wait: blk, Wakeups: a.wakes, TimerWakeups: a.timerWk}

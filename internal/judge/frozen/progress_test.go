@@ -566,12 +566,24 @@ func TestHalfReadPollWaitIsStillTimed(t *testing.T) {
 		}
 		return b.tl
 	}
-	for _, at := range []int{0, 1, 15, 29} {
+	for _, at := range []int{0, 1, 15, 29, 30} {
 		tl := job(&timeline.Blocked{Wchan: "do_epoll_wait"}, at)
 		v := newView(tl)
 		whole, _ := scan(v, v.t0)
 		if p := MeasureProgress(tl); !p.Stalled() || whole.Wakeups != 0 || p.From != v.t0 {
 			t.Errorf("half reading at %d: want stalled over the whole window, with no untimed wake-up in it; %+v", at, whole)
+		}
+		// the last reading half: the thread still waits in its timed
+		// epoll_wait, not somewhere unknown (which would make the stall
+		// unseen)
+		r := Analyze(tl, nil)
+		if r.Unseen {
+			t.Errorf("half reading at %d: the stall read as unseen; waits %+v", at, r.Progress.Waits)
+		}
+		for _, w := range r.Progress.Waits {
+			if w.TID == 21 && (w.Kind != WaitTimer || w.Wait == nil || w.Wait.Syscall != "epoll_wait") {
+				t.Errorf("half reading at %d: the poll loop's wait %+v (kind %v), want its timed epoll_wait", at, w.Wait, w.Kind)
+			}
 		}
 	}
 	p := MeasureProgress(job(&timeline.Blocked{Wchan: "futex_do_wait"}, 15))
