@@ -221,9 +221,15 @@ func crowdedOut(r render.Report) bool {
 	if r.Verdict == nil || r.Verdict.Class != finding.Inconclusive {
 		return false
 	}
-	desched, split := findingsWith(r, "launch-thread-descheduled"), findingsWith(r, "launch-thread-cpu-split")
-	return len(desched) == 1 && desched[0].Severity >= finding.Warning && strings.Contains(desched[0].Claim, "competing with processes outside the job") &&
-		len(split) == 1 && strings.Contains(split[0].Claim, "a CPU of its own comes first")
+	split := findingsWith(r, "launch-thread-cpu-split")
+	return descheduledByOutsiders(r) && len(split) == 1 && strings.Contains(split[0].Claim, "a CPU of its own comes first")
+}
+
+// descheduledByOutsiders says the launch thread waited for a CPU behind
+// processes outside the job (a launch-thread-descheduled warning).
+func descheduledByOutsiders(r render.Report) bool {
+	desched := findingsWith(r, "launch-thread-descheduled")
+	return len(desched) == 1 && desched[0].Severity >= finding.Warning && strings.Contains(desched[0].Claim, "competing with processes outside the job")
 }
 
 // requireNeverStalled fails for any run that was judged stalled, said the

@@ -409,8 +409,7 @@ func TestDemoWakerOfTheSyncingThread(t *testing.T) {
 // (the launch thread's CPU spent spinning in a sync) while the thread waited
 // for a CPU behind processes outside the job (a warning).
 func crowdedSpin(r render.Report) bool {
-	desched, split := findingsWith(r, "launch-thread-descheduled"), findingsWith(r, "launch-thread-cpu-split")
+	split := findingsWith(r, "launch-thread-cpu-split")
 	return r.Verdict != nil && slices.Contains(r.Verdict.Because, "launch-thread-cpu-split") &&
-		len(desched) == 1 && desched[0].Severity >= finding.Warning && strings.Contains(desched[0].Claim, "competing with processes outside the job") &&
-		len(split) == 1 && strings.Contains(split[0].Claim, "(spinning)")
+		descheduledByOutsiders(r) && len(split) == 1 && strings.Contains(split[0].Claim, "(spinning)")
 }
