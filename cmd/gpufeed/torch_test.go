@@ -319,12 +319,25 @@ func smapsAnon(pid int) (map[string][2]float64, error) {
 }
 
 // copiedBySmaps is what the workers copied of their parent's memory, as
-// smaps gives it: each worker's Private_Dirty in the anonymous mappings the
-// parent has at the same addresses, summed.
+// smaps gives it: each worker's Private_Dirty in its anonymous mappings, in
+// proportion to the part of each that the parent's anonymous mappings cover
+// (whole when inside one: a mapping's bounds move with brk and with
+// neighbours merged in, the memory staying), summed.
 func copiedBySmaps(parent int, workers []int) (float64, error) {
 	pm, err := smapsAnon(parent)
 	if err != nil {
 		return 0, err
+	}
+	type span struct{ lo, hi uint64 }
+	bounds := func(rng string) span {
+		lo, hi, _ := strings.Cut(rng, "-")
+		l, _ := strconv.ParseUint(lo, 16, 64)
+		h, _ := strconv.ParseUint(hi, 16, 64)
+		return span{l, h}
+	}
+	var parents []span
+	for rng := range pm {
+		parents = append(parents, bounds(rng))
 	}
 	sum := 0.0
 	for _, w := range workers {
@@ -333,8 +346,15 @@ func copiedBySmaps(parent int, workers []int) (float64, error) {
 			return 0, err
 		}
 		for rng, m := range wm {
-			if _, ok := pm[rng]; ok {
-				sum += m[1]
+			c := bounds(rng)
+			covered := uint64(0)
+			for _, p := range parents {
+				if lo, hi := max(p.lo, c.lo), min(p.hi, c.hi); hi > lo {
+					covered += hi - lo
+				}
+			}
+			if c.hi > c.lo {
+				sum += m[1] * float64(covered) / float64(c.hi-c.lo)
 			}
 		}
 	}

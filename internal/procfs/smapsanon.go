@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"sort"
 )
@@ -14,9 +15,9 @@ import (
 // mappings at the same addresses, every anonymous page shared until one of
 // the two writes it: the writer then gets a copy of its own (kernel docs,
 // Documentation/filesystems/proc.rst: Private_Dirty counts pages mapped by
-// this process alone and written). A forked child's Private_Dirty in a
-// mapping its parent also has, at the same start and end, is therefore what
-// it has copied of its parent's memory (a fresh fork holds almost none: the
+// this process alone and written). A forked child's Private_Dirty at
+// addresses its parent also has mapped is therefore what it has copied of
+// its parent's memory (a fresh fork holds almost none: the
 // few pages it wrote since); its Shared_* there is what it still shares and
 // can still copy.
 
@@ -198,9 +199,11 @@ func parseHex(b []byte) (uint64, bool) {
 }
 
 // Inherited is what a forked child holds in the anonymous mappings it
-// shares with its parent (the same start and end in both), in bytes.
+// shares with its parent (those the parent's anonymous mappings cover), in
+// bytes.
 type Inherited struct {
-	// Mappings counts the matched mappings.
+	// Mappings counts the child's mappings the parent's cover, wholly or
+	// in part.
 	Mappings int
 	// Copied is the child's Private_Dirty there: pages it holds a copy of
 	// its own.
@@ -208,29 +211,61 @@ type Inherited struct {
 	// Shared is the child's Shared_Clean + Shared_Dirty there: pages it
 	// still shares (with its parent or a sibling), the most it can still copy.
 	Shared uint64
-	// ParentRSS is the parent's resident memory in the same mappings.
+	// ParentRSS is the parent's resident memory at the same addresses.
 	ParentRSS uint64
 }
 
-// MatchInherited sums child's mappings that parent has at the same start
-// and end (both sorted by start, as AnonMappings returns them). A mapping
-// either process grew, shrank or split since the fork is not matched: its
-// copies are left out, so the figure errs low.
+// MatchInherited sums the child's mappings over the addresses the parent's
+// anonymous mappings cover (both sorted by start, as AnonMappings returns
+// them). Bounds move after the fork without the memory changing hands: the
+// kernel merges a mapping with a neighbour mmap'd beside it, brk grows the
+// heap, malloc grows an arena. Matching the same start and end only, a
+// worker's 15 MiB of copies left the figure and came back as its parent
+// mmap'd and freed a neighbouring megabyte (a real DataLoader, watched
+// every 50 ms). So a child's mapping inside the parent's is counted whole,
+// and one partly covered in proportion to the part covered (smaps gives a
+// mapping's pages as one figure: they are taken as spread evenly); the
+// parent's RSS likewise, in proportion to the part of its mapping that the
+// child's covers. A mapping both allocated after the fork at the same
+// address (a forked child's layout mirrors its parent's) matches too: smaps
+// cannot tell it from an inherited one, and its pages count as copies.
 func MatchInherited(parent, child []AnonMapping) Inherited {
 	var in Inherited
 	i := 0
 	for _, c := range child {
-		for i < len(parent) && parent[i].Start < c.Start {
+		if c.End <= c.Start {
+			continue
+		}
+		for i < len(parent) && parent[i].End <= c.Start {
 			i++
 		}
-		if i == len(parent) {
-			break
+		var covered uint64
+		parentRSS := 0.0
+		for j := i; j < len(parent) && parent[j].Start < c.End; j++ {
+			p := parent[j]
+			lo, hi := max(p.Start, c.Start), min(p.End, c.End)
+			if hi <= lo {
+				continue
+			}
+			covered += hi - lo
+			if lo == p.Start && hi == p.End {
+				parentRSS += float64(p.RSS)
+			} else {
+				parentRSS += float64(p.RSS) * float64(hi-lo) / float64(p.End-p.Start)
+			}
 		}
-		if p := parent[i]; p.Start == c.Start && p.End == c.End {
-			in.Mappings++
+		if covered == 0 {
+			continue
+		}
+		in.Mappings++
+		in.ParentRSS += uint64(math.Round(parentRSS))
+		if size := c.End - c.Start; covered >= size {
 			in.Copied += c.PrivateDirty
 			in.Shared += c.Shared
-			in.ParentRSS += p.RSS
+		} else {
+			f := float64(covered) / float64(size)
+			in.Copied += uint64(math.Round(float64(c.PrivateDirty) * f))
+			in.Shared += uint64(math.Round(float64(c.Shared) * f))
 		}
 	}
 	return in

@@ -2,6 +2,7 @@ package procfs
 
 import (
 	"errors"
+	"math"
 	"os"
 	"strings"
 	"testing"
@@ -33,11 +34,58 @@ func TestMatchInheritedForkedPython(t *testing.T) {
 	if got != want {
 		t.Errorf("MatchInherited = %+v, want %+v", got, want)
 	}
-	// A mapping the parent grew since the fork is not matched.
+	// A mapping the parent grew since the fork (brk, a neighbour merged
+	// in) still covers the child's: matched whole. Its RSS counts in
+	// proportion to the part the child's covers.
 	grown := append([]AnonMapping(nil), parent...)
-	grown[0].End += 4096
-	if g := MatchInherited(grown, child); g.Mappings != 12 || g.Copied != want.Copied-child[0].PrivateDirty {
-		t.Errorf("with the first mapping grown: %+v", g)
+	grown[0].Start -= 1 << 20
+	grown[0].RSS += 1 << 20
+	size := float64(parent[0].End - parent[0].Start)
+	wantGrown := want
+	wantGrown.ParentRSS += uint64(math.Round(float64(grown[0].RSS)*size/(size+1<<20))) - parent[0].RSS
+	if g := MatchInherited(grown, child); g != wantGrown {
+		t.Errorf("with the parent's first mapping grown by a neighbour merged in: %+v, want %+v", g, wantGrown)
+	}
+	// The parent split a mapping in two (mprotect, a part unmapped and
+	// mapped again): the two halves cover the child's whole.
+	split := append([]AnonMapping(nil), parent[:1]...)
+	mid := (parent[0].Start + (parent[0].End-parent[0].Start)/2) &^ 4095
+	split = append(split, parent[0])
+	split[0].End, split[1].Start = mid, mid
+	split[0].RSS, split[1].RSS = parent[0].RSS/2, parent[0].RSS-parent[0].RSS/2
+	split = append(split, parent[1:]...)
+	if g := MatchInherited(split, child); g != want {
+		t.Errorf("with the parent's first mapping split in two: %+v, want %+v", g, want)
+	}
+	// The parent gave back the upper half of a mapping: the child's half
+	// that is still covered counts, in proportion.
+	shrunk := append([]AnonMapping(nil), parent...)
+	shrunk[0] = split[0]
+	f := float64(mid-child[0].Start) / float64(child[0].End-child[0].Start)
+	g := MatchInherited(shrunk, child)
+	wantCopied := want.Copied - child[0].PrivateDirty + uint64(math.Round(float64(child[0].PrivateDirty)*f))
+	if g.Mappings != 13 || g.Copied != wantCopied {
+		t.Errorf("with the parent's first mapping halved: %+v, want %d mappings, %d copied", g, 13, wantCopied)
+	}
+	// The parent unmapped it: not matched.
+	gone := append([]AnonMapping(nil), parent[1:]...)
+	if g := MatchInherited(gone, child); g.Mappings != 12 || g.Copied != want.Copied-child[0].PrivateDirty || g.ParentRSS != want.ParentRSS-parent[0].RSS {
+		t.Errorf("with the parent's first mapping gone: %+v", g)
+	}
+	// One parent mapping over two of the child's (the child split its
+	// copy): both matched, the parent's RSS shared between them in
+	// proportion, once in all.
+	one := []AnonMapping{{Start: 0x10000, End: 0x30000, RSS: 0x20000}}
+	two := []AnonMapping{{Start: 0x10000, End: 0x20000, PrivateDirty: 0x4000, Shared: 0xc000}, {Start: 0x20000, End: 0x30000, PrivateDirty: 0x8000, Shared: 0x8000}}
+	if g := MatchInherited(one, two); g != (Inherited{Mappings: 2, Copied: 0xc000, Shared: 0x14000, ParentRSS: 0x20000}) {
+		t.Errorf("one parent mapping over two of the child's: %+v", g)
+	}
+	// The child's heap grew past the parent's: the part the parent covers
+	// counts, in proportion.
+	heap := []AnonMapping{{Start: 0x100000, End: 0x200000, PrivateDirty: 0x80000, Shared: 0x40000}}
+	pheap := []AnonMapping{{Start: 0x100000, End: 0x180000, RSS: 0x80000}}
+	if g := MatchInherited(pheap, heap); g != (Inherited{Mappings: 1, Copied: 0x40000, Shared: 0x20000, ParentRSS: 0x80000}) {
+		t.Errorf("the child's heap grown past the parent's: %+v", g)
 	}
 	if g := MatchInherited(nil, child); g != (Inherited{}) {
 		t.Errorf("no parent mappings: %+v", g)

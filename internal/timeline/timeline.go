@@ -523,9 +523,10 @@ type ProcSample struct {
 
 // Inherited is what a forked process holds of the anonymous private
 // mappings its parent has too, at the same addresses (fork keeps them):
-// the heap, malloc arenas, the interpreter's object arenas.
+// the heap, malloc arenas, the interpreter's object arenas. A mapping the
+// parent's cover in part counts in proportion (procfs.MatchInherited).
 type Inherited struct {
-	// Mappings counts the mappings found in both.
+	// Mappings counts its mappings the parent's cover, wholly or in part.
 	Mappings int `json:"mappings"`
 	// CopiedBytes is its Private_Dirty there: pages it now holds a copy of
 	// its own (copy-on-write), its parent's no longer.

@@ -168,7 +168,8 @@ type COWLevel struct {
 	// Workers counts the workers alive at the end with a reading.
 	Workers int
 	// Copied is their Private_Dirty in the mappings they share with the
-	// parent (same start and end), summed: what they copied so far.
+	// parent (at addresses the parent's cover), summed: what they copied
+	// so far.
 	// Shared is what they still share there, summed: the most they can
 	// still copy. ParentRSS is the parent's resident memory in those
 	// mappings (the largest of the workers' last readings).
@@ -339,7 +340,7 @@ func cowFindings(v *view, a *derive.View, groups []WorkerGroup) []finding.Findin
 			for _, w := range lv.per {
 				f.Evidence = append(f.Evidence, finding.Evidence{What: fmt.Sprintf("copied by worker pid %d: its own pages in the %d mappings it shares with its parent, %s -> %s", w.PID, w.Last.Mappings, fmtBytes(float64(w.First.CopiedBytes)), fmtBytes(float64(w.Last.CopiedBytes))),
 					Value: round(float64(w.Last.CopiedBytes)/(1<<20), 1), Unit: "MiB", Window: fmt.Sprintf("readings %s apart", fmtSeconds(time.Duration(w.TLast-w.TFirst))),
-					Source: "/proc/" + strconv.Itoa(w.PID) + "/smaps and /proc/" + strconv.Itoa(g.Parent) + "/smaps (Private_Dirty of anonymous mappings at the same addresses)"})
+					Source: "/proc/" + strconv.Itoa(w.PID) + "/smaps and /proc/" + strconv.Itoa(g.Parent) + "/smaps (Private_Dirty of its anonymous mappings at addresses the parent's cover)"})
 			}
 			f.Evidence = append(f.Evidence,
 				finding.Evidence{What: fmt.Sprintf("copied so far by the %s together (copy-on-write)", plural(lv.Workers, "worker", "workers")), Value: round(lv.Copied/(1<<20), 1), Unit: "MiB", Window: "last readings", Source: "/proc/PID/smaps"},
