@@ -8,6 +8,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CGO_CFLAGS="${CGO_CFLAGS:--O2 -g -Wno-deprecated-declarations}"
+# As make test builds (scripts/test.sh): the two share the build cache,
+# whatever the checkout's directory.
+export GOFLAGS="${GOFLAGS:+$GOFLAGS }-trimpath"
 
 scripts/lint.sh
 
