@@ -8,18 +8,9 @@ import (
 // thread and tick: 10,000 a second for a 1,000-thread job at 100 ms, about
 // 3 % of a core, nearly all of it for threads that sleep the whole window
 // (a DataLoader's idle pool, intra-op and NCCL helpers, a server's
-// workers). A thread whose schedstat has not moved since it was first read
-// (two readings), or for a whole slow period, is dormant: its sample is
-// carried from its last reading, exact for as long as it does not run.
-//
-// Waiting a whole slow period keeps a thread that runs now and then (every
-// few hundred milliseconds) from making every thread be read each time it
-// runs. A thread never seen to move has shown no such habit, and making it
-// dormant at its second reading can cost no more than before: at most one
-// reading of every thread a tick, which is what the first slow period cost
-// anyway (ten readings of each of a 1,000-thread job's threads, most of the
-// sampler's cost in a 10 s window). Once it moves it waits a slow period
-// like any other.
+// workers). A thread whose schedstat has not moved for a whole slow period
+// is dormant: its sample is carried from its last reading, exact for as
+// long as it does not run.
 //
 // Whether it ran is told by its process: the process's stat holds the CPU
 // of all its threads (utime+stime, clock ticks). When that has grown by more
@@ -59,11 +50,10 @@ func (s *Sampler) noteStill(p *trackedProc, th *trackedThread, t int64) {
 		if th.stillSet && th.lastSched.RunNS > th.prevSched.RunNS {
 			p.accounted += th.lastSched.RunNS - th.prevSched.RunNS
 		}
-		th.moved = th.stillSet
 		th.stillSince, th.stillSet, th.dormant = t, true, false
 		return
 	}
-	th.dormant = !th.moved || t-th.stillSince >= int64(s.cfg.SlowEvery)
+	th.dormant = t-th.stillSince >= int64(s.cfg.SlowEvery)
 }
 
 // processCPU reads the process's utime+stime (clock ticks), keeping its

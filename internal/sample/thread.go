@@ -32,14 +32,11 @@ type trackedThread struct {
 	statJustRead bool
 	lastSched    procfs.Schedstat
 	// prevSched is the schedstat read before lastSched; stillSince is when
-	// the thread's schedstat last moved (or it was first read), moved says
-	// it moved at least once since it was first read, and dormant says it
-	// has not moved since it was first read, or for a whole slow period
-	// (dormant.go).
+	// the thread's schedstat last moved (or it was first read), and dormant
+	// says it has not moved for a whole slow period (dormant.go).
 	prevSched  procfs.Schedstat
 	stillSince int64
 	stillSet   bool
-	moved      bool
 	dormant    bool
 	// pre is its reading made ahead of the tick's loop (preDone), while
 	// telling whether a dormant thread ran (dormant.go).
