@@ -227,6 +227,11 @@ func TestPollerIsATimer(t *testing.T) {
 	if !strings.Contains(f.Claim, "waits on a timer: poll with a timeout, woken by it 30 times") || !strings.Contains(f.Claim, "no GPU was in view") {
 		t.Errorf("%q", f.Claim)
 	}
+	// What the timer's wake-ups cost is said beside "nothing moved": 30
+	// wake-ups of 10 µs over 3 s.
+	if !strings.Contains(f.Claim, "nothing in the job moved over 3.0 s but its own timers (30 wake-ups out of timed waits, 0.01 % of one core in all)") {
+		t.Errorf("the claim does not say what the timer's wake-ups cost: %q", f.Claim)
+	}
 	if v := Verdict(r); v == nil || v.Confidence != confIdleNoGPU {
 		t.Errorf("%+v", v)
 	}
