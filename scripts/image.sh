@@ -147,6 +147,18 @@ if [ -z "${GO_IMAGE:-}${BASE_IMAGE:-}" ]; then
 	# network, and without one no network plugin (nor iptables) runs.
 	build_args+=(--build-arg "GO_IMAGE=$build" --build-arg "BASE_IMAGE=$base" --network none)
 	(cd "$ctx" && go mod vendor)
+	# The image holds gpufeed-agent alone: the vendored modules none of its
+	# packages come from (the module's pure-Go SQLite and C library among
+	# them, 138 MB of the 160) stay out of the context, which the build
+	# copies whole (COPY . .). A build that needed one would fail naming
+	# the package it cannot find.
+	(cd "$ctx" && go list -mod=vendor -deps -f '{{if not .Standard}}{{.Module.Path}}{{end}}' ./cmd/gpufeed-agent | sort -u) >"$ctx/.agent-modules"
+	grep '^# ' "$ctx/vendor/modules.txt" | awk '{print $2}' | sort -u | while read -r mod; do
+		grep -qxF "$mod" "$ctx/.agent-modules" && continue
+		grep -qF "$mod/" "$ctx/.agent-modules" && continue # a kept module below it
+		rm -rf "${ctx:?}/vendor/$mod"
+	done
+	rm -f "$ctx/.agent-modules"
 else
 	build_args+=(--build-arg "GO_IMAGE=${GO_IMAGE:-docker.io/library/golang:1.26-bookworm}" --build-arg "BASE_IMAGE=${BASE_IMAGE:-docker.io/library/debian:bookworm-slim}")
 fi
