@@ -59,10 +59,18 @@ func checkStragglerOf(t *testing.T, world, slow int, how string, slowRow string)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			out, stderr, code := run(t, "diagnose", "--device", "none", "--pid", strconv.Itoa(job.PID), "--duration", window)
-			if code != 0 {
-				t.Errorf("run %d: exit %d: %s", i, code, stderr)
-				return
+			var out string
+			for attempt := 0; ; attempt++ {
+				o, stderr, code := run(t, "diagnose", "--device", "none", "--pid", strconv.Itoa(job.PID), "--duration", window)
+				if code != 0 {
+					t.Errorf("run %d: exit %d: %s", i, code, stderr)
+					return
+				}
+				out = o
+				if !starved(out) || attempt == 2 {
+					break
+				}
+				t.Logf("run %d (%s): the loaded host kept gpufeed from sampling the window (it says so); taken again:\n%s", i, window, out)
 			}
 			ok := strings.Contains(out, head)
 			for _, row := range rows {
@@ -76,6 +84,10 @@ func checkStragglerOf(t *testing.T, world, slow int, how string, slowRow string)
 	// The JSON report's observer attaches beside the text ones (they read
 	// the job, not each other).
 	r := diagnoseJSON(t, "--pid", strconv.Itoa(job.PID), "--duration", "3s")
+	for attempt := 0; attempt < 2 && r.Verdict != nil && starved(r.Verdict.Missing); attempt++ {
+		t.Logf("JSON run: the loaded host kept gpufeed from sampling the window (%s); taken again", r.Verdict.Missing)
+		r = diagnoseJSON(t, "--pid", strconv.Itoa(job.PID), "--duration", "3s")
+	}
 	wg.Wait()
 	fs := findingsWith(r, "rank-straggler")
 	if len(fs) != 1 || fs[0].Subject != "rank "+strconv.Itoa(slow)+" (pid "+strconv.Itoa(pids[strconv.Itoa(slow)])+")" ||
@@ -94,6 +106,13 @@ func checkStragglerOf(t *testing.T, world, slow int, how string, slowRow string)
 		}
 	}
 }
+
+// starved says gpufeed refused the window itself because the loaded host
+// kept it from sampling enough intervals (its "to conclude" says so, as in
+// make test's second lane beside the saturated light group: 6 samples in
+// 3.4 s). Such a window tests nothing of the straggler rule: it is taken
+// again, twice at most.
+func starved(report string) bool { return holds(report, "a loaded host delays the sampler") }
 
 // The straggler tests' jobs, one per world size, each serving its tests
 // one after the other: the job moves to the straggler a test wants
