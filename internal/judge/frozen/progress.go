@@ -31,9 +31,11 @@ type Measure struct {
 	// Wakeups counts the times the job's live threads were scheduled in
 	// (schedstat's run count) out of a wait without a timeout; TimerWakeups
 	// those out of a timed wait (a sleep, a poll or futex given a timeout):
-	// the thread's own timer firing, housekeeping such as a watchdog. The
-	// readings over which a child of the process exited are left out (the
-	// parent wakes to reap it). WokenTID is the thread woken most.
+	// the thread's own timer firing, housekeeping such as a watchdog. Only
+	// the readings that began with the thread asleep count (a running
+	// thread's slices are its preemptions as much as wake-ups), and those
+	// over which a child of the process exited are left out (the parent
+	// wakes to reap it). WokenTID is the thread woken most.
 	Wakeups      uint64
 	TimerWakeups uint64
 	WokenTID     int
@@ -309,7 +311,13 @@ func scan(v *view, from int64) (Measure, int64) {
 			}
 			ran := float64(runNS(v, a.last, *s))
 			d := sub(s.Slices, a.last.Slices)
-			if d > 0 && !reapedBetween(reaped[s.PID], a.prevT, tk.T) {
+			// A thread read running (R) at the interval's start was not in
+			// a wait: its slices over the interval count preemptions (a
+			// busy thread sharing a CPU, a cgroup's quota throttling it)
+			// as much as wake-ups, and say nothing of what woke it. Its
+			// CPU speaks for it. Counted as wake-ups, a throttled busy
+			// thread read "woken 53 times out of a wait with no timeout".
+			if d > 0 && a.last.State != 'R' && !reapedBetween(reaped[s.PID], a.prevT, tk.T) {
 				w := a.blk
 				if w == nil {
 					w = firstBlk[s.TID]

@@ -68,6 +68,44 @@ func TestSyncLoopIsProgress(t *testing.T) {
 	}
 }
 
+// TestPreemptionsAreNotWakeups: a busy thread throttled by its cgroup's
+// quota is read running at every reading, and its run count grows with each
+// preemption. That is CPU, not something arriving: the claim names its CPU
+// and no thread "woken out of a wait with no timeout". A thread read asleep
+// at an interval's start still counts its wake-ups.
+func TestPreemptionsAreNotWakeups(t *testing.T) {
+	b := newTL(31, 100*time.Millisecond)
+	b.proc(10, 1, "python3", nil, nil)
+	b.thread(10, 10, "python3", func(i int) timeline.ThreadSample {
+		// half a core, five slices a reading, a futex read once
+		return timeline.ThreadSample{State: 'R', RunNS: 5e6 + uint64(i)*5e7, Slices: 100 + uint64(i)*5,
+			Blocked: &timeline.Blocked{Syscall: "futex", On: "futex 0x10", Wchan: "futex_wait_queue"}}
+	})
+	p := MeasureProgress(b.tl)
+	if p.Wakeups != 0 || p.WokenCount != 0 {
+		t.Errorf("a thread read running throughout counted %d wake-ups (tid %d, %d)", p.Wakeups, p.WokenTID, p.WokenCount)
+	}
+	claims := strings.Join(p.HostProgress(), "; ")
+	if strings.Contains(claims, "woken") || !strings.Contains(claims, "of one core") {
+		t.Errorf("claims %q: want its CPU and no wake-ups", claims)
+	}
+
+	// Asleep at every other reading: the intervals that began asleep count.
+	b = newTL(31, 100*time.Millisecond)
+	b.proc(10, 1, "python3", nil, nil)
+	b.thread(10, 10, "python3", func(i int) timeline.ThreadSample {
+		st := byte('S')
+		if i%2 == 1 {
+			st = 'R'
+		}
+		return timeline.ThreadSample{State: st, RunNS: 5e6 + uint64(i)*1e5, Slices: 100 + uint64(i)*2,
+			Blocked: &timeline.Blocked{Syscall: "futex", On: "futex 0x10", Wchan: "futex_wait_queue"}}
+	})
+	if p := MeasureProgress(b.tl); p.Wakeups != 30 || p.WokenTID != 10 {
+		t.Errorf("15 intervals begun asleep, 2 slices each: %d wake-ups (tid %d), want 30", p.Wakeups, p.WokenTID)
+	}
+}
+
 // TestTimerWakeupsAreNotProgress: an NCCL hang as it looks on the host: the
 // main thread in a futex that never returns, a watchdog woken ten times a
 // second out of its timed condition wait, the GPU pinned by the spinning
