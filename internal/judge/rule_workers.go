@@ -5,7 +5,9 @@ import (
 
 	"github.com/gpufeed/gpufeed/internal/derive"
 	"github.com/gpufeed/gpufeed/internal/finding"
+	"github.com/gpufeed/gpufeed/internal/judge/frozen"
 	"github.com/gpufeed/gpufeed/internal/safetext"
+	"github.com/gpufeed/gpufeed/internal/timeline"
 )
 
 func init() {
@@ -48,7 +50,15 @@ func runWorkers(in *Input) []finding.Finding {
 	if len(workers) > cpus {
 		return nil // frozen-job triage's workers-exceed-cores warns about it
 	}
-	f.Claim = fmt.Sprintf("%s for %d CPUs", safetext.Count(len(workers), "worker process", "worker processes"), cpus)
+	var infos []*timeline.ProcInfo
+	for _, p := range workers {
+		infos = append(infos, p.Info)
+	}
+	untold, why := frozen.RanksUntold(infos)
+	if untold > 0 {
+		f.Evidence = append(f.Evidence, frozen.RanksUntoldEvidence(untold, why))
+	}
+	f.Claim = fmt.Sprintf("%s for %d CPUs%s", safetext.Count(len(workers), "worker process", "worker processes"), cpus, frozen.RanksUntoldClause(untold, len(workers)))
 	f.Decision = "Add workers only while throughput rises and a core stays free for the launch thread; more workers than cores adds contention, not throughput."
 	return []finding.Finding{f}
 }

@@ -819,6 +819,15 @@ func TestWorkersAgainstCoresCountsOnlyWorkers(t *testing.T) {
 	if _, fs, _ := s.judge(); findingByID(fs, "dataloader-workers-vs-cores") != nil {
 		t.Errorf("a plain child counted as a worker: %+v", findingByID(fs, "dataloader-workers-vs-cores"))
 	}
+	// Its environment not visible (another user's job): it may be a rank
+	// its launcher forked, and the claim says so.
+	s = pipeline(26, 'R', 1)
+	s.procs[1].hidden = map[string]string{"env": "not visible: needs CAP_SYS_PTRACE"}
+	_, fs, _ = s.judge()
+	if w := findingByID(fs, "dataloader-workers-vs-cores"); w == nil ||
+		w.Claim != "1 worker process for 2 CPUs; it may be a rank rather than a worker: its environment, where a launcher names each rank (RANK), is not visible" {
+		t.Errorf("one worker, environment not visible: %+v", w)
+	}
 }
 
 // TestConfidenceOfTheSameJobAt3And10s: the same job, as the sampler reads

@@ -43,8 +43,9 @@ type sProc struct {
 	noChan    bool // device channels not read
 	exited    bool
 	threads   []*sThread
-	readBps   float64 // read_bytes per second
-	readCall  float64 // bytes per read call
+	readBps   float64           // read_bytes per second
+	readCall  float64           // bytes per read call
+	hidden    map[string]string // NotVisible
 }
 
 type sThread struct {
@@ -87,7 +88,7 @@ func (s *synth) timeline() *timeline.Timeline {
 	end := int64(s.n) * synthDT
 	for _, p := range s.procs {
 		info := &timeline.ProcInfo{Key: timeline.ProcKey{PID: p.pid, StartTime: 1}, PPID: p.ppid, Comm: "python3",
-			Cmdline: []string{"python3", "train.py"}, Env: p.env, Role: p.role, CPUsAllowed: p.cpus, FirstSeen: 0, LastSeen: end, Exited: p.exited}
+			Cmdline: []string{"python3", "train.py"}, Env: p.env, Role: p.role, CPUsAllowed: p.cpus, FirstSeen: 0, LastSeen: end, Exited: p.exited, NotVisible: p.hidden}
 		if !p.noChan {
 			info.DeviceChannels = &timeline.DeviceChannels{T: end, Channels: p.channels}
 		}

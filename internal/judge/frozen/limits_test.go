@@ -137,6 +137,46 @@ func TestStartMethods(t *testing.T) {
 	}
 }
 
+// TestWorkersThatMayBeRanks: ranks forked by their launcher look like
+// forked workers when their environment (RANK) cannot be read, as for
+// another user's job. The finding says they may be ranks, and why it cannot
+// tell; DataLoader workers, known by their threads' name, are not doubted.
+func TestWorkersThatMayBeRanks(t *testing.T) {
+	for _, c := range []struct {
+		role   string
+		hidden int
+		want   string
+	}{
+		{"worker", 2, "pid 100 (python3) started 2 worker processes by fork; they may be ranks rather than workers: their environment, where a launcher names each rank (RANK), is not visible"},
+		{"worker", 1, "pid 100 (python3) started 2 worker processes by fork; they may be ranks rather than workers: the environment of 1 of them, where a launcher names each rank (RANK), is not visible"},
+		{"worker", 0, "pid 100 (python3) started 2 worker processes by fork"},
+		{"dataloader-worker", 2, "pid 100 (python3) started 2 worker processes by fork"},
+	} {
+		b := newTL(31, 100*time.Millisecond)
+		trainerWithWorkers(b, 2, Fork)
+		for _, p := range b.tl.Procs {
+			if p.Key.PID >= 200 {
+				p.Role = c.role
+				if p.Key.PID < 200+c.hidden {
+					p.NotVisible = map[string]string{"env": "not visible: needs CAP_SYS_PTRACE"}
+				}
+			}
+		}
+		v := newView(b.tl)
+		f := one(t, workerFindings(v, WorkerGroups(v)), "worker-start-method")
+		if f.Claim != c.want {
+			t.Errorf("%s, %d hidden: %q, want %q", c.role, c.hidden, f.Claim, c.want)
+		}
+		said := false
+		for _, e := range f.Evidence {
+			said = said || e.Source == "/proc/PID/environ" && strings.Contains(e.Text, "needs CAP_SYS_PTRACE")
+		}
+		if said != (c.want != "pid 100 (python3) started 2 worker processes by fork") {
+			t.Errorf("%s, %d hidden: evidence %+v", c.role, c.hidden, f.Evidence)
+		}
+	}
+}
+
 func TestWorkersExceedCores(t *testing.T) {
 	b := newTL(31, 100*time.Millisecond)
 	trainerWithWorkers(b, 6, Fork)

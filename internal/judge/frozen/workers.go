@@ -186,13 +186,21 @@ func workerFindings(v *view, groups []WorkerGroup) []finding.Finding {
 				// Sources: 000 §6 (oversubscription); 002 (num_workers)
 			})
 		}
+		var wps []*timeline.ProcInfo
+		for _, w := range g.Workers {
+			wps = append(wps, v.procs[w])
+		}
+		untold, why := RanksUntold(wps)
 		info := finding.Finding{ID: "worker-start-method", Severity: finding.Info, Subject: name,
-			Claim: fmt.Sprintf("%s started %s by %s", name, plural(len(g.Workers), "worker process", "worker processes"), g.Method),
+			Claim: fmt.Sprintf("%s started %s by %s%s", name, plural(len(g.Workers), "worker process", "worker processes"), g.Method, ranksUntoldClause(untold, len(g.Workers))),
 			Evidence: []finding.Evidence{
 				{What: "workers", Value: float64(len(g.Workers)), Text: "pids " + ints(g.Workers), Source: "/proc/PID/stat (ppid)"},
 				{What: "how the start method was recognised", Text: g.Evidence, Source: g.Source},
 			},
 			// Sources: 000 §5
+		}
+		if untold > 0 {
+			info.Evidence = append(info.Evidence, RanksUntoldEvidence(untold, why))
 		}
 		switch g.Method {
 		case Fork:
@@ -229,4 +237,51 @@ func (v *view) onGPU(pid int) bool {
 		}
 	}
 	return false
+}
+
+// RanksUntold says of worker processes (multiprocessing children: a fork
+// without exec, spawn, forkserver) how many had an environment gpufeed could
+// not read, and why. A launcher names each rank in its environment (RANK,
+// LOCAL_RANK); where that is not visible (another user's processes, without
+// CAP_SYS_PTRACE) a rank started by a fork of its launcher, or by
+// torch.multiprocessing.spawn, looks like any worker process. Findings about
+// workers then say that what they call workers may be ranks.
+func RanksUntold(procs []*timeline.ProcInfo) (n int, why string) {
+	for _, p := range procs {
+		if p == nil || p.Role == "dataloader-worker" { // known by its threads' name
+			continue
+		}
+		if w := p.NotVisible["env"]; w != "" {
+			n++
+			if why == "" {
+				why = w
+			}
+		}
+	}
+	return n, why
+}
+
+// ranksUntoldClause is the words a worker finding's claim adds when the
+// workers' environment was not visible.
+func ranksUntoldClause(n, of int) string {
+	if n == 0 {
+		return ""
+	}
+	if of == 1 {
+		return "; it may be a rank rather than a worker: its environment, where a launcher names each rank (RANK), is not visible"
+	}
+	them := "their environment, where a launcher names each rank (RANK), is"
+	if n < of {
+		them = fmt.Sprintf("the environment of %d of them, where a launcher names each rank (RANK), is", n)
+	}
+	return "; they may be ranks rather than workers: " + them + " not visible"
+}
+
+// RanksUntoldClause is ranksUntoldClause for the judge's rules.
+func RanksUntoldClause(n, of int) string { return ranksUntoldClause(n, of) }
+
+// RanksUntoldEvidence is the evidence line that goes with the clause.
+func RanksUntoldEvidence(n int, why string) finding.Evidence {
+	return finding.Evidence{What: "whether they are ranks (RANK in their environment)",
+		Text: fmt.Sprintf("%d of them: %s", n, why), Source: "/proc/PID/environ"}
 }
