@@ -12,11 +12,13 @@ import (
 // is dormant: its sample is carried from its last reading, exact for as
 // long as it does not run.
 //
-// Whether it ran is told by its process: the process's stat holds the CPU
-// of all its threads (utime+stime, clock ticks). When that has grown by more
-// than the threads read since the last full reading account for (past the
-// clock ticks' rounding), a dormant thread ran, and every thread is read on
-// that tick. Every thread is read on the last tick and when the thread
+// Whether it ran is told by its process: its CPU clock is the run time of
+// all its threads, in nanoseconds, the same counter each thread's schedstat
+// shows (procfs.ProcessCPUNS; where the proc root's pids are not this
+// process's, as with a host's /proc in a container, its stat's
+// utime+stime, in clock ticks). When that has grown by more than the
+// threads read since the last full reading account for (past the slack),
+// a dormant thread ran, and every thread is read on that tick. Every thread is read on the last tick and when the thread
 // count changed (a thread came or went). The comparison is with the last
 // full reading however long ago (the rounding does not add up), so a
 // dormant thread's run shows at most dormantSlackNS (with the rounding)
@@ -29,9 +31,14 @@ import (
 const minDormant = 4
 
 // dormantSlackNS is the run time unaccounted for past which a dormant
-// thread is taken to have run: two clock ticks of rounding in the process's
-// utime+stime, and 10 ms.
-const dormantSlackNS = 2*1e9/clockTick + 10e6
+// thread is taken to have run: 10 ms (what the threads read before the
+// process's CPU gain between their reading and its), and, where the
+// process's CPU comes from its stat, two clock ticks of rounding in its
+// utime+stime.
+const (
+	dormantSlackNS      = 10e6
+	dormantSlackTicksNS = 2*1e9/clockTick + dormantSlackNS
+)
 
 // readThread reads a thread from /proc (sampleThread) and keeps whether it
 // is dormant.
@@ -56,25 +63,35 @@ func (s *Sampler) noteStill(p *trackedProc, th *trackedThread, t int64) {
 	th.dormant = t-th.stillSince >= int64(s.cfg.SlowEvery)
 }
 
-// processCPU reads the process's utime+stime (clock ticks), keeping its
-// stat open while it has dormant threads.
-func (s *Sampler) processCPU(p *trackedProc) (uint64, bool) {
+// processCPU reads the process's CPU time in nanoseconds, and whether it
+// is exact (its CPU clock) or in clock ticks (its stat's utime+stime, kept
+// open while it has dormant threads). At 1,000 threads the clock costs
+// about a sixth less than the stat (each walks every thread, their memory
+// cold after 100 ms: about 300 against 360 µs here); at 10,000, the stat's
+// two walks were a third of the sampler's CPU.
+func (s *Sampler) processCPU(p *trackedProc) (ns uint64, exact, ok bool) {
+	if s.ownPIDs && !p.noClock {
+		if ns, err := procfs.ProcessCPUNS(p.pid); err == nil {
+			return ns, true, true
+		}
+		p.noClock = true // gone, or not readable here: its stat says why
+	}
 	if p.pstat == nil {
 		k, err := procfs.OpenKept(s.fs.PidPath(p.pid, "stat"), procfs.PrivProcMount)
 		if err != nil {
-			return 0, false
+			return 0, false, false
 		}
 		p.pstat = k
 	}
 	b, err := p.pstat.ReadInto(s.buf[:2048])
 	if err != nil {
-		return 0, false
+		return 0, false, false
 	}
 	var st procfs.Stat
 	if procfs.ParseStat(b, &st) != nil {
-		return 0, false
+		return 0, false, false
 	}
-	return st.UTime + st.STime, true
+	return (st.UTime + st.STime) * (1e9 / clockTick), false, true
 }
 
 // dormantTick reads the process's threads that are not dormant (their
@@ -96,12 +113,15 @@ func (s *Sampler) dormantTick(p *trackedProc, t int64, slow bool) bool {
 		}
 		th.pre, th.preErr, th.preDone = ts, err, true
 	}
-	cpu, ok := s.processCPU(p)
-	if !ok || cpu < p.cpuBase {
+	cpu, exact, ok := s.processCPU(p)
+	if !ok || cpu < p.cpuBase || exact != p.baseExact {
 		return false
 	}
-	unaccounted := int64((cpu-p.cpuBase)*(1e9/clockTick)) - int64(p.accounted)
-	return unaccounted <= dormantSlackNS
+	slack := int64(dormantSlackTicksNS)
+	if exact {
+		slack = dormantSlackNS
+	}
+	return int64(cpu-p.cpuBase)-int64(p.accounted) <= slack
 }
 
 // endDormantTick counts the process's dormant threads for the next tick
@@ -120,6 +140,6 @@ func (s *Sampler) endDormantTick(p *trackedProc, skipped bool) {
 	}
 	p.haveBase, p.accounted = false, 0
 	if s.sched == nil && n >= minDormant {
-		p.cpuBase, p.haveBase = s.processCPU(p)
+		p.cpuBase, p.baseExact, p.haveBase = s.processCPU(p)
 	}
 }

@@ -18,9 +18,21 @@ import (
 // reading, not read; one of them then runs for 300 ms between two slow
 // ticks. Its process's CPU outgrows what the threads read account for, so
 // every thread is read on that tick: its run shows in the ticks it ran in,
-// never lumped into one tick.
+// never lumped into one tick. The process's CPU comes from its CPU clock
+// (nanoseconds) and, where that cannot be read, from its stat (clock ticks):
+// both are run.
 func TestDormantThreadThatRunsIsReadAtOnce(t *testing.T) {
 	livetest.Need(t)
+	for _, clock := range []bool{true, false} {
+		name := "clock"
+		if !clock {
+			name = "stat"
+		}
+		t.Run(name, func(t *testing.T) { dormantThreadRuns(t, clock) })
+	}
+}
+
+func dormantThreadRuns(t *testing.T, clock bool) {
 	tidFile := filepath.Join(t.TempDir(), "tid")
 	py := exec.Command("python3", "-c", `import sys, threading, time
 go = threading.Event()
@@ -54,7 +66,10 @@ time.sleep(30)`, tidFile)
 		t.Fatal("the job did not start its threads")
 	}
 	s, tl := runSampler(t, Config{PID: py.Process.Pid, Interval: 100 * time.Millisecond, Duration: 3 * time.Second,
-		SlowEvery: time.Second}, nil)
+		SlowEvery: time.Second}, func(s *Sampler) { s.ownPIDs = s.ownPIDs && clock })
+	if p := s.procs[py.Process.Pid]; p == nil || p.haveBase && p.baseExact != clock || (p.pstat == nil) != clock {
+		t.Errorf("the process's CPU was not read from its %s", map[bool]string{true: "CPU clock", false: "stat"}[clock])
+	}
 	if s.carried == 0 || tl.Meta.Observer.ThreadSamplesCarried != s.carried {
 		t.Fatalf("no dormant thread's sample was carried (%d; observer %d): the 20 idle threads were read every tick",
 			s.carried, tl.Meta.Observer.ThreadSamplesCarried)

@@ -30,12 +30,14 @@ type trackedProc struct {
 	scanPID int
 	scanned bool
 	// Dormant threads (read from /proc; see dormant.go): the process's
-	// stat kept open, its CPU (utime+stime, clock ticks) at the last tick
-	// that read every thread, and the run time the threads read since then
-	// have added (ns).
+	// stat kept open (where its CPU clock cannot be read), its CPU at the
+	// last tick that read every thread, and the run time the threads read
+	// since then have added (ns).
 	pstat     *procfs.Kept
-	cpuBase   uint64
+	cpuBase   uint64 // ns
+	baseExact bool   // cpuBase from the process's CPU clock, not its stat
 	haveBase  bool
+	noClock   bool // its CPU clock could not be read: its stat is
 	accounted uint64
 	dormant   int // threads dormant at the last tick
 	// factChecks counts the slow ticks left on which the command line is

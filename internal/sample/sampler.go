@@ -24,11 +24,14 @@ const clockTick = 100
 
 // Sampler samples one target until its window ends.
 type Sampler struct {
-	cfg   Config
-	tl    *timeline.Timeline
-	fs    procfs.FS
-	arch  string
-	start time.Time
+	cfg Config
+	tl  *timeline.Timeline
+	fs  procfs.FS
+	// ownPIDs: the proc root's pids are this process's (procfs.FS.OwnPIDs),
+	// so a process's CPU clock can be read (dormant.go).
+	ownPIDs bool
+	arch    string
+	start   time.Time
 
 	procRoot *procfs.Dir
 	host     *procfs.Host
@@ -129,6 +132,7 @@ func New(cfg Config) (*Sampler, error) {
 		notDesc:  map[int]uint32{},
 		gpuLost:  map[int]bool{},
 		buf:      make([]byte, 4096),
+		ownPIDs:  cfg.FS.OwnPIDs(),
 	}
 	s.keptBudget = cfg.MaxKeptFiles
 	if s.keptBudget <= 0 {
