@@ -18,8 +18,9 @@ import (
 // process's, as with a host's /proc in a container, its stat's
 // utime+stime, in clock ticks). When that has grown by more than the
 // threads read since the last full reading account for (past the slack),
-// a dormant thread ran, and every thread is read on that tick. Every thread is read on the last tick and when the thread
-// count changed (a thread came or went). The comparison is with the last
+// a dormant thread ran, and every thread is read on that tick. Every
+// thread is read on the last tick and when the thread count changed (a
+// thread came or went). The comparison is with the last
 // full reading however long ago (the rounding does not add up), so a
 // dormant thread's run shows at most dormantSlackNS (with the rounding)
 // late, never lumped into one tick. Slow ticks carry dormant threads too:
@@ -31,10 +32,10 @@ import (
 const minDormant = 4
 
 // dormantSlackNS is the run time unaccounted for past which a dormant
-// thread is taken to have run: 10 ms (what the threads read before the
-// process's CPU gain between their reading and its), and, where the
-// process's CPU comes from its stat, two clock ticks of rounding in its
-// utime+stime.
+// thread is taken to have run: 10 ms, for what the threads read before the
+// process's CPU may gain between their reading and its; where the process's
+// CPU comes from its stat (dormantSlackTicksNS), two clock ticks of
+// rounding in its utime+stime more.
 const (
 	dormantSlackNS      = 10e6
 	dormantSlackTicksNS = 2*1e9/clockTick + dormantSlackNS

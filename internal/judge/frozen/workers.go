@@ -192,7 +192,7 @@ func workerFindings(v *view, groups []WorkerGroup) []finding.Finding {
 		}
 		untold, why := RanksUntold(wps)
 		info := finding.Finding{ID: "worker-start-method", Severity: finding.Info, Subject: name,
-			Claim: fmt.Sprintf("%s started %s by %s%s", name, plural(len(g.Workers), "worker process", "worker processes"), g.Method, ranksUntoldClause(untold, len(g.Workers))),
+			Claim: fmt.Sprintf("%s started %s by %s%s", name, plural(len(g.Workers), "worker process", "worker processes"), g.Method, RanksUntoldClause(untold, len(g.Workers))),
 			Evidence: []finding.Evidence{
 				{What: "workers", Value: float64(len(g.Workers)), Text: "pids " + ints(g.Workers), Source: "/proc/PID/stat (ppid)"},
 				{What: "how the start method was recognised", Text: g.Evidence, Source: g.Source},
@@ -261,9 +261,9 @@ func RanksUntold(procs []*timeline.ProcInfo) (n int, why string) {
 	return n, why
 }
 
-// ranksUntoldClause is the words a worker finding's claim adds when the
-// workers' environment was not visible.
-func ranksUntoldClause(n, of int) string {
+// RanksUntoldClause is the words a worker finding's claim adds when n of
+// its workers' environment was not visible.
+func RanksUntoldClause(n, of int) string {
 	if n == 0 {
 		return ""
 	}
@@ -276,9 +276,6 @@ func ranksUntoldClause(n, of int) string {
 	}
 	return "; they may be ranks rather than workers: " + them + " not visible"
 }
-
-// RanksUntoldClause is ranksUntoldClause for the judge's rules.
-func RanksUntoldClause(n, of int) string { return ranksUntoldClause(n, of) }
 
 // RanksUntoldEvidence is the evidence line that goes with the clause.
 func RanksUntoldEvidence(n int, why string) finding.Evidence {
