@@ -20,15 +20,15 @@ import (
 // threads read since the last full reading account for (past the slack),
 // a dormant thread ran, and every thread is read on that tick. Every
 // thread is read on the last tick and when the thread count changed (a
-// thread came or went). The comparison is with the last
-// full reading however long ago (the rounding does not add up), so a
-// dormant thread's run shows at most dormantSlackNS (with the rounding)
-// late, never lumped into one tick. Slow ticks carry dormant threads too:
-// what the slow tier adds (switches, where a thread waits) is carried
-// already for a thread that has not run.
+// thread came or went). The comparison is with the last full reading
+// however long ago (the slack does not add up), so a dormant thread's run
+// shows at most dormantSlackNS late (dormantSlackTicksNS from the stat),
+// never lumped into one tick. Slow ticks carry dormant threads too: what
+// the slow tier adds (switches, where a thread waits) is carried already
+// for a thread that has not run.
 
 // minDormant is the fewest dormant threads for which skipping them is worth
-// the process's stat read.
+// reading the process's CPU.
 const minDormant = 4
 
 // dormantSlackNS is the run time unaccounted for past which a dormant
