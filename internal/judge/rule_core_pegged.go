@@ -65,8 +65,8 @@ func runCorePegged(in *Input) []finding.Finding {
 	if job < thresholds.PeggedJobSharePct {
 		f := finding.Finding{
 			ID: "core-pegged-by-neighbour", Severity: finding.Info, Subject: fmt.Sprintf("cpu%d", topCPU),
-			Claim: fmt.Sprintf("cpu%d was %.0f%% busy while the other %d averaged %.0f%%, but the job's own threads ran only %.0f%% of it: "+
-				"the load is a neighbour's (processes outside the job), not the job's", topCPU, top, k, rest, job),
+			Claim: fmt.Sprintf("cpu%d was %.0f%% busy while %s averaged %.0f%%, but the job's own threads ran only %.0f%% of it: "+
+				"the load is a neighbour's (processes outside the job), not the job's", topCPU, top, otherCPUs(k), rest, job),
 			Evidence: evs,
 			Decision: fmt.Sprintf("Nothing in the job sets this pace. If the job shares cpu%d (its allowed CPUs: %s) and its threads wait for a CPU "+
 				"(launch-thread-descheduled), move the neighbour or pin the job to other CPUs (taskset, a cgroup cpuset).", topCPU, cpusAllowed(in)),
@@ -79,7 +79,7 @@ func runCorePegged(in *Input) []finding.Finding {
 	f := finding.Finding{
 		ID: "one-core-pegged", Severity: in.impact(), Subject: fmt.Sprintf("cpu%d", topCPU),
 		// Sources: 002 Task 6, erreur courante 3
-		Claim:    fmt.Sprintf("one CPU (cpu%d) was %.0f%% busy while the other %d averaged %.0f%%, %.0f%% of it the job's own threads: a single thread sets the pace", topCPU, top, k, rest, job),
+		Claim:    fmt.Sprintf("one CPU (cpu%d) was %.0f%% busy while %s averaged %.0f%%, %.0f%% of it the job's own threads: a single thread sets the pace", topCPU, top, otherCPUs(k), rest, job),
 		Evidence: evs,
 		Decision: "Spread the single-threaded work: move preprocessing into DataLoader workers (num_workers > 0), cut Python overhead per step (CUDA graphs, " +
 			"fused ops), look for GIL contention between the job's Python threads.",
@@ -142,4 +142,13 @@ func cpusAllowed(in *Input) string {
 		}
 	}
 	return "not read"
+}
+
+// otherCPUs names the k CPUs besides the pegged one: "the other CPU" on a
+// 2-CPU host, not "the other 1".
+func otherCPUs(k int) string {
+	if k == 1 {
+		return "the other CPU"
+	}
+	return fmt.Sprintf("the other %d", k)
 }

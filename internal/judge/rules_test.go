@@ -420,7 +420,7 @@ func TestPeggedCoreOfANeighbour(t *testing.T) {
 		t.Errorf("a neighbour's load blamed on the job: %s (%s)", f.Claim, f.Decision)
 	}
 	f := findingByID(fs, "core-pegged-by-neighbour")
-	if f == nil || f.Severity != finding.Info || f.Supports != "" || f.Subject != "cpu1" || !strings.HasPrefix(f.Claim, "cpu1 was 100% busy while the other 1 averaged 0%") ||
+	if f == nil || f.Severity != finding.Info || f.Supports != "" || f.Subject != "cpu1" || !strings.HasPrefix(f.Claim, "cpu1 was 100% busy while the other CPU averaged 0%") ||
 		!strings.HasSuffix(f.Claim, "but the job's own threads ran only 0% of it: the load is a neighbour's (processes outside the job), not the job's") {
 		t.Fatalf("%+v", f)
 	}
