@@ -182,7 +182,10 @@ fi
 # What tracing the scheduler costs the traced job: a two-thread pipe
 # ping-pong (every round trip two wake-ups and two switches), both threads
 # on one CPU (taskset), alone, under the programs alone (schedbpf.test
-# holding them, reading every 100 ms), under gpufeed diagnose with either
+# holding them, reading every 100 ms: "events", the programs on every
+# switch and wake-up, schedbpf's per-event mode; "counters", the kernel's
+# counters read by the task iterator with the wake-up program attached one
+# reading in ten, what --sched bpf uses), under gpufeed diagnose with either
 # source, and under the anchors: perf sched record and runqlat. The cost is
 # the job's own CPU per round trip (the programs run in its switches and
 # wake-ups, so they are charged to it): other load on a shared machine moves
@@ -203,7 +206,7 @@ pp() { # KIND : runs pingpong under KIND, prints "round_trips/s cpu_ns/round_tri
 	job=$(head -1 "$out")
 	case "$1" in
 	none) ;;
-	programs) GPUFEED_SCHEDBPF_HOLD="$job,$((PP_SECS + PP_DELAY + 1))" "$work/schedbpf.test" >/dev/null 2>&1 & ;;
+	events|counters) GPUFEED_SCHEDBPF_MODE=$1 GPUFEED_SCHEDBPF_HOLD="$job,$((PP_SECS + PP_DELAY + 1))" "$work/schedbpf.test" >/dev/null 2>&1 & ;;
 	bpf|proc) "$work/gpufeed" diagnose --pid "$job" --device none --profile off --sched "$1" --duration "$((PP_SECS + PP_DELAY + 1))s" -o json >/dev/null 2>&1 & ;;
 	perf) perf sched record -a -o "$work/perf.data" -- sleep "$((PP_SECS + PP_DELAY + 1))" >/dev/null 2>&1 & ;;
 	runqlat) "$runqlat" -p "$job" "$((PP_SECS + PP_DELAY + 1))" 1 >/dev/null 2>&1 & ;;
@@ -215,7 +218,7 @@ pp() { # KIND : runs pingpong under KIND, prints "round_trips/s cpu_ns/round_tri
 	rm -f "$work/perf.data"
 }
 declare -A rts cpus
-kinds="none programs bpf proc"
+kinds="none events counters bpf proc"
 need perf && kinds="$kinds perf"
 # runqlat: libbpf-tools' (its program compiled once, relocated against the
 # kernel's BTF: /sys/kernel/btf/vmlinux) where installed, else bcc's, which

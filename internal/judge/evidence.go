@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/gpufeed/gpufeed/internal/derive"
 	"github.com/gpufeed/gpufeed/internal/finding"
@@ -172,7 +173,9 @@ func workerCount(n int) string {
 }
 
 // launchWakersEvidence says who woke the launch thread over the window,
-// from the scheduler's events (sched_waking runs in the waker's context):
+// from the scheduler's events (sched_waking runs in the waker's context;
+// with the kernel's counters as the source, counted a tick in each slow
+// period: a sample of the window, said so, its rate over the time counted):
 // the three wakers that woke it most, with their share of its wake-ups.
 // A waker in the job is a thread (the pin thread, a worker); one outside it
 // is its process, all its threads together (a device server's or a peer's
@@ -238,11 +241,22 @@ func (in *Input) launchWakersEvidence() []finding.Evidence {
 	}
 	secs := float64(in.View.WindowNS) / 1e9
 	what := fmt.Sprintf("who woke the launch thread %s (%d wake-ups", threadName(l.T), total)
+	window := fmt.Sprintf("the window (%s)", durationOf(timeline.Duration(in.View.WindowNS)))
+	source := "the scheduler's sched_waking events, counted in the kernel"
+	if w.SampledNS > 0 && w.SampledNS < in.View.WindowNS {
+		// Counted for a tick in each slow period: the shares are a
+		// sample's, the rate that of the time counted.
+		secs = float64(w.SampledNS) / 1e9
+		counted := durationOf(timeline.Duration(w.SampledNS)).Round(10 * time.Millisecond)
+		what = fmt.Sprintf("who woke the launch thread %s (%d wake-ups in the %s they were counted", threadName(l.T), total, counted)
+		window = fmt.Sprintf("%s of the window (%s), a tick in each %s", counted,
+			durationOf(timeline.Duration(in.View.WindowNS)), durationOf(in.Timeline.Meta.Tiers.Slow))
+		source += " while its program was attached"
+	}
 	if secs > 0 {
 		what += fmt.Sprintf(", %.0f a second", float64(total)/secs)
 	}
-	return []finding.Evidence{evText(what+")", strings.Join(parts, "; "), fmt.Sprintf("the window (%s)", durationOf(timeline.Duration(in.View.WindowNS))),
-		"the scheduler's sched_waking events, counted in the kernel")}
+	return []finding.Evidence{evText(what+")", strings.Join(parts, "; "), window, source)}
 }
 
 // wakerThread is the watched job's thread that woke in e, nil for one

@@ -1,11 +1,14 @@
 package judge
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gpufeed/gpufeed/internal/derive"
+	"github.com/gpufeed/gpufeed/internal/finding"
 	"github.com/gpufeed/gpufeed/internal/timeline"
 )
 
@@ -52,5 +55,46 @@ func TestWakersOfTheLaunchThreadInTheEvidence(t *testing.T) {
 	}
 	if f0 := findingByID(fs0, "input-pipeline-busy"); f0 == nil || strings.Contains(evidenceText(f0), "who woke") {
 		t.Errorf("without the events: %+v", f0)
+	}
+}
+
+// Counted a tick in each slow period (the kernel's counters as the
+// source), the wake-ups are a sample: the evidence says for how long of the
+// window they were counted, and the rate is over that time, not the window.
+func TestSampledWakersSayHowLongTheyWereCounted(t *testing.T) {
+	s := pipeline(26, 'R', 2)
+	tl := s.timeline()
+	window := tl.Ticks[len(tl.Ticks)-1].T - tl.Ticks[0].T
+	tl.Meta.Wakers = &timeline.Wakers{SampledNS: window / 10, Edges: []timeline.WakeEdge{
+		{Wakee: 100, Waker: 200, WakerPID: 200, WakerComm: "python3", Count: 90},
+		{Wakee: 100, Waker: 0, WakerPID: 0, WakerComm: "swapper/1", Count: 10},
+	}}
+	a := derive.New(tl)
+	_, fs := judgeVF(tl, a)
+	f := findingByID(fs, "input-pipeline-busy")
+	if f == nil {
+		t.Fatalf("no input-pipeline-busy finding: %+v", fs)
+	}
+	var ev *finding.Evidence
+	for i, e := range f.Evidence {
+		if strings.HasPrefix(e.What, "who woke the launch thread") {
+			ev = &f.Evidence[i]
+		}
+	}
+	if ev == nil {
+		t.Fatalf("no wakers' evidence: %s", evidenceText(f))
+	}
+	secs := float64(window/10) / 1e9
+	wantWhat := fmt.Sprintf("who woke the launch thread python3 (pid 100, main thread) (100 wake-ups in the %s they were counted, %.0f a second)",
+		durationOf(timeline.Duration(window/10)).Round(10*time.Millisecond), 100/secs)
+	if ev.What != wantWhat {
+		t.Errorf("what: %q\nwant %q", ev.What, wantWhat)
+	}
+	if !strings.HasPrefix(ev.Window, durationOf(timeline.Duration(window/10)).Round(10*time.Millisecond).String()+" of the window (") || !strings.HasSuffix(ev.Window, "a tick in each 1s") ||
+		!strings.HasSuffix(ev.Source, "while its program was attached") {
+		t.Errorf("window %q, source %q: want the time counted, the window and the slow period named", ev.Window, ev.Source)
+	}
+	if !strings.Contains(ev.Text, "90 times (90%)") {
+		t.Errorf("text %q: want the sample's shares", ev.Text)
 	}
 }

@@ -605,12 +605,14 @@ func (t *textWriter) facts(r *Report) {
 			pct(o.CPUPercentOfCore), Duration(time.Duration(o.CPUNS)), per, o.ThreadSamples, carried,
 			Duration(time.Duration(o.TickP50NS)), Duration(time.Duration(o.TickMaxNS)), o.Overruns)
 		switch {
+		case o.Sched == "bpf" && o.SchedMissed > 0:
+			// Only a recording made when the events were counted on every
+			// switch has missed events.
+			t.printf("SCHEDULING: threads' run time, run-queue wait and switches from the scheduler's events, counted in the kernel; "+
+				"%d switches not seen whole (the kernel skipped the counting program, or ran it for a switch-out and not the switch-in before it): each loses at most a slice and its time\n", o.SchedMissed)
 		case o.Sched == "bpf":
-			missed := ""
-			if o.SchedMissed > 0 {
-				missed = fmt.Sprintf("; %d switches not seen whole (the kernel skipped the counting program, or ran it for a switch-out and not the switch-in before it): each loses at most a slice and its time", o.SchedMissed)
-			}
-			t.printf("SCHEDULING: threads' run time, run-queue wait and switches from the scheduler's events, counted in the kernel%s\n", missed)
+			t.printf("SCHEDULING: threads' run time, run-queue wait and switches from the kernel's own counters (what schedstat and status show), " +
+				"read for all threads at once each tick by a BPF task iterator; who woke them counted a tick in each slow period\n")
 		case o.Sched == "proc" && o.SchedNotBPF != "":
 			t.printf("SCHEDULING: threads' run time, run-queue wait and switches from /proc (scheduler events not used: %s)\n", o.SchedNotBPF)
 		case o.Sched == "proc":

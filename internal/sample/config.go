@@ -128,6 +128,9 @@ type Config struct {
 	Sched string
 	// schedTable overrides the threads' table size (tests of a full table).
 	schedTable int
+	// schedFailAt makes the scheduler's reading fail from that time in
+	// the window on (tests of the fall back to /proc).
+	schedFailAt time.Duration
 
 	Tool     string
 	Recorder Recorder

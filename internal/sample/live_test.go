@@ -27,6 +27,15 @@ const loadHelper = "GPUFEED_TEST_LOAD"
 // (sched_test.go).
 const schedProbe = "GPUFEED_TEST_SCHED_PROBE"
 
+// The leaver's thread must not be the process's main thread, which Go
+// keeps (it does not exit with a goroutine locked to it): the main
+// goroutine, locked to it from here, keeps it.
+func init() {
+	if os.Getenv(loadHelper) == "leaver" {
+		runtime.LockOSThread()
+	}
+}
+
 func TestMain(m *testing.M) {
 	if mode := os.Getenv(loadHelper); mode != "" {
 		runLoad(mode)
@@ -45,6 +54,7 @@ func TestMain(m *testing.M) {
 //	spin-sleep   one thread spinning, one asleep
 //	compete:N    one "target" spinner and N other spinners, all pinned to CPU 0
 //	threads:N    N idle threads (the benchmark's target)
+//	leaver       one asleep, one that spins 500 ms and exits as another starts
 func runLoad(mode string) {
 	// Every spinner needs its own P: with fewer Ps than spinning goroutines,
 	// the runtime parks one (asleep, not runnable) and the numbers lie.
@@ -82,6 +92,26 @@ func runLoad(mode string) {
 			thread("idle", -1, false)
 		}
 		n = k
+	case mode == "leaver":
+		// One thread that sleeps, and one that spins 500 ms, starts another
+		// thread and exits at once: the thread count is the same before
+		// and after (a thread gone, another come).
+		thread("stay", -1, false)
+		go func() {
+			runtime.LockOSThread()
+			started <- fmt.Sprintf("leaver %d", unix.Gettid())
+			for t0 := time.Now(); time.Since(t0) < 500*time.Millisecond; {
+			}
+			up := make(chan struct{})
+			go func() {
+				runtime.LockOSThread()
+				close(up)
+				select {}
+			}()
+			<-up
+			runtime.Goexit() // locked: its thread exits with it
+		}()
+		n = 2
 	case strings.HasPrefix(mode, "compete:"):
 		k, _ := strconv.Atoi(strings.TrimPrefix(mode, "compete:"))
 		thread("target", 0, true)

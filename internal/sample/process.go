@@ -511,6 +511,7 @@ func (s *Sampler) procExit(p *trackedProc, t int64) {
 	p.order = nil
 	p.close()
 	p.info.Exited = true
+	s.schedUnwatch(p.pid)
 	delete(s.procs, p.pid)
 	delete(s.parentAnon, p.pid)
 	s.event(timeline.Event{T: t, Kind: timeline.EventProcExit, PID: p.pid, Text: p.info.Comm})

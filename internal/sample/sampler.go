@@ -85,6 +85,11 @@ type Sampler struct {
 	// /proc), snap this tick's reading of them (sched.go).
 	sched *schedbpf.Tracer
 	snap  schedbpf.Snapshot
+	// wakersOn says the wake-up program is attached for this tick;
+	// wakersFailed that attaching it failed (sampleWakers).
+	wakersOn, wakersFailed bool
+	// schedReads counts the scheduler's readings made (schedRead).
+	schedReads int
 	// schedSrc and schedNotBPF become Observer.Sched and SchedNotBPF.
 	schedSrc, schedNotBPF string
 }
@@ -422,7 +427,7 @@ func (s *Sampler) Run(ctx context.Context) (*timeline.Timeline, error) {
 		TickMaxNS:            slices.Max(s.tickDur),
 	}
 	ob.Sched, ob.SchedNotBPF = s.schedSrc, s.schedNotBPF
-	if s.schedSrc == timeline.SchedBPF && s.sched != nil {
+	if s.schedSrc == timeline.SchedBPF && s.sched != nil && !s.sched.Absolute() {
 		ob.SchedMissed = s.sched.Missed() // the programs were loaded for this window
 	}
 	s.readWakers()
@@ -598,6 +603,7 @@ func (s *Sampler) tick(elapsed time.Duration, full bool) {
 		}
 	}
 	s.schedRead(t)
+	s.sampleWakers(t, slow, full)
 	tk := timeline.Tick{T: t}
 	nThreads := 0
 	for _, p := range s.procs {

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/gpufeed/gpufeed/internal/bpfcap"
 	"github.com/gpufeed/gpufeed/internal/procfs"
@@ -15,20 +16,24 @@ import (
 	"github.com/gpufeed/gpufeed/internal/timeline"
 )
 
-// The scheduling source. With the scheduler's events counted in the kernel
-// (internal/schedbpf), a tick reads every watched thread's run time,
-// run-queue wait, slices, state and CPU in one batch lookup, where /proc
-// costs a schedstat pread per thread (and a stat pread for each that ran);
-// stat (utime/stime, name, the reaped children's CPU) moves to the slow
-// tier, read for the threads that ran since their last reading, and the
-// slow tier's context switches come from the events too (status is read
-// once per thread, for the base). wchan and the system call in progress
-// stay /proc's, on the slow tier as before.
+// The scheduling source. With --sched bpf (internal/schedbpf's counters), a
+// tick reads every watched thread's run time, run-queue wait, slices,
+// switches, state and CPU, the kernel's own counters that schedstat and
+// status print, with one task iterator per process, where /proc costs a
+// schedstat pread per thread (and a stat pread for each that ran); stat
+// (utime/stime, name, the reaped children's CPU) moves to the slow tier,
+// read for the threads that ran since their last reading, and the slow
+// tier's context switches come from the counters too. wchan and the system
+// call in progress stay /proc's, on the slow tier as before. Nothing runs
+// on the scheduler's path but the wake-up program, attached for the tick
+// after each slow tick (a tenth of the window at the defaults): the waker
+// graph is that sample.
 //
-// The counters stay on /proc's scale: when a thread is first seen its
-// schedstat (and, at its first slow tick, its status) is read once and the
-// difference to its row kept as the thread's base, so a series is the same
-// whichever source filled it, and a fall back to /proc mid-run continues it.
+// The counters are /proc's own, so a series is the same whichever source
+// filled it, and a fall back to /proc mid-run continues it. (The events
+// counted by programs on every switch, schedbpf's other mode, are counted
+// from the watch: their rows were kept on /proc's scale by a base, the
+// difference to schedstat when a thread was first seen.)
 
 // SchedError is a --sched bpf run whose events could not be loaded.
 type SchedError struct{ Err error }
@@ -54,7 +59,7 @@ func (s *Sampler) startSched() error {
 	if s.cfg.schedTable > 0 {
 		size = s.cfg.schedTable
 	}
-	tr, err := schedbpf.Start(nil, schedbpf.Options{NoFollow: true, MaxThreads: size})
+	tr, err := schedbpf.Start(nil, schedbpf.Options{NoFollow: true, MaxThreads: size, Counters: true})
 	if err != nil {
 		if mode == SchedBPF {
 			return &SchedError{Err: err}
@@ -72,11 +77,10 @@ func (s *Sampler) startSched() error {
 	return nil
 }
 
-// schedTableSize sizes the threads' table: a batch lookup of a hash map
-// walks every bucket, used or not, so a table sized for 65,536 threads cost
-// most of a tick's reading on a 1,000-thread job. Four times the host's
-// tasks now (loadavg's fourth field), rounded up to a power of two, 8,192
-// to 65,536; a job that outgrows it falls back to /proc (schedRead).
+// schedTableSize sizes the threads' table, where the wake-up program keeps
+// each woken thread's waker in progress: four times the host's tasks
+// (loadavg's fourth field), rounded up to a power of two, 8,192 to 65,536.
+// A thread past it has its wake-ups counted in the wakers' table directly.
 func schedTableSize(fs procfs.FS) int {
 	n := 8192
 	if b, err := os.ReadFile(fs.ProcPath("loadavg")); err == nil {
@@ -126,10 +130,15 @@ func (s *Sampler) schedRead(t int64) {
 	if s.sched == nil {
 		return
 	}
-	if err := s.sched.Read(&s.snap); err != nil {
+	err := s.sched.Read(&s.snap)
+	if err == nil && s.cfg.schedFailAt > 0 && time.Duration(t) >= s.cfg.schedFailAt {
+		err = errors.New("a failure the test asked for")
+	}
+	if err != nil {
 		s.schedFallback(t, err)
 		return
 	}
+	s.schedReads++
 	if s.snap.Dropped > 0 {
 		// A thread without a row would read as not having run.
 		s.schedFallback(t, fmt.Errorf("scheduler tracing: the threads' table is full (%d threads not counted)", s.snap.Dropped))
@@ -137,8 +146,16 @@ func (s *Sampler) schedRead(t int64) {
 }
 
 // schedBase reads a new thread's schedstat and row, and keeps their
-// difference as the thread's base.
+// difference as the thread's base. With the counters the base is 0 and the
+// tick's reading, where it has the thread, is its schedstat.
 func (s *Sampler) schedBase(p *trackedProc, th *trackedThread) error {
+	if s.sched.Absolute() {
+		th.base = procfs.Schedstat{}
+		if row := s.snap.Get(th.tid); row != nil && row.PID == p.pid {
+			th.lastSched = procfs.Schedstat{RunNS: row.RunNS, WaitNS: row.WaitNS, Slices: row.Slices}
+			return nil
+		}
+	}
 	b, err := s.readSched(p, th)
 	if err != nil {
 		return err
@@ -152,6 +169,9 @@ func (s *Sampler) schedBase(p *trackedProc, th *trackedThread) error {
 		return fmt.Errorf("scheduler tracing: thread %d: %w", th.tid, err)
 	}
 	th.lastSched = ss
+	if s.sched.Absolute() {
+		return nil
+	}
 	if row != nil && row.PID == p.pid {
 		th.base = procfs.Schedstat{RunNS: sub(ss.RunNS, row.RunNS), WaitNS: sub(ss.WaitNS, row.WaitNS), Slices: sub(ss.Slices, row.Slices)}
 	} else {
@@ -191,6 +211,12 @@ func (s *Sampler) sampleThreadBPF(p *trackedProc, th *trackedThread, fresh, full
 		}
 		th.row = *row
 		th.haveRow = true
+	} else if s.snap.Complete && (th.haveRow || th.openedRead < s.schedReads) {
+		// The reading holds every live thread of the process, and this
+		// one was there before it was made: it exited since the last
+		// (or left by another thread's exec). A thread opened after the
+		// reading (this tick's listing) waits for the next.
+		return out, errGone
 	}
 	if th.statJustRead {
 		th.statJustRead = false
@@ -215,6 +241,13 @@ func (s *Sampler) sampleThreadBPF(p *trackedProc, th *trackedThread, fresh, full
 func (s *Sampler) switchesBPF(p *trackedProc, th *trackedThread, t int64) (*timeline.Switches, bool) {
 	if s.sched == nil {
 		return nil, false
+	}
+	if s.sched.Absolute() {
+		if !th.haveRow {
+			return nil, false
+		}
+		sw := timeline.Switches{Voluntary: th.row.Voluntary, Involuntary: th.row.Involuntary}
+		return &sw, true
 	}
 	if !th.haveSwBase {
 		st, err := procfs.ReadStatus(s.fs.TaskPath(p.pid, th.tid, "status"))
@@ -251,6 +284,9 @@ func (s *Sampler) readWakers() {
 	if s.sched == nil {
 		return
 	}
+	if err := s.sched.SampleWakers(false); err != nil {
+		s.readError(s.lastT(), 0, err)
+	}
 	edges, dropped, err := s.sched.Wakers()
 	if err != nil {
 		s.readError(s.lastT(), 0, err)
@@ -277,5 +313,30 @@ func (s *Sampler) readWakers() {
 		kept = append(kept, e)
 	}
 	w.Edges = kept
+	w.SampledNS = int64(s.sched.WakersSampled())
 	s.tl.Meta.Wakers = w
+}
+
+// sampleWakers attaches the wake-up program on a slow tick, for the tick
+// that follows, and detaches it on the next: at the defaults (100 ms
+// ticks, 1 s slow tier) a tenth of the window, at most every other tick.
+// An attach that fails stops the sampling, said once.
+func (s *Sampler) sampleWakers(t int64, slow, full bool) {
+	if s.sched == nil || s.wakersFailed {
+		return
+	}
+	on := slow && !full && !s.wakersOn
+	if err := s.sched.SampleWakers(on); err != nil {
+		s.wakersFailed = true
+		s.readError(t, 0, err)
+		return
+	}
+	s.wakersOn = on
+}
+
+// schedUnwatch stops reading an exited process's threads.
+func (s *Sampler) schedUnwatch(pid int) {
+	if s.sched != nil {
+		s.sched.Remove(pid)
+	}
 }

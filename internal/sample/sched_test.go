@@ -216,19 +216,18 @@ func TestSchedUnprivilegedFallsBack(t *testing.T) {
 	}
 }
 
-// A job with more threads than the events' table holds is read from /proc
-// from the tick the table overflows: the report says so, and the threads
-// the table could not hold still show their CPU (read as not having run,
-// they would show none).
-func TestLiveSchedTableFullFallsBackToProc(t *testing.T) {
+// A reading of the kernel's counters that fails mid-window hands the rest
+// of the window to /proc: the report says so, and the series go on
+// unbroken (the spinners' CPU and wait still add up to a whole core, with
+// no jump where the source changed: the counters are /proc's own).
+func TestLiveSchedFailureFallsBackToProc(t *testing.T) {
 	livetest.Need(t)
 	if err := schedbpf.Check(""); err != nil {
 		t.Skipf("scheduler events not allowed here: %v", err)
 	}
 	pid, tids := startLoad(t, "compete:1")
-	// The load helper has a dozen threads (the Go runtime's and its own):
-	// a table of 4 overflows at the start.
-	s, err := New(Config{PID: pid, Duration: 1500 * time.Millisecond, Interval: 100 * time.Millisecond, Tool: "test", Sched: SchedBPF, schedTable: 4})
+	s, err := New(Config{PID: pid, Duration: 1500 * time.Millisecond, Interval: 100 * time.Millisecond, Tool: "test", Sched: SchedBPF,
+		schedFailAt: 700 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -237,13 +236,85 @@ func TestLiveSchedTableFullFallsBackToProc(t *testing.T) {
 		t.Fatal(err)
 	}
 	o := tl.Meta.Observer
-	if o == nil || o.Sched != timeline.SchedProc || !strings.Contains(o.SchedNotBPF, "the threads' table is full") {
-		t.Fatalf("observer %+v: want /proc after the table filled, saying so", o)
+	if o == nil || o.Sched != timeline.SchedProc || !strings.Contains(o.SchedNotBPF, "failed mid-window: a failure the test asked for") {
+		t.Fatalf("observer %+v: want /proc after the reading failed, saying so", o)
 	}
 	a := derive.New(tl)
 	for _, tid := range append(tids["target"], tids["other"]...) {
-		if th := threadByTID(t, a, tid); th.CPU.Mean+th.Wait.Mean < 70 {
+		th := threadByTID(t, a, tid)
+		// Every interval's CPU and wait: none empty or doubled where the
+		// source changed.
+		for i := 1; i < len(tl.Ticks); i++ {
+			var prev, cur *timeline.ThreadSample
+			for j := range tl.Ticks[i-1].Threads {
+				if tl.Ticks[i-1].Threads[j].TID == tid {
+					prev = &tl.Ticks[i-1].Threads[j]
+				}
+			}
+			for j := range tl.Ticks[i].Threads {
+				if tl.Ticks[i].Threads[j].TID == tid {
+					cur = &tl.Ticks[i].Threads[j]
+				}
+			}
+			if prev == nil || cur == nil {
+				continue
+			}
+			dt := float64(tl.Ticks[i].T - tl.Ticks[i-1].T)
+			share := float64(cur.RunNS-prev.RunNS+cur.WaitNS-prev.WaitNS) / dt
+			if cur.RunNS < prev.RunNS || share > 1.6 {
+				t.Errorf("spinner %d: interval %d: CPU+wait %.2f of the interval (run %d -> %d)", tid, i, share, prev.RunNS, cur.RunNS)
+			}
+		}
+		if th.CPU.Mean+th.Wait.Mean < 70 {
 			t.Errorf("spinner %d: CPU %.1f%% + wait %.1f%%, want ~100%%", tid, th.CPU.Mean, th.Wait.Mean)
 		}
+	}
+}
+
+// With the kernel's counters a thread that exits is gone from the next
+// reading, whatever the thread count says: a thread that exits as another
+// starts (the count unchanged, so /proc's listing is not redone until the
+// slow tier) ends at its exit, not at the next listing, and its process
+// stays.
+func TestLiveCountersSeeAThreadExitAtOnce(t *testing.T) {
+	livetest.Need(t)
+	if err := schedbpf.Check(""); err != nil {
+		t.Skipf("scheduler events not allowed here: %v", err)
+	}
+	pid, tids := startLoad(t, "leaver")
+	s, err := New(Config{PID: pid, Duration: 2 * time.Second, Interval: 100 * time.Millisecond, SlowEvery: 10 * time.Second,
+		DiscoverEvery: 10 * time.Second, Tool: "test", Sched: SchedBPF})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tl, err := s.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := tl.Meta.Observer; o == nil || o.Sched != timeline.SchedBPF {
+		t.Fatalf("observer %+v", o)
+	}
+	leaver := tids["leaver"][0]
+	var last, exitAt int64 = -1, -1
+	for _, tk := range tl.Ticks {
+		for _, th := range tk.Threads {
+			if th.TID == leaver {
+				last = tk.T
+			}
+		}
+	}
+	for _, e := range tl.Events {
+		if e.Kind == timeline.EventThreadExit && e.TID == leaver {
+			exitAt = e.T
+		}
+	}
+	end := tl.Ticks[len(tl.Ticks)-1].T
+	t.Logf("leaver %d: last sampled at %v, exit read at %v, window end %v", leaver, time.Duration(last), time.Duration(exitAt), time.Duration(end))
+	if exitAt < 0 || exitAt >= end || last >= exitAt {
+		t.Errorf("leaver %d: exit read at %v (last sample %v), want it read before the window's last tick (%v)",
+			leaver, time.Duration(exitAt), time.Duration(last), time.Duration(end))
+	}
+	if exitAt > int64(time.Second+500*time.Millisecond) {
+		t.Errorf("leaver %d: exit read at %v; it spun 500 ms from the start", leaver, time.Duration(exitAt))
 	}
 }

@@ -63,10 +63,14 @@ type trackedThread struct {
 	// schedstat less its row when first seen), the schedstat-scale
 	// counters at its last stat reading, its row in the last reading that
 	// had one, and the switch counters' base.
-	base       procfs.Schedstat
-	statSched  procfs.Schedstat
-	row        schedbpf.Thread
-	haveRow    bool
+	base      procfs.Schedstat
+	statSched procfs.Schedstat
+	row       schedbpf.Thread
+	haveRow   bool
+	// openedRead is the number of scheduler readings made when the
+	// thread was opened: every reading after it has the thread while it
+	// lives.
+	openedRead int
 	swBase     timeline.Switches
 	haveSwBase bool
 }
@@ -105,7 +109,7 @@ type threadSample struct {
 // openThread keeps a new thread's stat and schedstat open and reads its
 // identity (start time, name).
 func (s *Sampler) openThread(p *trackedProc, tid int, t int64) (*trackedThread, error) {
-	th := &trackedThread{tid: tid}
+	th := &trackedThread{tid: tid, openedRead: s.schedReads}
 	// Keep the two files open while the descriptor budget allows; past it
 	// (a job with more threads than half the open-file limit) the thread is
 	// read by opening its files each tick: slower, never dropped.

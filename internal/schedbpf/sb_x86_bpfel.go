@@ -66,6 +66,7 @@ const (
 	sbMapThreads         = "threads"
 	sbMapWakers          = "wakers"
 	sbMapWatched         = "watched"
+	sbProgCounts         = "counts"
 	sbProgFork           = "fork"
 	sbProgSchedSwitch    = "sched_switch"
 	sbProgSchedWakeupNew = "sched_wakeup_new"
@@ -117,6 +118,7 @@ type sbSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type sbProgramSpecs struct {
+	Counts         *ebpf.ProgramSpec `ebpf:"counts"`
 	Fork           *ebpf.ProgramSpec `ebpf:"fork"`
 	SchedSwitch    *ebpf.ProgramSpec `ebpf:"sched_switch"`
 	SchedWakeupNew *ebpf.ProgramSpec `ebpf:"sched_wakeup_new"`
@@ -188,6 +190,7 @@ type sbVariables struct {
 //
 // It can be passed to loadSbObjects or ebpf.CollectionSpec.LoadAndAssign.
 type sbPrograms struct {
+	Counts         *ebpf.Program `ebpf:"counts"`
 	Fork           *ebpf.Program `ebpf:"fork"`
 	SchedSwitch    *ebpf.Program `ebpf:"sched_switch"`
 	SchedWakeupNew *ebpf.Program `ebpf:"sched_wakeup_new"`
@@ -198,6 +201,7 @@ type sbPrograms struct {
 
 func (p *sbPrograms) Close() error {
 	return _SbClose(
+		p.Counts,
 		p.Fork,
 		p.SchedSwitch,
 		p.SchedWakeupNew,

@@ -41,6 +41,11 @@ type Options struct {
 	// MaxThreads sizes the threads' table (0: 65536). Threads past it are
 	// counted in Snapshot.Dropped and not read.
 	MaxThreads int
+	// Counters reads the kernel's own per-thread counters with a task
+	// iterator (counters.go) instead of counting the scheduler's events:
+	// nothing runs on a context switch, and the waker graph is counted
+	// only while SampleWakers says so.
+	Counters bool
 }
 
 // Tracer is a running count.
@@ -50,6 +55,17 @@ type Tracer struct {
 	links  []link.Link
 	iter   *link.Iter
 	follow bool
+
+	// The counters (counters.go): an iterator per watched process, or
+	// allIter over every task where the kernel has no per-process one;
+	// the wake-up program's link while attached, since when, and how long
+	// it was attached before.
+	procIters map[int]*link.Iter
+	allIter   *link.Iter
+	buf       []byte
+	wake      link.Link
+	wakeSince int64
+	wakeNS    int64
 
 	mu   sync.Mutex // the watched bitmap's user words; the buffers
 	keys []uint32
@@ -93,14 +109,45 @@ func Start(pids []int, o Options) (*Tracer, error) {
 		}
 	}
 	t := &Tracer{o: o}
+	if o.Counters {
+		// Only the iterator, and the wake-up program for its samples: the
+		// others are not verified.
+		bpfcap.Stub(spec, "sched_switch", "sched_wakeup_new", "thread_exit", "seed")
+		t.procIters = map[int]*link.Iter{}
+	}
 	if t.follow, err = bpfcap.Load(What, spec, &t.objs, !o.NoFollow, "5.11 or later with BTF"); err != nil {
 		return nil, err
+	}
+	if o.Counters && t.follow {
+		// Children are added to the bitmap in the kernel, with no
+		// iterator of their own: one over every task reads them.
+		if t.allIter, err = countsIter(t.objs.Counts, 0); err != nil {
+			t.Close()
+			return nil, attachError("task iterator", err)
+		}
 	}
 	for _, pid := range pids {
 		if err := t.watch(pid); err != nil {
 			t.Close()
 			return nil, err
 		}
+	}
+	if o.Counters {
+		for _, pid := range pids {
+			if err := t.watchCounts(pid); err != nil {
+				t.Close()
+				return nil, err
+			}
+		}
+		if t.follow {
+			l, err := bpfcap.AttachFork(What, t.objs.Fork)
+			if err != nil {
+				t.Close()
+				return nil, err
+			}
+			t.links = append(t.links, l)
+		}
+		return t, nil
 	}
 	for _, a := range []struct {
 		name string
@@ -166,6 +213,11 @@ func (t *Tracer) Add(pid int) error {
 	if err := t.watch(pid); err != nil {
 		return err
 	}
+	if t.o.Counters {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		return t.watchCounts(pid)
+	}
 	return t.seed()
 }
 
@@ -219,6 +271,18 @@ func (t *Tracer) Close() {
 		t.iter.Close()
 		t.iter = nil
 	}
+	for _, it := range t.procIters {
+		it.Close()
+	}
+	clear(t.procIters)
+	if t.allIter != nil {
+		t.allIter.Close()
+		t.allIter = nil
+	}
+	if t.wake != nil {
+		t.wake.Close()
+		t.wake = nil
+	}
 	t.objs.Close()
 }
 
@@ -253,7 +317,10 @@ type Snapshot struct {
 	Threads []Thread
 	// Dropped counts the threads whose row the full table could not hold.
 	Dropped uint64
-	byTID   map[int]int
+	// Complete says the reading holds every live watched thread (the
+	// counters): a thread it lacks has exited.
+	Complete bool
+	byTID    map[int]int
 }
 
 // Get returns tid's row, or nil when the reading has none (a thread
@@ -270,15 +337,19 @@ func (s *Snapshot) Get(tid int) *Thread {
 func (t *Tracer) Read(s *Snapshot) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.keys == nil {
-		n := 1024
-		t.keys, t.vals = make([]uint32, n), make([]sbThread, n)
-	}
-	s.Threads = s.Threads[:0]
+	s.Threads, s.Dropped, s.Complete = s.Threads[:0], 0, false
 	if s.byTID == nil {
 		s.byTID = map[int]int{}
 	}
 	clear(s.byTID)
+	if t.o.Counters {
+		s.At = monoNow()
+		return t.readCounts(s)
+	}
+	if t.keys == nil {
+		n := 1024
+		t.keys, t.vals = make([]uint32, n), make([]sbThread, n)
+	}
 	t.gone = t.gone[:0]
 	var cursor ebpf.MapBatchCursor
 	var err error
@@ -340,8 +411,12 @@ func (t *Tracer) Missed() uint64 {
 	return n
 }
 
-// Lookup reads one thread's row (nil, nil when it has none).
+// Lookup reads one thread's row (nil, nil when it has none; always with
+// the counters, whose rows are only read whole).
 func (t *Tracer) Lookup(tid int) (*Thread, error) {
+	if t.o.Counters {
+		return nil, nil
+	}
 	var v sbThread
 	if err := t.objs.Threads.Lookup(uint32(tid), &v); err != nil {
 		if errors.Is(err, ebpf.ErrKeyNotExist) {

@@ -719,7 +719,8 @@ func TestUnprivileged(t *testing.T) {
 	}
 }
 
-// hold is the benchmark's "programs only" load (scripts/bench-sampler.sh):
+// hold is the benchmark's "programs only" load (scripts/bench-sampler.sh),
+// the events or the counters (GPUFEED_SCHEDBPF_MODE):
 // GPUFEED_SCHEDBPF_HOLD=PID,SECONDS watches PID for SECONDS, reading the
 // table every 100 ms as the sampler does, and prints the rows it read.
 func hold(v string) {
@@ -737,7 +738,11 @@ func hold(v string) {
 			defer st.Close()
 		}
 	}
-	tr, err := Start([]int{pid}, Options{NoFollow: true})
+	// GPUFEED_SCHEDBPF_MODE=counters: the kernel's counters read by the
+	// iterator, the wake-up program attached for one reading in ten, as
+	// the sampler does at its defaults; else the events.
+	counters := os.Getenv("GPUFEED_SCHEDBPF_MODE") == "counters"
+	tr, err := Start([]int{pid}, Options{NoFollow: true, Counters: counters})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
@@ -764,6 +769,10 @@ func hold(v string) {
 	reads := 0
 	for end := time.Now().Add(time.Duration(secs * float64(time.Second))); time.Now().Before(end); reads++ {
 		if err := tr.Read(&s); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		if err := tr.SampleWakers(reads%10 == 0); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}

@@ -109,6 +109,11 @@ type Wakers struct {
 	// Dropped counts the wake-ups whose edge the kernel's table could not
 	// hold.
 	Dropped uint64 `json:"dropped,omitempty"`
+	// SampledNS is how long the wake-ups were counted, where they were
+	// counted for part of the window (the kernel's counters as the
+	// source: the wake-up program attached a tick in each slow period);
+	// 0: the whole window.
+	SampledNS int64 `json:"sampled_ns,omitempty"`
 }
 
 // MaxWakersPerThread bounds the edges kept per woken thread.
@@ -165,8 +170,9 @@ type Observer struct {
 	TickP50NS int64 `json:"tick_p50_ns"`
 	TickMaxNS int64 `json:"tick_max_ns"`
 	// Sched is where the threads' run time, run-queue wait, slices and
-	// switches came from: SchedBPF (the scheduler's events, counted in the
-	// kernel, read once per tick) or SchedProc (schedstat and status per
+	// switches came from: SchedBPF (the kernel's per-thread counters read
+	// by a BPF task iterator once per tick; in recordings made before
+	// 2026-12-05, the scheduler's events counted by BPF programs) or SchedProc (schedstat and status per
 	// thread); empty for a tree that is not the host's (a fixture) and for
 	// recordings made before it was kept.
 	Sched string `json:"sched,omitempty"`

@@ -24,15 +24,38 @@ typedef unsigned int u32;
 typedef unsigned long long u64;
 typedef _Bool bool;
 
+struct sched_entity {
+	u64 sum_exec_runtime;
+} __attribute__((preserve_access_index));
+
+struct sched_info {
+	unsigned long pcount;
+	unsigned long long run_delay;
+} __attribute__((preserve_access_index));
+
+struct thread_info {
+	unsigned int cpu; // x86, and where task_struct has no cpu
+} __attribute__((preserve_access_index));
+
 struct task_struct {
+	struct thread_info thread_info;
 	int pid;
 	int tgid;
 	unsigned int __state;
+	int exit_state;
 	int on_cpu;
 	int on_rq;
+	unsigned int cpu; // arm64 and others since 5.16
+	struct sched_entity se;
+	struct sched_info sched_info;
+	unsigned long nvcsw;
+	unsigned long nivcsw;
 } __attribute__((preserve_access_index));
 
+struct seq_file;
+
 struct bpf_iter_meta {
+	struct seq_file *seq;
 } __attribute__((preserve_access_index));
 
 struct bpf_iter__task {
@@ -421,6 +444,60 @@ int seed(struct bpf_iter__task *ctx)
 		t.dsleep_since = now;
 	if (bpf_map_update_elem(&threads, &tid, &t, BPF_NOEXIST) && !bpf_map_lookup_elem(&threads, &tid))
 		count(0);
+	return 0;
+}
+
+// One watched thread as the kernel's scheduler counts it: the record the
+// counts iterator writes. The fields are the task's own, the ones
+// /proc/PID/task/TID/schedstat and status print (sum_exec_runtime,
+// sched_info.run_delay and pcount, nvcsw and nivcsw), maintained by the
+// scheduler whatever is attached: reading them costs the job nothing.
+struct sched_counts {
+	u32 tid;
+	u32 tgid;
+	u32 state; // __state | exit_state, as /proc's state letter reads it
+	int cpu;   // the CPU it last ran on (task_cpu); -1 where not found
+	u64 run_ns;
+	u64 wait_ns;
+	u64 slices;
+	u64 voluntary;
+	u64 involuntary;
+};
+
+// A task iterator user space runs every tick, each run a read of every
+// watched thread's counters: one system call for a process's threads where
+// /proc costs a pread per thread, and no program on the scheduler's path
+// (a program on sched_switch costs the job on every context switch). The
+// link is made per process where the kernel allows it (6.1 and later: the
+// walk visits that process's threads only), else over every task of the
+// host, which the watched bitmap filters.
+SEC("iter/task")
+int counts(struct bpf_iter__task *ctx)
+{
+	struct task_struct *p = ctx->task;
+	if (!p)
+		return 0;
+	u32 tgid = p->tgid;
+	if (!tgid || !is_watched(tgid))
+		return 0;
+	struct sched_counts c = {
+		.tid = p->pid,
+		.tgid = tgid,
+		.state = task_state(p) | (u32)BPF_CORE_READ(p, exit_state),
+		.cpu = -1,
+		.run_ns = BPF_CORE_READ(p, se.sum_exec_runtime),
+		.voluntary = BPF_CORE_READ(p, nvcsw),
+		.involuntary = BPF_CORE_READ(p, nivcsw),
+	};
+	if (bpf_core_field_exists(p->cpu))
+		c.cpu = BPF_CORE_READ(p, cpu);
+	else if (bpf_core_field_exists(p->thread_info.cpu))
+		c.cpu = BPF_CORE_READ(p, thread_info.cpu);
+	if (bpf_core_field_exists(p->sched_info)) {
+		c.wait_ns = BPF_CORE_READ(p, sched_info.run_delay);
+		c.slices = BPF_CORE_READ(p, sched_info.pcount);
+	}
+	bpf_seq_write(ctx->meta->seq, &c, sizeof(c));
 	return 0;
 }
 

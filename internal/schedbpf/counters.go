@@ -1,0 +1,227 @@
+//go:build amd64 || arm64
+
+package schedbpf
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"runtime"
+	"time"
+	"unsafe"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"golang.org/x/sys/unix"
+)
+
+// The kernel's own counters (Options.Counters). The scheduler keeps, for
+// every task, what /proc/PID/task/TID/schedstat and status print: the run
+// time (se.sum_exec_runtime), the run-queue wait (sched_info.run_delay,
+// from the enqueue to the switch-in), the slices (sched_info.pcount), and
+// the voluntary and involuntary switches (nvcsw, nivcsw). A task iterator
+// (bpf/sched.bpf.c's counts) copies them for every watched thread in one
+// read, where /proc costs a pread per thread and formats text; and no
+// program runs on the scheduler's path, where a program on sched_switch and
+// sched_waking costs the job on every context switch (a pipe ping-pong 14 %
+// slower, measured in docs/PERFORMANCE.md). What the counters lack is who
+// woke whom: the sched_waking program is attached only while SampleWakers
+// says so, and the waker graph is a sample of the window.
+//
+// Read reads every watched thread each call; a watched thread missing from
+// a reading has exited (or left the process by exec's de_thread).
+
+// countsSize is the size of struct sched_counts, the record counts writes.
+const countsSize = 56
+
+// countsRecord is struct sched_counts in bpf/sched.bpf.c.
+type countsRecord struct {
+	tid, tgid, state              uint32
+	cpu                           int32
+	run, wait, slices, vol, invol uint64
+}
+
+func parseCounts(b []byte) countsRecord {
+	le := binary.LittleEndian // both targets (bpfel) are little-endian
+	return countsRecord{tid: le.Uint32(b), tgid: le.Uint32(b[4:]), state: le.Uint32(b[8:]), cpu: int32(le.Uint32(b[12:])),
+		run: le.Uint64(b[16:]), wait: le.Uint64(b[24:]), slices: le.Uint64(b[32:]), vol: le.Uint64(b[40:]), invol: le.Uint64(b[48:])}
+}
+
+// countsIter makes the counts iterator's link: over pid's threads only
+// (6.1 and later), or, pid 0, over every task of the host.
+func countsIter(prog *ebpf.Program, pid int) (*link.Iter, error) {
+	if pid == 0 {
+		return link.AttachIter(link.IterOptions{Program: prog})
+	}
+	// union bpf_iter_link_info's task member: tid, pid, pid_fd. cilium/ebpf
+	// v0.22 passes only a map's descriptor, so the link is made here.
+	var info [16]byte
+	binary.NativeEndian.PutUint32(info[4:], uint32(pid))
+	attr := struct {
+		progFD, targetFD, attachType, flags uint32
+		iterInfo                            uint64
+		iterInfoLen                         uint32
+		_                                   uint32
+	}{progFD: uint32(prog.FD()), attachType: uint32(ebpf.AttachTraceIter), iterInfo: uint64(uintptr(unsafe.Pointer(&info[0]))), iterInfoLen: uint32(len(info))}
+	fd, _, errno := unix.Syscall(unix.SYS_BPF, unix.BPF_LINK_CREATE, uintptr(unsafe.Pointer(&attr)), unsafe.Sizeof(attr))
+	runtime.KeepAlive(&info)
+	if errno != 0 {
+		return nil, errno
+	}
+	l, err := link.NewFromFD(int(fd))
+	if err != nil {
+		return nil, err
+	}
+	it, ok := l.(*link.Iter)
+	if !ok {
+		l.Close()
+		return nil, fmt.Errorf("the kernel made a %T, not an iterator's link", l)
+	}
+	return it, nil
+}
+
+// watchCounts gives pid its iterator (where the iterators are per
+// process).
+func (t *Tracer) watchCounts(pid int) error {
+	if t.allIter != nil || t.procIters[pid] != nil {
+		return nil
+	}
+	it, err := countsIter(t.objs.Counts, pid)
+	if err != nil {
+		if errors.Is(err, unix.ESRCH) {
+			return fmt.Errorf("%s: pid %d: %w", What, pid, err)
+		}
+		// A kernel before 6.1 (no per-process task iterator): one iterator
+		// over every task, filtered by the watched bitmap.
+		all, err2 := countsIter(t.objs.Counts, 0)
+		if err2 != nil {
+			return attachError("task iterator", err2)
+		}
+		for _, it := range t.procIters {
+			it.Close()
+		}
+		clear(t.procIters)
+		t.allIter = all
+		return nil
+	}
+	t.procIters[pid] = it
+	return nil
+}
+
+// Remove stops watching pid (its process exited: its iterator would read
+// nothing from now on).
+func (t *Tracer) Remove(pid int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if it := t.procIters[pid]; it != nil {
+		it.Close()
+		delete(t.procIters, pid)
+	}
+	if pid <= 0 || pid >= watchWords*64 {
+		return
+	}
+	w := uint32(pid / 64)
+	var b sbWatch
+	if t.objs.Watched.Lookup(w, &b) == nil && b.User&(1<<(pid%64)) != 0 {
+		b.User &^= 1 << (pid % 64)
+		_ = t.objs.Watched.Update(w, b, ebpf.UpdateExist)
+	}
+}
+
+// readCounts reads every watched thread's counters into s.
+func (t *Tracer) readCounts(s *Snapshot) error {
+	s.Complete = true
+	if t.allIter != nil {
+		return t.readIter(t.allIter, s)
+	}
+	for _, it := range t.procIters {
+		if err := t.readIter(it, s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// readIter runs one iterator and adds its records to s. The iterator's
+// descriptor is made and read with plain system calls (no os.File a tick).
+func (t *Tracer) readIter(it *link.Iter, s *Snapshot) error {
+	attr := struct{ linkFD, flags uint32 }{linkFD: uint32(it.FD())}
+	fd, _, errno := unix.Syscall(unix.SYS_BPF, unix.BPF_ITER_CREATE, uintptr(unsafe.Pointer(&attr)), unsafe.Sizeof(attr))
+	if errno != 0 {
+		return fmt.Errorf("%s: running the counters' iterator: %w", What, errno)
+	}
+	defer unix.Close(int(fd))
+	if len(t.buf) == 0 {
+		t.buf = make([]byte, 64<<10)
+	}
+	n := 0 // bytes of a record not yet whole
+	for {
+		r, err := unix.Read(int(fd), t.buf[n:])
+		if errors.Is(err, unix.EINTR) || errors.Is(err, unix.EAGAIN) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("%s: reading the counters' iterator: %w", What, err)
+		}
+		if r == 0 {
+			break
+		}
+		n += r
+		whole := n / countsSize * countsSize
+		for off := 0; off < whole; off += countsSize {
+			c := parseCounts(t.buf[off : off+countsSize])
+			th := Thread{TID: int(c.tid), PID: int(c.tgid), CPU: int(c.cpu), RunNS: c.run, WaitNS: c.wait, Slices: c.slices,
+				Voluntary: c.vol, Involuntary: c.invol, State: StateLetter(c.state)}
+			s.byTID[th.TID] = len(s.Threads)
+			s.Threads = append(s.Threads, th)
+		}
+		n = copy(t.buf, t.buf[whole:n])
+	}
+	if n != 0 {
+		return fmt.Errorf("%s: the counters' iterator ended within a record (%d bytes of %d)", What, n, countsSize)
+	}
+	return nil
+}
+
+// SampleWakers attaches (on) or detaches the sched_waking program, which
+// counts who wakes the watched threads, where the counters are the
+// source; with the events it is attached throughout. Attached, it runs on
+// every wake-up of the host: kept to a part of the window, its cost to the
+// job is that part of what the events cost.
+func (t *Tracer) SampleWakers(on bool) error {
+	if !t.o.Counters {
+		return nil
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	switch {
+	case on && t.wake == nil:
+		l, err := link.AttachTracing(link.TracingOptions{Program: t.objs.SchedWaking})
+		if err != nil {
+			return attachError("sched_waking", err)
+		}
+		t.wake, t.wakeSince = l, monoNow()
+	case !on && t.wake != nil:
+		t.wake.Close()
+		t.wake = nil
+		t.wakeNS += monoNow() - t.wakeSince
+	}
+	return nil
+}
+
+// WakersSampled is how long the wake-up program has been attached, where
+// the counters are the source (0 with the events: the whole run).
+func (t *Tracer) WakersSampled() time.Duration {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	d := t.wakeNS
+	if t.wake != nil {
+		d += monoNow() - t.wakeSince
+	}
+	return time.Duration(d)
+}
+
+// Absolute says whether a reading's counts are the kernel's own, from the
+// thread's birth (the counters), rather than counted since it was watched
+// (the events).
+func (t *Tracer) Absolute() bool { return t.o.Counters }

@@ -1,0 +1,184 @@
+//go:build amd64 || arm64
+
+package schedbpf
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+func startCounters(t *testing.T, pids ...int) *Tracer {
+	t.Helper()
+	tr, err := Start(pids, Options{NoFollow: true, Counters: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(tr.Close)
+	return tr
+}
+
+// The counters are the kernel's own: each thread's run time, run-queue
+// wait and slices lie between its schedstat read right before and right
+// after the reading, with no slack; its switches between its status's; its
+// CPU is one of the host's, and its state one /proc shows. Nothing is
+// attached to the scheduler: no program ran on a context switch.
+func TestCountersAreSchedstat(t *testing.T) {
+	need(t)
+	w := start(t, "spin")
+	pid := w.cmd.Process.Pid
+	tr := startCounters(t, pid)
+	time.Sleep(300 * time.Millisecond)
+	for range 3 {
+		p := readPairs(t, tr, pid, w.tids)
+		for _, tid := range w.tids {
+			r := p[tid]
+			if r.bpf.PID != pid || r.bpf.TID != tid {
+				t.Fatalf("thread %d: row %+v", tid, r.bpf)
+			}
+			if !between(r.bpf.RunNS, r.before.RunNS, r.sched.RunNS) || !between(r.bpf.WaitNS, r.before.WaitNS, r.sched.WaitNS) ||
+				!between(r.bpf.Slices, r.before.Slices, r.sched.Slices) {
+				t.Errorf("thread %d: counters %+v, schedstat %+v before and %+v after", tid, r.bpf, r.before, r.sched)
+			}
+			if !between(r.bpf.Voluntary, r.swBefore[0], r.sw[0]) || !between(r.bpf.Involuntary, r.swBefore[1], r.sw[1]) {
+				t.Errorf("thread %d: switches %d, %d; status %v before and %v after", tid, r.bpf.Voluntary, r.bpf.Involuntary, r.swBefore, r.sw)
+			}
+			if r.bpf.CPU < 0 || r.bpf.CPU >= 4096 {
+				t.Errorf("thread %d: CPU %d", tid, r.bpf.CPU)
+			}
+			if !strings.ContainsRune("RS", rune(r.bpf.State)) {
+				t.Errorf("thread %d: state %q, want R or S (it spins and sleeps)", tid, r.bpf.State)
+			}
+			if r.sched.RunNS == 0 {
+				t.Errorf("thread %d never ran", tid)
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if tr.links != nil || tr.wake != nil {
+		t.Errorf("programs attached to the scheduler: %d links, wake-ups %v", len(tr.links), tr.wake != nil)
+	}
+	if st, err := tr.objs.SchedWaking.Stats(); err == nil && st.RunCount > 0 {
+		t.Errorf("the wake-up program ran %d times, never attached", st.RunCount)
+	}
+}
+
+func between(v, lo, hi uint64) bool { return v >= lo && v <= hi }
+
+// A reading holds every thread of the watched processes and no other: a
+// process added is read from then on, a process removed no longer is; an
+// asleep thread is read as well as a running one.
+func TestCountersWatchProcesses(t *testing.T) {
+	need(t)
+	a, b := start(t, "spin"), start(t, "pingpong")
+	pa, pb := a.cmd.Process.Pid, b.cmd.Process.Pid
+	tr := startCounters(t, pa)
+	tids := func(pid int) map[int]bool {
+		ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := map[int]bool{}
+		for _, e := range ents {
+			n, _ := strconv.Atoi(e.Name())
+			m[n] = true
+		}
+		return m
+	}
+	check := func(what string, want ...int) {
+		t.Helper()
+		var s Snapshot
+		if err := tr.Read(&s); err != nil {
+			t.Fatal(err)
+		}
+		if !s.Complete {
+			t.Errorf("%s: reading not complete", what)
+		}
+		got := map[int]map[int]bool{}
+		for _, r := range s.Threads {
+			if got[r.PID] == nil {
+				got[r.PID] = map[int]bool{}
+			}
+			got[r.PID][r.TID] = true
+			if r.State == 0 {
+				t.Errorf("%s: thread %d without a state", what, r.TID)
+			}
+		}
+		if len(got) != len(want) {
+			t.Errorf("%s: processes %v, want %v", what, keys(got), want)
+		}
+		for _, pid := range want {
+			for tid := range tids(pid) {
+				if !got[pid][tid] {
+					t.Errorf("%s: pid %d's thread %d not read", what, pid, tid)
+				}
+			}
+		}
+	}
+	check("one process", pa)
+	if err := tr.Add(pb); err != nil {
+		t.Fatal(err)
+	}
+	check("two processes", pa, pb)
+	tr.Remove(pa)
+	check("the first removed", pb)
+}
+
+func keys(m map[int]map[int]bool) []int {
+	var out []int
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+// The waker graph is counted only while SampleWakers has the program
+// attached: a ping-pong's edges grow while it is, and not after; the time
+// attached is what WakersSampled says.
+func TestCountersSampleWakers(t *testing.T) {
+	need(t)
+	w := start(t, "pingpong")
+	tr := startCounters(t, w.cmd.Process.Pid)
+	count := func() uint64 {
+		edges, _, err := tr.Wakers()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n uint64
+		for _, e := range edges {
+			if e.WakerPID == w.cmd.Process.Pid && (e.Wakee == w.tids[0] && e.Waker == w.tids[1] || e.Wakee == w.tids[1] && e.Waker == w.tids[0]) {
+				n += e.Count
+			}
+		}
+		return n
+	}
+	time.Sleep(200 * time.Millisecond)
+	if n := count(); n != 0 {
+		t.Errorf("%d wake-ups counted before the program was attached", n)
+	}
+	t0 := time.Now()
+	if err := tr.SampleWakers(true); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if err := tr.SampleWakers(false); err != nil {
+		t.Fatal(err)
+	}
+	held := time.Since(t0)
+	n1 := count()
+	time.Sleep(300 * time.Millisecond)
+	n2 := count()
+	t.Logf("%d wake-ups counted in %v attached, %d after 300 ms detached", n1, tr.WakersSampled(), n2)
+	if n1 < 100 {
+		t.Errorf("%d wake-ups of the ping-pong counted in 300 ms", n1)
+	}
+	if n2 != n1 {
+		t.Errorf("counted %d more wake-ups detached", n2-n1)
+	}
+	if d := tr.WakersSampled(); d < 300*time.Millisecond || d > held {
+		t.Errorf("sampled %v, want 300 ms to %v", d, held)
+	}
+}
