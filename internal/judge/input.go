@@ -286,10 +286,15 @@ func threadSubject(th *derive.Thread) string {
 }
 
 // schedSource names where a thread's run time and run-queue wait were read:
-// its schedstat, or the scheduler's events counted in the kernel (--sched).
+// its schedstat, or the same counters read by the task iterator (--sched
+// bpf; the scheduler's events counted in the kernel in a recording that
+// says it missed some, made before the counters replaced them).
 func (in *Input) schedSource(th *derive.Thread) string {
 	if o := in.Timeline.Meta.Observer; o != nil && o.Sched == timeline.SchedBPF {
-		return fmt.Sprintf("thread %d's scheduler events (sched_switch, sched_waking), counted in the kernel", th.Key.TID)
+		if o.SchedMissed > 0 {
+			return fmt.Sprintf("thread %d's scheduler events (sched_switch, sched_waking), counted in the kernel", th.Key.TID)
+		}
+		return fmt.Sprintf("thread %d's scheduler counters (sum_exec_runtime, run_delay: what its schedstat shows), read by a BPF task iterator", th.Key.TID)
 	}
 	return fmt.Sprintf("/proc/%d/task/%d/schedstat", th.PID, th.Key.TID)
 }

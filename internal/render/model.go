@@ -286,9 +286,10 @@ type Observer struct {
 	TickMaxNS            int64 `json:"tick_max_ns"`
 	Overruns             int   `json:"overruns"`
 	// Sched is where the threads' run time, run-queue wait and switches
-	// came from: "bpf" (the scheduler's events, counted in the kernel) or
-	// "proc" (/proc per thread); SchedNotBPF why not the events, where
-	// they were asked for when allowed.
+	// came from: "bpf" (the kernel's counters read by a BPF task iterator;
+	// the scheduler's events in an older recording) or "proc" (/proc per
+	// thread); SchedNotBPF why not the counters, where they were asked for
+	// when allowed.
 	Sched       string `json:"sched,omitempty"`
 	SchedNotBPF string `json:"sched_not_bpf,omitempty"`
 	// SchedMissed counts the scheduler events the counting programs did

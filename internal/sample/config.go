@@ -121,9 +121,9 @@ type Config struct {
 	MaxKeptFiles int
 
 	// Sched says where the threads' run time, run-queue wait, slices and
-	// switches come from: SchedAuto (the scheduler's events counted in the
-	// kernel where this process may load them, else /proc), SchedBPF (the
-	// events, or fail), SchedProc or "" (/proc: schedstat and status per
+	// switches come from: SchedAuto (the kernel's counters read by a BPF
+	// task iterator where this process may load it, else /proc), SchedBPF
+	// (the counters, or fail), SchedProc or "" (/proc: schedstat and status per
 	// thread). A tree that is not the host's /proc is always read from it.
 	Sched string
 	// schedTable overrides the threads' table size (tests of a full table).

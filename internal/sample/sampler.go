@@ -81,7 +81,7 @@ type Sampler struct {
 	// were read in (its forked children's inherited memory).
 	parentAnon map[int]*parentMaps
 	cgTick     cgroupTick // this tick's cgroup counter reads (cgroup.go)
-	// sched is the scheduler's events where they are the source (nil:
+	// sched is the kernel's counters where they are the source (nil:
 	// /proc), snap this tick's reading of them (sched.go).
 	sched *schedbpf.Tracer
 	snap  schedbpf.Snapshot

@@ -151,7 +151,7 @@ func (s *Sampler) schedRead(t int64) {
 func (s *Sampler) schedBase(p *trackedProc, th *trackedThread) error {
 	if s.sched.Absolute() {
 		th.base = procfs.Schedstat{}
-		if row := s.snap.Get(th.tid); row != nil && row.PID == p.pid {
+		if row := s.snap.GetAt(th.tid, &th.rowAt); row != nil && row.PID == p.pid {
 			th.lastSched = procfs.Schedstat{RunNS: row.RunNS, WaitNS: row.WaitNS, Slices: row.Slices}
 			return nil
 		}
@@ -197,7 +197,7 @@ func sub(a, b uint64) uint64 {
 func (s *Sampler) sampleThreadBPF(p *trackedProc, th *trackedThread, fresh, full bool) (threadSample, error) {
 	var out threadSample
 	ss := th.lastSched
-	if row := s.snap.Get(th.tid); row != nil && row.PID == p.pid {
+	if row := s.snap.GetAt(th.tid, &th.rowAt); row != nil && row.PID == p.pid {
 		if row.Exited {
 			return out, errGone
 		}

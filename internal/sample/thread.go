@@ -59,14 +59,16 @@ type trackedThread struct {
 	// where it waits was not read; the first tick of the period that finds
 	// it asleep, having run since (slowRunNS), reads it (catchAsleep).
 	wantBlk bool
-	// With the scheduler's events (sched.go): the thread's base (its
-	// schedstat less its row when first seen), the schedstat-scale
+	// With the kernel's counters or the events (sched.go): the thread's
+	// base (the events': its schedstat less its row when first seen; the
+	// counters have none), the schedstat-scale
 	// counters at its last stat reading, its row in the last reading that
 	// had one, and the switch counters' base.
 	base      procfs.Schedstat
 	statSched procfs.Schedstat
 	row       schedbpf.Thread
 	haveRow   bool
+	rowAt     int // where its row was in the last reading (Snapshot.GetAt)
 	// openedRead is the number of scheduler readings made when the
 	// thread was opened: every reading after it has the thread while it
 	// lives.
@@ -118,7 +120,8 @@ func (s *Sampler) openThread(p *trackedProc, tid int, t int64) (*trackedThread, 
 		if th.stat, err = procfs.OpenKept(s.fs.TaskPath(p.pid, tid, "stat"), procfs.PrivProcMount); err != nil && !isEMFILE(err) {
 			return nil, err
 		}
-		// With the scheduler's events schedstat is read once, for the base.
+		// With the kernel's counters schedstat is read at most once, for a
+		// thread that started after the tick's reading.
 		if s.sched == nil {
 			if th.sched, err = procfs.OpenKept(s.fs.TaskPath(p.pid, tid, "schedstat"), procfs.PrivProcMount); err != nil && !isEMFILE(err) {
 				th.close()

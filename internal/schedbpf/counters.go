@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"time"
 	"unsafe"
 
@@ -134,8 +135,15 @@ func (t *Tracer) readCounts(s *Snapshot) error {
 	if t.allIter != nil {
 		return t.readIter(t.allIter, s)
 	}
-	for _, it := range t.procIters {
-		if err := t.readIter(it, s); err != nil {
+	// In the order of the pids, so that a thread's row stays where it was
+	// (Snapshot.GetAt).
+	t.pids = t.pids[:0]
+	for pid := range t.procIters {
+		t.pids = append(t.pids, pid)
+	}
+	slices.Sort(t.pids)
+	for _, pid := range t.pids {
+		if err := t.readIter(t.procIters[pid], s); err != nil {
 			return err
 		}
 	}
@@ -170,10 +178,8 @@ func (t *Tracer) readIter(it *link.Iter, s *Snapshot) error {
 		whole := n / countsSize * countsSize
 		for off := 0; off < whole; off += countsSize {
 			c := parseCounts(t.buf[off : off+countsSize])
-			th := Thread{TID: int(c.tid), PID: int(c.tgid), CPU: int(c.cpu), RunNS: c.run, WaitNS: c.wait, Slices: c.slices,
-				Voluntary: c.vol, Involuntary: c.invol, State: StateLetter(c.state)}
-			s.byTID[th.TID] = len(s.Threads)
-			s.Threads = append(s.Threads, th)
+			s.Threads = append(s.Threads, Thread{TID: int(c.tid), PID: int(c.tgid), CPU: int(c.cpu), RunNS: c.run, WaitNS: c.wait,
+				Slices: c.slices, Voluntary: c.vol, Involuntary: c.invol, State: StateLetter(c.state)})
 		}
 		n = copy(t.buf, t.buf[whole:n])
 	}

@@ -182,3 +182,25 @@ func TestCountersSampleWakers(t *testing.T) {
 		t.Errorf("sampled %v, want 300 ms to %v", d, held)
 	}
 }
+
+// GetAt finds a row where it was, and one that moved through the index,
+// updating where to look next; a thread not in the reading is nil.
+func TestGetAtFollowsMovedRows(t *testing.T) {
+	s := Snapshot{Threads: []Thread{{TID: 10}, {TID: 11}, {TID: 12}}}
+	at := 1
+	if r := s.GetAt(11, &at); r == nil || r.TID != 11 || at != 1 || s.indexed {
+		t.Errorf("in place: %+v at %d (indexed %v)", r, at, s.indexed)
+	}
+	// The next reading: thread 10 gone, 13 new; 11 moved to the front.
+	s.Threads, s.indexed = []Thread{{TID: 11}, {TID: 12}, {TID: 13}}, false
+	if r := s.GetAt(11, &at); r == nil || r.TID != 11 || at != 0 {
+		t.Errorf("moved: %+v at %d", r, at)
+	}
+	gone := 0
+	if r := s.GetAt(10, &gone); r != nil {
+		t.Errorf("a thread not in the reading: %+v", r)
+	}
+	if r := s.Get(13); r == nil || r.TID != 13 {
+		t.Errorf("Get: %+v", r)
+	}
+}

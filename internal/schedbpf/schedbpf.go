@@ -61,6 +61,7 @@ type Tracer struct {
 	// the wake-up program's link while attached, since when, and how long
 	// it was attached before.
 	procIters map[int]*link.Iter
+	pids      []int // procIters' keys, sorted for a reading
 	allIter   *link.Iter
 	buf       []byte
 	wake      link.Link
@@ -321,12 +322,36 @@ type Snapshot struct {
 	// counters): a thread it lacks has exited.
 	Complete bool
 	byTID    map[int]int
+	indexed  bool // byTID holds this reading's rows
 }
 
 // Get returns tid's row, or nil when the reading has none (a thread
 // asleep since it was watched and never seeded).
 func (s *Snapshot) Get(tid int) *Thread {
+	var hint int
+	return s.GetAt(tid, &hint)
+}
+
+// GetAt is Get starting from where the thread's row was in the last
+// reading (*at; updated): the counters' readings list a process's threads
+// in the same order each tick, so a tick finds each row there, without the
+// index by thread id, which is built only when a row has moved.
+func (s *Snapshot) GetAt(tid int, at *int) *Thread {
+	if i := *at; i >= 0 && i < len(s.Threads) && s.Threads[i].TID == tid {
+		return &s.Threads[i]
+	}
+	if !s.indexed {
+		if s.byTID == nil {
+			s.byTID = map[int]int{}
+		}
+		clear(s.byTID)
+		for i := range s.Threads {
+			s.byTID[s.Threads[i].TID] = i
+		}
+		s.indexed = true
+	}
 	if i, ok := s.byTID[tid]; ok {
+		*at = i
 		return &s.Threads[i]
 	}
 	return nil
@@ -337,15 +362,16 @@ func (s *Snapshot) Get(tid int) *Thread {
 func (t *Tracer) Read(s *Snapshot) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	s.Threads, s.Dropped, s.Complete = s.Threads[:0], 0, false
-	if s.byTID == nil {
-		s.byTID = map[int]int{}
-	}
-	clear(s.byTID)
+	s.Threads, s.Dropped, s.Complete, s.indexed = s.Threads[:0], 0, false, false
 	if t.o.Counters {
 		s.At = monoNow()
 		return t.readCounts(s)
 	}
+	if s.byTID == nil {
+		s.byTID = map[int]int{}
+	}
+	clear(s.byTID)
+	s.indexed = true
 	if t.keys == nil {
 		n := 1024
 		t.keys, t.vals = make([]uint32, n), make([]sbThread, n)

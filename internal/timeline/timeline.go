@@ -97,7 +97,9 @@ type Meta struct {
 	Syscalls    *profile.SyscallSummary `json:"syscalls,omitempty"`
 	DriverCalls *profile.DriverCalls    `json:"driver_calls,omitempty"`
 	// Wakers is who woke the job's threads over the window, from the
-	// scheduler's events (Observer.Sched "bpf"); nil when not counted.
+	// scheduler's sched_waking events (Observer.Sched "bpf": the whole
+	// window in a recording of the events, a sample with the counters,
+	// SampledNS); nil when not counted.
 	Wakers *Wakers `json:"wakers,omitempty"`
 }
 

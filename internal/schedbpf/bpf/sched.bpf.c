@@ -480,22 +480,24 @@ int counts(struct bpf_iter__task *ctx)
 	u32 tgid = p->tgid;
 	if (!tgid || !is_watched(tgid))
 		return 0;
+	// The iterator's task is a trusted BTF pointer: its fields are read
+	// directly (relocated by CO-RE), not through bpf_probe_read_kernel.
 	struct sched_counts c = {
 		.tid = p->pid,
 		.tgid = tgid,
-		.state = task_state(p) | (u32)BPF_CORE_READ(p, exit_state),
+		.state = task_state(p) | (u32)p->exit_state,
 		.cpu = -1,
-		.run_ns = BPF_CORE_READ(p, se.sum_exec_runtime),
-		.voluntary = BPF_CORE_READ(p, nvcsw),
-		.involuntary = BPF_CORE_READ(p, nivcsw),
+		.run_ns = p->se.sum_exec_runtime,
+		.voluntary = p->nvcsw,
+		.involuntary = p->nivcsw,
 	};
 	if (bpf_core_field_exists(p->cpu))
-		c.cpu = BPF_CORE_READ(p, cpu);
+		c.cpu = p->cpu;
 	else if (bpf_core_field_exists(p->thread_info.cpu))
-		c.cpu = BPF_CORE_READ(p, thread_info.cpu);
+		c.cpu = p->thread_info.cpu;
 	if (bpf_core_field_exists(p->sched_info)) {
-		c.wait_ns = BPF_CORE_READ(p, sched_info.run_delay);
-		c.slices = BPF_CORE_READ(p, sched_info.pcount);
+		c.wait_ns = p->sched_info.run_delay;
+		c.slices = p->sched_info.pcount;
 	}
 	bpf_seq_write(ctx->meta->seq, &c, sizeof(c));
 	return 0;
