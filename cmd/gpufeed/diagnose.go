@@ -127,7 +127,7 @@ window, and the report says which signal stopped the run and when.`,
 	f.StringVar(&o.kmsgPath, "kmsg", kernlog.DefaultPath, "the kernel log device (under --root DIR: DIR/dev/kmsg; falls back to dmesg, then journalctl -k)")
 	f.StringVar(&o.cmdOutput, "cmd-output", "", "write the launched command's stdout and stderr to `FILE` (default: gpufeed's stderr; stdout is the report's)")
 	f.StringVar(&o.profile, "profile", diagnose.ProfileAuto, "CPU profile of the job's threads (where their CPU goes: CUDA launches, syncs, the interpreter, decoding), their syscalls and CUDA driver calls (eBPF): auto (where allowed; otherwise says what is missing), on (fail if not allowed) or off")
-	f.StringVar(&o.sched, "sched", schedDefault(), "where the threads' run time, run-queue wait and context switches come from: auto (the scheduler's events, counted in the kernel by eBPF, where allowed; otherwise /proc, and the report says why), bpf (fail if not allowed) or proc (/proc per thread, the default: the events cost a job that switches threads often up to a tenth of its speed); GPUFEED_SCHED sets the default")
+	f.StringVar(&o.sched, "sched", schedDefault(), "where the threads' run time, run-queue wait and context switches come from: auto (the kernel's own counters, read for all threads at once by an eBPF task iterator, where allowed; otherwise /proc, and the report says why), bpf (fail if not allowed) or proc (/proc per thread, the default); GPUFEED_SCHED sets the default")
 	f.BoolVar(&o.pyStacks, "py-stacks", false, "read every Python thread's stack and the GIL holder (built-in CPython 3.8-3.13 reader; py-spy for other versions where installed; needs CAP_SYS_PTRACE for another user's process)")
 	return cmd
 }
@@ -413,11 +413,12 @@ func checkProbeModes(fs procfs.FS, profile, sched string) error {
 }
 
 // schedDefault is --sched's default: GPUFEED_SCHED when it names a mode
-// (a host that wants the events sets auto once), else proc. The events
-// halve gpufeed's own CPU on a 1,000-thread job, but their programs run
-// on every context switch of the host and cost a job that does nothing
-// but switch about 11 % (docs/PERFORMANCE.md), over the 3 % the observer
-// may take from the observed: they stay opt-in until that is met.
+// (a host that wants the counters sets auto once), else proc. The kernel's
+// counters cost a job that does nothing but switch threads what /proc
+// does (2.6 %, docs/PERFORMANCE.md; the events they replaced cost it 14 %),
+// and gpufeed about the same at 1,000 threads, but more at 10,000 (every
+// thread read every tick, where /proc carries the dormant ones), and the
+// program's load comes before every window: /proc stays the default.
 func schedDefault() string {
 	switch m := os.Getenv("GPUFEED_SCHED"); m {
 	case sample.SchedAuto, sample.SchedBPF, sample.SchedProc:

@@ -1,16 +1,26 @@
 //go:build amd64 || arm64
 
-// Package schedbpf counts the scheduling of a set of processes' threads in
-// the kernel, on the scheduler's BTF-typed tracepoints (sched_switch,
-// sched_waking, sched_wakeup_new, sched_process_exit): per
-// thread the time on CPU, the time runnable on a run queue (from the
-// wake-up, or the preemption, to the switch-in: schedstat's run_delay),
-// voluntary and involuntary switches, the time in uninterruptible sleep
-// (D) and who wakes it (the waking thread's id, process and name).
+// Package schedbpf reads the scheduling of a set of processes' threads
+// from the kernel, in one of two modes.
 //
-// Reading every watched thread costs one batch lookup of a map (Read),
-// where /proc costs a pread of schedstat per thread. Children the
-// processes fork are followed in the kernel.
+// The counters (Options.Counters, what the sampler uses; counters.go): a
+// task iterator copies each watched thread's own counters, those
+// schedstat and status print (time on CPU, run-queue wait, slices,
+// voluntary and involuntary switches, state, CPU), in one read per
+// process. Nothing runs on a context switch; who wakes whom is counted by
+// the sched_waking program only while SampleWakers attaches it.
+//
+// The events: programs on the scheduler's BTF-typed tracepoints
+// (sched_switch, sched_waking, sched_wakeup_new, sched_process_exit)
+// count per thread the time on CPU, the time runnable on a run queue (from
+// the wake-up, or the preemption, to the switch-in), voluntary and
+// involuntary switches, the time in uninterruptible sleep (D) and who
+// wakes it (the waking thread's id, process and name), read with one batch
+// lookup of a map. They run on every switch and wake-up of the host, and
+// cost a job that switches often (a pipe ping-pong 14 %, docs/
+// PERFORMANCE.md): kept for the benchmark's comparison.
+//
+// Children the processes fork are followed in the kernel unless NoFollow.
 package schedbpf
 
 import (
