@@ -71,11 +71,27 @@ func between(v, lo, hi uint64) bool { return v >= lo && v <= hi }
 // A reading holds every thread of the watched processes and no other: a
 // process added is read from then on, a process removed no longer is; an
 // asleep thread is read as well as a running one.
+//
+// Both ways: an iterator per process, and one over every task of the host
+// filtered by the watched bitmap (kernels before 6.1).
 func TestCountersWatchProcesses(t *testing.T) {
 	need(t)
+	for _, every := range []bool{false, true} {
+		t.Run(fmt.Sprintf("every task %v", every), func(t *testing.T) { watchProcesses(t, every) })
+	}
+}
+
+func watchProcesses(t *testing.T, every bool) {
 	a, b := start(t, "spin"), start(t, "pingpong")
 	pa, pb := a.cmd.Process.Pid, b.cmd.Process.Pid
-	tr := startCounters(t, pa)
+	tr, err := Start([]int{pa}, Options{NoFollow: true, Counters: true, everyTask: every})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(tr.Close)
+	if (tr.allIter != nil) != every || every && len(tr.procIters) != 0 {
+		t.Fatalf("every task %v: %d iterators per process, one over every task %v", every, len(tr.procIters), tr.allIter != nil)
+	}
 	tids := func(pid int) map[int]bool {
 		ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
 		if err != nil {

@@ -56,6 +56,9 @@ type Options struct {
 	// nothing runs on a context switch, and the waker graph is counted
 	// only while SampleWakers says so.
 	Counters bool
+	// everyTask makes the counters' one iterator walk every task of the
+	// host, as on a kernel before 6.1 (tests).
+	everyTask bool
 }
 
 // Tracer is a running count.
@@ -129,7 +132,7 @@ func Start(pids []int, o Options) (*Tracer, error) {
 	if t.follow, err = bpfcap.Load(What, spec, &t.objs, !o.NoFollow, "5.11 or later with BTF"); err != nil {
 		return nil, err
 	}
-	if o.Counters && t.follow {
+	if o.Counters && (t.follow || o.everyTask) {
 		// Children are added to the bitmap in the kernel, with no
 		// iterator of their own: one over every task reads them.
 		if t.allIter, err = countsIter(t.objs.Counts, 0); err != nil {
