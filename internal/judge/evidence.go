@@ -239,24 +239,33 @@ func (in *Input) launchWakersEvidence() []finding.Evidence {
 	if rest := len(wakers) - len(parts); rest > 0 {
 		parts = append(parts, fmt.Sprintf("%s %d times", safetext.Count(rest, "other waker", "other wakers"), total-shown))
 	}
+	what, window, source := in.wakersSpan(total)
+	return []finding.Evidence{evText("who woke the launch thread "+threadName(l.T)+" "+what, strings.Join(parts, "; "), window, source)}
+}
+
+// wakersSpan words how n wake-ups were counted: "(N wake-ups, R a second)"
+// over the window, or, counted for a tick in each slow period (the kernel's
+// counters as the source), "(N wake-ups in the T they were counted, R a
+// second)": the shares are a sample's, the rate that of the time counted;
+// with the evidence's window and source.
+func (in *Input) wakersSpan(n uint64) (what, window, source string) {
+	w := in.Timeline.Meta.Wakers
 	secs := float64(in.View.WindowNS) / 1e9
-	what := fmt.Sprintf("who woke the launch thread %s (%d wake-ups", threadName(l.T), total)
-	window := fmt.Sprintf("the window (%s)", durationOf(timeline.Duration(in.View.WindowNS)))
-	source := "the scheduler's sched_waking events, counted in the kernel"
-	if w.SampledNS > 0 && w.SampledNS < in.View.WindowNS {
-		// Counted for a tick in each slow period: the shares are a
-		// sample's, the rate that of the time counted.
+	what = fmt.Sprintf("(%d wake-ups", n)
+	window = fmt.Sprintf("the window (%s)", durationOf(timeline.Duration(in.View.WindowNS)))
+	source = "the scheduler's sched_waking events, counted in the kernel"
+	if w != nil && w.SampledNS > 0 && w.SampledNS < in.View.WindowNS {
 		secs = float64(w.SampledNS) / 1e9
 		counted := durationOf(timeline.Duration(w.SampledNS)).Round(10 * time.Millisecond)
-		what = fmt.Sprintf("who woke the launch thread %s (%d wake-ups in the %s they were counted", threadName(l.T), total, counted)
+		what = fmt.Sprintf("(%d wake-ups in the %s they were counted", n, counted)
 		window = fmt.Sprintf("%s of the window (%s), a tick in each %s", counted,
 			durationOf(timeline.Duration(in.View.WindowNS)), durationOf(in.Timeline.Meta.Tiers.Slow))
 		source += " while its program was attached"
 	}
 	if secs > 0 {
-		what += fmt.Sprintf(", %.0f a second", float64(total)/secs)
+		what += fmt.Sprintf(", %.0f a second", float64(n)/secs)
 	}
-	return []finding.Evidence{evText(what+")", strings.Join(parts, "; "), window, source)}
+	return what + ")", window, source
 }
 
 // wakerThread is the watched job's thread that woke in e, nil for one

@@ -31,7 +31,7 @@ const schedProbe = "GPUFEED_TEST_SCHED_PROBE"
 // keeps (it does not exit with a goroutine locked to it): the main
 // goroutine, locked to it from here, keeps it.
 func init() {
-	if os.Getenv(loadHelper) == "leaver" {
+	if strings.HasPrefix(os.Getenv(loadHelper), "leaver:") {
 		runtime.LockOSThread()
 	}
 }
@@ -54,7 +54,7 @@ func TestMain(m *testing.M) {
 //	spin-sleep   one thread spinning, one asleep
 //	compete:N    one "target" spinner and N other spinners, all pinned to CPU 0
 //	threads:N    N idle threads (the benchmark's target)
-//	leaver       one asleep, one that spins 500 ms and exits as another starts
+//	leaver:PATH  one asleep, one that spins until PATH exists, then 300 ms, and exits as another starts
 func runLoad(mode string) {
 	// Every spinner needs its own P: with fewer Ps than spinning goroutines,
 	// the runtime parks one (asleep, not runnable) and the numbers lie.
@@ -92,15 +92,21 @@ func runLoad(mode string) {
 			thread("idle", -1, false)
 		}
 		n = k
-	case mode == "leaver":
-		// One thread that sleeps, and one that spins 500 ms, starts another
-		// thread and exits at once: the thread count is the same before
-		// and after (a thread gone, another come).
+	case strings.HasPrefix(mode, "leaver:"):
+		// One thread that sleeps, and one that spins until the file named
+		// exists, then 300 ms more, starts another thread and exits at
+		// once: the thread count is the same before and after (a thread
+		// gone, another come).
 		thread("stay", -1, false)
 		go func() {
 			runtime.LockOSThread()
 			started <- fmt.Sprintf("leaver %d", unix.Gettid())
-			for t0 := time.Now(); time.Since(t0) < 500*time.Millisecond; {
+			for {
+				if _, err := os.Stat(strings.TrimPrefix(mode, "leaver:")); err == nil {
+					break
+				}
+			}
+			for t0 := time.Now(); time.Since(t0) < 300*time.Millisecond; {
 			}
 			up := make(chan struct{})
 			go func() {
