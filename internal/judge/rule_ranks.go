@@ -291,7 +291,6 @@ func runRanks(in *Input) []finding.Finding {
 		}
 		rows = append(rows, e)
 	}
-	rows = append(rows, in.rankWakersEvidence(ranks)...)
 	world := ranks[0].World
 	if world == "" {
 		world = strconv.Itoa(len(ranks))
@@ -358,88 +357,4 @@ func stragglerVerdict(in *Input, v *finding.Verdict, fs []finding.Finding) {
 		v.Summary = fmt.Sprintf("rank %s of %s, the straggler the other ranks wait for: %s", s.Rank, world, v.Summary)
 		return
 	}
-}
-
-// rankWakersEvidence says who woke each rank's launch thread, from the waker
-// graph (--sched bpf): on one host a collective's data from a peer (a
-// socket over loopback, shared memory) wakes the rank waiting for it in the
-// sender's context, so the rank that wakes the others is the one they wait
-// for. Each rank's wake-ups are put to another rank (any of its threads),
-// its own process's threads, an interrupt on an idle CPU, or a process
-// outside the ranks; the text ends with the rank that woke its peers most.
-// Evidence only: the straggler is named from where the ranks wait. Nil
-// without the graph or a wake-up of a rank's launch thread.
-func (in *Input) rankWakersEvidence(ranks []RankView) []finding.Evidence {
-	w := in.Timeline.Meta.Wakers
-	if w == nil {
-		return nil
-	}
-	rankOf := map[int]string{}
-	for _, v := range ranks {
-		rankOf[v.Proc.Key.PID] = v.Rank
-	}
-	type count struct {
-		who string
-		n   uint64
-	}
-	var parts []string
-	var total, byPeers uint64
-	peerWakes := map[string]uint64{}
-	for _, v := range ranks {
-		if v.Thread == nil {
-			continue
-		}
-		byWho := map[string]uint64{}
-		var n uint64
-		for _, e := range w.Edges {
-			if e.Wakee != v.Thread.Key.TID {
-				continue
-			}
-			n += e.Count
-			who := "a process outside the ranks"
-			switch r, isRank := rankOf[e.WakerPID]; {
-			case e.Waker == 0:
-				who = "interrupts on an idle CPU"
-			case isRank && e.WakerPID == v.Proc.Key.PID:
-				who = "its own threads"
-			case isRank:
-				who = "rank " + r
-				peerWakes[r] += e.Count
-				byPeers += e.Count
-			}
-			byWho[who] += e.Count
-		}
-		if n == 0 {
-			continue
-		}
-		total += n
-		var cs []count
-		for who, k := range byWho {
-			cs = append(cs, count{who, k})
-		}
-		sort.Slice(cs, func(i, j int) bool { return cs[i].n > cs[j].n || cs[i].n == cs[j].n && cs[i].who < cs[j].who })
-		var top []string
-		for i, c := range cs {
-			if i == 2 {
-				break
-			}
-			top = append(top, fmt.Sprintf("%s %d times (%.0f%%)", c.who, c.n, 100*float64(c.n)/float64(n)))
-		}
-		parts = append(parts, fmt.Sprintf("rank %s's by %s", v.Rank, strings.Join(top, ", ")))
-	}
-	if total == 0 {
-		return nil
-	}
-	text := strings.Join(parts, "; ")
-	if byPeers > 0 {
-		best, bestN := "", uint64(0)
-		for r, k := range peerWakes {
-			if k > bestN || k == bestN && r < best {
-				best, bestN = r, k
-			}
-		}
-		text += fmt.Sprintf("; rank %s woke its peers most: %d of the %d wake-ups one rank gave another", best, bestN, byPeers)
-	}
-	what, window, source := in.wakersSpan(total)
-	return []finding.Evidence{evText("who woke each rank's launch thread "+what, text, window, source)}
 }

@@ -1,10 +1,8 @@
 package judge
 
 import (
-	"strings"
 	"testing"
 
-	"github.com/gpufeed/gpufeed/internal/derive"
 	"github.com/gpufeed/gpufeed/internal/timeline"
 )
 
@@ -61,43 +59,5 @@ func TestRankWaitPollWithWorkersIsData(t *testing.T) {
 	}
 	if got := rankWait(&timeline.Blocked{Syscall: "futex"}, true); got != "peer" {
 		t.Errorf("futex in a rank with workers: %q, want peer", got)
-	}
-}
-
-// Who woke each rank's launch thread, from the waker graph: another rank
-// (any of its threads), its own threads, interrupts, a process outside the
-// ranks; and the rank that woke its peers most. None without the graph.
-func TestRankWakersEvidence(t *testing.T) {
-	rank := func(r string, pid, tid int) RankView {
-		return RankView{Rank: r, Proc: &derive.Proc{Key: timeline.ProcKey{PID: pid}}, Thread: &derive.Thread{Key: timeline.ThreadKey{TID: tid}, PID: pid}}
-	}
-	ranks := []RankView{rank("0", 100, 100), rank("1", 200, 200), rank("2", 300, 300)}
-	tl := &timeline.Timeline{}
-	tl.Meta.Tiers.Slow = timeline.Duration(1e9)
-	in := &Input{Timeline: tl, View: &derive.View{WindowNS: 10e9}}
-	if ev := in.rankWakersEvidence(ranks); ev != nil {
-		t.Fatalf("without a waker graph: %+v", ev)
-	}
-	tl.Meta.Wakers = &timeline.Wakers{SampledNS: 1e9, Edges: []timeline.WakeEdge{
-		{Wakee: 100, Waker: 201, WakerPID: 200, Count: 90},  // rank 1's thread
-		{Wakee: 100, Waker: 0, Count: 10},                   // an interrupt
-		{Wakee: 300, Waker: 200, WakerPID: 200, Count: 40},  // rank 1
-		{Wakee: 300, Waker: 301, WakerPID: 300, Count: 50},  // its own
-		{Wakee: 300, Waker: 999, WakerPID: 999, Count: 10},  // outside
-		{Wakee: 200, Waker: 100, WakerPID: 100, Count: 5},   // rank 0
-		{Wakee: 201, Waker: 100, WakerPID: 100, Count: 500}, // not a launch thread
-	}}
-	ev := in.rankWakersEvidence(ranks)
-	if len(ev) != 1 {
-		t.Fatalf("evidence %+v", ev)
-	}
-	wantWhat := "who woke each rank's launch thread (205 wake-ups in the 1s they were counted, 205 a second)"
-	wantText := "rank 0's by rank 1 90 times (90%), interrupts on an idle CPU 10 times (10%); rank 1's by rank 0 5 times (100%); " +
-		"rank 2's by its own threads 50 times (50%), rank 1 40 times (40%); rank 1 woke its peers most: 130 of the 135 wake-ups one rank gave another"
-	if ev[0].What != wantWhat || ev[0].Text != wantText {
-		t.Errorf("got\n%s: %s\nwant\n%s: %s", ev[0].What, ev[0].Text, wantWhat, wantText)
-	}
-	if !strings.Contains(ev[0].Window, "of the window (10s), a tick in each 1s") {
-		t.Errorf("window %q", ev[0].Window)
 	}
 }
