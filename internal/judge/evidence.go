@@ -252,14 +252,14 @@ func (in *Input) wakersSpan(n uint64) (what, window, source string) {
 	w := in.Timeline.Meta.Wakers
 	secs := float64(in.View.WindowNS) / 1e9
 	what = fmt.Sprintf("(%d wake-ups", n)
-	window = fmt.Sprintf("the window (%s)", durationOf(timeline.Duration(in.View.WindowNS)))
+	span := durationOf(timeline.Duration(in.View.WindowNS)).Round(10 * time.Millisecond)
+	window = fmt.Sprintf("the window (%s)", span)
 	source = "the scheduler's sched_waking events, counted in the kernel"
 	if w != nil && w.SampledNS > 0 && w.SampledNS < in.View.WindowNS {
 		secs = float64(w.SampledNS) / 1e9
 		counted := durationOf(timeline.Duration(w.SampledNS)).Round(10 * time.Millisecond)
 		what = fmt.Sprintf("(%d wake-ups in the %s they were counted", n, counted)
-		window = fmt.Sprintf("%s of the window (%s), a tick in each %s", counted,
-			durationOf(timeline.Duration(in.View.WindowNS)), durationOf(in.Timeline.Meta.Tiers.Slow))
+		window = fmt.Sprintf("%s of the window (%s), a tick in each %s", counted, span, durationOf(in.Timeline.Meta.Tiers.Slow))
 		source += " while its program was attached"
 	}
 	if secs > 0 {

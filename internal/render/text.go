@@ -614,7 +614,7 @@ func (t *textWriter) facts(r *Report) {
 			t.printf("SCHEDULING: threads' run time, run-queue wait and switches from the kernel's own counters (what schedstat and status show), " +
 				"read for all threads at once each tick by a BPF task iterator; who woke them counted a tick in each slow period\n")
 		case o.Sched == "proc" && o.SchedNotBPF != "":
-			t.printf("SCHEDULING: threads' run time, run-queue wait and switches from /proc (scheduler events not used: %s)\n", o.SchedNotBPF)
+			t.printf("SCHEDULING: threads' run time, run-queue wait and switches from /proc (the kernel's counters by eBPF not used: %s)\n", o.SchedNotBPF)
 		case o.Sched == "proc":
 			t.printf("SCHEDULING: threads' run time, run-queue wait and switches from /proc\n")
 		}

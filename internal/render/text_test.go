@@ -108,3 +108,17 @@ func TestSchedulingLineCountsMissedEvents(t *testing.T) {
 		t.Errorf("nothing missed (the kernel's counters), yet:\n%s", got)
 	}
 }
+
+// TestSchedulingLineSaysWhyNotBPF: under --sched auto without the
+// capabilities the line says /proc was read and why the counters were not.
+func TestSchedulingLineSaysWhyNotBPF(t *testing.T) {
+	pctv, per := 1.0, 900.0
+	o := &Observer{CPUPercentOfCore: &pctv, CPUNS: 1e8, NSPerThreadSample: &per, ThreadSamples: 1000,
+		TickP50NS: 700e3, TickMaxNS: 2e6, Sched: "proc", SchedNotBPF: "loading eBPF programs needs CAP_BPF"}
+	tw := &textWriter{}
+	tw.facts(&Report{Observer: o})
+	want := "SCHEDULING: threads' run time, run-queue wait and switches from /proc (the kernel's counters by eBPF not used: loading eBPF programs needs CAP_BPF)\n"
+	if got := tw.buf.String(); !strings.Contains(got, want) {
+		t.Errorf("the scheduling line lacks %q:\n%s", want, got)
+	}
+}
