@@ -146,20 +146,20 @@ func Start(pids []int, o Options) (*Tracer, error) {
 			return nil, err
 		}
 	}
+	if t.follow {
+		l, err := bpfcap.AttachFork(What, t.objs.Fork)
+		if err != nil {
+			t.Close()
+			return nil, err
+		}
+		t.links = append(t.links, l)
+	}
 	if o.Counters {
 		for _, pid := range pids {
 			if err := t.watchCounts(pid); err != nil {
 				t.Close()
 				return nil, err
 			}
-		}
-		if t.follow {
-			l, err := bpfcap.AttachFork(What, t.objs.Fork)
-			if err != nil {
-				t.Close()
-				return nil, err
-			}
-			t.links = append(t.links, l)
 		}
 		return t, nil
 	}
@@ -172,14 +172,6 @@ func Start(pids []int, o Options) (*Tracer, error) {
 		if err != nil {
 			t.Close()
 			return nil, attachError(a.name, err)
-		}
-		t.links = append(t.links, l)
-	}
-	if t.follow {
-		l, err := bpfcap.AttachFork(What, t.objs.Fork)
-		if err != nil {
-			t.Close()
-			return nil, err
 		}
 		t.links = append(t.links, l)
 	}

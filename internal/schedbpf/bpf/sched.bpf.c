@@ -415,6 +415,16 @@ int BPF_PROG(fork, struct task_struct *parent, struct task_struct *child)
 	return 0;
 }
 
+// watched_task is a task iterator's task when its process is watched, else
+// NULL (the iterator's end, or another process's thread).
+static __always_inline struct task_struct *watched_task(struct bpf_iter__task *ctx)
+{
+	struct task_struct *p = ctx->task;
+	if (!p || !p->tgid || !is_watched(p->tgid))
+		return 0;
+	return p;
+}
+
 // A task iterator user space runs after watching a process: it gives each
 // of the process's threads that has no row yet one that says what the
 // thread is doing now (on a CPU, on a run queue, in D, asleep), so that a
@@ -424,12 +434,10 @@ int BPF_PROG(fork, struct task_struct *parent, struct task_struct *child)
 SEC("iter/task")
 int seed(struct bpf_iter__task *ctx)
 {
-	struct task_struct *p = ctx->task;
+	struct task_struct *p = watched_task(ctx);
 	if (!p)
 		return 0;
 	u32 tgid = p->tgid;
-	if (!tgid || !is_watched(tgid))
-		return 0;
 	u32 tid = p->pid;
 	if (bpf_map_lookup_elem(&threads, &tid))
 		return 0;
@@ -474,12 +482,10 @@ struct sched_counts {
 SEC("iter/task")
 int counts(struct bpf_iter__task *ctx)
 {
-	struct task_struct *p = ctx->task;
+	struct task_struct *p = watched_task(ctx);
 	if (!p)
 		return 0;
 	u32 tgid = p->tgid;
-	if (!tgid || !is_watched(tgid))
-		return 0;
 	// The iterator's task is a trusted BTF pointer: its fields are read
 	// directly (relocated by CO-RE), not through bpf_probe_read_kernel.
 	struct sched_counts c = {
