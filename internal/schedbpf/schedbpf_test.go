@@ -740,7 +740,8 @@ func hold(v string) {
 	}
 	// GPUFEED_SCHEDBPF_MODE=counters: the kernel's counters read by the
 	// iterator, the wake-up program attached for one reading in ten, as
-	// the sampler does at its defaults; else the events.
+	// the sampler does at its defaults (never with
+	// GPUFEED_SCHEDBPF_WAKERS=0); else the events.
 	counters := os.Getenv("GPUFEED_SCHEDBPF_MODE") == "counters"
 	tr, err := Start([]int{pid}, Options{NoFollow: true, Counters: counters})
 	if err != nil {
@@ -772,7 +773,7 @@ func hold(v string) {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
-		if err := tr.SampleWakers(reads%10 == 0); err != nil {
+		if err := tr.SampleWakers(reads%10 == 0 && os.Getenv("GPUFEED_SCHEDBPF_WAKERS") != "0"); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
