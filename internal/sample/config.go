@@ -126,8 +126,6 @@ type Config struct {
 	// (the counters, or fail), SchedProc or "" (/proc: schedstat and status per
 	// thread). A tree that is not the host's /proc is always read from it.
 	Sched string
-	// schedTable overrides the threads' table size (tests of a full table).
-	schedTable int
 	// schedFailAt makes the scheduler's reading fail from that time in
 	// the window on (tests of the fall back to /proc).
 	schedFailAt time.Duration

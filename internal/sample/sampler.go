@@ -427,9 +427,6 @@ func (s *Sampler) Run(ctx context.Context) (*timeline.Timeline, error) {
 		TickMaxNS:            slices.Max(s.tickDur),
 	}
 	ob.Sched, ob.SchedNotBPF = s.schedSrc, s.schedNotBPF
-	if s.schedSrc == timeline.SchedBPF && s.sched != nil && !s.sched.Absolute() {
-		ob.SchedMissed = s.sched.Missed() // the programs were loaded for this window
-	}
 	s.readWakers()
 	s.tl.Meta.Observer = ob
 	for _, p := range s.procs {

@@ -3,7 +3,6 @@ package sample
 import (
 	"cmp"
 	"errors"
-	"fmt"
 	"os"
 	"slices"
 	"strconv"
@@ -30,10 +29,9 @@ import (
 // graph is that sample.
 //
 // The counters are /proc's own, so a series is the same whichever source
-// filled it, and a fall back to /proc mid-run continues it. (The events
-// counted by programs on every switch, schedbpf's other mode, are counted
-// from the watch: their rows were kept on /proc's scale by a base, the
-// difference to schedstat when a thread was first seen.)
+// filled it, with no base to keep, and a fall back to /proc mid-run
+// continues it. (schedbpf's other mode, the events counted by programs on
+// every switch, is not the sampler's: it cost the job too much.)
 
 // SchedError is a --sched bpf run whose events could not be loaded.
 type SchedError struct{ Err error }
@@ -55,11 +53,7 @@ func (s *Sampler) startSched() error {
 	if mode == "" || mode == SchedProc {
 		return nil
 	}
-	size := schedTableSize(s.fs)
-	if s.cfg.schedTable > 0 {
-		size = s.cfg.schedTable
-	}
-	tr, err := schedbpf.Start(nil, schedbpf.Options{NoFollow: true, MaxThreads: size, Counters: true})
+	tr, err := schedbpf.Start(nil, schedbpf.Options{NoFollow: true, MaxThreads: schedTableSize(s.fs), Counters: true})
 	if err != nil {
 		if mode == SchedBPF {
 			return &SchedError{Err: err}
@@ -139,56 +133,26 @@ func (s *Sampler) schedRead(t int64) {
 		return
 	}
 	s.schedReads++
-	if s.snap.Dropped > 0 {
-		// A thread without a row would read as not having run.
-		s.schedFallback(t, fmt.Errorf("scheduler tracing: the threads' table is full (%d threads not counted)", s.snap.Dropped))
-	}
 }
 
-// schedBase reads a new thread's schedstat and row, and keeps their
-// difference as the thread's base. With the counters the base is 0 and the
-// tick's reading, where it has the thread, is its schedstat.
+// schedBase takes a new thread's first counters: its row in the tick's
+// reading, or, for a thread that started after it, its schedstat.
 func (s *Sampler) schedBase(p *trackedProc, th *trackedThread) error {
-	if s.sched.Absolute() {
-		th.base = procfs.Schedstat{}
-		if row := s.snap.GetAt(th.tid, &th.rowAt); row != nil && row.PID == p.pid {
-			th.lastSched = procfs.Schedstat{RunNS: row.RunNS, WaitNS: row.WaitNS, Slices: row.Slices}
-			return nil
-		}
+	if row := s.snap.GetAt(th.tid, &th.rowAt); row != nil && row.PID == p.pid {
+		th.lastSched = procfs.Schedstat{RunNS: row.RunNS, WaitNS: row.WaitNS, Slices: row.Slices}
+		return nil
 	}
 	b, err := s.readSched(p, th)
 	if err != nil {
 		return err
 	}
-	var ss procfs.Schedstat
-	if err := procfs.ParseSchedstat(b, &ss); err != nil {
-		return err
-	}
-	row, err := s.sched.Lookup(th.tid)
-	if err != nil {
-		return fmt.Errorf("scheduler tracing: thread %d: %w", th.tid, err)
-	}
-	th.lastSched = ss
-	if s.sched.Absolute() {
-		return nil
-	}
-	if row != nil && row.PID == p.pid {
-		th.base = procfs.Schedstat{RunNS: sub(ss.RunNS, row.RunNS), WaitNS: sub(ss.WaitNS, row.WaitNS), Slices: sub(ss.Slices, row.Slices)}
-	} else {
-		th.base = ss
-	}
-	return nil
+	return procfs.ParseSchedstat(b, &th.lastSched)
 }
 
-func sub(a, b uint64) uint64 {
-	if a > b {
-		return a - b
-	}
-	return 0
-}
-
-// sampleThreadBPF is the hot path with the events: the thread's row in
-// the tick's reading, no file read. stat is read on the slow tier (fresh)
+// sampleThreadBPF is the hot path with the kernel's counters: the thread's
+// row in the tick's reading, no file read (the row is never behind the
+// thread's first schedstat, read after the tick's reading for a thread that
+// started then). stat is read on the slow tier (fresh)
 // when the thread ran since its last reading, and on the last tick; a
 // process's main thread's every tick it ran, as /proc's path does: its
 // stat carries the reaped children's CPU (cutime+cstime), which shows
@@ -198,11 +162,8 @@ func (s *Sampler) sampleThreadBPF(p *trackedProc, th *trackedThread, fresh, full
 	var out threadSample
 	ss := th.lastSched
 	if row := s.snap.GetAt(th.tid, &th.rowAt); row != nil && row.PID == p.pid {
-		if row.Exited {
-			return out, errGone
-		}
-		ss = procfs.Schedstat{RunNS: max(th.lastSched.RunNS, th.base.RunNS+row.RunNS),
-			WaitNS: max(th.lastSched.WaitNS, th.base.WaitNS+row.WaitNS), Slices: max(th.lastSched.Slices, th.base.Slices+row.Slices)}
+		ss = procfs.Schedstat{RunNS: max(th.lastSched.RunNS, row.RunNS),
+			WaitNS: max(th.lastSched.WaitNS, row.WaitNS), Slices: max(th.lastSched.Slices, row.Slices)}
 		if row.State != 0 {
 			th.state = row.State
 		}
@@ -235,47 +196,13 @@ func (s *Sampler) sampleThreadBPF(p *trackedProc, th *trackedThread, fresh, full
 	return out, nil
 }
 
-// switchesBPF is the slow tier's context switches from the events: the
-// thread's status read once (its base), its row's counts after. ok false:
-// read status as /proc does.
-func (s *Sampler) switchesBPF(p *trackedProc, th *trackedThread, t int64) (*timeline.Switches, bool) {
-	if s.sched == nil {
+// switchesBPF is the slow tier's context switches from the counters: the
+// thread's row. ok false (no row yet): read status as /proc does.
+func (s *Sampler) switchesBPF(th *trackedThread) (*timeline.Switches, bool) {
+	if s.sched == nil || !th.haveRow {
 		return nil, false
 	}
-	if s.sched.Absolute() {
-		if !th.haveRow {
-			return nil, false
-		}
-		sw := timeline.Switches{Voluntary: th.row.Voluntary, Involuntary: th.row.Involuntary}
-		return &sw, true
-	}
-	if !th.haveSwBase {
-		st, err := procfs.ReadStatus(s.fs.TaskPath(p.pid, th.tid, "status"))
-		if err != nil || !st.HaveCtxt {
-			return nil, false
-		}
-		row, err := s.sched.Lookup(th.tid)
-		if err != nil {
-			s.schedFallback(t, err)
-			return nil, false
-		}
-		th.swBase = timeline.Switches{Voluntary: st.VoluntaryCtxt, Involuntary: st.NonvoluntaryCtxt}
-		if row != nil && row.PID == p.pid {
-			th.swBase = timeline.Switches{Voluntary: sub(st.VoluntaryCtxt, row.Voluntary), Involuntary: sub(st.NonvoluntaryCtxt, row.Involuntary)}
-		}
-		th.haveSwBase = true
-		return &timeline.Switches{Voluntary: st.VoluntaryCtxt, Involuntary: st.NonvoluntaryCtxt}, true
-	}
-	sw := th.swBase
-	if th.haveRow {
-		sw.Voluntary += th.row.Voluntary
-		sw.Involuntary += th.row.Involuntary
-	}
-	if th.sw != nil {
-		sw.Voluntary = max(sw.Voluntary, th.sw.Voluntary)
-		sw.Involuntary = max(sw.Involuntary, th.sw.Involuntary)
-	}
-	return &sw, true
+	return &timeline.Switches{Voluntary: th.row.Voluntary, Involuntary: th.row.Involuntary}, true
 }
 
 // readWakers keeps the waker graph of the job's threads (the threads the

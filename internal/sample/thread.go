@@ -59,12 +59,9 @@ type trackedThread struct {
 	// where it waits was not read; the first tick of the period that finds
 	// it asleep, having run since (slowRunNS), reads it (catchAsleep).
 	wantBlk bool
-	// With the kernel's counters or the events (sched.go): the thread's
-	// base (the events': its schedstat less its row when first seen; the
-	// counters have none), the schedstat-scale
-	// counters at its last stat reading, its row in the last reading that
-	// had one, and the switch counters' base.
-	base      procfs.Schedstat
+	// With the kernel's counters (sched.go): the counters at its last stat
+	// reading, its row in the last reading that had one, and where that
+	// row was.
 	statSched procfs.Schedstat
 	row       schedbpf.Thread
 	haveRow   bool
@@ -73,8 +70,6 @@ type trackedThread struct {
 	// thread was opened: every reading after it has the thread while it
 	// lives.
 	openedRead int
-	swBase     timeline.Switches
-	haveSwBase bool
 }
 
 func (t *trackedThread) close() {
@@ -253,7 +248,7 @@ func (th *trackedThread) sample(pid int) timeline.ThreadSample {
 func (s *Sampler) slowThread(p *trackedProc, th *trackedThread, ts *timeline.ThreadSample, t int64, final bool) {
 	if th.sw != nil && ts.Slices == th.swSlices {
 		ts.Switches = th.sw
-	} else if sw, ok := s.switchesBPF(p, th, t); ok {
+	} else if sw, ok := s.switchesBPF(th); ok {
 		th.sw, th.swSlices = sw, ts.Slices
 		ts.Switches = sw
 	} else {

@@ -226,8 +226,3 @@ func (t *Tracer) WakersSampled() time.Duration {
 	}
 	return time.Duration(d)
 }
-
-// Absolute says whether a reading's counts are the kernel's own, from the
-// thread's birth (the counters), rather than counted since it was watched
-// (the events).
-func (t *Tracer) Absolute() bool { return t.o.Counters }

@@ -442,23 +442,6 @@ func (t *Tracer) Missed() uint64 {
 	return n
 }
 
-// Lookup reads one thread's row (nil, nil when it has none; always with
-// the counters, whose rows are only read whole).
-func (t *Tracer) Lookup(tid int) (*Thread, error) {
-	if t.o.Counters {
-		return nil, nil
-	}
-	var v sbThread
-	if err := t.objs.Threads.Lookup(uint32(tid), &v); err != nil {
-		if errors.Is(err, ebpf.ErrKeyNotExist) {
-			return nil, nil
-		}
-		return nil, err
-	}
-	th := row(uint32(tid), &v, monoNow())
-	return &th, nil
-}
-
 func (t *Tracer) add(s *Snapshot, tid uint32, v *sbThread) {
 	if v.Exited != 0 {
 		t.gone = append(t.gone, tid)
