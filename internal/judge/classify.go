@@ -286,6 +286,11 @@ func notStill(in *Input) string {
 	if len(moved) == 0 {
 		return ""
 	}
+	if p.WakeupsUnseen() {
+		// Counted as progress, the safe side against a false stall, but
+		// not claimed as such: a watchdog's timer reads the same.
+		return "; a thread kept being woken (" + moved[0] + "), so gpufeed does not call the job stalled or idle; to tell work arriving from a timer, run gpufeed with the privilege that shows where each thread waits"
+	}
 	return "; the job moved over the window (" + strings.Join(moved, "; ") + "), so it is neither stalled nor idle"
 }
 

@@ -884,3 +884,29 @@ func TestConfidenceOfTheSameJobAt3And10s(t *testing.T) {
 		}
 	}
 }
+
+// TestNotStillSaysWhatItCouldNotSee: with no GPU reading, a job whose only
+// movement is one thread woken out of waits whose kind was not visible is
+// not called stalled, and the report says why, and that a timer would read
+// the same, rather than that the job moved.
+func TestNotStillSaysWhatItCouldNotSee(t *testing.T) {
+	in := &Input{}
+	in.Frozen.Progress.Judged, in.Frozen.Progress.LiveProcs = true, 1
+	m := &in.Frozen.Progress.Measure
+	m.WokenTID, m.WokenCount, m.WokenReadings, m.WokenUnseen, m.WokenSlices = 780, 40, 40, 40, 90
+	m.WokenNotVisible = "syscall not visible: needs CAP_SYS_PTRACE"
+	got := notStill(in)
+	for _, want := range []string{"a thread kept being woken (tid 780 was woken in 40 of its 40 readings, out of a wait whose kind was not visible",
+		"does not call the job stalled or idle", "run gpufeed with the privilege that shows where each thread waits"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("%q lacks %q", got, want)
+		}
+	}
+	if strings.Contains(got, "moved") || strings.Contains(got, "no timeout") {
+		t.Errorf("%q claims what was not seen", got)
+	}
+	m.WokenUnseen = 0
+	if got := notStill(in); !strings.Contains(got, "the job moved over the window (tid 780 was woken out of a wait with no timeout in 40 of its 40 readings)") {
+		t.Errorf("seen waits: %q", got)
+	}
+}

@@ -233,7 +233,7 @@ func (v *view) describeWait(w ThreadWait) string {
 		return "waits for requests in " + b.Syscall + " (an event loop of a process listening on " + safe(v.listeningText(w.PID, "")) + ")"
 	case WaitTimer:
 		if isTimer(b) && (b.Syscall == "futex" || strings.Contains(b.Syscall, "poll") || strings.Contains(b.Syscall, "select")) {
-			return fmt.Sprintf("waits on a timer: %s with a timeout, woken by it %d times", b.Syscall, w.TimerWakeups)
+			return fmt.Sprintf("waits on a timer: %s with a timeout, woken by it in %d of %d readings", b.Syscall, w.TimerWakeups, w.Readings)
 		}
 		return "waits on a timer in " + b.Syscall
 	case WaitLock:
@@ -254,8 +254,8 @@ func (v *view) describeWait(w ThreadWait) string {
 func stillClause(m Measure, span time.Duration) string {
 	s := "nothing in the job moved over " + fmtSeconds(span)
 	if m.TimerWakeups > 0 {
-		s += fmt.Sprintf(" but its own timers (%s out of timed waits, %.2f %% of one core in all)",
-			plural(int(m.TimerWakeups), "wake-up", "wake-ups"), m.CPUCores*100)
+		s += fmt.Sprintf(" but its own timers (a thread woken out of a timed wait in %s, %.2f %% of one core in all)",
+			plural(int(m.TimerWakeups), "reading", "readings"), m.CPUCores*100)
 	}
 	return s
 }
@@ -334,10 +334,10 @@ func idleFinding(v *view, p Progress) finding.Finding {
 		ev = append(ev, finding.Evidence{What: v.procName(g.pid) + ": " + plural(len(g.tids), "thread", "threads") + " " + tidList(v, g.tids),
 			Text: text, Window: at, Source: src})
 	}
-	ev = append(ev, finding.Evidence{What: fmt.Sprintf("wake-ups of the job's %d live threads out of waits with no timeout", m.Threads), Value: float64(m.Wakeups),
-		Window: window, Source: "/proc/PID/task/TID/schedstat (times scheduled in)"})
+	ev = append(ev, finding.Evidence{What: fmt.Sprintf("wake-ups out of waits with no timeout, counted once a reading (%s)", plural(m.Threads, "live thread", "live threads")), Value: float64(m.Wakeups),
+		Window: window, Source: wakeSource})
 	if m.TimerWakeups > 0 {
-		ev = append(ev, finding.Evidence{What: "wake-ups out of timed waits (their own timers)", Value: float64(m.TimerWakeups), Window: window,
+		ev = append(ev, finding.Evidence{What: "wake-ups out of timed waits, counted once a reading (their own timers)", Value: float64(m.TimerWakeups), Window: window,
 			Source: "/proc/PID/task/TID/schedstat, /proc/PID/task/TID/syscall"})
 	}
 	ev = append(ev, finding.Evidence{What: fmt.Sprintf("CPU gained by all %d live threads of the job", m.Threads), Value: round(m.CPUCores*100, 3), Unit: "% of one core",

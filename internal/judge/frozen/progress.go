@@ -28,19 +28,37 @@ type Measure struct {
 	BusiestCores float64
 	CPUFromTicks bool // no schedstat: from utime+stime, at clock-tick resolution
 	Threads      int
-	// Wakeups counts the times the job's live threads were scheduled in
-	// (schedstat's run count) out of a wait without a timeout; TimerWakeups
-	// those out of a timed wait (a sleep, a poll or futex given a timeout):
-	// the thread's own timer firing, housekeeping such as a watchdog. Only
-	// the readings that began with the thread asleep count (a running
-	// thread's slices are its preemptions as much as wake-ups), and those
-	// over which a child of the process exited are left out (the parent
-	// wakes to reap it). WokenTID is the thread woken most.
-	Wakeups      uint64
-	TimerWakeups uint64
-	WokenTID     int
-	WokenPID     int
-	WokenCount   uint64
+	// Wakeups counts the reading intervals in which one of the job's live
+	// threads was woken out of a wait without a timeout: the interval
+	// began with the thread asleep (S or D) and its schedstat run count
+	// moved, so it was woken at least once. An interval counts once
+	// however often the thread woke in it: the run count also grows with
+	// every preemption after a wake-up (a DataLoader worker sharing two
+	// CPUs was scheduled in three times per voluntary switch), so slices
+	// overstate wake-ups. TimerWakeups counts those out of a timed wait (a
+	// sleep, a poll or futex given a timeout): the thread's own timer
+	// firing, housekeeping such as a watchdog. The readings that began
+	// with the thread running say nothing of a wait and are left out, and
+	// so are those over which a child of the process exited (the parent
+	// wakes to reap it). WokenTID is the thread woken in most readings
+	// (out of waits seen to have no timeout first), WokenReadings the
+	// readings of it judged, WokenUnseen how many of its WokenCount were
+	// out of a wait whose kind was not visible (its system call could not
+	// be read: another user's thread), counted as progress, the safe side
+	// against a false stall, and said so; WokenNotVisible says why.
+	// WokenSlices is its run count over those readings: what the stall
+	// rule weighs against StallMinWakeups, the safe side (a thread woken
+	// ten times within one reading is not left out), while what the text
+	// claims is the readings, which are true.
+	Wakeups         uint64
+	TimerWakeups    uint64
+	WokenTID        int
+	WokenPID        int
+	WokenCount      uint64
+	WokenReadings   uint64
+	WokenUnseen     uint64
+	WokenNotVisible string
+	WokenSlices     uint64
 	// MovedTID is a thread seen in two different waits without a timeout
 	// (0 when none): it ran in between.
 	MovedTID  int
@@ -108,9 +126,14 @@ type ThreadWait struct {
 	// Wait is the last reading of where it sleeps (nil when none was read).
 	Wait *timeline.Blocked
 	Kind WaitKind
-	// Wakeups and TimerWakeups as in Measure, for this thread.
-	Wakeups, TimerWakeups uint64
+	// Wakeups and TimerWakeups as in Measure, for this thread, out of its
+	// Readings (the reading intervals judged).
+	Wakeups, TimerWakeups, Readings uint64
 }
+
+// wakeSource is where the wake-up counts come from: a reading interval
+// that began with the thread asleep and over which its run count moved.
+const wakeSource = "/proc/PID/task/TID/{schedstat,stat} (scheduled in since a reading that found it asleep)"
 
 // HostProgress lists what on the host side shows the job progressing, in
 // words for evidence; empty when nothing does.
@@ -119,8 +142,8 @@ func (m Measure) HostProgress() []string {
 	if m.CPUCores-m.PollCores > thresholds.StallMaxCPUCores {
 		out = append(out, fmt.Sprintf("its threads gained %.2f %% of one core", m.CPUCores*100))
 	}
-	if m.WokenCount >= thresholds.StallMinWakeups {
-		out = append(out, fmt.Sprintf("tid %d was woken %d times out of a wait with no timeout", m.WokenTID, m.WokenCount))
+	if m.WokenSlices >= thresholds.StallMinWakeups {
+		out = append(out, m.wokenText())
 	}
 	if m.MovedTID != 0 {
 		out = append(out, fmt.Sprintf("tid %d moved from %s to %s", m.MovedTID, m.MovedFrom, m.MovedTo))
@@ -135,6 +158,32 @@ func (m Measure) HostProgress() []string {
 		out = append(out, fmt.Sprintf("%d of its processes started in %.1f s (%d of them also ended)", m.Started, m.SpanSec, m.StartedExited))
 	}
 	return out
+}
+
+// wokenText says how often the thread woken most was woken, and out of
+// what kind of wait, as far as it was visible.
+func (m Measure) wokenText() string {
+	of := fmt.Sprintf("%d of its %d readings", m.WokenCount, m.WokenReadings)
+	seen := m.WokenCount - m.WokenUnseen
+	why := m.WokenNotVisible
+	if why == "" {
+		why = "where it waited was not read"
+	}
+	switch {
+	case m.WokenUnseen == 0:
+		return fmt.Sprintf("tid %d was woken out of a wait with no timeout in %s", m.WokenTID, of)
+	case seen == 0:
+		return fmt.Sprintf("tid %d was woken in %s, out of a wait whose kind was not visible (%s): its own timer's wake-ups would read the same", m.WokenTID, of, why)
+	}
+	return fmt.Sprintf("tid %d was woken out of a wait with no timeout in %d of its %d readings, and out of one whose kind was not visible in %d more", m.WokenTID, seen, m.WokenReadings, m.WokenUnseen)
+}
+
+// WakeupsUnseen says the only host progress is wake-ups out of waits whose
+// kind was not visible: a timer's wake-ups (a watchdog's, a sleep's) would
+// read the same, so the job may be stalled all the same.
+func (m Measure) WakeupsUnseen() bool {
+	p := m.HostProgress()
+	return len(p) == 1 && m.WokenSlices >= thresholds.StallMinWakeups && m.WokenUnseen == m.WokenCount
 }
 
 // Progressing says whether anything measured shows the job moving: host
@@ -199,12 +248,20 @@ func waitText(b *timeline.Blocked) string {
 
 // threadAcc accumulates one thread's measures over a span.
 type threadAcc struct {
-	pid, tid       int
-	first, last    timeline.ThreadSample
-	prevT          int64
-	blk            *timeline.Blocked
-	wakes, timerWk uint64
-	lastT          int64
+	pid, tid    int
+	first, last timeline.ThreadSample
+	prevT       int64
+	blk         *timeline.Blocked
+	// Reading intervals: judged, woken out of an untimed wait or one of
+	// unknown kind, of those the unknown ones, woken out of a timed wait.
+	readings, wakes, unseen, timerWk uint64
+	// wakeSlices is the run count the untimed wake-ups moved.
+	wakeSlices uint64
+	// timerSlices is the run count the timed wake-ups moved: a poll loop's
+	// CPU is weighed against each of its wake-ups.
+	timerSlices uint64
+	why         string // why the unknown waits were not visible
+	lastT       int64
 }
 
 // scan measures the span [from, end of window] and finds the last instant
@@ -323,14 +380,25 @@ func scan(v *view, from int64) (Measure, int64) {
 					w = firstBlk[s.TID]
 				}
 				if isTimer(w) {
-					a.timerWk += d
+					a.timerWk++
+					a.timerSlices += d
 					if ran <= float64(d)*float64(thresholds.TimerPollMaxCPUPerWake) {
 						ran = 0 // a poll loop's own cost: no work done
 					}
 				} else {
-					a.wakes += d
+					a.wakes++
+					a.wakeSlices += d
+					if w == nil || w.Syscall == "" {
+						a.unseen++
+						if w != nil && w.NotVisible != "" && a.why == "" {
+							a.why = w.NotVisible
+						}
+					}
 					progress = true
 				}
+			}
+			if !reapedBetween(reaped[s.PID], a.prevT, tk.T) {
+				a.readings++
 			}
 			cpuNS += ran
 			if s.Blocked != nil && !(a.blk != nil && halfReading(s.Blocked, a.blk)) {
@@ -454,7 +522,7 @@ func scan(v *view, from int64) (Measure, int64) {
 			cores = float64(runNS(v, a.first, a.last)) / 1e9 / secs
 		}
 		m.CPUCores += cores
-		if a.wakes == 0 && a.timerWk > 0 && cores*secs*1e9 <= float64(a.timerWk)*float64(thresholds.TimerPollMaxCPUPerWake) {
+		if a.wakes == 0 && a.timerWk > 0 && cores*secs*1e9 <= float64(a.timerSlices)*float64(thresholds.TimerPollMaxCPUPerWake) {
 			m.PollCores += cores
 		}
 		m.Threads++
@@ -464,8 +532,13 @@ func scan(v *view, from int64) (Measure, int64) {
 		m.CPUFromTicks = m.CPUFromTicks || (a.first.RunNS == 0 && a.last.RunNS == 0)
 		m.Wakeups += a.wakes
 		m.TimerWakeups += a.timerWk
-		if a.wakes > m.WokenCount {
+		// Of the threads woken enough to show progress, the one woken in
+		// most readings out of waits seen to have no timeout, then in
+		// most readings at all; where none was woken enough, the one
+		// scheduled in most.
+		if a.wakes > 0 && wokenMore(a, m) {
 			m.WokenCount, m.WokenTID, m.WokenPID = a.wakes, a.tid, a.pid
+			m.WokenReadings, m.WokenUnseen, m.WokenNotVisible, m.WokenSlices = a.readings, a.unseen, a.why, a.wakeSlices
 		}
 		if a.lastT != v.t1 {
 			continue // exited before the end: not waiting anywhere
@@ -476,7 +549,7 @@ func scan(v *view, from int64) (Measure, int64) {
 		if a.last.State != 'S' && a.last.State != 'D' {
 			blk = nil
 		}
-		tw := ThreadWait{PID: a.pid, TID: a.tid, State: a.last.State, Wait: blk, Wakeups: a.wakes, TimerWakeups: a.timerWk}
+		tw := ThreadWait{PID: a.pid, TID: a.tid, State: a.last.State, Wait: blk, Wakeups: a.wakes, TimerWakeups: a.timerWk, Readings: a.readings}
 		tw.Kind = v.waitKind(tw)
 		m.Waits = append(m.Waits, tw)
 	}
@@ -487,6 +560,24 @@ func scan(v *view, from int64) (Measure, int64) {
 		return m.Waits[i].TID < m.Waits[j].TID
 	})
 	return m, lastProgress
+}
+
+// wokenMore says a's wake-ups show progress better than those of the
+// thread m names: they reach the threshold where m's do not, or more of
+// them were out of waits seen to have no timeout, or they came in more
+// readings, or moved the run count more.
+func wokenMore(a *threadAcc, m Measure) bool {
+	enough := func(slices uint64) bool { return slices >= thresholds.StallMinWakeups }
+	if enough(a.wakeSlices) != enough(m.WokenSlices) {
+		return enough(a.wakeSlices)
+	}
+	if seen, best := a.wakes-a.unseen, m.WokenCount-m.WokenUnseen; seen != best {
+		return seen > best
+	}
+	if a.wakes != m.WokenCount {
+		return a.wakes > m.WokenCount
+	}
+	return a.wakeSlices > m.WokenSlices
 }
 
 // runNS is the on-CPU time a thread gained between two samples: schedstat

@@ -55,7 +55,7 @@ func TestSyncLoopIsProgress(t *testing.T) {
 			b.gpuUtil(0, func(int) float64 { return 98 })
 		}
 		r := Analyze(b.tl, nil)
-		if r.Progress.Stalled() || r.Progress.Idle != nil || r.Progress.Wakeups != 60 || r.Progress.GPUSpinning() {
+		if r.Progress.Stalled() || r.Progress.Idle != nil || r.Progress.Wakeups != 30 || r.Progress.WokenSlices != 60 || r.Progress.GPUSpinning() {
 			t.Errorf("completions %v: a synchronise returning 20 times a second is progress: %+v", completions, r.Progress)
 		}
 		if completions && r.Progress.Completions != 15000 {
@@ -101,8 +101,64 @@ func TestPreemptionsAreNotWakeups(t *testing.T) {
 		return timeline.ThreadSample{State: st, RunNS: 5e6 + uint64(i)*1e5, Slices: 100 + uint64(i)*2,
 			Blocked: &timeline.Blocked{Syscall: "futex", On: "futex 0x10", Wchan: "futex_wait_queue"}}
 	})
-	if p := MeasureProgress(b.tl); p.Wakeups != 30 || p.WokenTID != 10 {
-		t.Errorf("15 intervals begun asleep, 2 slices each: %d wake-ups (tid %d), want 30", p.Wakeups, p.WokenTID)
+	// Each of them counts once: a second slice may be a preemption after
+	// the wake-up, and the claim says readings, not times.
+	if p := MeasureProgress(b.tl); p.Wakeups != 15 || p.WokenTID != 10 || p.WokenCount != 15 || p.WokenReadings != 30 || p.WokenSlices != 30 {
+		t.Errorf("15 intervals begun asleep, 2 slices each: %d wake-ups (tid %d, in %d of %d readings, %d slices), want 15 of 30 and 30 slices",
+			p.Wakeups, p.WokenTID, p.WokenCount, p.WokenReadings, p.WokenSlices)
+	} else if got, want := strings.Join(p.HostProgress(), "; "), "tid 10 was woken out of a wait with no timeout in 15 of its 30 readings"; !strings.Contains(got, want) {
+		t.Errorf("claims %q, want %q", got, want)
+	}
+}
+
+// TestWakeupsOutOfUnseenWaitsSaySo: seen as another user, a thread's
+// system call is not visible, so whether its wait had a timeout is not
+// known. Its wake-ups still count as progress (the safe side against a
+// false stall), but the claim says the kind of wait was not visible, not
+// that it had no timeout. A thread whose wait was seen to have none is
+// named first, even when woken in fewer readings.
+func TestWakeupsOutOfUnseenWaitsSaySo(t *testing.T) {
+	unseen := &timeline.Blocked{NotVisible: "syscall not visible: needs CAP_SYS_PTRACE (or the same uid with ptrace_scope 0)"}
+	b := newTL(31, 100*time.Millisecond)
+	b.proc(10, 1, "python3", nil, nil)
+	b.thread(10, 10, "python3", waking(unseen, 3, 2e5))
+	p := MeasureProgress(b.tl)
+	got := strings.Join(p.HostProgress(), "; ")
+	want := "tid 10 was woken in 30 of its 30 readings, out of a wait whose kind was not visible (syscall not visible: needs CAP_SYS_PTRACE (or the same uid with ptrace_scope 0)): its own timer's wake-ups would read the same"
+	if p.Stalled() || !p.WakeupsUnseen() || got != want {
+		t.Errorf("stalled %v, unseen %v, claims %q, want %q", p.Stalled(), p.WakeupsUnseen(), got, want)
+	}
+	if strings.Contains(got, "no timeout") {
+		t.Errorf("claims %q: a wait not seen is not known to have no timeout", got)
+	}
+
+	// beside it, a thread woken out of a futex with no timeout in five
+	// readings: the one named
+	b.thread(10, 11, "worker", func(i int) timeline.ThreadSample {
+		s := waking(&timeline.Blocked{Syscall: "futex", On: "futex 0x7f80", Wchan: "futex_do_wait"}, 1, 1e4)(i)
+		if i > 5 {
+			s.Slices = 105
+		}
+		return s
+	})
+	p = MeasureProgress(b.tl)
+	got = strings.Join(p.HostProgress(), "; ")
+	if want := "tid 11 was woken out of a wait with no timeout in 5 of its 30 readings"; got != want || p.WakeupsUnseen() {
+		t.Errorf("claims %q (unseen %v), want %q", got, p.WakeupsUnseen(), want)
+	}
+
+	// one thread seen in both: both counts
+	b = newTL(31, 100*time.Millisecond)
+	b.proc(10, 1, "python3", nil, nil)
+	b.thread(10, 10, "python3", func(i int) timeline.ThreadSample {
+		if i < 10 {
+			return waking(unseen, 1, 1e4)(i)
+		}
+		return waking(&timeline.Blocked{Syscall: "read", On: "pipe:[7]", Wchan: "pipe_read"}, 1, 1e4)(i)
+	})
+	p = MeasureProgress(b.tl)
+	if got, want := strings.Join(p.HostProgress(), "; "), "tid 10 was woken out of a wait with no timeout in 20 of its 30 readings, and out of one whose kind was not visible in 10 more"; got != want {
+		t.Errorf("claims %q, want %q", got, want)
 	}
 }
 
@@ -262,12 +318,12 @@ func TestPollerIsATimer(t *testing.T) {
 		t.Fatalf("%+v", r.Progress)
 	}
 	f := one(t, r.Findings, "job-idle")
-	if !strings.Contains(f.Claim, "waits on a timer: poll with a timeout, woken by it 30 times") || !strings.Contains(f.Claim, "no GPU was in view") {
+	if !strings.Contains(f.Claim, "waits on a timer: poll with a timeout, woken by it in 30 of 30 readings") || !strings.Contains(f.Claim, "no GPU was in view") {
 		t.Errorf("%q", f.Claim)
 	}
 	// What the timer's wake-ups cost is said beside "nothing moved": 30
-	// wake-ups of 10 µs over 3 s.
-	if !strings.Contains(f.Claim, "nothing in the job moved over 3.0 s but its own timers (30 wake-ups out of timed waits, 0.01 % of one core in all)") {
+	// wake-ups of 10 µs over 3 s, one a reading.
+	if !strings.Contains(f.Claim, "nothing in the job moved over 3.0 s but its own timers (a thread woken out of a timed wait in 30 readings, 0.01 % of one core in all)") {
 		t.Errorf("the claim does not say what the timer's wake-ups cost: %q", f.Claim)
 	}
 	if v := Verdict(r); v == nil || v.Confidence != confIdleNoGPU {

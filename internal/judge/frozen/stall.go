@@ -19,13 +19,13 @@ func stalledFinding(v *view, p Progress, blocked []BlockedThread, deaths []Death
 		window += ", " + p.Since
 	}
 	ev := []finding.Evidence{
-		{What: fmt.Sprintf("wake-ups of the job's %d live threads out of waits with no timeout (each is something arriving: data, a lock released, a synchronise returning)", p.Threads),
-			Value: float64(p.Wakeups), Window: window, Source: "/proc/PID/task/TID/schedstat (times scheduled in)"},
+		{What: fmt.Sprintf("wake-ups out of waits with no timeout, counted once a reading (%s; each is something arriving: data, a lock released, a synchronise returning)", plural(p.Threads, "live thread", "live threads")),
+			Value: float64(p.Wakeups), Window: window, Source: wakeSource},
 		{What: fmt.Sprintf("CPU gained by all %d live threads of the job", p.Threads), Value: round(p.CPUCores*100, 3), Unit: "% of one core", Window: window, Source: cpuSource(p.Measure)},
 		{What: "CPU of the busiest thread, " + v.procName(p.BusiestPID) + " " + v.threadName(p.BusiestTID), Value: round(p.BusiestCores*100, 3), Unit: "% of one core", Window: window, Source: cpuSource(p.Measure)},
 	}
 	if p.TimerWakeups > 0 {
-		ev = append(ev, finding.Evidence{What: "wake-ups out of timed waits (their own timers: watchdogs, heartbeats; no sign of progress)", Value: float64(p.TimerWakeups),
+		ev = append(ev, finding.Evidence{What: "wake-ups out of timed waits, counted once a reading (their own timers: watchdogs, heartbeats; no sign of progress)", Value: float64(p.TimerWakeups),
 			Window: window, Source: "/proc/PID/task/TID/schedstat, /proc/PID/task/TID/syscall"})
 	}
 	if p.IOVisible {

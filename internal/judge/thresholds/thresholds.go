@@ -315,7 +315,9 @@ const (
 	// zero times; a host thread synchronising with a busy GPU twenty times
 	// a second. Wake-ups out of timed waits (a watchdog's 100 ms condition
 	// wait, a heartbeat, a sleep) are the thread's own timer and never
-	// count. One wake-up alone could be a signal or a stray wake.
+	// count. One wake-up alone could be a signal or a stray wake. Weighed
+	// against the run count (the safe side: a second slice may be a
+	// preemption), while the claim counts readings.
 	StallMinWakeups = 2
 	// StallMaxCPUCores: the whole job used less than 1 % of one core. A
 	// job blocked in a collective or on a lock still runs housekeeping
