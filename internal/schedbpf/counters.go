@@ -54,10 +54,16 @@ func countsIter(prog *ebpf.Program, pid int) (*link.Iter, error) {
 	if pid == 0 {
 		return link.AttachIter(link.IterOptions{Program: prog})
 	}
-	// union bpf_iter_link_info's task member: tid, pid, pid_fd. cilium/ebpf
-	// v0.22 passes only a map's descriptor, so the link is made here.
+	return taskIter(prog, 4, pid)
+}
+
+// taskIter links a task iterator to one process's threads (at 4: the
+// pid member) or to one task (at 0: the tid member). cilium/ebpf v0.22
+// passes only a map's descriptor, so the link is made here.
+func taskIter(prog *ebpf.Program, at, id int) (*link.Iter, error) {
+	// union bpf_iter_link_info's task member: tid, pid, pid_fd.
 	var info [16]byte
-	binary.NativeEndian.PutUint32(info[4:], uint32(pid))
+	binary.NativeEndian.PutUint32(info[at:], uint32(id))
 	attr := struct {
 		progFD, targetFD, attachType, flags uint32
 		iterInfo                            uint64
@@ -86,6 +92,19 @@ func countsIter(prog *ebpf.Program, pid int) (*link.Iter, error) {
 func (t *Tracer) watchCounts(pid int) error {
 	if t.allIter != nil || t.procIters[pid] != nil {
 		return nil
+	}
+	if t.fast != nil {
+		it, err := taskIter(t.fast.ProcCounts, 0, pid)
+		if err == nil {
+			t.procIters[pid] = it
+			return nil
+		}
+		if errors.Is(err, unix.ESRCH) {
+			return fmt.Errorf("%s: pid %d: %w", What, pid, err)
+		}
+		if err := t.dropFast(fmt.Errorf("linking it to pid %d: %w", pid, err)); err != nil {
+			return err
+		}
 	}
 	it, err := countsIter(t.objs.Counts, pid)
 	if err != nil {
@@ -142,12 +161,139 @@ func (t *Tracer) readCounts(s *Snapshot) error {
 		t.pids = append(t.pids, pid)
 	}
 	slices.Sort(t.pids)
+	if t.fast != nil {
+		err := t.readFast(s)
+		if !errors.Is(err, errRowsFull) {
+			return err
+		}
+		// More threads than rows: the iterator per process from now on.
+		if err := t.dropFast(err); err != nil {
+			return err
+		}
+	}
 	for _, pid := range t.pids {
 		if err := t.readIter(t.procIters[pid], s); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// Reader says how the counters are read: "per process" (the threads
+// walked by the program, Linux 6.7 and later), "per thread" (an iterator
+// step per thread, 6.1 and later), or "every task" (one iterator over the
+// host's tasks, the watched bitmap filtering them); "" for the events.
+func (t *Tracer) Reader() string {
+	switch {
+	case !t.o.Counters:
+		return ""
+	case t.allIter != nil:
+		return "every task"
+	case t.fast != nil:
+		return "per process"
+	}
+	return "per thread"
+}
+
+// loadFast loads the faster reader (bpf/threads.bpf.c): where the kernel
+// lacks the task iterator kfuncs (before 6.7) the load fails, and the
+// per-process iterator of counts stays.
+func (t *Tracer) loadFast() error {
+	spec, err := loadTc()
+	if err != nil {
+		return err
+	}
+	if t.o.MaxThreads > 0 {
+		spec.Maps["rows"].MaxEntries = uint32(t.o.MaxThreads)
+	}
+	var objs tcObjects
+	if err := spec.LoadAndAssign(&objs, nil); err != nil {
+		return err
+	}
+	rows, err := objs.Rows.Memory()
+	if err != nil {
+		objs.Close()
+		return err
+	}
+	cursor, err := objs.Cursors.Memory()
+	if err != nil {
+		objs.Close()
+		return err
+	}
+	t.fast, t.rows, t.cursor = &objs, rows, cursor
+	return nil
+}
+
+// closeFast closes the faster reader's objects (its links are procIters).
+func (t *Tracer) closeFast() {
+	if t.fast != nil {
+		t.fast.Close()
+		t.fast, t.rows, t.cursor = nil, nil, nil
+	}
+}
+
+// dropFast gives up the faster reader (why says why) and links counts to
+// each watched process instead.
+func (t *Tracer) dropFast(why error) error {
+	for _, it := range t.procIters {
+		it.Close()
+	}
+	pids := make([]int, 0, len(t.procIters))
+	for pid := range t.procIters {
+		pids = append(pids, pid)
+	}
+	clear(t.procIters)
+	t.closeFast()
+	t.fastErr = why
+	for _, pid := range pids {
+		if err := t.watchCounts(pid); err != nil && !errors.Is(err, unix.ESRCH) {
+			return err
+		}
+	}
+	return nil
+}
+
+// errRowsFull: the watched processes had more threads than the faster
+// reader's rows.
+var errRowsFull = errors.New("more threads than the rows of the counters' map")
+
+// readFast runs each process's program (the processes in t.pids' order),
+// which appends its threads' rows from the cursor on, then copies the rows
+// out of the mapped array.
+func (t *Tracer) readFast(s *Snapshot) error {
+	var c [8]byte
+	if _, err := t.cursor.WriteAt(c[:], 0); err != nil {
+		return fmt.Errorf("%s: resetting the counters' cursor: %w", What, err)
+	}
+	for _, pid := range t.pids {
+		if err := t.readIter(t.procIters[pid], s); err != nil {
+			return err
+		}
+	}
+	if _, err := t.cursor.ReadAt(c[:], 0); err != nil {
+		return fmt.Errorf("%s: reading the counters' cursor: %w", What, err)
+	}
+	if binary.NativeEndian.Uint32(c[4:]) != 0 {
+		return errRowsFull
+	}
+	size := int(binary.NativeEndian.Uint32(c[:])) * countsSize
+	if cap(t.buf) < size {
+		t.buf = make([]byte, size)
+	}
+	b := t.buf[:size]
+	if _, err := t.rows.ReadAt(b, 0); err != nil {
+		return fmt.Errorf("%s: reading the counters' rows: %w", What, err)
+	}
+	s.Threads = slices.Grow(s.Threads, len(b)/countsSize)
+	for off := 0; off < len(b); off += countsSize {
+		s.Threads = append(s.Threads, threadOf(parseCounts(b[off:off+countsSize])))
+	}
+	return nil
+}
+
+func threadOf(c countsRecord) Thread {
+	return Thread{TID: int(c.tid), PID: int(c.tgid), CPU: int(c.cpu), RunNS: c.run, WaitNS: c.wait,
+		Slices: c.slices, Voluntary: c.vol, Involuntary: c.invol, State: StateLetter(c.state)}
 }
 
 // readIter runs one iterator and adds its records to s. The iterator's
@@ -177,9 +323,7 @@ func (t *Tracer) readIter(it *link.Iter, s *Snapshot) error {
 		n += r
 		whole := n / countsSize * countsSize
 		for off := 0; off < whole; off += countsSize {
-			c := parseCounts(t.buf[off : off+countsSize])
-			s.Threads = append(s.Threads, Thread{TID: int(c.tid), PID: int(c.tgid), CPU: int(c.cpu), RunNS: c.run, WaitNS: c.wait,
-				Slices: c.slices, Voluntary: c.vol, Involuntary: c.invol, State: StateLetter(c.state)})
+			s.Threads = append(s.Threads, threadOf(parseCounts(t.buf[off:off+countsSize])))
 		}
 		n = copy(t.buf, t.buf[whole:n])
 	}

@@ -3,12 +3,15 @@
 package schedbpf
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 func startCounters(t *testing.T, pids ...int) *Tracer {
@@ -72,26 +75,66 @@ func between(v, lo, hi uint64) bool { return v >= lo && v <= hi }
 // process added is read from then on, a process removed no longer is; an
 // asleep thread is read as well as a running one.
 //
-// Both ways: an iterator per process, and one over every task of the host
-// filtered by the watched bitmap (kernels before 6.1).
+// Every way: the program walking each process's threads (6.7 and later),
+// an iterator step per thread (6.1 and later), one iterator over every
+// task of the host filtered by the watched bitmap (before 6.1), and the
+// walk with too few rows for the threads, which gives way to the steps.
 func TestCountersWatchProcesses(t *testing.T) {
 	need(t)
-	for _, every := range []bool{false, true} {
-		t.Run(fmt.Sprintf("every task %v", every), func(t *testing.T) { watchProcesses(t, every) })
+	for _, c := range []struct {
+		name, reader string
+		o            Options
+		after        string // the reader after the readings
+	}{
+		{"per process", "per process", Options{}, "per process"},
+		{"per thread", "per thread", Options{stepPerThread: true}, "per thread"},
+		{"every task", "every task", Options{everyTask: true}, "every task"},
+		{"rows full", "per process", Options{MaxThreads: 3}, "per thread"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if c.reader == "per process" && !kernelAtLeast(t, 6, 7) {
+				t.Skip("the task iterator kfuncs came with Linux 6.7")
+			}
+			watchProcesses(t, c.reader, c.o, c.after)
+		})
 	}
 }
 
-func watchProcesses(t *testing.T, every bool) {
+// kernelAtLeast says the running kernel is major.minor or later.
+func kernelAtLeast(t *testing.T, major, minor int) bool {
+	var u unix.Utsname
+	if err := unix.Uname(&u); err != nil {
+		t.Fatal(err)
+	}
+	var ma, mi int
+	fmt.Sscanf(unix.ByteSliceToString(u.Release[:]), "%d.%d", &ma, &mi)
+	return ma > major || ma == major && mi >= minor
+}
+
+func watchProcesses(t *testing.T, reader string, o Options, after string) {
 	a, b := start(t, "spin"), start(t, "pingpong")
 	pa, pb := a.cmd.Process.Pid, b.cmd.Process.Pid
-	tr, err := Start([]int{pa}, Options{NoFollow: true, Counters: true, everyTask: every})
+	o.NoFollow, o.Counters = true, true
+	tr, err := Start([]int{pa}, o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(tr.Close)
+	if got := tr.Reader(); got != reader {
+		t.Fatalf("reader %q (the faster one not used: %v), want %q", got, tr.fastErr, reader)
+	}
+	every := reader == "every task"
 	if (tr.allIter != nil) != every || every && len(tr.procIters) != 0 {
 		t.Fatalf("every task %v: %d iterators per process, one over every task %v", every, len(tr.procIters), tr.allIter != nil)
 	}
+	defer func() {
+		if got := tr.Reader(); got != after {
+			t.Errorf("reader %q after the readings (%v), want %q", got, tr.fastErr, after)
+		}
+		if after != reader && !errors.Is(tr.fastErr, errRowsFull) {
+			t.Errorf("the faster reader given up for %v, want its rows full", tr.fastErr)
+		}
+	}()
 	tids := func(pid int) map[int]bool {
 		ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
 		if err != nil {

@@ -6,3 +6,7 @@ package schedbpf
 // libbpf-dev): go generate ./internal/schedbpf, or
 // scripts/bpf-generate.sh for every BPF package.
 //go:generate go run github.com/cilium/ebpf/cmd/bpf2go -cc clang -cflags "-O2 -g -Wall -Werror -mcpu=v3 -I/usr/include/x86_64-linux-gnu" -target amd64,arm64 -type thread -type wkey -type wval -type watch sb bpf/sched.bpf.c
+
+// The faster reader of the counters (bpf/threads.bpf.c, Linux 6.7 and
+// later), its own object so that an older kernel fails this load alone.
+//go:generate go run github.com/cilium/ebpf/cmd/bpf2go -cc clang -cflags "-O2 -g -Wall -Werror -mcpu=v3 -I/usr/include/x86_64-linux-gnu" -target amd64,arm64 -type sched_counts -type cursor tc bpf/threads.bpf.c

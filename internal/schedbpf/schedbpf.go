@@ -49,7 +49,9 @@ type Options struct {
 	// they fork are not counted.
 	NoFollow bool
 	// MaxThreads sizes the threads' table (0: 65536). Threads past it are
-	// counted in Snapshot.Dropped and not read.
+	// counted in Snapshot.Dropped and not read. With the counters it sizes
+	// the faster reader's rows (the threads of all watched processes):
+	// past them, the iterator per process reads on.
 	MaxThreads int
 	// Counters reads the kernel's own per-thread counters with a task
 	// iterator (counters.go) instead of counting the scheduler's events:
@@ -59,6 +61,9 @@ type Options struct {
 	// everyTask makes the counters' one iterator walk every task of the
 	// host, as on a kernel before 6.1 (tests).
 	everyTask bool
+	// stepPerThread keeps the per-process iterator that visits each
+	// thread as a step, as on a kernel before 6.7 (tests).
+	stepPerThread bool
 }
 
 // Tracer is a running count.
@@ -77,6 +82,13 @@ type Tracer struct {
 	pids      []int // procIters' keys, sorted for a reading
 	allIter   *link.Iter
 	buf       []byte
+	// fast is the faster reader (bpf/threads.bpf.c) where it loaded:
+	// procIters are then its links, one per process's leader; rows and
+	// cursor its maps, mapped. fastErr says why it is not used.
+	fast      *tcObjects
+	rows      *ebpf.Memory
+	cursor    *ebpf.Memory
+	fastErr   error
 	wake      link.Link
 	wakeSince int64
 	wakeNS    int64
@@ -138,6 +150,13 @@ func Start(pids []int, o Options) (*Tracer, error) {
 		if t.allIter, err = countsIter(t.objs.Counts, 0); err != nil {
 			t.Close()
 			return nil, attachError("task iterator", err)
+		}
+	}
+	if o.Counters && t.allIter == nil {
+		if o.stepPerThread {
+			t.fastErr = errors.New("not asked for")
+		} else {
+			t.fastErr = t.loadFast()
 		}
 	}
 	for _, pid := range pids {
@@ -289,6 +308,7 @@ func (t *Tracer) Close() {
 		t.wake.Close()
 		t.wake = nil
 	}
+	t.closeFast()
 	t.objs.Close()
 }
 
