@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -729,4 +730,65 @@ func onlyUnexplainedAndSync(summary string) bool {
 		}
 	}
 	return strings.Contains(split, "sync-bound")
+}
+
+// pipeWakeWorkload: a thread blocked in a read on a pipe with no timeout,
+// woken fifty times a second by another thread that writes a byte after
+// each 20 ms sleep: something arrives, over and over.
+const pipeWakeWorkload = `
+import os, threading, time
+r, w = os.pipe()
+def reader():
+    while True:
+        os.read(r, 1)
+threading.Thread(target=reader, daemon=True).start()
+print("ready", flush=True)
+while True:
+    time.sleep(0.02)
+    os.write(w, b"x")
+`
+
+// TestAttachWakeupsSayWhatWasSeen: the wake-ups that show a job moving are
+// counted once a reading, and the kind of wait is claimed only where it
+// was seen. As root the reader's pipe read is seen to have no timeout; as
+// nobody its system call is not visible, and the claim says so rather than
+// "no timeout" (a timer's wake-ups would read the same). Neither is
+// stalled.
+func TestAttachWakeupsSayWhatWasSeen(t *testing.T) {
+	livetest.Need(t)
+	lightLive(t)
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to drop to nobody")
+	}
+	w := startWorkload(t, nil, true, interpreter(t), "-c", pipeWakeWorkload)
+	time.Sleep(300 * time.Millisecond)
+	for _, c := range []struct {
+		who   string
+		cred  *syscall.Credential
+		want  string
+		never string
+	}{
+		{"root", &syscall.Credential{Uid: 0, Gid: 0}, "out of a wait with no timeout in ", "not visible"},
+		{"nobody", nobody, "out of a wait whose kind was not visible (syscall not visible: needs CAP_SYS_PTRACE", "with no timeout"},
+	} {
+		runs := attachRepeatedlyAs(t, c.cred, w.Process.Pid, 2, []time.Duration{3 * time.Second}, "--device", "none")
+		requireNeverStalled(t, "a pipe reader woken 50 times a second, seen by "+c.who, runs)
+		for i, r := range runs {
+			if r.err != "" || r.rep.Verdict == nil {
+				continue
+			}
+			v := r.rep.Verdict
+			woken := regexp.MustCompile(`tid \d+ was woken[^;)]*\)?[^;)]*`).FindString(v.Missing)
+			if !strings.Contains(v.Missing, c.want) || strings.Contains(woken, c.never) {
+				t.Errorf("%s, run %d: %q; want the wake-ups said %q, never %q", c.who, i, v.Missing, c.want, c.never)
+			}
+			// counted once a reading: at most the readings of a 3 s
+			// window at 100 ms, though the thread woke about 150 times
+			if m := regexp.MustCompile(`in (\d+) of its (\d+) readings`).FindStringSubmatch(woken); m == nil {
+				t.Errorf("%s, run %d: %q names no readings", c.who, i, woken)
+			} else if n, _ := strconv.Atoi(m[1]); n < 10 || n > 31 {
+				t.Errorf("%s, run %d: woken in %s readings of a 3 s window", c.who, i, m[1])
+			}
+		}
+	}
 }
