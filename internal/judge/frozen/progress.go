@@ -390,8 +390,14 @@ func scan(v *view, from int64) (Measure, int64) {
 					a.wakeSlices += d
 					if w == nil || w.Syscall == "" {
 						a.unseen++
-						if w != nil && w.NotVisible != "" && a.why == "" {
+						switch {
+						case a.why != "" || w == nil:
+						case w.NotVisible != "":
 							a.why = w.NotVisible
+						case w.Wchan != "":
+							// read, but in no system call: a page
+							// fault's wait, or one left as it was read
+							a.why = "it waited in " + safe(w.Wchan) + ", in no system call that was read"
 						}
 					}
 					progress = true

@@ -147,6 +147,15 @@ func TestWakeupsOutOfUnseenWaitsSaySo(t *testing.T) {
 		t.Errorf("claims %q (unseen %v), want %q", got, p.WakeupsUnseen(), want)
 	}
 
+	// read, but in no system call: the wait channel is said
+	b = newTL(31, 100*time.Millisecond)
+	b.proc(10, 1, "python3", nil, nil)
+	b.thread(10, 10, "python3", waking(&timeline.Blocked{Wchan: "folio_wait_bit_common"}, 1, 1e4))
+	p = MeasureProgress(b.tl)
+	if got, want := strings.Join(p.HostProgress(), "; "), "out of a wait whose kind was not visible (it waited in folio_wait_bit_common, in no system call that was read)"; !strings.Contains(got, want) {
+		t.Errorf("claims %q, want %q", got, want)
+	}
+
 	// one thread seen in both: both counts
 	b = newTL(31, 100*time.Millisecond)
 	b.proc(10, 1, "python3", nil, nil)
