@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/gpufeed/gpufeed/internal/gpu"
 	"github.com/gpufeed/gpufeed/internal/profile"
@@ -97,11 +98,24 @@ func Observe(ctx context.Context, s *sample.Sampler, o Observation, finish func(
 	}
 	var tops chan []profile.PySamples
 	stopPy := func() {}
+	var pyNote string
 	if o.PySamples != nil && o.PySamplesRoot > 0 {
 		pctx, cancel := context.WithCancel(ctx)
 		stopPy = cancel
 		tops = make(chan []profile.PySamples, 1)
-		go func() { tops <- o.PySamples.Run(pctx, o.PySamplesRoot) }()
+		// The window begins once the job's Python processes are open (as
+		// the BPF programs are loaded before it): opening one took over
+		// 4 s on a loaded host, and a short window then sampled nothing.
+		opened := make(chan struct{})
+		ps := *o.PySamples
+		ps.Opened = func() { close(opened) }
+		go func() { tops <- ps.Run(pctx, o.PySamplesRoot) }()
+		select {
+		case <-opened:
+		case <-ctx.Done():
+		case <-time.After(PyOpenWait):
+			pyNote = fmt.Sprintf("Python stacks: the job's interpreters were still being opened after %v; the window began without them, and samples start once they are open.", PyOpenWait)
+		}
 	}
 	var stopProfile func() *profile.CPUProfile
 	if o.Profile != nil {
@@ -135,6 +149,9 @@ func Observe(ctx context.Context, s *sample.Sampler, o Observation, finish func(
 	}
 	if tl != nil {
 		tl.Meta.Notes = append(tl.Meta.Notes, bpfNoted...)
+		if pyNote != "" {
+			tl.Meta.Notes = append(tl.Meta.Notes, pyNote)
+		}
 	}
 	if tops != nil && tl != nil {
 		sampled := <-tops
@@ -189,12 +206,16 @@ func Observe(ctx context.Context, s *sample.Sampler, o Observation, finish func(
 	return tl, nil
 }
 
+// PyOpenWait bounds how long the window waits for the job's Python
+// processes to be opened (--py-stacks) before it begins.
+const PyOpenWait = 20 * time.Second
+
 // PyNotSampled is the note of a window whose Python stacks were asked for
 // (--py-stacks) and sampled in no process: without samples there is no
 // split of a thread's Python time.
 const PyNotSampled = "Python stacks were asked for but no process of the job was sampled during the window, so where its Python time went is not known: " +
 	"a process that is not CPython, or whose interpreter cannot be read, is named with its reason in the stacks read at the end; " +
-	"one still being opened when the window ended (opening reads the interpreter's binary and memory, which a loaded host slows) needs a longer --duration."
+	"one that started during the window, or was still being opened when it ended (opening reads the interpreter's binary and memory, which a loaded host slows), needs a longer --duration."
 
 // addPySamples adds each sampled process's PySamples to the timeline (and its
 // recording) at the window's last tick.

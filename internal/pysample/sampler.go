@@ -28,6 +28,11 @@ type Sampler struct {
 	// MaxCPU bounds the sampler's own time as a share of one core
 	// (DefaultMaxCPU when 0): past it, rounds are spaced out.
 	MaxCPU float64
+	// Opened, when set, is called once Run has opened (or tried) the
+	// tree's Python processes present at its start: opening reads the
+	// interpreter's binary and memory, seconds on a loaded host, and a
+	// window that waits for it is sampled from its first tick.
+	Opened func()
 }
 
 // Defaults: 50 Hz is py-spy's rate under its default 100 Hz halved, enough
@@ -122,8 +127,12 @@ func (s Sampler) Run(ctx context.Context, root int) []profile.PySamples {
 		if time.Since(lastScan) >= time.Second {
 			// discovery (opening new processes) is paid once per process,
 			// not per round: it is left out of the rounds' pacing
+			first := lastScan.IsZero()
 			lastScan = time.Now()
 			s.discover(root, procs, tried, maxProcs)
+			if first && s.Opened != nil {
+				s.Opened()
+			}
 		}
 		start := time.Now()
 		for pid, p := range procs {

@@ -73,3 +73,42 @@ func TestSamplerShares(t *testing.T) {
 		})
 	}
 }
+
+// Opened is called once the Python processes present at the start are
+// open, before the first round: a window that waits for it is sampled from
+// its first tick. Every round after it is counted, none before.
+func TestSamplerOpenedBeforeTheFirstRound(t *testing.T) {
+	livetest.Need(t)
+	python := interpreters(t)["debian-python3"]
+	if python == "" {
+		t.Skip("Debian's python3 is not installed on this machine")
+	}
+	k := startKnown(t, python, "--spin")
+	time.Sleep(300 * time.Millisecond)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var openedAt time.Time
+	opened := make(chan struct{})
+	s := Sampler{FS: procfs.At("/proc", "/sys"), Opened: func() { openedAt = time.Now(); close(opened) }}
+	start := time.Now()
+	done := make(chan []profile.PySamples, 1)
+	go func() { done <- s.Run(ctx, k.cmd.Process.Pid) }()
+	select {
+	case <-opened:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Opened not called within 30 s")
+	}
+	window := time.Now()
+	time.Sleep(time.Second)
+	cancel()
+	tops := <-done
+	if len(tops) != 1 || tops[0].PID != k.cmd.Process.Pid {
+		t.Fatalf("%+v", tops)
+	}
+	// at 50 Hz within a 5 % CPU budget: rounds over the second after
+	// Opened, paced; the opening itself (before Opened) is in none
+	t.Logf("opened in %v; %d rounds in the second after", openedAt.Sub(start), tops[0].Rounds)
+	if tops[0].Rounds < 10 || tops[0].Rounds > int(time.Since(window)/(20*time.Millisecond))+2 {
+		t.Errorf("%d rounds in the %v after Opened, want 10 to 50 a second", tops[0].Rounds, time.Since(window))
+	}
+}
