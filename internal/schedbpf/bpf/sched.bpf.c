@@ -20,48 +20,9 @@
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
 
-typedef unsigned int u32;
-typedef unsigned long long u64;
 typedef _Bool bool;
 
-struct sched_entity {
-	u64 sum_exec_runtime;
-} __attribute__((preserve_access_index));
-
-struct sched_info {
-	unsigned long pcount;
-	unsigned long long run_delay;
-} __attribute__((preserve_access_index));
-
-struct thread_info {
-	unsigned int cpu; // x86, and where task_struct has no cpu
-} __attribute__((preserve_access_index));
-
-struct task_struct {
-	struct thread_info thread_info;
-	int pid;
-	int tgid;
-	unsigned int __state;
-	int exit_state;
-	int on_cpu;
-	int on_rq;
-	unsigned int cpu; // arm64 and others since 5.16
-	struct sched_entity se;
-	struct sched_info sched_info;
-	unsigned long nvcsw;
-	unsigned long nivcsw;
-} __attribute__((preserve_access_index));
-
-struct seq_file;
-
-struct bpf_iter_meta {
-	struct seq_file *seq;
-} __attribute__((preserve_access_index));
-
-struct bpf_iter__task {
-	struct bpf_iter_meta *meta;
-	struct task_struct *task;
-} __attribute__((preserve_access_index));
+#include "task.h"
 
 // Kernels before 5.14 call the field `state` (a long).
 struct task_struct___old {
@@ -454,23 +415,6 @@ int seed(struct bpf_iter__task *ctx)
 		count(0);
 	return 0;
 }
-
-// One watched thread as the kernel's scheduler counts it: the record the
-// counts iterator writes. The fields are the task's own, the ones
-// /proc/PID/task/TID/schedstat and status print (sum_exec_runtime,
-// sched_info.run_delay and pcount, nvcsw and nivcsw), maintained by the
-// scheduler whatever is attached: reading them costs the job nothing.
-struct sched_counts {
-	u32 tid;
-	u32 tgid;
-	u32 state; // __state | exit_state, as /proc's state letter reads it
-	int cpu;   // the CPU it last ran on (task_cpu); -1 where not found
-	u64 run_ns;
-	u64 wait_ns;
-	u64 slices;
-	u64 voluntary;
-	u64 involuntary;
-};
 
 // A task iterator user space runs every tick, each run a read of every
 // watched thread's counters: one system call for a process's threads where

@@ -19,45 +19,7 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_core_read.h>
 
-typedef unsigned int u32;
-typedef unsigned long long u64;
-
-struct sched_entity {
-	u64 sum_exec_runtime;
-} __attribute__((preserve_access_index));
-
-struct sched_info {
-	unsigned long pcount;
-	unsigned long long run_delay;
-} __attribute__((preserve_access_index));
-
-struct thread_info {
-	unsigned int cpu; // x86, and where task_struct has no cpu
-} __attribute__((preserve_access_index));
-
-struct task_struct {
-	struct thread_info thread_info;
-	int pid;
-	int tgid;
-	unsigned int __state;
-	int exit_state;
-	unsigned int cpu; // arm64 and others since 5.16
-	struct sched_entity se;
-	struct sched_info sched_info;
-	unsigned long nvcsw;
-	unsigned long nivcsw;
-} __attribute__((preserve_access_index));
-
-struct seq_file;
-
-struct bpf_iter_meta {
-	struct seq_file *seq;
-} __attribute__((preserve_access_index));
-
-struct bpf_iter__task {
-	struct bpf_iter_meta *meta;
-	struct task_struct *task;
-} __attribute__((preserve_access_index));
+#include "task.h"
 
 // The open-coded task iterator (kernel/bpf/task_iter.c): opaque state,
 // and its kinds (enum bpf_iter_task_type in the kernel).
@@ -70,20 +32,6 @@ struct bpf_iter_task {
 extern int bpf_iter_task_new(struct bpf_iter_task *it, struct task_struct *task, unsigned int flags) __ksym;
 extern struct task_struct *bpf_iter_task_next(struct bpf_iter_task *it) __ksym;
 extern void bpf_iter_task_destroy(struct bpf_iter_task *it) __ksym;
-
-// One thread's counters: struct sched_counts of sched.bpf.c, the same
-// record (countsSize).
-struct sched_counts {
-	u32 tid;
-	u32 tgid;
-	u32 state; // __state | exit_state, as /proc's state letter reads it
-	int cpu;   // the CPU it last ran on; -1 where not found
-	u64 run_ns;
-	u64 wait_ns;
-	u64 slices;
-	u64 voluntary;
-	u64 involuntary;
-};
 
 // The reading's cursor: the next free row, and whether a thread found no
 // row (the reading is then incomplete). User space zeroes it before a
