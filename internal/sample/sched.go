@@ -33,7 +33,7 @@ import (
 // continues it. (schedbpf's other mode, the events counted by programs on
 // every switch, is not the sampler's: it cost the job too much.)
 
-// SchedError is a --sched bpf run whose events could not be loaded.
+// SchedError is a --sched bpf run whose programs could not be loaded.
 type SchedError struct{ Err error }
 
 func (e *SchedError) Error() string { return "--sched bpf: " + e.Err.Error() }
@@ -75,6 +75,8 @@ func (s *Sampler) startSched() error {
 // each woken thread's waker in progress: four times the host's tasks
 // (loadavg's fourth field), rounded up to a power of two, 8,192 to 65,536.
 // A thread past it has its wake-ups counted in the wakers' table directly.
+// It sizes the counters' mapped rows too (the threads of all watched
+// processes): past them, the reading goes on one iterator step per thread.
 func schedTableSize(fs procfs.FS) int {
 	n := 8192
 	if b, err := os.ReadFile(fs.ProcPath("loadavg")); err == nil {
@@ -92,14 +94,15 @@ func schedTableSize(fs procfs.FS) int {
 	return n
 }
 
-// schedFallback stops the events after a failed reading: the rest of the
-// run reads /proc (the bases keep the series continuous).
+// schedFallback stops the kernel's counters after a failed reading: the
+// rest of the run reads /proc, whose counters are the same, so the series
+// goes on.
 func (s *Sampler) schedFallback(t int64, err error) {
 	s.readError(t, 0, err)
 	s.sched.Close()
 	s.sched = nil
 	s.schedSrc = timeline.SchedProc
-	s.schedNotBPF = "reading the scheduler's events failed mid-window: " + err.Error()
+	s.schedNotBPF = "reading the kernel's counters failed mid-window: " + err.Error()
 }
 
 func (s *Sampler) stopSched() {
