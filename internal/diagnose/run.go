@@ -183,7 +183,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 
 	cfg := sample.Config{FS: fsys, PID: o.PID, Interval: o.Interval, Duration: o.Duration,
-		GPU: src, GPUSource: srcName, Tool: o.Tool, Sched: o.Sched}
+		GPU: src, GPUSource: srcName, Tool: o.Tool, Sched: o.Sched,
+		// Judged whole at its end, the window is held in memory: bounded.
+		MaxSamples: sample.DefaultMaxSamples, Warn: o.Warn}
 	ctx, stopWindow := context.WithCancel(ctx)
 	defer stopWindow()
 	relay := &signalRelay{}

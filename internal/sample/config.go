@@ -53,6 +53,18 @@ const (
 	// kernel walks every mapping (milliseconds per GiB resident), so a process
 	// whose read costs c waits at least c/budget before the next one.
 	DefaultRollupBudget = 0.01
+	// DefaultMaxSamples is diagnose's budget of thread samples held in
+	// memory for one window: every live thread's sample is kept each tick
+	// (88 bytes, and the slow tier's details), and the window is judged
+	// whole at its end. Measured, a window costs gpufeed about 170 bytes of
+	// resident memory a sample with the Go heap's slack (plus what its
+	// judgement builds): 2,000,000 is about 350 MB. A 1,000-thread job is
+	// watched for 3m20s at the default interval and 33m20s at 1 s; a
+	// 10,000-thread job for 20 s and 3m20s. Unbounded, an hour of a
+	// 1,000-thread job at 100 ms held 36 million samples (6 GB).
+	DefaultMaxSamples = 2_000_000
+	// EndedBudget is Timeline.Meta.Ended for a window cut at MaxSamples.
+	EndedBudget = "memory budget reached"
 )
 
 // Config.Sched's values.
@@ -129,6 +141,15 @@ type Config struct {
 	// schedFailAt makes the scheduler's reading fail from that time in
 	// the window on (tests of the fall back to /proc).
 	schedFailAt time.Duration
+
+	// MaxSamples, when positive, bounds the window's memory: the window
+	// ends (Meta.Ended EndedBudget, with a note saying how long it ran and
+	// how to watch longer) before a tick would take the thread samples held
+	// past it. Warn, when set, is told after the first tick when the job's
+	// threads will reach it before the window's end. Zero: no bound (the
+	// agent and the live view hold windows of their own size).
+	MaxSamples int
+	Warn       func(string)
 
 	Tool     string
 	Recorder Recorder

@@ -376,6 +376,17 @@ func (s *Sampler) Run(ctx context.Context) (*timeline.Timeline, error) {
 			ended = "target exited"
 			break
 		}
+		if cfg.MaxSamples > 0 {
+			live := s.liveThreads()
+			if s.ticks == 1 {
+				s.warnBudget(live)
+			}
+			if s.samples+live > cfg.MaxSamples {
+				ended = EndedBudget
+				s.tl.Meta.Notes = append(s.tl.Meta.Notes, s.budgetNote(time.Since(s.start)-first, live))
+				break
+			}
+		}
 		// Next slot on the grid, moved by its phase sweep; a tick that ran
 		// past it is an overrun and the missed slots are skipped, not
 		// bunched up.

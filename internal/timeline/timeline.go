@@ -67,7 +67,8 @@ type Meta struct {
 	// part of the measurement.
 	Observer *Observer `json:"observer,omitempty"`
 	// Ended says how the window ended: "duration", "target exited", "interrupted",
-	// "stopped by SIGTERM" (a signal reached gpufeed; a note says when).
+	// "stopped by SIGTERM" (a signal reached gpufeed; a note says when),
+	// "memory budget reached" (sample.EndedBudget: a note says why).
 	Ended string `json:"ended,omitempty"`
 	// UptimeNS is the time since boot at T=0 (PROC/uptime), 0 when not
 	// read: a process's age at T is UptimeNS + T - start_time/ClockTick.
