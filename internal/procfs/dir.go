@@ -52,8 +52,10 @@ func (d *Dir) EachNumeric(fn func(n int)) error {
 // of threads plus 2 (proc_task_getattr), one fstat instead of a listing.
 func (d *Dir) NLink() (uint64, error) {
 	var st syscall.Stat_t
-	if err := syscall.Fstat(d.fd, &st); err != nil {
-		return 0, classify(d.path, PrivProcMount, ErrVanished, err)
+	// Raw (no entersyscall), as the kept files' preads: made every tick,
+	// it cannot block (see ProcessCPUNS).
+	if _, _, e := syscall.RawSyscall(syscall.SYS_FSTAT, uintptr(d.fd), uintptr(unsafe.Pointer(&st)), 0); e != 0 {
+		return 0, classify(d.path, PrivProcMount, ErrVanished, e)
 	}
 	return uint64(st.Nlink), nil
 }

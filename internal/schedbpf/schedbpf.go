@@ -29,6 +29,7 @@ import (
 	"io"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/btf"
@@ -625,7 +626,8 @@ func (t *Tracer) Forked() uint64 {
 // monoNow is CLOCK_MONOTONIC in ns, bpf_ktime_get_ns's clock.
 func monoNow() int64 {
 	var ts unix.Timespec
-	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	// Raw: a call that cannot block, made each tick (see readIter).
+	unix.RawSyscall(unix.SYS_CLOCK_GETTIME, unix.CLOCK_MONOTONIC, uintptr(unsafe.Pointer(&ts)), 0)
 	return ts.Nano()
 }
 
