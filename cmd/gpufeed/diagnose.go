@@ -127,7 +127,7 @@ window, and the report says which signal stopped the run and when.`,
 	f.StringVar(&o.kmsgPath, "kmsg", kernlog.DefaultPath, "the kernel log device (under --root DIR: DIR/dev/kmsg; falls back to dmesg, then journalctl -k)")
 	f.StringVar(&o.cmdOutput, "cmd-output", "", "write the launched command's stdout and stderr to `FILE` (default: gpufeed's stderr; stdout is the report's)")
 	f.StringVar(&o.profile, "profile", diagnose.ProfileAuto, "CPU profile of the job's threads (where their CPU goes: CUDA launches, syncs, the interpreter, decoding), their syscalls and CUDA driver calls (eBPF): auto (where allowed; otherwise says what is missing), on (fail if not allowed) or off")
-	f.StringVar(&o.sched, "sched", schedDefault(), "where the threads' run time, run-queue wait and context switches come from: auto (the kernel's own counters, read for all threads at once by an eBPF task iterator, where allowed; otherwise /proc, and the report says why), bpf (fail if not allowed) or proc (/proc per thread, the default); GPUFEED_SCHED sets the default")
+	f.StringVar(&o.sched, "sched", schedDefault(), "where the threads' run time, run-queue wait and context switches come from: auto (the default: the kernel's own counters, read for all threads at once by an eBPF task iterator, where allowed; otherwise /proc, and -v says why), bpf (fail if not allowed) or proc (/proc per thread); GPUFEED_SCHED sets the default")
 	f.BoolVar(&o.pyStacks, "py-stacks", false, "read every Python thread's stack and the GIL holder (built-in CPython 3.8-3.13 reader; py-spy for other versions where installed; needs CAP_SYS_PTRACE for another user's process)")
 	return cmd
 }
@@ -412,17 +412,18 @@ func checkProbeModes(fs procfs.FS, profile, sched string) error {
 	return nil
 }
 
-// schedDefault is --sched's default: GPUFEED_SCHED when it names a mode
-// (a host that wants the counters sets auto once), else proc. The kernel's
-// counters cost a job that does nothing but switch threads what /proc
-// does (2.6 %, docs/PERFORMANCE.md; the events they replaced cost it 14 %),
-// and gpufeed about the same at 1,000 threads, but more at 10,000 (every
-// thread read every tick, where /proc carries the dormant ones), and the
-// program's load comes before every window: /proc stays the default.
+// schedDefault is --sched's default: GPUFEED_SCHED when it names a mode,
+// else auto. The kernel's counters cost gpufeed less than /proc at 100,
+// 1,000 and 10,000 threads since one program run reads a process's threads
+// (Linux 6.7 and later), a job that does nothing but switch threads what
+// /proc does (2.5-2.6 %), and give the same verdicts (docs/PERFORMANCE.md,
+// docs/RULES.md); their load adds about 0.3 s before the window. Where
+// they cannot load (no CAP_BPF and CAP_PERFMON, no BTF), /proc gives the
+// same report.
 func schedDefault() string {
 	switch m := os.Getenv("GPUFEED_SCHED"); m {
 	case sample.SchedAuto, sample.SchedBPF, sample.SchedProc:
 		return m
 	}
-	return sample.SchedProc
+	return sample.SchedAuto
 }
