@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gpufeed/gpufeed/internal/gpu"
+	"github.com/gpufeed/gpufeed/internal/judge/thresholds"
 	"github.com/gpufeed/gpufeed/internal/kernlog"
 	"github.com/gpufeed/gpufeed/internal/procfs"
 	"github.com/gpufeed/gpufeed/internal/pysample"
@@ -185,7 +186,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	cfg := sample.Config{FS: fsys, PID: o.PID, Interval: o.Interval, Duration: o.Duration,
 		GPU: src, GPUSource: srcName, Tool: o.Tool, Sched: o.Sched,
 		// Judged whole at its end, the window is held in memory: bounded.
-		MaxSamples: sample.DefaultMaxSamples, Warn: o.Warn}
+		MaxSamples: sample.DefaultMaxSamples, MinIntervals: thresholds.MinIntervals, Warn: o.Warn}
 	ctx, stopWindow := context.WithCancel(ctx)
 	defer stopWindow()
 	relay := &signalRelay{}

@@ -5,8 +5,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/gpufeed/gpufeed/internal/judge/thresholds"
 )
 
 // The window's memory budget (Config.MaxSamples): every live thread's
@@ -65,7 +63,7 @@ func (s *Sampler) budgetInterval(live int) time.Duration {
 	for !fits(iv) {
 		iv += step
 	}
-	if iv <= s.cfg.Interval || s.cfg.Duration/iv < thresholds.MinIntervals {
+	if iv <= s.cfg.Interval || s.cfg.Duration/iv < time.Duration(max(s.cfg.MinIntervals, 1)) {
 		return 0
 	}
 	return iv

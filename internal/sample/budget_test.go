@@ -26,7 +26,7 @@ func TestWindowEndsAtItsMemoryBudget(t *testing.T) {
 	budget := live * 41
 	var warned []string
 	s, err := New(Config{PID: pid, Duration: 20 * time.Second, Interval: 100 * time.Millisecond, Tool: "test",
-		MaxSamples: budget, Warn: func(m string) { warned = append(warned, m) }})
+		MaxSamples: budget, MinIntervals: 20, Warn: func(m string) { warned = append(warned, m) }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +93,7 @@ func TestBudgetInterval(t *testing.T) {
 		{100_000, 2_000_000, time.Hour, 0},                // 20 ticks at most: 19 intervals
 		{2_000_000, 2_000_000, time.Hour, 0},
 	} {
-		s := &Sampler{cfg: Config{Interval: 100 * time.Millisecond, Duration: c.dur, MaxSamples: c.max}}
+		s := &Sampler{cfg: Config{Interval: 100 * time.Millisecond, Duration: c.dur, MaxSamples: c.max, MinIntervals: 20}}
 		got := s.budgetInterval(c.live)
 		if got != c.want {
 			t.Errorf("%d threads, %d samples, %v: interval %v, want %v", c.live, c.max, c.dur, got, c.want)

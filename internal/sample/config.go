@@ -150,6 +150,9 @@ type Config struct {
 	// agent and the live view hold windows of their own size).
 	MaxSamples int
 	Warn       func(string)
+	// MinIntervals is the fewest intervals a judged window holds: the
+	// interval MaxSamples' note offers leaves the window at least these.
+	MinIntervals int
 
 	Tool     string
 	Recorder Recorder
