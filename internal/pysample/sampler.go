@@ -69,12 +69,13 @@ type sampled struct {
 // frame chain that held still through three re-reads (measured: 38 of 4,000
 // passes over a torchvision transforms loop, on an idle host), which the
 // pass reports as a layout it cannot read. One such pass is timing, not
-// layout: the first pass is tried firstPassTries times before a process is
-// left for the next scan (at most maxOpenTries scans), and a process being
-// sampled is dropped only after maxPassFails failed passes in a row (or
-// at once when it is gone). Before, one failed first pass left the process
-// unsampled for the whole window, and one failed round dropped it until
-// the next scan a second later.
+// layout: the first pass (and the end-of-window dump) is tried
+// firstPassTries times before a process is left for the next scan (at most
+// maxOpenTries scans), and a process being sampled is dropped only after
+// maxPassFails failed passes in a row (or at once when it is gone).
+// Before, one failed first pass left the process unsampled for the whole
+// window, and one failed round dropped it until the next scan a second
+// later.
 const (
 	firstPassTries = 5
 	maxOpenTries   = 3
@@ -222,12 +223,8 @@ func (s Sampler) discover(root int, procs map[int]*sampled, tried map[int]string
 
 // firstPass reads t's stacks once, tried up to firstPassTries times while
 // the process is there.
-func firstPass(t *Target) (err error) {
-	for range firstPassTries {
-		if _, _, err = t.Stacks(); err == nil || errors.Is(err, procfs.ErrVanished) {
-			return err
-		}
-	}
+func firstPass(t *Target) error {
+	_, _, err := t.stacksRetried()
 	return err
 }
 

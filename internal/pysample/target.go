@@ -161,6 +161,18 @@ func (t *Target) Stacks() (stacks []Stack, skipped int, err error) {
 	return stacks, skipped, nil
 }
 
+// stacksRetried is Stacks tried up to firstPassTries times while the
+// process is there: one failed pass over a running interpreter is as often
+// timing as a layout not read (see firstPassTries).
+func (t *Target) stacksRetried() (stacks []Stack, skipped int, err error) {
+	for range firstPassTries {
+		if stacks, skipped, err = t.Stacks(); err == nil || errors.Is(err, procfs.ErrVanished) {
+			return stacks, skipped, err
+		}
+	}
+	return nil, 0, err
+}
+
 // refresh re-reads a thread state's current frame.
 func (t *Target) refresh(ts threadState) (uint64, error) {
 	p, err := t.w.r.ptr(ts.addr + t.w.l.tsFrame)
@@ -174,7 +186,7 @@ func (t *Target) refresh(ts threadState) (uint64, error) {
 // `py-spy dump` shows them: "active" when the OS thread was running,
 // "+gil" when it held the GIL.
 func (t *Target) Dump() (profile.Process, error) {
-	stacks, skipped, err := t.Stacks()
+	stacks, skipped, err := t.stacksRetried()
 	if err != nil {
 		return profile.Process{}, err
 	}

@@ -85,3 +85,22 @@ func TestFailedPassesAreTiming(t *testing.T) {
 		t.Fatal("a process gone: the first pass is not said to be gone")
 	}
 }
+
+// The end-of-window dump is tried again as the first pass is: one failed
+// pass said "not readable: layout unknown" of an interpreter it reads.
+func TestDumpRetriesAFailedPass(t *testing.T) {
+	img, bin := build(t, 12)
+	mem := &flaky{Memory: img}
+	tg, err := targetOf(t, mem, bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem.fail = firstPassTries - 1
+	if p, err := tg.Dump(); err != nil || len(p.Threads) != 1 {
+		t.Fatalf("dump after %d failed passes: %v, %+v", firstPassTries-1, err, p)
+	}
+	mem.fail = firstPassTries
+	if _, err := tg.Dump(); err == nil {
+		t.Fatalf("dump: %d failed passes read as a success", firstPassTries)
+	}
+}
