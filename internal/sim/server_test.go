@@ -177,8 +177,6 @@ func threadCPUOf(t *testing.T) time.Duration {
 }
 
 func TestFullStreamBlocksTheSubmitter(t *testing.T) {
-	path := startDevice(t, sim.Options{})
-	c := dialSync(t, path, "block")
 	const k = 10 * time.Millisecond
 	// With blocking waits a launch that waited for room would sleep, a
 	// voluntary context switch of this thread; preemption on a loaded host
@@ -196,17 +194,37 @@ func TestFullStreamBlocksTheSubmitter(t *testing.T) {
 	// voluntary switch: the race lane failed here once (1 in 19 ms), and a
 	// goroutine forcing collections beside the loop made 173. None runs
 	// during it.
-	gc := debug.SetGCPercent(-1)
-	before, sw := wire.Now(), nvcsw()
-	for range sim.DefaultMaxPending {
-		if err := c.Launch(k, 0); err != nil {
-			t.Fatal(err)
+	//
+	// A sleep can still come from outside the launches: a page fault that
+	// waits for another thread's change to the memory map (the device's
+	// server and the Go runtime share this process) is a voluntary switch
+	// too. That failed once in make check ("slept 1 times"), passing five
+	// times alone after. A launch that waits for room waits on every try;
+	// such a sleep does not: the measure is taken again, once, on a fresh
+	// device.
+	var path string
+	var c *simclient.Client
+	var before int64
+	for try := 1; ; try++ {
+		path = startDevice(t, sim.Options{})
+		c = dialSync(t, path, "block")
+		gc := debug.SetGCPercent(-1)
+		var sw int64
+		before, sw = wire.Now(), nvcsw()
+		for range sim.DefaultMaxPending {
+			if err := c.Launch(k, 0); err != nil {
+				t.Fatal(err)
+			}
 		}
-	}
-	n := nvcsw() - sw
-	debug.SetGCPercent(gc)
-	if n > 0 {
-		t.Fatalf("1024 launches into an empty stream slept %d times (in %v): they must not wait", n, time.Duration(wire.Now()-before))
+		n := nvcsw() - sw
+		debug.SetGCPercent(gc)
+		if n == 0 {
+			break
+		}
+		if try == 2 {
+			t.Fatalf("1024 launches into an empty stream slept %d times (in %v), on each of two devices: they must not wait", n, time.Duration(wire.Now()-before))
+		}
+		t.Logf("1024 launches into an empty stream slept %d times (in %v): measured again on a fresh device", n, time.Duration(wire.Now()-before))
 	}
 	// The stream holds 1024 pending kernels: each further launch waits for
 	// one to end. The 6th extra launch returns no earlier than the 6th end.
