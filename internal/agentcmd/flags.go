@@ -10,6 +10,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"github.com/gpufeed/gpufeed/internal/safetext"
 )
 
 // Seconds is a duration flag as every gpufeed command takes one (gpufeed
@@ -74,16 +76,7 @@ func IsHex(s string) bool {
 
 // HumanDuration prints a duration as a user would type it: 10s, 100ms,
 // 1m30s, 2m (time.Duration's own String, without a trailing 0s unit).
-func HumanDuration(d time.Duration) string {
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = strings.TrimSuffix(s, "0s")
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
-	}
-	return s
-}
+func HumanDuration(d time.Duration) string { return safetext.Duration(d) }
 
 // AddDuration adds a duration flag that takes bare seconds.
 func AddDuration(f *pflag.FlagSet, p *time.Duration, name string, def time.Duration, usage string) {

@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/gpufeed/gpufeed/internal/safetext"
 )
 
 // The window's memory budget (Config.MaxSamples): every live thread's
@@ -17,9 +19,9 @@ import (
 // it, with live threads at its last tick, and how to watch longer.
 func (s *Sampler) budgetNote(sampled time.Duration, live int) string {
 	note := fmt.Sprintf("The window ended after %s of the %s asked: it held %s thread samples (%s every %s), the most gpufeed keeps in memory for one window.",
-		humanDur(roundDur(sampled)), humanDur(s.cfg.Duration), thousands(s.samples), plural(live, "thread", "threads"), humanDur(s.cfg.Interval))
+		safetext.Duration(roundDur(sampled)), safetext.Duration(s.cfg.Duration), thousands(s.samples), plural(live, "thread", "threads"), safetext.Duration(s.cfg.Interval))
 	if longer := s.budgetInterval(live); longer > 0 {
-		note += fmt.Sprintf(" A longer interval holds fewer: --interval %s would watch this job for the whole window.", humanDur(longer))
+		note += fmt.Sprintf(" A longer interval holds fewer: --interval %s would watch this job for the whole window.", safetext.Duration(longer))
 	}
 	return note
 }
@@ -36,9 +38,9 @@ func (s *Sampler) warnBudget(live int) {
 	}
 	lasts := time.Duration(int64(s.cfg.MaxSamples)/int64(live)) * s.cfg.Interval
 	msg := fmt.Sprintf("note: %s sampled every %s fill gpufeed's memory budget for one window (%s thread samples) in about %s: the window will end there, before the %s asked",
-		plural(live, "thread", "threads"), humanDur(s.cfg.Interval), thousands(s.cfg.MaxSamples), humanDur(roundDur(lasts)), humanDur(s.cfg.Duration))
+		plural(live, "thread", "threads"), safetext.Duration(s.cfg.Interval), thousands(s.cfg.MaxSamples), safetext.Duration(roundDur(lasts)), safetext.Duration(s.cfg.Duration))
 	if longer := s.budgetInterval(live); longer > 0 {
-		msg += fmt.Sprintf("; --interval %s watches it all", humanDur(longer))
+		msg += fmt.Sprintf("; --interval %s watches it all", safetext.Duration(longer))
 	}
 	s.cfg.Warn(msg)
 }
@@ -76,17 +78,6 @@ func roundDur(d time.Duration) time.Duration {
 		return d.Round(100 * time.Millisecond)
 	}
 	return d.Round(time.Second)
-}
-
-func humanDur(d time.Duration) string {
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = strings.TrimSuffix(s, "0s")
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
-	}
-	return s
 }
 
 // thousands writes n with a comma every three digits.
