@@ -19,6 +19,18 @@ type flaky struct {
 	gone bool
 }
 
+// flakyTarget is a built CPython 3.12 image read through a flaky memory.
+func flakyTarget(t *testing.T) (*Target, *flaky) {
+	t.Helper()
+	img, bin := build(t, 12)
+	mem := &flaky{Memory: img}
+	tg, err := targetOf(t, mem, bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tg, mem
+}
+
 func (f *flaky) ReadAt(p []byte, addr uint64) error {
 	if f.gone {
 		return fmt.Errorf("pid 1: %w", procfs.ErrVanished)
@@ -38,12 +50,7 @@ func (f *flaky) ReadAt(p []byte, addr uint64) error {
 // tried again, a sampled process is kept through failed passes short of
 // maxPassFails in a row, and dropped at once when it is gone.
 func TestFailedPassesAreTiming(t *testing.T) {
-	img, bin := build(t, 12)
-	mem := &flaky{Memory: img}
-	tg, err := targetOf(t, mem, bin)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tg, mem := flakyTarget(t)
 
 	mem.fail = firstPassTries - 1
 	if err := firstPass(tg); err != nil {
@@ -89,12 +96,7 @@ func TestFailedPassesAreTiming(t *testing.T) {
 // The end-of-window dump is tried again as the first pass is: one failed
 // pass said "not readable: layout unknown" of an interpreter it reads.
 func TestDumpRetriesAFailedPass(t *testing.T) {
-	img, bin := build(t, 12)
-	mem := &flaky{Memory: img}
-	tg, err := targetOf(t, mem, bin)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tg, mem := flakyTarget(t)
 	mem.fail = firstPassTries - 1
 	if p, err := tg.Dump(); err != nil || len(p.Threads) != 1 {
 		t.Fatalf("dump after %d failed passes: %v, %+v", firstPassTries-1, err, p)
