@@ -115,7 +115,7 @@ window, and the report says which signal stopped the run and when.`,
 	}
 	f := cmd.Flags()
 	f.Var(&o.pid, "pid", "attach to the running process `PID` (and its descendants)")
-	addDurationFlag(f, &o.duration, "duration", sample.DefaultDuration, "how long to observe")
+	addDurationFlag(f, &o.duration, "duration", sample.DefaultDuration, "how long to observe (the window holds at most 2,000,000 thread samples: on a large job a long window ends there, says so, and names the --interval that holds it all)")
 	addDurationFlag(f, &o.interval, "interval", sample.DefaultInterval, "per-thread sampling interval")
 	o.out.add(cmd, liveFormats)
 	addPerfettoFlag(f, &o.perfetto)
