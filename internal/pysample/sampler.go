@@ -206,7 +206,7 @@ func (s Sampler) discover(root int, procs map[int]*sampled, tried map[int]string
 		// 3.11) and fills the code cache, one-off costs kept out of the
 		// rounds' pacing. A pass that fails may be timing (above): tried
 		// again, and the process again at the next scans.
-		if err := firstPass(t); err != nil {
+		if _, _, err := t.stacksRetried(); err != nil {
 			if openFails[pid]++; openFails[pid] < maxOpenTries && !errors.Is(err, procfs.ErrVanished) {
 				delete(tried, pid)
 			}
@@ -219,13 +219,6 @@ func (s Sampler) discover(root int, procs map[int]*sampled, tried map[int]string
 		procs[pid] = &sampled{t: t, threads: map[int]*threadAgg{}, stats: map[int]*procfs.Kept{},
 			top: profile.PySamples{PID: pid, Python: t.Version(), Reader: ReaderName}}
 	}
-}
-
-// firstPass reads t's stacks once, tried up to firstPassTries times while
-// the process is there.
-func firstPass(t *Target) error {
-	_, _, err := t.stacksRetried()
-	return err
 }
 
 // round takes one sample of p; false when p can no longer be read.

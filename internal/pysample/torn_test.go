@@ -53,11 +53,11 @@ func TestFailedPassesAreTiming(t *testing.T) {
 	tg, mem := flakyTarget(t)
 
 	mem.fail = firstPassTries - 1
-	if err := firstPass(tg); err != nil {
+	if _, _, err := tg.stacksRetried(); err != nil {
 		t.Fatalf("first pass after %d failed tries: %v", firstPassTries-1, err)
 	}
 	mem.fail = firstPassTries
-	if err := firstPass(tg); err == nil {
+	if _, _, err := tg.stacksRetried(); err == nil {
 		t.Fatalf("first pass: %d failed tries read as a success", firstPassTries)
 	}
 	mem.fail = 0
@@ -88,7 +88,7 @@ func TestFailedPassesAreTiming(t *testing.T) {
 	if p.round(fs, time.Now()) {
 		t.Fatal("a process gone is kept")
 	}
-	if !errors.Is(firstPass(tg), procfs.ErrVanished) {
+	if _, _, err := tg.stacksRetried(); !errors.Is(err, procfs.ErrVanished) {
 		t.Fatal("a process gone: the first pass is not said to be gone")
 	}
 }

@@ -32,8 +32,7 @@ func (s *Sampler) warnBudget(live int) {
 	if s.cfg.Warn == nil || live == 0 {
 		return
 	}
-	ticks := int64(s.cfg.Duration/s.cfg.Interval) + 1
-	if int64(live)*ticks <= int64(s.cfg.MaxSamples) {
+	if s.fitsBudget(live, s.cfg.Interval) {
 		return
 	}
 	lasts := time.Duration(int64(s.cfg.MaxSamples)/int64(live)) * s.cfg.Interval
@@ -53,22 +52,25 @@ func (s *Sampler) budgetInterval(live int) time.Duration {
 	if live == 0 || live >= s.cfg.MaxSamples {
 		return 0
 	}
-	fits := func(iv time.Duration) bool {
-		return int64(live)*(int64(s.cfg.Duration/iv)+1) <= int64(s.cfg.MaxSamples)
-	}
 	need := time.Duration(float64(s.cfg.Duration) * float64(live) / float64(s.cfg.MaxSamples-live))
 	step := 100 * time.Millisecond
 	if need >= time.Second {
 		step = time.Second
 	}
 	iv := max((need+step-1)/step*step, step)
-	for !fits(iv) {
+	for !s.fitsBudget(live, iv) {
 		iv += step
 	}
 	if iv <= s.cfg.Interval || s.cfg.Duration/iv < time.Duration(max(s.cfg.MinIntervals, 1)) {
 		return 0
 	}
 	return iv
+}
+
+// fitsBudget says whether live threads sampled every iv over the whole
+// window (its first tick and one every interval after) stay within MaxSamples.
+func (s *Sampler) fitsBudget(live int, iv time.Duration) bool {
+	return int64(live)*(int64(s.cfg.Duration/iv)+1) <= int64(s.cfg.MaxSamples)
 }
 
 // roundDur rounds a time said to a reader: to 100 ms under 10 s, else to

@@ -316,22 +316,17 @@ func (t *Tracer) readIter(it *link.Iter, s *Snapshot) error {
 	}
 	n := 0 // bytes of a record not yet whole
 	for {
-		rr, _, e := unix.RawSyscall(unix.SYS_READ, fd, uintptr(unsafe.Pointer(&t.buf[n])), uintptr(len(t.buf)-n))
-		r := int(rr)
-		var err error
-		if e != 0 {
-			err = e
-		}
-		if errors.Is(err, unix.EINTR) || errors.Is(err, unix.EAGAIN) {
+		r, _, errno := unix.RawSyscall(unix.SYS_READ, fd, uintptr(unsafe.Pointer(&t.buf[n])), uintptr(len(t.buf)-n))
+		if errno == unix.EINTR || errno == unix.EAGAIN {
 			continue
 		}
-		if err != nil {
-			return fmt.Errorf("%s: reading the counters' iterator: %w", What, err)
+		if errno != 0 {
+			return fmt.Errorf("%s: reading the counters' iterator: %w", What, errno)
 		}
 		if r == 0 {
 			break
 		}
-		n += r
+		n += int(r)
 		whole := n / countsSize * countsSize
 		for off := 0; off < whole; off += countsSize {
 			s.Threads = append(s.Threads, threadOf(parseCounts(t.buf[off:off+countsSize])))
