@@ -141,6 +141,9 @@ type Config struct {
 	// schedFailAt makes the scheduler's reading fail from that time in
 	// the window on (tests of the fall back to /proc).
 	schedFailAt time.Duration
+	// waitsFromProc reads where threads wait from /proc with the kernel's
+	// counters too (tests comparing both).
+	waitsFromProc bool
 
 	// MaxSamples, when positive, bounds the window's memory: the window
 	// ends (Meta.Ended EndedBudget, with a note saying how long it ran and

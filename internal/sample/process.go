@@ -323,6 +323,7 @@ func (s *Sampler) sampleProc(p *trackedProc, tk *timeline.Tick, t int64, slow, f
 	live := 0
 	mainAlive := false
 	var childTicks uint64
+	first := len(tk.Threads)
 	for i := 0; i < len(p.order); i++ {
 		th := p.order[i]
 		var ts threadSample
@@ -373,6 +374,9 @@ func (s *Sampler) sampleProc(p *trackedProc, tk *timeline.Tick, t int64, slow, f
 		}
 		tk.Threads = append(tk.Threads, ts.ThreadSample)
 		th.info.LastSeen = t
+	}
+	if len(s.waitsPending) > 0 {
+		s.kernelWaits(p, tk.Threads[first:], t)
 	}
 	s.endDormantTick(p, skipDormant)
 	// A user process without an address space is exiting (exit_mm ran

@@ -90,6 +90,14 @@ type Sampler struct {
 	wakersOn, wakersFailed bool
 	// schedReads counts the scheduler's readings made (schedRead).
 	schedReads int
+	// waitsKernel: where threads wait is read in the kernel (sched.go's
+	// kernelWaits), for the threads readWait queued in waitsPending this
+	// tick; waitTIDs is the reading's buffer.
+	waitsKernel bool
+	// waitsSrc and waitsNotBPF become Observer.Waits and WaitsNotBPF.
+	waitsSrc, waitsNotBPF string
+	waitsPending          map[int]*trackedThread
+	waitTIDs              []int
 	// schedSrc and schedNotBPF become Observer.Sched and SchedNotBPF.
 	schedSrc, schedNotBPF string
 }
@@ -438,6 +446,7 @@ func (s *Sampler) Run(ctx context.Context) (*timeline.Timeline, error) {
 		TickMaxNS:            slices.Max(s.tickDur),
 	}
 	ob.Sched, ob.SchedNotBPF = s.schedSrc, s.schedNotBPF
+	ob.Waits, ob.WaitsNotBPF = s.waitsSrc, s.waitsNotBPF
 	s.readWakers()
 	s.tl.Meta.Observer = ob
 	for _, p := range s.procs {

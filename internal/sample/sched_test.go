@@ -1,12 +1,14 @@
 package sample
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -317,5 +319,123 @@ func TestLiveCountersSeeAThreadExitAtOnce(t *testing.T) {
 	}
 	if first := tl.Ticks[0].T; exitAt > first+int64(time.Second) {
 		t.Errorf("leaver %d: exit read at %v; it spun 300 ms from the first tick (%v)", leaver, time.Duration(exitAt), time.Duration(first))
+	}
+}
+
+// waitsJob is a Python process whose threads wait in known places: a lock
+// (futex), a pipe read (read on the pipe), a sleep (clock_nanosleep, timed),
+// select on the pipe with a timeout, and one thread spinning.
+const waitsJob = `
+import os, select, threading, time
+lock = threading.Lock(); lock.acquire()
+r, w = os.pipe()
+def lockwait(): lock.acquire()
+def piperead(): os.read(r, 1)
+def nap(): time.sleep(3600)
+def sel(): select.select([r], [], [], 3600)
+def spin():
+    while True: pass
+for f in (lockwait, piperead, nap, sel, spin):
+    threading.Thread(target=f, daemon=True, name=f.__name__).start()
+time.sleep(0.3)
+for t in threading.enumerate():
+    print(t.name, t.native_id, flush=True)
+print("ready", flush=True)
+os.read(0, 1)
+`
+
+// Where the threads wait, read in the kernel with the counters, is what
+// /proc says: the same job sampled at once reading the waits in the kernel
+// and from /proc (syscall, wchan and the descriptor's target) ends with
+// the same wait for every asleep thread, the spinning thread has none, and
+// each run says where it read them.
+func TestLiveKernelWaitsAreProcs(t *testing.T) {
+	livetest.Need(t)
+	if err := schedbpf.Check(""); err != nil {
+		t.Skipf("BPF not allowed here: %v", err)
+	}
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("no python3")
+	}
+	c := exec.Command(py, "-c", waitsJob)
+	in, _ := c.StdinPipe()
+	out, _ := c.StdoutPipe()
+	c.Stderr = os.Stderr
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { in.Close(); c.Process.Kill(); c.Wait() })
+	tids := map[string]int{}
+	sc := bufio.NewScanner(out)
+	for sc.Scan() && sc.Text() != "ready" {
+		if name, v, ok := strings.Cut(sc.Text(), " "); ok {
+			tids[name], _ = strconv.Atoi(v)
+		}
+	}
+	if len(tids) != 6 {
+		t.Fatalf("threads %v", tids)
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	tls := map[bool]*timeline.Timeline{}
+	for _, fromProc := range []bool{false, true} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s, err := New(Config{PID: c.Process.Pid, Duration: 2500 * time.Millisecond, Interval: 100 * time.Millisecond, Tool: "test",
+				Sched: SchedBPF, waitsFromProc: fromProc})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			tl, err := s.Run(context.Background())
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			mu.Lock()
+			tls[fromProc] = tl
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	if o := tls[false].Meta.Observer; o.Waits != timeline.SchedBPF || o.WaitsNotBPF != "" {
+		t.Errorf("kernel run: waits %q (%q)", o.Waits, o.WaitsNotBPF)
+	}
+	if o := tls[true].Meta.Observer; o.Waits != timeline.SchedProc || o.WaitsNotBPF == "" {
+		t.Errorf("/proc run: waits %q (%q)", o.Waits, o.WaitsNotBPF)
+	}
+	last := func(tl *timeline.Timeline, tid int) *timeline.Blocked {
+		for i := len(tl.Ticks) - 1; i >= 0; i-- {
+			for _, s := range tl.Ticks[i].Threads {
+				if s.TID == tid {
+					return s.Blocked
+				}
+			}
+		}
+		t.Fatalf("thread %d not sampled", tid)
+		return nil
+	}
+	want := map[string]string{"MainThread": "read", "lockwait": "futex", "piperead": "read", "nap": "clock_nanosleep", "sel": "pselect6"}
+	for name, call := range want {
+		k, p := last(tls[false], tids[name]), last(tls[true], tids[name])
+		t.Logf("%s: kernel %+v, /proc %+v", name, k, p)
+		if k == nil || p == nil || *k != *p {
+			t.Errorf("%s: kernel %+v, /proc %+v", name, k, p)
+			continue
+		}
+		if k.Syscall != call && !(name == "sel" && k.Syscall == "select") || k.Wchan == "" {
+			t.Errorf("%s waits in %+v, want %s", name, k, call)
+		}
+		if timed := name == "nap" || name == "sel"; k.Timed != timed {
+			t.Errorf("%s: timed %v, want %v", name, k.Timed, timed)
+		}
+	}
+	if b := last(tls[false], tids["spin"]); b != nil {
+		t.Errorf("the spinning thread waits in %+v", b)
 	}
 }

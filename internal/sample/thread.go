@@ -294,7 +294,17 @@ func (s *Sampler) slowThread(p *trackedProc, th *trackedThread, ts *timeline.Thr
 // first tick that finds it asleep again, as a thread the slow tick found
 // running.
 func (s *Sampler) readWait(p *trackedProc, th *trackedThread, ts *timeline.ThreadSample) {
+	if s.waitsKernel {
+		s.waitsPending[th.tid] = th // read with the process's others (kernelWaits)
+		return
+	}
 	b, woke := s.blocked(p.pid, th.tid)
+	keepWait(th, ts, b, woke)
+}
+
+// keepWait keeps a wait read (woke: the thread was found running) in the
+// thread's sample and state.
+func keepWait(th *trackedThread, ts *timeline.ThreadSample, b *timeline.Blocked, woke bool) {
 	if woke {
 		ts.Blocked, th.haveBlk, th.wantBlk = nil, false, true
 		return
@@ -323,15 +333,23 @@ func (s *Sampler) catchAsleep(p *trackedProc, th *trackedThread, ts *timeline.Th
 // and nothing is returned. The call is read first: it says whether the
 // wait returns by itself, which wchan cannot.
 func (s *Sampler) blocked(pid, tid int) (blk *timeline.Blocked, woke bool) {
-	b := &timeline.Blocked{}
-	var denied []string
 	sc, err := s.fs.ReadSyscall(pid, tid, s.arch)
 	if err == nil && sc.Running {
 		return nil, true
 	}
-	if w, err := s.fs.ReadWchan(pid, tid); err == nil {
-		b.Wchan = w
-	} else if d := procfs.AsDenied(err); d != nil {
+	w, werr := s.fs.ReadWchan(pid, tid)
+	return s.blockedOf(pid, sc, err, w, werr), false
+}
+
+// blockedOf is the wait a system call reading and a wait channel reading
+// (from /proc or the kernel) say, errors included; nil where nothing was
+// read.
+func (s *Sampler) blockedOf(pid int, sc procfs.Syscall, err error, wchan string, werr error) *timeline.Blocked {
+	b := &timeline.Blocked{}
+	var denied []string
+	if werr == nil {
+		b.Wchan = wchan
+	} else if d := procfs.AsDenied(werr); d != nil {
 		denied = append(denied, "wchan "+d.NotVisible())
 	}
 	switch {
@@ -362,9 +380,9 @@ func (s *Sampler) blocked(pid, tid int) (blk *timeline.Blocked, woke bool) {
 		}
 	}
 	if *b == (timeline.Blocked{}) {
-		return nil, false
+		return nil
 	}
-	return b, false
+	return b
 }
 
 // applyStat reads a thread's stat and keeps what it says (state, user and

@@ -137,6 +137,7 @@ func (t *Tracer) Remove(pid int) {
 		it.Close()
 		delete(t.procIters, pid)
 	}
+	t.removeWaits(pid)
 	if pid <= 0 || pid >= watchWords*64 {
 		return
 	}

@@ -62,6 +62,9 @@ type Options struct {
 	// everyTask makes the counters' one iterator walk every task of the
 	// host, as on a kernel before 6.1 (tests).
 	everyTask bool
+	// WaitsFromProc leaves the threads' waits to /proc (ReadWaits is not
+	// loaded): the sampler's tests compare both.
+	WaitsFromProc bool
 	// stepPerThread keeps the per-process iterator that visits each
 	// thread as a step, as on a kernel before 6.7 (tests).
 	stepPerThread bool
@@ -86,10 +89,14 @@ type Tracer struct {
 	// fast is the faster reader (bpf/threads.bpf.c) where it loaded:
 	// procIters are then its links, one per process's leader; rows and
 	// cursor its maps, mapped. fastErr says why it is not used.
-	fast      *tcObjects
-	rows      *ebpf.Memory
-	cursor    *ebpf.Memory
-	fastErr   error
+	fast    *tcObjects
+	rows    *ebpf.Memory
+	cursor  *ebpf.Memory
+	fastErr error
+	// waits is the waits reader (bpf/waits.bpf.c, waits.go) where it
+	// loaded; waitsErr says why it did not.
+	waits     *waiter
+	waitsErr  error
 	wake      link.Link
 	wakeSince int64
 	wakeNS    int64
@@ -159,6 +166,11 @@ func Start(pids []int, o Options) (*Tracer, error) {
 		} else {
 			t.fastErr = t.loadFast()
 		}
+	}
+	if o.WaitsFromProc {
+		t.waitsErr = errors.New("not asked for")
+	} else {
+		t.waitsErr = t.loadWaits()
 	}
 	for _, pid := range pids {
 		if err := t.watch(pid); err != nil {
@@ -310,6 +322,10 @@ func (t *Tracer) Close() {
 		t.wake = nil
 	}
 	t.closeFast()
+	if t.waits != nil {
+		t.waits.close()
+		t.waits = nil
+	}
 	t.objs.Close()
 }
 

@@ -188,6 +188,14 @@ type Observer struct {
 	// running on that CPU; or a switch-out came with no switch-in seen
 	// before it): each lost at most a slice, a switch and its time.
 	SchedMissed uint64 `json:"sched_missed,omitempty"`
+	// Waits is where the sleeping threads' waits (the system call and
+	// the wait channel) were read: SchedBPF (in the kernel, by a BPF
+	// program walking the process's threads) or SchedProc (syscall and
+	// wchan per thread); empty where Sched is, and in recordings made
+	// before 2026-12-05. WaitsNotBPF says why not in the kernel where the
+	// counters were.
+	Waits       string `json:"waits,omitempty"`
+	WaitsNotBPF string `json:"waits_not_bpf,omitempty"`
 }
 
 // Where the threads' scheduling counters came from (Observer.Sched).

@@ -20,18 +20,7 @@
 #include <bpf/bpf_core_read.h>
 
 #include "task.h"
-
-// The open-coded task iterator (kernel/bpf/task_iter.c): opaque state,
-// and its kinds (enum bpf_iter_task_type in the kernel).
-struct bpf_iter_task {
-	u64 __opaque[3];
-} __attribute__((aligned(8)));
-
-#define ITER_PROC_THREADS 2
-
-extern int bpf_iter_task_new(struct bpf_iter_task *it, struct task_struct *task, unsigned int flags) __ksym;
-extern struct task_struct *bpf_iter_task_next(struct bpf_iter_task *it) __ksym;
-extern void bpf_iter_task_destroy(struct bpf_iter_task *it) __ksym;
+#include "iter.h"
 
 // The reading's cursor: the next free row, and whether a thread found no
 // row (the reading is then incomplete). User space zeroes it before a

@@ -1,0 +1,264 @@
+//go:build amd64 || arm64
+
+package schedbpf
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"unsafe"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"golang.org/x/sys/unix"
+)
+
+// Where sleeping threads wait, read in the kernel (bpf/waits.bpf.c): the
+// system call with its arguments and the wait channel, what
+// /proc/PID/task/TID/syscall and wchan print. The sampler reads a thread's
+// wait once it has slept through a slow period, and an active thread's
+// when a slow tick finds it asleep; from /proc that is two file opens per
+// thread, about 55 ms of CPU for a 1,000-thread job's idle threads in its
+// first seconds in this project's virtual machine, most of a 10 s window's
+// cost above the steady ticks. Here it is one program run per process.
+
+// Wait is one thread's wait.
+type Wait struct {
+	TID int
+	// Running: the thread was running, waking or queued, or ran while it
+	// was read (/proc's syscall file says "running"); nothing else is set.
+	Running bool
+	// Number is the system call's number, -1 where the thread is blocked
+	// outside one (a page fault); Args its arguments.
+	Number int
+	Args   [6]uint64
+	// Wchan is the wait channel as /proc's wchan names it ("" where none).
+	Wchan string
+}
+
+// MaxWaits is the most threads one ReadWaits reads (WAITS in
+// bpf/waits.bpf.c).
+const MaxWaits = 4096
+
+// waitSize is the size of struct wait in bpf/waits.bpf.c.
+const waitSize = 128
+
+// waiter is the waits reader's state where it loaded.
+type waiter struct {
+	objs    twObjects
+	want    *ebpf.Memory
+	waits   *ebpf.Memory
+	cursor  *ebpf.Memory
+	words   int                // the want bitmap's length in 64-bit words
+	iters   map[int]*link.Iter // per process, linked to its leader
+	set     []int              // the want words set for a reading
+	buf     []byte
+	scratch [64]byte
+	zero    [8]byte
+	records []Wait
+}
+
+// loadWaits loads the waits reader and looks the sleep text's bounds up.
+func (t *Tracer) loadWaits() error {
+	spec, err := loadTw()
+	if err != nil {
+		return err
+	}
+	words := 65536 // PID_MAX_LIMIT on 64-bit over 64
+	if b, err := os.ReadFile(procPath(t.o.Proc, "sys/kernel/pid_max")); err == nil {
+		if n, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && n > 0 && n <= 4194304 {
+			words = (n + 63) / 64
+		}
+	}
+	spec.Maps["want"].MaxEntries = uint32(words)
+	w := &waiter{words: words, iters: map[int]*link.Iter{}}
+	if err := spec.LoadAndAssign(&w.objs, nil); err != nil {
+		return err
+	}
+	fail := func(err error) error {
+		w.objs.Close()
+		return err
+	}
+	if ret, err := w.objs.TextBounds.Run(&ebpf.RunOptions{}); err != nil {
+		return fail(fmt.Errorf("looking the scheduler's text up: %w", err))
+	} else if ret != 0 {
+		return fail(errors.New("the kernel's symbols lack the scheduler's or the locks' text bounds"))
+	}
+	var b twBounds
+	if err := w.objs.Text.Lookup(uint32(0), &b); err != nil {
+		return fail(err)
+	}
+	if b.SchedStart == 0 || b.SchedEnd <= b.SchedStart || b.LockEnd < b.LockStart {
+		return fail(fmt.Errorf("the scheduler's text bounds read %#x-%#x", b.SchedStart, b.SchedEnd))
+	}
+	for _, m := range []struct {
+		to **ebpf.Memory
+		m  *ebpf.Map
+	}{{&w.want, w.objs.Want}, {&w.waits, w.objs.Waits}, {&w.cursor, w.objs.Wcursors}} {
+		if *m.to, err = m.m.Memory(); err != nil {
+			return fail(err)
+		}
+	}
+	t.waits = w
+	return nil
+}
+
+// procPath is a file under /proc (proc "" is /proc).
+func procPath(proc, name string) string {
+	if proc == "" {
+		proc = "/proc"
+	}
+	return proc + "/" + name
+}
+
+func (w *waiter) close() {
+	for _, it := range w.iters {
+		it.Close()
+	}
+	clear(w.iters)
+	w.objs.Close()
+}
+
+// ReadsWaits says whether ReadWaits reads in the kernel; why not, if not.
+func (t *Tracer) ReadsWaits() (bool, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.waits != nil, t.waitsErr
+}
+
+// errNoWaits: the waits reader is not loaded (ReadsWaits says why).
+var errNoWaits = errors.New("the waits are not read in the kernel")
+
+// ReadWaits reads where pid's threads tids wait, in one program run. The
+// result (valid until the next call) holds a record for each of them
+// that was still a thread of pid; a thread missing from it exited. An
+// error leaves the caller to read /proc.
+func (t *Tracer) ReadWaits(pid int, tids []int) ([]Wait, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	w := t.waits
+	if w == nil {
+		return nil, errNoWaits
+	}
+	it := w.iters[pid]
+	if it == nil {
+		var err error
+		if it, err = taskIter(w.objs.ProcWaits, 0, pid); err != nil {
+			return nil, fmt.Errorf("%s: linking the waits' reader to pid %d: %w", What, pid, err)
+		}
+		w.iters[pid] = it
+	}
+	defer w.clearWant()
+	var word [8]byte
+	for _, tid := range tids {
+		if tid <= 0 || tid/64 >= w.words {
+			return nil, fmt.Errorf("%s: tid %d beyond pid_max", What, tid)
+		}
+		off := int64(tid/64) * 8
+		if _, err := w.want.ReadAt(word[:], off); err != nil {
+			return nil, err
+		}
+		v := binary.NativeEndian.Uint64(word[:])
+		if v == 0 {
+			w.set = append(w.set, tid/64)
+		}
+		binary.NativeEndian.PutUint64(word[:], v|1<<(tid%64))
+		if _, err := w.want.WriteAt(word[:], off); err != nil {
+			return nil, err
+		}
+	}
+	if _, err := w.cursor.WriteAt(w.zero[:], 0); err != nil {
+		return nil, err
+	}
+	if err := runIter(it, w.scratch[:]); err != nil {
+		return nil, fmt.Errorf("%s: running the waits' reader: %w", What, err)
+	}
+	var c [8]byte
+	if _, err := w.cursor.ReadAt(c[:], 0); err != nil {
+		return nil, err
+	}
+	if binary.NativeEndian.Uint32(c[4:]) != 0 {
+		return nil, fmt.Errorf("%s: more threads asked than the waits' %d records", What, w.objs.Waits.MaxEntries())
+	}
+	size := int(binary.NativeEndian.Uint32(c[:])) * waitSize
+	if cap(w.buf) < size {
+		w.buf = make([]byte, size)
+	}
+	b := w.buf[:size]
+	if _, err := w.waits.ReadAt(b, 0); err != nil {
+		return nil, err
+	}
+	w.records = w.records[:0]
+	le := binary.LittleEndian // both targets (bpfel) are little-endian
+	for off := 0; off < len(b); off += waitSize {
+		r := b[off : off+waitSize]
+		wt := Wait{TID: int(le.Uint32(r)), Running: le.Uint32(r[4:])&1 != 0, Number: int(int64(le.Uint64(r[8:])))}
+		if !wt.Running {
+			for k := range wt.Args {
+				wt.Args[k] = le.Uint64(r[16+8*k:])
+			}
+			wt.Wchan = wchanName(r[64:128])
+		}
+		w.records = append(w.records, wt)
+	}
+	return w.records, nil
+}
+
+// clearWant zeroes the want words a reading set.
+func (w *waiter) clearWant() {
+	for _, i := range w.set {
+		_, _ = w.want.WriteAt(w.zero[:], int64(i)*8)
+	}
+	w.set = w.set[:0]
+}
+
+// wchanName is the symbol as /proc's wchan prints it: %ps adds a module's
+// name (" [nvidia]"), lookup_symbol_name does not.
+func wchanName(b []byte) string {
+	if i := bytes.IndexByte(b, 0); i >= 0 {
+		b = b[:i]
+	}
+	if i := bytes.Index(b, []byte(" [")); i >= 0 {
+		b = b[:i]
+	}
+	if len(b) == 0 || string(b) == "0" {
+		return ""
+	}
+	return string(b)
+}
+
+// removeWaits drops pid's waits link.
+func (t *Tracer) removeWaits(pid int) {
+	if t.waits == nil {
+		return
+	}
+	if it := t.waits.iters[pid]; it != nil {
+		it.Close()
+		delete(t.waits.iters, pid)
+	}
+}
+
+// runIter runs an iterator whose program writes to maps only, reading it
+// to its end with raw system calls, as readIter does (none blocks).
+func runIter(it *link.Iter, scratch []byte) error {
+	attr := struct{ linkFD, flags uint32 }{linkFD: uint32(it.FD())}
+	fd, _, errno := unix.RawSyscall(unix.SYS_BPF, unix.BPF_ITER_CREATE, uintptr(unsafe.Pointer(&attr)), unsafe.Sizeof(attr))
+	if errno != 0 {
+		return errno
+	}
+	defer unix.RawSyscall(unix.SYS_CLOSE, fd, 0, 0)
+	for {
+		r, _, errno := unix.RawSyscall(unix.SYS_READ, fd, uintptr(unsafe.Pointer(&scratch[0])), uintptr(len(scratch)))
+		switch {
+		case errno == unix.EINTR || errno == unix.EAGAIN:
+		case errno != 0:
+			return errno
+		case r == 0:
+			return nil
+		}
+	}
+}
