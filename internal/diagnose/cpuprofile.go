@@ -57,10 +57,10 @@ func CheckSched(fsys procfs.FS, mode string) error {
 // profileStarter starts the CPU profile of the tree under root, or, when
 // it is not allowed, a profile that says why (mode auto) or the error
 // (mode on, reported before sampling starts).
-func profileStarter(fsys procfs.FS, mode string, root int) (func() func() *profile.CPUProfile, error) {
+func profileStarter(fsys procfs.FS, mode string, root int) (func() ProfileRun, error) {
 	if mode == ProfileOff || mode == "" {
-		return func() func() *profile.CPUProfile {
-			return func() *profile.CPUProfile { return &profile.CPUProfile{State: profile.StateOff} }
+		return func() ProfileRun {
+			return ProfileRun{Stop: func() *profile.CPUProfile { return &profile.CPUProfile{State: profile.StateOff} }}
 		}, nil
 	}
 	self := os.Getpid()
@@ -74,10 +74,18 @@ func profileStarter(fsys procfs.FS, mode string, root int) (func() func() *profi
 	if err != nil {
 		return unavailable(mode, err)
 	}
-	return func() func() *profile.CPUProfile { return p.Stop }, nil
+	return func() ProfileRun { return ProfileRun{Stop: p.Stop, Drain: p.Drain} }, nil
 }
 
-func unavailable(mode string, err error) (func() func() *profile.CPUProfile, error) {
+// ProfileRun is a started CPU profile: Stop ends it and returns it; Drain,
+// where not nil, reads what it sampled so far (the sampler's tick calls
+// it).
+type ProfileRun struct {
+	Stop  func() *profile.CPUProfile
+	Drain func()
+}
+
+func unavailable(mode string, err error) (func() ProfileRun, error) {
 	if mode == ProfileOn {
 		return nil, err
 	}
@@ -86,10 +94,10 @@ func unavailable(mode string, err error) (func() func() *profile.CPUProfile, err
 	if errors.As(err, &u) {
 		missing = u.Missing
 	}
-	return func() func() *profile.CPUProfile {
-		return func() *profile.CPUProfile {
+	return func() ProfileRun {
+		return ProfileRun{Stop: func() *profile.CPUProfile {
 			return &profile.CPUProfile{State: profile.StateUnavailable, Missing: missing, CannotTell: cpusample.CannotTell}
-		}
+		}}
 	}, nil
 }
 
@@ -115,7 +123,7 @@ func inTree(fsys procfs.FS, pid, root int) bool {
 // and says what is missing for the rest; on fails here, before the window,
 // naming what is missing; off takes none. gpufeed demo observes its
 // scenarios with them, as diagnose --pid does.
-func Probes(fsys procfs.FS, mode string, root int) (func() func() *profile.CPUProfile, func() BPFStop, error) {
+func Probes(fsys procfs.FS, mode string, root int) (func() ProfileRun, func() BPFStop, error) {
 	startBPF, err := bpfStarter(fsys, mode, root)
 	if err != nil {
 		return nil, nil, err

@@ -63,7 +63,7 @@ func TestProfileNotAllowed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := start()()
+	p := start().Stop()
 	if p.State != profile.StateUnavailable || !strings.Contains(p.Missing, "CAP_PERFMON") || !strings.Contains(p.CannotTell, "driver syncs") {
 		t.Fatalf("auto: %+v", p)
 	}

@@ -33,8 +33,8 @@ type Observation struct {
 	Warn func(string)
 	// Profile, when set, starts the CPU profile as the window starts; what
 	// it returns stops it and gives the profile (or says why there is none)
-	// once the window is over.
-	Profile func() (stop func() *profile.CPUProfile)
+	// once the window is over, and reads its buffers at each tick.
+	Profile func() ProfileRun
 	// BPF, when set, starts the syscall summary and the CUDA driver probes
 	// as the window starts, beside the CPU profile.
 	BPF func() BPFStop
@@ -119,7 +119,11 @@ func Observe(ctx context.Context, s *sample.Sampler, o Observation, finish func(
 	}
 	var stopProfile func() *profile.CPUProfile
 	if o.Profile != nil {
-		stopProfile = o.Profile()
+		run := o.Profile()
+		stopProfile = run.Stop
+		if run.Drain != nil {
+			s.SetTickHook(run.Drain) // no wake-up of the profile's own
+		}
 	}
 	var stopBPF BPFStop
 	if o.BPF != nil {

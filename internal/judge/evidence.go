@@ -174,8 +174,8 @@ func workerCount(n int) string {
 
 // launchWakersEvidence says who woke the launch thread over the window,
 // from the scheduler's events (sched_waking runs in the waker's context;
-// with the kernel's counters as the source, counted a tick in each slow
-// period: a sample of the window, said so, its rate over the time counted):
+// with the kernel's counters as the source, counted in spells, a tenth of
+// the window: a sample of it, said so, its rate over the time counted):
 // the three wakers that woke it most, with their share of its wake-ups.
 // A waker in the job is a thread (the pin thread, a worker); one outside it
 // is its process, all its threads together (a device server's or a peer's
@@ -244,8 +244,8 @@ func (in *Input) launchWakersEvidence() []finding.Evidence {
 }
 
 // wakersSpan words how n wake-ups were counted: "(N wake-ups, R a second)"
-// over the window, or, counted for a tick in each slow period (the kernel's
-// counters as the source), "(N wake-ups in the T they were counted, R a
+// over the window, or, counted in spells (the kernel's counters as the
+// source), "(N wake-ups in the T they were counted, R a
 // second)": the shares are a sample's, the rate that of the time counted;
 // with the evidence's window and source.
 func (in *Input) wakersSpan(n uint64) (what, window, source string) {
@@ -259,7 +259,7 @@ func (in *Input) wakersSpan(n uint64) (what, window, source string) {
 		secs = float64(w.SampledNS) / 1e9
 		counted := durationOf(timeline.Duration(w.SampledNS)).Round(10 * time.Millisecond)
 		what = fmt.Sprintf("(%d wake-ups in the %s they were counted", n, counted)
-		window = fmt.Sprintf("%s of the window (%s), a tick in each %s", counted, span, durationOf(in.Timeline.Meta.Tiers.Slow))
+		window = fmt.Sprintf("%s of the window (%s), counted in spells", counted, span)
 		source += " while its program was attached"
 	}
 	if secs > 0 {

@@ -58,8 +58,8 @@ func TestWakersOfTheLaunchThreadInTheEvidence(t *testing.T) {
 	}
 }
 
-// Counted a tick in each slow period (the kernel's counters as the
-// source), the wake-ups are a sample: the evidence says for how long of the
+// Counted in spells (the kernel's counters as the source), the wake-ups
+// are a sample: the evidence says for how long of the
 // window they were counted, and the rate is over that time, not the window.
 func TestSampledWakersSayHowLongTheyWereCounted(t *testing.T) {
 	s := pipeline(26, 'R', 2)
@@ -90,9 +90,9 @@ func TestSampledWakersSayHowLongTheyWereCounted(t *testing.T) {
 	if ev.What != wantWhat {
 		t.Errorf("what: %q\nwant %q", ev.What, wantWhat)
 	}
-	if !strings.HasPrefix(ev.Window, durationOf(timeline.Duration(window/10)).Round(10*time.Millisecond).String()+" of the window (") || !strings.HasSuffix(ev.Window, "a tick in each 1s") ||
+	if !strings.HasPrefix(ev.Window, durationOf(timeline.Duration(window/10)).Round(10*time.Millisecond).String()+" of the window (") || !strings.HasSuffix(ev.Window, "counted in spells") ||
 		!strings.HasSuffix(ev.Source, "while its program was attached") {
-		t.Errorf("window %q, source %q: want the time counted, the window and the slow period named", ev.Window, ev.Source)
+		t.Errorf("window %q, source %q: want the time counted and the window named", ev.Window, ev.Source)
 	}
 	if !strings.Contains(ev.Text, "90 times (90%)") {
 		t.Errorf("text %q: want the sample's shares", ev.Text)

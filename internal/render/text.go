@@ -612,7 +612,7 @@ func (t *textWriter) facts(r *Report) {
 				"%d switches not seen whole (the kernel skipped the counting program, or ran it for a switch-out and not the switch-in before it): each loses at most a slice and its time\n", o.SchedMissed)
 		case o.Sched == "bpf":
 			t.printf("SCHEDULING: threads' run time, run-queue wait and switches from the kernel's own counters (what schedstat and status show), " +
-				"read for all threads at once each tick by a BPF task iterator; who woke them counted a tick in each slow period\n")
+				"read for all threads at once each tick by a BPF task iterator; who woke them counted a tenth of the time, in spells\n")
 		case o.Sched == "proc" && o.SchedNotBPF != "":
 			t.printf("SCHEDULING: threads' run time, run-queue wait and switches from /proc (the kernel's counters by eBPF not used: %s)\n", o.SchedNotBPF)
 		case o.Sched == "proc":

@@ -85,15 +85,20 @@ type Sampler struct {
 	// /proc), snap this tick's reading of them (sched.go).
 	sched *schedbpf.Tracer
 	snap  schedbpf.Snapshot
-	// wakersOn says the wake-up program is attached for this tick;
-	// wakersFailed that attaching it failed (sampleWakers).
+	// wakersOn says the wake-up program is attached for this tick, since
+	// wakersSince; wakersFailed that attaching it failed; wakerSlow counts
+	// the slow ticks (sampleWakers).
 	wakersOn, wakersFailed bool
+	wakersSince            int64
+	wakerSlow              int
 	// schedReads counts the scheduler's readings made (schedRead).
 	schedReads int
 	// waitsKernel: where threads wait is read in the kernel (sched.go's
 	// kernelWaits), for the threads readWait queued in waitsPending this
 	// tick; waitTIDs is the reading's buffer.
 	waitsKernel bool
+	// onTick runs at the end of each tick (SetTickHook).
+	onTick func()
 	// waitsSrc and waitsNotBPF become Observer.Waits and WaitsNotBPF.
 	waitsSrc, waitsNotBPF string
 	waitsPending          map[int]*trackedThread
@@ -650,6 +655,9 @@ func (s *Sampler) tick(elapsed time.Duration, full bool) {
 	s.samples += len(tk.Threads)
 	s.tl.Ticks = append(s.tl.Ticks, tk)
 	s.record(func(r Recorder) error { return r.WriteTick(&s.tl.Ticks[len(s.tl.Ticks)-1]) })
+	if s.onTick != nil {
+		s.onTick()
+	}
 }
 
 // lastPIDNow reads loadavg's last pid (ok false: not known).
@@ -708,6 +716,12 @@ func (s *Sampler) SetRecorder(r Recorder) { s.cfg.Recorder = r }
 
 // SetProgress reports each tick to fn.
 func (s *Sampler) SetProgress(fn Progress) { s.cfg.Progress = fn }
+
+// SetTickHook runs fn at the end of each tick, in the tick's goroutine:
+// work that would otherwise wake a goroutine of its own on a timer (the CPU
+// profile's reading of its buffers) done in the wake-up the tick already
+// costs.
+func (s *Sampler) SetTickHook(fn func()) { s.onTick = fn }
 
 // sweepQuarter is a quarter of the phase sweep's period, in ticks.
 const sweepQuarter = 5

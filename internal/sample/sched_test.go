@@ -439,3 +439,29 @@ func TestLiveKernelWaitsAreProcs(t *testing.T) {
 		t.Errorf("the spinning thread waits in %+v", b)
 	}
 }
+
+// With the counters, the wake-up program is attached on the first tick and
+// every third slow period after, each time for 300 ms at the defaults: a
+// 3.5 s window counts wake-ups for about 600 ms, in two spells (its graph
+// says how long), not for a tick every second.
+func TestLiveWakersSampledInSpells(t *testing.T) {
+	livetest.Need(t)
+	if err := schedbpf.Check(""); err != nil {
+		t.Skipf("BPF not allowed here: %v", err)
+	}
+	pid, _ := startLoad(t, "spin-sleep")
+	s, err := New(Config{PID: pid, Duration: 3500 * time.Millisecond, Interval: 100 * time.Millisecond, Tool: "test", Sched: SchedBPF})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tl, err := s.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tl.Meta.Wakers == nil {
+		t.Fatal("no waker graph")
+	}
+	if got := time.Duration(tl.Meta.Wakers.SampledNS); got < 500*time.Millisecond || got > 900*time.Millisecond {
+		t.Errorf("wake-ups counted for %v of the window, want about 600 ms", got)
+	}
+}

@@ -114,8 +114,8 @@ type Wakers struct {
 	Dropped uint64 `json:"dropped,omitempty"`
 	// SampledNS is how long the wake-ups were counted, where they were
 	// counted for part of the window (the kernel's counters as the
-	// source: the wake-up program attached a tick in each slow period);
-	// 0: the whole window.
+	// source: the wake-up program attached a tenth of the time, in spells
+	// of 300 ms every 3 s at the defaults); 0: the whole window.
 	SampledNS int64 `json:"sampled_ns,omitempty"`
 }
 
