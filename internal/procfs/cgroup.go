@@ -119,7 +119,10 @@ func walkMemCgroup(version int, root, cg, limitFile, usageFile string) (MemCgrou
 // an absent file as nothing.
 func readCgroupValue(p string) (uint64, bool, error) {
 	// A cgroup file's size says nothing of its content: read at most 64 bytes.
-	b, _, err := readPrefix(p, PrivRoot, ErrAbsent, 64)
+	b, err := readFileRaw(p, PrivRoot, ErrAbsent, 64)
+	if errors.Is(err, ErrTooLarge) {
+		err = nil
+	}
 	if err != nil {
 		if IsAbsent(err) {
 			return 0, false, nil

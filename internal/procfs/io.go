@@ -8,7 +8,7 @@ type IO struct {
 // ReadIO reads /proc/PID/io (PTRACE_MODE_READ: denied for other users' processes).
 func (fs FS) ReadIO(pid int) (IO, error) {
 	path := fs.PidPath(pid, "io")
-	b, err := readCapped(path, PrivPtraceRead, capSmallFile)
+	b, err := readFileRaw(path, PrivPtraceRead, ErrVanished, capSmallFile)
 	if err != nil {
 		return IO{}, err
 	}

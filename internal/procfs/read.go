@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"syscall"
+	"unsafe"
 )
 
 // Caps on one-off reads. Pseudo-files report a size of 0 (or a lie) in stat,
@@ -38,11 +39,38 @@ func readHost(path string, limit int) ([]byte, error) {
 // bytes read are returned with ErrTooLarge wrapped, so callers choose
 // whether a prefix is good enough. missing says what ENOENT means.
 func readFile(path, priv string, missing error, limit int) ([]byte, error) {
-	fd, err := openRetry(path)
+	return readFileVia(path, priv, missing, limit, false)
+}
+
+// readFileRaw is readFile with raw system calls, for the files read every
+// tick or every slow tick that the kernel formats from counters in memory
+// and never waits on I/O for (a cgroup's counters and limits, statm,
+// status, io): a scheduled system call wakes the Go runtime's monitor
+// thread out of its deep sleep, to poll every 20 µs while the tick runs,
+// and its wake-ups are a tenth of gpufeed's CPU at 1,000 threads in this
+// project's virtual machine (docs/PERFORMANCE.md). Files that read another
+// process's memory (cmdline, environ) or walk its mappings are read with
+// scheduled calls: they can wait on a page-in.
+func readFileRaw(path, priv string, missing error, limit int) ([]byte, error) {
+	return readFileVia(path, priv, missing, limit, true)
+}
+
+func readFileVia(path, priv string, missing error, limit int, raw bool) ([]byte, error) {
+	var fd int
+	var err error
+	if raw {
+		fd, err = openRaw(path)
+	} else {
+		fd, err = openRetry(path)
+	}
 	if err != nil {
 		return nil, classify(path, priv, missing, err)
 	}
-	defer syscall.Close(fd)
+	if raw {
+		defer syscall.RawSyscall(syscall.SYS_CLOSE, uintptr(fd), 0, 0)
+	} else {
+		defer syscall.Close(fd)
+	}
 	buf := make([]byte, 0, min(limit, 4096))
 	for {
 		if len(buf) == cap(buf) {
@@ -53,7 +81,12 @@ func readFile(path, priv string, missing error, limit int) ([]byte, error) {
 			copy(nb, buf)
 			buf = nb
 		}
-		n, err := syscall.Read(fd, buf[len(buf):cap(buf)])
+		var n int
+		if raw {
+			n, err = readRaw(fd, buf[len(buf):cap(buf)])
+		} else {
+			n, err = syscall.Read(fd, buf[len(buf):cap(buf)])
+		}
 		if err == syscall.EINTR {
 			continue
 		}
@@ -65,6 +98,38 @@ func readFile(path, priv string, missing error, limit int) ([]byte, error) {
 		}
 		buf = buf[:len(buf)+n]
 	}
+}
+
+// openRaw opens path read-only with a raw system call, retrying EINTR.
+func openRaw(path string) (int, error) {
+	p, err := syscall.BytePtrFromString(path)
+	if err != nil {
+		return -1, err
+	}
+	for {
+		fd, _, e := syscall.RawSyscall6(syscall.SYS_OPENAT, atFDCWD, uintptr(unsafe.Pointer(p)),
+			uintptr(syscall.O_RDONLY|syscall.O_CLOEXEC), 0, 0, 0)
+		if e == 0 {
+			return int(fd), nil
+		}
+		if e != syscall.EINTR {
+			return -1, e
+		}
+	}
+}
+
+// atFDCWD is AT_FDCWD (-100): a path relative to the working directory.
+var atFDCWD = ^uintptr(99)
+
+func readRaw(fd int, b []byte) (int, error) {
+	if len(b) == 0 {
+		return 0, nil
+	}
+	n, _, e := syscall.RawSyscall(syscall.SYS_READ, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
+	if e != 0 {
+		return 0, e
+	}
+	return int(n), nil
 }
 
 // readString reads a small sysfs or procfs value file of the machine, trimmed.

@@ -18,7 +18,7 @@ func ParseStatm(b []byte, s *Statm) error {
 // code, a thread's stack) changes it: readers of the much longer maps file
 // read it again only when this moved.
 func AddressSpacePages(statm string) (uint64, error) {
-	b, err := readCapped(statm, PrivProcMount, capSmallFile)
+	b, err := readFileRaw(statm, PrivProcMount, ErrVanished, capSmallFile)
 	if err != nil {
 		return 0, err
 	}

@@ -52,7 +52,7 @@ func listOf(list string, have bool) (cpuset.Set, bool) {
 
 // ReadStatus reads and parses PATH (a status file).
 func ReadStatus(path string) (Status, error) {
-	b, err := readCapped(path, PrivProcMount, capStatus)
+	b, err := readFileRaw(path, PrivProcMount, ErrVanished, capStatus)
 	if err != nil {
 		return Status{}, err
 	}
