@@ -100,6 +100,7 @@ func merge(chunks []packed) (*timeline.Timeline, []string, error) {
 			m.TickMaxNS = max(m.TickMaxNS, o.TickMaxNS)
 			if o.Sched != "" {
 				m.Sched, m.SchedNotBPF = o.Sched, o.SchedNotBPF
+				m.Waits, m.WaitsNotBPF = o.Waits, o.WaitsNotBPF
 				m.SchedMissed += o.SchedMissed
 			}
 		}

@@ -92,6 +92,10 @@ type Observer struct {
 	Sched       string `json:"sched,omitempty"`
 	SchedNotBPF string `json:"sched_not_bpf,omitempty"`
 	SchedMissed uint64 `json:"sched_missed,omitempty"`
+	// Waits and WaitsNotBPF are timeline.Observer's: where the sleeping
+	// threads' waits were read, and why not in the kernel.
+	Waits       string `json:"waits,omitempty"`
+	WaitsNotBPF string `json:"waits_not_bpf,omitempty"`
 }
 
 // New analyses a timeline.
@@ -127,7 +131,7 @@ func (a *View) buildObserver() {
 	cpu := float64(o.CPUUserNS+o.CPUSysNS) / 1e9
 	ob := &Observer{CPUSeconds: cpu, ThreadSamples: o.ThreadSamples, ThreadSamplesCarried: o.ThreadSamplesCarried, TickP50MS: float64(o.TickP50NS) / 1e6,
 		TickMaxMS: float64(o.TickMaxNS) / 1e6, Overruns: a.Timeline.Counts.Overruns, CPUPctOfCore: math.NaN(), USPerThreadSample: math.NaN(),
-		Sched: o.Sched, SchedNotBPF: o.SchedNotBPF, SchedMissed: o.SchedMissed}
+		Sched: o.Sched, SchedNotBPF: o.SchedNotBPF, SchedMissed: o.SchedMissed, Waits: o.Waits, WaitsNotBPF: o.WaitsNotBPF}
 	if o.WallNS >= observerMinWallNS {
 		ob.CPUPctOfCore = cpu / (float64(o.WallNS) / 1e9) * 100
 	}

@@ -91,7 +91,7 @@ func Build(tl *timeline.Timeline, a *derive.View, jd *judge.Judgement, notes []s
 			NSPerThreadSample: scaled(o.USPerThreadSample, 1e3), ThreadSamples: o.ThreadSamples,
 			ThreadSamplesCarried: o.ThreadSamplesCarried,
 			TickP50NS:            int64(math.Round(o.TickP50MS * 1e6)), TickMaxNS: int64(math.Round(o.TickMaxMS * 1e6)), Overruns: o.Overruns,
-			Sched: o.Sched, SchedNotBPF: o.SchedNotBPF, SchedMissed: o.SchedMissed}
+			Sched: o.Sched, SchedNotBPF: o.SchedNotBPF, SchedMissed: o.SchedMissed, Waits: o.Waits, WaitsNotBPF: o.WaitsNotBPF}
 	}
 	r.NotVisible = []NotVisible{}
 	for _, k := range sortedKeys(m.NotVisible) {

@@ -295,6 +295,12 @@ type Observer struct {
 	// SchedMissed counts the scheduler events the counting programs did
 	// not see (skipped by the kernel, or a switch-in seen missing).
 	SchedMissed uint64 `json:"sched_missed,omitempty"`
+	// Waits is where the sleeping threads' waits (system call, wait
+	// channel) were read: "bpf" (in the kernel, one program run per
+	// process) or "proc" (syscall and wchan per thread); WaitsNotBPF why
+	// not in the kernel where the counters were.
+	Waits       string `json:"waits,omitempty"`
+	WaitsNotBPF string `json:"waits_not_bpf,omitempty"`
 }
 
 // NotVisible is a fact that could not be read, and the privilege that would show it.

@@ -611,8 +611,15 @@ func (t *textWriter) facts(r *Report) {
 			t.printf("SCHEDULING: threads' run time, run-queue wait and switches from the scheduler's events, counted in the kernel; "+
 				"%d switches not seen whole (the kernel skipped the counting program, or ran it for a switch-out and not the switch-in before it): each loses at most a slice and its time\n", o.SchedMissed)
 		case o.Sched == "bpf":
-			t.printf("SCHEDULING: threads' run time, run-queue wait and switches from the kernel's own counters (what schedstat and status show), " +
-				"read for all threads at once each tick by a BPF task iterator; who woke them counted a tenth of the time, in spells\n")
+			waits := "; where sleeping threads wait (system call, wait channel) read in the kernel too"
+			switch {
+			case o.Waits == "proc" && o.WaitsNotBPF != "":
+				waits = "; where sleeping threads wait read from /proc (not in the kernel: " + o.WaitsNotBPF + ")"
+			case o.Waits != "bpf":
+				waits = ""
+			}
+			t.printf("SCHEDULING: threads' run time, run-queue wait and switches from the kernel's own counters (what schedstat and status show), "+
+				"read for all threads at once each tick by a BPF task iterator; who woke them counted a tenth of the time, in spells%s\n", waits)
 		case o.Sched == "proc" && o.SchedNotBPF != "":
 			t.printf("SCHEDULING: threads' run time, run-queue wait and switches from /proc (the kernel's counters by eBPF not used: %s)\n", o.SchedNotBPF)
 		case o.Sched == "proc":
