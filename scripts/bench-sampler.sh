@@ -21,7 +21,8 @@
 # compiled once against BTF, else bpfcc-tools' runqlat-bpfcc, which compiles
 # against the kernel's headers; libbpf-tools is installed when root).
 # SKIP_PER_THREAD=1 skips the per-thread comparisons before them,
-# SKIP_SOURCES=1 the 1,000-thread default run and the sources' table,
+# SKIP_SOURCES=1 the 1,000-thread default run and the sources' table (each cell the median of
+# REPEAT_SOURCES runs, default 3),
 # SKIP_PINGPONG=1 the job's cost (the ping-pong, about 6 minutes) and what follows it, SKIP_STATS=1 the
 # programs' own time per run (kernel statistics: watched, unwatched, runqlat's). Results vary run to run on a shared machine:
 # compare ratios within one run.
@@ -161,12 +162,23 @@ for n in 100 1000 10000; do
 	start_target "$n" 16
 	job=$TARGET
 	sleep 1
+	# Each cell is the median of REPEAT_SOURCES runs (default 3), the
+	# configurations alternated: one run's noise on a shared machine is
+	# as large as the differences measured.
+	declare -A runs=()
+	for _ in $(seq "${REPEAT_SOURCES:-3}"); do
+		for prof in auto off; do
+			for src in bpf proc; do
+				r=$("$work/gpufeed" diagnose --pid "$job" --device none --sched "$src" --profile "$prof" -o json 2>/dev/null | own_pct || echo "- - -")
+				read -r pc us got <<<"$r"
+				runs[$prof.$src]+="$pc $us"$'\n'
+				cell[$prof.$src.got]=$got
+			done
+		done
+	done
 	for prof in auto off; do
 		for src in bpf proc; do
-			r=$("$work/gpufeed" diagnose --pid "$job" --device none --sched "$src" --profile "$prof" -o json 2>/dev/null | own_pct || echo "- - -")
-			read -r pc us got <<<"$r"
-			cell[$prof.$src.$n]="$pc ($us)"
-			cell[$prof.$src.got]=$got
+			cell[$prof.$src.$n]=$(sort -g <<<"${runs[$prof.$src]%$'\n'}" | awk '{ p[NR] = $1; u[NR] = $2 } END { m = int((NR + 1) / 2); printf "%s (%s)", p[m], u[m] }')
 		done
 	done
 	kill "$job"

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gpufeed/gpufeed/internal/procfs"
+	"github.com/gpufeed/gpufeed/internal/schedbpf"
 	"github.com/gpufeed/gpufeed/internal/timeline"
 )
 
@@ -269,8 +270,13 @@ func (s *Sampler) scanThreads(p *trackedProc, t int64) {
 	if len(fresh) == 0 {
 		return
 	}
+	facts := s.kernelFacts(p, fresh, t)
 	for _, tid := range fresh {
-		th, err := s.openThread(p, tid, t)
+		var fact *schedbpf.Facts
+		if f, ok := facts[tid]; ok {
+			fact = &f
+		}
+		th, err := s.openThread(p, tid, t, fact)
 		if err != nil {
 			if procfs.IsVanished(err) || errors.Is(err, errGone) {
 				s.tl.Counts.VanishedThreads++
@@ -377,6 +383,9 @@ func (s *Sampler) sampleProc(p *trackedProc, tk *timeline.Tick, t int64, slow, f
 	}
 	if len(s.waitsPending) > 0 {
 		s.kernelWaits(p, tk.Threads[first:], t)
+	}
+	if len(s.factsPending) > 0 {
+		s.kernelNames(p, t)
 	}
 	s.endDormantTick(p, skipDormant)
 	// A user process without an address space is exiting (exit_mm ran

@@ -97,6 +97,11 @@ type Sampler struct {
 	// kernelWaits), for the threads readWait queued in waitsPending this
 	// tick; waitTIDs is the reading's buffer.
 	waitsKernel bool
+	// factsKernel: a new thread's stat facts are read in the kernel
+	// (kernelFacts); factsPending holds the threads whose name the last
+	// tick reads there (kernelNames).
+	factsKernel  bool
+	factsPending []*trackedThread
 	// onTick runs at the end of each tick (SetTickHook).
 	onTick func()
 	// waitsSrc and waitsNotBPF become Observer.Waits and WaitsNotBPF.

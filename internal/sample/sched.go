@@ -77,6 +77,11 @@ func (s *Sampler) startSched() error {
 	} else if why != nil {
 		s.waitsNotBPF = why.Error()
 	}
+	// stat's utime and stime are the task's CPU times scaled as the
+	// kernel computes them, except on a CPU whose time is accounted at
+	// kernel entry and exit (nohz_full): there stat adds the time since,
+	// which the program cannot see. Such a host reads stat.
+	s.factsKernel = s.waitsKernel && !nohzFull(s.fs)
 	s.waitsPending = map[int]*trackedThread{}
 	return nil
 }
@@ -127,6 +132,91 @@ func (s *Sampler) stopSched() {
 	}
 }
 
+// nohzFull says whether the host runs CPUs in full dynticks mode
+// (nohz_full=), where utime and stime are accounted at kernel entry and exit.
+func nohzFull(fs procfs.FS) bool {
+	b, err := os.ReadFile(fs.SysPath("devices/system/cpu/nohz_full"))
+	if err != nil {
+		return false // no such file: a kernel without full dynticks
+	}
+	v := strings.TrimSpace(string(b))
+	return v != "" && v != "(null)"
+}
+
+// kernelFacts reads the stat facts of a process's threads first seen (not
+// its main thread, whose stat also carries the reaped children's CPU), in
+// the kernel, in one program run: opening and reading each thread's stat
+// file was about 18 ms of a 1,000-thread job's adoption in this project's
+// virtual machine. A thread missing from the result is opened as before.
+func (s *Sampler) kernelFacts(p *trackedProc, fresh []int, t int64) map[int]schedbpf.Facts {
+	if !s.factsKernel || s.sched == nil || len(fresh) < 2 || len(fresh)*1024 < len(p.threads)+len(fresh) {
+		return nil
+	}
+	tids := make([]int, 0, len(fresh))
+	for _, tid := range fresh {
+		if tid != p.pid {
+			tids = append(tids, tid)
+		}
+	}
+	out := make(map[int]schedbpf.Facts, len(tids))
+	for len(tids) > 0 {
+		n := min(len(tids), schedbpf.MaxWaits)
+		fs, err := s.sched.ReadFacts(p.pid, tids[:n])
+		if err != nil {
+			if !errors.Is(err, unix.ESRCH) {
+				s.readError(t, p.pid, err)
+				s.factsKernel = false
+			}
+			return nil
+		}
+		for _, f := range fs {
+			out[f.TID] = f
+		}
+		tids = tids[n:]
+	}
+	return out
+}
+
+// kernelNames reads, on the last tick, the names of the threads queued in
+// factsPending (their stat never opened: asleep since they were first
+// seen), in the kernel in one program run, where /proc's reading of every
+// thread's stat would open them all: a thread renamed by another while it
+// slept gets its new name. Where the reading fails, stat is read.
+func (s *Sampler) kernelNames(p *trackedProc, t int64) {
+	pending := s.factsPending
+	defer func() { s.factsPending = s.factsPending[:0] }()
+	tids := make([]int, 0, len(pending))
+	for _, th := range pending {
+		tids = append(tids, th.tid)
+	}
+	got := map[int]string{}
+	for len(tids) > 0 && s.factsKernel {
+		n := min(len(tids), schedbpf.MaxWaits)
+		fs, err := s.sched.ReadFacts(p.pid, tids[:n])
+		if err != nil {
+			if !errors.Is(err, unix.ESRCH) {
+				s.readError(t, p.pid, err)
+			}
+			got = nil
+			break
+		}
+		for _, f := range fs {
+			got[f.TID] = f.Comm
+		}
+		tids = tids[n:]
+	}
+	for _, th := range pending {
+		if got == nil {
+			s.applyStat(p, th) // its failure is the thread's exit, seen next time
+			continue
+		}
+		if c, ok := got[th.tid]; ok && c != string(th.comm) {
+			th.comm = append(th.comm[:0], c...)
+			th.info.Comm = c
+		}
+	}
+}
+
 // kernelWaits reads where the threads readWait queued wait, in the kernel,
 // in one reading for the process, and keeps each in its sample (samples:
 // the process's this tick). A thread missing from the reading exited since
@@ -139,11 +229,13 @@ func (s *Sampler) kernelWaits(p *trackedProc, samples []timeline.ThreadSample, t
 		s.waitTIDs = append(s.waitTIDs, tid)
 	}
 	var got map[int]schedbpf.Wait
-	// The program walks all the process's threads: about 0.05 µs each,
-	// where /proc costs about 60 µs a thread asked (both measured at 1,000
-	// threads in this project's virtual machine). A few threads of a very
-	// large process are cheaper from /proc.
-	kernel := s.waitsKernel && len(s.waitTIDs)*1024 >= len(p.threads)
+	// The program walks all the process's threads, about 0.2 µs each with
+	// their memory cold between ticks, where /proc costs about 50 µs a
+	// thread asked (a 1,000-thread job in this project's virtual machine:
+	// a reading of one or two threads, an active thread caught asleep after
+	// a slow tick, cost 200 µs in the kernel). A few threads of a large
+	// process are cheaper from /proc.
+	kernel := s.waitsKernel && len(s.waitTIDs)*256 >= len(p.threads)
 	for len(s.waitTIDs) > 0 && kernel && s.waitsKernel {
 		n := min(len(s.waitTIDs), schedbpf.MaxWaits)
 		ws, err := s.sched.ReadWaits(p.pid, s.waitTIDs[:n])
@@ -269,6 +361,8 @@ func (s *Sampler) sampleThreadBPF(p *trackedProc, th *trackedThread, fresh, full
 	if th.statJustRead {
 		th.statJustRead = false
 		th.statSched = ss
+	} else if full && th.lazyStat && ss == th.statSched && s.factsKernel {
+		s.factsPending = append(s.factsPending, th) // its name, read in the kernel with the others (kernelNames)
 	} else if full || !th.haveStat || (fresh || th.tid == p.pid) && ss != th.statSched {
 		comm, err := s.applyStat(p, th)
 		if err != nil {

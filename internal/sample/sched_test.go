@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -341,14 +342,20 @@ time.sleep(0.3)
 for t in threading.enumerate():
     print(t.name, t.native_id, flush=True)
 print("ready", flush=True)
-os.read(0, 1)
+lw = [t for t in threading.enumerate() if t.name == "lockwait"][0].native_id
+while os.read(0, 1) == b"r":
+    with open("/proc/self/task/%d/comm" % lw, "w") as f:
+        f.write("renamed")
 `
 
 // Where the threads wait, read in the kernel with the counters, is what
 // /proc says: the same job sampled at once reading the waits in the kernel
 // and from /proc (syscall, wchan and the descriptor's target) ends with
 // the same wait for every asleep thread, the spinning thread has none, and
-// each run says where it read them.
+// each run says where it read them. The threads' stat facts read in the
+// kernel when first seen are stat's too: the same threads, names and start
+// times; and a thread renamed by another while it sleeps, its stat never
+// opened, ends with its new name.
 func TestLiveKernelWaitsAreProcs(t *testing.T) {
 	livetest.Need(t)
 	if err := schedbpf.Check(""); err != nil {
@@ -376,6 +383,10 @@ func TestLiveKernelWaitsAreProcs(t *testing.T) {
 	if len(tids) != 6 {
 		t.Fatalf("threads %v", tids)
 	}
+	go func() {
+		time.Sleep(1500 * time.Millisecond)
+		in.Write([]byte("r"))
+	}()
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	tls := map[bool]*timeline.Timeline{}
@@ -437,6 +448,22 @@ func TestLiveKernelWaitsAreProcs(t *testing.T) {
 	}
 	if b := last(tls[false], tids["spin"]); b != nil {
 		t.Errorf("the spinning thread waits in %+v", b)
+	}
+	infos := func(tl *timeline.Timeline) map[timeline.ThreadKey]string {
+		m := map[timeline.ThreadKey]string{}
+		for k, th := range tl.Threads {
+			m[k] = th.Comm
+		}
+		return m
+	}
+	k, p := infos(tls[false]), infos(tls[true])
+	if len(k) != 6 || !maps.Equal(k, p) {
+		t.Errorf("threads: kernel %v, /proc %v", k, p)
+	}
+	for key, comm := range k {
+		if key.TID == tids["lockwait"] && comm != "renamed" {
+			t.Errorf("the thread renamed while it slept ends as %q", comm)
+		}
 	}
 }
 

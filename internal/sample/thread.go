@@ -70,6 +70,10 @@ type trackedThread struct {
 	// thread was opened: every reading after it has the thread while it
 	// lives.
 	openedRead int
+	// lazyStat: its first stat facts were read in the kernel (kernelFacts)
+	// and its stat file is not open yet: readStat opens it when first
+	// needed (a thread that never runs never opens it).
+	lazyStat bool
 }
 
 func (t *trackedThread) close() {
@@ -104,13 +108,14 @@ type threadSample struct {
 }
 
 // openThread keeps a new thread's stat and schedstat open and reads its
-// identity (start time, name).
-func (s *Sampler) openThread(p *trackedProc, tid int, t int64) (*trackedThread, error) {
-	th := &trackedThread{tid: tid, openedRead: s.schedReads}
+// identity (start time, name). fact, where not nil, is its stat as read in
+// the kernel (kernelFacts): nothing is opened until a reading needs it.
+func (s *Sampler) openThread(p *trackedProc, tid int, t int64, fact *schedbpf.Facts) (*trackedThread, error) {
+	th := &trackedThread{tid: tid, openedRead: s.schedReads, lazyStat: fact != nil}
 	// Keep the two files open while the descriptor budget allows; past it
 	// (a job with more threads than half the open-file limit) the thread is
 	// read by opening its files each tick: slower, never dropped.
-	if s.kept+2 <= s.keptBudget {
+	if fact == nil && s.kept+2 <= s.keptBudget {
 		var err error
 		if th.stat, err = procfs.OpenKept(s.fs.TaskPath(p.pid, tid, "stat"), procfs.PrivProcMount); err != nil && !isEMFILE(err) {
 			return nil, err
@@ -126,13 +131,18 @@ func (s *Sampler) openThread(p *trackedProc, tid int, t int64) (*trackedThread, 
 	}
 	s.kept += th.keptFiles()
 	var st procfs.Stat
-	b, err := s.readStat(p, th)
-	if err == nil {
-		err = procfs.ParseStat(b, &st)
-	}
-	if err != nil {
-		s.release(th)
-		return nil, err
+	if fact != nil {
+		st = procfs.Stat{State: fact.State, UTime: fact.UTime, STime: fact.STime, Processor: fact.CPU,
+			Comm: []byte(fact.Comm), StartTime: fact.StartTime}
+	} else {
+		b, err := s.readStat(p, th)
+		if err == nil {
+			err = procfs.ParseStat(b, &st)
+		}
+		if err != nil {
+			s.release(th)
+			return nil, err
+		}
 	}
 	if st.State == 'Z' || st.State == 'X' {
 		s.release(th)
@@ -168,6 +178,19 @@ func isEMFILE(err error) bool {
 
 // readStat reads the thread's stat into the shared buffer.
 func (s *Sampler) readStat(p *trackedProc, th *trackedThread) ([]byte, error) {
+	if th.lazyStat {
+		th.lazyStat = false
+		if s.kept+1 <= s.keptBudget {
+			k, err := procfs.OpenKept(s.fs.TaskPath(p.pid, th.tid, "stat"), procfs.PrivProcMount)
+			switch {
+			case err == nil:
+				th.stat = k
+				s.kept++
+			case !isEMFILE(err):
+				return nil, err
+			}
+		}
+	}
 	if th.stat != nil {
 		return th.stat.ReadInto(s.buf[:2048])
 	}

@@ -13,4 +13,4 @@ package schedbpf
 
 // Where the threads wait (bpf/waits.bpf.c: the system call and the wait
 // channel, read in the kernel for the threads asked), its own object too.
-//go:generate go run github.com/cilium/ebpf/cmd/bpf2go -cc clang -cflags "-O2 -g -Wall -Werror -mcpu=v3 -I/usr/include/x86_64-linux-gnu" -target amd64,arm64 -type wait -type wcursor -type bounds tw bpf/waits.bpf.c
+//go:generate go run github.com/cilium/ebpf/cmd/bpf2go -cc clang -cflags "-O2 -g -Wall -Werror -mcpu=v3 -I/usr/include/x86_64-linux-gnu" -target amd64,arm64 -type wait -type wcursor -type bounds -type thread_facts tw bpf/waits.bpf.c

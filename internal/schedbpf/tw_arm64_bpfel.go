@@ -21,6 +21,21 @@ type twBounds struct {
 	LockEnd    uint64
 }
 
+type twThreadFacts struct {
+	_             structs.HostLayout
+	Tid           uint32
+	State         uint32
+	Cpu           int32
+	Flags         uint32
+	StartBoottime uint64
+	Utime         uint64
+	Stime         uint64
+	Rtime         uint64
+	PrevUtime     uint64
+	PrevStime     uint64
+	Comm          [16]int8
+}
+
 type twWait struct {
 	_     structs.HostLayout
 	Tid   uint32
@@ -40,10 +55,12 @@ type twWcursor struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	twMapFacts       = "facts"
 	twMapText        = "text"
 	twMapWaits       = "waits"
 	twMapWant        = "want"
 	twMapWcursors    = "wcursors"
+	twProgProcFacts  = "proc_facts"
 	twProgProcWaits  = "proc_waits"
 	twProgTextBounds = "text_bounds"
 )
@@ -90,6 +107,7 @@ type twSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type twProgramSpecs struct {
+	ProcFacts  *ebpf.ProgramSpec `ebpf:"proc_facts"`
 	ProcWaits  *ebpf.ProgramSpec `ebpf:"proc_waits"`
 	TextBounds *ebpf.ProgramSpec `ebpf:"text_bounds"`
 }
@@ -98,6 +116,7 @@ type twProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type twMapSpecs struct {
+	Facts    *ebpf.MapSpec `ebpf:"facts"`
 	Text     *ebpf.MapSpec `ebpf:"text"`
 	Waits    *ebpf.MapSpec `ebpf:"waits"`
 	Want     *ebpf.MapSpec `ebpf:"want"`
@@ -130,6 +149,7 @@ func (o *twObjects) Close() error {
 //
 // It can be passed to loadTwObjects or ebpf.CollectionSpec.LoadAndAssign.
 type twMaps struct {
+	Facts    *ebpf.Map `ebpf:"facts"`
 	Text     *ebpf.Map `ebpf:"text"`
 	Waits    *ebpf.Map `ebpf:"waits"`
 	Want     *ebpf.Map `ebpf:"want"`
@@ -138,6 +158,7 @@ type twMaps struct {
 
 func (m *twMaps) Close() error {
 	return _TwClose(
+		m.Facts,
 		m.Text,
 		m.Waits,
 		m.Want,
@@ -155,12 +176,14 @@ type twVariables struct {
 //
 // It can be passed to loadTwObjects or ebpf.CollectionSpec.LoadAndAssign.
 type twPrograms struct {
+	ProcFacts  *ebpf.Program `ebpf:"proc_facts"`
 	ProcWaits  *ebpf.Program `ebpf:"proc_waits"`
 	TextBounds *ebpf.Program `ebpf:"text_bounds"`
 }
 
 func (p *twPrograms) Close() error {
 	return _TwClose(
+		p.ProcFacts,
 		p.ProcWaits,
 		p.TextBounds,
 	)

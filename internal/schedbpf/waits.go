@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/bits"
 	"os"
 	"strconv"
 	"strings"
@@ -52,11 +53,14 @@ type waiter struct {
 	objs    twObjects
 	want    *ebpf.Memory
 	waits   *ebpf.Memory
+	facts   *ebpf.Memory
 	cursor  *ebpf.Memory
 	words   int                // the want bitmap's length in 64-bit words
-	iters   map[int]*link.Iter // per process, linked to its leader
+	iters   map[int]*link.Iter // per process, linked to its leader: proc_waits
+	fiters  map[int]*link.Iter // and proc_facts
 	set     []int              // the want words set for a reading
 	buf     []byte
+	facts1  []Facts
 	scratch [64]byte
 	zero    [8]byte
 	records []Wait
@@ -75,7 +79,7 @@ func (t *Tracer) loadWaits() error {
 		}
 	}
 	spec.Maps["want"].MaxEntries = uint32(words)
-	w := &waiter{words: words, iters: map[int]*link.Iter{}}
+	w := &waiter{words: words, iters: map[int]*link.Iter{}, fiters: map[int]*link.Iter{}}
 	if err := spec.LoadAndAssign(&w.objs, nil); err != nil {
 		return err
 	}
@@ -98,7 +102,7 @@ func (t *Tracer) loadWaits() error {
 	for _, m := range []struct {
 		to **ebpf.Memory
 		m  *ebpf.Map
-	}{{&w.want, w.objs.Want}, {&w.waits, w.objs.Waits}, {&w.cursor, w.objs.Wcursors}} {
+	}{{&w.want, w.objs.Want}, {&w.waits, w.objs.Waits}, {&w.facts, w.objs.Facts}, {&w.cursor, w.objs.Wcursors}} {
 		if *m.to, err = m.m.Memory(); err != nil {
 			return fail(err)
 		}
@@ -116,10 +120,12 @@ func procPath(proc, name string) string {
 }
 
 func (w *waiter) close() {
-	for _, it := range w.iters {
-		it.Close()
+	for _, m := range []map[int]*link.Iter{w.iters, w.fiters} {
+		for _, it := range m {
+			it.Close()
+		}
+		clear(m)
 	}
-	clear(w.iters)
 	w.objs.Close()
 }
 
@@ -144,13 +150,37 @@ func (t *Tracer) ReadWaits(pid int, tids []int) ([]Wait, error) {
 	if w == nil {
 		return nil, errNoWaits
 	}
-	it := w.iters[pid]
+	b, err := w.read(pid, tids, w.objs.ProcWaits, w.iters, w.waits, waitSize, "waits")
+	if err != nil {
+		return nil, err
+	}
+	w.records = w.records[:0]
+	le := binary.LittleEndian // both targets (bpfel) are little-endian
+	for off := 0; off < len(b); off += waitSize {
+		r := b[off : off+waitSize]
+		wt := Wait{TID: int(le.Uint32(r)), Running: le.Uint32(r[4:])&1 != 0, Number: int(int64(le.Uint64(r[8:])))}
+		if !wt.Running {
+			for k := range wt.Args {
+				wt.Args[k] = le.Uint64(r[16+8*k:])
+			}
+			wt.Wchan = wchanName(r[64:128])
+		}
+		w.records = append(w.records, wt)
+	}
+	return w.records, nil
+}
+
+// read runs prog over pid's threads tids (its link in iters, made at the
+// first reading) and returns the records it wrote in out, size bytes each
+// (valid until the next reading).
+func (w *waiter) read(pid int, tids []int, prog *ebpf.Program, iters map[int]*link.Iter, out *ebpf.Memory, size int, what string) ([]byte, error) {
+	it := iters[pid]
 	if it == nil {
 		var err error
-		if it, err = taskIter(w.objs.ProcWaits, 0, pid); err != nil {
-			return nil, fmt.Errorf("%s: linking the waits' reader to pid %d: %w", What, pid, err)
+		if it, err = taskIter(prog, 0, pid); err != nil {
+			return nil, fmt.Errorf("%s: linking the %s' reader to pid %d: %w", What, what, pid, err)
 		}
-		w.iters[pid] = it
+		iters[pid] = it
 	}
 	defer w.clearWant()
 	var word [8]byte
@@ -175,37 +205,24 @@ func (t *Tracer) ReadWaits(pid int, tids []int) ([]Wait, error) {
 		return nil, err
 	}
 	if err := runIter(it, w.scratch[:]); err != nil {
-		return nil, fmt.Errorf("%s: running the waits' reader: %w", What, err)
+		return nil, fmt.Errorf("%s: running the %s' reader: %w", What, what, err)
 	}
 	var c [8]byte
 	if _, err := w.cursor.ReadAt(c[:], 0); err != nil {
 		return nil, err
 	}
 	if binary.NativeEndian.Uint32(c[4:]) != 0 {
-		return nil, fmt.Errorf("%s: more threads asked than the waits' %d records", What, w.objs.Waits.MaxEntries())
+		return nil, fmt.Errorf("%s: more threads asked than the %s' %d records", What, what, MaxWaits)
 	}
-	size := int(binary.NativeEndian.Uint32(c[:])) * waitSize
-	if cap(w.buf) < size {
-		w.buf = make([]byte, size)
+	n := int(binary.NativeEndian.Uint32(c[:])) * size
+	if cap(w.buf) < n {
+		w.buf = make([]byte, n)
 	}
-	b := w.buf[:size]
-	if _, err := w.waits.ReadAt(b, 0); err != nil {
+	b := w.buf[:n]
+	if _, err := out.ReadAt(b, 0); err != nil {
 		return nil, err
 	}
-	w.records = w.records[:0]
-	le := binary.LittleEndian // both targets (bpfel) are little-endian
-	for off := 0; off < len(b); off += waitSize {
-		r := b[off : off+waitSize]
-		wt := Wait{TID: int(le.Uint32(r)), Running: le.Uint32(r[4:])&1 != 0, Number: int(int64(le.Uint64(r[8:])))}
-		if !wt.Running {
-			for k := range wt.Args {
-				wt.Args[k] = le.Uint64(r[16+8*k:])
-			}
-			wt.Wchan = wchanName(r[64:128])
-		}
-		w.records = append(w.records, wt)
-	}
-	return w.records, nil
+	return b, nil
 }
 
 // clearWant zeroes the want words a reading set.
@@ -236,9 +253,11 @@ func (t *Tracer) removeWaits(pid int) {
 	if t.waits == nil {
 		return
 	}
-	if it := t.waits.iters[pid]; it != nil {
-		it.Close()
-		delete(t.waits.iters, pid)
+	for _, m := range []map[int]*link.Iter{t.waits.iters, t.waits.fiters} {
+		if it := m[pid]; it != nil {
+			it.Close()
+			delete(m, pid)
+		}
 	}
 }
 
@@ -261,4 +280,95 @@ func runIter(it *link.Iter, scratch []byte) error {
 			return nil
 		}
 	}
+}
+
+// Facts is what /proc/PID/task/TID/stat says of a thread, read in the
+// kernel (bpf/waits.bpf.c's proc_facts) for the threads of a process first
+// seen, in one program run instead of a file opened per thread.
+type Facts struct {
+	TID int
+	// State is stat's state letter; CPU the processor it last ran on.
+	State byte
+	CPU   int
+	// Comm is the thread's name; StartTime its start in clock ticks after
+	// boot (stat's starttime, the thread's identity with its tid).
+	Comm      string
+	StartTime uint64
+	// UTime and STime are stat's utime and stime (clock ticks), computed
+	// from the task's CPU times as the kernel computes them for stat.
+	UTime, STime uint64
+}
+
+// factsSize is the size of struct thread_facts in bpf/waits.bpf.c.
+const factsSize = 80
+
+// ReadFacts reads pid's threads tids' stat facts in one program run. The
+// result (valid until the next call) holds a record for each of them that
+// was still a thread of pid. An error leaves the caller to read /proc.
+func (t *Tracer) ReadFacts(pid int, tids []int) ([]Facts, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	w := t.waits
+	if w == nil {
+		return nil, errNoWaits
+	}
+	b, err := w.read(pid, tids, w.objs.ProcFacts, w.fiters, w.facts, factsSize, "facts")
+	if err != nil {
+		return nil, err
+	}
+	w.facts1 = w.facts1[:0]
+	le := binary.LittleEndian
+	for off := 0; off < len(b); off += factsSize {
+		r := b[off : off+factsSize]
+		f := Facts{TID: int(le.Uint32(r)), State: StateLetter(le.Uint32(r[4:])), CPU: int(int32(le.Uint32(r[8:]))),
+			StartTime: le.Uint64(r[16:]) / nsPerClockTick}
+		ut, st := cputimeAdjusted(le.Uint64(r[24:]), le.Uint64(r[32:]), le.Uint64(r[40:]), le.Uint64(r[48:]), le.Uint64(r[56:]))
+		f.UTime, f.STime = ut/nsPerClockTick, st/nsPerClockTick
+		comm := r[64:80]
+		if i := bytes.IndexByte(comm, 0); i >= 0 {
+			comm = comm[:i]
+		}
+		f.Comm = string(comm)
+		w.facts1 = append(w.facts1, f)
+	}
+	return w.facts1, nil
+}
+
+// nsPerClockTick is NSEC_PER_SEC / USER_HZ: stat's clock ticks (USER_HZ is
+// 100 on every architecture Linux exposes to user space).
+const nsPerClockTick = 10_000_000
+
+// cputimeAdjusted is the kernel's cputime_adjust (kernel/sched/cputime.c)
+// without its update of prev: utime and stime (counted at the scheduler's
+// ticks) scaled to the run time rtime, never below the values last given
+// (prev), as stat prints them.
+func cputimeAdjusted(utime, stime, rtime, prevU, prevS uint64) (ut, st uint64) {
+	if prevS+prevU >= rtime {
+		return prevU, prevS
+	}
+	switch {
+	case stime == 0:
+		utime = rtime
+	case utime == 0:
+		stime = rtime
+	default:
+		hi, lo := bits.Mul64(stime, rtime)
+		if d := stime + utime; hi < d {
+			stime, _ = bits.Div64(hi, lo, d)
+		} else {
+			stime = rtime
+		}
+		if stime > rtime {
+			stime = rtime
+		}
+	}
+	if stime < prevS {
+		stime = prevS
+	}
+	utime = rtime - stime
+	if utime < prevU {
+		utime = prevU
+		stime = rtime - utime
+	}
+	return utime, stime
 }

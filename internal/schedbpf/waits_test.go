@@ -43,31 +43,7 @@ os.read(0, 1)
 // thread not asked for is not read, and a tid of another process is not
 // either.
 func TestWaitsAreProcs(t *testing.T) {
-	need(t)
-	py, err := exec.LookPath("python3")
-	if err != nil {
-		t.Skip("no python3")
-	}
-	c := exec.Command(py, "-c", waitsJob)
-	in, _ := c.StdinPipe()
-	out, _ := c.StdoutPipe()
-	c.Stderr = os.Stderr
-	if err := c.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { in.Close(); c.Process.Kill(); c.Wait() })
-	tids := map[string]int{}
-	sc := bufio.NewScanner(out)
-	for sc.Scan() && sc.Text() != "ready" {
-		if name, v, ok := strings.Cut(sc.Text(), " "); ok {
-			n, _ := strconv.Atoi(v)
-			tids[name] = n
-		}
-	}
-	if len(tids) != 6 {
-		t.Fatalf("threads %v", tids)
-	}
-	pid := c.Process.Pid
+	pid, tids := startWaitsJob(t)
 	tr := startCounters(t, pid)
 	if ok, why := tr.ReadsWaits(); !ok {
 		t.Fatalf("the waits reader did not load: %v", why)
@@ -133,5 +109,113 @@ func TestWaitsAreProcs(t *testing.T) {
 	// What was asked is cleared: a reading asking nothing reads nothing.
 	if got, err := tr.ReadWaits(pid, nil); err != nil || len(got) != 0 {
 		t.Errorf("a reading asking nothing: %+v, %v", got, err)
+	}
+}
+
+// startWaitsJob starts waitsJob: its pid and its threads' tids by name.
+func startWaitsJob(t *testing.T) (int, map[string]int) {
+	t.Helper()
+	need(t)
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("no python3")
+	}
+	c := exec.Command(py, "-c", waitsJob)
+	in, _ := c.StdinPipe()
+	out, _ := c.StdoutPipe()
+	c.Stderr = os.Stderr
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { in.Close(); c.Process.Kill(); c.Wait() })
+	tids := map[string]int{}
+	sc := bufio.NewScanner(out)
+	for sc.Scan() && sc.Text() != "ready" {
+		if name, v, ok := strings.Cut(sc.Text(), " "); ok {
+			n, _ := strconv.Atoi(v)
+			tids[name] = n
+		}
+	}
+	if len(tids) != 6 {
+		t.Fatalf("threads %v", tids)
+	}
+	return c.Process.Pid, tids
+}
+
+// The kernel's reading of a thread's stat facts is /proc's: its name,
+// start time and (for a thread asleep) state are those of
+// /proc/PID/task/TID/stat, its utime and stime lie between stat's read
+// right before and right after (the spinning thread's too, computed from the
+// task's CPU times as the kernel computes them), and its CPU is one of the
+// host's. A thread not asked for is not read.
+func TestFactsAreStats(t *testing.T) {
+	pid, tids := startWaitsJob(t)
+	tr := startCounters(t, pid)
+	fs := procfs.FS{Proc: "/proc", Sys: "/sys"}
+	stat := func(tid int) procfs.Stat {
+		var st procfs.Stat
+		b, err := os.ReadFile(fs.TaskPath(pid, tid, "stat"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := procfs.ParseStat(b, &st); err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	var ask []int
+	for name, tid := range tids {
+		if name != "lockwait" {
+			ask = append(ask, tid)
+		}
+	}
+	for round := range 3 {
+		before := map[int]procfs.Stat{}
+		for _, tid := range ask {
+			before[tid] = stat(tid)
+		}
+		got, err := tr.ReadFacts(pid, ask)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != len(ask) {
+			t.Fatalf("round %d: %d records for %d threads asked: %+v", round, len(got), len(ask), got)
+		}
+		for _, f := range got {
+			b, a := before[f.TID], stat(f.TID)
+			if f.TID == tids["lockwait"] {
+				t.Errorf("round %d: a thread not asked for was read", round)
+			}
+			if f.Comm != string(a.Comm) || f.StartTime != a.StartTime {
+				t.Errorf("round %d: thread %d: name %q start %d; stat %q %d", round, f.TID, f.Comm, f.StartTime, a.Comm, a.StartTime)
+			}
+			if f.UTime < b.UTime || f.UTime > a.UTime || f.STime < b.STime || f.STime > a.STime {
+				t.Errorf("round %d: thread %d: utime %d stime %d; stat %d %d before, %d %d after", round, f.TID, f.UTime, f.STime, b.UTime, b.STime, a.UTime, a.STime)
+			}
+			if f.TID != tids["spin"] && (f.State != a.State || f.State != 'S') {
+				t.Errorf("round %d: thread %d: state %q, stat %q", round, f.TID, f.State, a.State)
+			}
+			if f.CPU < 0 || f.CPU >= 4096 {
+				t.Errorf("round %d: thread %d: CPU %d", round, f.TID, f.CPU)
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// cputimeAdjusted is the kernel's cputime_adjust: the tick-counted split
+// scaled to the run time, never below the last values given.
+func TestCputimeAdjusted(t *testing.T) {
+	for _, c := range []struct{ u, s, r, pu, ps, wu, ws uint64 }{
+		{u: 30, s: 10, r: 80, wu: 60, ws: 20},
+		{u: 0, s: 10, r: 80, ws: 80},
+		{u: 10, s: 0, r: 80, wu: 80},
+		{u: 30, s: 10, r: 80, pu: 70, ps: 5, wu: 70, ws: 10},
+		{u: 30, s: 10, r: 80, pu: 50, ps: 40, wu: 50, ws: 40}, // prev already covers the run time
+		{u: 1 << 62, s: 1 << 62, r: 1 << 63, wu: 1 << 62, ws: 1 << 62},
+	} {
+		if u, s := cputimeAdjusted(c.u, c.s, c.r, c.pu, c.ps); u != c.wu || s != c.ws {
+			t.Errorf("cputimeAdjusted(%d, %d, %d, prev %d %d) = %d, %d; want %d, %d", c.u, c.s, c.r, c.pu, c.ps, u, s, c.wu, c.ws)
+		}
 	}
 }

@@ -23,6 +23,11 @@ struct thread_info {
 	unsigned int cpu; // x86, and where task_struct has no cpu
 } __attribute__((preserve_access_index));
 
+struct prev_cputime {
+	u64 utime;
+	u64 stime;
+} __attribute__((preserve_access_index));
+
 struct task_struct {
 	struct thread_info thread_info;
 	int pid;
@@ -36,6 +41,11 @@ struct task_struct {
 	struct sched_info sched_info;
 	unsigned long nvcsw;
 	unsigned long nivcsw;
+	u64 utime;
+	u64 stime;
+	struct prev_cputime prev_cputime;
+	u64 start_boottime;
+	char comm[16];
 } __attribute__((preserve_access_index));
 
 struct seq_file;

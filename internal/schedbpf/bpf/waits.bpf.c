@@ -211,6 +211,91 @@ int proc_waits(struct bpf_iter__task *ctx)
 	return 0;
 }
 
+// struct thread_facts is what /proc/PID/task/TID/stat tells of a thread when it is
+// first seen, raw: its name, its start (since boot, ns), its state and CPU,
+// and the CPU times from which stat's utime and stime are computed
+// (task_cputime_adjusted: utime and stime scaled to the run time, never
+// below the last values given, prev_cputime); user space computes them.
+struct thread_facts {
+	u32 tid;
+	u32 state; // __state | exit_state
+	int cpu;
+	u32 flags; // FACTS_NO_PREV: prev_cputime not in this kernel
+	u64 start_boottime;
+	u64 utime;
+	u64 stime;
+	u64 rtime;
+	u64 prev_utime;
+	u64 prev_stime;
+	char comm[16];
+};
+
+#define FACTS_NO_PREV 1
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, WAITS);
+	__type(key, u32);
+	__type(value, struct thread_facts);
+} facts SEC(".maps");
+
+// proc_facts writes the facts of the process's threads asked in `want`,
+// from the same cursor as proc_waits (a reading is one or the other).
+SEC("iter/task")
+int proc_facts(struct bpf_iter__task *ctx)
+{
+	struct task_struct *leader = ctx->task;
+	if (!leader)
+		return 0;
+	u32 zero = 0;
+	struct wcursor *c = bpf_map_lookup_elem(&wcursors, &zero);
+	if (!c)
+		return 0;
+	u32 n = c->next;
+	struct bpf_iter_task it;
+	struct task_struct *p;
+	bpf_iter_task_new(&it, leader, ITER_PROC_THREADS);
+	while ((p = bpf_iter_task_next(&it))) {
+		u32 tid = p->pid;
+		u32 w = tid / 64;
+		u64 *bits = bpf_map_lookup_elem(&want, &w);
+		if (!bits || !(*bits & (1ULL << (tid % 64))))
+			continue;
+		u32 i = n;
+		struct thread_facts *r = bpf_map_lookup_elem(&facts, &i);
+		if (!r) {
+			c->full = 1;
+			break;
+		}
+		n++;
+		r->tid = tid;
+		r->state = p->__state | (u32)p->exit_state;
+		r->cpu = -1;
+		if (bpf_core_field_exists(p->cpu))
+			r->cpu = p->cpu;
+		else if (bpf_core_field_exists(p->thread_info.cpu))
+			r->cpu = p->thread_info.cpu;
+		r->flags = 0;
+		r->start_boottime = p->start_boottime;
+		r->utime = p->utime;
+		r->stime = p->stime;
+		r->rtime = p->se.sum_exec_runtime;
+		r->prev_utime = 0;
+		r->prev_stime = 0;
+		if (bpf_core_field_exists(p->prev_cputime)) {
+			r->prev_utime = p->prev_cputime.utime;
+			r->prev_stime = p->prev_cputime.stime;
+		} else {
+			r->flags = FACTS_NO_PREV;
+		}
+		bpf_probe_read_kernel_str(r->comm, sizeof(r->comm), p->comm);
+	}
+	bpf_iter_task_destroy(&it);
+	c->next = n;
+	return 0;
+}
+
 static const char sched_start[] = "__sched_text_start";
 static const char sched_end[] = "__sched_text_end";
 static const char lock_start[] = "__lock_text_start";
