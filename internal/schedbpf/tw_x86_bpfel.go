@@ -45,6 +45,11 @@ type twWait struct {
 	Wchan [64]int8
 }
 
+type twWchanName struct {
+	_ structs.HostLayout
+	S [64]int8
+}
+
 type twWcursor struct {
 	_    structs.HostLayout
 	Next uint32
@@ -56,6 +61,7 @@ type twWcursor struct {
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	twMapFacts       = "facts"
+	twMapNames       = "names"
 	twMapText        = "text"
 	twMapWaits       = "waits"
 	twMapWant        = "want"
@@ -117,6 +123,7 @@ type twProgramSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type twMapSpecs struct {
 	Facts    *ebpf.MapSpec `ebpf:"facts"`
+	Names    *ebpf.MapSpec `ebpf:"names"`
 	Text     *ebpf.MapSpec `ebpf:"text"`
 	Waits    *ebpf.MapSpec `ebpf:"waits"`
 	Want     *ebpf.MapSpec `ebpf:"want"`
@@ -150,6 +157,7 @@ func (o *twObjects) Close() error {
 // It can be passed to loadTwObjects or ebpf.CollectionSpec.LoadAndAssign.
 type twMaps struct {
 	Facts    *ebpf.Map `ebpf:"facts"`
+	Names    *ebpf.Map `ebpf:"names"`
 	Text     *ebpf.Map `ebpf:"text"`
 	Waits    *ebpf.Map `ebpf:"waits"`
 	Want     *ebpf.Map `ebpf:"want"`
@@ -159,6 +167,7 @@ type twMaps struct {
 func (m *twMaps) Close() error {
 	return _TwClose(
 		m.Facts,
+		m.Names,
 		m.Text,
 		m.Waits,
 		m.Want,

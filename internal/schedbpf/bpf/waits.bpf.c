@@ -136,6 +136,23 @@ struct {
 	__type(value, struct bounds);
 } text SEC(".maps");
 
+// names caches the wait channels named so far by address: most sleeping
+// threads of a job wait at a handful of places (a pool's futex, its
+// epoll), and naming one (%ps: a search of the kernel's symbols) costs more
+// than the stack walk before it. A kernel address names the same function
+// for the life of the kernel (a module's, until it is unloaded: a reading
+// after that names it as the new owner of the address would).
+struct wchan_name {
+	char s[64];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, u64);
+	__type(value, struct wchan_name);
+} names SEC(".maps");
+
 static __always_inline int in_sleep_text(struct bounds *b, u64 a)
 {
 	return (a >= b->sched_start && a < b->sched_end) || (a >= b->lock_start && a < b->lock_end);
@@ -200,7 +217,13 @@ int proc_waits(struct bpf_iter__task *ctx)
 			u64 a = ips[k];
 			if (in_sleep_text(b, a))
 				continue;
-			bpf_snprintf(r->wchan, sizeof(r->wchan), "%ps", &a, sizeof(a));
+			struct wchan_name *known = bpf_map_lookup_elem(&names, &a);
+			if (known) {
+				__builtin_memcpy(r->wchan, known->s, sizeof(r->wchan));
+			} else {
+				bpf_snprintf(r->wchan, sizeof(r->wchan), "%ps", &a, sizeof(a));
+				bpf_map_update_elem(&names, &a, r->wchan, BPF_ANY);
+			}
 			break;
 		}
 		if (busy(p) || p->__state != state || p->nvcsw + p->nivcsw != switches)
