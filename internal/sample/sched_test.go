@@ -1,7 +1,6 @@
 package sample
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -323,31 +321,6 @@ func TestLiveCountersSeeAThreadExitAtOnce(t *testing.T) {
 	}
 }
 
-// waitsJob is a Python process whose threads wait in known places: a lock
-// (futex), a pipe read (read on the pipe), a sleep (clock_nanosleep, timed),
-// select on the pipe with a timeout, and one thread spinning.
-const waitsJob = `
-import os, select, threading, time
-lock = threading.Lock(); lock.acquire()
-r, w = os.pipe()
-def lockwait(): lock.acquire()
-def piperead(): os.read(r, 1)
-def nap(): time.sleep(3600)
-def sel(): select.select([r], [], [], 3600)
-def spin():
-    while True: pass
-for f in (lockwait, piperead, nap, sel, spin):
-    threading.Thread(target=f, daemon=True, name=f.__name__).start()
-time.sleep(0.3)
-for t in threading.enumerate():
-    print(t.name, t.native_id, flush=True)
-print("ready", flush=True)
-lw = [t for t in threading.enumerate() if t.name == "lockwait"][0].native_id
-while os.read(0, 1) == b"r":
-    with open("/proc/self/task/%d/comm" % lw, "w") as f:
-        f.write("renamed")
-`
-
 // Where the threads wait, read in the kernel with the counters, is what
 // /proc says: the same job sampled at once reading the waits in the kernel
 // and from /proc (syscall, wchan and the descriptor's target) ends with
@@ -361,28 +334,7 @@ func TestLiveKernelWaitsAreProcs(t *testing.T) {
 	if err := schedbpf.Check(""); err != nil {
 		t.Skipf("BPF not allowed here: %v", err)
 	}
-	py, err := exec.LookPath("python3")
-	if err != nil {
-		t.Skip("no python3")
-	}
-	c := exec.Command(py, "-c", waitsJob)
-	in, _ := c.StdinPipe()
-	out, _ := c.StdoutPipe()
-	c.Stderr = os.Stderr
-	if err := c.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { in.Close(); c.Process.Kill(); c.Wait() })
-	tids := map[string]int{}
-	sc := bufio.NewScanner(out)
-	for sc.Scan() && sc.Text() != "ready" {
-		if name, v, ok := strings.Cut(sc.Text(), " "); ok {
-			tids[name], _ = strconv.Atoi(v)
-		}
-	}
-	if len(tids) != 6 {
-		t.Fatalf("threads %v", tids)
-	}
+	pid, tids, in := livetest.StartWaitsJob(t)
 	go func() {
 		time.Sleep(1500 * time.Millisecond)
 		in.Write([]byte("r"))
@@ -394,7 +346,7 @@ func TestLiveKernelWaitsAreProcs(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			s, err := New(Config{PID: c.Process.Pid, Duration: 2500 * time.Millisecond, Interval: 100 * time.Millisecond, Tool: "test",
+			s, err := New(Config{PID: pid, Duration: 2500 * time.Millisecond, Interval: 100 * time.Millisecond, Tool: "test",
 				Sched: SchedBPF, waitsFromProc: fromProc})
 			if err != nil {
 				t.Error(err)

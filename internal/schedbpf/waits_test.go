@@ -3,38 +3,13 @@
 package schedbpf
 
 import (
-	"bufio"
 	"os"
-	"os/exec"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
+	"github.com/gpufeed/gpufeed/internal/livetest"
 	"github.com/gpufeed/gpufeed/internal/procfs"
 )
-
-// waitsJob is a Python process whose threads wait in known places: a lock
-// (futex), a pipe read (read on the pipe's fd), a sleep (clock_nanosleep),
-// select on a pipe, and one thread spinning. It prints each thread's tid.
-const waitsJob = `
-import os, select, threading, time
-lock = threading.Lock(); lock.acquire()
-r, w = os.pipe()
-def lockwait(): lock.acquire()
-def piperead(): os.read(r, 1)
-def nap(): time.sleep(3600)
-def sel(): select.select([r], [], [], 3600)
-def spin():
-    while True: pass
-for f in (lockwait, piperead, nap, sel, spin):
-    threading.Thread(target=f, daemon=True, name=f.__name__).start()
-time.sleep(0.3)
-for t in threading.enumerate():
-    print(t.name, t.native_id, flush=True)
-print("ready", flush=True)
-os.read(0, 1)
-`
 
 // The kernel's reading of where threads wait is /proc's: for each asleep
 // thread, the system call's number and arguments are those of
@@ -43,7 +18,8 @@ os.read(0, 1)
 // thread not asked for is not read, and a tid of another process is not
 // either.
 func TestWaitsAreProcs(t *testing.T) {
-	pid, tids := startWaitsJob(t)
+	need(t)
+	pid, tids, _ := livetest.StartWaitsJob(t)
 	tr := startCounters(t, pid)
 	if ok, why := tr.ReadsWaits(); !ok {
 		t.Fatalf("the waits reader did not load: %v", why)
@@ -112,36 +88,6 @@ func TestWaitsAreProcs(t *testing.T) {
 	}
 }
 
-// startWaitsJob starts waitsJob: its pid and its threads' tids by name.
-func startWaitsJob(t *testing.T) (int, map[string]int) {
-	t.Helper()
-	need(t)
-	py, err := exec.LookPath("python3")
-	if err != nil {
-		t.Skip("no python3")
-	}
-	c := exec.Command(py, "-c", waitsJob)
-	in, _ := c.StdinPipe()
-	out, _ := c.StdoutPipe()
-	c.Stderr = os.Stderr
-	if err := c.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { in.Close(); c.Process.Kill(); c.Wait() })
-	tids := map[string]int{}
-	sc := bufio.NewScanner(out)
-	for sc.Scan() && sc.Text() != "ready" {
-		if name, v, ok := strings.Cut(sc.Text(), " "); ok {
-			n, _ := strconv.Atoi(v)
-			tids[name] = n
-		}
-	}
-	if len(tids) != 6 {
-		t.Fatalf("threads %v", tids)
-	}
-	return c.Process.Pid, tids
-}
-
 // The kernel's reading of a thread's stat facts is /proc's: its name,
 // start time and (for a thread asleep) state are those of
 // /proc/PID/task/TID/stat, its utime and stime lie between stat's read
@@ -149,7 +95,8 @@ func startWaitsJob(t *testing.T) (int, map[string]int) {
 // task's CPU times as the kernel computes them), and its CPU is one of the
 // host's. A thread not asked for is not read.
 func TestFactsAreStats(t *testing.T) {
-	pid, tids := startWaitsJob(t)
+	need(t)
+	pid, tids, _ := livetest.StartWaitsJob(t)
 	tr := startCounters(t, pid)
 	fs := procfs.FS{Proc: "/proc", Sys: "/sys"}
 	stat := func(tid int) procfs.Stat {

@@ -158,6 +158,14 @@ static __always_inline int in_sleep_text(struct bounds *b, u64 a)
 	return (a >= b->sched_start && a < b->sched_end) || (a >= b->lock_start && a < b->lock_end);
 }
 
+// wanted says whether user space asked for tid (its bit in want).
+static __always_inline int wanted(u32 tid)
+{
+	u32 w = tid / 64;
+	u64 *bits = bpf_map_lookup_elem(&want, &w);
+	return bits && (*bits & (1ULL << (tid % 64)));
+}
+
 static __always_inline int busy(struct task_struct *p)
 {
 	return p->__state == 0 || p->on_cpu || p->on_rq;
@@ -180,9 +188,7 @@ int proc_waits(struct bpf_iter__task *ctx)
 	bpf_iter_task_new(&it, leader, ITER_PROC_THREADS);
 	while ((p = bpf_iter_task_next(&it))) {
 		u32 tid = p->pid;
-		u32 w = tid / 64;
-		u64 *bits = bpf_map_lookup_elem(&want, &w);
-		if (!bits || !(*bits & (1ULL << (tid % 64))))
+		if (!wanted(tid))
 			continue;
 		u32 i = n;
 		struct wait *r = bpf_map_lookup_elem(&waits, &i);
@@ -281,9 +287,7 @@ int proc_facts(struct bpf_iter__task *ctx)
 	bpf_iter_task_new(&it, leader, ITER_PROC_THREADS);
 	while ((p = bpf_iter_task_next(&it))) {
 		u32 tid = p->pid;
-		u32 w = tid / 64;
-		u64 *bits = bpf_map_lookup_elem(&want, &w);
-		if (!bits || !(*bits & (1ULL << (tid % 64))))
+		if (!wanted(tid))
 			continue;
 		u32 i = n;
 		struct thread_facts *r = bpf_map_lookup_elem(&facts, &i);
