@@ -189,8 +189,11 @@ func (s *Sampler) kernelNames(p *trackedProc, t int64) {
 	for _, th := range pending {
 		tids = append(tids, th.tid)
 	}
-	got := map[int]string{}
-	for len(tids) > 0 && s.factsKernel {
+	var got map[int]string // nil: not read in the kernel
+	if s.factsKernel {
+		got = make(map[int]string, len(tids))
+	}
+	for len(tids) > 0 && got != nil {
 		n := min(len(tids), schedbpf.MaxWaits)
 		fs, err := s.sched.ReadFacts(p.pid, tids[:n])
 		if err != nil {
