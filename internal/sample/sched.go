@@ -158,21 +158,17 @@ func (s *Sampler) kernelFacts(p *trackedProc, fresh []int, t int64) map[int]sche
 			tids = append(tids, tid)
 		}
 	}
-	out := make(map[int]schedbpf.Facts, len(tids))
-	for len(tids) > 0 {
-		n := min(len(tids), schedbpf.MaxWaits)
-		fs, err := s.sched.ReadFacts(p.pid, tids[:n])
-		if err != nil {
-			if !errors.Is(err, unix.ESRCH) {
-				s.readError(t, p.pid, err)
-				s.factsKernel = false
-			}
-			return nil
+	fs, err := s.sched.ReadFacts(p.pid, tids)
+	if err != nil {
+		if !errors.Is(err, unix.ESRCH) {
+			s.readError(t, p.pid, err)
+			s.factsKernel = false
 		}
-		for _, f := range fs {
-			out[f.TID] = f
-		}
-		tids = tids[n:]
+		return nil
+	}
+	out := make(map[int]schedbpf.Facts, len(fs))
+	for _, f := range fs {
+		out[f.TID] = f
 	}
 	return out
 }
@@ -191,22 +187,14 @@ func (s *Sampler) kernelNames(p *trackedProc, t int64) {
 	}
 	var got map[int]string // nil: not read in the kernel
 	if s.factsKernel {
-		got = make(map[int]string, len(tids))
-	}
-	for len(tids) > 0 && got != nil {
-		n := min(len(tids), schedbpf.MaxWaits)
-		fs, err := s.sched.ReadFacts(p.pid, tids[:n])
-		if err != nil {
-			if !errors.Is(err, unix.ESRCH) {
-				s.readError(t, p.pid, err)
+		if fs, err := s.sched.ReadFacts(p.pid, tids); err == nil {
+			got = make(map[int]string, len(fs))
+			for _, f := range fs {
+				got[f.TID] = f.Comm
 			}
-			got = nil
-			break
+		} else if !errors.Is(err, unix.ESRCH) {
+			s.readError(t, p.pid, err)
 		}
-		for _, f := range fs {
-			got[f.TID] = f.Comm
-		}
-		tids = tids[n:]
 	}
 	for _, th := range pending {
 		if got == nil {
@@ -238,26 +226,17 @@ func (s *Sampler) kernelWaits(p *trackedProc, samples []timeline.ThreadSample, t
 	// a reading of one or two threads, an active thread caught asleep after
 	// a slow tick, cost 200 µs in the kernel). A few threads of a large
 	// process are cheaper from /proc.
-	kernel := s.waitsKernel && len(s.waitTIDs)*256 >= len(p.threads)
-	for len(s.waitTIDs) > 0 && kernel && s.waitsKernel {
-		n := min(len(s.waitTIDs), schedbpf.MaxWaits)
-		ws, err := s.sched.ReadWaits(p.pid, s.waitTIDs[:n])
-		if err != nil {
-			if !errors.Is(err, unix.ESRCH) {
-				s.readError(t, p.pid, err)
-				s.waitsKernel, s.waitsSrc = false, timeline.SchedProc
-				s.waitsNotBPF = "reading them in the kernel failed mid-window: " + err.Error()
+	if s.waitsKernel && len(s.waitTIDs)*256 >= len(p.threads) {
+		if ws, err := s.sched.ReadWaits(p.pid, s.waitTIDs); err == nil {
+			got = make(map[int]schedbpf.Wait, len(ws))
+			for _, w := range ws {
+				got[w.TID] = w
 			}
-			got = nil
-			break
+		} else if !errors.Is(err, unix.ESRCH) {
+			s.readError(t, p.pid, err)
+			s.waitsKernel, s.waitsSrc = false, timeline.SchedProc
+			s.waitsNotBPF = "reading them in the kernel failed mid-window: " + err.Error()
 		}
-		if got == nil {
-			got = make(map[int]schedbpf.Wait, len(s.waitsPending))
-		}
-		for _, w := range ws {
-			got[w.TID] = w
-		}
-		s.waitTIDs = s.waitTIDs[n:]
 	}
 	for i := range samples {
 		ts := &samples[i]

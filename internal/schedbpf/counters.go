@@ -306,8 +306,7 @@ func threadOf(c countsRecord) Thread {
 // against 227 raw (and the whole process's context switches 1,060 against
 // 570), about a tenth of gpufeed's CPU.
 func (t *Tracer) readIter(it *link.Iter, s *Snapshot) error {
-	attr := struct{ linkFD, flags uint32 }{linkFD: uint32(it.FD())}
-	fd, _, errno := unix.RawSyscall(unix.SYS_BPF, unix.BPF_ITER_CREATE, uintptr(unsafe.Pointer(&attr)), unsafe.Sizeof(attr))
+	fd, errno := createIter(it)
 	if errno != 0 {
 		return fmt.Errorf("%s: running the counters' iterator: %w", What, errno)
 	}
@@ -376,4 +375,12 @@ func (t *Tracer) WakersSampled() time.Duration {
 		d += monoNow() - t.wakeSince
 	}
 	return time.Duration(d)
+}
+
+// createIter makes an iterator's descriptor from its link (a raw system
+// call, as readIter says why); the caller closes it the same way.
+func createIter(it *link.Iter) (uintptr, unix.Errno) {
+	attr := struct{ linkFD, flags uint32 }{linkFD: uint32(it.FD())}
+	fd, _, errno := unix.RawSyscall(unix.SYS_BPF, unix.BPF_ITER_CREATE, uintptr(unsafe.Pointer(&attr)), unsafe.Sizeof(attr))
+	return fd, errno
 }

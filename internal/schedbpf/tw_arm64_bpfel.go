@@ -54,6 +54,7 @@ type twWcursor struct {
 	_    structs.HostLayout
 	Next uint32
 	Full uint32
+	Mode uint32
 }
 
 // Names of all BPF objects in the ELF.
@@ -66,8 +67,7 @@ const (
 	twMapWaits       = "waits"
 	twMapWant        = "want"
 	twMapWcursors    = "wcursors"
-	twProgProcFacts  = "proc_facts"
-	twProgProcWaits  = "proc_waits"
+	twProgProcAsked  = "proc_asked"
 	twProgTextBounds = "text_bounds"
 )
 
@@ -113,8 +113,7 @@ type twSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type twProgramSpecs struct {
-	ProcFacts  *ebpf.ProgramSpec `ebpf:"proc_facts"`
-	ProcWaits  *ebpf.ProgramSpec `ebpf:"proc_waits"`
+	ProcAsked  *ebpf.ProgramSpec `ebpf:"proc_asked"`
 	TextBounds *ebpf.ProgramSpec `ebpf:"text_bounds"`
 }
 
@@ -185,15 +184,13 @@ type twVariables struct {
 //
 // It can be passed to loadTwObjects or ebpf.CollectionSpec.LoadAndAssign.
 type twPrograms struct {
-	ProcFacts  *ebpf.Program `ebpf:"proc_facts"`
-	ProcWaits  *ebpf.Program `ebpf:"proc_waits"`
+	ProcAsked  *ebpf.Program `ebpf:"proc_asked"`
 	TextBounds *ebpf.Program `ebpf:"text_bounds"`
 }
 
 func (p *twPrograms) Close() error {
 	return _TwClose(
-		p.ProcFacts,
-		p.ProcWaits,
+		p.ProcAsked,
 		p.TextBounds,
 	)
 }

@@ -41,9 +41,9 @@ type Wait struct {
 	Wchan string
 }
 
-// MaxWaits is the most threads one ReadWaits reads (WAITS in
-// bpf/waits.bpf.c).
-const MaxWaits = 4096
+// maxAsked is the most threads one program run reads (WAITS in
+// bpf/waits.bpf.c); a reading of more runs it again.
+const maxAsked = 4096
 
 // waitSize is the size of struct wait in bpf/waits.bpf.c.
 const waitSize = 128
@@ -56,8 +56,7 @@ type waiter struct {
 	facts   *ebpf.Memory
 	cursor  *ebpf.Memory
 	words   int                // the want bitmap's length in 64-bit words
-	iters   map[int]*link.Iter // per process, linked to its leader: proc_waits
-	fiters  map[int]*link.Iter // and proc_facts
+	iters   map[int]*link.Iter // proc_asked per process, linked to its leader
 	set     []int              // the want words set for a reading
 	buf     []byte
 	facts1  []Facts
@@ -79,7 +78,7 @@ func (t *Tracer) loadWaits() error {
 		}
 	}
 	spec.Maps["want"].MaxEntries = uint32(words)
-	w := &waiter{words: words, iters: map[int]*link.Iter{}, fiters: map[int]*link.Iter{}}
+	w := &waiter{words: words, iters: map[int]*link.Iter{}}
 	if err := spec.LoadAndAssign(&w.objs, nil); err != nil {
 		return err
 	}
@@ -120,12 +119,10 @@ func procPath(proc, name string) string {
 }
 
 func (w *waiter) close() {
-	for _, m := range []map[int]*link.Iter{w.iters, w.fiters} {
-		for _, it := range m {
-			it.Close()
-		}
-		clear(m)
+	for _, it := range w.iters {
+		it.Close()
 	}
+	clear(w.iters)
 	w.objs.Close()
 }
 
@@ -139,10 +136,10 @@ func (t *Tracer) ReadsWaits() (bool, error) {
 // errNoWaits: the waits reader is not loaded (ReadsWaits says why).
 var errNoWaits = errors.New("the waits are not read in the kernel")
 
-// ReadWaits reads where pid's threads tids wait, in one program run. The
-// result (valid until the next call) holds a record for each of them
-// that was still a thread of pid; a thread missing from it exited. An
-// error leaves the caller to read /proc.
+// ReadWaits reads where pid's threads tids wait, in one program run (one
+// per 4,096 threads). The result (valid until the next call) holds a record
+// for each of them that was still a thread of pid; a thread missing from it
+// exited. An error leaves the caller to read /proc.
 func (t *Tracer) ReadWaits(pid int, tids []int) ([]Wait, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -150,14 +147,9 @@ func (t *Tracer) ReadWaits(pid int, tids []int) ([]Wait, error) {
 	if w == nil {
 		return nil, errNoWaits
 	}
-	b, err := w.read(pid, tids, w.objs.ProcWaits, w.iters, w.waits, waitSize, "waits")
-	if err != nil {
-		return nil, err
-	}
 	w.records = w.records[:0]
 	le := binary.LittleEndian // both targets (bpfel) are little-endian
-	for off := 0; off < len(b); off += waitSize {
-		r := b[off : off+waitSize]
+	err := w.read(pid, tids, readWaits, w.waits, waitSize, func(r []byte) {
 		wt := Wait{TID: int(le.Uint32(r)), Running: le.Uint32(r[4:])&1 != 0, Number: int(int64(le.Uint64(r[8:])))}
 		if !wt.Running {
 			for k := range wt.Args {
@@ -166,22 +158,48 @@ func (t *Tracer) ReadWaits(pid int, tids []int) ([]Wait, error) {
 			wt.Wchan = wchanName(r[64:128])
 		}
 		w.records = append(w.records, wt)
+	})
+	if err != nil {
+		return nil, err
 	}
 	return w.records, nil
 }
 
-// read runs prog over pid's threads tids (its link in iters, made at the
-// first reading) and returns the records it wrote in out, size bytes each
-// (valid until the next reading).
-func (w *waiter) read(pid int, tids []int, prog *ebpf.Program, iters map[int]*link.Iter, out *ebpf.Memory, size int, what string) ([]byte, error) {
-	it := iters[pid]
+// The program's modes (READ_WAITS, READ_FACTS in bpf/waits.bpf.c).
+const (
+	readWaits = 0
+	readFacts = 1
+)
+
+// read runs proc_asked in mode over pid's threads tids (its link made at
+// the first reading), maxAsked threads a run, and hands each record it
+// wrote in out (size bytes) to each.
+func (w *waiter) read(pid int, tids []int, mode uint32, out *ebpf.Memory, size int, each func([]byte)) error {
+	it := w.iters[pid]
 	if it == nil {
 		var err error
-		if it, err = taskIter(prog, 0, pid); err != nil {
-			return nil, fmt.Errorf("%s: linking the %s' reader to pid %d: %w", What, what, pid, err)
+		if it, err = taskIter(w.objs.ProcAsked, 0, pid); err != nil {
+			return fmt.Errorf("%s: linking the waits' reader to pid %d: %w", What, pid, err)
 		}
-		iters[pid] = it
+		w.iters[pid] = it
 	}
+	for len(tids) > 0 {
+		n := min(len(tids), maxAsked)
+		b, err := w.run(it, tids[:n], mode, out, size)
+		if err != nil {
+			return err
+		}
+		for off := 0; off < len(b); off += size {
+			each(b[off : off+size])
+		}
+		tids = tids[n:]
+	}
+	return nil
+}
+
+// run is one run of the program over at most maxAsked threads: the records
+// it wrote (valid until the next run).
+func (w *waiter) run(it *link.Iter, tids []int, mode uint32, out *ebpf.Memory, size int) ([]byte, error) {
 	defer w.clearWant()
 	var word [8]byte
 	for _, tid := range tids {
@@ -201,18 +219,19 @@ func (w *waiter) read(pid int, tids []int, prog *ebpf.Program, iters map[int]*li
 			return nil, err
 		}
 	}
-	if _, err := w.cursor.WriteAt(w.zero[:], 0); err != nil {
+	var c [12]byte // struct wcursor: next, full, mode
+	binary.NativeEndian.PutUint32(c[8:], mode)
+	if _, err := w.cursor.WriteAt(c[:], 0); err != nil {
 		return nil, err
 	}
 	if err := runIter(it, w.scratch[:]); err != nil {
-		return nil, fmt.Errorf("%s: running the %s' reader: %w", What, what, err)
+		return nil, fmt.Errorf("%s: running the waits' reader: %w", What, err)
 	}
-	var c [8]byte
 	if _, err := w.cursor.ReadAt(c[:], 0); err != nil {
 		return nil, err
 	}
 	if binary.NativeEndian.Uint32(c[4:]) != 0 {
-		return nil, fmt.Errorf("%s: more threads asked than the %s' %d records", What, what, MaxWaits)
+		return nil, fmt.Errorf("%s: more threads asked than the waits' reader's %d records", What, maxAsked)
 	}
 	n := int(binary.NativeEndian.Uint32(c[:])) * size
 	if cap(w.buf) < n {
@@ -236,9 +255,7 @@ func (w *waiter) clearWant() {
 // wchanName is the symbol as /proc's wchan prints it: %ps adds a module's
 // name (" [nvidia]"), lookup_symbol_name does not.
 func wchanName(b []byte) string {
-	if i := bytes.IndexByte(b, 0); i >= 0 {
-		b = b[:i]
-	}
+	b = cString(b)
 	if i := bytes.Index(b, []byte(" [")); i >= 0 {
 		b = b[:i]
 	}
@@ -248,24 +265,29 @@ func wchanName(b []byte) string {
 	return string(b)
 }
 
+// cString is b up to its first NUL.
+func cString(b []byte) []byte {
+	if i := bytes.IndexByte(b, 0); i >= 0 {
+		return b[:i]
+	}
+	return b
+}
+
 // removeWaits drops pid's waits link.
 func (t *Tracer) removeWaits(pid int) {
 	if t.waits == nil {
 		return
 	}
-	for _, m := range []map[int]*link.Iter{t.waits.iters, t.waits.fiters} {
-		if it := m[pid]; it != nil {
-			it.Close()
-			delete(m, pid)
-		}
+	if it := t.waits.iters[pid]; it != nil {
+		it.Close()
+		delete(t.waits.iters, pid)
 	}
 }
 
 // runIter runs an iterator whose program writes to maps only, reading it
 // to its end with raw system calls, as readIter does (none blocks).
 func runIter(it *link.Iter, scratch []byte) error {
-	attr := struct{ linkFD, flags uint32 }{linkFD: uint32(it.FD())}
-	fd, _, errno := unix.RawSyscall(unix.SYS_BPF, unix.BPF_ITER_CREATE, uintptr(unsafe.Pointer(&attr)), unsafe.Sizeof(attr))
+	fd, errno := createIter(it)
 	if errno != 0 {
 		return errno
 	}
@@ -283,7 +305,7 @@ func runIter(it *link.Iter, scratch []byte) error {
 }
 
 // Facts is what /proc/PID/task/TID/stat says of a thread, read in the
-// kernel (bpf/waits.bpf.c's proc_facts) for the threads of a process first
+// kernel (bpf/waits.bpf.c's proc_asked, its facts mode) for the threads of a process first
 // seen, in one program run instead of a file opened per thread.
 type Facts struct {
 	TID int
@@ -302,9 +324,10 @@ type Facts struct {
 // factsSize is the size of struct thread_facts in bpf/waits.bpf.c.
 const factsSize = 80
 
-// ReadFacts reads pid's threads tids' stat facts in one program run. The
-// result (valid until the next call) holds a record for each of them that
-// was still a thread of pid. An error leaves the caller to read /proc.
+// ReadFacts reads pid's threads tids' stat facts in one program run (one
+// per 4,096 threads). The result (valid until the next call) holds a record
+// for each of them that was still a thread of pid. An error leaves the
+// caller to read /proc.
 func (t *Tracer) ReadFacts(pid int, tids []int) ([]Facts, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -312,24 +335,17 @@ func (t *Tracer) ReadFacts(pid int, tids []int) ([]Facts, error) {
 	if w == nil {
 		return nil, errNoWaits
 	}
-	b, err := w.read(pid, tids, w.objs.ProcFacts, w.fiters, w.facts, factsSize, "facts")
-	if err != nil {
-		return nil, err
-	}
 	w.facts1 = w.facts1[:0]
 	le := binary.LittleEndian
-	for off := 0; off < len(b); off += factsSize {
-		r := b[off : off+factsSize]
+	err := w.read(pid, tids, readFacts, w.facts, factsSize, func(r []byte) {
 		f := Facts{TID: int(le.Uint32(r)), State: StateLetter(le.Uint32(r[4:])), CPU: int(int32(le.Uint32(r[8:]))),
-			StartTime: le.Uint64(r[16:]) / nsPerClockTick}
+			StartTime: le.Uint64(r[16:]) / nsPerClockTick, Comm: string(cString(r[64:80]))}
 		ut, st := cputimeAdjusted(le.Uint64(r[24:]), le.Uint64(r[32:]), le.Uint64(r[40:]), le.Uint64(r[48:]), le.Uint64(r[56:]))
 		f.UTime, f.STime = ut/nsPerClockTick, st/nsPerClockTick
-		comm := r[64:80]
-		if i := bytes.IndexByte(comm, 0); i >= 0 {
-			comm = comm[:i]
-		}
-		f.Comm = string(comm)
 		w.facts1 = append(w.facts1, f)
+	})
+	if err != nil {
+		return nil, err
 	}
 	return w.facts1, nil
 }

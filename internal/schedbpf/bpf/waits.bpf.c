@@ -21,6 +21,10 @@
 //     while it was read, is flagged running: /proc's syscall file says
 //     "running" for it, and its wait is read on a later tick.
 //
+// The same program, in its other mode, reads a new thread's stat facts
+// (struct thread_facts). One program walks the threads for both: one link
+// per process.
+//
 // Its own object (bpf2go's "tw"): the task iterator kfuncs (6.7), the
 // helpers bpf_task_pt_regs (5.15) and bpf_kallsyms_lookup_name (5.16); a
 // kernel or a policy without them fails this load alone, and the waits are
@@ -89,7 +93,13 @@ struct wait {
 struct wcursor {
 	u32 next;
 	u32 full;
+	u32 mode; // READ_WAITS or READ_FACTS, set by user space
 };
+
+// What a reading writes for each thread asked: its wait (into waits) or its
+// stat facts (into facts).
+#define READ_WAITS 0
+#define READ_FACTS 1
 
 // The scheduler's and the locks' text ([start, end) each): a return
 // address there is the sleep itself, not where the thread waits.
@@ -171,75 +181,6 @@ static __always_inline int busy(struct task_struct *p)
 	return p->__state == 0 || p->on_cpu || p->on_rq;
 }
 
-SEC("iter/task")
-int proc_waits(struct bpf_iter__task *ctx)
-{
-	struct task_struct *leader = ctx->task;
-	if (!leader)
-		return 0;
-	u32 zero = 0;
-	struct wcursor *c = bpf_map_lookup_elem(&wcursors, &zero);
-	struct bounds *b = bpf_map_lookup_elem(&text, &zero);
-	if (!c || !b)
-		return 0;
-	u32 n = c->next;
-	struct bpf_iter_task it;
-	struct task_struct *p;
-	bpf_iter_task_new(&it, leader, ITER_PROC_THREADS);
-	while ((p = bpf_iter_task_next(&it))) {
-		u32 tid = p->pid;
-		if (!wanted(tid))
-			continue;
-		u32 i = n;
-		struct wait *r = bpf_map_lookup_elem(&waits, &i);
-		if (!r) {
-			c->full = 1;
-			break;
-		}
-		n++;
-		r->tid = tid;
-		r->flags = 0;
-		r->nr = -1;
-		for (int k = 0; k < 6; k++)
-			r->args[k] = 0;
-		r->wchan[0] = 0;
-		u32 state = p->__state;
-		unsigned long switches = p->nvcsw + p->nivcsw;
-		if (busy(p)) {
-			r->flags = WAIT_RUNNING;
-			continue;
-		}
-		struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(p);
-		if (regs) {
-			r->nr = SC_NR(regs);
-			if (r->nr != -1)
-				SC_ARG(regs, r->args);
-		}
-		u64 ips[FRAMES];
-		long len = bpf_get_task_stack(p, ips, sizeof(ips), 0);
-		for (int k = 0; k < FRAMES; k++) {
-			if (k * 8 >= len)
-				break;
-			u64 a = ips[k];
-			if (in_sleep_text(b, a))
-				continue;
-			struct wchan_name *known = bpf_map_lookup_elem(&names, &a);
-			if (known) {
-				__builtin_memcpy(r->wchan, known->s, sizeof(r->wchan));
-			} else {
-				bpf_snprintf(r->wchan, sizeof(r->wchan), "%ps", &a, sizeof(a));
-				bpf_map_update_elem(&names, &a, r->wchan, BPF_ANY);
-			}
-			break;
-		}
-		if (busy(p) || p->__state != state || p->nvcsw + p->nivcsw != switches)
-			r->flags = WAIT_RUNNING;
-	}
-	bpf_iter_task_destroy(&it);
-	c->next = n;
-	return 0;
-}
-
 // struct thread_facts is what /proc/PID/task/TID/stat tells of a thread when it is
 // first seen, raw: its name, its start (since boot, ns), its state and CPU,
 // and the CPU times from which stat's utime and stime are computed
@@ -269,54 +210,113 @@ struct {
 	__type(value, struct thread_facts);
 } facts SEC(".maps");
 
-// proc_facts writes the facts of the process's threads asked in `want`,
-// from the same cursor as proc_waits (a reading is one or the other).
+// read_wait writes where p waits into r: its system call and wait channel,
+// or WAIT_RUNNING.
+static __always_inline void read_wait(struct task_struct *p, struct wait *r, struct bounds *b)
+{
+	r->tid = p->pid;
+	r->flags = 0;
+	r->nr = -1;
+	for (int k = 0; k < 6; k++)
+		r->args[k] = 0;
+	r->wchan[0] = 0;
+	u32 state = p->__state;
+	unsigned long switches = p->nvcsw + p->nivcsw;
+	if (busy(p)) {
+		r->flags = WAIT_RUNNING;
+		return;
+	}
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(p);
+	if (regs) {
+		r->nr = SC_NR(regs);
+		if (r->nr != -1)
+			SC_ARG(regs, r->args);
+	}
+	u64 ips[FRAMES];
+	long len = bpf_get_task_stack(p, ips, sizeof(ips), 0);
+	for (int k = 0; k < FRAMES; k++) {
+		if (k * 8 >= len)
+			break;
+		u64 a = ips[k];
+		if (in_sleep_text(b, a))
+			continue;
+		struct wchan_name *known = bpf_map_lookup_elem(&names, &a);
+		if (known) {
+			__builtin_memcpy(r->wchan, known->s, sizeof(r->wchan));
+		} else {
+			bpf_snprintf(r->wchan, sizeof(r->wchan), "%ps", &a, sizeof(a));
+			bpf_map_update_elem(&names, &a, r->wchan, BPF_ANY);
+		}
+		break;
+	}
+	if (busy(p) || p->__state != state || p->nvcsw + p->nivcsw != switches)
+		r->flags = WAIT_RUNNING;
+}
+
+// read_facts writes p's stat facts into r.
+static __always_inline void read_facts(struct task_struct *p, struct thread_facts *r)
+{
+	r->tid = p->pid;
+	r->state = p->__state | (u32)p->exit_state;
+	r->cpu = -1;
+	if (bpf_core_field_exists(p->cpu))
+		r->cpu = p->cpu;
+	else if (bpf_core_field_exists(p->thread_info.cpu))
+		r->cpu = p->thread_info.cpu;
+	r->flags = 0;
+	r->start_boottime = p->start_boottime;
+	r->utime = p->utime;
+	r->stime = p->stime;
+	r->rtime = p->se.sum_exec_runtime;
+	r->prev_utime = 0;
+	r->prev_stime = 0;
+	if (bpf_core_field_exists(p->prev_cputime)) {
+		r->prev_utime = p->prev_cputime.utime;
+		r->prev_stime = p->prev_cputime.stime;
+	} else {
+		r->flags = FACTS_NO_PREV;
+	}
+	bpf_probe_read_kernel_str(r->comm, sizeof(r->comm), p->comm);
+}
+
+// proc_asked walks the process's threads and, for each asked in `want`,
+// writes its wait or its facts (the cursor's mode) from the cursor on.
 SEC("iter/task")
-int proc_facts(struct bpf_iter__task *ctx)
+int proc_asked(struct bpf_iter__task *ctx)
 {
 	struct task_struct *leader = ctx->task;
 	if (!leader)
 		return 0;
 	u32 zero = 0;
 	struct wcursor *c = bpf_map_lookup_elem(&wcursors, &zero);
-	if (!c)
+	struct bounds *b = bpf_map_lookup_elem(&text, &zero);
+	if (!c || !b)
 		return 0;
 	u32 n = c->next;
+	u32 mode = c->mode;
 	struct bpf_iter_task it;
 	struct task_struct *p;
 	bpf_iter_task_new(&it, leader, ITER_PROC_THREADS);
 	while ((p = bpf_iter_task_next(&it))) {
-		u32 tid = p->pid;
-		if (!wanted(tid))
+		if (!wanted(p->pid))
 			continue;
 		u32 i = n;
-		struct thread_facts *r = bpf_map_lookup_elem(&facts, &i);
-		if (!r) {
-			c->full = 1;
-			break;
+		if (mode == READ_FACTS) {
+			struct thread_facts *r = bpf_map_lookup_elem(&facts, &i);
+			if (!r) {
+				c->full = 1;
+				break;
+			}
+			read_facts(p, r);
+		} else {
+			struct wait *r = bpf_map_lookup_elem(&waits, &i);
+			if (!r) {
+				c->full = 1;
+				break;
+			}
+			read_wait(p, r, b);
 		}
 		n++;
-		r->tid = tid;
-		r->state = p->__state | (u32)p->exit_state;
-		r->cpu = -1;
-		if (bpf_core_field_exists(p->cpu))
-			r->cpu = p->cpu;
-		else if (bpf_core_field_exists(p->thread_info.cpu))
-			r->cpu = p->thread_info.cpu;
-		r->flags = 0;
-		r->start_boottime = p->start_boottime;
-		r->utime = p->utime;
-		r->stime = p->stime;
-		r->rtime = p->se.sum_exec_runtime;
-		r->prev_utime = 0;
-		r->prev_stime = 0;
-		if (bpf_core_field_exists(p->prev_cputime)) {
-			r->prev_utime = p->prev_cputime.utime;
-			r->prev_stime = p->prev_cputime.stime;
-		} else {
-			r->flags = FACTS_NO_PREV;
-		}
-		bpf_probe_read_kernel_str(r->comm, sizeof(r->comm), p->comm);
 	}
 	bpf_iter_task_destroy(&it);
 	c->next = n;
