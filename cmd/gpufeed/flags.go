@@ -14,6 +14,7 @@ import (
 
 	"github.com/gpufeed/gpufeed/internal/agentcmd"
 	"github.com/gpufeed/gpufeed/internal/render"
+	"github.com/gpufeed/gpufeed/internal/safetext"
 )
 
 // The flag types every command shares, so that the same thing has one name
@@ -33,7 +34,7 @@ type wanter interface{ Want() string }
 var (
 	newSeconds      = agentcmd.NewSeconds
 	addDurationFlag = agentcmd.AddDuration
-	humanDuration   = agentcmd.HumanDuration
+	humanDuration   = safetext.Duration
 )
 
 // decimalFloat is a number flag written in decimal (0.5, 1e-2), not as a

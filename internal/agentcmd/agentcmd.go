@@ -28,6 +28,7 @@ import (
 	"github.com/gpufeed/gpufeed/internal/gpusource"
 	"github.com/gpufeed/gpufeed/internal/kernlog"
 	"github.com/gpufeed/gpufeed/internal/procfs"
+	"github.com/gpufeed/gpufeed/internal/safetext"
 )
 
 // defaultAgentListen: loopback unless told otherwise; a port no other
@@ -348,7 +349,7 @@ func checkWindow(interval, window, ring time.Duration) error {
 		return err
 	}
 	if ring < window {
-		return fmt.Errorf("--ring %s is shorter than --window %s: want a ring of at least one window", HumanDuration(ring), HumanDuration(window))
+		return fmt.Errorf("--ring %s is shorter than --window %s: want a ring of at least one window", safetext.Duration(ring), safetext.Duration(window))
 	}
 	return nil
 }

@@ -17,7 +17,7 @@ import (
 // Seconds is a duration flag as every gpufeed command takes one (gpufeed
 // and gpufeed-agent both use this type): a bare number is seconds ("30",
 // "2.5"), as sleep(1) and timeout(1) read it; "500ms", "2m", "1m30s" are Go
-// durations. It prints as a user would type it (HumanDuration).
+// durations. It prints as a user would type it (safetext.Duration).
 type Seconds time.Duration
 
 // NewSeconds sets *p to def and returns the flag value that sets it.
@@ -38,7 +38,7 @@ func (d *Seconds) Set(s string) error {
 	return nil
 }
 
-func (d *Seconds) String() string { return HumanDuration(time.Duration(*d)) }
+func (d *Seconds) String() string { return safetext.Duration(time.Duration(*d)) }
 func (d *Seconds) Type() string   { return "duration" }
 
 // Want says what the flag takes, for a command's flag error message.
@@ -73,10 +73,6 @@ func IsHex(s string) bool {
 	s = strings.TrimLeft(s, "+-")
 	return len(s) >= 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X')
 }
-
-// HumanDuration prints a duration as a user would type it: 10s, 100ms,
-// 1m30s, 2m (time.Duration's own String, without a trailing 0s unit).
-func HumanDuration(d time.Duration) string { return safetext.Duration(d) }
 
 // AddDuration adds a duration flag that takes bare seconds.
 func AddDuration(f *pflag.FlagSet, p *time.Duration, name string, def time.Duration, usage string) {

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gpufeed/gpufeed/internal/safetext"
 )
 
 // TestDurationsTakeBareSeconds: every duration flag of the agent reads a
@@ -17,8 +19,8 @@ func TestDurationsTakeBareSeconds(t *testing.T) {
 			if err := cmd.ParseFlags([]string{"--" + name, in}); err != nil {
 				t.Fatalf("--%s %q: %v", name, in, err)
 			}
-			if got := cmd.Flags().Lookup(name).Value.String(); got != HumanDuration(want) {
-				t.Errorf("--%s %q = %s, want %s", name, in, got, HumanDuration(want))
+			if got := cmd.Flags().Lookup(name).Value.String(); got != safetext.Duration(want) {
+				t.Errorf("--%s %q = %s, want %s", name, in, got, safetext.Duration(want))
 			}
 		}
 		for _, bad := range []string{"abc", "NaN", "Inf", "1e300", "30 s", "", "0x1p4", "-0X1P4"} { // hex floats: Go reads 0x1p4 as 16

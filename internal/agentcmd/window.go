@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/gpufeed/gpufeed/internal/judge/thresholds"
+	"github.com/gpufeed/gpufeed/internal/safetext"
 )
 
 // MinInterval is the shortest sampling interval a command takes: CPU
@@ -20,7 +21,7 @@ const MinInterval = 10 * time.Millisecond
 // intervals): a shorter one is always inconclusive, so it is refused before
 // it runs.
 func CheckWindow(flag string, window, interval time.Duration) error {
-	h := HumanDuration
+	h := safetext.Duration
 	switch {
 	case window <= 0:
 		return fmt.Errorf("--%s %s: want a positive %s (e.g. 10 or 10s)", flag, h(window), flag)

@@ -95,8 +95,12 @@ type Sampler struct {
 	schedReads int
 	// waitsKernel: where threads wait is read in the kernel (sched.go's
 	// kernelWaits), for the threads readWait queued in waitsPending this
-	// tick; waitTIDs is the reading's buffer.
-	waitsKernel bool
+	// tick; waitTIDs is the reading's buffer. waitsSrc and waitsNotBPF
+	// become Observer.Waits and WaitsNotBPF.
+	waitsKernel           bool
+	waitsPending          map[int]*trackedThread
+	waitTIDs              []int
+	waitsSrc, waitsNotBPF string
 	// factsKernel: a new thread's stat facts are read in the kernel
 	// (kernelFacts); factsPending holds the threads whose name the last
 	// tick reads there (kernelNames).
@@ -104,10 +108,6 @@ type Sampler struct {
 	factsPending []*trackedThread
 	// onTick runs at the end of each tick (SetTickHook).
 	onTick func()
-	// waitsSrc and waitsNotBPF become Observer.Waits and WaitsNotBPF.
-	waitsSrc, waitsNotBPF string
-	waitsPending          map[int]*trackedThread
-	waitTIDs              []int
 	// schedSrc and schedNotBPF become Observer.Sched and SchedNotBPF.
 	schedSrc, schedNotBPF string
 }
