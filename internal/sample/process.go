@@ -373,6 +373,7 @@ func (s *Sampler) sampleProc(p *trackedProc, tk *timeline.Tick, t int64, slow, f
 				s.readOnceFacts(p, t)
 			}
 		}
+		th.sampleAt = len(tk.Threads) - first
 		if slow {
 			s.slowThread(p, th, &ts.ThreadSample, t, full)
 		} else if th.wantBlk {

@@ -95,10 +95,11 @@ type Sampler struct {
 	schedReads int
 	// waitsKernel: where threads wait is read in the kernel (sched.go's
 	// kernelWaits), for the threads readWait queued in waitsPending this
-	// tick; waitTIDs is the reading's buffer. waitsSrc and waitsNotBPF
-	// become Observer.Waits and WaitsNotBPF.
+	// tick (each at its sampleAt in the process's samples); waitTIDs is the
+	// reading's buffer. waitsSrc and waitsNotBPF become Observer.Waits and
+	// WaitsNotBPF.
 	waitsKernel           bool
-	waitsPending          map[int]*trackedThread
+	waitsPending          []*trackedThread
 	waitTIDs              []int
 	waitsSrc, waitsNotBPF string
 	// factsKernel: a new thread's stat facts are read in the kernel

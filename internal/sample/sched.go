@@ -82,7 +82,6 @@ func (s *Sampler) startSched() error {
 	// kernel entry and exit (nohz_full): there stat adds the time since,
 	// which the program cannot see. Such a host reads stat.
 	s.factsKernel = s.waitsKernel && !nohzFull(s.fs)
-	s.waitsPending = map[int]*trackedThread{}
 	return nil
 }
 
@@ -149,7 +148,7 @@ func nohzFull(fs procfs.FS) bool {
 // file was about 18 ms of a 1,000-thread job's adoption in this project's
 // virtual machine. A thread missing from the result is opened as before.
 func (s *Sampler) kernelFacts(p *trackedProc, fresh []int, t int64) map[int]schedbpf.Facts {
-	if !s.factsKernel || s.sched == nil || len(fresh) < 2 || len(fresh)*1024 < len(p.threads)+len(fresh) {
+	if !s.factsKernel || s.sched == nil {
 		return nil
 	}
 	tids := make([]int, 0, len(fresh))
@@ -157,6 +156,9 @@ func (s *Sampler) kernelFacts(p *trackedProc, fresh []int, t int64) map[int]sche
 		if tid != p.pid {
 			tids = append(tids, tid)
 		}
+	}
+	if len(tids) == 0 {
+		return nil
 	}
 	fs, err := s.sched.ReadFacts(p.pid, tids)
 	if err != nil {
@@ -214,19 +216,15 @@ func (s *Sampler) kernelNames(p *trackedProc, t int64) {
 // its counters were read; its exit is seen on the next tick. Where the
 // reading fails, /proc is read for them, and for the rest of the run.
 func (s *Sampler) kernelWaits(p *trackedProc, samples []timeline.ThreadSample, t int64) {
-	defer clear(s.waitsPending)
+	defer func() { s.waitsPending = s.waitsPending[:0] }()
 	s.waitTIDs = s.waitTIDs[:0]
-	for tid := range s.waitsPending {
-		s.waitTIDs = append(s.waitTIDs, tid)
+	for _, th := range s.waitsPending {
+		s.waitTIDs = append(s.waitTIDs, th.tid)
 	}
 	var got map[int]schedbpf.Wait
-	// The program walks all the process's threads, about 0.2 µs each with
-	// their memory cold between ticks, where /proc costs about 50 µs a
-	// thread asked (a 1,000-thread job in this project's virtual machine:
-	// a reading of one or two threads, an active thread caught asleep after
-	// a slow tick, cost 200 µs in the kernel). A few threads of a large
-	// process are cheaper from /proc.
-	if s.waitsKernel && len(s.waitTIDs)*256 >= len(p.threads) {
+	// The program looks each thread up by its tid: tens of µs for a few
+	// threads, where /proc costs about 50 µs a thread.
+	if s.waitsKernel {
 		if ws, err := s.sched.ReadWaits(p.pid, s.waitTIDs); err == nil {
 			got = make(map[int]schedbpf.Wait, len(ws))
 			for _, w := range ws {
@@ -238,12 +236,14 @@ func (s *Sampler) kernelWaits(p *trackedProc, samples []timeline.ThreadSample, t
 			s.waitsNotBPF = "reading them in the kernel failed mid-window: " + err.Error()
 		}
 	}
-	for i := range samples {
-		ts := &samples[i]
-		th := s.waitsPending[ts.TID]
-		if th == nil {
-			continue
+	// The pending threads' samples by their place, not a lookup of each of
+	// the process's samples: a 1,000-thread job's active threads are
+	// queued on most ticks (catchAsleep).
+	for _, th := range s.waitsPending {
+		if th.sampleAt >= len(samples) || samples[th.sampleAt].TID != th.tid {
+			continue // not this tick's sample (cannot happen: queued as it is appended)
 		}
+		ts := &samples[th.sampleAt]
 		if got == nil { // not read in the kernel: /proc
 			b, woke := s.blocked(p.pid, th.tid)
 			keepWait(th, ts, b, woke)

@@ -55,6 +55,9 @@ type trackedThread struct {
 	// schedstat run time at the previous slow tick.
 	slowRunNS uint64
 	slowSeen  bool
+	// sampleAt is the place of the thread's sample among its process's
+	// this tick, where kernelWaits finds it.
+	sampleAt int
 	// wantBlk: the slow tick found the thread on a CPU or a run queue, so
 	// where it waits was not read; the first tick of the period that finds
 	// it asleep, having run since (slowRunNS), reads it (catchAsleep).
@@ -318,7 +321,7 @@ func (s *Sampler) slowThread(p *trackedProc, th *trackedThread, ts *timeline.Thr
 // running.
 func (s *Sampler) readWait(p *trackedProc, th *trackedThread, ts *timeline.ThreadSample) {
 	if s.waitsKernel {
-		s.waitsPending[th.tid] = th // read with the process's others (kernelWaits)
+		s.waitsPending = append(s.waitsPending, th) // read with the process's others (kernelWaits)
 		return
 	}
 	b, woke := s.blocked(p.pid, th.tid)

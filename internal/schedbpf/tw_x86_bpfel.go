@@ -51,21 +51,22 @@ type twWchanName struct {
 }
 
 type twWcursor struct {
-	_    structs.HostLayout
-	Next uint32
-	Full uint32
-	Mode uint32
+	_     structs.HostLayout
+	Next  uint32
+	Full  uint32
+	Mode  uint32
+	Count uint32
 }
 
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	twMapAsked       = "asked"
 	twMapFacts       = "facts"
 	twMapNames       = "names"
 	twMapText        = "text"
 	twMapWaits       = "waits"
-	twMapWant        = "want"
 	twMapWcursors    = "wcursors"
 	twProgProcAsked  = "proc_asked"
 	twProgTextBounds = "text_bounds"
@@ -121,11 +122,11 @@ type twProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type twMapSpecs struct {
+	Asked    *ebpf.MapSpec `ebpf:"asked"`
 	Facts    *ebpf.MapSpec `ebpf:"facts"`
 	Names    *ebpf.MapSpec `ebpf:"names"`
 	Text     *ebpf.MapSpec `ebpf:"text"`
 	Waits    *ebpf.MapSpec `ebpf:"waits"`
-	Want     *ebpf.MapSpec `ebpf:"want"`
 	Wcursors *ebpf.MapSpec `ebpf:"wcursors"`
 }
 
@@ -155,21 +156,21 @@ func (o *twObjects) Close() error {
 //
 // It can be passed to loadTwObjects or ebpf.CollectionSpec.LoadAndAssign.
 type twMaps struct {
+	Asked    *ebpf.Map `ebpf:"asked"`
 	Facts    *ebpf.Map `ebpf:"facts"`
 	Names    *ebpf.Map `ebpf:"names"`
 	Text     *ebpf.Map `ebpf:"text"`
 	Waits    *ebpf.Map `ebpf:"waits"`
-	Want     *ebpf.Map `ebpf:"want"`
 	Wcursors *ebpf.Map `ebpf:"wcursors"`
 }
 
 func (m *twMaps) Close() error {
 	return _TwClose(
+		m.Asked,
 		m.Facts,
 		m.Names,
 		m.Text,
 		m.Waits,
-		m.Want,
 		m.Wcursors,
 	)
 }

@@ -7,10 +7,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"math/bits"
-	"os"
-	"strconv"
-	"strings"
 	"unsafe"
 
 	"github.com/cilium/ebpf"
@@ -51,17 +49,15 @@ const waitSize = 128
 // waiter is the waits reader's state where it loaded.
 type waiter struct {
 	objs    twObjects
-	want    *ebpf.Memory
+	asked   *ebpf.Memory
 	waits   *ebpf.Memory
 	facts   *ebpf.Memory
 	cursor  *ebpf.Memory
-	words   int                // the want bitmap's length in 64-bit words
 	iters   map[int]*link.Iter // proc_asked per process, linked to its leader
-	set     []int              // the want words set for a reading
+	tids    []byte             // a run's tids, as written to asked (64 bits each)
 	buf     []byte
 	facts1  []Facts
 	scratch [64]byte
-	zero    [8]byte
 	records []Wait
 }
 
@@ -71,14 +67,7 @@ func (t *Tracer) loadWaits() error {
 	if err != nil {
 		return err
 	}
-	words := 65536 // PID_MAX_LIMIT on 64-bit over 64
-	if b, err := os.ReadFile(procPath(t.o.Proc, "sys/kernel/pid_max")); err == nil {
-		if n, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && n > 0 && n <= 4194304 {
-			words = (n + 63) / 64
-		}
-	}
-	spec.Maps["want"].MaxEntries = uint32(words)
-	w := &waiter{words: words, iters: map[int]*link.Iter{}}
+	w := &waiter{iters: map[int]*link.Iter{}}
 	if err := spec.LoadAndAssign(&w.objs, nil); err != nil {
 		return err
 	}
@@ -101,21 +90,13 @@ func (t *Tracer) loadWaits() error {
 	for _, m := range []struct {
 		to **ebpf.Memory
 		m  *ebpf.Map
-	}{{&w.want, w.objs.Want}, {&w.waits, w.objs.Waits}, {&w.facts, w.objs.Facts}, {&w.cursor, w.objs.Wcursors}} {
+	}{{&w.asked, w.objs.Asked}, {&w.waits, w.objs.Waits}, {&w.facts, w.objs.Facts}, {&w.cursor, w.objs.Wcursors}} {
 		if *m.to, err = m.m.Memory(); err != nil {
 			return fail(err)
 		}
 	}
 	t.waits = w
 	return nil
-}
-
-// procPath is a file under /proc (proc "" is /proc).
-func procPath(proc, name string) string {
-	if proc == "" {
-		proc = "/proc"
-	}
-	return proc + "/" + name
 }
 
 func (w *waiter) close() {
@@ -200,27 +181,19 @@ func (w *waiter) read(pid int, tids []int, mode uint32, out *ebpf.Memory, size i
 // run is one run of the program over at most maxAsked threads: the records
 // it wrote (valid until the next run).
 func (w *waiter) run(it *link.Iter, tids []int, mode uint32, out *ebpf.Memory, size int) ([]byte, error) {
-	defer w.clearWant()
-	var word [8]byte
+	w.tids = w.tids[:0]
 	for _, tid := range tids {
-		if tid <= 0 || tid/64 >= w.words {
-			return nil, fmt.Errorf("%s: tid %d beyond pid_max", What, tid)
+		if tid <= 0 || tid > math.MaxInt32 {
+			return nil, fmt.Errorf("%s: tid %d out of range", What, tid)
 		}
-		off := int64(tid/64) * 8
-		if _, err := w.want.ReadAt(word[:], off); err != nil {
-			return nil, err
-		}
-		v := binary.NativeEndian.Uint64(word[:])
-		if v == 0 {
-			w.set = append(w.set, tid/64)
-		}
-		binary.NativeEndian.PutUint64(word[:], v|1<<(tid%64))
-		if _, err := w.want.WriteAt(word[:], off); err != nil {
-			return nil, err
-		}
+		w.tids = binary.NativeEndian.AppendUint64(w.tids, uint64(tid))
 	}
-	var c [12]byte // struct wcursor: next, full, mode
+	if _, err := w.asked.WriteAt(w.tids, 0); err != nil {
+		return nil, err
+	}
+	var c [16]byte // struct wcursor: next, full, mode, count
 	binary.NativeEndian.PutUint32(c[8:], mode)
+	binary.NativeEndian.PutUint32(c[12:], uint32(len(tids)))
 	if _, err := w.cursor.WriteAt(c[:], 0); err != nil {
 		return nil, err
 	}
@@ -242,14 +215,6 @@ func (w *waiter) run(it *link.Iter, tids []int, mode uint32, out *ebpf.Memory, s
 		return nil, err
 	}
 	return b, nil
-}
-
-// clearWant zeroes the want words a reading set.
-func (w *waiter) clearWant() {
-	for _, i := range w.set {
-		_, _ = w.want.WriteAt(w.zero[:], int64(i)*8)
-	}
-	w.set = w.set[:0]
 }
 
 // wchanName is the symbol as /proc's wchan prints it: %ps adds a module's
