@@ -206,6 +206,7 @@ func (t *Tracer) loadFast() error {
 	}
 	if t.o.MaxThreads > 0 {
 		spec.Maps["rows"].MaxEntries = uint32(t.o.MaxThreads)
+		spec.Maps["slots"].MaxEntries = uint32(t.o.MaxThreads)
 	}
 	var objs tcObjects
 	if err := spec.LoadAndAssign(&objs, nil); err != nil {
@@ -262,7 +263,7 @@ var errRowsFull = errors.New("more threads than the rows of the counters' map")
 // which appends its threads' rows from the cursor on, then copies the rows
 // out of the mapped array.
 func (t *Tracer) readFast(s *Snapshot) error {
-	var c [8]byte
+	var c [12]byte // struct cursor: next, full, walked
 	if _, err := t.cursor.WriteAt(c[:], 0); err != nil {
 		return fmt.Errorf("%s: resetting the counters' cursor: %w", What, err)
 	}
@@ -277,6 +278,7 @@ func (t *Tracer) readFast(s *Snapshot) error {
 	if binary.NativeEndian.Uint32(c[4:]) != 0 {
 		return errRowsFull
 	}
+	t.walks += int(binary.NativeEndian.Uint32(c[8:]))
 	size := int(binary.NativeEndian.Uint32(c[:])) * countsSize
 	if cap(t.buf) < size {
 		t.buf = make([]byte, size)

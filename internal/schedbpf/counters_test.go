@@ -3,9 +3,12 @@
 package schedbpf
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -70,6 +73,177 @@ func TestCountersAreSchedstat(t *testing.T) {
 }
 
 func between(v, lo, hi uint64) bool { return v >= lo && v <= hi }
+
+// The faster reader walks a process's thread list only when its threads
+// changed: a reading of the same threads goes through the references the
+// last walk took. A thread started, one ended, and one ended as another
+// started (the count unchanged) each make the next reading walk; every
+// reading made while the threads held still holds exactly the process's
+// threads.
+func TestCountersHeldThreads(t *testing.T) {
+	need(t)
+	if !kernelAtLeast(t, 6, 7) {
+		t.Skip("the task iterator kfuncs came with Linux 6.7")
+	}
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("no python3")
+	}
+	// Python's threads are the OS's, one each, and it starts none of its
+	// own: "+" starts one asleep (it prints "tid N"), "-" ends the last
+	// one started, "-+" both at once (the thread count unchanged).
+	c := exec.Command(py, "-c", `
+import sys, threading
+stops = []
+def begin():
+    stop, up, tid = threading.Event(), threading.Event(), []
+    def run():
+        tid.append(threading.get_native_id()); up.set(); stop.wait()
+    threading.Thread(target=run, daemon=True).start()
+    up.wait(); stops.append(stop)
+    return tid[0]
+print("ready", flush=True)
+for line in sys.stdin:
+    s = line.strip()
+    if s.startswith("-"):
+        stops.pop().set()
+    print("tid %d" % begin() if s.endswith("+") else "ended", flush=True)
+`)
+	in, err := c.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := c.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Stderr = os.Stderr
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { in.Close(); c.Process.Kill(); c.Wait() })
+	out := bufio.NewScanner(stdout)
+	line := func() string {
+		t.Helper()
+		if !out.Scan() {
+			t.Fatalf("the job ended: %v", out.Err())
+		}
+		return out.Text()
+	}
+	if l := line(); l != "ready" {
+		t.Fatalf("the job said %q", l)
+	}
+	pid := c.Process.Pid
+	tr := startCounters(t, pid)
+	if got := tr.Reader(); got != "per process" {
+		t.Fatalf("reader %q (the faster one not used: %v)", got, tr.fastErr)
+	}
+	// read reads the counters and says whether it walked; the threads
+	// listed before and after it must be the same, and the reading's.
+	read := func(what string) (walked, stable bool) {
+		t.Helper()
+		before := listTIDs(t, pid)
+		walks := tr.walks
+		var s Snapshot
+		if err := tr.Read(&s); err != nil {
+			t.Fatal(err)
+		}
+		after := listTIDs(t, pid)
+		if fmt.Sprint(before) != fmt.Sprint(after) {
+			return tr.walks > walks, false // a thread came or went meanwhile: nothing to compare
+		}
+		var got []int
+		for _, r := range s.Threads {
+			if r.PID == pid {
+				got = append(got, r.TID)
+			}
+		}
+		slices.Sort(got)
+		if fmt.Sprint(got) != fmt.Sprint(after) {
+			t.Errorf("%s: the reading holds threads %v, the process %v", what, got, after)
+		}
+		return tr.walks > walks, true
+	}
+	// settled reads until a reading of unchanged threads, which read
+	// checks.
+	settled := func(what string) {
+		t.Helper()
+		for range 20 {
+			if _, stable := read(what); stable {
+				return
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		t.Fatalf("%s: the process's threads never held still", what)
+	}
+	read("first reading")
+	held := 0
+	for range 5 {
+		if walked, stable := read("same threads"); stable && !walked {
+			held++
+		}
+	}
+	if held == 0 {
+		t.Errorf("five readings of unchanged threads all walked the thread list")
+	}
+	var mine []int // the threads started, in order
+	for _, step := range []string{"+", "+", "-", "-+"} {
+		fmt.Fprintln(in, step)
+		var gone int
+		if strings.HasPrefix(step, "-") {
+			gone, mine = mine[len(mine)-1], mine[:len(mine)-1]
+		}
+		if l := line(); strings.HasPrefix(l, "tid ") {
+			n, _ := strconv.Atoi(strings.TrimPrefix(l, "tid "))
+			mine = append(mine, n)
+		}
+		// The ended thread's exit follows its goroutine's return.
+		for i := 0; gone != 0 && slices.Contains(listTIDs(t, pid), gone); i++ {
+			if i == 100 {
+				t.Fatalf("thread %d still there 5 s after it was ended", gone)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		walked, stable := read("after " + step)
+		if !walked {
+			t.Errorf("the reading after %q did not walk the thread list", step)
+		}
+		if !stable {
+			settled("after " + step)
+		}
+		if !settledAgain(read) {
+			t.Errorf("the readings after %q keep walking the thread list", step)
+		}
+	}
+}
+
+// settledAgain reads up to five times more and says whether one of them,
+// of unchanged threads, went through the references.
+func settledAgain(read func(string) (bool, bool)) bool {
+	for range 5 {
+		if walked, stable := read("again"); stable && !walked {
+			return true
+		}
+	}
+	return false
+}
+
+// listTIDs lists the process's threads, sorted.
+func listTIDs(t *testing.T, pid int) []int {
+	t.Helper()
+	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []int
+	for _, e := range ents {
+		if n, err := strconv.Atoi(e.Name()); err == nil {
+			out = append(out, n)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
 
 // A reading holds every thread of the watched processes and no other: a
 // process added is read from then on, a process removed no longer is; an

@@ -9,7 +9,9 @@ package schedbpf
 
 // The faster reader of the counters (bpf/threads.bpf.c, Linux 6.7 and
 // later), its own object so that an older kernel fails this load alone.
-//go:generate go run github.com/cilium/ebpf/cmd/bpf2go -cc clang -cflags "-O2 -g -Wall -Werror -mcpu=v3 -I/usr/include/x86_64-linux-gnu" -target amd64,arm64 -type sched_counts -type cursor tc bpf/threads.bpf.c
+// Its references to tasks are typed by a BTF type tag ("kptr"), which
+// clang 14 does not emit: clang 16 (Debian 12: apt-get install clang-16).
+//go:generate go run github.com/cilium/ebpf/cmd/bpf2go -cc clang-16 -cflags "-O2 -g -Wall -Werror -mcpu=v3 -I/usr/include/x86_64-linux-gnu" -target amd64,arm64 -no-global-types -type sched_counts -type cursor tc bpf/threads.bpf.c
 
 // Where the threads wait (bpf/waits.bpf.c: the system call and the wait
 // channel, read in the kernel for the threads asked), its own object too.

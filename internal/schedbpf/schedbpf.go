@@ -93,6 +93,9 @@ type Tracer struct {
 	rows    *ebpf.Memory
 	cursor  *ebpf.Memory
 	fastErr error
+	// walks counts the faster reader's walks of a process's thread list
+	// (the other readings went through the threads it holds).
+	walks int
 	// waits is the waits reader (bpf/waits.bpf.c, waits.go) where it
 	// loaded; waitsErr says why it did not.
 	waits     *waiter

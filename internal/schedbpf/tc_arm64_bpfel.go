@@ -14,9 +14,10 @@ import (
 )
 
 type tcCursor struct {
-	_    structs.HostLayout
-	Next uint32
-	Full uint32
+	_      structs.HostLayout
+	Next   uint32
+	Full   uint32
+	Walked uint32
 }
 
 type tcSchedCounts struct {
@@ -38,6 +39,8 @@ type tcSchedCounts struct {
 const (
 	tcMapCursors     = "cursors"
 	tcMapRows        = "rows"
+	tcMapSlots       = "slots"
+	tcMapSpans       = "spans"
 	tcProgProcCounts = "proc_counts"
 )
 
@@ -92,6 +95,8 @@ type tcProgramSpecs struct {
 type tcMapSpecs struct {
 	Cursors *ebpf.MapSpec `ebpf:"cursors"`
 	Rows    *ebpf.MapSpec `ebpf:"rows"`
+	Slots   *ebpf.MapSpec `ebpf:"slots"`
+	Spans   *ebpf.MapSpec `ebpf:"spans"`
 }
 
 // tcVariableSpecs contains global variables before they are loaded into the kernel.
@@ -122,12 +127,16 @@ func (o *tcObjects) Close() error {
 type tcMaps struct {
 	Cursors *ebpf.Map `ebpf:"cursors"`
 	Rows    *ebpf.Map `ebpf:"rows"`
+	Slots   *ebpf.Map `ebpf:"slots"`
+	Spans   *ebpf.Map `ebpf:"spans"`
 }
 
 func (m *tcMaps) Close() error {
 	return _TcClose(
 		m.Cursors,
 		m.Rows,
+		m.Slots,
+		m.Spans,
 	)
 }
 

@@ -28,6 +28,10 @@ struct prev_cputime {
 	u64 stime;
 } __attribute__((preserve_access_index));
 
+struct signal_struct {
+	int nr_threads;
+} __attribute__((preserve_access_index));
+
 struct task_struct {
 	struct thread_info thread_info;
 	int pid;
@@ -46,6 +50,7 @@ struct task_struct {
 	struct prev_cputime prev_cputime;
 	u64 start_boottime;
 	char comm[16];
+	struct signal_struct *signal;
 } __attribute__((preserve_access_index));
 
 struct seq_file;
