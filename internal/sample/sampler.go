@@ -93,6 +93,8 @@ type Sampler struct {
 	wakerSlow              int
 	// schedReads counts the scheduler's readings made (schedRead).
 	schedReads int
+	// slab holds the ticks' thread samples (slab.go).
+	slab sampleSlab
 	// waitsKernel: where threads wait is read in the kernel (sched.go's
 	// kernelWaits), for the threads readWait queued in waitsPending this
 	// tick (each at its sampleAt in the process's samples); waitTIDs is the
@@ -637,7 +639,7 @@ func (s *Sampler) tick(elapsed time.Duration, full bool) {
 	for _, p := range s.procs {
 		nThreads += len(p.threads)
 	}
-	tk.Threads = make([]timeline.ThreadSample, 0, nThreads)
+	tk.Threads = s.slab.take(nThreads)
 	tk.Procs = make([]timeline.ProcSample, 0, len(s.procs))
 	for _, pid := range s.sortedPIDs() {
 		p := s.procs[pid]

@@ -279,7 +279,14 @@ func (t *Tracer) readFast(s *Snapshot) error {
 		return errRowsFull
 	}
 	t.walks += int(binary.NativeEndian.Uint32(c[8:]))
-	size := int(binary.NativeEndian.Uint32(c[:])) * countsSize
+	next := int(binary.NativeEndian.Uint32(c[:]))
+	if next < t.held {
+		if err := t.release(next, t.held); err != nil {
+			return err
+		}
+	}
+	t.held = next
+	size := next * countsSize
 	if cap(t.buf) < size {
 		t.buf = make([]byte, size)
 	}
@@ -290,6 +297,22 @@ func (t *Tracer) readFast(s *Snapshot) error {
 	s.Threads = slices.Grow(s.Threads, len(b)/countsSize)
 	for off := 0; off < len(b); off += countsSize {
 		s.Threads = append(s.Threads, threadOf(parseCounts(b[off:off+countsSize])))
+	}
+	return nil
+}
+
+// release drops the references the rows from, to held (threads of a
+// process that lost threads or left the reading: a task_struct pinned
+// each, about 10 KiB of the kernel's memory, for as long as gpufeed runs).
+// Writing a row's slot from user space releases its reference.
+func (t *Tracer) release(from, to int) error {
+	n := to - from
+	keys := make([]uint32, n)
+	for i := range keys {
+		keys[i] = uint32(from + i)
+	}
+	if _, err := t.fast.Slots.BatchUpdate(keys, make([]uint64, n), nil); err != nil {
+		return fmt.Errorf("%s: releasing the threads held: %w", What, err)
 	}
 	return nil
 }

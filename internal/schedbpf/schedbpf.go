@@ -94,8 +94,9 @@ type Tracer struct {
 	cursor  *ebpf.Memory
 	fastErr error
 	// walks counts the faster reader's walks of a process's thread list
-	// (the other readings went through the threads it holds).
-	walks int
+	// (the other readings went through the threads it holds); held is the
+	// rows whose threads it may hold, the last reading's.
+	walks, held int
 	// waits is the waits reader (bpf/waits.bpf.c, waits.go) where it
 	// loaded; waitsErr says why it did not.
 	waits     *waiter
