@@ -436,15 +436,11 @@ int counts(struct bpf_iter__task *ctx)
 		.tid = p->pid,
 		.tgid = tgid,
 		.state = task_state(p) | (u32)p->exit_state,
-		.cpu = -1,
+		.cpu = task_cpu(p),
 		.run_ns = p->se.sum_exec_runtime,
 		.voluntary = p->nvcsw,
 		.involuntary = p->nivcsw,
 	};
-	if (bpf_core_field_exists(p->cpu))
-		c.cpu = p->cpu;
-	else if (bpf_core_field_exists(p->thread_info.cpu))
-		c.cpu = p->thread_info.cpu;
 	if (bpf_core_field_exists(p->sched_info)) {
 		c.wait_ns = p->sched_info.run_delay;
 		c.slices = p->sched_info.pcount;

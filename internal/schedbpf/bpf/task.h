@@ -53,6 +53,18 @@ struct task_struct {
 	struct signal_struct *signal;
 } __attribute__((preserve_access_index));
 
+// task_cpu is the CPU the task last ran on, as the kernel's task_cpu():
+// task_struct's cpu (arm64 and others since 5.16) or thread_info's (x86);
+// -1 where neither is found. The includer includes bpf_core_read.h.
+static __always_inline int task_cpu(struct task_struct *p)
+{
+	if (bpf_core_field_exists(p->cpu))
+		return p->cpu;
+	if (bpf_core_field_exists(p->thread_info.cpu))
+		return p->thread_info.cpu;
+	return -1;
+}
+
 struct seq_file;
 
 struct bpf_iter_meta {

@@ -91,11 +91,7 @@ static __always_inline void write_row(struct task_struct *p, struct sched_counts
 	r->tid = p->pid;
 	r->tgid = p->tgid;
 	r->state = p->__state | (u32)p->exit_state;
-	r->cpu = -1;
-	if (bpf_core_field_exists(p->cpu))
-		r->cpu = p->cpu;
-	else if (bpf_core_field_exists(p->thread_info.cpu))
-		r->cpu = p->thread_info.cpu;
+	r->cpu = task_cpu(p);
 	r->run_ns = p->se.sum_exec_runtime;
 	r->wait_ns = 0;
 	r->slices = 0;

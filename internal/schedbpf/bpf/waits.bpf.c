@@ -254,11 +254,7 @@ static __always_inline void read_facts(struct task_struct *p, struct thread_fact
 {
 	r->tid = p->pid;
 	r->state = p->__state | (u32)p->exit_state;
-	r->cpu = -1;
-	if (bpf_core_field_exists(p->cpu))
-		r->cpu = p->cpu;
-	else if (bpf_core_field_exists(p->thread_info.cpu))
-		r->cpu = p->thread_info.cpu;
+	r->cpu = task_cpu(p);
 	r->flags = 0;
 	r->start_boottime = p->start_boottime;
 	r->utime = p->utime;
