@@ -44,12 +44,30 @@ while os.read(0, 1) == b"r":
 // end; the test is skipped without python3.
 func StartWaitsJob(t *testing.T) (int, map[string]int, io.Writer) {
 	t.Helper()
+	pid, in, out := StartPython(t, waitsJob)
+	tids := map[string]int{}
+	for out.Scan() && out.Text() != "ready" {
+		if name, v, ok := strings.Cut(out.Text(), " "); ok {
+			tids[name], _ = strconv.Atoi(v)
+		}
+	}
+	if len(tids) != 6 {
+		t.Fatalf("the waits job's threads: %v", tids)
+	}
+	return pid, tids, in
+}
+
+// StartPython runs script with python3 -c: its pid, its stdin and its
+// stdout's lines (its stderr is the test's). It is killed at the test's
+// end; the test is skipped without python3.
+func StartPython(t *testing.T, script string) (int, io.Writer, *bufio.Scanner) {
+	t.Helper()
 	Need(t)
 	py, err := exec.LookPath("python3")
 	if err != nil {
 		t.Skip("no python3")
 	}
-	c := exec.Command(py, "-c", waitsJob)
+	c := exec.Command(py, "-c", script)
 	in, err := c.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -63,15 +81,5 @@ func StartWaitsJob(t *testing.T) (int, map[string]int, io.Writer) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { in.Close(); c.Process.Kill(); c.Wait() })
-	tids := map[string]int{}
-	sc := bufio.NewScanner(out)
-	for sc.Scan() && sc.Text() != "ready" {
-		if name, v, ok := strings.Cut(sc.Text(), " "); ok {
-			tids[name], _ = strconv.Atoi(v)
-		}
-	}
-	if len(tids) != 6 {
-		t.Fatalf("the waits job's threads: %v", tids)
-	}
-	return c.Process.Pid, tids, in
+	return c.Process.Pid, in, bufio.NewScanner(out)
 }

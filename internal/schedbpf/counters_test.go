@@ -3,11 +3,9 @@
 package schedbpf
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,6 +13,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/gpufeed/gpufeed/internal/livetest"
 )
 
 func startCounters(t *testing.T, pids ...int) *Tracer {
@@ -85,14 +85,10 @@ func TestCountersHeldThreads(t *testing.T) {
 	if !kernelAtLeast(t, 6, 7) {
 		t.Skip("the task iterator kfuncs came with Linux 6.7")
 	}
-	py, err := exec.LookPath("python3")
-	if err != nil {
-		t.Skip("no python3")
-	}
 	// Python's threads are the OS's, one each, and it starts none of its
 	// own: "+" starts one asleep (it prints "tid N"), "-" ends the last
 	// one started, "-+" both at once (the thread count unchanged).
-	c := exec.Command(py, "-c", `
+	pid, in, out := livetest.StartPython(t, `
 import sys, threading
 stops = []
 def begin():
@@ -109,20 +105,6 @@ for line in sys.stdin:
         stops.pop().set()
     print("tid %d" % begin() if s.endswith("+") else "ended", flush=True)
 `)
-	in, err := c.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := c.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.Stderr = os.Stderr
-	if err := c.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { in.Close(); c.Process.Kill(); c.Wait() })
-	out := bufio.NewScanner(stdout)
 	line := func() string {
 		t.Helper()
 		if !out.Scan() {
@@ -133,7 +115,6 @@ for line in sys.stdin:
 	if l := line(); l != "ready" {
 		t.Fatalf("the job said %q", l)
 	}
-	pid := c.Process.Pid
 	tr := startCounters(t, pid)
 	if got := tr.Reader(); got != "per process" {
 		t.Fatalf("reader %q (the faster one not used: %v)", got, tr.fastErr)
