@@ -68,6 +68,16 @@ func StartPython(t *testing.T, script string) (int, io.Writer, *bufio.Scanner) {
 		t.Skip("no python3")
 	}
 	c := exec.Command(py, "-c", script)
+	c.Stderr = os.Stderr
+	in, out := Start(t, c)
+	return c.Process.Pid, in, out
+}
+
+// Start starts c with pipes to its stdin and from its stdout (its stdout's
+// lines returned); at the test's end its stdin is closed and it is killed
+// and waited for.
+func Start(t *testing.T, c *exec.Cmd) (io.WriteCloser, *bufio.Scanner) {
+	t.Helper()
 	in, err := c.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -76,10 +86,9 @@ func StartPython(t *testing.T, script string) (int, io.Writer, *bufio.Scanner) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.Stderr = os.Stderr
 	if err := c.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { in.Close(); c.Process.Kill(); c.Wait() })
-	return c.Process.Pid, in, bufio.NewScanner(out)
+	return in, bufio.NewScanner(out)
 }

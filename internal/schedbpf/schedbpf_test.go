@@ -197,19 +197,8 @@ func start(t *testing.T, mode string) *workload {
 	t.Helper()
 	c := exec.Command(os.Args[0])
 	c.Env = append(os.Environ(), "GPUFEED_SCHEDBPF_CHILD="+mode)
-	in, err := c.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := c.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Start(); err != nil {
-		t.Fatal(err)
-	}
-	w := &workload{cmd: c, in: in, out: bufio.NewScanner(out), named: map[string]int{}}
-	t.Cleanup(func() { in.Close(); c.Process.Kill(); c.Wait() })
+	in, out := livetest.Start(t, c)
+	w := &workload{cmd: c, in: in, out: out, named: map[string]int{}}
 	for w.out.Scan() && w.out.Text() != "ready" {
 		if v, ok := strings.CutPrefix(w.out.Text(), "tid "); ok {
 			n, _ := strconv.Atoi(v)
