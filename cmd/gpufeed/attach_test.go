@@ -608,10 +608,17 @@ func TestLaunchedSlowLauncherIsStarting(t *testing.T) {
 	if v.Class != finding.Inconclusive || !slices.Equal(v.Because, []string{"job-starting"}) {
 		t.Fatalf("verdict %s (%.0f%%) because %v: %s; want inconclusive, resting on job-starting", v.Class, v.Confidence*100, v.Because, v.Summary)
 	}
-	for _, w := range []string{"the job is still starting", "(gpufeed started it)", "its GPU ran no step in the 4.0 s window"} {
+	for _, w := range []string{"the job is still starting", "(gpufeed started it)"} {
 		if !strings.Contains(v.Summary, w) {
 			t.Errorf("the verdict does not say %q: %s", w, v.Summary)
 		}
+	}
+	// The window it names is the one sampled: 4 s asked, a little more
+	// where a loaded host's last tick came late (4.1 s on a CI host).
+	if m := regexp.MustCompile(`its GPU ran no step in the (\d+\.\d) s window`).FindStringSubmatch(v.Summary); m == nil {
+		t.Errorf("the verdict does not say its GPU ran no step in the window: %s", v.Summary)
+	} else if s, _ := strconv.ParseFloat(m[1], 64); s < 3.9 || s > 5 {
+		t.Errorf("the verdict names a %s s window for a 4 s one: %s", m[1], v.Summary)
 	}
 	if !strings.Contains(v.Decision, "a longer --duration") || v.Missing == "" {
 		t.Errorf("the verdict does not say when to look again: decision %q, missing %q", v.Decision, v.Missing)
