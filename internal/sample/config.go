@@ -53,6 +53,16 @@ const (
 	// kernel walks every mapping (milliseconds per GiB resident), so a process
 	// whose read costs c waits at least c/budget before the next one.
 	DefaultRollupBudget = 0.01
+	// DefaultRollupJobBudget is the share of one core the memory readings
+	// of all the job's processes may use together, counted from the
+	// window's start: a DataLoader job's parent and each worker read at
+	// 1 % each cost a 16-worker job some 14 % (two readings of smaps per
+	// worker, about 17 ms each for a worker holding torch). The window's
+	// first and last readings of every process are always taken (the
+	// level of what each worker copied, and its change over the window);
+	// between them a due reading waits while the job's readings have
+	// used more than this share of the time since the start.
+	DefaultRollupJobBudget = 0.03
 	// DefaultMaxSamples is diagnose's budget of thread samples held in
 	// memory for one window: every live thread's sample is kept each tick
 	// (88 bytes, and the slow tier's details), and the window is judged
@@ -117,6 +127,9 @@ type Config struct {
 	SlowEvery    time.Duration
 	RollupEvery  time.Duration
 	RollupBudget float64
+	// RollupJobBudget bounds the memory readings of all processes
+	// together between the window's ends (DefaultRollupJobBudget).
+	RollupJobBudget float64
 
 	// GPU may be nil; GPUSource names it or says why there is none.
 	GPU       gpu.Source
@@ -190,5 +203,8 @@ func (c *Config) defaults() {
 	}
 	if c.RollupBudget <= 0 {
 		c.RollupBudget = DefaultRollupBudget
+	}
+	if c.RollupJobBudget <= 0 {
+		c.RollupJobBudget = DefaultRollupJobBudget
 	}
 }

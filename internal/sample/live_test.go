@@ -424,3 +424,117 @@ func checkSched(t *testing.T, tl *timeline.Timeline) {
 		t.Fatalf("scheduling source %+v, want %s", o, want)
 	}
 }
+
+// The memory readings of a job's processes share one CPU budget between
+// the window's ends: with a budget too small for any reading between them,
+// each of a parent and its 8 forked workers is still read at the first and
+// the last tick (what each worker copied, and its change), the readings
+// between are held back and counted; with room, every process is read on
+// every rollup tick.
+func TestLiveMemoryReadingsShareTheJobBudget(t *testing.T) {
+	livetest.Need(t)
+	python, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("python3 not found")
+	}
+	const script = `
+import os, time
+data = [float(i) for i in range(300000)]  # about 7 MiB of float objects
+r, w = os.pipe()
+for _ in range(8):
+    if os.fork() == 0:
+        s = 0.0
+        for x in data:  # reading writes each object's reference count: copy-on-write
+            s += x
+        os.write(w, b"x")
+        time.sleep(60)
+        os._exit(0)
+for _ in range(8):
+    os.read(r, 1)
+print("ready", flush=True)
+time.sleep(60)
+`
+	cmd := exec.Command(python, "-c", script)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); cmd.Wait() })
+	if _, err := bufio.NewReader(out).ReadString('\n'); err != nil {
+		t.Fatal(err)
+	}
+	// readings counts, per process, the ticks that read its USS, whether
+	// the first and the last did, and whether the last read its copies.
+	type readings struct {
+		n, first, last int
+		copied         uint64
+	}
+	run := func(budget float64) (map[int]*readings, *timeline.Timeline) {
+		s, err := New(Config{PID: cmd.Process.Pid, Duration: 3 * time.Second, Interval: 100 * time.Millisecond, RollupEvery: 300 * time.Millisecond,
+			RollupBudget: 1, RollupJobBudget: budget, Tool: "test", Sched: testSched()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tl, err := s.Run(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[int]*readings{}
+		for i, tk := range tl.Ticks {
+			for _, ps := range tk.Procs {
+				r := got[ps.PID]
+				if r == nil {
+					r = &readings{}
+					got[ps.PID] = r
+				}
+				if ps.USSBytes == nil {
+					continue
+				}
+				r.n++
+				if i == 0 {
+					r.first++
+				}
+				if i == len(tl.Ticks)-1 {
+					r.last++
+					if ps.Inherited != nil {
+						r.copied = ps.Inherited.CopiedBytes
+					}
+				}
+			}
+		}
+		if len(got) != 9 {
+			t.Fatalf("%d processes sampled, want the parent and its 8 workers", len(got))
+		}
+		return got, tl
+	}
+	tight, tl := run(1e-6)
+	between := 0
+	for pid, r := range tight {
+		if r.first != 1 || r.last != 1 {
+			t.Errorf("pid %d, budget too small for any reading between the ends: read at the first tick %d, the last %d times; want both", pid, r.first, r.last)
+		}
+		if pid != cmd.Process.Pid && r.copied < 6<<20 {
+			t.Errorf("worker %d: %d bytes copied at the last tick, want the 6 MiB of floats it read", pid, r.copied)
+		}
+		between += r.n - r.first - r.last
+	}
+	// The first reading between the ends may be taken before the budget
+	// counts the first tick's cost: at most one.
+	if between > 1 || tl.Counts.RollupSkipped < 8 {
+		t.Errorf("budget too small: %d readings between the ends, %d held back; want none (at most one) and each process's held back", between, tl.Counts.RollupSkipped)
+	}
+	roomy, tl := run(1)
+	for pid, r := range roomy {
+		// 3 s at a reading every 300 ms: the ends and 8 or 9 between.
+		if r.n < 8 {
+			t.Errorf("pid %d, budget with room: %d readings in 3 s, want one every 300 ms", pid, r.n)
+		}
+	}
+	if tl.Counts.RollupSkipped != 0 {
+		t.Errorf("budget with room: %d readings held back", tl.Counts.RollupSkipped)
+	}
+}

@@ -3,6 +3,7 @@ package sample
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"syscall"
 	"time"
@@ -48,6 +49,9 @@ type trackedProc struct {
 	factChecks int
 	hadMM      bool // statm has shown an address space
 	nextRollup time.Duration
+	// rollupHeld: its due memory reading is held back by the job's budget
+	// (counted once in Counts.RollupSkipped).
+	rollupHeld bool
 	gone       bool
 	cgroup     *cgroupState // its cgroups (cgroup.go); nil until the first slow tick
 }
@@ -404,7 +408,7 @@ func (s *Sampler) sampleProc(p *trackedProc, tk *timeline.Tick, t int64, slow, f
 	if slow {
 		s.slowProc(p, &ps, t)
 	}
-	if full || time.Duration(t) >= p.nextRollup {
+	if full || time.Duration(t) >= p.nextRollup && s.rollupAllowed(p, t) {
 		s.rollup(p, &ps, t)
 	}
 	tk.Procs = append(tk.Procs, ps)
@@ -446,6 +450,12 @@ func (s *Sampler) slowProc(p *trackedProc, ps *timeline.ProcSample, t int64) {
 // its parent (no exec since) also has both smaps read, within the same
 // budget: what it copied of the memory it inherited.
 func (s *Sampler) rollup(p *trackedProc, ps *timeline.ProcSample, t int64) {
+	// The cost is the OS thread's CPU time: the goroutine stays on that
+	// thread while it is measured (a goroutine moved to another thread
+	// between the two readings once made a cost negative, and the budget
+	// with it).
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	var ru0, ru1 syscall.Rusage
 	syscall.Getrusage(syscall.RUSAGE_THREAD, &ru0)
 	r, err := s.fs.ReadRollup(p.pid)
@@ -460,13 +470,33 @@ func (s *Sampler) rollup(p *trackedProc, ps *timeline.ProcSample, t int64) {
 		}
 	}
 	syscall.Getrusage(syscall.RUSAGE_THREAD, &ru1)
-	cost := time.Duration(tvNS(ru1.Utime) + tvNS(ru1.Stime) - tvNS(ru0.Utime) - tvNS(ru0.Stime))
+	cost := time.Duration(max(0, tvNS(ru1.Utime)+tvNS(ru1.Stime)-tvNS(ru0.Utime)-tvNS(ru0.Stime)))
+	s.rollupSpent += cost
+	p.rollupHeld = false
 	wait := s.cfg.RollupEvery
 	if budgeted := time.Duration(float64(cost) / s.cfg.RollupBudget); budgeted > wait {
 		wait = budgeted
 		s.tl.Counts.RollupSkipped++
 	}
 	p.nextRollup = time.Duration(t) + wait
+}
+
+// rollupAllowed says a due reading may be taken: a process's first (where
+// the window starts for it: at the first tick, or when it was forked), or
+// one while the job's memory readings so far (the first and last ticks'
+// included) have used at most RollupJobBudget of the time since the start.
+// A reading held back is counted once until it is taken; the processes due
+// are read in pid order and each waits RollupEvery after its reading, so
+// the held ones come next.
+func (s *Sampler) rollupAllowed(p *trackedProc, t int64) bool {
+	if p.nextRollup == 0 || float64(s.rollupSpent) <= s.cfg.RollupJobBudget*float64(t) {
+		return true
+	}
+	if !p.rollupHeld {
+		p.rollupHeld = true
+		s.tl.Counts.RollupSkipped++
+	}
+	return false
 }
 
 // forkParent is p's parent when p was forked from it and has not exec'd

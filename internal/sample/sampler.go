@@ -77,6 +77,9 @@ type Sampler struct {
 	observer map[int]uint64
 	// tickUser and tickSys are the ticks' own CPU time (SharedProcess).
 	tickUser, tickSys uint64
+	// rollupSpent is the CPU the memory readings (smaps_rollup, smaps)
+	// have cost since the window's start, for Config.RollupJobBudget.
+	rollupSpent time.Duration
 	// parentAnon caches a parent's anonymous mappings for the tick they
 	// were read in (its forked children's inherited memory).
 	parentAnon map[int]*parentMaps
