@@ -136,6 +136,17 @@ func runCPUSplit(in *Input) []finding.Finding {
 		class = finding.SubmissionBound
 		what = fmt.Sprintf("%.0f%% of the launch thread's CPU in %s and %.0f%% in the interpreter, framework and driver around it",
 			100*launchS, topName(tp, profile.DriverLaunch, "the driver's launch calls"), 100*around)
+	case launchS < cpuSplitLaunchLoop && own >= cpuSplitDominant && starved(th):
+		// Its own work, but it waited for a CPU longer than it ran: the
+		// idle time passed mostly with it waiting to run, which is no
+		// input work of its own (the profile samples only its running).
+		// On a crowded host a throttled sync loop that got less than its
+		// limit (waiting about 80 %, 95 % of its CPU in the interpreter)
+		// was called preprocessing-bound this way. It names no class and
+		// says what comes first.
+		what = fmt.Sprintf("%.0f%% of the launch thread's CPU in its own work and only %.0f%% in launch calls (%s), but it waited for a CPU %.0f%% of the time and ran %.0f%%: "+
+			"the GPU's idle time passed mostly with it waiting to run, so a CPU of its own comes first (see launch-thread-descheduled)",
+			100*own, 100*launchS, largestShares(tp), nanZero(th.Wait.Mean), nanZero(th.CPU.Mean))
 	case launchS < cpuSplitLaunchLoop && own >= cpuSplitDominant && (launchS < cpuSplitFewLaunches || input >= own-input) &&
 		tp.Share(profile.DriverOther) < cpuSplitDriverUnplaced:
 		class = finding.Preprocessing
@@ -183,6 +194,13 @@ func runCPUSplit(in *Input) []finding.Finding {
 		f.Decision = "Move the input work off the launch thread: a DataLoader with num_workers > 0 (persistent_workers, pin_memory), decoding on the GPU (DALI, torchvision.io.decode_jpeg on device), or data prepared ahead of time; CUDA graphs would not help."
 	}
 	return []finding.Finding{f}
+}
+
+// starved says the thread waited for a CPU at least LaunchWaitPct of the
+// window and longer than it ran.
+func starved(th *derive.Thread) bool {
+	w := nanZero(th.Wait.Mean)
+	return w >= thresholds.LaunchWaitPct && w > nanZero(th.CPU.Mean)
 }
 
 // syncCPUFloor is the least share of the thread's CPU its syncs held, by

@@ -320,3 +320,38 @@ func syncCPUFloorOf(cpu, inSync float64) float64 {
 	tl.Meta.DriverCalls = d
 	return syncCPUFloor(in, th)
 }
+
+// The launch thread's profile all interpreter (its own work), but it
+// waited for a CPU 75% of the time and ran 20% (a crowded host; no CPU
+// limit): the idle time passed with it waiting to run, so its own work is
+// not named, and the split says a CPU of its own comes first. The same
+// profile on a thread that ran 97% is preprocessing-bound. (A throttled
+// sync loop on a crowded host was called preprocessing-bound this way.)
+func TestCPUSplitOwnWorkOfAStarvedThreadIsNotPreprocessing(t *testing.T) {
+	cats := map[profile.Category]int{profile.Interpreter: 190, profile.Kernel: 4, profile.DriverLaunch: 6}
+	for _, c := range []struct {
+		cpu, wait float64
+		want      finding.Class
+	}{{20, 75, ""}, {97, 0, finding.Preprocessing}} {
+		s := &synth{n: 50, util: constF(30), procs: []*sProc{trainer(&sThread{cpu: constF(c.cpu), wait: constF(c.wait)})}}
+		tl := s.timeline()
+		in := NewInput(tl, derive.New(tl))
+		th := in.Job.Launch.T
+		tl.Meta.CPUProfile = &profile.CPUProfile{State: profile.StateOn, FrequencyHz: 99, CPUs: 2, WindowNS: 5e9,
+			Threads: []profile.ThreadCPU{{PID: th.PID, TID: th.Key.TID, Samples: 200, Categories: cats}}}
+		v, fs := judgeVF(tl, derive.New(tl))
+		f := findingByID(fs, "launch-thread-cpu-split")
+		if f == nil || f.Supports != c.want {
+			t.Errorf("ran %.0f%%, waited %.0f%%: split %+v, want it to support %q", c.cpu, c.wait, f, c.want)
+			continue
+		}
+		t.Logf("ran %.0f%%, waited %.0f%%: %s (%.0f%%): %s; to conclude: %s", c.cpu, c.wait, v.Class, v.Confidence*100, v.Summary, v.Missing)
+		if c.want == "" {
+			if v.Class == finding.Preprocessing || !strings.Contains(f.Claim, "a CPU of its own comes first") {
+				t.Errorf("ran %.0f%%, waited %.0f%%: verdict %s (%s); split %q", c.cpu, c.wait, v.Class, v.Summary, f.Claim)
+			}
+		} else if v.Class != c.want {
+			t.Errorf("ran %.0f%%, waited %.0f%%: verdict %s, want %s: %s", c.cpu, c.wait, v.Class, c.want, v.Summary)
+		}
+	}
+}
