@@ -34,11 +34,26 @@ func TestLiveSchedSourcesAgree(t *testing.T) {
 	var wg sync.WaitGroup
 	tls := map[string]*timeline.Timeline{}
 	var mu sync.Mutex
+	// The /proc run starts once the counters' run has its programs loaded
+	// (its Release): on a loaded host the load took nearly all of a 3 s
+	// window, and the runs overlapped 92 ms.
+	loaded := make(chan struct{})
 	for _, mode := range []string{SchedBPF, SchedProc} {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			s, err := New(Config{PID: pid, Duration: 3 * time.Second, Interval: 100 * time.Millisecond, Tool: "test", Sched: mode})
+			cfg := Config{PID: pid, Duration: 3 * time.Second, Interval: 100 * time.Millisecond, Tool: "test", Sched: mode}
+			if mode == SchedBPF {
+				cfg.Release = func() error { close(loaded); return nil }
+			} else {
+				select {
+				case <-loaded:
+				case <-time.After(30 * time.Second):
+					t.Error("the counters' run did not start in 30 s")
+					return
+				}
+			}
+			s, err := New(cfg)
 			if err != nil {
 				t.Error(err)
 				return
