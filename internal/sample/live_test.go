@@ -372,19 +372,7 @@ subprocess.Popen(["sleep", "30"])
 print("ready", flush=True)
 time.sleep(30)
 `
-	cmd := exec.Command(python, "-c", script)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); cmd.Wait() })
-	if _, err := bufio.NewReader(out).ReadString('\n'); err != nil {
-		t.Fatal(err)
-	}
+	cmd := startForking(t, python, script)
 	tl, _ := sampleLive(t, cmd.Process.Pid, 2*time.Second)
 	read := map[string]*timeline.Inherited{}
 	for _, p := range tl.Procs {
@@ -454,19 +442,7 @@ for _ in range(8):
 print("ready", flush=True)
 time.sleep(60)
 `
-	cmd := exec.Command(python, "-c", script)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); cmd.Wait() })
-	if _, err := bufio.NewReader(out).ReadString('\n'); err != nil {
-		t.Fatal(err)
-	}
+	cmd := startForking(t, python, script)
 	// readings counts, per process, the ticks that read its USS, whether
 	// the first and the last did, and whether the last read its copies.
 	type readings struct {
@@ -537,4 +513,25 @@ time.sleep(60)
 	if tl.Counts.RollupSkipped != 0 {
 		t.Errorf("budget with room: %d readings held back", tl.Counts.RollupSkipped)
 	}
+}
+
+// startForking runs a Python script that forks, in a process group of its
+// own (the group is killed at the test's end), and waits for its first
+// line ("ready").
+func startForking(t *testing.T, python, script string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(python, "-c", script)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); cmd.Wait() })
+	if _, err := bufio.NewReader(out).ReadString('\n'); err != nil {
+		t.Fatal(err)
+	}
+	return cmd
 }
