@@ -49,6 +49,10 @@ type Job struct {
 	// they were recognised.
 	GPUProcs    []*derive.Proc
 	GPUProcsHow string
+	// GPUProcsAssumed: no process of the job was seen using a GPU (none on
+	// a device's list, none holding one open), so the target stands in and
+	// its launch thread is a guess (launchRef says so).
+	GPUProcsAssumed bool
 	// Devices are the GPUs the job used (all sampled GPUs when no device
 	// lists the job's processes).
 	Devices []*derive.GPU
@@ -139,6 +143,7 @@ func buildJob(tl *timeline.Timeline, a *derive.View) Job {
 		} else if t := a.Target(); t != nil {
 			j.GPUProcs = []*derive.Proc{t}
 			j.GPUProcsHow = "the target process (no device listed a process of the job)"
+			j.GPUProcsAssumed = true
 		}
 	}
 
@@ -278,6 +283,19 @@ func threadName(th *derive.Thread) string {
 		return fmt.Sprintf("%s (pid %d, main thread)", comm, th.PID)
 	}
 	return fmt.Sprintf("%s (pid %d, tid %d)", comm, th.PID, th.Key.TID)
+}
+
+// launchRef names the launch thread at the head of a claim: "the launch
+// thread python3 (pid 100, main thread)"; where no process of the job was
+// seen using a GPU, which thread launches work is a guess (the main thread,
+// else the busiest), and the claim says so rather than calling a thread
+// that may never touch a GPU its launch thread.
+func (in *Input) launchRef() string {
+	th := in.Job.Launch.T
+	if in.Job.GPUProcsAssumed {
+		return threadName(th) + ", taken as the launch thread (no process of the job was seen using a GPU),"
+	}
+	return "the launch thread " + threadName(th)
 }
 
 // threadSubject is the Subject of a finding about a thread.

@@ -125,8 +125,8 @@ func fmtCPUs(x float64) string {
 // quotaClaim is the verdict's first line for a throttled launch thread.
 func quotaClaim(in *Input, q QuotaThrottle) string {
 	th := in.Job.Launch.T
-	return fmt.Sprintf("the launch thread %s is throttled in %.0f%% of periods by its %s-CPU limit (cgroup %s): it waited for a CPU %.0f%% of the time and ran %.0f%%",
-		threadName(th), q.Pct(), fmtCPUs(q.Limit), safeText(q.At), th.Wait.Mean, nanZero(th.CPU.Mean))
+	return fmt.Sprintf("%s is throttled in %.0f%% of periods by its %s-CPU limit (cgroup %s): it waited for a CPU %.0f%% of the time and ran %.0f%%",
+		in.launchRef(), q.Pct(), fmtCPUs(q.Limit), safeText(q.At), th.Wait.Mean, nanZero(th.CPU.Mean))
 }
 
 // jobDemand is the job's CPU demand: the sum over its threads of their mean

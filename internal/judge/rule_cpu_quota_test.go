@@ -59,20 +59,37 @@ func TestCPUQuotaLeadsTheVerdict(t *testing.T) {
 // the descheduled launch thread claims the GPU stayed busy; both say it is
 // not known (a 0.2-CPU limit attached without a GPU once claimed "the
 // launch queue absorbed it (the GPU stayed busy)").
+//
+// Where the process holds no device open either, nothing says which thread
+// launches work: the claims call the main thread the one taken as the
+// launch thread, and why (attached to a Python job with no GPU, a sleeping
+// main thread was "the launch thread" while another thread spun).
 func TestCPUQuotaWithoutAGPUClaimsNothingOfIt(t *testing.T) {
-	s := quotaLoop()
-	s.noGPU = true
-	tl := s.timeline()
-	withQuota(tl, 4)
-	_, fs := judgeVF(tl, derive.New(tl))
-	for _, id := range []string{"cpu-quota-throttled", "launch-thread-descheduled"} {
-		f := findingByID(fs, id)
-		if f == nil {
-			t.Errorf("no %s", id)
-			continue
+	for _, holdsDevice := range []bool{true, false} {
+		s := quotaLoop()
+		s.noGPU = true
+		if !holdsDevice {
+			s.procs[0].channels = nil
 		}
-		if strings.Contains(f.Claim, "stayed busy") || !strings.Contains(f.Claim, "no GPU utilisation was seen, so whether the GPU waited for it is not known") {
-			t.Errorf("%s without a GPU in view: %s", id, f.Claim)
+		tl := s.timeline()
+		withQuota(tl, 4)
+		_, fs := judgeVF(tl, derive.New(tl))
+		for _, id := range []string{"cpu-quota-throttled", "launch-thread-descheduled"} {
+			f := findingByID(fs, id)
+			if f == nil {
+				t.Errorf("holds a device %v: no %s", holdsDevice, id)
+				continue
+			}
+			if strings.Contains(f.Claim, "stayed busy") || !strings.Contains(f.Claim, "no GPU utilisation was seen, so whether the GPU waited for it is not known") {
+				t.Errorf("%s without a GPU in view: %s", id, f.Claim)
+			}
+			want := "the launch thread python3 (pid 100, main thread) "
+			if !holdsDevice {
+				want = "python3 (pid 100, main thread), taken as the launch thread (no process of the job was seen using a GPU), "
+			}
+			if !strings.HasPrefix(f.Claim, want) {
+				t.Errorf("holds a device %v: %s begins %q, want %q", holdsDevice, id, f.Claim, want)
+			}
 		}
 	}
 }

@@ -45,7 +45,7 @@ func runDescheduled(in *Input) []finding.Finding {
 		who = fmt.Sprintf("its own cgroup's %s-CPU limit, which throttled it in %.0f%% of periods (cpu-quota-throttled), more than with other tasks", fmtCPUs(q.Limit), q.Pct())
 		f.Severity = finding.Info
 	}
-	f.Claim = fmt.Sprintf("the launch thread %s waited for a CPU %.0f%% of the time, competing with %s", threadName(th), th.Wait.Mean, who)
+	f.Claim = fmt.Sprintf("%s waited for a CPU %.0f%% of the time, competing with %s", in.launchRef(), th.Wait.Mean, who)
 	f.Claim += waitOnTheGPU(in)
 	f.Evidence = append(f.Evidence,
 		ev("launch thread waiting for a CPU (run queue), mean", th.Wait.Mean, "% of wall time", in.window(th.Wait.N), in.schedSource(th)),
