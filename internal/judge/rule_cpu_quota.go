@@ -152,6 +152,17 @@ func runCPUQuota(in *Input) []finding.Finding {
 	f := finding.Finding{ID: "cpu-quota-throttled", Severity: in.impact(), Supports: finding.SubmissionBound, Subject: threadSubject(th),
 		Claim: quotaClaim(in, q)}
 	switch {
+	case th.Wait.Mean < thresholds.LaunchWaitPct && in.Job.GPUProcsAssumed:
+		// No GPU in view and the thread taken as the launch thread seldom
+		// waited: what the limit costs a GPU is not known; what it costs
+		// the job is its demand against the limit.
+		f.Severity, f.Supports = finding.Info, ""
+		demand := fmtCPUs(jobDemand(in)) + " CPUs"
+		if demand == "1 CPUs" {
+			demand = "1 CPU"
+		}
+		f.Claim += fmt.Sprintf("; what the limit costs a GPU is not known, but the job's threads wanted %s (running or waiting to run) against the %s it gives",
+			demand, fmtCPUs(q.Limit))
 	case th.Wait.Mean < thresholds.LaunchWaitPct:
 		// Throttled, but the launch thread was seldom held off a CPU (it
 		// slept through most throttled spells, or they were short): the

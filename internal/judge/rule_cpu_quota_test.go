@@ -94,6 +94,26 @@ func TestCPUQuotaWithoutAGPUClaimsNothingOfIt(t *testing.T) {
 	}
 }
 
+// A job with no GPU in view whose main thread sleeps while another spins
+// against the limit: the line says what the limit costs the job (its
+// demand against the limit), not what it costs a GPU it never saw.
+func TestCPUQuotaWithoutAGPUOnASleepingMainThread(t *testing.T) {
+	s := &synth{n: 50, noGPU: true, util: constF(0), procs: []*sProc{trainer(&sThread{cpu: constF(0), wait: constF(0)},
+		&sThread{tid: 101, comm: "python3", cpu: constF(50), wait: constF(50)})}}
+	s.procs[0].channels = nil
+	tl := s.timeline()
+	withQuota(tl, 9)
+	_, fs := judgeVF(tl, derive.New(tl))
+	f := findingByID(fs, "cpu-quota-throttled")
+	if f == nil {
+		t.Fatal("no cpu-quota-throttled")
+	}
+	if f.Severity != finding.Info || strings.Contains(f.Claim, "costs the GPU little") ||
+		!strings.Contains(f.Claim, "; what the limit costs a GPU is not known, but the job's threads wanted 1 CPU (running or waiting to run) against the 0.6 it gives") {
+		t.Errorf("%s: %s", f.Severity, f.Claim)
+	}
+}
+
 // The same loop whose cgroup was throttled in 1 of 10 periods (a host so
 // busy the job never reaches its quota): the limit is not blamed.
 func TestCPUQuotaRarelyThrottledIsNotBlamed(t *testing.T) {
