@@ -485,16 +485,32 @@ func (s *Sampler) rollup(p *trackedProc, ps *timeline.ProcSample, t int64) {
 // the window starts for it: at the first tick, or when it was forked), or
 // one while the job's memory readings so far (the first and last ticks'
 // included) have used at most RollupJobBudget of the time since the start.
-// A reading held back is counted once until it is taken; the processes due
-// are read in pid order and each waits RollupEvery after its reading, so
-// the held ones come next.
+// A reading held back is counted once until it is taken, and the one due
+// longest goes first: with room for a reading, a process waits while
+// another held back was due before it (in pid order alone, the low pids,
+// due again every RollupEvery, would take every reading of a job whose
+// round of readings outlasts that period).
 func (s *Sampler) rollupAllowed(p *trackedProc, t int64) bool {
-	if p.nextRollup == 0 || float64(s.rollupSpent) <= s.cfg.RollupJobBudget*float64(t) {
+	if p.nextRollup == 0 {
+		return true
+	}
+	if float64(s.rollupSpent) <= s.cfg.RollupJobBudget*float64(t) && !s.heldBefore(p) {
 		return true
 	}
 	if !p.rollupHeld {
 		p.rollupHeld = true
 		s.tl.Counts.RollupSkipped++
+	}
+	return false
+}
+
+// heldBefore says another process's memory reading, held back by the
+// job's budget, was due before p's.
+func (s *Sampler) heldBefore(p *trackedProc) bool {
+	for _, q := range s.procs {
+		if q != p && q.rollupHeld && !q.gone && q.nextRollup < p.nextRollup {
+			return true
+		}
 	}
 	return false
 }
