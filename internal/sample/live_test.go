@@ -352,10 +352,6 @@ func TestLaunchedTargetGoneBeforeTheFirstRead(t *testing.T) {
 // least); a child that exec'd has not, nor has the target.
 func TestLiveForkedChildCopiesRead(t *testing.T) {
 	livetest.Need(t)
-	python, err := exec.LookPath("python3")
-	if err != nil {
-		t.Skip("python3 not found")
-	}
 	const script = `
 import os, subprocess, time
 data = [float(i) for i in range(300000)]  # about 7 MiB of float objects
@@ -372,7 +368,7 @@ subprocess.Popen(["sleep", "30"])
 print("ready", flush=True)
 time.sleep(30)
 `
-	cmd := startForking(t, python, script)
+	cmd := startForking(t, script)
 	tl, _ := sampleLive(t, cmd.Process.Pid, 2*time.Second)
 	read := map[string]*timeline.Inherited{}
 	for _, p := range tl.Procs {
@@ -421,10 +417,6 @@ func checkSched(t *testing.T, tl *timeline.Timeline) {
 // every rollup tick.
 func TestLiveMemoryReadingsShareTheJobBudget(t *testing.T) {
 	livetest.Need(t)
-	python, err := exec.LookPath("python3")
-	if err != nil {
-		t.Skip("python3 not found")
-	}
 	const script = `
 import os, time
 data = [float(i) for i in range(300000)]  # about 7 MiB of float objects
@@ -442,7 +434,7 @@ for _ in range(8):
 print("ready", flush=True)
 time.sleep(60)
 `
-	cmd := startForking(t, python, script)
+	cmd := startForking(t, script)
 	// readings counts, per process, the ticks that read its USS, whether
 	// the first and the last did, and whether the last read its copies.
 	type readings struct {
@@ -517,9 +509,13 @@ time.sleep(60)
 
 // startForking runs a Python script that forks, in a process group of its
 // own (the group is killed at the test's end), and waits for its first
-// line ("ready").
-func startForking(t *testing.T, python, script string) *exec.Cmd {
+// line ("ready"); the test is skipped without python3.
+func startForking(t *testing.T, script string) *exec.Cmd {
 	t.Helper()
+	python, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("python3 not found")
+	}
 	cmd := exec.Command(python, "-c", script)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
