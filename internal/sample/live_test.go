@@ -352,23 +352,7 @@ func TestLaunchedTargetGoneBeforeTheFirstRead(t *testing.T) {
 // least); a child that exec'd has not, nor has the target.
 func TestLiveForkedChildCopiesRead(t *testing.T) {
 	livetest.Need(t)
-	const script = `
-import os, subprocess, time
-data = [float(i) for i in range(300000)]  # about 7 MiB of float objects
-r, w = os.pipe()
-if os.fork() == 0:
-    s = 0.0
-    for x in data:  # reading writes each object's reference count: copy-on-write
-        s += x
-    os.write(w, b"x")
-    time.sleep(30)
-    os._exit(0)
-os.read(r, 1)
-subprocess.Popen(["sleep", "30"])
-print("ready", flush=True)
-time.sleep(30)
-`
-	cmd := startForking(t, script)
+	cmd := startForking(t, 1, true)
 	tl, _ := sampleLive(t, cmd.Process.Pid, 2*time.Second)
 	read := map[string]*timeline.Inherited{}
 	for _, p := range tl.Procs {
@@ -417,24 +401,7 @@ func checkSched(t *testing.T, tl *timeline.Timeline) {
 // every rollup tick.
 func TestLiveMemoryReadingsShareTheJobBudget(t *testing.T) {
 	livetest.Need(t)
-	const script = `
-import os, time
-data = [float(i) for i in range(300000)]  # about 7 MiB of float objects
-r, w = os.pipe()
-for _ in range(8):
-    if os.fork() == 0:
-        s = 0.0
-        for x in data:  # reading writes each object's reference count: copy-on-write
-            s += x
-        os.write(w, b"x")
-        time.sleep(60)
-        os._exit(0)
-for _ in range(8):
-    os.read(r, 1)
-print("ready", flush=True)
-time.sleep(60)
-`
-	cmd := startForking(t, script)
+	cmd := startForking(t, 8, false)
 	// readings counts, per process, the ticks that read its USS, whether
 	// the first and the last did, and whether the last read its copies.
 	type readings struct {
@@ -507,16 +474,47 @@ time.sleep(60)
 	}
 }
 
-// startForking runs a Python script that forks, in a process group of its
-// own (the group is killed at the test's end), and waits for its first
-// line ("ready"); the test is skipped without python3.
-func startForking(t *testing.T, script string) *exec.Cmd {
+// forkingJob is a parent holding about 7 MiB of float objects that forks
+// argv[1] workers; each reads every object (reading writes its reference
+// count: copy-on-write), says so, and sleeps. Once all have, the parent
+// starts an exec'd child (sleep) when argv[2] is "exec", prints "ready"
+// and sleeps.
+const forkingJob = `
+import os, subprocess, sys, time
+data = [float(i) for i in range(300000)]
+r, w = os.pipe()
+workers = int(sys.argv[1])
+for _ in range(workers):
+    if os.fork() == 0:
+        s = 0.0
+        for x in data:
+            s += x
+        os.write(w, b"x")
+        time.sleep(60)
+        os._exit(0)
+for _ in range(workers):
+    os.read(r, 1)
+if sys.argv[2] == "exec":
+    subprocess.Popen(["sleep", "60"])
+print("ready", flush=True)
+time.sleep(60)
+`
+
+// startForking runs forkingJob with its workers, and an exec'd child when
+// withExec, in a process group of its own (the group is killed at the
+// test's end), and waits for its "ready"; the test is skipped without
+// python3.
+func startForking(t *testing.T, workers int, withExec bool) *exec.Cmd {
 	t.Helper()
 	python, err := exec.LookPath("python3")
 	if err != nil {
 		t.Skip("python3 not found")
 	}
-	cmd := exec.Command(python, "-c", script)
+	mode := "fork-only"
+	if withExec {
+		mode = "exec"
+	}
+	cmd := exec.Command(python, "-c", forkingJob, strconv.Itoa(workers), mode)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
